@@ -1,0 +1,76 @@
+//! x86-64 cache flushing, for host measurements.
+//!
+//! Kernel counterpart: `clflush_cache_range()` (arch/x86/mm/pat/set_memory.c), which issues
+//! CLFLUSHOPT per line between fences. x86 DMA is cache coherent, so Linux never calls this on the
+//! DMA path; dmasim uses it to run the *same* scatter-gather geometry on an x86 host's real caches
+//! ([`crate::hostbench`]). Every direction gets the same instruction: the one the user picked.
+//!
+//! Invariant: "complete" means an SFENCE after the range, as `clflush_cache_range` does.
+
+use super::ArchDma;
+use crate::hw::{CacheOp, Hw, lines_spanned};
+use crate::types::{DmaDirection, PhysAddr};
+
+#[derive(Debug, Clone, Copy)]
+pub struct X86Flush {
+    /// `Clean` = CLWB, `CleanInval` = CLFLUSHOPT.
+    pub op: CacheOp,
+}
+
+impl X86Flush {
+    fn range(&self, hw: &mut dyn Hw, paddr: PhysAddr, size: u64, complete: bool) {
+        hw.enter(if self.op == CacheOp::Clean {
+            "clwb_range"
+        } else {
+            "clflushopt_range"
+        });
+        let lines = lines_spanned(paddr, size, hw.line_bytes());
+        hw.cache_maint(self.op, paddr, lines);
+        if complete {
+            hw.barrier();
+        }
+        hw.leave();
+    }
+}
+
+impl ArchDma for X86Flush {
+    fn sync_for_device(
+        &self,
+        hw: &mut dyn Hw,
+        paddr: PhysAddr,
+        size: u64,
+        _dir: DmaDirection,
+        complete: bool,
+    ) {
+        self.range(hw, paddr, size, complete);
+    }
+
+    fn sync_for_cpu(
+        &self,
+        hw: &mut dyn Hw,
+        paddr: PhysAddr,
+        size: u64,
+        _dir: DmaDirection,
+        complete: bool,
+    ) {
+        self.range(hw, paddr, size, complete);
+    }
+
+    fn flush(&self, hw: &mut dyn Hw) {
+        hw.enter("sfence");
+        hw.barrier();
+        hw.leave();
+    }
+
+    fn required_ops(&self) -> &'static [CacheOp] {
+        match self.op {
+            CacheOp::Clean => &[CacheOp::Clean],
+            CacheOp::Inval => &[CacheOp::Inval],
+            CacheOp::CleanInval => &[CacheOp::CleanInval],
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        "x86_64"
+    }
+}

@@ -1,0 +1,512 @@
+//! dma-direct: DMA without an IOMMU, bus address = physical address.
+//!
+//! Kernel counterpart: kernel/dma/direct.c and kernel/dma/direct.h — `dma_direct_map_sg`,
+//! `dma_direct_unmap_sg`, `dma_direct_sync_sg_for_{device,cpu}` (out of line, so they appear as
+//! frames) and the inline single-region helpers `dma_direct_map_phys`, `dma_direct_unmap_phys`,
+//! `dma_direct_sync_single_for_{device,cpu}` (inline, so their instructions are charged to the
+//! caller's frame, as a profiler would show them).
+//!
+//! What it models: the bus-address check against the device's mask (`dma_capable`), cache
+//! maintenance for non-coherent devices through the arch layer, `DMA_ATTR_SKIP_CPU_SYNC`, nothing at
+//! all for coherent devices, and where completion is waited for ([`SyncPolicy`]). A buffer the device
+//! cannot reach fails with a mapping error here; the swiotlb fallback plugs in at that point.
+//!
+//! Invariants: map_sg either maps every entry or unmaps what it mapped (with SKIP_CPU_SYNC) and
+//! fails; when any call returns, all maintenance it issued has completed.
+
+use super::sync_policy::SyncPolicy;
+use super::{DmaError, DmaMapOps};
+use crate::arch::ArchDma;
+use crate::device::Device;
+use crate::hw::{Hw, SwCost};
+use crate::scatterlist::SgTable;
+use crate::types::{DmaAddr, DmaAttrs, DmaDirection, PhysAddr};
+
+/// Software costs dma-direct charges, resolved once from the backend.
+#[derive(Clone, Copy, Debug, Default)]
+struct Costs {
+    map_phys: SwCost,
+    unmap_phys: SwCost,
+    sync_single: SwCost,
+    sg_next: SwCost,
+}
+
+#[derive(Debug)]
+pub struct DmaDirect {
+    arch: Box<dyn ArchDma>,
+    sync: Box<dyn SyncPolicy>,
+    costs: Costs,
+}
+
+/// Named software costs dma-direct looks up in a profile's `[sw]` table.
+pub const SW_COSTS: &[(&str, &str)] = &[
+    (
+        "dma_direct_map_phys",
+        "per region mapped: phys_to_dma, dma_capable, attribute checks",
+    ),
+    (
+        "dma_direct_unmap_phys",
+        "per region unmapped: dma_to_phys, swiotlb check",
+    ),
+    (
+        "dma_direct_sync_single",
+        "per region synced by a sync_* call",
+    ),
+    ("sg_next", "per entry of a scatter-gather walk"),
+];
+
+impl DmaDirect {
+    pub fn new(hw: &dyn Hw, arch: Box<dyn ArchDma>, sync: Box<dyn SyncPolicy>) -> DmaDirect {
+        DmaDirect {
+            arch,
+            sync,
+            costs: Costs {
+                map_phys: hw.sw_cost("dma_direct_map_phys"),
+                unmap_phys: hw.sw_cost("dma_direct_unmap_phys"),
+                sync_single: hw.sw_cost("dma_direct_sync_single"),
+                sg_next: hw.sw_cost("sg_next"),
+            },
+        }
+    }
+
+    pub fn sync_policy(&self) -> &dyn SyncPolicy {
+        self.sync.as_ref()
+    }
+
+    /// `phys_to_dma()`: identity until a device has a DMA range offset.
+    fn phys_to_dma(&self, _dev: &Device, phys: PhysAddr) -> DmaAddr {
+        DmaAddr(phys.0)
+    }
+
+    fn dma_to_phys(&self, _dev: &Device, addr: DmaAddr) -> PhysAddr {
+        PhysAddr(addr.0)
+    }
+
+    /// `dma_capable()`: the whole buffer must sit below the device's mask.
+    fn dma_capable(dev: &Device, addr: DmaAddr, size: u64) -> bool {
+        match size.checked_sub(1).and_then(|s| addr.checked_add(s)) {
+            Some(end) => end.0 <= dev.dma_mask,
+            None => size == 0 && addr.0 <= dev.dma_mask,
+        }
+    }
+
+    /// `dma_direct_map_phys()` without the closing flush: the part shared by map_page and map_sg.
+    fn map_phys(
+        &self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        phys: PhysAddr,
+        size: u64,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    ) -> Result<DmaAddr, DmaError> {
+        hw.sw(self.costs.map_phys);
+        let addr = self.phys_to_dma(dev, phys);
+        if !Self::dma_capable(dev, addr, size) {
+            return Err(DmaError::MappingError(format!(
+                "{}: bus address {addr}+{size:#x} is above the device's mask {:#x} and no swiotlb is set up",
+                dev.name, dev.dma_mask
+            )));
+        }
+        if !dev.is_dma_coherent() && !attrs.contains(DmaAttrs::SKIP_CPU_SYNC) {
+            self.sync
+                .for_device(hw, self.arch.as_ref(), phys, size, dir);
+        }
+        Ok(addr)
+    }
+
+    /// `dma_direct_unmap_phys()` without the closing flush.
+    fn unmap_phys(
+        &self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        addr: DmaAddr,
+        size: u64,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    ) {
+        hw.sw(self.costs.unmap_phys);
+        if !attrs.contains(DmaAttrs::SKIP_CPU_SYNC) {
+            self.sync_single_for_cpu_nowait(hw, dev, addr, size, dir);
+        }
+    }
+
+    fn sync_single_for_cpu_nowait(
+        &self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        addr: DmaAddr,
+        size: u64,
+        dir: DmaDirection,
+    ) {
+        if !dev.is_dma_coherent() {
+            let paddr = self.dma_to_phys(dev, addr);
+            self.sync.for_cpu(hw, self.arch.as_ref(), paddr, size, dir);
+        }
+    }
+
+    fn sync_single_for_device_nowait(
+        &self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        addr: DmaAddr,
+        size: u64,
+        dir: DmaDirection,
+    ) {
+        if !dev.is_dma_coherent() {
+            let paddr = self.dma_to_phys(dev, addr);
+            self.sync
+                .for_device(hw, self.arch.as_ref(), paddr, size, dir);
+        }
+    }
+
+    fn end_of_call(&self, hw: &mut dyn Hw, dev: &Device) {
+        if !dev.is_dma_coherent() {
+            self.sync.end_of_call(hw, self.arch.as_ref());
+        }
+    }
+}
+
+impl DmaMapOps for DmaDirect {
+    fn name(&self) -> &'static str {
+        "dma-direct"
+    }
+
+    fn map_page(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        phys: PhysAddr,
+        size: u64,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    ) -> Result<DmaAddr, DmaError> {
+        let r = self.map_phys(hw, dev, phys, size, dir, attrs);
+        if r.is_ok() {
+            self.end_of_call(hw, dev);
+        }
+        r
+    }
+
+    fn unmap_page(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        addr: DmaAddr,
+        size: u64,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    ) {
+        self.unmap_phys(hw, dev, addr, size, dir, attrs);
+        self.end_of_call(hw, dev);
+    }
+
+    fn map_sg(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        sgt: &mut SgTable,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    ) -> Result<usize, DmaError> {
+        hw.enter("dma_direct_map_sg");
+        let mut failed = None;
+        for i in 0..sgt.entries.len() {
+            hw.sw(self.costs.sg_next);
+            let (phys, len) = (sgt.entries[i].phys(), u64::from(sgt.entries[i].length));
+            match self.map_phys(hw, dev, phys, len, dir, attrs) {
+                Ok(addr) => {
+                    let e = &mut sgt.entries[i];
+                    e.dma_address = addr;
+                    e.dma_length = e.length;
+                }
+                Err(err) => {
+                    failed = Some((i, err));
+                    break;
+                }
+            }
+        }
+        let r = match failed {
+            None => {
+                self.end_of_call(hw, dev);
+                sgt.nents = sgt.entries.len();
+                Ok(sgt.nents)
+            }
+            Some((i, err)) => {
+                // Undo what was mapped; the CPU never touched it, so skip the maintenance.
+                for e in &mut sgt.entries[..i] {
+                    hw.sw(self.costs.sg_next);
+                    self.unmap_phys(
+                        hw,
+                        dev,
+                        e.dma_address,
+                        u64::from(e.dma_length),
+                        dir,
+                        attrs.union(DmaAttrs::SKIP_CPU_SYNC),
+                    );
+                    e.dma_address = DmaAddr::MAPPING_ERROR;
+                    e.dma_length = 0;
+                }
+                sgt.nents = 0;
+                Err(err)
+            }
+        };
+        hw.leave();
+        r
+    }
+
+    fn unmap_sg(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        sgt: &mut SgTable,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    ) {
+        hw.enter("dma_direct_unmap_sg");
+        for e in &mut sgt.entries {
+            hw.sw(self.costs.sg_next);
+            self.unmap_phys(hw, dev, e.dma_address, u64::from(e.dma_length), dir, attrs);
+            e.dma_address = DmaAddr::MAPPING_ERROR;
+            e.dma_length = 0;
+        }
+        self.end_of_call(hw, dev);
+        sgt.nents = 0;
+        hw.leave();
+    }
+
+    fn sync_single_for_cpu(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        addr: DmaAddr,
+        size: u64,
+        dir: DmaDirection,
+    ) {
+        hw.sw(self.costs.sync_single);
+        self.sync_single_for_cpu_nowait(hw, dev, addr, size, dir);
+        self.end_of_call(hw, dev);
+    }
+
+    fn sync_single_for_device(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        addr: DmaAddr,
+        size: u64,
+        dir: DmaDirection,
+    ) {
+        hw.sw(self.costs.sync_single);
+        self.sync_single_for_device_nowait(hw, dev, addr, size, dir);
+        self.end_of_call(hw, dev);
+    }
+
+    fn sync_sg_for_cpu(&mut self, hw: &mut dyn Hw, dev: &Device, sgt: &SgTable, dir: DmaDirection) {
+        hw.enter("dma_direct_sync_sg_for_cpu");
+        for e in &sgt.entries[..sgt.nents] {
+            hw.sw(self.costs.sg_next);
+            hw.sw(self.costs.sync_single);
+            self.sync_single_for_cpu_nowait(hw, dev, e.dma_address, u64::from(e.dma_length), dir);
+        }
+        self.end_of_call(hw, dev);
+        hw.leave();
+    }
+
+    fn sync_sg_for_device(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        sgt: &SgTable,
+        dir: DmaDirection,
+    ) {
+        hw.enter("dma_direct_sync_sg_for_device");
+        for e in &sgt.entries[..sgt.nents] {
+            hw.sw(self.costs.sg_next);
+            hw.sw(self.costs.sync_single);
+            self.sync_single_for_device_nowait(
+                hw,
+                dev,
+                e.dma_address,
+                u64::from(e.dma_length),
+                dir,
+            );
+        }
+        self.end_of_call(hw, dev);
+        hw.leave();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch::arm64::{Arm64, DirRules};
+    use crate::dma::sync_policy::{Batched, PerEntry};
+    use crate::hw::CacheOp;
+    use crate::hw::recorder::Recorder;
+
+    fn direct(batched: bool) -> DmaDirect {
+        let r = Recorder::new(64);
+        let sync: Box<dyn SyncPolicy> = if batched {
+            Box::new(Batched)
+        } else {
+            Box::new(PerEntry)
+        };
+        DmaDirect::new(&r, Box::new(Arm64::new(DirRules::Since5_19)), sync)
+    }
+
+    fn list() -> SgTable {
+        SgTable::from_contiguous(PhysAddr(0x8000_0000), 10 << 20, &[4096])
+    }
+
+    #[test]
+    fn map_sg_issues_a_clean_per_line_and_a_barrier_per_entry_or_per_list() {
+        for (batched, barriers) in [(false, 2560), (true, 1)] {
+            let mut d = direct(batched);
+            let dev = Device::new("dev", false, 64);
+            let mut sgt = list();
+            let mut r = Recorder::new(64);
+            let n = d
+                .map_sg(
+                    &mut r,
+                    &dev,
+                    &mut sgt,
+                    DmaDirection::Bidirectional,
+                    DmaAttrs::NONE,
+                )
+                .unwrap();
+            assert_eq!(n, 2560);
+            assert_eq!(r.lines(CacheOp::Clean), 163_840);
+            assert_eq!(r.barriers, barriers);
+            assert_eq!(sgt.entries[7].dma_address, DmaAddr(0x8000_0000 + 7 * 4096));
+
+            let mut r = Recorder::new(64);
+            d.unmap_sg(
+                &mut r,
+                &dev,
+                &mut sgt,
+                DmaDirection::Bidirectional,
+                DmaAttrs::NONE,
+            );
+            assert_eq!(r.lines(CacheOp::Inval), 163_840);
+            assert_eq!(r.lines(CacheOp::CleanInval), 0);
+            assert_eq!(r.barriers, barriers);
+        }
+    }
+
+    #[test]
+    fn coherent_devices_get_no_maintenance_and_no_barrier() {
+        for batched in [false, true] {
+            let mut d = direct(batched);
+            let dev = Device::new("dev", true, 64);
+            let mut sgt = list();
+            let mut r = Recorder::new(64);
+            d.map_sg(
+                &mut r,
+                &dev,
+                &mut sgt,
+                DmaDirection::Bidirectional,
+                DmaAttrs::NONE,
+            )
+            .unwrap();
+            d.sync_sg_for_cpu(&mut r, &dev, &sgt, DmaDirection::FromDevice);
+            d.unmap_sg(
+                &mut r,
+                &dev,
+                &mut sgt,
+                DmaDirection::Bidirectional,
+                DmaAttrs::NONE,
+            );
+            assert!(r.ops.is_empty());
+            assert_eq!(r.barriers, 0);
+        }
+    }
+
+    #[test]
+    fn skip_cpu_sync_skips_maintenance() {
+        let mut d = direct(false);
+        let dev = Device::new("dev", false, 64);
+        let mut sgt = list();
+        let mut r = Recorder::new(64);
+        d.map_sg(
+            &mut r,
+            &dev,
+            &mut sgt,
+            DmaDirection::ToDevice,
+            DmaAttrs::SKIP_CPU_SYNC,
+        )
+        .unwrap();
+        assert!(r.ops.is_empty());
+        assert_eq!(r.barriers, 0);
+    }
+
+    #[test]
+    fn unmap_for_to_device_needs_no_maintenance() {
+        let mut d = direct(false);
+        let dev = Device::new("dev", false, 64);
+        let mut sgt = list();
+        d.map_sg(
+            &mut Recorder::new(64),
+            &dev,
+            &mut sgt,
+            DmaDirection::ToDevice,
+            DmaAttrs::NONE,
+        )
+        .unwrap();
+        let mut r = Recorder::new(64);
+        d.unmap_sg(
+            &mut r,
+            &dev,
+            &mut sgt,
+            DmaDirection::ToDevice,
+            DmaAttrs::NONE,
+        );
+        assert!(r.ops.is_empty());
+        assert_eq!(r.barriers, 0);
+    }
+
+    #[test]
+    fn unreachable_buffer_fails_and_unwinds() {
+        let mut d = direct(true);
+        let dev = Device::new("dev32", false, 32);
+        // Straddles 4 GiB: the first entries fit, a later one does not.
+        let mut sgt = SgTable::from_contiguous(PhysAddr(0xffff_e000), 4 * 4096, &[4096]);
+        let mut r = Recorder::new(64);
+        let e = d.map_sg(
+            &mut r,
+            &dev,
+            &mut sgt,
+            DmaDirection::ToDevice,
+            DmaAttrs::NONE,
+        );
+        assert!(matches!(e, Err(DmaError::MappingError(_))));
+        assert_eq!(sgt.nents, 0);
+        assert!(
+            sgt.entries
+                .iter()
+                .all(|e| e.dma_address == DmaAddr::MAPPING_ERROR)
+        );
+    }
+
+    #[test]
+    fn batched_frames_match_the_kernel_stack() {
+        let mut d = direct(true);
+        let dev = Device::new("dev", false, 64);
+        let mut sgt = SgTable::from_contiguous(PhysAddr(0x1000), 8192, &[4096]);
+        let mut r = Recorder::new(64);
+        d.map_sg(
+            &mut r,
+            &dev,
+            &mut sgt,
+            DmaDirection::Bidirectional,
+            DmaAttrs::NONE,
+        )
+        .unwrap();
+        assert!(r.frames.contains(
+            &"dma_direct_map_sg > arch_sync_dma_for_device > dcache_clean_poc_nosync".to_string()
+        ));
+        assert!(
+            r.frames
+                .contains(&"dma_direct_map_sg > arch_sync_dma_flush".to_string())
+        );
+    }
+}

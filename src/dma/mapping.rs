@@ -1,0 +1,131 @@
+//! The DMA API front: what drivers call.
+//!
+//! Kernel counterpart: kernel/dma/mapping.c — `dma_map_page_attrs`, `dma_unmap_page_attrs`,
+//! `dma_map_sg_attrs`, `dma_unmap_sg_attrs`, `dma_sync_single_for_{cpu,device}`,
+//! `dma_sync_sg_for_{cpu,device}`. Each opens a frame named after the API call and dispatches to the
+//! device's `dma_map_ops` (dma-direct, or iommu-dma once a domain is attached).
+//!
+//! Invariant: every call leaves the call stack as it found it.
+
+use super::{DmaError, DmaMapOps};
+use crate::device::Device;
+use crate::hw::{Hw, SwCost};
+use crate::scatterlist::SgTable;
+use crate::types::{DmaAddr, DmaAttrs, DmaDirection, PhysAddr};
+
+/// A device's DMA API: the device plus the ops that serve it.
+pub struct DmaApi {
+    pub dev: Device,
+    pub ops: Box<dyn DmaMapOps>,
+    call: SwCost,
+}
+
+impl DmaApi {
+    /// `call` is the front's own cost per API call (`dma_api_call` in a profile's `[sw]` table).
+    pub fn new(hw: &dyn Hw, dev: Device, ops: Box<dyn DmaMapOps>) -> DmaApi {
+        DmaApi {
+            dev,
+            ops,
+            call: hw.sw_cost("dma_api_call"),
+        }
+    }
+
+    fn frame<T>(
+        &mut self,
+        hw: &mut dyn Hw,
+        name: &'static str,
+        f: impl FnOnce(&mut dyn DmaMapOps, &mut dyn Hw, &Device) -> T,
+    ) -> T {
+        hw.enter(name);
+        hw.sw(self.call);
+        let r = f(self.ops.as_mut(), hw, &self.dev);
+        hw.leave();
+        r
+    }
+
+    pub fn map_page(
+        &mut self,
+        hw: &mut dyn Hw,
+        phys: PhysAddr,
+        size: u64,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    ) -> Result<DmaAddr, DmaError> {
+        self.frame(hw, "dma_map_page", |ops, hw, dev| {
+            ops.map_page(hw, dev, phys, size, dir, attrs)
+        })
+    }
+
+    pub fn unmap_page(
+        &mut self,
+        hw: &mut dyn Hw,
+        addr: DmaAddr,
+        size: u64,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    ) {
+        self.frame(hw, "dma_unmap_page", |ops, hw, dev| {
+            ops.unmap_page(hw, dev, addr, size, dir, attrs)
+        })
+    }
+
+    pub fn map_sg(
+        &mut self,
+        hw: &mut dyn Hw,
+        sgt: &mut SgTable,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    ) -> Result<usize, DmaError> {
+        self.frame(hw, "dma_map_sg", |ops, hw, dev| {
+            ops.map_sg(hw, dev, sgt, dir, attrs)
+        })
+    }
+
+    pub fn unmap_sg(
+        &mut self,
+        hw: &mut dyn Hw,
+        sgt: &mut SgTable,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    ) {
+        self.frame(hw, "dma_unmap_sg", |ops, hw, dev| {
+            ops.unmap_sg(hw, dev, sgt, dir, attrs)
+        })
+    }
+
+    pub fn sync_single_for_cpu(
+        &mut self,
+        hw: &mut dyn Hw,
+        addr: DmaAddr,
+        size: u64,
+        dir: DmaDirection,
+    ) {
+        self.frame(hw, "dma_sync_single_for_cpu", |ops, hw, dev| {
+            ops.sync_single_for_cpu(hw, dev, addr, size, dir)
+        })
+    }
+
+    pub fn sync_single_for_device(
+        &mut self,
+        hw: &mut dyn Hw,
+        addr: DmaAddr,
+        size: u64,
+        dir: DmaDirection,
+    ) {
+        self.frame(hw, "dma_sync_single_for_device", |ops, hw, dev| {
+            ops.sync_single_for_device(hw, dev, addr, size, dir)
+        })
+    }
+
+    pub fn sync_sg_for_cpu(&mut self, hw: &mut dyn Hw, sgt: &SgTable, dir: DmaDirection) {
+        self.frame(hw, "dma_sync_sg_for_cpu", |ops, hw, dev| {
+            ops.sync_sg_for_cpu(hw, dev, sgt, dir)
+        })
+    }
+
+    pub fn sync_sg_for_device(&mut self, hw: &mut dyn Hw, sgt: &SgTable, dir: DmaDirection) {
+        self.frame(hw, "dma_sync_sg_for_device", |ops, hw, dev| {
+            ops.sync_sg_for_device(hw, dev, sgt, dir)
+        })
+    }
+}

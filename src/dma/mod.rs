@@ -1,0 +1,85 @@
+//! The DMA-mapping stack: the API front and the implementations behind `dma_map_ops`.
+//!
+//! Kernel counterpart: kernel/dma/ — mapping.c ([`mapping`]), direct.c and direct.h ([`direct`]),
+//! and the 7.1 batching of cache maintenance ([`sync_policy`]).
+
+pub mod direct;
+pub mod mapping;
+pub mod sync_policy;
+
+use crate::device::Device;
+use crate::hw::Hw;
+use crate::scatterlist::SgTable;
+use crate::types::{DmaAddr, DmaAttrs, DmaDirection, PhysAddr};
+
+/// Why a mapping failed. The kernel returns `DMA_MAPPING_ERROR` (or 0 entries for map_sg); we keep
+/// the reason so reports can say it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DmaError {
+    #[error("DMA mapping error: {0}")]
+    MappingError(String),
+}
+
+/// `struct dma_map_ops`: what a DMA implementation (dma-direct, iommu-dma) provides.
+pub trait DmaMapOps {
+    fn name(&self) -> &'static str;
+    fn map_page(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        phys: PhysAddr,
+        size: u64,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    ) -> Result<DmaAddr, DmaError>;
+    fn unmap_page(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        addr: DmaAddr,
+        size: u64,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    );
+    /// Returns the number of mapped entries (`nents`).
+    fn map_sg(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        sgt: &mut SgTable,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    ) -> Result<usize, DmaError>;
+    fn unmap_sg(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        sgt: &mut SgTable,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    );
+    fn sync_single_for_cpu(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        addr: DmaAddr,
+        size: u64,
+        dir: DmaDirection,
+    );
+    fn sync_single_for_device(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        addr: DmaAddr,
+        size: u64,
+        dir: DmaDirection,
+    );
+    fn sync_sg_for_cpu(&mut self, hw: &mut dyn Hw, dev: &Device, sgt: &SgTable, dir: DmaDirection);
+    fn sync_sg_for_device(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        sgt: &SgTable,
+        dir: DmaDirection,
+    );
+}

@@ -1,0 +1,315 @@
+//! The one hardware interface every layer of the stack charges its work through.
+//!
+//! Kernel counterpart: none as such — this is the line between the kernel's algorithms (which we
+//! run for real) and the machine they run on (which we model or, on a real host, exercise). What
+//! crosses it mirrors the instructions the kernel's code would execute: a cache-maintenance
+//! instruction per line (`DC CVAC`, `CLFLUSHOPT`, ...), a barrier (`DSB SY`, `SFENCE`), and named
+//! stretches of the kernel's own instructions (`sw`).
+//!
+//! Invariants: functional code never computes a time. It calls [`Hw`]; a backend decides what an
+//! operation costs ([`model::Model`]) or performs it ([`host`]). Every charge lands on the call
+//! stack that was current when it was made, so reports can break time down by kernel function.
+
+pub mod host;
+pub mod model;
+pub mod recorder;
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    pub use super::recorder::Recorder;
+}
+
+use crate::types::PhysAddr;
+
+/// A cache-maintenance operation to the point of coherency, by line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CacheOp {
+    /// Write a dirty line back, keep it (arm64 `DC CVAC`, x86 `CLWB`).
+    Clean,
+    /// Discard the line (arm64 `DC IVAC`; no x86 equivalent).
+    Inval,
+    /// Write back and discard (arm64 `DC CIVAC`, x86 `CLFLUSHOPT`).
+    CleanInval,
+}
+
+impl CacheOp {
+    pub const ALL: [CacheOp; 3] = [CacheOp::Clean, CacheOp::Inval, CacheOp::CleanInval];
+
+    /// The profile key for this operation's costs.
+    pub fn key(self) -> &'static str {
+        match self {
+            CacheOp::Clean => "clean",
+            CacheOp::Inval => "inval",
+            CacheOp::CleanInval => "clean_inval",
+        }
+    }
+
+    fn counter(self) -> Counter {
+        match self {
+            CacheOp::Clean => Counter::CacheCleanLine,
+            CacheOp::Inval => Counter::CacheInvalLine,
+            CacheOp::CleanInval => Counter::CacheCleanInvalLine,
+        }
+    }
+}
+
+/// Countable hardware operations. Counts come from running the algorithms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Counter {
+    CacheCleanLine,
+    CacheInvalLine,
+    CacheCleanInvalLine,
+    Barrier,
+}
+
+impl Counter {
+    pub const ALL: [Counter; 4] = [
+        Counter::CacheCleanLine,
+        Counter::CacheInvalLine,
+        Counter::CacheCleanInvalLine,
+        Counter::Barrier,
+    ];
+    pub const N: usize = Counter::ALL.len();
+
+    /// Stable name used in JSON output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Counter::CacheCleanLine => "cache_clean_line",
+            Counter::CacheInvalLine => "cache_inval_line",
+            Counter::CacheCleanInvalLine => "cache_clean_inval_line",
+            Counter::Barrier => "barrier",
+        }
+    }
+
+    /// The instruction this count stands for on `arch`, for human-readable tables.
+    pub fn instruction(self, arch: crate::platform::Arch) -> &'static str {
+        use crate::platform::Arch;
+        match (self, arch) {
+            (Counter::CacheCleanLine, Arch::Arm64) => "DC CVAC",
+            (Counter::CacheInvalLine, Arch::Arm64) => "DC IVAC",
+            (Counter::CacheCleanInvalLine, Arch::Arm64) => "DC CIVAC",
+            (Counter::Barrier, Arch::Arm64) => "DSB SY",
+            (Counter::CacheCleanLine, Arch::X86_64) => "CLWB",
+            (Counter::CacheInvalLine, Arch::X86_64) => "(none)",
+            (Counter::CacheCleanInvalLine, Arch::X86_64) => "CLFLUSHOPT",
+            (Counter::Barrier, Arch::X86_64) => "SFENCE",
+        }
+    }
+}
+
+/// A resolved software-path cost: picoseconds on the modelled CPU.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SwCost(pub u64);
+
+/// The hardware interface.
+pub trait Hw {
+    /// Enter a kernel function; charges until the matching [`Hw::leave`] are attributed to it.
+    fn enter(&mut self, frame: &'static str);
+    fn leave(&mut self);
+    /// Issue `op` on `lines` consecutive cache lines starting at the line containing `first`.
+    /// Issue does not wait for completion; a later [`Hw::barrier`] does.
+    fn cache_maint(&mut self, op: CacheOp, first: PhysAddr, lines: u64);
+    /// A full barrier: returns once every outstanding maintenance operation has completed.
+    fn barrier(&mut self);
+    /// The kernel's own instructions along a named path.
+    fn sw(&mut self, cost: SwCost);
+    /// Resolve a named software cost once, so hot paths do not look names up.
+    fn sw_cost(&self, name: &str) -> SwCost;
+    /// Cache line size the maintenance loops step by (`CTR_EL0.DminLine`, CPUID on x86).
+    fn line_bytes(&self) -> u64;
+    /// Current time on this backend's clock, in picoseconds.
+    fn now_ps(&self) -> u64;
+}
+
+/// One node of the call tree: a kernel function reached by one particular path.
+#[derive(Clone, Debug)]
+struct Node {
+    name: &'static str,
+    parent: u32,
+    children: Vec<u32>,
+    self_ps: u64,
+    counts: [u64; Counter::N],
+}
+
+/// Charges attributed by call stack. Interned as a tree so that entering a frame is a short scan
+/// of the current node's children, cheap enough for a per-sg-entry hot path.
+#[derive(Clone, Debug)]
+pub struct Ledger {
+    nodes: Vec<Node>,
+    cur: u32,
+}
+
+impl Default for Ledger {
+    fn default() -> Self {
+        Ledger {
+            nodes: vec![Node {
+                name: "",
+                parent: 0,
+                children: Vec::new(),
+                self_ps: 0,
+                counts: [0; Counter::N],
+            }],
+            cur: 0,
+        }
+    }
+}
+
+/// One row of a breakdown: a full call stack, the time spent in it (excluding its callees) and
+/// the operations it issued.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StackCharge {
+    pub stack: Vec<&'static str>,
+    pub self_ps: u64,
+    pub counts: [u64; Counter::N],
+}
+
+impl StackCharge {
+    pub fn stack_string(&self) -> String {
+        self.stack.join(" > ")
+    }
+}
+
+impl Ledger {
+    pub fn enter(&mut self, frame: &'static str) {
+        let cur = self.cur as usize;
+        for &c in &self.nodes[cur].children {
+            let n = self.nodes[c as usize].name;
+            if std::ptr::eq(n, frame) || n == frame {
+                self.cur = c;
+                return;
+            }
+        }
+        let id = self.nodes.len() as u32;
+        self.nodes.push(Node {
+            name: frame,
+            parent: self.cur,
+            children: Vec::new(),
+            self_ps: 0,
+            counts: [0; Counter::N],
+        });
+        self.nodes[cur].children.push(id);
+        self.cur = id;
+    }
+
+    pub fn leave(&mut self) {
+        debug_assert!(self.cur != 0, "leave() without enter()");
+        self.cur = self.nodes[self.cur as usize].parent;
+    }
+
+    pub fn depth_is_zero(&self) -> bool {
+        self.cur == 0
+    }
+
+    pub fn charge(&mut self, ps: u64) {
+        self.nodes[self.cur as usize].self_ps += ps;
+    }
+
+    pub fn count(&mut self, c: Counter, n: u64) {
+        self.nodes[self.cur as usize].counts[c as usize] += n;
+    }
+
+    /// Totals of every counter over the whole tree.
+    pub fn totals(&self) -> [u64; Counter::N] {
+        let mut t = [0; Counter::N];
+        for n in &self.nodes {
+            for (a, b) in t.iter_mut().zip(n.counts.iter()) {
+                *a += b;
+            }
+        }
+        t
+    }
+
+    pub fn total_ps(&self) -> u64 {
+        self.nodes.iter().map(|n| n.self_ps).sum()
+    }
+
+    /// Every stack that was charged time or counted an operation, in a stable order (depth-first,
+    /// children in the order first entered).
+    pub fn stacks(&self) -> Vec<StackCharge> {
+        let mut out = Vec::new();
+        let mut path = Vec::new();
+        self.walk(0, &mut path, &mut out);
+        out
+    }
+
+    fn walk(&self, id: u32, path: &mut Vec<&'static str>, out: &mut Vec<StackCharge>) {
+        let n = &self.nodes[id as usize];
+        if id != 0 {
+            path.push(n.name);
+            if n.self_ps > 0 || n.counts.iter().any(|&c| c > 0) {
+                out.push(StackCharge {
+                    stack: path.clone(),
+                    self_ps: n.self_ps,
+                    counts: n.counts,
+                });
+            }
+        }
+        for &c in &n.children {
+            self.walk(c, path, out);
+        }
+        if id != 0 {
+            path.pop();
+        }
+    }
+
+    /// Forget every charge and count but keep the interned tree (so a warm-up run does not count).
+    pub fn clear(&mut self) {
+        for n in &mut self.nodes {
+            n.self_ps = 0;
+            n.counts = [0; Counter::N];
+        }
+    }
+}
+
+/// Number of lines a maintenance loop touches for `[start, start + size)` with `line`-byte lines.
+/// The arch layer uses this to step exactly as `dcache_by_line_op` does: from the line containing
+/// `start` to the line containing the last byte.
+pub fn lines_spanned(start: PhysAddr, size: u64, line: u64) -> u64 {
+    if size == 0 {
+        return 0;
+    }
+    let first = start.0 / line;
+    let last = (start.0 + size - 1) / line;
+    last - first + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ledger_attributes_by_stack() {
+        let mut l = Ledger::default();
+        l.enter("a");
+        l.charge(5);
+        l.enter("b");
+        l.charge(7);
+        l.count(Counter::Barrier, 1);
+        l.leave();
+        l.enter("b");
+        l.charge(1);
+        l.leave();
+        l.leave();
+        assert!(l.depth_is_zero());
+        let s = l.stacks();
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].stack_string(), "a");
+        assert_eq!(s[0].self_ps, 5);
+        assert_eq!(s[1].stack_string(), "a > b");
+        assert_eq!(s[1].self_ps, 8);
+        assert_eq!(l.totals()[Counter::Barrier as usize], 1);
+        assert_eq!(l.total_ps(), 13);
+        l.clear();
+        assert_eq!(l.total_ps(), 0);
+        assert!(l.stacks().is_empty());
+    }
+
+    #[test]
+    fn lines_spanned_counts_partial_lines() {
+        assert_eq!(lines_spanned(PhysAddr(0), 4096, 64), 64);
+        assert_eq!(lines_spanned(PhysAddr(1), 4096, 64), 65);
+        assert_eq!(lines_spanned(PhysAddr(63), 2, 64), 2);
+        assert_eq!(lines_spanned(PhysAddr(0), 0, 64), 0);
+        assert_eq!(lines_spanned(PhysAddr(64), 1, 64), 1);
+    }
+}

@@ -1,0 +1,171 @@
+//! Reading user input: one error type that names the file, the line and the key.
+//!
+//! No kernel counterpart. Every file a user hands us (profile, scenario, trace) goes through
+//! [`parse_toml`], and every semantic check after parsing reports through [`InputError`], so a bad
+//! input always ends in one message and exit status 2, never a panic.
+
+use serde::de::DeserializeOwned;
+use std::fmt;
+use std::ops::Range;
+
+/// A problem with something the user supplied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct InputError {
+    /// The file (or `<argument>` for command-line values).
+    pub file: String,
+    /// 1-based line, when the problem sits at a place in the file.
+    pub line: Option<usize>,
+    /// Dotted key path, e.g. `cache.clean.latency`.
+    pub key: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for InputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        if let Some(key) = &self.key {
+            write!(f, ": key `{key}`")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+impl InputError {
+    pub fn new(file: &str, message: impl Into<String>) -> InputError {
+        InputError {
+            file: file.to_string(),
+            line: None,
+            key: None,
+            message: message.into(),
+        }
+    }
+
+    pub fn at(
+        file: &str,
+        text: &str,
+        span: Option<Range<usize>>,
+        key: &str,
+        message: impl Into<String>,
+    ) -> InputError {
+        InputError {
+            file: file.to_string(),
+            line: span.map(|s| line_of(text, s.start)),
+            key: (!key.is_empty()).then(|| key.to_string()),
+            message: message.into(),
+        }
+    }
+}
+
+/// 1-based line number of byte `offset` in `text`.
+pub fn line_of(text: &str, offset: usize) -> usize {
+    let end = offset.min(text.len());
+    text.as_bytes()[..end]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// Parse a TOML document into `T`, turning any syntax or schema error into an [`InputError`] with
+/// the line and the dotted path of the offending key.
+pub fn parse_toml<T: DeserializeOwned>(file: &str, text: &str) -> Result<T, InputError> {
+    let de = toml::Deserializer::parse(text).map_err(|e| toml_error(file, text, &e, ""))?;
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let path = if path == "." { String::new() } else { path };
+        toml_error(file, text, e.inner(), &path)
+    })
+}
+
+fn toml_error(file: &str, text: &str, e: &toml::de::Error, path: &str) -> InputError {
+    let message = e.message().trim().to_string();
+    // serde reports an unknown or missing key without putting it in the path; lift it out of the
+    // message so the key is always named.
+    let mut key = path.to_string();
+    for marker in ["unknown field `", "missing field `"] {
+        if let Some(rest) = message.strip_prefix(marker)
+            && let Some(name) = rest.split('`').next()
+        {
+            let ends_with_name = key == name || key.ends_with(&format!(".{name}"));
+            if !ends_with_name {
+                key = if key.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{key}.{name}")
+                };
+            }
+        }
+    }
+    InputError::at(file, text, e.span(), &key, message)
+}
+
+/// Parse a size such as `4096`, `4K`, `64KiB`, `10M` or `2 GiB` (binary multiples).
+pub fn parse_size(s: &str) -> Option<u64> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => return None,
+    };
+    n.checked_mul(mult)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Deserialize, Debug)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Outer {
+        inner: Inner,
+    }
+    #[derive(Deserialize, Debug)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Inner {
+        a: u32,
+    }
+
+    #[test]
+    fn unknown_key_is_named_with_its_line() {
+        let text = "[inner]\na = 1\nb = 2\n";
+        let e = parse_toml::<Outer>("f.toml", text).unwrap_err();
+        assert_eq!(e.line, Some(3), "{e}");
+        assert_eq!(e.key.as_deref(), Some("inner.b"), "{e}");
+    }
+
+    #[test]
+    fn missing_key_is_named() {
+        let e = parse_toml::<Outer>("f.toml", "[inner]\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("inner.a"), "{e}");
+        assert_eq!(e.line, Some(1), "{e}");
+    }
+
+    #[test]
+    fn syntax_error_has_a_line() {
+        let e = parse_toml::<Outer>("f.toml", "[inner]\na = = 1\n").unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+        assert!(e.to_string().starts_with("f.toml:2"), "{e}");
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("4K"), Some(4096));
+        assert_eq!(parse_size("10 MiB"), Some(10 << 20));
+        assert_eq!(parse_size("2g"), Some(2 << 30));
+        assert_eq!(parse_size("-1"), None);
+        assert_eq!(parse_size("3 parsecs"), None);
+        assert_eq!(parse_size("99999999999999999999G"), None);
+    }
+}

@@ -1,0 +1,442 @@
+//! Platform profiles: the hardware, as data.
+//!
+//! Kernel counterpart: none — a profile describes the machine the kernel runs on: CPU architecture
+//! and clock, cache line size, what each cache-maintenance operation and barrier costs, and what
+//! named stretches of kernel code cost on that CPU.
+//!
+//! Invariants: every parameter carries a non-empty `source` (a citation, `fit: <rows>`, or
+//! `measured: <how>`); every cost is finite and non-negative; a profile that fails a check is an
+//! [`InputError`] naming the file, line and key. Built-in profiles are compiled into the binary.
+
+use crate::hw::CacheOp;
+use crate::hw::model::{MaintCost, ModelParams};
+use crate::input::{InputError, parse_toml};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use toml::Spanned;
+
+/// Built-in profiles: (name, file name, TOML text).
+const BUILTIN: &[(&str, &str)] = &[(
+    "dimensity9500",
+    include_str!("../../profiles/dimensity9500.toml"),
+)];
+
+/// CPU architecture, which decides the cache-maintenance rules of the arch layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Arch {
+    Arm64,
+    #[serde(rename = "x86_64")]
+    X86_64,
+}
+
+impl Arch {
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Arm64 => "arm64",
+            Arch::X86_64 => "x86_64",
+        }
+    }
+}
+
+/// A plain value with its source.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Param {
+    pub value: Spanned<f64>,
+    pub source: Spanned<String>,
+}
+
+/// A time cost, given either in nanoseconds or in CPU cycles, with its source.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cost {
+    pub ns: Option<Spanned<f64>>,
+    pub cycles: Option<Spanned<f64>>,
+    pub source: Spanned<String>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MaintSpec {
+    /// CPU time to issue the operation for one line.
+    pub issue: Cost,
+    /// From issue until the line's operation has completed at the point of coherency.
+    pub latency: Cost,
+    /// Minimum spacing of completions (the memory system's retire rate). Optional: 0 if absent.
+    pub interval: Option<Cost>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheSpec {
+    pub line_bytes: Param,
+    pub clean: Option<MaintSpec>,
+    pub inval: Option<MaintSpec>,
+    pub clean_inval: Option<MaintSpec>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BarrierSpec {
+    pub cost: Cost,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlatformSpec {
+    pub name: String,
+    pub description: String,
+    pub arch: Arch,
+    pub cpu_freq_mhz: Param,
+}
+
+/// The profile file as written.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileFile {
+    pub platform: PlatformSpec,
+    pub cache: CacheSpec,
+    pub barrier: BarrierSpec,
+    #[serde(default)]
+    pub sw: BTreeMap<String, Cost>,
+}
+
+/// A loaded, checked profile.
+#[derive(Clone, Debug)]
+pub struct Profile {
+    /// Where it came from: `builtin:NAME` or the path given.
+    pub origin: String,
+    pub file: ProfileFile,
+    pub model: ModelParams,
+}
+
+/// A parameter's resolved value and source, for reports.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParamInfo {
+    pub key: String,
+    pub value: String,
+    pub source: String,
+}
+
+impl Profile {
+    pub fn name(&self) -> &str {
+        &self.file.platform.name
+    }
+
+    pub fn arch(&self) -> Arch {
+        self.file.platform.arch
+    }
+
+    /// Parse and check a profile.
+    pub fn parse(origin: &str, text: &str) -> Result<Profile, InputError> {
+        let file: ProfileFile = parse_toml(origin, text)?;
+        let model = resolve(origin, text, &file)?;
+        Ok(Profile {
+            origin: origin.to_string(),
+            file,
+            model,
+        })
+    }
+
+    /// A built-in profile by name, or a profile file by path. An unknown name lists the known ones.
+    pub fn load(name_or_path: &str) -> Result<Profile, InputError> {
+        if let Some((_, text)) = BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
+            return Profile::parse(&format!("builtin:{name_or_path}"), text);
+        }
+        let path = std::path::Path::new(name_or_path);
+        if path.exists() {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| InputError::new(name_or_path, format!("cannot read profile: {e}")))?;
+            return Profile::parse(name_or_path, &text);
+        }
+        Err(InputError::new(
+            "<argument>",
+            format!(
+                "unknown platform `{name_or_path}` (not a built-in name and no such file); built-in platforms: {}",
+                builtin_names().join(", ")
+            ),
+        ))
+    }
+
+    /// Fail unless the profile prices every cache operation `ops` needs.
+    pub fn require_ops(&self, ops: &[CacheOp], why: &str) -> Result<(), InputError> {
+        for &op in ops {
+            if self.model.maint(op).is_none() {
+                return Err(InputError {
+                    file: self.origin.clone(),
+                    line: None,
+                    key: Some(format!("cache.{}", op.key())),
+                    message: format!("missing, but {why} issues this operation"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Every parameter with its value and source, in file order of sections.
+    pub fn params(&self) -> Vec<ParamInfo> {
+        let f = &self.file;
+        let mut out = vec![
+            param_info("platform.cpu_freq_mhz", &f.platform.cpu_freq_mhz, "MHz"),
+            param_info("cache.line_bytes", &f.cache.line_bytes, "B"),
+        ];
+        for op in CacheOp::ALL {
+            if let Some(m) = maint_spec(&f.cache, op) {
+                let base = format!("cache.{}", op.key());
+                out.push(cost_info(&format!("{base}.issue"), &m.issue));
+                out.push(cost_info(&format!("{base}.latency"), &m.latency));
+                if let Some(i) = &m.interval {
+                    out.push(cost_info(&format!("{base}.interval"), i));
+                }
+            }
+        }
+        out.push(cost_info("barrier.cost", &f.barrier.cost));
+        for (k, c) in &f.sw {
+            out.push(cost_info(&format!("sw.{k}"), c));
+        }
+        out
+    }
+}
+
+fn param_info(key: &str, p: &Param, unit: &str) -> ParamInfo {
+    ParamInfo {
+        key: key.to_string(),
+        value: format!("{} {unit}", p.value.get_ref()),
+        source: p.source.get_ref().clone(),
+    }
+}
+
+fn cost_info(key: &str, c: &Cost) -> ParamInfo {
+    let value = match (&c.ns, &c.cycles) {
+        (Some(ns), _) => format!("{} ns", ns.get_ref()),
+        (_, Some(cy)) => format!("{} cycles", cy.get_ref()),
+        _ => String::new(),
+    };
+    ParamInfo {
+        key: key.to_string(),
+        value,
+        source: c.source.get_ref().clone(),
+    }
+}
+
+fn maint_spec(c: &CacheSpec, op: CacheOp) -> Option<&MaintSpec> {
+    match op {
+        CacheOp::Clean => c.clean.as_ref(),
+        CacheOp::Inval => c.inval.as_ref(),
+        CacheOp::CleanInval => c.clean_inval.as_ref(),
+    }
+}
+
+/// Names of the built-in profiles.
+pub fn builtin_names() -> Vec<&'static str> {
+    BUILTIN.iter().map(|(n, _)| *n).collect()
+}
+
+/// `(name, description)` of every built-in profile.
+pub fn builtin_list() -> Vec<(String, String)> {
+    BUILTIN
+        .iter()
+        .filter_map(|(n, _)| Profile::load(n).ok())
+        .map(|p| {
+            (
+                p.file.platform.name.clone(),
+                p.file.platform.description.clone(),
+            )
+        })
+        .collect()
+}
+
+struct Resolver<'a> {
+    origin: &'a str,
+    text: &'a str,
+    freq_mhz: f64,
+}
+
+impl Resolver<'_> {
+    fn source(&self, key: &str, s: &Spanned<String>) -> Result<(), InputError> {
+        if s.get_ref().trim().is_empty() {
+            return Err(InputError::at(
+                self.origin,
+                self.text,
+                Some(s.span()),
+                &format!("{key}.source"),
+                "a source is required: a citation, `fit: <rows>` or `measured: <how>`",
+            ));
+        }
+        Ok(())
+    }
+
+    fn number(&self, key: &str, v: &Spanned<f64>) -> Result<f64, InputError> {
+        let x = *v.get_ref();
+        if !x.is_finite() || x < 0.0 {
+            return Err(InputError::at(
+                self.origin,
+                self.text,
+                Some(v.span()),
+                key,
+                format!("must be a finite, non-negative number, found {x}"),
+            ));
+        }
+        Ok(x)
+    }
+
+    fn param(&self, key: &str, p: &Param) -> Result<f64, InputError> {
+        self.source(key, &p.source)?;
+        self.number(&format!("{key}.value"), &p.value)
+    }
+
+    /// A cost in picoseconds.
+    fn cost(&self, key: &str, c: &Cost) -> Result<u64, InputError> {
+        self.source(key, &c.source)?;
+        let ns = match (&c.ns, &c.cycles) {
+            (Some(ns), None) => self.number(&format!("{key}.ns"), ns)?,
+            (None, Some(cy)) => self.number(&format!("{key}.cycles"), cy)? * 1000.0 / self.freq_mhz,
+            (Some(ns), Some(_)) => {
+                return Err(InputError::at(
+                    self.origin,
+                    self.text,
+                    Some(ns.span()),
+                    key,
+                    "give either `ns` or `cycles`, not both",
+                ));
+            }
+            (None, None) => {
+                return Err(InputError::at(
+                    self.origin,
+                    self.text,
+                    Some(c.source.span()),
+                    key,
+                    "a cost needs `ns` or `cycles`",
+                ));
+            }
+        };
+        Ok((ns * 1000.0).round() as u64)
+    }
+
+    fn maint(&self, key: &str, m: &MaintSpec) -> Result<MaintCost, InputError> {
+        Ok(MaintCost {
+            issue_ps: self.cost(&format!("{key}.issue"), &m.issue)?,
+            latency_ps: self.cost(&format!("{key}.latency"), &m.latency)?,
+            interval_ps: match &m.interval {
+                Some(i) => self.cost(&format!("{key}.interval"), i)?,
+                None => 0,
+            },
+        })
+    }
+}
+
+fn resolve(origin: &str, text: &str, f: &ProfileFile) -> Result<ModelParams, InputError> {
+    let mut r = Resolver {
+        origin,
+        text,
+        freq_mhz: 1.0,
+    };
+    let freq = r.param("platform.cpu_freq_mhz", &f.platform.cpu_freq_mhz)?;
+    if freq <= 0.0 {
+        return Err(InputError::at(
+            origin,
+            text,
+            Some(f.platform.cpu_freq_mhz.value.span()),
+            "platform.cpu_freq_mhz.value",
+            "must be positive",
+        ));
+    }
+    r.freq_mhz = freq;
+    let line = r.param("cache.line_bytes", &f.cache.line_bytes)?;
+    if line < 4.0 || line.fract() != 0.0 || !(line as u64).is_power_of_two() {
+        return Err(InputError::at(
+            origin,
+            text,
+            Some(f.cache.line_bytes.value.span()),
+            "cache.line_bytes.value",
+            format!("must be a power of two of at least 4, found {line}"),
+        ));
+    }
+    let mut maint = [None; 3];
+    for op in CacheOp::ALL {
+        if let Some(m) = maint_spec(&f.cache, op) {
+            maint[op as usize] = Some(r.maint(&format!("cache.{}", op.key()), m)?);
+        }
+    }
+    let barrier_ps = r.cost("barrier.cost", &f.barrier.cost)?;
+    let mut sw = BTreeMap::new();
+    for (k, c) in &f.sw {
+        sw.insert(k.clone(), r.cost(&format!("sw.{k}"), c)?);
+    }
+    Ok(ModelParams {
+        line_bytes: line as u64,
+        maint,
+        barrier_ps,
+        sw,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_profile_loads() {
+        for n in builtin_names() {
+            let p = Profile::load(n).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(p.name(), n);
+            assert!(p.params().iter().all(|i| !i.source.trim().is_empty()));
+        }
+    }
+
+    #[test]
+    fn unknown_platform_lists_the_known_ones() {
+        let e = Profile::load("no-such-soc").unwrap_err();
+        assert!(e.message.contains("dimensity9500"), "{e}");
+    }
+
+    const MINIMAL: &str = r#"
+[platform]
+name = "t"
+description = "test"
+arch = "arm64"
+cpu_freq_mhz = { value = 1000, source = "test" }
+
+[cache]
+line_bytes = { value = 64, source = "test" }
+[cache.clean]
+issue = { cycles = 2, source = "test" }
+latency = { ns = 100, source = "test" }
+
+[barrier]
+cost = { ns = 5, source = "test" }
+"#;
+
+    #[test]
+    fn cycles_convert_at_the_profile_clock() {
+        let p = Profile::parse("t.toml", MINIMAL).unwrap();
+        let c = p.model.maint(CacheOp::Clean).unwrap();
+        assert_eq!(c.issue_ps, 2000);
+        assert_eq!(c.latency_ps, 100_000);
+        assert_eq!(p.model.barrier_ps, 5000);
+        assert!(p.model.maint(CacheOp::Inval).is_none());
+        assert!(
+            p.require_ops(&[CacheOp::Inval], "arm64 dma-direct")
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn negative_cost_names_key_and_line() {
+        let text = MINIMAL.replace("latency = { ns = 100", "latency = { ns = -3");
+        let e = Profile::parse("t.toml", &text).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("cache.clean.latency.ns"), "{e}");
+        assert_eq!(e.line, Some(12), "{e}");
+    }
+
+    #[test]
+    fn empty_source_is_refused() {
+        let text = MINIMAL.replace(
+            "cost = { ns = 5, source = \"test\" }",
+            "cost = { ns = 5, source = \"\" }",
+        );
+        let e = Profile::parse("t.toml", &text).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("barrier.cost.source"), "{e}");
+    }
+}

@@ -1,0 +1,157 @@
+//! Kernel behaviour as named policies, with presets per release.
+//!
+//! Kernel counterpart: the behaviour changes the seeds measure — e.g. 7.1's batched cache sync,
+//! 5.19's arm64 direction rules. A `--kernel X.Y` preset picks every policy as that release has it;
+//! `--policy key=value` overrides one.
+//!
+//! Invariant: a policy value is always one of its listed names; anything else is an input error
+//! that lists the choices.
+
+use crate::arch::arm64::DirRules;
+use crate::dma::sync_policy;
+
+/// The kernel release a run models, as (major, minor).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct KernelVersion(pub u32, pub u32);
+
+impl KernelVersion {
+    pub fn parse(s: &str) -> Option<KernelVersion> {
+        let (a, b) = s.trim().split_once('.')?;
+        Some(KernelVersion(a.parse().ok()?, b.parse().ok()?))
+    }
+}
+
+impl std::fmt::Display for KernelVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.0, self.1)
+    }
+}
+
+/// Every policy a run uses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Policies {
+    pub kernel: KernelVersion,
+    /// `sync`: `per-entry` or `batched`.
+    pub sync: String,
+    /// `arm64_dir_rules`: `pre-5.19` or `5.19`.
+    pub arm64_dir_rules: DirRules,
+}
+
+/// The newest release whose behaviour dmasim models.
+pub const LATEST: KernelVersion = KernelVersion(7, 1);
+
+/// `(key, allowed values, meaning)` of every policy.
+pub const KEYS: &[(&str, &[&str], &str)] = &[
+    (
+        "sync",
+        sync_policy::NAMES,
+        "cache-maintenance completion: a barrier per sg entry (<= 7.0) or one per call (7.1)",
+    ),
+    (
+        "arm64_dir_rules",
+        &["pre-5.19", "5.19"],
+        "arm64 map for FROM_DEVICE invalidates (pre-5.19) or cleans (5.19)",
+    ),
+];
+
+impl Policies {
+    /// The policies of a release.
+    pub fn preset(kernel: KernelVersion) -> Policies {
+        Policies {
+            kernel,
+            sync: if kernel >= KernelVersion(7, 1) {
+                "batched"
+            } else {
+                "per-entry"
+            }
+            .to_string(),
+            arm64_dir_rules: if kernel >= KernelVersion(5, 19) {
+                DirRules::Since5_19
+            } else {
+                DirRules::Pre5_19
+            },
+        }
+    }
+
+    /// Apply one `key=value` override; the error text says what was expected.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        let Some((_, allowed, _)) = KEYS.iter().find(|(k, _, _)| *k == key) else {
+            let keys: Vec<&str> = KEYS.iter().map(|k| k.0).collect();
+            return Err(format!(
+                "unknown policy `{key}`; known policies: {}",
+                keys.join(", ")
+            ));
+        };
+        if !allowed.contains(&value) {
+            return Err(format!(
+                "policy `{key}` cannot be `{value}`; choose one of: {}",
+                allowed.join(", ")
+            ));
+        }
+        match key {
+            "sync" => self.sync = value.to_string(),
+            "arm64_dir_rules" => {
+                self.arm64_dir_rules = if value == "pre-5.19" {
+                    DirRules::Pre5_19
+                } else {
+                    DirRules::Since5_19
+                }
+            }
+            _ => unreachable!("KEYS and this match list the same policies"),
+        }
+        Ok(())
+    }
+
+    /// Apply `key=value[,key=value...]`.
+    pub fn apply(&mut self, spec: &str) -> Result<(), String> {
+        for kv in spec.split(',').filter(|s| !s.trim().is_empty()) {
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| format!("policy override `{kv}` is not of the form key=value"))?;
+            self.set(k.trim(), v.trim())?;
+        }
+        Ok(())
+    }
+
+    /// A one-line summary for reports.
+    pub fn summary(&self) -> String {
+        let rules = match self.arm64_dir_rules {
+            DirRules::Pre5_19 => "pre-5.19",
+            DirRules::Since5_19 => "5.19",
+        };
+        format!(
+            "kernel {} (sync={}, arm64_dir_rules={rules})",
+            self.kernel, self.sync
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_follow_releases() {
+        assert_eq!(Policies::preset(KernelVersion(7, 0)).sync, "per-entry");
+        assert_eq!(Policies::preset(KernelVersion(7, 1)).sync, "batched");
+        assert_eq!(
+            Policies::preset(KernelVersion(5, 18)).arm64_dir_rules,
+            DirRules::Pre5_19
+        );
+        assert!(KernelVersion(5, 9) < KernelVersion(5, 10));
+    }
+
+    #[test]
+    fn overrides_are_checked() {
+        let mut p = Policies::preset(KernelVersion(7, 0));
+        p.apply("sync=batched").unwrap();
+        assert_eq!(p.sync, "batched");
+        assert!(p.apply("sync=sometimes").unwrap_err().contains("per-entry"));
+        assert!(
+            p.apply("color=blue")
+                .unwrap_err()
+                .contains("known policies")
+        );
+        assert!(p.apply("sync").is_err());
+    }
+}
