@@ -11,6 +11,7 @@ pub mod device;
 pub mod dma;
 pub mod hw;
 pub mod input;
+pub mod mm;
 pub mod platform;
 pub mod policy;
 pub mod scatterlist;

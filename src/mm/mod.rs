@@ -1,0 +1,5 @@
+//! Simulated physical memory.
+//!
+//! Kernel counterpart: the page allocator (mm/page_alloc.c) and memory itself. See [`physmem`].
+
+pub mod physmem;

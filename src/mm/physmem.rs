@@ -1,0 +1,291 @@
+//! Simulated physical memory: NUMA nodes, a page allocator, and real bytes.
+//!
+//! Kernel counterpart: `alloc_pages_node()` / `__free_pages()` (mm/page_alloc.c) and the RAM behind
+//! them. Page-table pages (io-pgtable), swiotlb pools, CMA areas and DMA buffers all live here, so a
+//! descriptor written by the page-table code is the same byte a walk reads back, and a bounce copy
+//! moves real data.
+//!
+//! What it models: each node owns a physical range; allocation is first-fit over free ranges,
+//! aligned to the allocation's size rounded up to a power of two (as the buddy allocator aligns an
+//! order-n block), and can fail; frees coalesce. Bytes are stored sparsely per 4 KiB page and read
+//! as zero until written.
+//!
+//! Invariants: free ranges never overlap and never touch (they are coalesced); an address is either
+//! inside exactly one allocation or free; freeing something not allocated is an error, not a
+//! silent no-op.
+
+use crate::types::PhysAddr;
+use std::collections::{BTreeMap, HashMap};
+
+const PAGE: u64 = 4096;
+
+/// One NUMA node's memory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeRange {
+    pub node: u32,
+    pub start: PhysAddr,
+    pub size: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PhysMemError {
+    #[error("out of memory on node {node}: no free block of {size:#x} bytes aligned to {align:#x}")]
+    OutOfMemory { node: u32, size: u64, align: u64 },
+    #[error("no node {0}")]
+    NoSuchNode(u32),
+    #[error("free of {addr} ({size:#x} bytes) which is not an allocation")]
+    BadFree { addr: PhysAddr, size: u64 },
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct PhysMem {
+    nodes: Vec<NodeRange>,
+    /// start -> length, per node index.
+    free: Vec<BTreeMap<u64, u64>>,
+    /// start -> length of every live allocation.
+    allocated: BTreeMap<u64, u64>,
+    bytes: HashMap<u64, Box<[u8]>>,
+}
+
+impl PhysMem {
+    /// Memory made of the given node ranges (page aligned, not overlapping).
+    pub fn new(nodes: Vec<NodeRange>) -> PhysMem {
+        let free = nodes
+            .iter()
+            .map(|n| {
+                assert!(
+                    n.start.is_aligned(PAGE) && n.size % PAGE == 0 && n.size > 0,
+                    "node ranges are page aligned"
+                );
+                BTreeMap::from([(n.start.0, n.size)])
+            })
+            .collect();
+        PhysMem {
+            nodes,
+            free,
+            allocated: BTreeMap::new(),
+            bytes: HashMap::new(),
+        }
+    }
+
+    /// A single node 0 of `size` bytes at `start`.
+    pub fn single(start: PhysAddr, size: u64) -> PhysMem {
+        PhysMem::new(vec![NodeRange {
+            node: 0,
+            start,
+            size,
+        }])
+    }
+
+    pub fn nodes(&self) -> &[NodeRange] {
+        &self.nodes
+    }
+
+    /// The node an address belongs to.
+    pub fn node_of(&self, addr: PhysAddr) -> Option<u32> {
+        self.nodes
+            .iter()
+            .find(|n| addr.0 >= n.start.0 && addr.0 - n.start.0 < n.size)
+            .map(|n| n.node)
+    }
+
+    /// Allocate `size` bytes (rounded up to whole pages) on `node`, aligned to the size rounded up
+    /// to a power of two.
+    pub fn alloc(&mut self, node: u32, size: u64) -> Result<PhysAddr, PhysMemError> {
+        let size = size.max(1).div_ceil(PAGE) * PAGE;
+        let align = size.checked_next_power_of_two().unwrap_or(1 << 63);
+        self.alloc_aligned(node, size, align)
+    }
+
+    /// Allocate `size` bytes (whole pages) on `node` at an `align`-aligned address (power of two).
+    pub fn alloc_aligned(
+        &mut self,
+        node: u32,
+        size: u64,
+        align: u64,
+    ) -> Result<PhysAddr, PhysMemError> {
+        let idx = self
+            .nodes
+            .iter()
+            .position(|n| n.node == node)
+            .ok_or(PhysMemError::NoSuchNode(node))?;
+        let size = size.max(1).div_ceil(PAGE) * PAGE;
+        let align = align.max(PAGE);
+        let free = &mut self.free[idx];
+        let found = free.iter().find_map(|(&start, &len)| {
+            let a = start.checked_add(align - 1)? & !(align - 1);
+            (a - start + size <= len).then_some((start, len, a))
+        });
+        let Some((start, len, a)) = found else {
+            return Err(PhysMemError::OutOfMemory { node, size, align });
+        };
+        free.remove(&start);
+        if a > start {
+            free.insert(start, a - start);
+        }
+        let end = a + size;
+        if end < start + len {
+            free.insert(end, start + len - end);
+        }
+        self.allocated.insert(a, size);
+        Ok(PhysAddr(a))
+    }
+
+    /// Free an allocation made by [`PhysMem::alloc`] (the size must match, in whole pages).
+    pub fn free(&mut self, addr: PhysAddr, size: u64) -> Result<(), PhysMemError> {
+        let size = size.max(1).div_ceil(PAGE) * PAGE;
+        if self.allocated.get(&addr.0) != Some(&size) {
+            return Err(PhysMemError::BadFree { addr, size });
+        }
+        self.allocated.remove(&addr.0);
+        let idx = self
+            .nodes
+            .iter()
+            .position(|n| addr.0 >= n.start.0 && addr.0 - n.start.0 < n.size)
+            .ok_or(PhysMemError::BadFree { addr, size })?;
+        let free = &mut self.free[idx];
+        let (mut start, mut len) = (addr.0, size);
+        if let Some((&ps, &pl)) = free.range(..start).next_back()
+            && ps + pl == start
+        {
+            free.remove(&ps);
+            start = ps;
+            len += pl;
+        }
+        if let Some(&nl) = free.get(&(start + len)) {
+            free.remove(&(start + len));
+            len += nl;
+        }
+        free.insert(start, len);
+        // Freed memory keeps no bytes: a later allocation starts from zeroes, as __GFP_ZERO would
+        // give, and the store does not grow without bound.
+        for pfn in addr.0 / PAGE..(addr.0 + size) / PAGE {
+            self.bytes.remove(&pfn);
+        }
+        Ok(())
+    }
+
+    /// Bytes currently allocated.
+    pub fn allocated_bytes(&self) -> u64 {
+        self.allocated.values().sum()
+    }
+
+    /// Number of live allocations.
+    pub fn allocations(&self) -> usize {
+        self.allocated.len()
+    }
+
+    pub fn read(&self, addr: PhysAddr, out: &mut [u8]) {
+        let mut pos = 0usize;
+        while pos < out.len() {
+            let a = addr.0 + pos as u64;
+            let (pfn, off) = (a / PAGE, (a % PAGE) as usize);
+            let n = (PAGE as usize - off).min(out.len() - pos);
+            match self.bytes.get(&pfn) {
+                Some(p) => out[pos..pos + n].copy_from_slice(&p[off..off + n]),
+                None => out[pos..pos + n].fill(0),
+            }
+            pos += n;
+        }
+    }
+
+    pub fn write(&mut self, addr: PhysAddr, data: &[u8]) {
+        let mut pos = 0usize;
+        while pos < data.len() {
+            let a = addr.0 + pos as u64;
+            let (pfn, off) = (a / PAGE, (a % PAGE) as usize);
+            let n = (PAGE as usize - off).min(data.len() - pos);
+            let page = self
+                .bytes
+                .entry(pfn)
+                .or_insert_with(|| vec![0u8; PAGE as usize].into_boxed_slice());
+            page[off..off + n].copy_from_slice(&data[pos..pos + n]);
+            pos += n;
+        }
+    }
+
+    /// Copy `len` bytes inside simulated memory (a bounce copy).
+    pub fn copy(&mut self, dst: PhysAddr, src: PhysAddr, len: u64) {
+        let mut buf = vec![0u8; len as usize];
+        self.read(src, &mut buf);
+        self.write(dst, &buf);
+    }
+
+    pub fn read_u64(&self, addr: PhysAddr) -> u64 {
+        let mut b = [0u8; 8];
+        self.read(addr, &mut b);
+        u64::from_le_bytes(b)
+    }
+
+    pub fn write_u64(&mut self, addr: PhysAddr, v: u64) {
+        self.write(addr, &v.to_le_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alloc_free_coalesce() {
+        let mut m = PhysMem::single(PhysAddr(0x8000_0000), 1 << 20);
+        let a = m.alloc(0, 4096).unwrap();
+        let b = m.alloc(0, 8192).unwrap();
+        assert!(b.is_aligned(8192));
+        assert_ne!(a, b);
+        m.free(a, 4096).unwrap();
+        m.free(b, 8192).unwrap();
+        assert_eq!(m.allocated_bytes(), 0);
+        // Everything coalesced back: the whole node is one free block again.
+        assert_eq!(m.alloc(0, 1 << 20).unwrap(), PhysAddr(0x8000_0000));
+        assert!(matches!(
+            m.alloc(0, 4096),
+            Err(PhysMemError::OutOfMemory { .. })
+        ));
+    }
+
+    #[test]
+    fn bad_free_is_an_error() {
+        let mut m = PhysMem::single(PhysAddr(0), 1 << 20);
+        let a = m.alloc(0, 4096).unwrap();
+        assert!(m.free(PhysAddr(a.0 + 4096), 4096).is_err());
+        assert!(m.free(a, 8192).is_err());
+        m.free(a, 4096).unwrap();
+        assert!(m.free(a, 4096).is_err());
+    }
+
+    #[test]
+    fn bytes_round_trip_across_pages() {
+        let mut m = PhysMem::single(PhysAddr(0), 1 << 20);
+        let data: Vec<u8> = (0..10_000u32).map(|i| i as u8).collect();
+        m.write(PhysAddr(4000), &data);
+        let mut back = vec![0u8; 10_000];
+        m.read(PhysAddr(4000), &mut back);
+        assert_eq!(back, data);
+        m.copy(PhysAddr(0x20000), PhysAddr(4000), 10_000);
+        m.read(PhysAddr(0x20000), &mut back);
+        assert_eq!(back, data);
+        m.write_u64(PhysAddr(0x30008), 0xdead_beef_0000_0003);
+        assert_eq!(m.read_u64(PhysAddr(0x30008)), 0xdead_beef_0000_0003);
+        assert_eq!(m.read_u64(PhysAddr(0x40000)), 0);
+    }
+
+    #[test]
+    fn nodes_are_separate() {
+        let mut m = PhysMem::new(vec![
+            NodeRange {
+                node: 0,
+                start: PhysAddr(0),
+                size: 1 << 20,
+            },
+            NodeRange {
+                node: 1,
+                start: PhysAddr(1 << 30),
+                size: 1 << 20,
+            },
+        ]);
+        let a = m.alloc(1, 4096).unwrap();
+        assert_eq!(m.node_of(a), Some(1));
+        assert!(matches!(m.alloc(7, 4096), Err(PhysMemError::NoSuchNode(7))));
+    }
+}
