@@ -3,8 +3,13 @@
 //! Kernel counterpart: none as such — this is the line between the kernel's algorithms (which we
 //! run for real) and the machine they run on (which we model or, on a real host, exercise). What
 //! crosses it mirrors the instructions the kernel's code would execute: a cache-maintenance
-//! instruction per line (`DC CVAC`, `CLFLUSHOPT`, ...), a barrier (`DSB SY`, `SFENCE`), and named
-//! stretches of the kernel's own instructions (`sw`).
+//! instruction per line (`DC CVAC`, `CLFLUSHOPT`, ...), a barrier (`DSB SY`, `SFENCE`), named
+//! stretches of the kernel's own instructions (`sw`), device register writes and polls (SMMUv2
+//! `TLBIVA`/`TLBIASID`/`TLBSYNC`/`TLBSTATUS`), `udelay`, and SMMUv3 command-queue submission.
+//!
+//! The device operations have default implementations that do nothing (a read returns 0, "idle"),
+//! so a backend that cannot reach an SMMU still compiles and answers; the Model charges them from
+//! the profile's optional `[smmu]` section.
 //!
 //! Invariants: functional code never computes a time. It calls [`Hw`]; a backend decides what an
 //! operation costs ([`model::Model`]) or performs it ([`host`]). Every charge lands on the call
@@ -53,6 +58,58 @@ impl CacheOp {
     }
 }
 
+/// A device register the stack writes or polls (SMMUv2 / MMU-500 context-bank registers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MmioReg {
+    /// `ARM_SMMU_CB_S1_TLBIVA`: invalidate one VA (every level of walk) for an ASID.
+    SmmuTlbiva,
+    /// `ARM_SMMU_CB_S1_TLBIVAL`: invalidate one VA, last-level (leaf) entries only.
+    SmmuTlbival,
+    /// `ARM_SMMU_CB_S1_TLBIASID`: invalidate every entry of an ASID.
+    SmmuTlbiasid,
+    /// `ARM_SMMU_CB_TLBSYNC`: ask for completion of every invalidation issued before it.
+    SmmuTlbsync,
+    /// `ARM_SMMU_CB_TLBSTATUS`: bit 0 (`GSACTIVE`) is set while a sync is still in progress.
+    SmmuTlbstatus,
+}
+
+impl MmioReg {
+    fn counter(self) -> Counter {
+        match self {
+            MmioReg::SmmuTlbiva => Counter::SmmuTlbiva,
+            MmioReg::SmmuTlbival => Counter::SmmuTlbival,
+            MmioReg::SmmuTlbiasid => Counter::SmmuTlbiasid,
+            MmioReg::SmmuTlbsync => Counter::SmmuTlbsync,
+            MmioReg::SmmuTlbstatus => Counter::SmmuTlbstatusRead,
+        }
+    }
+}
+
+/// `TLBSTATUS.GSACTIVE`: a sync is still in progress.
+pub const SMMU_TLBSTATUS_GSACTIVE: u64 = 1;
+
+/// What kind of SMMUv3 command a queue entry holds; the backend needs no more than this to price
+/// it (the 16-byte encoding lives in the driver's queue, `iommu::arm_smmu_v3`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SmmuCmdKind {
+    /// `CMD_TLBI_NH_VA` (a single VA, or a range when TG/NUM/SCALE are set on SMMUv3.2).
+    TlbiNhVa,
+    /// `CMD_TLBI_NH_ASID`.
+    TlbiNhAsid,
+    /// `CMD_SYNC`.
+    Sync,
+}
+
+impl SmmuCmdKind {
+    fn counter(self) -> Counter {
+        match self {
+            SmmuCmdKind::TlbiNhVa => Counter::CmdqTlbiNhVa,
+            SmmuCmdKind::TlbiNhAsid => Counter::CmdqTlbiNhAsid,
+            SmmuCmdKind::Sync => Counter::CmdqSync,
+        }
+    }
+}
+
 /// Countable hardware operations. Counts come from running the algorithms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Counter {
@@ -60,14 +117,36 @@ pub enum Counter {
     CacheInvalLine,
     CacheCleanInvalLine,
     Barrier,
+    SmmuTlbiva,
+    SmmuTlbival,
+    SmmuTlbiasid,
+    SmmuTlbsync,
+    SmmuTlbstatusRead,
+    /// `udelay()` calls (each of any length).
+    Udelay,
+    CmdqTlbiNhVa,
+    CmdqTlbiNhAsid,
+    CmdqSync,
+    /// Command-queue submissions (one producer-index doorbell each).
+    CmdqBatch,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 4] = [
+    pub const ALL: [Counter; 14] = [
         Counter::CacheCleanLine,
         Counter::CacheInvalLine,
         Counter::CacheCleanInvalLine,
         Counter::Barrier,
+        Counter::SmmuTlbiva,
+        Counter::SmmuTlbival,
+        Counter::SmmuTlbiasid,
+        Counter::SmmuTlbsync,
+        Counter::SmmuTlbstatusRead,
+        Counter::Udelay,
+        Counter::CmdqTlbiNhVa,
+        Counter::CmdqTlbiNhAsid,
+        Counter::CmdqSync,
+        Counter::CmdqBatch,
     ];
     pub const N: usize = Counter::ALL.len();
 
@@ -78,6 +157,16 @@ impl Counter {
             Counter::CacheInvalLine => "cache_inval_line",
             Counter::CacheCleanInvalLine => "cache_clean_inval_line",
             Counter::Barrier => "barrier",
+            Counter::SmmuTlbiva => "smmu_tlbiva",
+            Counter::SmmuTlbival => "smmu_tlbival",
+            Counter::SmmuTlbiasid => "smmu_tlbiasid",
+            Counter::SmmuTlbsync => "smmu_tlbsync",
+            Counter::SmmuTlbstatusRead => "smmu_tlbstatus_read",
+            Counter::Udelay => "udelay",
+            Counter::CmdqTlbiNhVa => "cmdq_tlbi_nh_va",
+            Counter::CmdqTlbiNhAsid => "cmdq_tlbi_nh_asid",
+            Counter::CmdqSync => "cmdq_sync",
+            Counter::CmdqBatch => "cmdq_batch",
         }
     }
 
@@ -93,6 +182,16 @@ impl Counter {
             (Counter::CacheInvalLine, Arch::X86_64) => "(none)",
             (Counter::CacheCleanInvalLine, Arch::X86_64) => "CLFLUSHOPT",
             (Counter::Barrier, Arch::X86_64) => "SFENCE",
+            (Counter::SmmuTlbiva, _) => "TLBIVA write",
+            (Counter::SmmuTlbival, _) => "TLBIVAL write",
+            (Counter::SmmuTlbiasid, _) => "TLBIASID write",
+            (Counter::SmmuTlbsync, _) => "TLBSYNC write",
+            (Counter::SmmuTlbstatusRead, _) => "TLBSTATUS read",
+            (Counter::Udelay, _) => "udelay()",
+            (Counter::CmdqTlbiNhVa, _) => "CMD_TLBI_NH_VA",
+            (Counter::CmdqTlbiNhAsid, _) => "CMD_TLBI_NH_ASID",
+            (Counter::CmdqSync, _) => "CMD_SYNC",
+            (Counter::CmdqBatch, _) => "CMDQ doorbell",
         }
     }
 }
@@ -119,6 +218,21 @@ pub trait Hw {
     fn line_bytes(&self) -> u64;
     /// Current time on this backend's clock, in picoseconds.
     fn now_ps(&self) -> u64;
+
+    /// A posted write of `val` to a device register: returns once the CPU has issued it; the
+    /// device acts on it later.
+    fn mmio_write(&mut self, _reg: MmioReg, _val: u64) {}
+    /// A read of a device register: the CPU waits for the device's answer. Default: 0 (idle).
+    fn mmio_read(&mut self, _reg: MmioReg) -> u64 {
+        0
+    }
+    /// `udelay(us)`: busy-wait for `us` microseconds.
+    fn udelay(&mut self, _us: u64) {}
+    /// SMMUv3: write `cmds` into the command queue and publish them with one producer-index
+    /// update (`arm_smmu_cmdq_issue_cmdlist`). Does not wait.
+    fn smmu_cmdq_issue(&mut self, _cmds: &[SmmuCmdKind]) {}
+    /// SMMUv3: wait until the most recently issued `CMD_SYNC` has completed.
+    fn smmu_cmdq_wait_sync(&mut self) {}
 }
 
 /// One node of the call tree: a kernel function reached by one particular path.

@@ -9,11 +9,19 @@
 //! list beats one per entry *because of these parameters*: per-entry barriers expose the completion
 //! latency once per entry, a batched barrier once per list.
 //!
+//! The SMMU (optional, from the profile's `[smmu]` section) is a second agent with its own
+//! timeline. A register write (`TLBIVA`, `TLBIASID`) or a command (`CMD_TLBI_*`) costs the CPU its
+//! issue time and queues work on the SMMU, which processes invalidations one after another, each
+//! taking its own time. A sync (`TLBSYNC`, `CMD_SYNC`) completes once everything before it has,
+//! plus its own time. The CPU learns of completion only by polling (`TLBSTATUS` reads, each a
+//! full MMIO round trip) or, on SMMUv3, by waiting for the sync's completion; the driver's poll
+//! loop, not this backend, decides how often it looks and how long it sleeps between looks.
+//!
 //! Invariants: time only moves forward; `pending` (the completion time of the newest outstanding
 //! operation) is never before the last barrier. Charges equal elapsed time: every picosecond the
 //! clock advances is attributed to exactly one call stack, so breakdowns sum to the total.
 
-use super::{CacheOp, Counter, Hw, Ledger, SwCost};
+use super::{CacheOp, Counter, Hw, Ledger, MmioReg, SMMU_TLBSTATUS_GSACTIVE, SmmuCmdKind, SwCost};
 use crate::types::PhysAddr;
 use std::collections::BTreeMap;
 
@@ -25,6 +33,36 @@ pub struct MaintCost {
     pub interval_ps: u64,
 }
 
+/// Which SMMU architecture the profile describes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SmmuKind {
+    /// Arm MMU-500 or another SMMUv1/v2: register-programmed invalidation (drivers/iommu/arm/arm-smmu).
+    #[default]
+    Mmu500,
+    /// SMMUv3: command queue in memory (drivers/iommu/arm/arm-smmu-v3).
+    SmmuV3,
+}
+
+/// SMMU costs, in picoseconds. CPU-side costs stall the CPU; SMMU-side costs occupy the SMMU.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SmmuParams {
+    pub kind: SmmuKind,
+    /// SMMUv3.2 range invalidation (`ARM_SMMU_FEAT_RANGE_INV`).
+    pub range_inv: bool,
+    /// CPU: one posted register write (TLBIVA, TLBIVAL, TLBIASID, TLBSYNC, CMDQ producer index).
+    pub mmio_write_ps: u64,
+    /// CPU: one register read round trip (TLBSTATUS).
+    pub mmio_read_ps: u64,
+    /// SMMU: process one by-VA invalidation (TLBIVA/TLBIVAL, CMD_TLBI_NH_VA).
+    pub tlbi_va_ps: u64,
+    /// SMMU: process one by-ASID invalidation (TLBIASID, CMD_TLBI_NH_ASID).
+    pub tlbi_asid_ps: u64,
+    /// SMMU: from the last prior invalidation's completion to the sync's (TLBSYNC, CMD_SYNC).
+    pub sync_ps: u64,
+    /// CPU: write one 16-byte command into the SMMUv3 queue.
+    pub cmdq_write_ps: u64,
+}
+
 /// Everything the Model charges from, resolved from a profile.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ModelParams {
@@ -32,6 +70,9 @@ pub struct ModelParams {
     pub maint: [Option<MaintCost>; 3],
     pub barrier_ps: u64,
     pub sw: BTreeMap<String, u64>,
+    /// `None` when the profile has no `[smmu]` section: SMMU operations then cost nothing but
+    /// are still counted.
+    pub smmu: Option<SmmuParams>,
 }
 
 impl ModelParams {
@@ -46,6 +87,10 @@ pub struct Model {
     params: ModelParams,
     now: u64,
     pending: u64,
+    /// When the SMMU finishes the last invalidation queued so far.
+    smmu_busy_until: u64,
+    /// When the most recent sync completes.
+    smmu_sync_done: u64,
     pub ledger: Ledger,
 }
 
@@ -59,6 +104,8 @@ impl Model {
             params,
             now: 0,
             pending: 0,
+            smmu_busy_until: 0,
+            smmu_sync_done: 0,
             ledger: Ledger::default(),
         }
     }
@@ -75,6 +122,20 @@ impl Model {
     fn advance(&mut self, ps: u64) {
         self.now += ps;
         self.ledger.charge(ps);
+    }
+
+    fn smmu(&self) -> SmmuParams {
+        self.params.smmu.unwrap_or_default()
+    }
+
+    /// Queue `work` ps of SMMU-side work arriving now.
+    fn smmu_work(&mut self, work: u64) {
+        self.smmu_busy_until = self.smmu_busy_until.max(self.now) + work;
+    }
+
+    fn smmu_sync(&mut self, work: u64) {
+        self.smmu_work(work);
+        self.smmu_sync_done = self.smmu_busy_until;
     }
 }
 
@@ -133,6 +194,61 @@ impl Hw for Model {
     fn now_ps(&self) -> u64 {
         self.now
     }
+
+    fn mmio_write(&mut self, reg: MmioReg, _val: u64) {
+        let p = self.smmu();
+        self.ledger.count(reg.counter(), 1);
+        self.advance(p.mmio_write_ps);
+        match reg {
+            MmioReg::SmmuTlbiva | MmioReg::SmmuTlbival => self.smmu_work(p.tlbi_va_ps),
+            MmioReg::SmmuTlbiasid => self.smmu_work(p.tlbi_asid_ps),
+            MmioReg::SmmuTlbsync => self.smmu_sync(p.sync_ps),
+            MmioReg::SmmuTlbstatus => {}
+        }
+    }
+
+    fn mmio_read(&mut self, reg: MmioReg) -> u64 {
+        let p = self.smmu();
+        self.ledger.count(reg.counter(), 1);
+        self.advance(p.mmio_read_ps);
+        match reg {
+            // The value is the one the device holds when the read's answer leaves it, which is
+            // no earlier than the end of the round trip.
+            MmioReg::SmmuTlbstatus if self.now < self.smmu_sync_done => SMMU_TLBSTATUS_GSACTIVE,
+            _ => 0,
+        }
+    }
+
+    fn udelay(&mut self, us: u64) {
+        self.ledger.count(Counter::Udelay, 1);
+        self.advance(us * 1_000_000);
+    }
+
+    fn smmu_cmdq_issue(&mut self, cmds: &[SmmuCmdKind]) {
+        let p = self.smmu();
+        for &c in cmds {
+            self.ledger.count(c.counter(), 1);
+        }
+        self.ledger.count(Counter::CmdqBatch, 1);
+        // Entries are written to memory, then the producer index is published by one write.
+        self.advance(cmds.len() as u64 * p.cmdq_write_ps + p.mmio_write_ps);
+        for &c in cmds {
+            match c {
+                SmmuCmdKind::TlbiNhVa => self.smmu_work(p.tlbi_va_ps),
+                SmmuCmdKind::TlbiNhAsid => self.smmu_work(p.tlbi_asid_ps),
+                SmmuCmdKind::Sync => self.smmu_sync(p.sync_ps),
+            }
+        }
+    }
+
+    fn smmu_cmdq_wait_sync(&mut self) {
+        let wait = self.smmu_sync_done.saturating_sub(self.now);
+        if wait > 0 {
+            self.ledger.enter(WAIT_FRAME);
+            self.advance(wait);
+            self.ledger.leave();
+        }
+    }
 }
 
 #[cfg(test)]
@@ -150,7 +266,60 @@ mod tests {
             maint: [Some(c), Some(c), Some(c)],
             barrier_ps: barrier,
             sw: BTreeMap::new(),
+            smmu: None,
         }
+    }
+
+    #[test]
+    fn tlbstatus_reads_busy_until_prior_invalidations_and_the_sync_complete() {
+        let mut p = params(1, 1, 0, 1);
+        p.smmu = Some(SmmuParams {
+            mmio_write_ps: 10,
+            mmio_read_ps: 100,
+            tlbi_va_ps: 50,
+            sync_ps: 20,
+            ..SmmuParams::default()
+        });
+        let mut m = Model::new(p);
+        for _ in 0..4 {
+            m.mmio_write(MmioReg::SmmuTlbiva, 0);
+        }
+        // Writes at 10, 20, 30, 40 arrive at a busy SMMU: done at 10 + 4 * 50 = 210.
+        m.mmio_write(MmioReg::SmmuTlbsync, 0);
+        // Sync done at 230. Reads end at 150, 250.
+        assert_eq!(m.mmio_read(MmioReg::SmmuTlbstatus), SMMU_TLBSTATUS_GSACTIVE);
+        assert_eq!(m.mmio_read(MmioReg::SmmuTlbstatus), 0);
+        assert_eq!(m.now_ps(), 250);
+        let t = m.ledger.totals();
+        assert_eq!(t[Counter::SmmuTlbiva as usize], 4);
+        assert_eq!(t[Counter::SmmuTlbstatusRead as usize], 2);
+        m.udelay(2);
+        assert_eq!(m.now_ps(), 2_000_250);
+    }
+
+    #[test]
+    fn cmdq_sync_waits_for_the_queue_to_drain() {
+        let mut p = params(1, 1, 0, 1);
+        p.smmu = Some(SmmuParams {
+            kind: SmmuKind::SmmuV3,
+            mmio_write_ps: 10,
+            cmdq_write_ps: 5,
+            tlbi_va_ps: 40,
+            sync_ps: 100,
+            ..SmmuParams::default()
+        });
+        let mut m = Model::new(p);
+        m.smmu_cmdq_issue(&[
+            SmmuCmdKind::TlbiNhVa,
+            SmmuCmdKind::TlbiNhVa,
+            SmmuCmdKind::Sync,
+        ]);
+        // CPU: 3 * 5 + 10 = 25. SMMU: 25 + 40 + 40 + 100 = 205.
+        assert_eq!(m.now_ps(), 25);
+        m.smmu_cmdq_wait_sync();
+        assert_eq!(m.now_ps(), 205);
+        assert_eq!(m.ledger.total_ps(), 205);
+        assert_eq!(m.ledger.totals()[Counter::CmdqBatch as usize], 1);
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! [`InputError`] naming the file, line and key. Built-in profiles are compiled into the binary.
 
 use crate::hw::CacheOp;
-use crate::hw::model::{MaintCost, ModelParams};
+use crate::hw::model::{MaintCost, ModelParams, SmmuKind, SmmuParams};
 use crate::input::{InputError, parse_toml};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -91,6 +91,35 @@ pub struct PlatformSpec {
     pub cpu_freq_mhz: Param,
 }
 
+/// Which SMMU the platform has (`[smmu] kind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+pub enum SmmuKindSpec {
+    #[serde(rename = "mmu-500")]
+    Mmu500,
+    #[serde(rename = "smmu-v3")]
+    SmmuV3,
+}
+
+/// The optional `[smmu]` section: the IOMMU in front of the DMA masters and what its operations
+/// cost. CPU-side costs (`mmio_write`, `mmio_read`, `cmdq_write`) stall the CPU; SMMU-side costs
+/// (`tlbi_va`, `tlbi_asid`, `sync`) occupy the SMMU and are seen by the CPU only through polling.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SmmuSpec {
+    pub kind: SmmuKindSpec,
+    /// Architecture version: `"2"` for MMU-500; `"3.0"`, `"3.1"`, `"3.2"`, ... for SMMUv3 (3.2
+    /// adds range invalidation).
+    pub version: Option<Spanned<String>>,
+    pub source: Spanned<String>,
+    pub mmio_write: Cost,
+    pub mmio_read: Cost,
+    pub tlbi_va: Cost,
+    pub tlbi_asid: Cost,
+    pub sync: Cost,
+    /// SMMUv3 only: CPU time to write one 16-byte command into the queue.
+    pub cmdq_write: Option<Cost>,
+}
+
 /// The profile file as written.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -100,6 +129,7 @@ pub struct ProfileFile {
     pub barrier: BarrierSpec,
     #[serde(default)]
     pub sw: BTreeMap<String, Cost>,
+    pub smmu: Option<SmmuSpec>,
 }
 
 /// A loaded, checked profile.
@@ -195,6 +225,11 @@ impl Profile {
         for (k, c) in &f.sw {
             out.push(cost_info(&format!("sw.{k}"), c));
         }
+        if let Some(sm) = &f.smmu {
+            for (k, c) in smmu_costs(sm) {
+                out.push(cost_info(&format!("smmu.{k}"), c));
+            }
+        }
         out
     }
 }
@@ -226,6 +261,20 @@ fn maint_spec(c: &CacheSpec, op: CacheOp) -> Option<&MaintSpec> {
         CacheOp::Inval => c.inval.as_ref(),
         CacheOp::CleanInval => c.clean_inval.as_ref(),
     }
+}
+
+fn smmu_costs(s: &SmmuSpec) -> Vec<(&'static str, &Cost)> {
+    let mut v = vec![
+        ("mmio_write", &s.mmio_write),
+        ("mmio_read", &s.mmio_read),
+        ("tlbi_va", &s.tlbi_va),
+        ("tlbi_asid", &s.tlbi_asid),
+        ("sync", &s.sync),
+    ];
+    if let Some(c) = &s.cmdq_write {
+        v.push(("cmdq_write", c));
+    }
+    v
 }
 
 /// Names of the built-in profiles.
@@ -364,11 +413,67 @@ fn resolve(origin: &str, text: &str, f: &ProfileFile) -> Result<ModelParams, Inp
     for (k, c) in &f.sw {
         sw.insert(k.clone(), r.cost(&format!("sw.{k}"), c)?);
     }
+    let smmu = match &f.smmu {
+        Some(sm) => Some(resolve_smmu(&r, sm)?),
+        None => None,
+    };
     Ok(ModelParams {
         line_bytes: line as u64,
         maint,
         barrier_ps,
         sw,
+        smmu,
+    })
+}
+
+fn resolve_smmu(r: &Resolver, s: &SmmuSpec) -> Result<SmmuParams, InputError> {
+    r.source("smmu", &s.source)?;
+    let kind = match s.kind {
+        SmmuKindSpec::Mmu500 => SmmuKind::Mmu500,
+        SmmuKindSpec::SmmuV3 => SmmuKind::SmmuV3,
+    };
+    let bad_version = |v: &Spanned<String>, what: &str| {
+        InputError::at(r.origin, r.text, Some(v.span()), "smmu.version", what)
+    };
+    let range_inv = match (&s.version, kind) {
+        (None, _) => false,
+        (Some(v), SmmuKind::Mmu500) => {
+            if !matches!(v.get_ref().as_str(), "1" | "2") {
+                return Err(bad_version(v, "an mmu-500 is an SMMUv2: expected \"2\""));
+            }
+            false
+        }
+        (Some(v), SmmuKind::SmmuV3) => {
+            let minor = v
+                .get_ref()
+                .strip_prefix("3.")
+                .and_then(|m| m.parse::<u32>().ok())
+                .ok_or_else(|| bad_version(v, "expected \"3.N\", e.g. \"3.2\""))?;
+            minor >= 2
+        }
+    };
+    let cmdq_write_ps = match (&s.cmdq_write, kind) {
+        (Some(c), _) => r.cost("smmu.cmdq_write", c)?,
+        (None, SmmuKind::SmmuV3) => {
+            return Err(InputError::at(
+                r.origin,
+                r.text,
+                Some(s.source.span()),
+                "smmu.cmdq_write",
+                "missing: an smmu-v3 writes its commands into a queue in memory",
+            ));
+        }
+        (None, SmmuKind::Mmu500) => 0,
+    };
+    Ok(SmmuParams {
+        kind,
+        range_inv,
+        mmio_write_ps: r.cost("smmu.mmio_write", &s.mmio_write)?,
+        mmio_read_ps: r.cost("smmu.mmio_read", &s.mmio_read)?,
+        tlbi_va_ps: r.cost("smmu.tlbi_va", &s.tlbi_va)?,
+        tlbi_asid_ps: r.cost("smmu.tlbi_asid", &s.tlbi_asid)?,
+        sync_ps: r.cost("smmu.sync", &s.sync)?,
+        cmdq_write_ps,
     })
 }
 
@@ -428,6 +533,57 @@ cost = { ns = 5, source = "test" }
         let e = Profile::parse("t.toml", &text).unwrap_err();
         assert_eq!(e.key.as_deref(), Some("cache.clean.latency.ns"), "{e}");
         assert_eq!(e.line, Some(12), "{e}");
+    }
+
+    const SMMU: &str = r#"
+[smmu]
+kind = "mmu-500"
+version = "2"
+source = "test"
+mmio_write = { ns = 10, source = "test" }
+mmio_read = { cycles = 200, source = "test" }
+tlbi_va = { ns = 30, source = "test" }
+tlbi_asid = { ns = 40, source = "test" }
+sync = { ns = 50, source = "test" }
+"#;
+
+    #[test]
+    fn smmu_section_resolves_and_is_listed() {
+        let p = Profile::parse("t.toml", &format!("{MINIMAL}{SMMU}")).unwrap();
+        let s = p.model.smmu.unwrap();
+        assert_eq!(s.kind, SmmuKind::Mmu500);
+        assert_eq!(s.mmio_read_ps, 200_000);
+        assert_eq!(s.sync_ps, 50_000);
+        assert!(p.params().iter().any(|i| i.key == "smmu.tlbi_va"));
+        assert!(
+            Profile::parse("t.toml", MINIMAL)
+                .unwrap()
+                .model
+                .smmu
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn smmu_errors_name_key_and_line() {
+        let text =
+            format!("{MINIMAL}{SMMU}").replace("tlbi_asid = { ns = 40", "tlbi_asid = { ns = -1");
+        let e = Profile::parse("t.toml", &text).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("smmu.tlbi_asid.ns"), "{e}");
+        assert_eq!(e.line, Some(24), "{e}");
+        let text = format!("{MINIMAL}{SMMU}").replace("\"mmu-500\"", "\"smmu-v3\"");
+        let e = Profile::parse("t.toml", &text).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("smmu.version"), "{e}");
+        let text = text.replace("version = \"2\"", "version = \"3.2\"");
+        let e = Profile::parse("t.toml", &text).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("smmu.cmdq_write"), "{e}");
+        let text = text.replace(
+            "sync = { ns = 50, source = \"test\" }",
+            "sync = { ns = 50, source = \"test\" }\ncmdq_write = { ns = 2, source = \"t\" }",
+        );
+        let s = Profile::parse("t.toml", &text).unwrap().model.smmu.unwrap();
+        assert!(s.range_inv);
+        assert_eq!(s.kind, SmmuKind::SmmuV3);
     }
 
     #[test]
