@@ -11,6 +11,7 @@ pub mod device;
 pub mod dma;
 pub mod hw;
 pub mod input;
+pub mod iommu;
 pub mod mm;
 pub mod platform;
 pub mod policy;

@@ -1,0 +1,1263 @@
+//! Arm LPAE (VMSAv8-64) stage-1 page tables for an IOMMU.
+//!
+//! Kernel counterpart: drivers/iommu/io-pgtable-arm.c — `arm_64_lpae_alloc_pgtable_s1`,
+//! `arm_lpae_map_pages` / `__arm_lpae_map` / `arm_lpae_init_pte`, `arm_lpae_unmap_pages` /
+//! `__arm_lpae_unmap` / `arm_lpae_split_blk_unmap`, `__arm_lpae_free_pgtable`,
+//! `arm_lpae_iova_to_phys`, and the non-coherent-walk helpers `__arm_lpae_alloc_pages` and
+//! `__arm_lpae_sync_pte`.
+//!
+//! What it models: 4K, 16K and 64K granules; input address sizes of 32 to 48 bits with the
+//! kernel's level count (`ceil((ias - pg_shift) / bits_per_level)`), start level and top-level
+//! table size (`8 << pgd_bits`); output addresses up to 48 bits. Descriptors are bit-exact u64s
+//! in tables allocated from [`PhysMem`]: valid (bit 0), table/page vs block (bit 1), AttrIndx
+//! (4:2), AP[2:1] (7:6), SH (9:8), AF (10), nG (11), the output address (47:pg_shift), XN (54:53)
+//! and, for a non-coherent walker, the software bit 55 that marks a table entry already cleaned
+//! (`ARM_LPAE_PTE_SW_SYNC`). Blocks are 1G/2M (4K granule), 32M (16K) and 512M (64K).
+//!
+//! Release modelled: 5.15 to 6.15. `__arm_lpae_unmap` clears entries one at a time; a table entry
+//! whose whole range is being removed is freed with `tlb_flush_walk(iova, size, granule)`, a leaf
+//! gets `tlb_add_page(iova, size)` (unless the gather is queued, i.e. lazy), a partial unmap of a
+//! block splits it. One call handles at most the run of entries left in one table and returns the
+//! short count; the caller loops. With `pgcount == 1` this is exactly 5.14's `__arm_lpae_unmap`.
+//! For a non-coherent walker every PTE write is cleaned to PoC as it is made (5.15); 6.1+ cleans
+//! a run of cleared PTEs at once, which this model does not do. From 6.16 every cleared entry is
+//! gathered with `tlb_add_page`, tables included, and partial block unmaps are refused; not modelled.
+//!
+//! Divergences (documented, deliberate): the kernel replaces a table with a block mapping
+//! even when the table still maps pages (it unmaps the table first); we refuse that as `-EEXIST`
+//! when the table holds any leaf, and replace it, as the kernel does, when it is empty. Misaligned
+//! IOVA or PA, and unsupported page sizes, are errors rather than WARNs.
+//!
+//! Invariants: every table reachable from the top-level table is a live [`PhysMem`] allocation of
+//! the granule size (the top level: `8 << pgd_bits` rounded up to a page), and every live
+//! allocation made by this table is reachable; unmapping everything leaves only the top level.
+
+use super::{IommuError, IommuFlushOps, IommuIotlbGather, Prot};
+use crate::arch::ArchDma;
+use crate::hw::{Hw, SwCost};
+use crate::mm::physmem::PhysMem;
+use crate::types::{DmaDirection, IovaAddr, PhysAddr};
+
+pub const ARM_LPAE_MAX_LEVELS: u32 = 4;
+
+pub const PTE_VALID: u64 = 1 << 0;
+/// Bit 1: table (levels 0-2) or page (level 3) when set; block when clear.
+pub const PTE_TYPE_TABLE_OR_PAGE: u64 = 1 << 1;
+pub const PTE_TYPE_MASK: u64 = 3;
+pub const PTE_TYPE_BLOCK: u64 = 1;
+pub const PTE_TYPE_TABLE: u64 = 3;
+pub const PTE_TYPE_PAGE: u64 = 3;
+pub const PTE_ATTRINDX_SHIFT: u32 = 2;
+pub const PTE_NS: u64 = 1 << 5;
+pub const PTE_AP_UNPRIV: u64 = 1 << 6;
+pub const PTE_AP_RDONLY: u64 = 2 << 6;
+pub const PTE_SH_OS: u64 = 2 << 8;
+pub const PTE_SH_IS: u64 = 3 << 8;
+pub const PTE_AF: u64 = 1 << 10;
+pub const PTE_NG: u64 = 1 << 11;
+pub const PTE_XN: u64 = 3 << 53;
+/// Software bit: a table entry that has already been cleaned to PoC for a non-coherent walker.
+pub const PTE_SW_SYNC: u64 = 1 << 55;
+/// `ARM_LPAE_PTE_ATTR_LO_MASK | ARM_LPAE_PTE_ATTR_HI_MASK`: what `iopte_prot()` keeps.
+const PTE_ATTR_MASK: u64 = (0x3ff << 2) | (0x1fff << 51);
+
+/// MAIR indices the SMMU driver programs (`ARM_LPAE_MAIR_ATTR_IDX_*`).
+pub const MAIR_ATTR_IDX_NC: u64 = 0;
+pub const MAIR_ATTR_IDX_CACHE: u64 = 1;
+pub const MAIR_ATTR_IDX_DEV: u64 = 2;
+
+/// Named software costs this module charges (profile `[sw]` keys).
+pub const SW_COSTS: &[(&str, &str)] = &[
+    (
+        "arm_lpae_map_pages",
+        "per map_pages call: driver op dispatch, argument checks, prot to PTE",
+    ),
+    (
+        "arm_lpae_unmap_pages",
+        "per unmap_pages call: driver op dispatch, argument checks",
+    ),
+    (
+        "arm_lpae_walk_level",
+        "per table level descended by a map or unmap walk (index, load, type test)",
+    ),
+    ("arm_lpae_init_pte", "per PTE installed by a map"),
+    ("arm_lpae_clear_pte", "per PTE cleared by an unmap"),
+    (
+        "arm_lpae_alloc_table",
+        "per table allocated: page allocator and zeroing",
+    ),
+    (
+        "arm_lpae_free_table",
+        "per table freed, including the scan of its entries",
+    ),
+    ("arm_lpae_iova_to_phys", "per iova_to_phys lookup"),
+];
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Costs {
+    map_pages: SwCost,
+    unmap_pages: SwCost,
+    walk_level: SwCost,
+    init_pte: SwCost,
+    clear_pte: SwCost,
+    alloc_table: SwCost,
+    free_table: SwCost,
+    iova_to_phys: SwCost,
+}
+
+/// `struct io_pgtable_cfg`, the parts a stage-1 LPAE table uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IoPgtableCfg {
+    /// Translation granule in bytes: 4K, 16K or 64K.
+    pub granule: u64,
+    /// Input (IOVA) address bits.
+    pub ias: u32,
+    /// Output (physical) address bits.
+    pub oas: u32,
+    /// Memory node the tables are allocated on.
+    pub node: u32,
+    /// `IO_PGTABLE_QUIRK_ARM_NS`: non-secure output.
+    pub quirk_ns: bool,
+}
+
+impl IoPgtableCfg {
+    pub fn new(granule: u64, ias: u32) -> IoPgtableCfg {
+        IoPgtableCfg {
+            granule,
+            ias,
+            oas: 48,
+            node: 0,
+            quirk_ns: false,
+        }
+    }
+}
+
+/// `struct arm_lpae_io_pgtable`.
+#[derive(Debug)]
+pub struct ArmLpaeIoPgtable {
+    cfg: IoPgtableCfg,
+    pg_shift: u32,
+    bits_per_level: u32,
+    start_level: u32,
+    pgd_bits: u32,
+    pgsize_bitmap: u64,
+    pgd: PhysAddr,
+    mem: PhysMem,
+    /// `None`: the SMMU's table walker snoops CPU caches (`cfg->coherent_walk`). Otherwise PTE
+    /// writes are cleaned to PoC through this architecture's cache maintenance.
+    walk_sync: Option<Box<dyn ArchDma>>,
+    costs: Costs,
+    scratch: Vec<u8>,
+}
+
+impl ArmLpaeIoPgtable {
+    /// `arm_64_lpae_alloc_pgtable_s1()`: check the configuration, size the levels and allocate the
+    /// top-level table from `mem`. `walk_sync` is `None` for a coherent table walker.
+    pub fn new(
+        hw: &mut dyn Hw,
+        cfg: IoPgtableCfg,
+        mut mem: PhysMem,
+        walk_sync: Option<Box<dyn ArchDma>>,
+    ) -> Result<ArmLpaeIoPgtable, IommuError> {
+        let pgsize_bitmap = match cfg.granule {
+            0x1000 => 0x1000 | (2 << 20) | (1 << 30),
+            0x4000 => 0x4000 | (32 << 20),
+            0x10000 => 0x10000 | (512 << 20),
+            g => return Err(IommuError::BadGranule(g)),
+        };
+        if !(32..=48).contains(&cfg.ias) {
+            return Err(IommuError::BadIas(cfg.ias));
+        }
+        if !(32..=48).contains(&cfg.oas) {
+            return Err(IommuError::BadOas(cfg.oas));
+        }
+        let pg_shift = cfg.granule.trailing_zeros();
+        let bits_per_level = pg_shift - 3;
+        let va_bits = cfg.ias - pg_shift;
+        let levels = va_bits.div_ceil(bits_per_level);
+        let start_level = ARM_LPAE_MAX_LEVELS - levels;
+        let pgd_bits = va_bits - bits_per_level * (levels - 1);
+        // Leaf sizes the input space cannot hold are of no use (`arm_lpae_restrict_pgsizes`
+        // drops sizes above the address space in the same spirit).
+        let pgsize_bitmap = pgsize_bitmap & ((1u64 << cfg.ias) - 1);
+        let costs = Costs {
+            map_pages: hw.sw_cost("arm_lpae_map_pages"),
+            unmap_pages: hw.sw_cost("arm_lpae_unmap_pages"),
+            walk_level: hw.sw_cost("arm_lpae_walk_level"),
+            init_pte: hw.sw_cost("arm_lpae_init_pte"),
+            clear_pte: hw.sw_cost("arm_lpae_clear_pte"),
+            alloc_table: hw.sw_cost("arm_lpae_alloc_table"),
+            free_table: hw.sw_cost("arm_lpae_free_table"),
+            iova_to_phys: hw.sw_cost("arm_lpae_iova_to_phys"),
+        };
+        let pgd_size = 8u64 << pgd_bits;
+        let pgd = mem.alloc(cfg.node, pgd_size)?;
+        let t = ArmLpaeIoPgtable {
+            cfg,
+            pg_shift,
+            bits_per_level,
+            start_level,
+            pgd_bits,
+            pgsize_bitmap,
+            pgd,
+            mem,
+            walk_sync,
+            costs,
+            scratch: Vec::new(),
+        };
+        t.sync_new_table(hw, pgd, pgd_size);
+        Ok(t)
+    }
+
+    pub fn cfg(&self) -> &IoPgtableCfg {
+        &self.cfg
+    }
+    pub fn granule(&self) -> u64 {
+        self.cfg.granule
+    }
+    pub fn pgsize_bitmap(&self) -> u64 {
+        self.pgsize_bitmap
+    }
+    pub fn start_level(&self) -> u32 {
+        self.start_level
+    }
+    pub fn levels(&self) -> u32 {
+        ARM_LPAE_MAX_LEVELS - self.start_level
+    }
+    /// Bytes of the top-level table (`ARM_LPAE_PGD_SIZE`).
+    pub fn pgd_size(&self) -> u64 {
+        8 << self.pgd_bits
+    }
+    /// Physical address of the top-level table (what TTBR0 is programmed with).
+    pub fn ttbr(&self) -> PhysAddr {
+        self.pgd
+    }
+    pub fn mem(&self) -> &PhysMem {
+        &self.mem
+    }
+    pub fn mem_mut(&mut self) -> &mut PhysMem {
+        &mut self.mem
+    }
+    pub fn coherent_walk(&self) -> bool {
+        self.walk_sync.is_none()
+    }
+
+    /// `ARM_LPAE_BLOCK_SIZE(lvl)`: bytes one entry at `lvl` covers.
+    pub fn block_size(&self, lvl: u32) -> u64 {
+        1u64 << self.lvl_shift(lvl)
+    }
+
+    fn lvl_shift(&self, lvl: u32) -> u32 {
+        self.pg_shift + (ARM_LPAE_MAX_LEVELS - 1 - lvl) * self.bits_per_level
+    }
+
+    fn lvl_entries(&self, lvl: u32) -> u64 {
+        if lvl == self.start_level {
+            1 << self.pgd_bits
+        } else {
+            1 << self.bits_per_level
+        }
+    }
+
+    fn lvl_idx(&self, iova: u64, lvl: u32) -> u64 {
+        (iova >> self.lvl_shift(lvl)) & (self.lvl_entries(lvl) - 1)
+    }
+
+    fn table_size(&self, lvl: u32) -> u64 {
+        if lvl == self.start_level {
+            self.pgd_size()
+        } else {
+            self.cfg.granule
+        }
+    }
+
+    fn addr_mask(&self) -> u64 {
+        ((1u64 << 48) - 1) & !(self.cfg.granule - 1)
+    }
+
+    /// `iopte_to_paddr()`.
+    pub fn pte_to_paddr(&self, pte: u64) -> PhysAddr {
+        PhysAddr(pte & self.addr_mask())
+    }
+
+    /// `iopte_leaf()`: a page at the last level, a block above it.
+    pub fn pte_is_leaf(pte: u64, lvl: u32) -> bool {
+        if lvl == ARM_LPAE_MAX_LEVELS - 1 {
+            pte & PTE_TYPE_MASK == PTE_TYPE_PAGE
+        } else {
+            pte & PTE_TYPE_MASK == PTE_TYPE_BLOCK
+        }
+    }
+
+    fn pte_is_table(pte: u64, lvl: u32) -> bool {
+        lvl < ARM_LPAE_MAX_LEVELS - 1 && pte & PTE_TYPE_MASK == PTE_TYPE_TABLE
+    }
+
+    /// `arm_lpae_prot_to_pte()` for stage 1: the attribute bits of a leaf.
+    pub fn prot_to_pte(&self, prot: Prot) -> u64 {
+        let mut pte = PTE_NG;
+        if !prot.contains(Prot::WRITE) && prot.contains(Prot::READ) {
+            pte |= PTE_AP_RDONLY;
+        }
+        if !prot.contains(Prot::PRIV) {
+            pte |= PTE_AP_UNPRIV;
+        }
+        if prot.contains(Prot::MMIO) {
+            pte |= MAIR_ATTR_IDX_DEV << PTE_ATTRINDX_SHIFT;
+        } else if prot.contains(Prot::CACHE) {
+            pte |= MAIR_ATTR_IDX_CACHE << PTE_ATTRINDX_SHIFT;
+        } else {
+            pte |= MAIR_ATTR_IDX_NC << PTE_ATTRINDX_SHIFT;
+        }
+        pte |= if prot.contains(Prot::CACHE) {
+            PTE_SH_IS
+        } else {
+            PTE_SH_OS
+        };
+        if prot.contains(Prot::NOEXEC) {
+            pte |= PTE_XN;
+        }
+        if self.cfg.quirk_ns {
+            pte |= PTE_NS;
+        }
+        pte | PTE_AF
+    }
+
+    fn read_pte(&self, ptep: PhysAddr) -> u64 {
+        self.mem.read_u64(ptep)
+    }
+
+    fn read_ptes(&mut self, ptep: PhysAddr, n: u64, out: &mut Vec<u64>) {
+        let mut buf = std::mem::take(&mut self.scratch);
+        buf.resize(n as usize * 8, 0);
+        self.mem.read(ptep, &mut buf);
+        out.clear();
+        out.extend(
+            buf.chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8]))),
+        );
+        self.scratch = buf;
+    }
+
+    fn write_ptes(&mut self, ptep: PhysAddr, ptes: impl Iterator<Item = u64>) {
+        let mut buf = std::mem::take(&mut self.scratch);
+        buf.clear();
+        for p in ptes {
+            buf.extend_from_slice(&p.to_le_bytes());
+        }
+        self.mem.write(ptep, &buf);
+        self.scratch = buf;
+    }
+
+    /// `__arm_lpae_sync_pte()`: clean `n` PTEs to PoC for a non-coherent walker.
+    fn sync_ptes(&self, hw: &mut dyn Hw, ptep: PhysAddr, n: u64) {
+        if let Some(arch) = &self.walk_sync {
+            hw.enter("__arm_lpae_sync_pte");
+            arch.sync_for_device(hw, ptep, n * 8, DmaDirection::ToDevice, true);
+            hw.leave();
+        }
+    }
+
+    /// The `dma_map_single(TO_DEVICE)` of a freshly zeroed table for a non-coherent walker.
+    fn sync_new_table(&self, hw: &mut dyn Hw, table: PhysAddr, size: u64) {
+        if let Some(arch) = &self.walk_sync {
+            arch.sync_for_device(hw, table, size, DmaDirection::ToDevice, true);
+        }
+    }
+
+    /// `__arm_lpae_alloc_pages()`.
+    fn alloc_table(&mut self, hw: &mut dyn Hw) -> Result<PhysAddr, IommuError> {
+        hw.enter("__arm_lpae_alloc_pages");
+        hw.sw(self.costs.alloc_table);
+        let r = self.mem.alloc(self.cfg.node, self.cfg.granule);
+        if let Ok(t) = r {
+            self.sync_new_table(hw, t, self.cfg.granule);
+        }
+        hw.leave();
+        Ok(r?)
+    }
+
+    /// `__arm_lpae_free_pages()`: the `dma_unmap_single(TO_DEVICE)` does no maintenance on arm64
+    /// but is the kernel's path, so it goes through the arch layer.
+    fn free_table_pages(&mut self, hw: &mut dyn Hw, table: PhysAddr, size: u64) {
+        hw.sw(self.costs.free_table);
+        if let Some(arch) = &self.walk_sync {
+            arch.sync_for_cpu(hw, table, size, DmaDirection::ToDevice, true);
+        }
+        // Only tables this code allocated are reachable, so the free cannot fail.
+        let r = self.mem.free(table, size);
+        debug_assert!(r.is_ok(), "page-table free: {r:?}");
+    }
+
+    /// `__arm_lpae_free_pgtable()`: free a table and every table below it.
+    fn free_pgtable(&mut self, hw: &mut dyn Hw, lvl: u32, table: PhysAddr) {
+        let size = self.table_size(lvl);
+        if lvl < ARM_LPAE_MAX_LEVELS - 1 {
+            let mut ptes = Vec::new();
+            self.read_ptes(table, size / 8, &mut ptes);
+            for pte in ptes {
+                if Self::pte_is_table(pte, lvl) {
+                    let child = self.pte_to_paddr(pte);
+                    self.free_pgtable(hw, lvl + 1, child);
+                }
+            }
+        }
+        self.free_table_pages(hw, table, size);
+    }
+
+    /// Whether any valid leaf lies below a table entry.
+    fn subtree_has_leaf(&mut self, lvl: u32, table: PhysAddr) -> bool {
+        let mut ptes = Vec::new();
+        self.read_ptes(table, self.table_size(lvl) / 8, &mut ptes);
+        ptes.iter().any(|&pte| {
+            Self::pte_is_leaf(pte, lvl)
+                || (Self::pte_is_table(pte, lvl)
+                    && self.subtree_has_leaf(lvl + 1, self.pte_to_paddr(pte)))
+        })
+    }
+
+    fn check_pgsize(&self, pgsize: u64, pgcount: u64) -> Result<(), IommuError> {
+        if pgcount == 0 {
+            return Err(IommuError::Empty);
+        }
+        if !pgsize.is_power_of_two() || pgsize & self.pgsize_bitmap != pgsize {
+            return Err(IommuError::BadPageSize {
+                pgsize,
+                bitmap: self.pgsize_bitmap,
+            });
+        }
+        Ok(())
+    }
+
+    fn check_iova(&self, iova: u64, size: u64, align: u64) -> Result<(), IommuError> {
+        if iova & (align - 1) != 0 {
+            return Err(IommuError::Misaligned {
+                what: "IOVA",
+                addr: iova,
+                size,
+                align,
+            });
+        }
+        if iova
+            .checked_add(size)
+            .is_none_or(|e| e > 1u64 << self.cfg.ias)
+        {
+            return Err(IommuError::OutOfRange {
+                what: "IOVA",
+                addr: iova,
+                size,
+                bits: self.cfg.ias,
+            });
+        }
+        Ok(())
+    }
+
+    /// `arm_lpae_map_pages()`: map up to `pgcount` pages of `pgsize` at `iova` to `paddr`. Maps at
+    /// most the entries left in one table and returns the bytes mapped; the caller loops.
+    #[allow(clippy::too_many_arguments)]
+    pub fn map_pages(
+        &mut self,
+        hw: &mut dyn Hw,
+        tlb: &mut dyn IommuFlushOps,
+        iova: IovaAddr,
+        paddr: PhysAddr,
+        pgsize: u64,
+        pgcount: u64,
+        prot: Prot,
+    ) -> Result<u64, IommuError> {
+        self.check_pgsize(pgsize, pgcount)?;
+        let size = pgsize.checked_mul(pgcount).ok_or(IommuError::OutOfRange {
+            what: "IOVA",
+            addr: iova.0,
+            size: u64::MAX,
+            bits: self.cfg.ias,
+        })?;
+        self.check_iova(iova.0, size, pgsize)?;
+        if paddr.0 & (pgsize - 1) != 0 {
+            return Err(IommuError::Misaligned {
+                what: "physical address",
+                addr: paddr.0,
+                size,
+                align: pgsize,
+            });
+        }
+        if paddr
+            .0
+            .checked_add(size)
+            .is_none_or(|e| e > 1u64 << self.cfg.oas)
+        {
+            return Err(IommuError::OutOfRange {
+                what: "physical address",
+                addr: paddr.0,
+                size,
+                bits: self.cfg.oas,
+            });
+        }
+        // No access at all: the kernel maps nothing and reports success.
+        if !prot.contains(Prot::READ) && !prot.contains(Prot::WRITE) {
+            return Ok(0);
+        }
+        hw.enter("arm_lpae_map_pages");
+        hw.sw(self.costs.map_pages);
+        let attrs = self.prot_to_pte(prot);
+        let r = self.lpae_map(
+            hw,
+            tlb,
+            iova.0,
+            paddr.0,
+            pgsize,
+            pgcount,
+            attrs,
+            self.start_level,
+            self.pgd,
+        );
+        hw.leave();
+        r
+    }
+
+    /// `__arm_lpae_map()`.
+    #[allow(clippy::too_many_arguments)]
+    fn lpae_map(
+        &mut self,
+        hw: &mut dyn Hw,
+        tlb: &mut dyn IommuFlushOps,
+        iova: u64,
+        paddr: u64,
+        size: u64,
+        pgcount: u64,
+        attrs: u64,
+        lvl: u32,
+        table: PhysAddr,
+    ) -> Result<u64, IommuError> {
+        hw.sw(self.costs.walk_level);
+        let idx = self.lvl_idx(iova, lvl);
+        let ptep = PhysAddr(table.0 + idx * 8);
+        if size == self.block_size(lvl) {
+            let n = pgcount.min(self.lvl_entries(lvl) - idx);
+            self.init_pte(hw, tlb, iova, paddr, attrs, lvl, n, table, idx)?;
+            return Ok(n * size);
+        }
+        if lvl >= ARM_LPAE_MAX_LEVELS - 1 {
+            return Err(IommuError::BadPageSize {
+                pgsize: size,
+                bitmap: self.pgsize_bitmap,
+            });
+        }
+        let pte = self.read_pte(ptep);
+        let child = if pte == 0 {
+            let t = self.alloc_table(hw)?;
+            self.install_table(hw, t, ptep);
+            t
+        } else if Self::pte_is_table(pte, lvl) {
+            self.pte_to_paddr(pte)
+        } else {
+            return Err(IommuError::Exists(IovaAddr(iova)));
+        };
+        self.lpae_map(hw, tlb, iova, paddr, size, pgcount, attrs, lvl + 1, child)
+    }
+
+    /// `arm_lpae_install_table()`: point `ptep` at a new table; a non-coherent walker needs the
+    /// entry cleaned, after which the entry is marked with the software sync bit.
+    fn install_table(&mut self, hw: &mut dyn Hw, table: PhysAddr, ptep: PhysAddr) {
+        let new = table.0 | PTE_TYPE_TABLE | if self.cfg.quirk_ns { 1 << 63 } else { 0 };
+        self.mem.write_u64(ptep, new);
+        if self.walk_sync.is_some() {
+            self.sync_ptes(hw, ptep, 1);
+            self.mem.write_u64(ptep, new | PTE_SW_SYNC);
+        }
+    }
+
+    /// `arm_lpae_init_pte()`: refuse leaves already present, replace empty tables, then write
+    /// `n` leaves.
+    #[allow(clippy::too_many_arguments)]
+    fn init_pte(
+        &mut self,
+        hw: &mut dyn Hw,
+        tlb: &mut dyn IommuFlushOps,
+        iova: u64,
+        paddr: u64,
+        attrs: u64,
+        lvl: u32,
+        n: u64,
+        table: PhysAddr,
+        idx: u64,
+    ) -> Result<(), IommuError> {
+        let sz = self.block_size(lvl);
+        let ptep = PhysAddr(table.0 + idx * 8);
+        let mut ptes = Vec::new();
+        self.read_ptes(ptep, n, &mut ptes);
+        for (i, &pte) in ptes.iter().enumerate() {
+            let at = iova + i as u64 * sz;
+            if Self::pte_is_leaf(pte, lvl) {
+                return Err(IommuError::Exists(IovaAddr(at)));
+            }
+            if Self::pte_is_table(pte, lvl) {
+                let child = self.pte_to_paddr(pte);
+                if self.subtree_has_leaf(lvl + 1, child) {
+                    return Err(IommuError::Exists(IovaAddr(at)));
+                }
+            }
+        }
+        for (i, &pte) in ptes.iter().enumerate() {
+            if Self::pte_is_table(pte, lvl) {
+                // An empty table left behind by page-sized unmaps: free it (and flush its walk)
+                // before the block goes in, as the kernel does.
+                let at = iova + i as u64 * sz;
+                let mut g = IommuIotlbGather::new();
+                let r = self.lpae_unmap(hw, tlb, &mut g, at, sz, 1, lvl, table);
+                debug_assert_eq!(r, sz);
+            }
+        }
+        let leaf_type = if lvl == ARM_LPAE_MAX_LEVELS - 1 {
+            PTE_TYPE_PAGE
+        } else {
+            PTE_TYPE_BLOCK
+        };
+        let base = attrs | leaf_type;
+        let mask = self.addr_mask();
+        for _ in 0..n {
+            hw.sw(self.costs.init_pte);
+        }
+        self.write_ptes(ptep, (0..n).map(|i| base | ((paddr + i * sz) & mask)));
+        self.sync_ptes(hw, ptep, n);
+        Ok(())
+    }
+
+    /// `arm_lpae_unmap_pages()`: unmap up to `pgcount` pages of `pgsize` at `iova`. Stops at the
+    /// end of a table (or at a hole after the first entry) and returns the bytes unmapped;
+    /// a hole at `iova` itself is [`IommuError::NotMapped`] (the kernel WARNs and returns 0).
+    pub fn unmap_pages(
+        &mut self,
+        hw: &mut dyn Hw,
+        tlb: &mut dyn IommuFlushOps,
+        gather: &mut IommuIotlbGather,
+        iova: IovaAddr,
+        pgsize: u64,
+        pgcount: u64,
+    ) -> Result<u64, IommuError> {
+        self.check_pgsize(pgsize, pgcount)?;
+        self.check_iova(iova.0, pgsize, pgsize)?;
+        hw.enter("arm_lpae_unmap_pages");
+        hw.sw(self.costs.unmap_pages);
+        let n = self.lpae_unmap(
+            hw,
+            tlb,
+            gather,
+            iova.0,
+            pgsize,
+            pgcount,
+            self.start_level,
+            self.pgd,
+        );
+        hw.leave();
+        if n == 0 {
+            Err(IommuError::NotMapped(iova))
+        } else {
+            Ok(n)
+        }
+    }
+
+    /// `__arm_lpae_unmap()`.
+    #[allow(clippy::too_many_arguments)]
+    fn lpae_unmap(
+        &mut self,
+        hw: &mut dyn Hw,
+        tlb: &mut dyn IommuFlushOps,
+        gather: &mut IommuIotlbGather,
+        iova: u64,
+        size: u64,
+        pgcount: u64,
+        lvl: u32,
+        table: PhysAddr,
+    ) -> u64 {
+        if lvl == ARM_LPAE_MAX_LEVELS {
+            return 0;
+        }
+        hw.sw(self.costs.walk_level);
+        let idx = self.lvl_idx(iova, lvl);
+        let ptep = PhysAddr(table.0 + idx * 8);
+        let pte = self.read_pte(ptep);
+        if pte == 0 {
+            return 0;
+        }
+        if size == self.block_size(lvl) {
+            let n = pgcount.min(self.lvl_entries(lvl) - idx);
+            let mut ptes = Vec::new();
+            self.read_ptes(ptep, n, &mut ptes);
+            let mut i = 0u64;
+            for &pte in &ptes {
+                if pte == 0 {
+                    break;
+                }
+                let at = iova + i * size;
+                hw.sw(self.costs.clear_pte);
+                // The entry is cleared (and cleaned for a non-coherent walker) before the
+                // invalidation, so the SMMU cannot refetch it; the bytes are written below in
+                // one go, which leaves the same memory behind.
+                self.sync_ptes(hw, PhysAddr(ptep.0 + i * 8), 1);
+                if Self::pte_is_leaf(pte, lvl) {
+                    if !gather.queued {
+                        tlb.tlb_add_page(hw, gather, at, size);
+                    }
+                } else {
+                    tlb.tlb_flush_walk(hw, at, size, self.cfg.granule);
+                    let child = self.pte_to_paddr(pte);
+                    hw.enter("__arm_lpae_free_pgtable");
+                    self.free_pgtable(hw, lvl + 1, child);
+                    hw.leave();
+                }
+                i += 1;
+            }
+            self.write_ptes(ptep, (0..i).map(|_| 0));
+            return i * size;
+        }
+        if Self::pte_is_leaf(pte, lvl) {
+            return self.split_blk_unmap(hw, tlb, gather, iova, size, pte, lvl + 1, ptep, pgcount);
+        }
+        let child = self.pte_to_paddr(pte);
+        self.lpae_unmap(hw, tlb, gather, iova, size, pgcount, lvl + 1, child)
+    }
+
+    /// `arm_lpae_split_blk_unmap()`: replace a block by a table of the next level mapping the
+    /// same memory minus the part being unmapped.
+    #[allow(clippy::too_many_arguments)]
+    fn split_blk_unmap(
+        &mut self,
+        hw: &mut dyn Hw,
+        tlb: &mut dyn IommuFlushOps,
+        gather: &mut IommuIotlbGather,
+        iova: u64,
+        size: u64,
+        blk_pte: u64,
+        lvl: u32,
+        ptep: PhysAddr,
+        pgcount: u64,
+    ) -> u64 {
+        if lvl == ARM_LPAE_MAX_LEVELS {
+            return 0;
+        }
+        hw.enter("arm_lpae_split_blk_unmap");
+        let split_sz = self.block_size(lvl);
+        let per_table = 1u64 << self.bits_per_level;
+        let Ok(tablep) = self.alloc_table(hw) else {
+            hw.leave();
+            return 0;
+        };
+        let unmap = (size == split_sz).then(|| {
+            let start = self.lvl_idx(iova, lvl);
+            (start, pgcount.min(per_table - start))
+        });
+        let blk_paddr = self.pte_to_paddr(blk_pte).0;
+        let leaf_type = if lvl == ARM_LPAE_MAX_LEVELS - 1 {
+            PTE_TYPE_PAGE
+        } else {
+            PTE_TYPE_BLOCK
+        };
+        let attrs = (blk_pte & PTE_ATTR_MASK) | leaf_type;
+        let mask = self.addr_mask();
+        let skip = |i: u64| unmap.is_some_and(|(s, n)| i >= s && i < s + n);
+        self.write_ptes(
+            tablep,
+            (0..per_table).map(|i| {
+                if skip(i) {
+                    0
+                } else {
+                    attrs | ((blk_paddr + i * split_sz) & mask)
+                }
+            }),
+        );
+        for i in (0..per_table).filter(|&i| !skip(i)) {
+            hw.sw(self.costs.init_pte);
+            self.sync_ptes(hw, PhysAddr(tablep.0 + i * 8), 1);
+        }
+        self.install_table(hw, tablep, ptep);
+        let r = match unmap {
+            Some((_, n)) => {
+                for i in 0..n {
+                    tlb.tlb_add_page(hw, gather, iova + i * size, size);
+                }
+                n * size
+            }
+            None => self.lpae_unmap(hw, tlb, gather, iova, size, pgcount, lvl, tablep),
+        };
+        hw.leave();
+        r
+    }
+
+    /// `arm_lpae_iova_to_phys()`: walk the tables as the SMMU would.
+    pub fn iova_to_phys(&self, hw: &mut dyn Hw, iova: IovaAddr) -> Option<PhysAddr> {
+        hw.sw(self.costs.iova_to_phys);
+        self.walk(iova.0).map(|(pa, _)| pa)
+    }
+
+    /// The translation of `iova` and the size of the leaf that maps it, without charging time.
+    pub fn walk(&self, iova: u64) -> Option<(PhysAddr, u64)> {
+        if iova >> self.cfg.ias != 0 {
+            return None;
+        }
+        let mut table = self.pgd;
+        let mut lvl = self.start_level;
+        loop {
+            let pte = self.read_pte(PhysAddr(table.0 + self.lvl_idx(iova, lvl) * 8));
+            if pte & PTE_VALID == 0 {
+                return None;
+            }
+            let bs = self.block_size(lvl);
+            if Self::pte_is_leaf(pte, lvl) {
+                return Some((PhysAddr(self.pte_to_paddr(pte).0 | (iova & (bs - 1))), bs));
+            }
+            if !Self::pte_is_table(pte, lvl) {
+                return None;
+            }
+            table = self.pte_to_paddr(pte);
+            lvl += 1;
+        }
+    }
+
+    /// The raw descriptor for `iova` at `lvl` if the walk reaches that level.
+    pub fn pte_at(&self, iova: u64, lvl: u32) -> Option<u64> {
+        let mut table = self.pgd;
+        for l in self.start_level..=lvl {
+            let pte = self.read_pte(PhysAddr(table.0 + self.lvl_idx(iova, l) * 8));
+            if l == lvl {
+                return Some(pte);
+            }
+            if !Self::pte_is_table(pte, l) {
+                return None;
+            }
+            table = self.pte_to_paddr(pte);
+        }
+        None
+    }
+
+    /// Release the top-level table and hand the memory back (`free_io_pgtable_ops`).
+    pub fn free(mut self, hw: &mut dyn Hw) -> PhysMem {
+        let (lvl, pgd) = (self.start_level, self.pgd);
+        self.free_pgtable(hw, lvl, pgd);
+        self.mem
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch::arm64::{Arm64, DirRules};
+    use crate::hw::recorder::Recorder;
+    use crate::hw::{CacheOp, Counter};
+    use crate::iommu::arm_smmu::{ArmSmmuDomain, ByVa};
+
+    pub(crate) fn mem() -> PhysMem {
+        PhysMem::single(PhysAddr(0x1_0000_0000), 256 << 20)
+    }
+
+    fn table(r: &mut Recorder, granule: u64, ias: u32) -> ArmLpaeIoPgtable {
+        ArmLpaeIoPgtable::new(r, IoPgtableCfg::new(granule, ias), mem(), None).unwrap()
+    }
+
+    #[test]
+    fn levels_and_top_table_follow_granule_and_ias() {
+        let mut r = Recorder::new(64);
+        for (g, ias, levels, start, pgd) in [
+            (0x1000, 48, 4, 0, 4096),
+            (0x1000, 39, 3, 1, 4096),
+            (0x1000, 32, 3, 1, 32),
+            (0x4000, 48, 4, 0, 16),
+            (0x4000, 36, 2, 2, 16384),
+            (0x10000, 48, 3, 1, 512),
+            (0x10000, 42, 2, 2, 65536),
+        ] {
+            let t = table(&mut r, g, ias);
+            assert_eq!(
+                (t.levels(), t.start_level(), t.pgd_size()),
+                (levels, start, pgd),
+                "{g:#x}/{ias}"
+            );
+            assert_eq!(t.mem().allocations(), 1);
+        }
+    }
+
+    #[test]
+    fn bad_configurations_are_errors() {
+        let mut r = Recorder::new(64);
+        let e =
+            ArmLpaeIoPgtable::new(&mut r, IoPgtableCfg::new(8192, 48), mem(), None).unwrap_err();
+        assert_eq!(e, IommuError::BadGranule(8192));
+        let e =
+            ArmLpaeIoPgtable::new(&mut r, IoPgtableCfg::new(4096, 52), mem(), None).unwrap_err();
+        assert_eq!(e, IommuError::BadIas(52));
+        let e =
+            ArmLpaeIoPgtable::new(&mut r, IoPgtableCfg::new(4096, 31), mem(), None).unwrap_err();
+        assert_eq!(e, IommuError::BadIas(31));
+    }
+
+    #[test]
+    fn descriptors_are_bit_exact() {
+        let mut r = Recorder::new(64);
+        let mut f = ArmSmmuDomain::new(&r, 1, Box::new(ByVa));
+        let mut t = table(&mut r, 0x1000, 48);
+        let prot = Prot::RW.union(Prot::CACHE);
+        t.map_pages(
+            &mut r,
+            &mut f,
+            IovaAddr(0x1000),
+            PhysAddr(0x8765_4000),
+            4096,
+            1,
+            prot,
+        )
+        .unwrap();
+        // page | AttrIndx 1 | AP unpriv | SH inner | AF | nG
+        assert_eq!(
+            t.pte_at(0x1000, 3),
+            Some(0x8765_4000 | 0x3 | 0x4 | 0x40 | 0x300 | 0x400 | 0x800)
+        );
+        let l2 = t.pte_at(0x1000, 2).unwrap();
+        assert_eq!(l2 & 0xfff, 0x3, "table descriptor");
+        assert_eq!(t.walk(0x1abc), Some((PhysAddr(0x8765_4abc), 4096)));
+        // A read-only, non-cacheable, no-exec 2M block.
+        t.map_pages(
+            &mut r,
+            &mut f,
+            IovaAddr(0x4000_0000),
+            PhysAddr(0x8000_0000),
+            2 << 20,
+            1,
+            Prot::READ.union(Prot::NOEXEC),
+        )
+        .unwrap();
+        assert_eq!(
+            t.pte_at(0x4000_0000, 2),
+            Some(0x8000_0000 | 0x1 | 0x40 | 0x80 | 0x200 | 0x400 | 0x800 | (3 << 53))
+        );
+        assert_eq!(t.walk(0x4012_3456), Some((PhysAddr(0x8012_3456), 2 << 20)));
+        // 1G block at level 1.
+        t.map_pages(
+            &mut r,
+            &mut f,
+            IovaAddr(0x80_0000_0000),
+            PhysAddr(0xc000_0000),
+            1 << 30,
+            1,
+            Prot::RW,
+        )
+        .unwrap();
+        assert_eq!(t.pte_at(0x80_0000_0000, 1).unwrap() & 0x3, 0x1);
+        assert_eq!(
+            t.walk(0x80_0000_0010),
+            Some((PhysAddr(0xc000_0010), 1 << 30))
+        );
+        // Device memory: AttrIndx 2.
+        t.map_pages(
+            &mut r,
+            &mut f,
+            IovaAddr(0x2000),
+            PhysAddr(0x9000_0000),
+            4096,
+            1,
+            Prot::RW.union(Prot::MMIO),
+        )
+        .unwrap();
+        assert_eq!(t.pte_at(0x2000, 3).unwrap() & 0x1c, 2 << 2);
+    }
+
+    #[test]
+    fn blocks_for_16k_and_64k_granules() {
+        let mut r = Recorder::new(64);
+        let mut f = ArmSmmuDomain::new(&r, 1, Box::new(ByVa));
+        let mut t = table(&mut r, 0x4000, 48);
+        assert_eq!(t.pgsize_bitmap(), 0x4000 | (32 << 20));
+        t.map_pages(
+            &mut r,
+            &mut f,
+            IovaAddr(32 << 20),
+            PhysAddr(0x8000_0000),
+            32 << 20,
+            1,
+            Prot::RW,
+        )
+        .unwrap();
+        assert_eq!(
+            t.walk((32 << 20) + 0x1234),
+            Some((PhysAddr(0x8000_1234), 32 << 20))
+        );
+        let mut t = table(&mut r, 0x10000, 48);
+        t.map_pages(
+            &mut r,
+            &mut f,
+            IovaAddr(512 << 20),
+            PhysAddr(0x2000_0000),
+            512 << 20,
+            1,
+            Prot::RW,
+        )
+        .unwrap();
+        t.map_pages(
+            &mut r,
+            &mut f,
+            IovaAddr(0x10000),
+            PhysAddr(0x3000_0000),
+            0x10000,
+            3,
+            Prot::RW,
+        )
+        .unwrap();
+        assert_eq!(t.walk(0x2_0010), Some((PhysAddr(0x3001_0010), 0x10000)));
+        assert_eq!(
+            t.walk((512 << 20) + 5),
+            Some((PhysAddr(0x2000_0005), 512 << 20))
+        );
+    }
+
+    #[test]
+    fn map_over_a_mapping_is_refused_and_unmap_of_a_hole_is_an_error() {
+        let mut r = Recorder::new(64);
+        let mut f = ArmSmmuDomain::new(&r, 1, Box::new(ByVa));
+        let mut t = table(&mut r, 0x1000, 48);
+        t.map_pages(
+            &mut r,
+            &mut f,
+            IovaAddr(0x20_0000),
+            PhysAddr(0x8000_0000),
+            4096,
+            4,
+            Prot::RW,
+        )
+        .unwrap();
+        let e = t.map_pages(
+            &mut r,
+            &mut f,
+            IovaAddr(0x20_2000),
+            PhysAddr(0x9000_0000),
+            4096,
+            1,
+            Prot::RW,
+        );
+        assert_eq!(e, Err(IommuError::Exists(IovaAddr(0x20_2000))));
+        // A block over a table that still maps pages is refused too.
+        let e = t.map_pages(
+            &mut r,
+            &mut f,
+            IovaAddr(0x20_0000),
+            PhysAddr(0x8000_0000),
+            2 << 20,
+            1,
+            Prot::RW,
+        );
+        assert_eq!(e, Err(IommuError::Exists(IovaAddr(0x20_0000))));
+        let mut g = IommuIotlbGather::new();
+        let e = t.unmap_pages(&mut r, &mut f, &mut g, IovaAddr(0x40_0000), 4096, 1);
+        assert_eq!(e, Err(IommuError::NotMapped(IovaAddr(0x40_0000))));
+        // A run that meets a hole stops there.
+        assert_eq!(
+            t.unmap_pages(&mut r, &mut f, &mut g, IovaAddr(0x20_0000), 4096, 8),
+            Ok(4 * 4096)
+        );
+        assert!(matches!(
+            t.map_pages(
+                &mut r,
+                &mut f,
+                IovaAddr(0x20_0800),
+                PhysAddr(0),
+                4096,
+                1,
+                Prot::RW
+            ),
+            Err(IommuError::Misaligned { .. })
+        ));
+        assert!(matches!(
+            t.map_pages(
+                &mut r,
+                &mut f,
+                IovaAddr(1 << 48),
+                PhysAddr(0),
+                4096,
+                1,
+                Prot::RW
+            ),
+            Err(IommuError::OutOfRange { .. })
+        ));
+        assert!(matches!(
+            t.map_pages(&mut r, &mut f, IovaAddr(0), PhysAddr(0), 8192, 1, Prot::RW),
+            Err(IommuError::BadPageSize { .. })
+        ));
+    }
+
+    #[test]
+    fn unmap_stops_at_the_end_of_a_last_level_table() {
+        let mut r = Recorder::new(64);
+        let mut f = ArmSmmuDomain::new(&r, 1, Box::new(ByVa));
+        let mut t = table(&mut r, 0x1000, 48);
+        let iova = (2 << 20) - 8 * 4096;
+        let mut left = 16u64;
+        let mut at = iova;
+        while left > 0 {
+            let m = t
+                .map_pages(
+                    &mut r,
+                    &mut f,
+                    IovaAddr(at),
+                    PhysAddr(0x8000_0000 + at),
+                    4096,
+                    left,
+                    Prot::RW,
+                )
+                .unwrap();
+            at += m;
+            left -= m / 4096;
+        }
+        let mut g = IommuIotlbGather::new();
+        assert_eq!(
+            t.unmap_pages(&mut r, &mut f, &mut g, IovaAddr(iova), 4096, 16),
+            Ok(8 * 4096)
+        );
+        assert_eq!(r.count(Counter::SmmuTlbival), 8);
+    }
+
+    #[test]
+    fn partial_unmap_of_a_block_splits_it() {
+        let mut r = Recorder::new(64);
+        let mut f = ArmSmmuDomain::new(&r, 1, Box::new(ByVa));
+        let mut t = table(&mut r, 0x1000, 48);
+        let base = 0x4000_0000u64;
+        t.map_pages(
+            &mut r,
+            &mut f,
+            IovaAddr(base),
+            PhysAddr(0x8000_0000),
+            2 << 20,
+            1,
+            Prot::RW,
+        )
+        .unwrap();
+        let tables = t.mem().allocations();
+        let mut g = IommuIotlbGather::new();
+        assert_eq!(
+            t.unmap_pages(&mut r, &mut f, &mut g, IovaAddr(base + 0x5000), 4096, 2),
+            Ok(8192)
+        );
+        assert_eq!(t.mem().allocations(), tables + 1);
+        assert_eq!(t.walk(base + 0x5000), None);
+        assert_eq!(t.walk(base + 0x6000), None);
+        assert_eq!(t.walk(base + 0x4fff), Some((PhysAddr(0x8000_4fff), 4096)));
+        assert_eq!(t.walk(base + 0x7000), Some((PhysAddr(0x8000_7000), 4096)));
+        assert_eq!(r.count(Counter::SmmuTlbival), 2);
+        // Splitting a 1G block down to a 4K hole goes through a level-2 table of 2M blocks.
+        t.map_pages(
+            &mut r,
+            &mut f,
+            IovaAddr(2u64 << 30),
+            PhysAddr(1 << 32),
+            1 << 30,
+            1,
+            Prot::RW,
+        )
+        .unwrap();
+        assert_eq!(
+            t.unmap_pages(
+                &mut r,
+                &mut f,
+                &mut g,
+                IovaAddr((2u64 << 30) + (6 << 20)),
+                4096,
+                1
+            ),
+            Ok(4096)
+        );
+        assert_eq!(
+            t.walk((2u64 << 30) + (4 << 20)),
+            Some((PhysAddr((1 << 32) + (4 << 20)), 2 << 20))
+        );
+        assert_eq!(
+            t.walk((2u64 << 30) + (6 << 20) + 4096),
+            Some((PhysAddr((1 << 32) + (6 << 20) + 4096), 4096))
+        );
+    }
+
+    #[test]
+    fn a_block_replaces_an_empty_table_with_a_walk_flush() {
+        let mut r = Recorder::new(64);
+        let mut f = ArmSmmuDomain::new(&r, 1, Box::new(ByVa));
+        let mut t = table(&mut r, 0x1000, 48);
+        t.map_pages(
+            &mut r,
+            &mut f,
+            IovaAddr(0x20_0000),
+            PhysAddr(0x8000_0000),
+            4096,
+            1,
+            Prot::RW,
+        )
+        .unwrap();
+        let mut g = IommuIotlbGather::new();
+        t.unmap_pages(&mut r, &mut f, &mut g, IovaAddr(0x20_0000), 4096, 1)
+            .unwrap();
+        let before = t.mem().allocations();
+        t.map_pages(
+            &mut r,
+            &mut f,
+            IovaAddr(0x20_0000),
+            PhysAddr(0x8000_0000),
+            2 << 20,
+            1,
+            Prot::RW,
+        )
+        .unwrap();
+        assert_eq!(t.mem().allocations(), before - 1);
+        assert_eq!(r.count(Counter::SmmuTlbiva), 512);
+    }
+
+    #[test]
+    fn non_coherent_walker_cleans_every_pte_write() {
+        let mut r = Recorder::new(64);
+        let mut f = ArmSmmuDomain::new(&r, 1, Box::new(ByVa));
+        let arch: Box<dyn ArchDma> = Box::new(Arm64::new(DirRules::Since5_19));
+        let mut t = ArmLpaeIoPgtable::new(&mut r, IoPgtableCfg::new(0x1000, 48), mem(), Some(arch))
+            .unwrap();
+        // The new top-level table is cleaned whole: 64 lines, one DSB.
+        assert_eq!((r.lines(CacheOp::Clean), r.barriers), (64, 1));
+        let mut r = Recorder::new(64);
+        t.map_pages(
+            &mut r,
+            &mut f,
+            IovaAddr(0),
+            PhysAddr(0x8000_0000),
+            4096,
+            16,
+            Prot::RW,
+        )
+        .unwrap();
+        // Three new tables (64 lines + DSB each), three table entries (1 line + DSB each), then
+        // the 16 PTEs: 128 bytes, two lines, one DSB.
+        assert_eq!(r.lines(CacheOp::Clean), 3 * 64 + 3 + 2);
+        assert_eq!(r.barriers, 3 + 3 + 1);
+        assert_ne!(t.pte_at(0, 2).unwrap() & PTE_SW_SYNC, 0);
+        let mut r = Recorder::new(64);
+        let mut g = IommuIotlbGather::new();
+        t.unmap_pages(&mut r, &mut f, &mut g, IovaAddr(0), 4096, 16)
+            .unwrap();
+        // 5.15: each cleared PTE cleaned on its own.
+        assert_eq!((r.lines(CacheOp::Clean), r.barriers), (16, 16));
+    }
+
+    #[test]
+    fn freeing_returns_every_table() {
+        let mut r = Recorder::new(64);
+        let mut f = ArmSmmuDomain::new(&r, 1, Box::new(ByVa));
+        let mut t = table(&mut r, 0x1000, 48);
+        for i in 0..5u64 {
+            t.map_pages(
+                &mut r,
+                &mut f,
+                IovaAddr(i << 30),
+                PhysAddr(0x8000_0000),
+                4096,
+                1,
+                Prot::RW,
+            )
+            .unwrap();
+        }
+        assert!(t.mem().allocations() > 5);
+        let m = t.free(&mut r);
+        assert_eq!(m.allocations(), 0);
+    }
+}

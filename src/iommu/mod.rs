@@ -1,0 +1,196 @@
+//! The IOMMU side of the stack.
+//!
+//! Kernel counterpart: drivers/iommu/ — the IOVA allocator ([`iova`], iova.c), Arm LPAE page
+//! tables ([`io_pgtable_arm`], io-pgtable-arm.c), the iommu core's map/unmap splitting ([`core`],
+//! iommu.c), the SMMU drivers behind `iommu_flush_ops` ([`arm_smmu`], arm-smmu.c; [`arm_smmu_v3`],
+//! arm-smmu-v3.c) and the DMA-API glue ([`dma_iommu`], dma-iommu.c). This file holds what
+//! include/linux/iommu.h and include/linux/io-pgtable.h share between them: the `IOMMU_*`
+//! protection bits, `struct iommu_iotlb_gather` with `iommu_iotlb_gather_add_page()`, and
+//! `struct iommu_flush_ops`.
+//!
+//! Invariants: a gather is either empty (`end == 0`, `pgsize == 0`) or covers `[start, end]`
+//! inclusive with one page size; adding a page of another size, or one that neither overlaps nor
+//! touches the range, first syncs (invalidates) what was gathered.
+
+pub mod arm_smmu;
+pub mod arm_smmu_v3;
+pub mod core;
+pub mod dma_iommu;
+pub mod io_pgtable_arm;
+pub mod iova;
+
+use crate::hw::Hw;
+use crate::mm::physmem::PhysMemError;
+use crate::types::IovaAddr;
+
+/// Why an IOMMU operation failed. The kernel returns `-EINVAL`, `-EEXIST`, `-ENOMEM` or a short
+/// byte count (after a WARN); we keep the reason.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum IommuError {
+    #[error("unsupported granule {0:#x} (expected 4K, 16K or 64K)")]
+    BadGranule(u64),
+    #[error("unsupported input address size {0} bits (expected 32..=48)")]
+    BadIas(u32),
+    #[error("unsupported output address size {0} bits (expected 32..=48)")]
+    BadOas(u32),
+    #[error("page size {pgsize:#x} is not supported by this table (supported: {bitmap:#x})")]
+    BadPageSize { pgsize: u64, bitmap: u64 },
+    #[error("{what} {addr:#x} (size {size:#x}) is not aligned to {align:#x}")]
+    Misaligned {
+        what: &'static str,
+        addr: u64,
+        size: u64,
+        align: u64,
+    },
+    #[error("{what} {addr:#x} + {size:#x} is outside the {bits}-bit address space")]
+    OutOfRange {
+        what: &'static str,
+        addr: u64,
+        size: u64,
+        bits: u32,
+    },
+    /// `-EEXIST`: a mapping is already present (the kernel WARNs and refuses).
+    #[error("IOVA {0} is already mapped")]
+    Exists(IovaAddr),
+    /// The kernel WARNs and returns 0 bytes unmapped.
+    #[error("IOVA {0} is not mapped")]
+    NotMapped(IovaAddr),
+    #[error("zero-length or zero-count request")]
+    Empty,
+    #[error("out of memory for page tables: {0}")]
+    NoMem(#[from] PhysMemError),
+    #[error("IOVA space exhausted: no free range of {pages} granules below pfn {limit_pfn:#x}")]
+    IovaExhausted { pages: u64, limit_pfn: u64 },
+    #[error("free of IOVA pfn {0:#x} which is not allocated")]
+    IovaBadFree(u64),
+    #[error("unmap stopped short: {unmapped:#x} of {size:#x} bytes at {iova}")]
+    ShortUnmap {
+        iova: IovaAddr,
+        size: u64,
+        unmapped: u64,
+    },
+    #[error("SMMU TLB sync timed out -- SMMU may be deadlocked")]
+    SyncTimeout,
+}
+
+/// `IOMMU_READ`, `IOMMU_WRITE`, ... (include/linux/iommu.h).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Prot(pub u32);
+
+impl Prot {
+    pub const READ: Prot = Prot(1 << 0);
+    pub const WRITE: Prot = Prot(1 << 1);
+    /// Cacheable, coherent with the CPU.
+    pub const CACHE: Prot = Prot(1 << 2);
+    pub const NOEXEC: Prot = Prot(1 << 3);
+    /// Device memory (MSI doorbells).
+    pub const MMIO: Prot = Prot(1 << 4);
+    pub const PRIV: Prot = Prot(1 << 5);
+    pub const RW: Prot = Prot(Self::READ.0 | Self::WRITE.0);
+
+    pub fn contains(self, o: Prot) -> bool {
+        self.0 & o.0 == o.0
+    }
+    pub fn union(self, o: Prot) -> Prot {
+        Prot(self.0 | o.0)
+    }
+}
+
+/// `struct iommu_iotlb_gather`: the range of leaf invalidations an unmap has collected.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IommuIotlbGather {
+    pub start: u64,
+    /// Inclusive; 0 while empty.
+    pub end: u64,
+    pub pgsize: u64,
+    /// Lazy (flush-queue) invalidation: leaf invalidations are skipped, the IOVA is only reused
+    /// after a whole-context flush.
+    pub queued: bool,
+}
+
+impl IommuIotlbGather {
+    /// `iommu_iotlb_gather_init()`.
+    pub fn new() -> IommuIotlbGather {
+        IommuIotlbGather {
+            start: u64::MAX,
+            end: 0,
+            pgsize: 0,
+            queued: false,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pgsize == 0
+    }
+
+    /// `iommu_iotlb_gather_is_disjoint()`: the new range neither overlaps nor touches.
+    pub fn is_disjoint(&self, iova: u64, size: u64) -> bool {
+        let end = iova + size - 1;
+        self.end != 0 && (end + 1 < self.start || iova > self.end + 1)
+    }
+
+    /// `iommu_iotlb_gather_add_range()`.
+    pub fn add_range(&mut self, iova: u64, size: u64) {
+        let end = iova + size - 1;
+        self.start = self.start.min(iova);
+        self.end = self.end.max(end);
+    }
+}
+
+/// `iommu_iotlb_gather_add_page()`: a driver's `tlb_add_page` that defers its invalidations
+/// (arm-smmu-v3) gathers through this; a page of another size or a disjoint page syncs first.
+pub fn iommu_iotlb_gather_add_page(
+    ops: &mut dyn IommuFlushOps,
+    hw: &mut dyn Hw,
+    gather: &mut IommuIotlbGather,
+    iova: u64,
+    size: u64,
+) {
+    if (gather.pgsize != 0 && gather.pgsize != size) || gather.is_disjoint(iova, size) {
+        ops.iotlb_sync(hw, gather);
+    }
+    gather.pgsize = size;
+    gather.add_range(iova, size);
+}
+
+/// `struct iommu_flush_ops` (io-pgtable.h) plus the domain's `iotlb_sync` (iommu.h): how page-table
+/// code asks the IOMMU driver to invalidate its TLBs.
+pub trait IommuFlushOps: std::fmt::Debug {
+    fn name(&self) -> &'static str;
+    /// Invalidate every TLB entry of the context (domain).
+    fn tlb_flush_all(&mut self, hw: &mut dyn Hw);
+    /// A table covering `[iova, iova + size)` was removed: invalidate walk caches (and leaves) for
+    /// the range, and wait for it, before the table's memory is reused.
+    fn tlb_flush_walk(&mut self, hw: &mut dyn Hw, iova: u64, size: u64, granule: u64);
+    /// A leaf of size `granule` at `iova` was cleared: invalidate it now or gather it for
+    /// [`IommuFlushOps::iotlb_sync`].
+    fn tlb_add_page(
+        &mut self,
+        hw: &mut dyn Hw,
+        gather: &mut IommuIotlbGather,
+        iova: u64,
+        granule: u64,
+    );
+    /// `iommu_iotlb_sync()`: complete what was gathered (and, for drivers that invalidate at once,
+    /// wait for completion); leaves `gather` empty.
+    fn iotlb_sync(&mut self, hw: &mut dyn Hw, gather: &mut IommuIotlbGather);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gather_merges_touching_ranges_and_detects_disjoint_ones() {
+        let mut g = IommuIotlbGather::new();
+        assert!(g.is_empty());
+        assert!(!g.is_disjoint(0x1000, 0x1000));
+        g.pgsize = 0x1000;
+        g.add_range(0x2000, 0x1000);
+        assert!(!g.is_disjoint(0x3000, 0x1000), "touching above");
+        assert!(!g.is_disjoint(0x1000, 0x1000), "touching below");
+        assert!(g.is_disjoint(0x5000, 0x1000));
+        g.add_range(0x3000, 0x1000);
+        assert_eq!((g.start, g.end), (0x2000, 0x3fff));
+    }
+}
