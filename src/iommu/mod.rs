@@ -61,6 +61,8 @@ pub enum IommuError {
     NoMem(#[from] PhysMemError),
     #[error("IOVA space exhausted: no free range of {pages} granules below pfn {limit_pfn:#x}")]
     IovaExhausted { pages: u64, limit_pfn: u64 },
+    #[error("no CPU {0} in this IOVA domain")]
+    BadCpu(usize),
     #[error("free of IOVA pfn {0:#x} which is not allocated")]
     IovaBadFree(u64),
     #[error("unmap stopped short: {unmapped:#x} of {size:#x} bytes at {iova}")]
