@@ -1,1 +1,707 @@
-//! placeholder
+//! iommu-dma: the DMA API on top of an IOMMU domain.
+//!
+//! Kernel counterpart: drivers/iommu/dma-iommu.c — `iommu_dma_map_page` / `iommu_dma_unmap_page`,
+//! `iommu_dma_map_sg` / `iommu_dma_unmap_sg`, `__finalise_sg`, `__iommu_dma_map` /
+//! `__iommu_dma_unmap`, `iommu_dma_alloc_iova` / `iommu_dma_free_iova`,
+//! `iommu_dma_sync_{single,sg}_for_{cpu,device}` and `dma_info_to_prot`.
+//!
+//! What it models: a mapping takes one IOVA range from the domain's [`IovaDomain`] (the fast
+//! path, on one CPU) and maps it through the iommu core. map_sg lays the list out back to back in
+//! one IOVA range, each entry keeping its offset within its granule and padded to whole granules,
+//! maps it with `iommu_map_sg` (which merges physically contiguous entries), then `__finalise_sg`
+//! merges entries that continue each other in IOVA into DMA segments of at most `max_seg_size`.
+//! Unmap is strict: `iommu_unmap_fast`, then `iommu_iotlb_sync`, then the IOVA goes back to the
+//! range cache. Non-coherent devices get cache maintenance through the arch layer under the
+//! [`SyncPolicy`] (per entry, or issued per entry and flushed once per call), by physical
+//! address: sg entries by `sg_phys`, single buffers by `iova_to_phys`.
+//!
+//! Not modelled: lazy (flush-queue) invalidation, swiotlb bouncing of untrusted devices, the
+//! segment-boundary padding (the default boundary mask is all ones, which never pads), and PCI's
+//! 32-bit-first IOVA attempt.
+//!
+//! Invariants: a failed map leaves no IOVA allocated and nothing mapped; every unmap frees
+//! exactly the IOVA range its map allocated. DMA-API misuse (unmapping what is not mapped) is
+//! recorded in [`IommuDma::warnings`], as the kernel WARNs, and never panics.
+
+use super::core::IommuDomain;
+use super::iova::IovaDomain;
+use super::{IommuError, IommuIotlbGather, Prot};
+use crate::arch::ArchDma;
+use crate::device::Device;
+use crate::dma::sync_policy::SyncPolicy;
+use crate::dma::{DmaError, DmaMapOps};
+use crate::hw::{Hw, SwCost};
+use crate::scatterlist::SgTable;
+use crate::types::{DmaAddr, DmaAttrs, DmaDirection, IovaAddr, PhysAddr};
+
+/// `dma_get_max_seg_size()` for a device without `dma_parms`.
+pub const DEFAULT_MAX_SEG_SIZE: u64 = 64 << 10;
+
+/// Named software costs this module charges (profile `[sw]` keys).
+pub const SW_COSTS: &[(&str, &str)] = &[
+    (
+        "iommu_dma_map",
+        "per map_page/map_sg call: cookie, prot, IOVA length and limit",
+    ),
+    (
+        "iommu_dma_unmap",
+        "per unmap_page/unmap_sg call: gather init, IOVA free bookkeeping",
+    ),
+    (
+        "iommu_dma_sg_entry",
+        "per sg entry in each of map_sg's passes (layout, __finalise_sg) and unmap_sg's end search",
+    ),
+    ("sg_next", "per entry of a scatter-gather sync walk"),
+];
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Costs {
+    map: SwCost,
+    unmap: SwCost,
+    sg_entry: SwCost,
+    sg_next: SwCost,
+}
+
+/// A device's iommu-dma state: its domain, IOVA space and cache-maintenance rules.
+#[derive(Debug)]
+pub struct IommuDma {
+    pub domain: IommuDomain,
+    pub iovad: IovaDomain,
+    arch: Box<dyn ArchDma>,
+    sync: Box<dyn SyncPolicy>,
+    /// `dma_get_max_seg_size()`.
+    pub max_seg_size: u32,
+    /// `dma_get_seg_boundary()`.
+    pub seg_boundary_mask: u64,
+    /// The CPU whose IOVA magazines this caller uses.
+    pub cpu: usize,
+    /// DMA-API misuse and unexpected failures, as the kernel would WARN them.
+    pub warnings: Vec<String>,
+    costs: Costs,
+}
+
+/// `dma_info_to_prot()`.
+pub fn dma_info_to_prot(dir: DmaDirection, coherent: bool) -> Prot {
+    let base = if coherent { Prot::CACHE } else { Prot(0) };
+    match dir {
+        DmaDirection::Bidirectional => base.union(Prot::RW),
+        DmaDirection::ToDevice => base.union(Prot::READ),
+        DmaDirection::FromDevice => base.union(Prot::WRITE),
+        DmaDirection::None => base,
+    }
+}
+
+fn map_err(e: IommuError) -> DmaError {
+    DmaError::MappingError(e.to_string())
+}
+
+impl IommuDma {
+    /// `iommu_dma_init_domain()`: an IOVA space in the domain's granule above pfn 0.
+    pub fn new(
+        hw: &dyn Hw,
+        domain: IommuDomain,
+        ncpus: usize,
+        arch: Box<dyn ArchDma>,
+        sync: Box<dyn SyncPolicy>,
+    ) -> Result<IommuDma, IommuError> {
+        let iovad = IovaDomain::new(hw, domain.min_pagesz(), 1, ncpus)?;
+        Ok(IommuDma {
+            domain,
+            iovad,
+            arch,
+            sync,
+            max_seg_size: DEFAULT_MAX_SEG_SIZE as u32,
+            seg_boundary_mask: u64::MAX,
+            cpu: 0,
+            warnings: Vec::new(),
+            costs: Costs {
+                map: hw.sw_cost("iommu_dma_map"),
+                unmap: hw.sw_cost("iommu_dma_unmap"),
+                sg_entry: hw.sw_cost("iommu_dma_sg_entry"),
+                sg_next: hw.sw_cost("sg_next"),
+            },
+        })
+    }
+
+    fn granule(&self) -> u64 {
+        self.iovad.granule()
+    }
+
+    /// `iommu_dma_alloc_iova()`: `size` bytes (granule multiple) below the device's mask and the
+    /// domain's aperture.
+    fn alloc_iova(&mut self, hw: &mut dyn Hw, dev: &Device, size: u64) -> Result<u64, IommuError> {
+        let shift = self.iovad.shift();
+        let aperture_end = (1u64 << self.domain.pgtable.cfg().ias) - 1;
+        let limit = dev.dma_mask.min(aperture_end);
+        let pfn = self
+            .iovad
+            .alloc_iova_fast(hw, self.cpu, size >> shift, limit >> shift, true)?;
+        Ok(pfn << shift)
+    }
+
+    /// `__iommu_dma_unmap()`: strict unmap of `[addr, addr + size)` and free of its IOVA.
+    fn iommu_dma_unmap(&mut self, hw: &mut dyn Hw, addr: u64, size: u64) {
+        let g = self.granule();
+        let off = addr & (g - 1);
+        let start = addr - off;
+        let size = (size + off).div_ceil(g) * g;
+        let mut gather = IommuIotlbGather::new();
+        match self
+            .domain
+            .iommu_unmap_fast(hw, IovaAddr(start), size, &mut gather)
+        {
+            Ok(n) if n == size => {}
+            Ok(n) => self.warnings.push(format!(
+                "unmap of {start:#x}+{size:#x} removed only {n:#x} bytes"
+            )),
+            Err(e) => self
+                .warnings
+                .push(format!("unmap of {start:#x}+{size:#x}: {e}")),
+        }
+        self.domain.iotlb_sync(hw, &mut gather);
+        let shift = self.iovad.shift();
+        if let Err(e) = self
+            .iovad
+            .free_iova_fast(hw, self.cpu, start >> shift, size >> shift)
+        {
+            self.warnings.push(format!("IOVA free at {start:#x}: {e}"));
+        }
+    }
+
+    fn for_cpu(&self, hw: &mut dyn Hw, phys: PhysAddr, size: u64, dir: DmaDirection) {
+        self.sync.for_cpu(hw, self.arch.as_ref(), phys, size, dir);
+    }
+
+    fn for_device(&self, hw: &mut dyn Hw, phys: PhysAddr, size: u64, dir: DmaDirection) {
+        self.sync
+            .for_device(hw, self.arch.as_ref(), phys, size, dir);
+    }
+
+    fn end_of_call(&self, hw: &mut dyn Hw, dev: &Device) {
+        if !dev.is_dma_coherent() {
+            self.sync.end_of_call(hw, self.arch.as_ref());
+        }
+    }
+
+    /// Maintenance for every entry of a list, without the end-of-call flush.
+    fn sync_sg(
+        &self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        sgt: &SgTable,
+        dir: DmaDirection,
+        to_device: bool,
+    ) {
+        if dev.is_dma_coherent() {
+            return;
+        }
+        for e in &sgt.entries {
+            hw.sw(self.costs.sg_next);
+            let len = u64::from(e.length);
+            if to_device {
+                self.for_device(hw, e.phys(), len, dir);
+            } else {
+                self.for_cpu(hw, e.phys(), len, dir);
+            }
+        }
+    }
+
+    /// `__finalise_sg()`: give each entry its DMA address and merge entries that continue one
+    /// another in IOVA into segments. Returns the number of DMA segments.
+    fn finalise_sg(
+        &self,
+        hw: &mut dyn Hw,
+        sgt: &mut SgTable,
+        layout: &[(u64, u64)],
+        iova: u64,
+    ) -> usize {
+        let max_len = u64::from(self.max_seg_size);
+        let (mut cur, mut cur_len, mut count) = (0usize, 0u64, 0usize);
+        let mut dma_addr = iova;
+        for (i, &(s_iova_off, s_iova_len)) in layout.iter().enumerate() {
+            hw.sw(self.costs.sg_entry);
+            let s_length = u64::from(sgt.entries[i].length);
+            sgt.entries[i].dma_address = DmaAddr::MAPPING_ERROR;
+            sgt.entries[i].dma_length = 0;
+            if cur_len != 0
+                && s_iova_off == 0
+                && dma_addr & self.seg_boundary_mask != 0
+                && max_len - cur_len >= s_length
+            {
+                cur_len += s_length;
+            } else {
+                if i > 0 {
+                    cur += 1;
+                }
+                cur_len = s_length;
+                count += 1;
+                sgt.entries[cur].dma_address = DmaAddr(dma_addr + s_iova_off);
+            }
+            sgt.entries[cur].dma_length = cur_len as u32;
+            dma_addr += s_iova_len;
+            if s_length + s_iova_off < s_iova_len {
+                cur_len = 0;
+            }
+        }
+        count
+    }
+}
+
+impl DmaMapOps for IommuDma {
+    fn name(&self) -> &'static str {
+        "iommu-dma"
+    }
+
+    fn map_page(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        phys: PhysAddr,
+        size: u64,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    ) -> Result<DmaAddr, DmaError> {
+        if size == 0 {
+            return Err(map_err(IommuError::Empty));
+        }
+        hw.enter("iommu_dma_map_page");
+        hw.sw(self.costs.map);
+        let coherent = dev.is_dma_coherent();
+        if !coherent && !attrs.contains(DmaAttrs::SKIP_CPU_SYNC) {
+            self.for_device(hw, phys, size, dir);
+        }
+        let g = self.granule();
+        let off = phys.0 & (g - 1);
+        let len = (size + off).div_ceil(g) * g;
+        let r = self.alloc_iova(hw, dev, len).and_then(|iova| {
+            let prot = dma_info_to_prot(dir, coherent);
+            match self
+                .domain
+                .iommu_map(hw, IovaAddr(iova), PhysAddr(phys.0 - off), len, prot)
+            {
+                Ok(()) => Ok(iova),
+                Err(e) => {
+                    let shift = self.iovad.shift();
+                    let _ = self
+                        .iovad
+                        .free_iova_fast(hw, self.cpu, iova >> shift, len >> shift);
+                    Err(e)
+                }
+            }
+        });
+        self.end_of_call(hw, dev);
+        hw.leave();
+        r.map(|iova| DmaAddr(iova + off)).map_err(map_err)
+    }
+
+    fn unmap_page(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        addr: DmaAddr,
+        size: u64,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    ) {
+        hw.enter("iommu_dma_unmap_page");
+        hw.sw(self.costs.unmap);
+        if !dev.is_dma_coherent() && !attrs.contains(DmaAttrs::SKIP_CPU_SYNC) {
+            match self.domain.iova_to_phys(hw, IovaAddr(addr.0)) {
+                Some(phys) => self.for_cpu(hw, phys, size, dir),
+                None => self
+                    .warnings
+                    .push(format!("unmap_page of {addr}, which is not mapped")),
+            }
+        }
+        self.iommu_dma_unmap(hw, addr.0, size);
+        self.end_of_call(hw, dev);
+        hw.leave();
+    }
+
+    fn map_sg(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        sgt: &mut SgTable,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    ) -> Result<usize, DmaError> {
+        if sgt.entries.is_empty() {
+            return Err(map_err(IommuError::Empty));
+        }
+        hw.enter("iommu_dma_map_sg");
+        hw.sw(self.costs.map);
+        let coherent = dev.is_dma_coherent();
+        if !attrs.contains(DmaAttrs::SKIP_CPU_SYNC) && !coherent {
+            hw.enter("iommu_dma_sync_sg_for_device");
+            self.sync_sg(hw, dev, sgt, dir, true);
+            self.end_of_call(hw, dev);
+            hw.leave();
+        }
+        let g = self.granule();
+        // Each entry keeps its offset within its granule and is padded to whole granules.
+        let mut layout = Vec::with_capacity(sgt.entries.len());
+        let mut segs = Vec::with_capacity(sgt.entries.len());
+        let mut iova_len = 0u64;
+        for e in &sgt.entries {
+            hw.sw(self.costs.sg_entry);
+            let phys = e.phys().0;
+            let off = phys & (g - 1);
+            let len = (u64::from(e.length) + off).div_ceil(g) * g;
+            layout.push((off, len));
+            segs.push((PhysAddr(phys - off), len));
+            iova_len += len;
+        }
+        let prot = dma_info_to_prot(dir, coherent);
+        let r = self.alloc_iova(hw, dev, iova_len).and_then(|iova| {
+            match self.domain.iommu_map_sg(hw, IovaAddr(iova), &segs, prot) {
+                Ok(m) if m == iova_len => Ok(iova),
+                r => {
+                    let shift = self.iovad.shift();
+                    let _ =
+                        self.iovad
+                            .free_iova_fast(hw, self.cpu, iova >> shift, iova_len >> shift);
+                    Err(r.err().unwrap_or(IommuError::Empty))
+                }
+            }
+        });
+        let out = match r {
+            Ok(iova) => {
+                let n = self.finalise_sg(hw, sgt, &layout, iova);
+                sgt.nents = n;
+                Ok(n)
+            }
+            Err(e) => {
+                for e in &mut sgt.entries {
+                    e.dma_address = DmaAddr::MAPPING_ERROR;
+                    e.dma_length = 0;
+                }
+                sgt.nents = 0;
+                Err(map_err(e))
+            }
+        };
+        hw.leave();
+        out
+    }
+
+    fn unmap_sg(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        sgt: &mut SgTable,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    ) {
+        hw.enter("iommu_dma_unmap_sg");
+        hw.sw(self.costs.unmap);
+        if !attrs.contains(DmaAttrs::SKIP_CPU_SYNC) && !dev.is_dma_coherent() {
+            hw.enter("iommu_dma_sync_sg_for_cpu");
+            self.sync_sg(hw, dev, sgt, dir, false);
+            self.end_of_call(hw, dev);
+            hw.leave();
+        }
+        let first = sgt.entries.first().map(|e| e.dma_address);
+        match first {
+            Some(start) if sgt.nents > 0 && start != DmaAddr::MAPPING_ERROR => {
+                let mut end = start.0 + u64::from(sgt.entries[0].dma_length);
+                for e in sgt.entries.iter().skip(1) {
+                    hw.sw(self.costs.sg_entry);
+                    if e.dma_length == 0 {
+                        break;
+                    }
+                    end = e.dma_address.0 + u64::from(e.dma_length);
+                }
+                self.iommu_dma_unmap(hw, start.0, end - start.0);
+            }
+            _ => self
+                .warnings
+                .push("unmap_sg of a list that is not mapped".to_string()),
+        }
+        for e in &mut sgt.entries {
+            e.dma_address = DmaAddr::MAPPING_ERROR;
+            e.dma_length = 0;
+        }
+        sgt.nents = 0;
+        hw.leave();
+    }
+
+    fn sync_single_for_cpu(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        addr: DmaAddr,
+        size: u64,
+        dir: DmaDirection,
+    ) {
+        if dev.is_dma_coherent() {
+            return;
+        }
+        hw.enter("iommu_dma_sync_single_for_cpu");
+        if let Some(phys) = self.domain.iova_to_phys(hw, IovaAddr(addr.0)) {
+            self.for_cpu(hw, phys, size, dir);
+        }
+        self.end_of_call(hw, dev);
+        hw.leave();
+    }
+
+    fn sync_single_for_device(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        addr: DmaAddr,
+        size: u64,
+        dir: DmaDirection,
+    ) {
+        if dev.is_dma_coherent() {
+            return;
+        }
+        hw.enter("iommu_dma_sync_single_for_device");
+        if let Some(phys) = self.domain.iova_to_phys(hw, IovaAddr(addr.0)) {
+            self.for_device(hw, phys, size, dir);
+        }
+        self.end_of_call(hw, dev);
+        hw.leave();
+    }
+
+    fn sync_sg_for_cpu(&mut self, hw: &mut dyn Hw, dev: &Device, sgt: &SgTable, dir: DmaDirection) {
+        if dev.is_dma_coherent() {
+            return;
+        }
+        hw.enter("iommu_dma_sync_sg_for_cpu");
+        self.sync_sg(hw, dev, sgt, dir, false);
+        self.end_of_call(hw, dev);
+        hw.leave();
+    }
+
+    fn sync_sg_for_device(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        sgt: &SgTable,
+        dir: DmaDirection,
+    ) {
+        if dev.is_dma_coherent() {
+            return;
+        }
+        hw.enter("iommu_dma_sync_sg_for_device");
+        self.sync_sg(hw, dev, sgt, dir, true);
+        self.end_of_call(hw, dev);
+        hw.leave();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch::arm64::{Arm64, DirRules};
+    use crate::dma::sync_policy::{Batched, PerEntry};
+    use crate::hw::recorder::Recorder;
+    use crate::hw::{CacheOp, Counter};
+    use crate::iommu::arm_smmu::{ArmSmmuDomain, ByAsid};
+    use crate::iommu::core::UnmapPages;
+    use crate::iommu::io_pgtable_arm::{ArmLpaeIoPgtable, IoPgtableCfg};
+    use crate::mm::physmem::PhysMem;
+    use crate::scatterlist::SgEntry;
+
+    fn iommu_dma(r: &mut Recorder, batched: bool) -> IommuDma {
+        let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20);
+        let t = ArmLpaeIoPgtable::new(r, IoPgtableCfg::new(4096, 36), mem, None).unwrap();
+        let ops = Box::new(ArmSmmuDomain::new(r, 1, Box::new(ByAsid)));
+        let d = IommuDomain::new(r, t, ops, Box::new(UnmapPages));
+        let sync: Box<dyn SyncPolicy> = if batched {
+            Box::new(Batched)
+        } else {
+            Box::new(PerEntry)
+        };
+        IommuDma::new(r, d, 1, Box::new(Arm64::new(DirRules::Since5_19)), sync).unwrap()
+    }
+
+    fn entry(page: u64, offset: u32, length: u32) -> SgEntry {
+        SgEntry {
+            page: PhysAddr(page),
+            offset,
+            length,
+            dma_address: DmaAddr::MAPPING_ERROR,
+            dma_length: 0,
+        }
+    }
+
+    #[test]
+    fn map_sg_lays_entries_out_contiguously_and_merges_segments() {
+        let mut r = Recorder::new(64);
+        let mut d = iommu_dma(&mut r, true);
+        let dev = Device::new("cam", true, 64);
+        // Scattered pages; the third starts mid-page so it begins a new segment, and its short
+        // length ends the segment after it.
+        let mut sgt = SgTable {
+            entries: vec![
+                entry(0x8000_0000, 0, 4096),
+                entry(0x8010_0000, 0, 4096),
+                entry(0x8020_0000, 0x100, 0x200),
+                entry(0x8030_0000, 0, 4096),
+                entry(0x8040_0000, 0, 4096),
+            ],
+            nents: 0,
+        };
+        let n = d
+            .map_sg(
+                &mut r,
+                &dev,
+                &mut sgt,
+                DmaDirection::Bidirectional,
+                DmaAttrs::NONE,
+            )
+            .unwrap();
+        assert_eq!(n, 3);
+        let base = sgt.entries[0].dma_address.0;
+        // Five granules, an 8-granule aligned IOVA range (rounded to a power of two).
+        assert_eq!(base % (8 * 4096), 0);
+        assert_eq!(sgt.entries[0].dma_length, 8192);
+        assert_eq!(sgt.entries[1].dma_address, DmaAddr(base + 8192 + 0x100));
+        assert_eq!(sgt.entries[1].dma_length, 0x200);
+        assert_eq!(sgt.entries[2].dma_address, DmaAddr(base + 3 * 4096));
+        assert_eq!(sgt.entries[2].dma_length, 8192);
+        assert_eq!(sgt.entries[3].dma_address, DmaAddr::MAPPING_ERROR);
+        assert_eq!(sgt.nents, 3);
+        for (i, e) in sgt.entries.iter().enumerate() {
+            let iova = base + i as u64 * 4096 + u64::from(e.offset);
+            assert_eq!(
+                d.domain.iova_to_phys(&mut r, IovaAddr(iova)),
+                Some(e.phys()),
+                "entry {i}"
+            );
+        }
+        let mut r = Recorder::new(64);
+        d.unmap_sg(
+            &mut r,
+            &dev,
+            &mut sgt,
+            DmaDirection::Bidirectional,
+            DmaAttrs::NONE,
+        );
+        assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+        assert_eq!(d.domain.iova_to_phys(&mut r, IovaAddr(base)), None);
+        // Five page leaves in one table: five TLBIVAL and one sync, no walk flush.
+        assert_eq!(r.count(Counter::SmmuTlbival), 5);
+        assert_eq!(r.count(Counter::SmmuTlbsync), 1);
+        assert_eq!(d.iovad.cached_pfns(), 1);
+    }
+
+    #[test]
+    fn segments_stop_at_max_seg_size() {
+        let mut r = Recorder::new(64);
+        let mut d = iommu_dma(&mut r, true);
+        let dev = Device::new("d", true, 64);
+        let mut sgt = SgTable::from_contiguous(PhysAddr(0x8000_0000), 256 << 10, &[4096]);
+        assert_eq!(
+            d.map_sg(
+                &mut r,
+                &dev,
+                &mut sgt,
+                DmaDirection::ToDevice,
+                DmaAttrs::NONE
+            ),
+            Ok(4)
+        );
+        assert!(sgt.entries[..4].iter().all(|e| e.dma_length == 64 << 10));
+    }
+
+    #[test]
+    fn non_coherent_map_sg_cleans_each_entry_and_flushes_once_when_batched() {
+        for (batched, barriers) in [(false, 16), (true, 1)] {
+            let mut r = Recorder::new(64);
+            let mut d = iommu_dma(&mut r, batched);
+            let dev = Device::new("d", false, 64);
+            let mut sgt = SgTable::from_contiguous(PhysAddr(0x8000_0000), 64 << 10, &[4096]);
+            let mut r = Recorder::new(64);
+            d.map_sg(
+                &mut r,
+                &dev,
+                &mut sgt,
+                DmaDirection::Bidirectional,
+                DmaAttrs::NONE,
+            )
+            .unwrap();
+            assert_eq!(r.lines(CacheOp::Clean), 16 * 64);
+            assert_eq!(r.barriers, barriers);
+            let mut r = Recorder::new(64);
+            d.unmap_sg(
+                &mut r,
+                &dev,
+                &mut sgt,
+                DmaDirection::FromDevice,
+                DmaAttrs::NONE,
+            );
+            assert_eq!(r.lines(CacheOp::Inval), 16 * 64);
+        }
+    }
+
+    #[test]
+    fn map_page_keeps_the_offset_and_unmap_page_frees_the_iova() {
+        let mut r = Recorder::new(64);
+        let mut d = iommu_dma(&mut r, true);
+        let dev = Device::new("d", false, 32);
+        let a = d
+            .map_page(
+                &mut r,
+                &dev,
+                PhysAddr(0x8000_0f00),
+                0x200,
+                DmaDirection::ToDevice,
+                DmaAttrs::NONE,
+            )
+            .unwrap();
+        assert_eq!(a.0 & 0xfff, 0xf00);
+        assert!(a.0 < 1 << 32, "below the device's 32-bit mask");
+        assert_eq!(
+            d.domain.iova_to_phys(&mut r, IovaAddr(a.0 + 0x100)),
+            Some(PhysAddr(0x8000_1000))
+        );
+        // Crossing a page boundary: two granules mapped.
+        assert_eq!(
+            d.domain.pgtable.walk(a.0 - 0xf00 + 4096).map(|w| w.0),
+            Some(PhysAddr(0x8000_1000))
+        );
+        d.unmap_page(
+            &mut r,
+            &dev,
+            a,
+            0x200,
+            DmaDirection::ToDevice,
+            DmaAttrs::NONE,
+        );
+        assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+        assert_eq!(d.domain.iova_to_phys(&mut r, IovaAddr(a.0)), None);
+        // The same IOVA comes back from the magazine.
+        let b = d
+            .map_page(
+                &mut r,
+                &dev,
+                PhysAddr(0x9000_0f00),
+                0x200,
+                DmaDirection::ToDevice,
+                DmaAttrs::NONE,
+            )
+            .unwrap();
+        assert_eq!(b, a);
+        assert_eq!(d.iovad.stats.rcache_hits, 1);
+        // Unmapping twice is reported, not a panic.
+        d.unmap_page(
+            &mut r,
+            &dev,
+            b,
+            0x200,
+            DmaDirection::ToDevice,
+            DmaAttrs::NONE,
+        );
+        d.unmap_page(
+            &mut r,
+            &dev,
+            b,
+            0x200,
+            DmaDirection::ToDevice,
+            DmaAttrs::NONE,
+        );
+        assert!(!d.warnings.is_empty());
+    }
+}
