@@ -830,6 +830,24 @@ impl ArmLpaeIoPgtable {
         None
     }
 
+    /// Tables reachable from the top level, itself included. With no leak, this equals the
+    /// allocations this table holds in its memory.
+    pub fn count_tables(&self) -> usize {
+        self.count_from(self.start_level, self.pgd)
+    }
+
+    fn count_from(&self, lvl: u32, table: PhysAddr) -> usize {
+        let size = self.table_size(lvl);
+        let mut buf = vec![0u8; size as usize];
+        self.mem.read(table, &mut buf);
+        1 + buf
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+            .filter(|&pte| Self::pte_is_table(pte, lvl))
+            .map(|pte| self.count_from(lvl + 1, self.pte_to_paddr(pte)))
+            .sum::<usize>()
+    }
+
     /// Release the top-level table and hand the memory back (`free_io_pgtable_ops`).
     pub fn free(mut self, hw: &mut dyn Hw) -> PhysMem {
         let (lvl, pgd) = (self.start_level, self.pgd);
