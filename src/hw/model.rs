@@ -180,7 +180,9 @@ impl Hw for Model {
     }
 
     fn sw(&mut self, cost: SwCost) {
-        self.advance(cost.0);
+        if cost.0 != 0 {
+            self.advance(cost.0);
+        }
     }
 
     fn sw_cost(&self, name: &str) -> SwCost {

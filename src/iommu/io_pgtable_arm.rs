@@ -148,6 +148,7 @@ pub struct ArmLpaeIoPgtable {
     walk_sync: Option<Box<dyn ArchDma>>,
     costs: Costs,
     scratch: Vec<u8>,
+    pte_scratch: Vec<u64>,
 }
 
 impl ArmLpaeIoPgtable {
@@ -204,6 +205,7 @@ impl ArmLpaeIoPgtable {
             walk_sync,
             costs,
             scratch: Vec::new(),
+            pte_scratch: Vec::new(),
         };
         t.sync_new_table(hw, pgd, pgd_size);
         Ok(t)
@@ -582,10 +584,29 @@ impl ArmLpaeIoPgtable {
         table: PhysAddr,
         idx: u64,
     ) -> Result<(), IommuError> {
-        let sz = self.block_size(lvl);
         let ptep = PhysAddr(table.0 + idx * 8);
-        let mut ptes = Vec::new();
+        let mut ptes = std::mem::take(&mut self.pte_scratch);
         self.read_ptes(ptep, n, &mut ptes);
+        let r = self.init_pte_checked(hw, tlb, iova, paddr, attrs, lvl, n, table, ptep, &ptes);
+        self.pte_scratch = ptes;
+        r
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn init_pte_checked(
+        &mut self,
+        hw: &mut dyn Hw,
+        tlb: &mut dyn IommuFlushOps,
+        iova: u64,
+        paddr: u64,
+        attrs: u64,
+        lvl: u32,
+        n: u64,
+        table: PhysAddr,
+        ptep: PhysAddr,
+        ptes: &[u64],
+    ) -> Result<(), IommuError> {
+        let sz = self.block_size(lvl);
         for (i, &pte) in ptes.iter().enumerate() {
             let at = iova + i as u64 * sz;
             if Self::pte_is_leaf(pte, lvl) {
@@ -682,7 +703,7 @@ impl ArmLpaeIoPgtable {
         }
         if size == self.block_size(lvl) {
             let n = pgcount.min(self.lvl_entries(lvl) - idx);
-            let mut ptes = Vec::new();
+            let mut ptes = std::mem::take(&mut self.pte_scratch);
             self.read_ptes(ptep, n, &mut ptes);
             let mut i = 0u64;
             for &pte in &ptes {
@@ -708,6 +729,7 @@ impl ArmLpaeIoPgtable {
                 }
                 i += 1;
             }
+            self.pte_scratch = ptes;
             self.write_ptes(ptep, (0..i).map(|_| 0));
             return i * size;
         }

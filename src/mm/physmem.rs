@@ -44,7 +44,27 @@ pub struct PhysMem {
     free: Vec<BTreeMap<u64, u64>>,
     /// start -> length of every live allocation.
     allocated: BTreeMap<u64, u64>,
-    bytes: HashMap<u64, Box<[u8]>>,
+    bytes: HashMap<u64, Box<[u8]>, std::hash::BuildHasherDefault<PfnHasher>>,
+}
+
+/// Page-frame numbers are dense small integers: a multiply-fold hash is enough and several times
+/// cheaper than SipHash, which the page-table walks (one lookup per descriptor access) feel.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PfnHasher(u64);
+
+impl std::hash::Hasher for PfnHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        let h = u128::from(x ^ self.0) * 0x9e37_79b9_7f4a_7c15;
+        self.0 = (h as u64) ^ ((h >> 64) as u64);
+    }
 }
 
 impl PhysMem {
@@ -64,7 +84,7 @@ impl PhysMem {
             nodes,
             free,
             allocated: BTreeMap::new(),
-            bytes: HashMap::new(),
+            bytes: HashMap::default(),
         }
     }
 
@@ -212,6 +232,14 @@ impl PhysMem {
     }
 
     pub fn read_u64(&self, addr: PhysAddr) -> u64 {
+        // One lookup when the word sits inside one page, as every aligned descriptor does.
+        let off = (addr.0 % PAGE) as usize;
+        if off + 8 <= PAGE as usize {
+            return match self.bytes.get(&(addr.0 / PAGE)) {
+                Some(p) => u64::from_le_bytes(p[off..off + 8].try_into().unwrap_or([0; 8])),
+                None => 0,
+            };
+        }
         let mut b = [0u8; 8];
         self.read(addr, &mut b);
         u64::from_le_bytes(b)
