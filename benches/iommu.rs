@@ -30,7 +30,7 @@ fn model() -> Model {
 }
 
 fn domain(hw: &mut Model, walk: Box<dyn WalkFlush>, split: Box<dyn UnmapSplit>) -> IommuDomain {
-    let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20);
+    let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
     let t = ArmLpaeIoPgtable::new(hw, IoPgtableCfg::new(4096, 48), mem, None).unwrap();
     let ops = Box::new(ArmSmmuDomain::new(hw, 1, walk));
     IommuDomain::new(hw, t, ops, split)

@@ -58,7 +58,7 @@ fn domain(
     walk: Box<dyn WalkFlush>,
     split: Box<dyn UnmapSplit>,
 ) -> IommuDomain {
-    let mem = PhysMem::single(PhysAddr(0x1000_0000_0000), 1 << 30);
+    let mem = PhysMem::single(PhysAddr(0x1000_0000_0000), 1 << 30).shared();
     let t = ArmLpaeIoPgtable::new(r, IoPgtableCfg::new(granule, ias), mem, None).unwrap();
     IommuDomain::new(r, t, Box::new(ArmSmmuDomain::new(r, 1, walk)), split)
 }
@@ -159,9 +159,10 @@ fn check_against_reference(
         prop_assert_eq!(d.iommu_unmap(&mut r, IovaAddr(s * g), l * g), Ok(l * g));
     }
     prop_assert_eq!(d.pgtable.mem().allocations(), d.pgtable.count_tables());
-    let mem = d.pgtable.free(&mut r);
-    prop_assert_eq!(mem.allocations(), 0);
-    prop_assert_eq!(mem.allocated_bytes(), 0);
+    let mem = d.pgtable.shared_mem().clone();
+    d.pgtable.free(&mut r);
+    prop_assert_eq!(mem.borrow().allocations(), 0);
+    prop_assert_eq!(mem.borrow().allocated_bytes(), 0);
     Ok(())
 }
 

@@ -453,7 +453,7 @@ mod seed001 {
         walk: Box<dyn WalkFlush>,
         split: Box<dyn UnmapSplit>,
     ) -> IommuDomain {
-        let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20);
+        let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
         let t = ArmLpaeIoPgtable::new(r, IoPgtableCfg::new(4096, 48), mem, None).unwrap();
         let ops = Box::new(ArmSmmuDomain::new(r, 5, walk));
         IommuDomain::new(r, t, ops, split)

@@ -15,8 +15,12 @@
 //! [`SyncPolicy`] (per entry, or issued per entry and flushed once per call), by physical
 //! address: sg entries by `sg_phys`, single buffers by `iova_to_phys`.
 //!
-//! Not modelled: lazy (flush-queue) invalidation, swiotlb bouncing of untrusted devices, the
-//! segment-boundary padding (the default boundary mask is all ones, which never pads), and PCI's
+//! When the device's segment boundary (`dma_get_seg_boundary`) is smaller than the list, an entry
+//! that would straddle a boundary is pushed to the next one by padding the entry before it (whose
+//! mapping grows by the pad, as in the kernel); the IOVA range is then aligned to at least the
+//! boundary, which the size-aligned allocation guarantees.
+//!
+//! Not modelled: lazy (flush-queue) invalidation, swiotlb bouncing of untrusted devices, and PCI's
 //! 32-bit-first IOVA attempt.
 //!
 //! Invariants: a failed map leaves no IOVA allocated and nothing mapped; every unmap frees
@@ -69,10 +73,8 @@ pub struct IommuDma {
     pub iovad: IovaDomain,
     arch: Box<dyn ArchDma>,
     sync: Box<dyn SyncPolicy>,
-    /// `dma_get_max_seg_size()`.
+    /// `dma_get_max_seg_size()` (the device model has no `dma_parms.max_segment_size` yet).
     pub max_seg_size: u32,
-    /// `dma_get_seg_boundary()`.
-    pub seg_boundary_mask: u64,
     /// The CPU whose IOVA magazines this caller uses.
     pub cpu: usize,
     /// DMA-API misuse and unexpected failures, as the kernel would WARN them.
@@ -111,7 +113,6 @@ impl IommuDma {
             arch,
             sync,
             max_seg_size: DEFAULT_MAX_SEG_SIZE as u32,
-            seg_boundary_mask: u64::MAX,
             cpu: 0,
             warnings: Vec::new(),
             costs: Costs {
@@ -211,6 +212,7 @@ impl IommuDma {
     fn finalise_sg(
         &self,
         hw: &mut dyn Hw,
+        dev: &Device,
         sgt: &mut SgTable,
         layout: &[(u64, u64)],
         iova: u64,
@@ -225,7 +227,7 @@ impl IommuDma {
             sgt.entries[i].dma_length = 0;
             if cur_len != 0
                 && s_iova_off == 0
-                && dma_addr & self.seg_boundary_mask != 0
+                && dma_addr & dev.seg_boundary_mask != 0
                 && max_len - cur_len >= s_length
             {
                 cur_len += s_length;
@@ -340,14 +342,26 @@ impl DmaMapOps for IommuDma {
         }
         let g = self.granule();
         // Each entry keeps its offset within its granule and is padded to whole granules.
-        let mut layout = Vec::with_capacity(sgt.entries.len());
-        let mut segs = Vec::with_capacity(sgt.entries.len());
+        let mut layout: Vec<(u64, u64)> = Vec::with_capacity(sgt.entries.len());
+        let mut segs: Vec<(PhysAddr, u64)> = Vec::with_capacity(sgt.entries.len());
         let mut iova_len = 0u64;
+        let mask = dev.seg_boundary_mask;
         for e in &sgt.entries {
             hw.sw(self.costs.sg_entry);
             let phys = e.phys().0;
             let off = phys & (g - 1);
             let len = (u64::from(e.length) + off).div_ceil(g) * g;
+            // Bytes to the next segment boundary. The IOVA range will start on a boundary when
+            // the list is larger than one, so the layout can be decided from lengths alone.
+            let pad = mask.wrapping_sub(iova_len).wrapping_add(1) & mask;
+            if pad != 0
+                && pad < len - 1
+                && let (Some(prev), Some(pseg)) = (layout.last_mut(), segs.last_mut())
+            {
+                prev.1 += pad;
+                pseg.1 += pad;
+                iova_len += pad;
+            }
             layout.push((off, len));
             segs.push((PhysAddr(phys - off), len));
             iova_len += len;
@@ -367,7 +381,7 @@ impl DmaMapOps for IommuDma {
         });
         let out = match r {
             Ok(iova) => {
-                let n = self.finalise_sg(hw, sgt, &layout, iova);
+                let n = self.finalise_sg(hw, dev, sgt, &layout, iova);
                 sgt.nents = n;
                 Ok(n)
             }
@@ -504,7 +518,7 @@ mod tests {
     use crate::scatterlist::SgEntry;
 
     fn iommu_dma(r: &mut Recorder, batched: bool) -> IommuDma {
-        let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20);
+        let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
         let t = ArmLpaeIoPgtable::new(r, IoPgtableCfg::new(4096, 36), mem, None).unwrap();
         let ops = Box::new(ArmSmmuDomain::new(r, 1, Box::new(ByAsid)));
         let d = IommuDomain::new(r, t, ops, Box::new(UnmapPages));
@@ -585,6 +599,50 @@ mod tests {
         assert_eq!(r.count(Counter::SmmuTlbival), 5);
         assert_eq!(r.count(Counter::SmmuTlbsync), 1);
         assert_eq!(d.iovad.cached_pfns(), 1);
+    }
+
+    #[test]
+    fn an_entry_that_would_straddle_a_segment_boundary_moves_to_the_next_one() {
+        let mut r = Recorder::new(64);
+        let mut d = iommu_dma(&mut r, true);
+        let mut dev = Device::new("d", true, 64);
+        dev.seg_boundary_mask = 0xffff;
+        let mut sgt = SgTable {
+            entries: vec![
+                entry(0x8000_0000, 0, 0x3000),
+                entry(0x8010_0000, 0, 0x3000),
+                entry(0x8020_0000, 0, 0xc000),
+            ],
+            nents: 0,
+        };
+        let n = d
+            .map_sg(
+                &mut r,
+                &dev,
+                &mut sgt,
+                DmaDirection::ToDevice,
+                DmaAttrs::NONE,
+            )
+            .unwrap();
+        assert_eq!(n, 2);
+        let base = sgt.entries[0].dma_address.0;
+        assert_eq!(sgt.entries[0].dma_length, 0x6000);
+        assert_eq!(sgt.entries[1].dma_address, DmaAddr(base + 0x10000));
+        assert_eq!(sgt.entries[1].dma_length, 0xc000);
+        assert_eq!(
+            d.domain.iova_to_phys(&mut r, IovaAddr(base + 0x10000)),
+            Some(PhysAddr(0x8020_0000))
+        );
+        d.unmap_sg(
+            &mut r,
+            &dev,
+            &mut sgt,
+            DmaDirection::ToDevice,
+            DmaAttrs::NONE,
+        );
+        assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+        assert_eq!(d.domain.pgtable.walk(base), None);
+        assert_eq!(d.domain.pgtable.walk(base + 0x10000), None);
     }
 
     #[test]

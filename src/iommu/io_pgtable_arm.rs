@@ -35,7 +35,7 @@
 use super::{IommuError, IommuFlushOps, IommuIotlbGather, Prot};
 use crate::arch::ArchDma;
 use crate::hw::{Hw, SwCost};
-use crate::mm::physmem::PhysMem;
+use crate::mm::physmem::{PhysMem, SharedPhysMem};
 use crate::types::{DmaDirection, IovaAddr, PhysAddr};
 
 pub const ARM_LPAE_MAX_LEVELS: u32 = 4;
@@ -142,7 +142,7 @@ pub struct ArmLpaeIoPgtable {
     pgd_bits: u32,
     pgsize_bitmap: u64,
     pgd: PhysAddr,
-    mem: PhysMem,
+    mem: SharedPhysMem,
     /// `None`: the SMMU's table walker snoops CPU caches (`cfg->coherent_walk`). Otherwise PTE
     /// writes are cleaned to PoC through this architecture's cache maintenance.
     walk_sync: Option<Box<dyn ArchDma>>,
@@ -153,11 +153,12 @@ pub struct ArmLpaeIoPgtable {
 
 impl ArmLpaeIoPgtable {
     /// `arm_64_lpae_alloc_pgtable_s1()`: check the configuration, size the levels and allocate the
-    /// top-level table from `mem`. `walk_sync` is `None` for a coherent table walker.
+    /// top-level table from `mem` (shared with the rest of the machine: the tables are ordinary
+    /// pages of it). `walk_sync` is `None` for a coherent table walker.
     pub fn new(
         hw: &mut dyn Hw,
         cfg: IoPgtableCfg,
-        mut mem: PhysMem,
+        mem: SharedPhysMem,
         walk_sync: Option<Box<dyn ArchDma>>,
     ) -> Result<ArmLpaeIoPgtable, IommuError> {
         let pgsize_bitmap = match cfg.granule {
@@ -192,7 +193,7 @@ impl ArmLpaeIoPgtable {
             iova_to_phys: hw.sw_cost("arm_lpae_iova_to_phys"),
         };
         let pgd_size = 8u64 << pgd_bits;
-        let pgd = mem.alloc(cfg.node, pgd_size)?;
+        let pgd = mem.borrow_mut().alloc(cfg.node, pgd_size)?;
         let t = ArmLpaeIoPgtable {
             cfg,
             pg_shift,
@@ -234,11 +235,12 @@ impl ArmLpaeIoPgtable {
     pub fn ttbr(&self) -> PhysAddr {
         self.pgd
     }
-    pub fn mem(&self) -> &PhysMem {
-        &self.mem
+    /// The memory the tables live in (borrowed for as long as the guard lives).
+    pub fn mem(&self) -> std::cell::Ref<'_, PhysMem> {
+        self.mem.borrow()
     }
-    pub fn mem_mut(&mut self) -> &mut PhysMem {
-        &mut self.mem
+    pub fn shared_mem(&self) -> &SharedPhysMem {
+        &self.mem
     }
     pub fn coherent_walk(&self) -> bool {
         self.walk_sync.is_none()
@@ -326,13 +328,13 @@ impl ArmLpaeIoPgtable {
     }
 
     fn read_pte(&self, ptep: PhysAddr) -> u64 {
-        self.mem.read_u64(ptep)
+        self.mem.borrow().read_u64(ptep)
     }
 
     fn read_ptes(&mut self, ptep: PhysAddr, n: u64, out: &mut Vec<u64>) {
         let mut buf = std::mem::take(&mut self.scratch);
         buf.resize(n as usize * 8, 0);
-        self.mem.read(ptep, &mut buf);
+        self.mem.borrow().read(ptep, &mut buf);
         out.clear();
         out.extend(
             buf.chunks_exact(8)
@@ -347,7 +349,7 @@ impl ArmLpaeIoPgtable {
         for p in ptes {
             buf.extend_from_slice(&p.to_le_bytes());
         }
-        self.mem.write(ptep, &buf);
+        self.mem.borrow_mut().write(ptep, &buf);
         self.scratch = buf;
     }
 
@@ -371,7 +373,7 @@ impl ArmLpaeIoPgtable {
     fn alloc_table(&mut self, hw: &mut dyn Hw) -> Result<PhysAddr, IommuError> {
         hw.enter("__arm_lpae_alloc_pages");
         hw.sw(self.costs.alloc_table);
-        let r = self.mem.alloc(self.cfg.node, self.cfg.granule);
+        let r = self.mem.borrow_mut().alloc(self.cfg.node, self.cfg.granule);
         if let Ok(t) = r {
             self.sync_new_table(hw, t, self.cfg.granule);
         }
@@ -387,7 +389,7 @@ impl ArmLpaeIoPgtable {
             arch.sync_for_cpu(hw, table, size, DmaDirection::ToDevice, true);
         }
         // Only tables this code allocated are reachable, so the free cannot fail.
-        let r = self.mem.free(table, size);
+        let r = self.mem.borrow_mut().free(table, size);
         debug_assert!(r.is_ok(), "page-table free: {r:?}");
     }
 
@@ -562,10 +564,10 @@ impl ArmLpaeIoPgtable {
     /// entry cleaned, after which the entry is marked with the software sync bit.
     fn install_table(&mut self, hw: &mut dyn Hw, table: PhysAddr, ptep: PhysAddr) {
         let new = table.0 | PTE_TYPE_TABLE | if self.cfg.quirk_ns { 1 << 63 } else { 0 };
-        self.mem.write_u64(ptep, new);
+        self.mem.borrow_mut().write_u64(ptep, new);
         if self.walk_sync.is_some() {
             self.sync_ptes(hw, ptep, 1);
-            self.mem.write_u64(ptep, new | PTE_SW_SYNC);
+            self.mem.borrow_mut().write_u64(ptep, new | PTE_SW_SYNC);
         }
     }
 
@@ -861,7 +863,7 @@ impl ArmLpaeIoPgtable {
     fn count_from(&self, lvl: u32, table: PhysAddr) -> usize {
         let size = self.table_size(lvl);
         let mut buf = vec![0u8; size as usize];
-        self.mem.read(table, &mut buf);
+        self.mem.borrow().read(table, &mut buf);
         1 + buf
             .chunks_exact(8)
             .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
@@ -870,11 +872,10 @@ impl ArmLpaeIoPgtable {
             .sum::<usize>()
     }
 
-    /// Release the top-level table and hand the memory back (`free_io_pgtable_ops`).
-    pub fn free(mut self, hw: &mut dyn Hw) -> PhysMem {
+    /// Release every table, the top level included (`free_io_pgtable_ops`).
+    pub fn free(mut self, hw: &mut dyn Hw) {
         let (lvl, pgd) = (self.start_level, self.pgd);
         self.free_pgtable(hw, lvl, pgd);
-        self.mem
     }
 }
 
@@ -886,8 +887,8 @@ mod tests {
     use crate::hw::{CacheOp, Counter};
     use crate::iommu::arm_smmu::{ArmSmmuDomain, ByVa};
 
-    pub(crate) fn mem() -> PhysMem {
-        PhysMem::single(PhysAddr(0x1_0000_0000), 256 << 20)
+    pub(crate) fn mem() -> SharedPhysMem {
+        PhysMem::single(PhysAddr(0x1_0000_0000), 256 << 20).shared()
     }
 
     fn table(r: &mut Recorder, granule: u64, ias: u32) -> ArmLpaeIoPgtable {
@@ -1297,7 +1298,8 @@ mod tests {
             .unwrap();
         }
         assert!(t.mem().allocations() > 5);
-        let m = t.free(&mut r);
-        assert_eq!(m.allocations(), 0);
+        let m = t.shared_mem().clone();
+        t.free(&mut r);
+        assert_eq!(m.borrow().allocations(), 0);
     }
 }
