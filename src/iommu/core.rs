@@ -603,6 +603,59 @@ mod seed001 {
         assert_eq!(r.count(Counter::SmmuTlbiva), 0);
     }
 
+    /// The same unmaps on the Model: time comes only from the `[smmu]` parameters, and the poll
+    /// loop decides how the wait shows up (spinning reads, then udelay backoff).
+    #[test]
+    fn model_time_follows_from_smmu_parameters() {
+        use crate::hw::Hw;
+        use crate::hw::model::{Model, ModelParams, SmmuKind, SmmuParams};
+        let params = ModelParams {
+            line_bytes: 64,
+            smmu: Some(SmmuParams {
+                kind: SmmuKind::Mmu500,
+                mmio_write_ps: 20_000,
+                mmio_read_ps: 300_000,
+                tlbi_va_ps: 50_000,
+                tlbi_asid_ps: 200_000,
+                sync_ps: 1_000_000,
+                ..SmmuParams::default()
+            }),
+            ..ModelParams::default()
+        };
+        let run = |walk: Box<dyn WalkFlush>| {
+            let mut m = Model::new(params.clone());
+            let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
+            let t = ArmLpaeIoPgtable::new(&mut m, IoPgtableCfg::new(4096, 48), mem, None).unwrap();
+            let ops = Box::new(ArmSmmuDomain::new(&m, 5, walk));
+            let mut d = IommuDomain::new(&m, t, ops, Box::new(PerPage));
+            d.iommu_map_sg(&mut m, IovaAddr(IOVA), &scattered(8192), Prot::RW)
+                .unwrap();
+            m.clear_ledger();
+            let t0 = m.now_ps();
+            d.iommu_unmap(&mut m, IovaAddr(IOVA), 32 << 20).unwrap();
+            assert_eq!(
+                m.ledger.total_ps(),
+                m.now_ps() - t0,
+                "charges sum to elapsed time"
+            );
+            (m.now_ps() - t0, m.ledger.totals(), m.ledger.stacks())
+        };
+        let (by_va, c_va, stacks) = run(Box::new(ByVa));
+        let (asid, c_asid, _) = run(Box::new(ByAsid));
+        assert_eq!(c_va[Counter::SmmuTlbiva as usize], 8192);
+        assert_eq!(c_asid[Counter::SmmuTlbiasid as usize], 16);
+        // 512 TLBIVA outrun the CPU's posted writes: each walk flush's sync spins ten reads and
+        // then sleeps; a TLBIASID's sync is seen done within the spin.
+        assert!(c_va[Counter::Udelay as usize] > 0);
+        assert_eq!(c_asid[Counter::Udelay as usize], 0);
+        assert!(c_va[Counter::SmmuTlbstatusRead as usize] > 10 * 16);
+        assert!(stacks.iter().any(|s| {
+            s.stack_string()
+                .ends_with("arm_smmu_tlb_sync_context > udelay")
+        }));
+        assert!(by_va > 10 * asid, "by-va {by_va} ps vs asid {asid} ps");
+    }
+
     #[test]
     fn failed_map_leaves_nothing_mapped() {
         let mut r = Recorder::new(64);
