@@ -136,6 +136,9 @@ impl ArmSmmuContext {
         granule: u64,
         reg: MmioReg,
     ) {
+        if size == 0 || granule < 4096 {
+            return;
+        }
         hw.sw(self.costs.inv_range);
         let mut val = (iova >> 12) | (u64::from(self.asid) << 48);
         let mut left = size;

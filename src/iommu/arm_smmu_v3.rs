@@ -25,7 +25,7 @@
 //! `iotlb_sync`, `tlb_flush_walk` or `tlb_flush_all` returns, a `CMD_SYNC` issued after every
 //! command of that operation has completed.
 
-use super::{IommuFlushOps, IommuIotlbGather, iommu_iotlb_gather_add_page};
+use super::{IommuError, IommuFlushOps, IommuIotlbGather, iommu_iotlb_gather_add_page};
 use crate::hw::{Hw, SmmuCmdKind, SwCost};
 
 pub const CMDQ_ENT_DWORDS: usize = 2;
@@ -218,14 +218,18 @@ pub struct ArmSmmuV3Domain {
 }
 
 impl ArmSmmuV3Domain {
+    /// `granule` is the domain's smallest page size: 4K, 16K or 64K.
     pub fn new(
         hw: &dyn Hw,
         asid: u16,
         granule: u64,
         features: SmmuV3Features,
         cmdq: Cmdq,
-    ) -> ArmSmmuV3Domain {
-        ArmSmmuV3Domain {
+    ) -> Result<ArmSmmuV3Domain, IommuError> {
+        if !matches!(granule, 0x1000 | 0x4000 | 0x10000) {
+            return Err(IommuError::BadGranule(granule));
+        }
+        Ok(ArmSmmuV3Domain {
             asid,
             features,
             granule,
@@ -235,7 +239,7 @@ impl ArmSmmuV3Domain {
                 build: hw.sw_cost("arm_smmu_cmdq_build_cmd"),
                 issue: hw.sw_cost("arm_smmu_cmdq_issue_cmdlist"),
             },
-        }
+        })
     }
 
     /// `arm_smmu_cmdq_batch_add()`.
@@ -274,7 +278,7 @@ impl ArmSmmuV3Domain {
         granule: u64,
         leaf: bool,
     ) {
-        if size == 0 || granule == 0 {
+        if size == 0 || granule < self.granule {
             return;
         }
         hw.enter("arm_smmu_tlb_inv_range_domain");
@@ -380,7 +384,7 @@ mod tests {
     use crate::hw::recorder::Recorder;
 
     fn dom(r: &Recorder, range_inv: bool) -> ArmSmmuV3Domain {
-        ArmSmmuV3Domain::new(r, 9, 4096, SmmuV3Features { range_inv }, Cmdq::new(10))
+        ArmSmmuV3Domain::new(r, 9, 4096, SmmuV3Features { range_inv }, Cmdq::new(10)).unwrap()
     }
 
     #[test]
@@ -438,6 +442,57 @@ mod tests {
         assert_eq!(((second[0] >> 12) & 0x1f, (second[0] >> 20) & 0x1f), (0, 5));
         assert_eq!(second[1] & !0xfff, 0x8000_0000 + 5 * 4096);
         assert!(g.is_empty());
+    }
+
+    /// Seed 001's unmaps on an SMMUv3 through the iommu core (5.15 unmap_pages).
+    #[test]
+    fn core_unmaps_on_smmu_v3() {
+        use crate::iommu::Prot;
+        use crate::iommu::core::{IommuDomain, UnmapPages};
+        use crate::iommu::io_pgtable_arm::{ArmLpaeIoPgtable, IoPgtableCfg};
+        use crate::mm::physmem::PhysMem;
+        use crate::types::{IovaAddr, PhysAddr};
+        for range_inv in [false, true] {
+            let mut r = Recorder::new(64);
+            let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
+            let t = ArmLpaeIoPgtable::new(&mut r, IoPgtableCfg::new(4096, 48), mem, None).unwrap();
+            let ops = Box::new(dom(&r, range_inv));
+            let mut d = IommuDomain::new(&r, t, ops, Box::new(UnmapPages));
+            let segs: Vec<_> = (0..8192u64)
+                .map(|i| (PhysAddr(0x8000_0000 + i * 8192), 4096))
+                .collect();
+            d.iommu_map_sg(&mut r, IovaAddr(1 << 32), &segs, Prot::RW)
+                .unwrap();
+            let mut r = Recorder::new(64);
+            d.iommu_unmap(&mut r, IovaAddr(1 << 32), 32 << 20).unwrap();
+            // 16 table frees, each flushed at once and synced; no leaves gathered.
+            assert_eq!(r.count(Counter::CmdqSync), 16);
+            if range_inv {
+                assert_eq!(r.count(Counter::CmdqTlbiNhVa), 16);
+            } else {
+                assert_eq!(r.count(Counter::CmdqTlbiNhAsid), 16);
+            }
+            // 1 MB of leaves: gathered into one range at iotlb_sync.
+            let mut r = Recorder::new(64);
+            d.iommu_map_sg(&mut r, IovaAddr(1 << 32), &segs[..256], Prot::RW)
+                .unwrap();
+            let mut r = Recorder::new(64);
+            d.iommu_unmap(&mut r, IovaAddr(1 << 32), 1 << 20).unwrap();
+            assert_eq!(r.count(Counter::CmdqSync), 1);
+            if range_inv {
+                assert_eq!(r.count(Counter::CmdqTlbiNhVa), 1);
+            } else {
+                assert_eq!(r.count(Counter::CmdqTlbiNhVa), 256);
+                assert_eq!(r.count(Counter::CmdqBatch), 4);
+            }
+        }
+    }
+
+    #[test]
+    fn bad_granule_is_an_error() {
+        let r = Recorder::new(64);
+        let e = ArmSmmuV3Domain::new(&r, 1, 8192, SmmuV3Features::default(), Cmdq::new(8));
+        assert_eq!(e.unwrap_err(), IommuError::BadGranule(8192));
     }
 
     #[test]

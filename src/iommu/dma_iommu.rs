@@ -145,7 +145,11 @@ impl IommuDma {
         let g = self.granule();
         let off = addr & (g - 1);
         let start = addr - off;
-        let size = (size + off).div_ceil(g) * g;
+        let Some(size) = size.checked_add(off + g - 1).map(|s| s / g * g) else {
+            self.warnings
+                .push(format!("unmap of {addr:#x}: size {size:#x} overflows"));
+            return;
+        };
         let mut gather = IommuIotlbGather::new();
         match self
             .domain
@@ -266,15 +270,22 @@ impl DmaMapOps for IommuDma {
         if size == 0 {
             return Err(map_err(IommuError::Empty));
         }
+        let g = self.granule();
+        let off = phys.0 & (g - 1);
+        let Some(len) = size.checked_add(off + g - 1).map(|s| s / g * g) else {
+            return Err(map_err(IommuError::OutOfRange {
+                what: "buffer",
+                addr: phys.0,
+                size,
+                bits: 64,
+            }));
+        };
         hw.enter("iommu_dma_map_page");
         hw.sw(self.costs.map);
         let coherent = dev.is_dma_coherent();
         if !coherent && !attrs.contains(DmaAttrs::SKIP_CPU_SYNC) {
             self.for_device(hw, phys, size, dir);
         }
-        let g = self.granule();
-        let off = phys.0 & (g - 1);
-        let len = (size + off).div_ceil(g) * g;
         let r = self.alloc_iova(hw, dev, len).and_then(|iova| {
             let prot = dma_info_to_prot(dir, coherent);
             match self
@@ -743,6 +754,15 @@ mod tests {
             .unwrap();
         assert_eq!(b, a);
         assert_eq!(d.iovad.stats.rcache_hits, 1);
+        let huge = d.map_page(
+            &mut r,
+            &dev,
+            PhysAddr(0x1000),
+            u64::MAX,
+            DmaDirection::ToDevice,
+            DmaAttrs::NONE,
+        );
+        assert!(huge.is_err());
         // Unmapping twice is reported, not a panic.
         d.unmap_page(
             &mut r,
