@@ -60,19 +60,27 @@ pub fn dcache_inval_poc(hw: &mut dyn Hw, start: PhysAddr, size: u64, complete: b
     });
     if size > 0 {
         let line = hw.line_bytes();
+        let mask = line - 1;
         let end = start.0 + size;
-        let mut first = start.0 / line;
-        let mut last = (end - 1) / line; // inclusive
-        if !start.0.is_multiple_of(line) {
-            hw.cache_maint(CacheOp::CleanInval, PhysAddr(first * line), 1);
-            first += 1;
+        let mut first = start.0 & !mask;
+        // One past the last whole line.
+        let mut stop = end & !mask;
+        if start.0 & mask != 0 {
+            hw.cache_maint(CacheOp::CleanInval, PhysAddr(first), 1);
+            first += line;
         }
-        if !end.is_multiple_of(line) && last >= first {
-            hw.cache_maint(CacheOp::CleanInval, PhysAddr(last * line), 1);
-            last = last.wrapping_sub(1);
+        if end & mask != 0 && stop >= first {
+            hw.cache_maint(CacheOp::CleanInval, PhysAddr(stop), 1);
         }
-        if last != u64::MAX && last >= first {
-            hw.cache_maint(CacheOp::Inval, PhysAddr(first * line), last - first + 1);
+        if stop < first {
+            stop = first;
+        }
+        if stop > first {
+            hw.cache_maint(
+                CacheOp::Inval,
+                PhysAddr(first),
+                (stop - first) >> line.trailing_zeros(),
+            );
         }
     }
     if complete {
@@ -185,5 +193,31 @@ mod tests {
         let mut r = Recorder::new(64);
         old.sync_for_device(&mut r, PhysAddr(0), 4096, DmaDirection::FromDevice, true);
         assert_eq!(r.ops, vec![(CacheOp::Inval, 0, 64)]);
+    }
+
+    proptest::proptest! {
+        /// Every line the range touches is maintained exactly once; a line only partly inside
+        /// the range is cleaned and invalidated, a whole one just invalidated.
+        #[test]
+        fn inval_matches_a_line_by_line_reference(start in 0u64..1 << 20, size in 0u64..20_000) {
+            let mut r = Recorder::new(64);
+            dcache_inval_poc(&mut r, PhysAddr(start), size, false);
+            let mut got = std::collections::BTreeMap::new();
+            for (op, first, n) in &r.ops {
+                for i in 0..*n {
+                    proptest::prop_assert!(got.insert(first + i * 64, *op).is_none(), "line maintained twice");
+                }
+            }
+            let mut want = std::collections::BTreeMap::new();
+            if size > 0 {
+                let mut line = start & !63;
+                while line < start + size {
+                    let whole = line >= start && line + 64 <= start + size;
+                    want.insert(line, if whole { CacheOp::Inval } else { CacheOp::CleanInval });
+                    line += 64;
+                }
+            }
+            proptest::prop_assert_eq!(got, want);
+        }
     }
 }

@@ -126,10 +126,18 @@ pub trait Hw {
 struct Node {
     name: &'static str,
     parent: u32,
+    /// The child entered last, checked first: a loop enters the same callee over and over.
+    hot: Option<(&'static str, u32)>,
     children: Vec<u32>,
     self_ps: u64,
+    /// Time this frame spent stalled in a barrier, reported as a child `(wait for completion)`.
+    /// Kept here rather than as a real child so a barrier costs no frame switch.
+    wait_ps: u64,
     counts: [u64; Counter::N],
 }
+
+/// Name of the pseudo-frame that reports a frame's barrier stalls.
+pub static WAIT_FRAME: &str = "(wait for completion)";
 
 /// Charges attributed by call stack. Interned as a tree so that entering a frame is a short scan
 /// of the current node's children, cheap enough for a per-sg-entry hot path.
@@ -145,8 +153,10 @@ impl Default for Ledger {
             nodes: vec![Node {
                 name: "",
                 parent: 0,
+                hot: None,
                 children: Vec::new(),
                 self_ps: 0,
+                wait_ps: 0,
                 counts: [0; Counter::N],
             }],
             cur: 0,
@@ -172,22 +182,42 @@ impl StackCharge {
 impl Ledger {
     pub fn enter(&mut self, frame: &'static str) {
         let cur = self.cur as usize;
-        for &c in &self.nodes[cur].children {
-            let n = self.nodes[c as usize].name;
-            if std::ptr::eq(n, frame) || n == frame {
-                self.cur = c;
-                return;
-            }
+        if let Some((name, id)) = self.nodes[cur].hot
+            && std::ptr::eq(name, frame)
+        {
+            self.cur = id;
+            return;
+        }
+        // Frames are string literals, so the same name is almost always the same pointer: try
+        // that first, and compare contents only before creating a node.
+        let children = &self.nodes[cur].children;
+        let hit = children
+            .iter()
+            .copied()
+            .find(|&c| std::ptr::eq(self.nodes[c as usize].name, frame))
+            .or_else(|| {
+                children
+                    .iter()
+                    .copied()
+                    .find(|&c| self.nodes[c as usize].name == frame)
+            });
+        if let Some(c) = hit {
+            self.nodes[cur].hot = Some((frame, c));
+            self.cur = c;
+            return;
         }
         let id = self.nodes.len() as u32;
         self.nodes.push(Node {
             name: frame,
             parent: self.cur,
+            hot: None,
             children: Vec::new(),
             self_ps: 0,
+            wait_ps: 0,
             counts: [0; Counter::N],
         });
         self.nodes[cur].children.push(id);
+        self.nodes[cur].hot = Some((frame, id));
         self.cur = id;
     }
 
@@ -202,6 +232,11 @@ impl Ledger {
 
     pub fn charge(&mut self, ps: u64) {
         self.nodes[self.cur as usize].self_ps += ps;
+    }
+
+    /// Charge a barrier's stall for completions to the current frame's wait pseudo-frame.
+    pub fn charge_wait(&mut self, ps: u64) {
+        self.nodes[self.cur as usize].wait_ps += ps;
     }
 
     pub fn count(&mut self, c: Counter, n: u64) {
@@ -220,7 +255,7 @@ impl Ledger {
     }
 
     pub fn total_ps(&self) -> u64 {
-        self.nodes.iter().map(|n| n.self_ps).sum()
+        self.nodes.iter().map(|n| n.self_ps + n.wait_ps).sum()
     }
 
     /// Every stack that was charged time or counted an operation, in a stable order (depth-first,
@@ -243,6 +278,15 @@ impl Ledger {
                     counts: n.counts,
                 });
             }
+            if n.wait_ps > 0 {
+                let mut stack = path.clone();
+                stack.push(WAIT_FRAME);
+                out.push(StackCharge {
+                    stack,
+                    self_ps: n.wait_ps,
+                    counts: [0; Counter::N],
+                });
+            }
         }
         for &c in &n.children {
             self.walk(c, path, out);
@@ -256,6 +300,7 @@ impl Ledger {
     pub fn clear(&mut self) {
         for n in &mut self.nodes {
             n.self_ps = 0;
+            n.wait_ps = 0;
             n.counts = [0; Counter::N];
         }
     }
@@ -265,11 +310,15 @@ impl Ledger {
 /// The arch layer uses this to step exactly as `dcache_by_line_op` does: from the line containing
 /// `start` to the line containing the last byte.
 pub fn lines_spanned(start: PhysAddr, size: u64, line: u64) -> u64 {
+    debug_assert!(line.is_power_of_two());
     if size == 0 {
         return 0;
     }
-    let first = start.0 / line;
-    let last = (start.0 + size - 1) / line;
+    // Line sizes are powers of two (profiles are checked), so shift rather than divide: this runs
+    // once per region on the hottest path.
+    let sh = line.trailing_zeros();
+    let first = start.0 >> sh;
+    let last = (start.0 + size - 1) >> sh;
     last - first + 1
 }
 
