@@ -82,6 +82,7 @@ struct WorkloadDoc {
     entries: usize,
     direction: &'static str,
     iterations: u32,
+    attrs: Vec<&'static str>,
 }
 
 #[derive(Serialize)]
@@ -142,6 +143,7 @@ pub fn run_json(r: &RunResult) -> serde_json::Value {
             entries: r.entries,
             direction: r.workload.direction.name(),
             iterations: r.workload.iterations,
+            attrs: attr_names(r.workload.attrs),
         },
         calls: r
             .calls
@@ -167,6 +169,14 @@ pub fn run_json(r: &RunResult) -> serde_json::Value {
         total_ns: ns(r.total_ps),
     };
     serde_json::to_value(doc).expect("plain data serialises")
+}
+
+fn attr_names(a: crate::types::DmaAttrs) -> Vec<&'static str> {
+    let mut v = Vec::new();
+    if a.contains(crate::types::DmaAttrs::SKIP_CPU_SYNC) {
+        v.push("skip_cpu_sync");
+    }
+    v
 }
 
 fn instr(c: Counter, arch: Arch) -> &'static str {
@@ -204,12 +214,16 @@ pub fn run_table(r: &RunResult) -> String {
         .collect();
     let _ = writeln!(
         o,
-        "workload   {} of {} in {} entries ({}), {}, {} iterations",
+        "workload   {} of {} in {} entries ({}), {}{}, {} iterations",
         w.calls.name(),
         human_bytes(w.buffer_bytes),
         sizes.join("/"),
         r.entries,
         w.direction,
+        attr_names(w.attrs)
+            .iter()
+            .map(|a| format!(", {a}"))
+            .collect::<String>(),
         w.iterations
     );
     let _ = writeln!(o, "\n{:<28} {:>10} {:>14}", "call", "count", "mean");

@@ -13,7 +13,7 @@ pub mod run;
 use crate::input::{InputError, parse_size, parse_toml};
 use crate::platform::Profile;
 use crate::policy::{KernelVersion, LATEST, Policies};
-use crate::types::DmaDirection;
+use crate::types::{DmaAttrs, DmaDirection};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use toml::Spanned;
@@ -57,6 +57,8 @@ struct WorkloadSection {
     direction: Spanned<String>,
     calls: Spanned<String>,
     iterations: Spanned<i64>,
+    #[serde(default)]
+    attrs: Option<Spanned<Vec<String>>>,
 }
 
 /// Which DMA API calls a streaming workload makes each iteration.
@@ -104,6 +106,8 @@ pub struct Streaming {
     pub direction: DmaDirection,
     pub calls: Calls,
     pub iterations: u32,
+    /// `DMA_ATTR_*` passed to map and unmap calls.
+    pub attrs: DmaAttrs,
 }
 
 /// A checked scenario, ready to run.
@@ -306,6 +310,24 @@ impl Scenario {
             ));
         }
 
+        let mut attrs = DmaAttrs::NONE;
+        if let Some(list) = &w.attrs {
+            for a in list.get_ref() {
+                match a.as_str() {
+                    "skip_cpu_sync" | "DMA_ATTR_SKIP_CPU_SYNC" => {
+                        attrs = attrs.union(DmaAttrs::SKIP_CPU_SYNC)
+                    }
+                    _ => {
+                        return Err(c.err(
+                            list.span(),
+                            "workload.attrs",
+                            format!("unknown attribute `{a}`; known: skip_cpu_sync"),
+                        ));
+                    }
+                }
+            }
+        }
+
         let s = Scenario {
             name: f.scenario.name,
             profile,
@@ -317,6 +339,7 @@ impl Scenario {
                 direction,
                 calls,
                 iterations: it as u32,
+                attrs,
             },
         };
         s.check_profile()?;
@@ -432,6 +455,13 @@ iterations = 3
             assert_eq!(e.key.as_deref(), Some(key), "{to}: {e}");
             assert_eq!(e.line, Some(line), "{to}: {e}");
         }
+        let e = parse(&GOOD.replace(
+            "iterations = 3",
+            "iterations = 3\nattrs = [\"weak_ordering\"]",
+        ))
+        .unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("workload.attrs"), "{e}");
+        assert_eq!(e.line, Some(20), "{e}");
         let e = parse(&GOOD.replace("iterations = 3\n", "")).unwrap_err();
         assert_eq!(e.key.as_deref(), Some("workload.iterations"), "{e}");
         assert!(e.line.is_some(), "{e}");
