@@ -308,8 +308,15 @@ impl Bench {
 
     /// Dirty every line (untimed), then time one `sync_sg_for_device` pass in `mode`, in ns.
     pub(crate) fn pass(&mut self, mode: Mode) -> f64 {
-        self.seed = self.seed.wrapping_add(1);
-        self.host.dirty(self.seed);
+        self.pass_with(mode, true)
+    }
+
+    /// One timed pass, dirtying every line first only if `dirty`.
+    pub(crate) fn pass_with(&mut self, mode: Mode, dirty: bool) -> f64 {
+        if dirty {
+            self.seed = self.seed.wrapping_add(1);
+            self.host.dirty(self.seed);
+        }
         let side = self
             .sides
             .iter_mut()

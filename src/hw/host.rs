@@ -181,6 +181,7 @@ pub struct Host {
     barriers: u64,
     faults: u64,
     first_fault: Option<HostFault>,
+    dry: bool,
 }
 
 impl std::fmt::Debug for Host {
@@ -233,6 +234,7 @@ impl Host {
             barriers: 0,
             faults: 0,
             first_fault: None,
+            dry: false,
         })
     }
 
@@ -259,6 +261,32 @@ impl Host {
         // The writes must reach the cache before the maintenance that follows; without this the
         // compiler could sink or drop stores to memory it cannot see being read.
         std::hint::black_box(s);
+    }
+
+    /// Dry mode: every request is still checked, but no instruction runs and nothing is counted.
+    /// What is left to time is the software path alone — the stack's walk, the calls into this
+    /// backend and the bounds checks — which calibration needs to separate software from hardware.
+    pub fn set_dry(&mut self, dry: bool) {
+        self.dry = dry;
+    }
+
+    /// Write one byte at `phys` so its line is dirty. False (and nothing written) if `phys` is
+    /// outside the buffer.
+    pub fn touch(&mut self, phys: PhysAddr, value: u8) -> bool {
+        let Some(off) = phys
+            .offset_from(self.base)
+            .and_then(|o| usize::try_from(o).ok())
+        else {
+            return false;
+        };
+        match self.buf.as_mut_slice().get_mut(off) {
+            Some(b) => {
+                *b = value;
+                std::hint::black_box(b);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Lines issued so far with `op` (only lines actually executed).
@@ -394,6 +422,9 @@ impl Hw for Host {
             self.fault(HostFault::OutOfRange { first, lines });
             return;
         };
+        if self.dry {
+            return;
+        }
         let step = self.line as usize;
         // SAFETY: `offset_of` proved `off + lines * line <= len`, so the pointer is inside the
         // allocation and every line stepped to below stays inside it.
@@ -419,6 +450,9 @@ impl Hw for Host {
     }
 
     fn barrier(&mut self) {
+        if self.dry {
+            return;
+        }
         insn::barrier();
         self.barriers += 1;
     }
@@ -517,6 +551,26 @@ mod tests {
             (1, Some(HostFault::Unsupported(CacheOp::Inval)))
         );
         assert_eq!(h.lines_issued(CacheOp::Inval), 0);
+    }
+
+    #[test]
+    fn dry_mode_checks_but_issues_nothing() {
+        let Some(mut h) = host(8192, CacheOp::CleanInval) else {
+            return;
+        };
+        h.set_dry(true);
+        h.cache_maint(CacheOp::CleanInval, BASE, 4);
+        h.cache_maint(CacheOp::CleanInval, PhysAddr(BASE.0 + 8192), 1);
+        h.barrier();
+        assert_eq!(h.lines_issued(CacheOp::CleanInval), 0);
+        assert_eq!(h.barriers(), 0);
+        assert_eq!(h.faults().0, 1);
+        h.set_dry(false);
+        h.cache_maint(CacheOp::CleanInval, BASE, 4);
+        assert_eq!(h.lines_issued(CacheOp::CleanInval), 4);
+        assert!(h.touch(PhysAddr(BASE.0 + 8191), 1));
+        assert!(!h.touch(PhysAddr(BASE.0 + 8192), 1));
+        assert!(!h.touch(PhysAddr(BASE.0 - 1), 1));
     }
 
     #[test]
