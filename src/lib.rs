@@ -7,8 +7,10 @@
 //! come beside them.
 
 pub mod arch;
+pub mod calibrate;
 pub mod device;
 pub mod dma;
+pub mod hostbench;
 pub mod hw;
 pub mod input;
 pub mod mm;

@@ -89,6 +89,69 @@ pub fn dcache_inval_poc(hw: &mut dyn Hw, start: PhysAddr, size: u64, complete: b
     hw.leave();
 }
 
+/// `dcache_clean_inval_poc[_nosync]`: DC CIVAC on every line of the range.
+pub fn dcache_clean_inval_poc(hw: &mut dyn Hw, start: PhysAddr, size: u64, complete: bool) {
+    hw.enter(if complete {
+        "dcache_clean_inval_poc"
+    } else {
+        "dcache_clean_inval_poc_nosync"
+    });
+    let lines = lines_spanned(start, size, hw.line_bytes());
+    hw.cache_maint(CacheOp::CleanInval, start, lines);
+    if complete {
+        hw.barrier();
+    }
+    hw.leave();
+}
+
+/// Clean-and-invalidate in every direction, for host measurements on arm64 where user space may
+/// issue DC CIVAC but not DC IVAC (so the kernel's invalidate path cannot run at EL0). It walks
+/// the same geometry as [`Arm64`] with the one instruction a user asked to measure.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Arm64CleanInval;
+
+impl ArchDma for Arm64CleanInval {
+    fn sync_for_device(
+        &self,
+        hw: &mut dyn Hw,
+        paddr: PhysAddr,
+        size: u64,
+        _dir: DmaDirection,
+        complete: bool,
+    ) {
+        hw.enter("arch_sync_dma_for_device");
+        dcache_clean_inval_poc(hw, paddr, size, complete);
+        hw.leave();
+    }
+
+    fn sync_for_cpu(
+        &self,
+        hw: &mut dyn Hw,
+        paddr: PhysAddr,
+        size: u64,
+        _dir: DmaDirection,
+        complete: bool,
+    ) {
+        hw.enter("arch_sync_dma_for_cpu");
+        dcache_clean_inval_poc(hw, paddr, size, complete);
+        hw.leave();
+    }
+
+    fn flush(&self, hw: &mut dyn Hw) {
+        hw.enter("arch_sync_dma_flush");
+        hw.barrier();
+        hw.leave();
+    }
+
+    fn required_ops(&self) -> &'static [CacheOp] {
+        &[CacheOp::CleanInval]
+    }
+
+    fn name(&self) -> &'static str {
+        "arm64"
+    }
+}
+
 impl ArchDma for Arm64 {
     fn sync_for_device(
         &self,
@@ -171,6 +234,23 @@ mod tests {
         let mut r = Recorder::new(64);
         dcache_inval_poc(&mut r, PhysAddr(0x2000), 4096, false);
         assert_eq!(r.ops, vec![(CacheOp::Inval, 0x2000, 64)]);
+    }
+
+    #[test]
+    fn clean_inval_host_arch_uses_civac_both_ways() {
+        for dir in DmaDirection::ALL {
+            let mut r = Recorder::new(64);
+            Arm64CleanInval.sync_for_device(&mut r, PhysAddr(0x1000), 4096, dir, false);
+            Arm64CleanInval.sync_for_cpu(&mut r, PhysAddr(0x1000), 4096, dir, true);
+            assert_eq!(
+                r.ops,
+                vec![
+                    (CacheOp::CleanInval, 0x1000, 64),
+                    (CacheOp::CleanInval, 0x1000, 64)
+                ]
+            );
+            assert_eq!(r.barriers, 1);
+        }
     }
 
     #[test]
