@@ -5,6 +5,7 @@
 
 use anyhow::Result;
 use clap::{Parser, Subcommand, ValueEnum};
+use dmasim::hostbench::{HostError, HostbenchOpts, Instruction};
 use dmasim::input::InputError;
 use dmasim::platform::{self, Profile};
 use dmasim::policy::KernelVersion;
@@ -42,6 +43,36 @@ struct Overrides {
     policy: Vec<String>,
 }
 
+#[derive(clap::Args)]
+struct HostGeometry {
+    /// Buffer size (bytes, or with K/M/G).
+    #[arg(long, default_value = "10M", value_parser = size_arg)]
+    buffer: u64,
+    /// Scatter-gather entry size.
+    #[arg(long, default_value = "4K", value_parser = size_arg)]
+    entry: u64,
+    /// Passes per mode.
+    #[arg(long, default_value_t = 50)]
+    iterations: u32,
+    /// clflushopt | clwb (x86-64), dc-cvac | dc-civac (arm64); default: the host's clean-and-invalidate.
+    #[arg(long)]
+    instruction: Option<String>,
+}
+
+fn size_arg(s: &str) -> Result<u64, String> {
+    dmasim::input::parse_size(s).ok_or_else(|| format!("not a size: `{s}` (try 4096, 4K, 10M)"))
+}
+
+impl HostGeometry {
+    fn instruction(&self) -> Result<Instruction, InputError> {
+        match &self.instruction {
+            Some(n) => Instruction::parse(n).ok_or_else(|| arg_error(format!("--instruction: `{n}` is not one of clflushopt, clwb, dc-cvac, dc-civac"))),
+            None => Instruction::default_for_host()
+                .ok_or_else(|| arg_error("this CPU has no user-space cache clean-and-invalidate instruction dmasim can measure")),
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// List the built-in platform profiles.
@@ -54,6 +85,24 @@ enum Cmd {
         overrides: Overrides,
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
+    },
+    /// Measure per-entry vs batched cache maintenance on this machine's real caches.
+    Hostbench {
+        #[command(flatten)]
+        geometry: HostGeometry,
+        /// Also predict the medians from a profile (e.g. one written by `dmasim calibrate`).
+        #[arg(long)]
+        platform: Option<String>,
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
+    /// Fit a profile to this machine from host measurements and write it as TOML.
+    Calibrate {
+        #[command(flatten)]
+        geometry: HostGeometry,
+        /// Write the profile here instead of standard output.
+        #[arg(long, short)]
+        output: Option<String>,
     },
     /// Recreate published experiments: published vs model, row by row.
     Reproduce {
@@ -73,6 +122,9 @@ fn main() -> ExitCode {
         Err(e) => {
             if let Some(ie) = e.downcast_ref::<InputError>() {
                 eprintln!("error: {ie}");
+                ExitCode::from(2)
+            } else if let Some(he) = e.downcast_ref::<HostError>() {
+                eprintln!("error: {he}");
                 ExitCode::from(2)
             } else {
                 eprintln!("error: {e:#}");
@@ -129,6 +181,42 @@ fn real_main(cli: Cli) -> Result<()> {
             match format {
                 Format::Table => print!("{}", dmasim::report::run_table(&r)),
                 Format::Json => print_json(&dmasim::report::run_json(&r))?,
+            }
+        }
+        Cmd::Hostbench {
+            geometry,
+            platform,
+            format,
+        } => {
+            let opts = HostbenchOpts {
+                buffer_bytes: geometry.buffer,
+                entry_bytes: geometry.entry,
+                iterations: geometry.iterations,
+                instruction: geometry.instruction()?,
+            };
+            let profile = platform.as_deref().map(Profile::load).transpose()?;
+            let r = dmasim::hostbench::run_with_model(&opts, profile.as_ref())?;
+            match format {
+                Format::Table => print!("{}", dmasim::hostbench::render_table(&r)),
+                Format::Json => print_json(&serde_json::to_value(&r)?)?,
+            }
+        }
+        Cmd::Calibrate { geometry, output } => {
+            let opts = dmasim::calibrate::CalibrateOpts {
+                buffer_bytes: geometry.buffer,
+                entry_bytes: geometry.entry,
+                iterations: geometry.iterations,
+                instruction: geometry.instruction()?,
+            };
+            let text = dmasim::calibrate::calibrate(&opts)?;
+            match output {
+                Some(path) => {
+                    std::fs::write(&path, text).map_err(|e| {
+                        InputError::new(&path, format!("cannot write profile: {e}"))
+                    })?;
+                    eprintln!("wrote {path}");
+                }
+                None => print!("{text}"),
             }
         }
         Cmd::Reproduce {

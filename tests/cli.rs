@@ -242,3 +242,84 @@ fn run_json_is_deterministic_and_complete() {
     ]);
     assert_eq!(o.stdout, again.stdout);
 }
+
+#[test]
+fn hostbench_bad_options_exit_2() {
+    for args in [
+        vec!["hostbench", "--entry", "100"],
+        vec!["hostbench", "--buffer", "3 parsecs"],
+        vec!["hostbench", "--iterations", "0"],
+        vec!["hostbench", "--instruction", "wbinvd"],
+        vec!["calibrate", "--entry", "0"],
+    ] {
+        let o = dmasim(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{args:?}");
+    }
+    // The other architecture's instruction is refused with a clear message.
+    let foreign = if cfg!(target_arch = "x86_64") {
+        "dc-cvac"
+    } else {
+        "clflushopt"
+    };
+    let o = dmasim(&["hostbench", "--instruction", foreign]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("unsupported"), "{}", stderr(&o));
+}
+
+#[test]
+fn hostbench_json_reports_both_modes() {
+    // A profile calibrated on this host (small and quick: the figures are not judged here).
+    let profile = std::env::temp_dir().join(format!("dmasim-cli-{}-host.toml", std::process::id()));
+    let profile = profile.to_string_lossy().into_owned();
+    let o = dmasim(&[
+        "calibrate",
+        "--buffer",
+        "256K",
+        "--entry",
+        "4K",
+        "--iterations",
+        "3",
+        "-o",
+        &profile,
+    ]);
+    if o.status.code() == Some(2) && stderr(&o).contains("unsupported") {
+        eprintln!(
+            "skipped: this CPU cannot run the default instruction ({})",
+            stderr(&o)
+        );
+        return;
+    }
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = dmasim(&[
+        "hostbench",
+        "--buffer",
+        "256K",
+        "--entry",
+        "4K",
+        "--iterations",
+        "3",
+        "--format",
+        "json",
+        "--platform",
+        &profile,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let modes: Vec<&str> = v["modes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["mode"].as_str().unwrap())
+        .collect();
+    assert_eq!(modes, ["per-entry", "batched"]);
+    for m in v["modes"].as_array().unwrap() {
+        assert!(
+            m["median_ns"].as_f64().unwrap() > 0.0
+                && m["min_ns"].as_f64().unwrap() <= m["median_ns"].as_f64().unwrap()
+        );
+        assert!(m["instruction"].is_string());
+    }
+    assert_eq!(v["entries"], 64);
+    assert_eq!(v["model"]["modes"].as_array().unwrap().len(), 2);
+}

@@ -16,14 +16,14 @@ runs=${1:-3}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cc -O2 -Wall -o "$tmp/hostbench_ref" tools/hostbench_ref.c || exit 2
-cargo build --quiet --release --example hostbench || exit 2
-rust=target/release/examples/hostbench
+cargo build --quiet --release || exit 2
+rust="target/release/dmasim hostbench --format json"
 
 fail=0
 i=1
 while [ "$i" -le "$runs" ]; do
 	"$tmp/hostbench_ref" "$@" >"$tmp/c.json" || exit 2
-	"$rust" "$@" >"$tmp/rust.json" || exit 2
+	$rust "$@" >"$tmp/rust.json" || exit 2
 	python3 - "$tmp/c.json" "$tmp/rust.json" "$i" <<'PY' || fail=1
 import json, sys
 c, r = (json.load(open(p)) for p in sys.argv[1:3])
