@@ -28,6 +28,8 @@ struct Cli {
 enum Format {
     Table,
     Json,
+    /// Folded stacks for flame-graph tools (`run` only).
+    Folded,
 }
 
 #[derive(clap::Args)]
@@ -181,6 +183,7 @@ fn real_main(cli: Cli) -> Result<()> {
             match format {
                 Format::Table => print!("{}", dmasim::report::run_table(&r)),
                 Format::Json => print_json(&dmasim::report::run_json(&r))?,
+                Format::Folded => print!("{}", dmasim::report::run_folded(&r)),
             }
         }
         Cmd::Hostbench {
@@ -198,6 +201,9 @@ fn real_main(cli: Cli) -> Result<()> {
             let r = dmasim::hostbench::run_with_model(&opts, profile.as_ref())?;
             match format {
                 Format::Table => print!("{}", dmasim::hostbench::render_table(&r)),
+                Format::Folded => {
+                    return Err(arg_error("--format folded applies to `run` only").into());
+                }
                 Format::Json => print_json(&serde_json::to_value(&r)?)?,
             }
         }
@@ -238,7 +244,11 @@ fn real_main(cli: Cli) -> Result<()> {
             for e in chosen {
                 reports.push((e.run)()?);
             }
+            if format == Format::Folded {
+                return Err(arg_error("--format folded applies to `run` only").into());
+            }
             match format {
+                Format::Folded => unreachable!("refused above"),
                 Format::Table => {
                     let tables: Vec<String> = reports.iter().map(reproduce::render_table).collect();
                     print!("{}", tables.join("\n"));

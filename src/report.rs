@@ -274,3 +274,15 @@ fn trim_float(x: f64) -> String {
         format!("{x:.2}")
     }
 }
+
+/// Folded stacks (`frame;frame;frame value`), the input of flame-graph tools; the value is
+/// picoseconds so that no stack rounds to zero.
+pub fn run_folded(r: &RunResult) -> String {
+    let mut o = String::new();
+    for s in &r.stacks {
+        if s.self_ps > 0 {
+            let _ = writeln!(o, "{} {}", s.stack.replace(" > ", ";"), s.self_ps);
+        }
+    }
+    o
+}

@@ -290,6 +290,9 @@ impl Scenario {
                 ),
             )
         })?;
+        if direction == DmaDirection::None {
+            return Err(c.err(w.direction.span(), "workload.direction", "DMA_NONE cannot be mapped or synced (the kernel's valid_dma_direction() check BUGs on it); choose bidirectional, to_device or from_device"));
+        }
         let calls = Calls::parse(w.calls.get_ref()).ok_or_else(|| {
             c.err(
                 w.calls.span(),
