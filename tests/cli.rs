@@ -52,104 +52,94 @@ fn expect_input_error(o: &Output, file: &str, line: usize, key: &str) {
     assert_eq!(e.lines().count(), 1, "one message: {e}");
 }
 
-fn run_with_profile(name: &str, profile: &str) -> (Output, String) {
-    let p = scratch(name, profile);
-    let path = p.to_string_lossy().into_owned();
-    (
-        dmasim(&["run", "scenarios/batched-sync.toml", "--platform", &path]),
-        path,
-    )
+/// (case, broken text, a snippet on the line the error must name, the key it must name)
+type Case = (&'static str, String, &'static str, &'static str);
+
+fn check_cases(cases: Vec<Case>, run: impl Fn(&str) -> Output) {
+    for (case, text, at, key) in cases {
+        let p = scratch(&format!("{case}.toml"), &text);
+        let path = p.to_string_lossy().into_owned();
+        let o = run(&path);
+        expect_input_error(&o, &path, line_of(&text, at), key);
+    }
 }
 
 #[test]
-fn profile_syntax_error() {
-    let bad = PROFILE.replace("cost = { cycles = 10,", "cost = { cycles = ,");
-    let (o, path) = run_with_profile("syntax.toml", &bad);
-    expect_input_error(
-        &o,
-        &path,
-        line_of(&bad, "cost = { cycles = ,"),
-        "barrier.cost",
-    );
+fn bad_profiles_exit_2_naming_file_line_and_key() {
+    let cases: Vec<Case> = vec![
+        (
+            "p-syntax",
+            PROFILE.replace("cost = { cycles = 10,", "cost = { cycles = ,"),
+            "cost = { cycles = ,",
+            "barrier.cost",
+        ),
+        (
+            "p-unknown",
+            PROFILE.replace("[barrier]\n", "[barrier]\nspeed = 3\n"),
+            "speed = 3",
+            "barrier.speed",
+        ),
+        (
+            "p-missing",
+            PROFILE
+                .lines()
+                .filter(|l| !l.starts_with("line_bytes"))
+                .map(|l| format!("{l}\n"))
+                .collect(),
+            "[cache]",
+            "cache.line_bytes",
+        ),
+        (
+            "p-negative",
+            PROFILE.replacen("latency = { ns = 65.5", "latency = { ns = -65.5", 1),
+            "ns = -65.5",
+            "cache.clean.latency.ns",
+        ),
+    ];
+    check_cases(cases, |path| {
+        dmasim(&["run", "scenarios/batched-sync.toml", "--platform", path])
+    });
 }
 
 #[test]
-fn profile_unknown_key() {
-    let bad = PROFILE.replace("[barrier]\n", "[barrier]\nspeed = 3\n");
-    let (o, path) = run_with_profile("unknown.toml", &bad);
-    expect_input_error(&o, &path, line_of(&bad, "speed = 3"), "barrier.speed");
-}
-
-#[test]
-fn profile_missing_key() {
-    let bad: String = PROFILE
-        .lines()
-        .filter(|l| !l.starts_with("line_bytes"))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    let (o, path) = run_with_profile("missing.toml", &bad);
-    expect_input_error(&o, &path, line_of(&bad, "[cache]"), "cache.line_bytes");
-}
-
-#[test]
-fn profile_negative_cost() {
-    let bad = PROFILE.replacen("latency = { ns = 65.5", "latency = { ns = -65.5", 1);
-    let (o, path) = run_with_profile("negative.toml", &bad);
-    expect_input_error(
-        &o,
-        &path,
-        line_of(&bad, "ns = -65.5"),
-        "cache.clean.latency.ns",
-    );
+fn bad_scenarios_exit_2_naming_file_line_and_key() {
+    let cases: Vec<Case> = vec![
+        (
+            "s-syntax",
+            SCENARIO.replace("iterations = 200", "iterations = 200 200"),
+            "iterations = 200 200",
+            "workload.iterations",
+        ),
+        (
+            "s-unknown",
+            SCENARIO.replace("[device]\n", "[device]\ncolour = \"red\"\n"),
+            "colour",
+            "device.colour",
+        ),
+        (
+            "s-missing",
+            SCENARIO
+                .lines()
+                .filter(|l| !l.starts_with("coherent"))
+                .map(|l| format!("{l}\n"))
+                .collect(),
+            "[device]",
+            "device.coherent",
+        ),
+        (
+            "s-negative",
+            SCENARIO.replace("iterations = 200", "iterations = -5"),
+            "iterations = -5",
+            "workload.iterations",
+        ),
+    ];
+    check_cases(cases, |path| dmasim(&["run", path]));
 }
 
 fn run_scenario(name: &str, text: &str) -> (Output, String) {
-    // Scenarios name their platform; keep it a built-in so the file stands alone.
     let p = scratch(name, text);
     let path = p.to_string_lossy().into_owned();
     (dmasim(&["run", &path]), path)
-}
-
-#[test]
-fn scenario_syntax_error() {
-    let bad = SCENARIO.replace("iterations = 200", "iterations = 200 200");
-    let (o, path) = run_scenario("s-syntax.toml", &bad);
-    expect_input_error(
-        &o,
-        &path,
-        line_of(&bad, "iterations = 200 200"),
-        "workload.iterations",
-    );
-}
-
-#[test]
-fn scenario_unknown_key() {
-    let bad = SCENARIO.replace("[device]\n", "[device]\ncolour = \"red\"\n");
-    let (o, path) = run_scenario("s-unknown.toml", &bad);
-    expect_input_error(&o, &path, line_of(&bad, "colour"), "device.colour");
-}
-
-#[test]
-fn scenario_missing_key() {
-    let bad: String = SCENARIO
-        .lines()
-        .filter(|l| !l.starts_with("coherent"))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    let (o, path) = run_scenario("s-missing.toml", &bad);
-    expect_input_error(&o, &path, line_of(&bad, "[device]"), "device.coherent");
-}
-
-#[test]
-fn scenario_negative_value() {
-    let bad = SCENARIO.replace("iterations = 200", "iterations = -5");
-    let (o, path) = run_scenario("s-negative.toml", &bad);
-    expect_input_error(
-        &o,
-        &path,
-        line_of(&bad, "iterations = -5"),
-        "workload.iterations",
-    );
 }
 
 #[test]

@@ -12,8 +12,8 @@
 //! `dcache_inval_poc` cleans-and-invalidates (DC CIVAC) a partial first or last line, because the
 //! rest of that line may hold CPU data that must not be lost, and invalidates (DC IVAC) the rest.
 
-use super::ArchDma;
-use crate::hw::{CacheOp, Hw, lines_spanned};
+use super::{ArchDma, by_line_op};
+use crate::hw::{CacheOp, Hw};
 use crate::types::{DmaDirection, PhysAddr};
 
 /// Which release's direction rules apply.
@@ -38,17 +38,12 @@ impl Arm64 {
 
 /// `dcache_clean_poc[_nosync]`: DC CVAC on every line of the range.
 pub fn dcache_clean_poc(hw: &mut dyn Hw, start: PhysAddr, size: u64, complete: bool) {
-    hw.enter(if complete {
+    let frame = if complete {
         "dcache_clean_poc"
     } else {
         "dcache_clean_poc_nosync"
-    });
-    let lines = lines_spanned(start, size, hw.line_bytes());
-    hw.cache_maint(CacheOp::Clean, start, lines);
-    if complete {
-        hw.barrier();
-    }
-    hw.leave();
+    };
+    by_line_op(hw, frame, CacheOp::Clean, start, size, complete);
 }
 
 /// `dcache_inval_poc[_nosync]`: DC CIVAC on a partial first and last line, DC IVAC between.
@@ -91,17 +86,12 @@ pub fn dcache_inval_poc(hw: &mut dyn Hw, start: PhysAddr, size: u64, complete: b
 
 /// `dcache_clean_inval_poc[_nosync]`: DC CIVAC on every line of the range.
 pub fn dcache_clean_inval_poc(hw: &mut dyn Hw, start: PhysAddr, size: u64, complete: bool) {
-    hw.enter(if complete {
+    let frame = if complete {
         "dcache_clean_inval_poc"
     } else {
         "dcache_clean_inval_poc_nosync"
-    });
-    let lines = lines_spanned(start, size, hw.line_bytes());
-    hw.cache_maint(CacheOp::CleanInval, start, lines);
-    if complete {
-        hw.barrier();
-    }
-    hw.leave();
+    };
+    by_line_op(hw, frame, CacheOp::CleanInval, start, size, complete);
 }
 
 /// Clean-and-invalidate in every direction, for host measurements on arm64 where user space may

@@ -13,7 +13,7 @@
 pub mod arm64;
 pub mod x86;
 
-use crate::hw::{CacheOp, Hw};
+use crate::hw::{CacheOp, Hw, lines_spanned};
 use crate::types::{DmaDirection, PhysAddr};
 use std::fmt::Debug;
 
@@ -42,4 +42,24 @@ pub trait ArchDma: Debug {
     /// Cache operations this architecture may issue (so a profile can be checked up front).
     fn required_ops(&self) -> &'static [CacheOp];
     fn name(&self) -> &'static str;
+}
+
+/// The by-line loop every range operation shares (`dcache_by_line_op` on arm64,
+/// `clflush_cache_range` on x86): one `op` per line the range touches, then a barrier when the
+/// caller wants the operations completed. `frame` names the kernel function for breakdowns.
+pub fn by_line_op(
+    hw: &mut dyn Hw,
+    frame: &'static str,
+    op: CacheOp,
+    start: PhysAddr,
+    size: u64,
+    complete: bool,
+) {
+    hw.enter(frame);
+    let lines = lines_spanned(start, size, hw.line_bytes());
+    hw.cache_maint(op, start, lines);
+    if complete {
+        hw.barrier();
+    }
+    hw.leave();
 }
