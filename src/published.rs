@@ -8,10 +8,20 @@
 
 use serde::Deserialize;
 
-const FILES: &[(&str, &str)] = &[(
-    "batched-sync",
-    include_str!("../data/published/batched-sync.toml"),
-)];
+const FILES: &[(&str, &str)] = &[
+    (
+        "batched-sync",
+        include_str!("../data/published/batched-sync.toml"),
+    ),
+    (
+        "smmu-walk-flush",
+        include_str!("../data/published/smmu-walk-flush.toml"),
+    ),
+    (
+        "swiotlb-phys",
+        include_str!("../data/published/swiotlb-phys.toml"),
+    ),
+];
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -20,6 +30,8 @@ pub struct PublishedRow {
     pub unit: String,
     pub value: f64,
     pub what: String,
+    /// `lower`: the publication only says "more than" this value.
+    pub bound: Option<String>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
