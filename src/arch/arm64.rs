@@ -63,11 +63,11 @@ pub fn dcache_inval_poc(hw: &mut dyn Hw, start: PhysAddr, size: u64, complete: b
         let end = start.0 + size;
         let mut first = start.0 / line;
         let mut last = (end - 1) / line; // inclusive
-        if start.0 % line != 0 {
+        if !start.0.is_multiple_of(line) {
             hw.cache_maint(CacheOp::CleanInval, PhysAddr(first * line), 1);
             first += 1;
         }
-        if end % line != 0 && last >= first {
+        if !end.is_multiple_of(line) && last >= first {
             hw.cache_maint(CacheOp::CleanInval, PhysAddr(last * line), 1);
             last = last.wrapping_sub(1);
         }
