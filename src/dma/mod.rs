@@ -5,6 +5,7 @@
 
 pub mod direct;
 pub mod mapping;
+pub mod swiotlb;
 pub mod sync_policy;
 
 use crate::device::Device;

@@ -1,0 +1,2 @@
+//! swiotlb (stub)
+pub mod pool;
