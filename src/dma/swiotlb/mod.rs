@@ -469,4 +469,4 @@ impl Swiotlb {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
