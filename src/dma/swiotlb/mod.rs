@@ -469,4 +469,6 @@ impl Swiotlb {
 }
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 pub(crate) mod tests;
