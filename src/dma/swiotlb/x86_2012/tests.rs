@@ -275,3 +275,59 @@ fn bad_pool_sizes_are_errors_not_panics() {
     .unwrap_err();
     assert_eq!(e, SwiotlbError::BadSize(1000));
 }
+
+#[test]
+fn model_time_and_per_symbol_profile_follow_the_calls_made() {
+    use crate::hw::model::{Model, ModelParams};
+    let mut params = ModelParams::default();
+    for (k, ps) in [
+        ("__phys_addr", 1000),
+        ("is_swiotlb_buffer", 300),
+        ("swiotlb_sync_single", 200),
+        ("unmap_single", 100),
+        ("swiotlb_dma_mapping_error", 50),
+    ] {
+        params.sw.insert(k.to_string(), ps);
+    }
+    let mut per_policy = Vec::new();
+    for policy in ["virt", "phys"] {
+        let mem = machine();
+        let m = Model::new(params.clone());
+        let mut o = Swiotlb2012Ops::new(
+            &m,
+            mem,
+            &Swiotlb2012Config {
+                size: 1 << 20,
+                ..Swiotlb2012Config::default()
+            },
+            bookkeeping_by_name(&m, policy).unwrap(),
+        )
+        .unwrap();
+        let mut m = m;
+        let dev = nic();
+        let (rx, tx) = (DmaAddr(HIGH), PhysAddr(HIGH + 0x10_0000));
+        o.sync_single_for_cpu(&mut m, &dev, rx, 2048, FROM);
+        o.sync_single_for_device(&mut m, &dev, rx, 2048, FROM);
+        let t = o.map_page(&mut m, &dev, tx, 60, TO, NONE).unwrap();
+        assert!(!o.mapping_error(&mut m, &dev, t));
+        o.unmap_page(&mut m, &dev, t, 60, TO, NONE);
+        let self_time = |sym: &str| -> u64 {
+            m.ledger
+                .stacks()
+                .iter()
+                .filter(|s| s.stack.last() == Some(&sym))
+                .map(|s| s.self_ps)
+                .sum()
+        };
+        assert_eq!(self_time("swiotlb_sync_single"), 400);
+        assert_eq!(self_time("unmap_single"), 100);
+        per_policy.push((
+            m.now_ps(),
+            self_time("__phys_addr"),
+            self_time("is_swiotlb_buffer"),
+        ));
+    }
+    // virt: 7 translations and 3 out-of-line is_swiotlb_buffer calls; phys: neither.
+    assert_eq!(per_policy[0], (7000 + 900 + 400 + 100 + 50, 7000, 900));
+    assert_eq!(per_policy[1], (400 + 100 + 50, 0, 0));
+}
