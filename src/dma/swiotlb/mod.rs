@@ -226,9 +226,18 @@ impl Swiotlb {
         paddr >= self.pool.start && paddr < self.pool.end()
     }
 
-    /// `swiotlb_max_mapping_size()`.
+    /// `swiotlb_max_mapping_size()`: a segment, less (6.0) the slots a `min_align_mask` may skip.
     pub fn max_mapping_size(&self, dev: &Device) -> u64 {
-        IO_TLB_MAX_MAPPING - self.align_offset(dev, PhysAddr(dev.min_align_mask))
+        match self.release {
+            Release::Linux3_6 => IO_TLB_MAX_MAPPING,
+            Release::Linux6_0 => {
+                IO_TLB_MAX_MAPPING
+                    - dev
+                        .min_align_mask
+                        .min(IO_TLB_MAX_MAPPING - 1)
+                        .next_multiple_of(IO_TLB_SIZE)
+            }
+        }
     }
 
     /// `swiotlb_align_offset()`: the part of the original's address a bounce buffer keeps (6.0).

@@ -608,3 +608,44 @@ fn min_align_mask_offset_is_kept_in_the_slot() {
     );
     assert!(pristine(&d));
 }
+
+#[test]
+fn a_whole_segment_needs_an_even_slot_in_6_0_but_not_in_3_6() {
+    for (release, fits) in [(Release::Linux3_6, true), (Release::Linux6_0, false)] {
+        let mem = machine();
+        let mut d = direct(&mem, cfg(release), false);
+        let dev = dev32(true);
+        let mut r = Recorder::new(64);
+        // At page offset 0x800, 6.0 keeps bit 11 of the original (mappings of a page or more are
+        // "page aligned" relative to it), so the run must start at an odd slot: 127 slots at most.
+        let got = d.map_page(
+            &mut r,
+            &dev,
+            PhysAddr(HIGH + 0x800),
+            IO_TLB_MAX_MAPPING,
+            DmaDirection::ToDevice,
+            DmaAttrs::NONE,
+        );
+        assert_eq!(got.is_ok(), fits, "{}", release.name());
+        if let Ok(a) = got {
+            d.unmap_page(
+                &mut r,
+                &dev,
+                a,
+                IO_TLB_MAX_MAPPING,
+                DmaDirection::ToDevice,
+                DmaAttrs::NONE,
+            );
+        }
+        assert!(pristine(&d));
+        let mut nvme = dev.clone();
+        nvme.min_align_mask = 0xfff;
+        let s = d.swiotlb().unwrap();
+        let want = match release {
+            Release::Linux3_6 => IO_TLB_MAX_MAPPING,
+            Release::Linux6_0 => IO_TLB_MAX_MAPPING - 4096,
+        };
+        assert_eq!(s.max_mapping_size(&nvme), want);
+        assert_eq!(s.max_mapping_size(&dev), IO_TLB_MAX_MAPPING);
+    }
+}
