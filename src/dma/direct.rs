@@ -221,7 +221,8 @@ impl DmaDirect {
         if let Some(s) = self.swiotlb.as_mut()
             && s.is_swiotlb_buffer(paddr)
         {
-            if !dev.is_dma_coherent() {
+            let copies_out = matches!(dir, DmaDirection::FromDevice | DmaDirection::Bidirectional);
+            if copies_out && !dev.is_dma_coherent() {
                 // The invalidate of the slot must have completed before the CPU reads it: per-entry
                 // sync already waited; batched sync waits here rather than at the end of the call.
                 self.sync.end_of_call(hw, self.arch.as_ref());
