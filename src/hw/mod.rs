@@ -3,8 +3,9 @@
 //! Kernel counterpart: none as such — this is the line between the kernel's algorithms (which we
 //! run for real) and the machine they run on (which we model or, on a real host, exercise). What
 //! crosses it mirrors the instructions the kernel's code would execute: a cache-maintenance
-//! instruction per line (`DC CVAC`, `CLFLUSHOPT`, ...), a barrier (`DSB SY`, `SFENCE`), and named
-//! stretches of the kernel's own instructions (`sw`).
+//! instruction per line (`DC CVAC`, `CLFLUSHOPT`, ...), a barrier (`DSB SY`, `SFENCE`), a CPU copy
+//! between two buffers (swiotlb's bounce), and named stretches of the kernel's own instructions
+//! (`sw`), some of which are also counted events (a lock taken, an out-of-line address translation).
 //!
 //! Invariants: functional code never computes a time. It calls [`Hw`]; a backend decides what an
 //! operation costs ([`model::Model`]) or performs it ([`host`]). Every charge lands on the call
@@ -53,21 +54,33 @@ impl CacheOp {
     }
 }
 
-/// Countable hardware operations. Counts come from running the algorithms.
+/// Countable operations. Counts come from running the algorithms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Counter {
     CacheCleanLine,
     CacheInvalLine,
     CacheCleanInvalLine,
     Barrier,
+    /// One bounce copy (`memcpy` in `swiotlb_bounce`), whatever its length.
+    BounceCopy,
+    /// Bytes moved by bounce copies.
+    BounceCopyBytes,
+    /// A spin lock taken (`spin_lock_irqsave` of the swiotlb pool or area lock).
+    SpinLock,
+    /// An out-of-line `__phys_addr` call (x86-64 `virt_to_phys` before the 3.7 swiotlb series).
+    PhysAddrCall,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 4] = [
+    pub const ALL: [Counter; 8] = [
         Counter::CacheCleanLine,
         Counter::CacheInvalLine,
         Counter::CacheCleanInvalLine,
         Counter::Barrier,
+        Counter::BounceCopy,
+        Counter::BounceCopyBytes,
+        Counter::SpinLock,
+        Counter::PhysAddrCall,
     ];
     pub const N: usize = Counter::ALL.len();
 
@@ -78,6 +91,10 @@ impl Counter {
             Counter::CacheInvalLine => "cache_inval_line",
             Counter::CacheCleanInvalLine => "cache_clean_inval_line",
             Counter::Barrier => "barrier",
+            Counter::BounceCopy => "bounce_copy",
+            Counter::BounceCopyBytes => "bounce_copy_bytes",
+            Counter::SpinLock => "spin_lock",
+            Counter::PhysAddrCall => "phys_addr_call",
         }
     }
 
@@ -93,6 +110,10 @@ impl Counter {
             (Counter::CacheInvalLine, Arch::X86_64) => "(none)",
             (Counter::CacheCleanInvalLine, Arch::X86_64) => "CLFLUSHOPT",
             (Counter::Barrier, Arch::X86_64) => "SFENCE",
+            (Counter::BounceCopy, _) => "memcpy",
+            (Counter::BounceCopyBytes, _) => "memcpy (bytes)",
+            (Counter::SpinLock, _) => "spin_lock_irqsave",
+            (Counter::PhysAddrCall, _) => "call __phys_addr",
         }
     }
 }
@@ -119,6 +140,13 @@ pub trait Hw {
     fn line_bytes(&self) -> u64;
     /// Current time on this backend's clock, in picoseconds.
     fn now_ps(&self) -> u64;
+    /// A CPU copy of `bytes` between two buffers in memory (swiotlb's bounce `memcpy`). The bytes
+    /// themselves are moved by the caller in simulated memory; this charges and counts the copy.
+    /// Backends that cannot price a copy ignore it.
+    fn copy(&mut self, _bytes: u64) {}
+    /// Count `n` events of a kind that has no time of its own here (its time was charged through
+    /// [`Hw::sw`]): a lock taken, an out-of-line translation call. Backends without counters ignore it.
+    fn count(&mut self, _c: Counter, _n: u64) {}
 }
 
 /// One node of the call tree: a kernel function reached by one particular path.

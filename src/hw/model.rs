@@ -25,6 +25,23 @@ pub struct MaintCost {
     pub interval_ps: u64,
 }
 
+/// Cost of a CPU copy (`memcpy`): a fixed part per call plus a part per byte. The per-byte part is
+/// kept in femtoseconds because a streaming copy moves a byte in well under a picosecond.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CopyCost {
+    pub call_ps: u64,
+    pub per_byte_fs: u64,
+}
+
+impl CopyCost {
+    /// Picoseconds to copy `bytes`.
+    pub fn ps(&self, bytes: u64) -> u64 {
+        let per_byte = (u128::from(bytes) * u128::from(self.per_byte_fs)).div_ceil(1000);
+        self.call_ps
+            .saturating_add(u64::try_from(per_byte).unwrap_or(u64::MAX))
+    }
+}
+
 /// Everything the Model charges from, resolved from a profile.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ModelParams {
@@ -32,6 +49,9 @@ pub struct ModelParams {
     pub maint: [Option<MaintCost>; 3],
     pub barrier_ps: u64,
     pub sw: BTreeMap<String, u64>,
+    /// `None` when the profile has no `[memory.copy]`: copies are then counted but free, and a
+    /// scenario that bounces should have been refused up front (`Profile::require_copy`).
+    pub copy: Option<CopyCost>,
 }
 
 impl ModelParams {
@@ -128,6 +148,17 @@ impl Hw for Model {
     fn now_ps(&self) -> u64 {
         self.now
     }
+
+    fn copy(&mut self, bytes: u64) {
+        let ps = self.params.copy.unwrap_or_default().ps(bytes);
+        self.ledger.count(Counter::BounceCopy, 1);
+        self.ledger.count(Counter::BounceCopyBytes, bytes);
+        self.advance(ps);
+    }
+
+    fn count(&mut self, c: Counter, n: u64) {
+        self.ledger.count(c, n);
+    }
 }
 
 #[cfg(test)]
@@ -145,6 +176,7 @@ mod tests {
             maint: [Some(c), Some(c), Some(c)],
             barrier_ps: barrier,
             sw: BTreeMap::new(),
+            copy: None,
         }
     }
 
@@ -190,6 +222,26 @@ mod tests {
         assert_eq!(m.now_ps(), 10_400 + 100);
         m.barrier();
         assert_eq!(m.now_ps(), 10_400 + 500 + 9 * 100);
+    }
+
+    #[test]
+    fn copies_charge_per_call_and_per_byte() {
+        let mut p = params(1, 1, 0, 1);
+        p.copy = Some(CopyCost {
+            call_ps: 5000,
+            per_byte_fs: 250,
+        });
+        let mut m = Model::new(p);
+        m.enter("memcpy");
+        m.copy(2048);
+        m.leave();
+        assert_eq!(m.now_ps(), 5000 + 512);
+        let t = m.ledger.totals();
+        assert_eq!(t[Counter::BounceCopy as usize], 1);
+        assert_eq!(t[Counter::BounceCopyBytes as usize], 2048);
+        m.count(Counter::SpinLock, 2);
+        assert_eq!(m.ledger.totals()[Counter::SpinLock as usize], 2);
+        assert_eq!(m.now_ps(), 5512, "a count charges no time");
     }
 
     #[test]

@@ -15,7 +15,14 @@
 //! silent no-op.
 
 use crate::types::PhysAddr;
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+
+/// Memory shared by the layers of one simulated machine (swiotlb's pool, page tables, the buffers
+/// a scenario fills). One run is single-threaded, so a plain `Rc<RefCell<_>>`; borrows are held only
+/// for the length of one read, write or copy, never across a call into another layer.
+pub type SharedPhysMem = Rc<RefCell<PhysMem>>;
 
 const PAGE: u64 = 4096;
 
@@ -66,6 +73,11 @@ impl PhysMem {
             allocated: BTreeMap::new(),
             bytes: HashMap::new(),
         }
+    }
+
+    /// Wrap for sharing between layers.
+    pub fn shared(self) -> SharedPhysMem {
+        Rc::new(RefCell::new(self))
     }
 
     /// A single node 0 of `size` bytes at `start`.
