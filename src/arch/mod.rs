@@ -13,7 +13,7 @@
 pub mod arm64;
 pub mod x86;
 
-use crate::hw::{CacheOp, Hw, lines_spanned};
+use crate::hw::{CacheOp, Hw};
 use crate::types::{DmaDirection, PhysAddr};
 use std::fmt::Debug;
 
@@ -44,9 +44,7 @@ pub trait ArchDma: Debug {
     fn name(&self) -> &'static str;
 }
 
-/// The by-line loop every range operation shares (`dcache_by_line_op` on arm64,
-/// `clflush_cache_range` on x86): one `op` per line the range touches, then a barrier when the
-/// caller wants the operations completed. `frame` names the kernel function for breakdowns.
+/// The by-line loop every range operation shares; see [`Hw::by_line_op`].
 pub fn by_line_op(
     hw: &mut dyn Hw,
     frame: &'static str,
@@ -55,11 +53,5 @@ pub fn by_line_op(
     size: u64,
     complete: bool,
 ) {
-    hw.enter(frame);
-    let lines = lines_spanned(start, size, hw.line_bytes());
-    hw.cache_maint(op, start, lines);
-    if complete {
-        hw.barrier();
-    }
-    hw.leave();
+    hw.by_line_op(frame, op, start, size, complete);
 }

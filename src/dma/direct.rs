@@ -150,8 +150,11 @@ impl DmaDirect {
         size: u64,
         dir: DmaDirection,
         attrs: DmaAttrs,
+        walk: SwCost,
     ) -> Result<DmaAddr, DmaError> {
-        hw.sw(self.costs.map_phys);
+        // The sg walk's step (if any) and this inline helper run back to back in the same frame:
+        // one charge for both keeps the per-entry hot path short.
+        hw.sw(SwCost(walk.0 + self.costs.map_phys.0));
         let addr = self.phys_to_dma(dev, phys);
         if self
             .swiotlb
@@ -185,8 +188,9 @@ impl DmaDirect {
         size: u64,
         dir: DmaDirection,
         attrs: DmaAttrs,
+        walk: SwCost,
     ) {
-        hw.sw(self.costs.unmap_phys);
+        hw.sw(SwCost(walk.0 + self.costs.unmap_phys.0));
         let phys = self.dma_to_phys(dev, addr);
         if !attrs.contains(DmaAttrs::SKIP_CPU_SYNC) {
             self.sync_single_for_cpu_nowait(hw, dev, addr, size, dir);
@@ -273,7 +277,7 @@ impl DmaMapOps for DmaDirect {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) -> Result<DmaAddr, DmaError> {
-        let r = self.map_phys(hw, dev, phys, size, dir, attrs);
+        let r = self.map_phys(hw, dev, phys, size, dir, attrs, SwCost(0));
         if r.is_ok() {
             self.end_of_call(hw, dev);
         }
@@ -289,7 +293,7 @@ impl DmaMapOps for DmaDirect {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) {
-        self.unmap_phys(hw, dev, addr, size, dir, attrs);
+        self.unmap_phys(hw, dev, addr, size, dir, attrs, SwCost(0));
         self.end_of_call(hw, dev);
     }
 
@@ -304,9 +308,8 @@ impl DmaMapOps for DmaDirect {
         hw.enter("dma_direct_map_sg");
         let mut failed = None;
         for i in 0..sgt.entries.len() {
-            hw.sw(self.costs.sg_next);
             let (phys, len) = (sgt.entries[i].phys(), u64::from(sgt.entries[i].length));
-            match self.map_phys(hw, dev, phys, len, dir, attrs) {
+            match self.map_phys(hw, dev, phys, len, dir, attrs, self.costs.sg_next) {
                 Ok(addr) => {
                     let e = &mut sgt.entries[i];
                     e.dma_address = addr;
@@ -327,7 +330,6 @@ impl DmaMapOps for DmaDirect {
             Some((i, err)) => {
                 // Undo what was mapped; the CPU never touched it, so skip the maintenance.
                 for e in &mut sgt.entries[..i] {
-                    hw.sw(self.costs.sg_next);
                     self.unmap_phys(
                         hw,
                         dev,
@@ -335,6 +337,7 @@ impl DmaMapOps for DmaDirect {
                         u64::from(e.dma_length),
                         dir,
                         attrs.union(DmaAttrs::SKIP_CPU_SYNC),
+                        self.costs.sg_next,
                     );
                     e.dma_address = DmaAddr::MAPPING_ERROR;
                     e.dma_length = 0;
@@ -357,8 +360,15 @@ impl DmaMapOps for DmaDirect {
     ) {
         hw.enter("dma_direct_unmap_sg");
         for e in &mut sgt.entries {
-            hw.sw(self.costs.sg_next);
-            self.unmap_phys(hw, dev, e.dma_address, u64::from(e.dma_length), dir, attrs);
+            self.unmap_phys(
+                hw,
+                dev,
+                e.dma_address,
+                u64::from(e.dma_length),
+                dir,
+                attrs,
+                self.costs.sg_next,
+            );
             e.dma_address = DmaAddr::MAPPING_ERROR;
             e.dma_length = 0;
         }

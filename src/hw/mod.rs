@@ -138,6 +138,26 @@ pub trait Hw {
     fn sw_cost(&self, name: &str) -> SwCost;
     /// Cache line size the maintenance loops step by (`CTR_EL0.DminLine`, CPUID on x86).
     fn line_bytes(&self) -> u64;
+    /// The by-line loop every cache-maintenance range shares (`dcache_by_line_op` on arm64,
+    /// `clflush_cache_range` on x86): enter `frame`, issue `op` on every line the range touches,
+    /// wait for completion if asked, leave. A provided method so that, called through `dyn Hw`,
+    /// the steps inside dispatch statically; backends have no reason to override it.
+    fn by_line_op(
+        &mut self,
+        frame: &'static str,
+        op: CacheOp,
+        start: PhysAddr,
+        size: u64,
+        complete: bool,
+    ) {
+        self.enter(frame);
+        let lines = lines_spanned(start, size, self.line_bytes());
+        self.cache_maint(op, start, lines);
+        if complete {
+            self.barrier();
+        }
+        self.leave();
+    }
     /// Current time on this backend's clock, in picoseconds.
     fn now_ps(&self) -> u64;
     /// A CPU copy of `bytes` between two buffers in memory (swiotlb's bounce `memcpy`). The bytes
@@ -149,18 +169,20 @@ pub trait Hw {
     fn count(&mut self, _c: Counter, _n: u64) {}
 }
 
-/// One node of the call tree: a kernel function reached by one particular path.
+/// One node of the call tree: a kernel function reached by one particular path. `repr(C)` with
+/// the fields every enter/leave/charge touches first, so the hot path stays in one cache line.
 #[derive(Clone, Debug)]
+#[repr(C)]
 struct Node {
-    name: &'static str,
-    parent: u32,
     /// The child entered last, checked first: a loop enters the same callee over and over.
     hot: Option<(&'static str, u32)>,
-    children: Vec<u32>,
     self_ps: u64,
     /// Time this frame spent stalled in a barrier, reported as a child `(wait for completion)`.
     /// Kept here rather than as a real child so a barrier costs no frame switch.
     wait_ps: u64,
+    parent: u32,
+    name: &'static str,
+    children: Vec<u32>,
     counts: [u64; Counter::N],
 }
 
