@@ -142,6 +142,8 @@ impl DmaDirect {
     }
 
     /// `dma_direct_map_phys()` without the closing flush: the part shared by map_page and map_sg.
+    // The kernel's own argument list plus the caller's per-entry walk cost.
+    #[allow(clippy::too_many_arguments)]
     fn map_phys(
         &mut self,
         hw: &mut dyn Hw,
@@ -180,6 +182,7 @@ impl DmaDirect {
     }
 
     /// `dma_direct_unmap_phys()` without the closing flush.
+    #[allow(clippy::too_many_arguments)]
     fn unmap_phys(
         &mut self,
         hw: &mut dyn Hw,
