@@ -72,7 +72,10 @@ pub fn line_of(text: &str, offset: usize) -> usize {
 /// Parse a TOML document into `T`, turning any syntax or schema error into an [`InputError`] with
 /// the line and the dotted path of the offending key.
 pub fn parse_toml<T: DeserializeOwned>(file: &str, text: &str) -> Result<T, InputError> {
-    let de = toml::Deserializer::parse(text).map_err(|e| toml_error(file, text, &e, ""))?;
+    let de = toml::Deserializer::parse(text).map_err(|e| {
+        let key = e.span().map(|s| key_at(text, s.start)).unwrap_or_default();
+        toml_error(file, text, &e, &key)
+    })?;
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let path = if path == "." { String::new() } else { path };
@@ -100,6 +103,31 @@ fn toml_error(file: &str, text: &str, e: &toml::de::Error, path: &str) -> InputE
         }
     }
     InputError::at(file, text, e.span(), &key, message)
+}
+
+/// The dotted key being defined on the line holding byte `offset`, for syntax errors, where the
+/// parser has no key to report: the last `[table]` header above it plus the `key =` on the line.
+fn key_at(text: &str, offset: usize) -> String {
+    let line_start = text[..offset.min(text.len())]
+        .rfind('\n')
+        .map_or(0, |i| i + 1);
+    let line = text[line_start..].lines().next().unwrap_or("");
+    let table = text[..line_start]
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('[') && l.ends_with(']'))
+        .map(|l| l.trim_matches(|c| c == '[' || c == ']').trim().to_string())
+        .unwrap_or_default();
+    let key = line
+        .split_once('=')
+        .map(|(k, _)| k.trim())
+        .filter(|k| !k.is_empty() && !k.starts_with('['));
+    match (table.is_empty(), key) {
+        (_, None) => table,
+        (true, Some(k)) => k.to_string(),
+        (false, Some(k)) => format!("{table}.{k}"),
+    }
 }
 
 /// Parse a size such as `4096`, `4K`, `64KiB`, `10M` or `2 GiB` (binary multiples).
@@ -155,7 +183,8 @@ mod tests {
     fn syntax_error_has_a_line() {
         let e = parse_toml::<Outer>("f.toml", "[inner]\na = = 1\n").unwrap_err();
         assert_eq!(e.line, Some(2), "{e}");
-        assert!(e.to_string().starts_with("f.toml:2"), "{e}");
+        assert_eq!(e.key.as_deref(), Some("inner.a"), "{e}");
+        assert!(e.to_string().starts_with("f.toml:2: key `inner.a`"), "{e}");
     }
 
     #[test]

@@ -5,15 +5,52 @@
 //! ([`hw::model::Model`]) or to this machine's real hardware ([`hw::host`]). The module tree
 //! follows the kernel's: [`dma`] (kernel/dma), [`arch`] (arch/*/mm), with iommu, swiotlb and CMA to
 //! come beside them.
+//!
+//! Running a scenario from code:
+//!
+//! ```
+//! use dmasim::hw::Counter;
+//! use dmasim::scenario::{Scenario, run};
+//!
+//! let text = r#"
+//! [scenario]
+//! name = "example"
+//! platform = "dimensity9500"
+//! kernel = "7.0"
+//! [device]
+//! name = "dev"
+//! coherent = false
+//! dma_mask_bits = 64
+//! [workload]
+//! kind = "streaming"
+//! buffer = "64K"
+//! entry = "4K"
+//! direction = "from_device"
+//! calls = "map_sg+unmap_sg"
+//! iterations = 1
+//! "#;
+//! let s = Scenario::parse("example.toml", text, std::path::Path::new(".")).unwrap();
+//! let r = run(&s).unwrap();
+//! // 16 entries of 64 lines: cleaned for the device, invalidated for the CPU, a DSB after each.
+//! assert_eq!(r.count(Counter::CacheCleanLine), 1024);
+//! assert_eq!(r.count(Counter::CacheInvalLine), 1024);
+//! assert_eq!(r.count(Counter::Barrier), 32);
+//! ```
 
 pub mod arch;
+pub mod calibrate;
 pub mod device;
 pub mod dma;
+pub mod hostbench;
 pub mod hw;
 pub mod input;
 pub mod iommu;
 pub mod mm;
 pub mod platform;
 pub mod policy;
+pub mod published;
+pub mod report;
+pub mod reproduce;
 pub mod scatterlist;
+pub mod scenario;
 pub mod types;

@@ -8,6 +8,7 @@
 //! that lists the choices.
 
 use crate::arch::arm64::DirRules;
+use crate::dma::swiotlb::x86_2012::ADDR_POLICIES;
 use crate::dma::sync_policy;
 
 /// The kernel release a run models, as (major, minor).
@@ -35,6 +36,8 @@ pub struct Policies {
     pub sync: String,
     /// `arm64_dir_rules`: `pre-5.19` or `5.19`.
     pub arm64_dir_rules: DirRules,
+    /// `swiotlb_addr`: `virt` (≤ 3.6) or `phys` (3.7 on), for the 2012 swiotlb ops.
+    pub swiotlb_addr: String,
 }
 
 /// The newest release whose behaviour dmasim models.
@@ -51,6 +54,11 @@ pub const KEYS: &[(&str, &[&str], &str)] = &[
         "arm64_dir_rules",
         &["pre-5.19", "5.19"],
         "arm64 map for FROM_DEVICE invalidates (pre-5.19) or cleans (5.19)",
+    ),
+    (
+        "swiotlb_addr",
+        ADDR_POLICIES,
+        "swiotlb keeps its pool addresses virtual, translated by __phys_addr calls (virt, <= 3.6), or physical (phys, 3.7)",
     ),
 ];
 
@@ -70,6 +78,12 @@ impl Policies {
             } else {
                 DirRules::Pre5_19
             },
+            swiotlb_addr: if kernel >= KernelVersion(3, 7) {
+                "phys"
+            } else {
+                "virt"
+            }
+            .to_string(),
         }
     }
 
@@ -90,6 +104,7 @@ impl Policies {
         }
         match key {
             "sync" => self.sync = value.to_string(),
+            "swiotlb_addr" => self.swiotlb_addr = value.to_string(),
             "arm64_dir_rules" => {
                 self.arm64_dir_rules = if value == "pre-5.19" {
                     DirRules::Pre5_19
@@ -120,8 +135,8 @@ impl Policies {
             DirRules::Since5_19 => "5.19",
         };
         format!(
-            "kernel {} (sync={}, arm64_dir_rules={rules})",
-            self.kernel, self.sync
+            "kernel {} (sync={}, arm64_dir_rules={rules}, swiotlb_addr={})",
+            self.kernel, self.sync, self.swiotlb_addr
         )
     }
 }
@@ -139,6 +154,8 @@ mod tests {
             DirRules::Pre5_19
         );
         assert!(KernelVersion(5, 9) < KernelVersion(5, 10));
+        assert_eq!(Policies::preset(KernelVersion(3, 6)).swiotlb_addr, "virt");
+        assert_eq!(Policies::preset(KernelVersion(3, 7)).swiotlb_addr, "phys");
     }
 
     #[test]
@@ -153,5 +170,8 @@ mod tests {
                 .contains("known policies")
         );
         assert!(p.apply("sync").is_err());
+        p.apply("swiotlb_addr=virt").unwrap();
+        assert_eq!(p.swiotlb_addr, "virt");
+        assert!(p.apply("swiotlb_addr=linear").unwrap_err().contains("phys"));
     }
 }

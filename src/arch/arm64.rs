@@ -12,8 +12,8 @@
 //! `dcache_inval_poc` cleans-and-invalidates (DC CIVAC) a partial first or last line, because the
 //! rest of that line may hold CPU data that must not be lost, and invalidates (DC IVAC) the rest.
 
-use super::ArchDma;
-use crate::hw::{CacheOp, Hw, lines_spanned};
+use super::{ArchDma, by_line_op};
+use crate::hw::{CacheOp, Hw};
 use crate::types::{DmaDirection, PhysAddr};
 
 /// Which release's direction rules apply.
@@ -38,17 +38,12 @@ impl Arm64 {
 
 /// `dcache_clean_poc[_nosync]`: DC CVAC on every line of the range.
 pub fn dcache_clean_poc(hw: &mut dyn Hw, start: PhysAddr, size: u64, complete: bool) {
-    hw.enter(if complete {
+    let frame = if complete {
         "dcache_clean_poc"
     } else {
         "dcache_clean_poc_nosync"
-    });
-    let lines = lines_spanned(start, size, hw.line_bytes());
-    hw.cache_maint(CacheOp::Clean, start, lines);
-    if complete {
-        hw.barrier();
-    }
-    hw.leave();
+    };
+    by_line_op(hw, frame, CacheOp::Clean, start, size, complete);
 }
 
 /// `dcache_inval_poc[_nosync]`: DC CIVAC on a partial first and last line, DC IVAC between.
@@ -60,25 +55,91 @@ pub fn dcache_inval_poc(hw: &mut dyn Hw, start: PhysAddr, size: u64, complete: b
     });
     if size > 0 {
         let line = hw.line_bytes();
+        let mask = line - 1;
         let end = start.0 + size;
-        let mut first = start.0 / line;
-        let mut last = (end - 1) / line; // inclusive
-        if !start.0.is_multiple_of(line) {
-            hw.cache_maint(CacheOp::CleanInval, PhysAddr(first * line), 1);
-            first += 1;
+        let mut first = start.0 & !mask;
+        // One past the last whole line.
+        let mut stop = end & !mask;
+        if start.0 & mask != 0 {
+            hw.cache_maint(CacheOp::CleanInval, PhysAddr(first), 1);
+            first += line;
         }
-        if !end.is_multiple_of(line) && last >= first {
-            hw.cache_maint(CacheOp::CleanInval, PhysAddr(last * line), 1);
-            last = last.wrapping_sub(1);
+        if end & mask != 0 && stop >= first {
+            hw.cache_maint(CacheOp::CleanInval, PhysAddr(stop), 1);
         }
-        if last != u64::MAX && last >= first {
-            hw.cache_maint(CacheOp::Inval, PhysAddr(first * line), last - first + 1);
+        if stop < first {
+            stop = first;
+        }
+        if stop > first {
+            hw.cache_maint(
+                CacheOp::Inval,
+                PhysAddr(first),
+                (stop - first) >> line.trailing_zeros(),
+            );
         }
     }
     if complete {
         hw.barrier();
     }
     hw.leave();
+}
+
+/// `dcache_clean_inval_poc[_nosync]`: DC CIVAC on every line of the range.
+pub fn dcache_clean_inval_poc(hw: &mut dyn Hw, start: PhysAddr, size: u64, complete: bool) {
+    let frame = if complete {
+        "dcache_clean_inval_poc"
+    } else {
+        "dcache_clean_inval_poc_nosync"
+    };
+    by_line_op(hw, frame, CacheOp::CleanInval, start, size, complete);
+}
+
+/// Clean-and-invalidate in every direction, for host measurements on arm64 where user space may
+/// issue DC CIVAC but not DC IVAC (so the kernel's invalidate path cannot run at EL0). It walks
+/// the same geometry as [`Arm64`] with the one instruction a user asked to measure.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Arm64CleanInval;
+
+impl ArchDma for Arm64CleanInval {
+    fn sync_for_device(
+        &self,
+        hw: &mut dyn Hw,
+        paddr: PhysAddr,
+        size: u64,
+        _dir: DmaDirection,
+        complete: bool,
+    ) {
+        hw.enter("arch_sync_dma_for_device");
+        dcache_clean_inval_poc(hw, paddr, size, complete);
+        hw.leave();
+    }
+
+    fn sync_for_cpu(
+        &self,
+        hw: &mut dyn Hw,
+        paddr: PhysAddr,
+        size: u64,
+        _dir: DmaDirection,
+        complete: bool,
+    ) {
+        hw.enter("arch_sync_dma_for_cpu");
+        dcache_clean_inval_poc(hw, paddr, size, complete);
+        hw.leave();
+    }
+
+    fn flush(&self, hw: &mut dyn Hw) {
+        hw.enter("arch_sync_dma_flush");
+        hw.barrier();
+        hw.leave();
+    }
+
+    fn required_ops(&self) -> &'static [CacheOp] {
+        &[CacheOp::CleanInval]
+    }
+
+    fn name(&self) -> &'static str {
+        "arm64"
+    }
 }
 
 impl ArchDma for Arm64 {
@@ -166,6 +227,23 @@ mod tests {
     }
 
     #[test]
+    fn clean_inval_host_arch_uses_civac_both_ways() {
+        for dir in DmaDirection::ALL {
+            let mut r = Recorder::new(64);
+            Arm64CleanInval.sync_for_device(&mut r, PhysAddr(0x1000), 4096, dir, false);
+            Arm64CleanInval.sync_for_cpu(&mut r, PhysAddr(0x1000), 4096, dir, true);
+            assert_eq!(
+                r.ops,
+                vec![
+                    (CacheOp::CleanInval, 0x1000, 64),
+                    (CacheOp::CleanInval, 0x1000, 64)
+                ]
+            );
+            assert_eq!(r.barriers, 1);
+        }
+    }
+
+    #[test]
     fn direction_rules() {
         let a = Arm64::new(DirRules::Since5_19);
         for dir in DmaDirection::ALL {
@@ -185,5 +263,31 @@ mod tests {
         let mut r = Recorder::new(64);
         old.sync_for_device(&mut r, PhysAddr(0), 4096, DmaDirection::FromDevice, true);
         assert_eq!(r.ops, vec![(CacheOp::Inval, 0, 64)]);
+    }
+
+    proptest::proptest! {
+        /// Every line the range touches is maintained exactly once; a line only partly inside
+        /// the range is cleaned and invalidated, a whole one just invalidated.
+        #[test]
+        fn inval_matches_a_line_by_line_reference(start in 0u64..1 << 20, size in 0u64..20_000) {
+            let mut r = Recorder::new(64);
+            dcache_inval_poc(&mut r, PhysAddr(start), size, false);
+            let mut got = std::collections::BTreeMap::new();
+            for (op, first, n) in &r.ops {
+                for i in 0..*n {
+                    proptest::prop_assert!(got.insert(first + i * 64, *op).is_none(), "line maintained twice");
+                }
+            }
+            let mut want = std::collections::BTreeMap::new();
+            if size > 0 {
+                let mut line = start & !63;
+                while line < start + size {
+                    let whole = line >= start && line + 64 <= start + size;
+                    want.insert(line, if whole { CacheOp::Inval } else { CacheOp::CleanInval });
+                    line += 64;
+                }
+            }
+            proptest::prop_assert_eq!(got, want);
+        }
     }
 }

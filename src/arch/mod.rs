@@ -43,3 +43,15 @@ pub trait ArchDma: Debug {
     fn required_ops(&self) -> &'static [CacheOp];
     fn name(&self) -> &'static str;
 }
+
+/// The by-line loop every range operation shares; see [`Hw::by_line_op`].
+pub fn by_line_op(
+    hw: &mut dyn Hw,
+    frame: &'static str,
+    op: CacheOp,
+    start: PhysAddr,
+    size: u64,
+    complete: bool,
+) {
+    hw.by_line_op(frame, op, start, size, complete);
+}

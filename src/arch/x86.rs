@@ -7,8 +7,8 @@
 //!
 //! Invariant: "complete" means an SFENCE after the range, as `clflush_cache_range` does.
 
-use super::ArchDma;
-use crate::hw::{CacheOp, Hw, lines_spanned};
+use super::{ArchDma, by_line_op};
+use crate::hw::{CacheOp, Hw};
 use crate::types::{DmaDirection, PhysAddr};
 
 #[derive(Debug, Clone, Copy)]
@@ -19,17 +19,12 @@ pub struct X86Flush {
 
 impl X86Flush {
     fn range(&self, hw: &mut dyn Hw, paddr: PhysAddr, size: u64, complete: bool) {
-        hw.enter(if self.op == CacheOp::Clean {
+        let frame = if self.op == CacheOp::Clean {
             "clwb_range"
         } else {
             "clflushopt_range"
-        });
-        let lines = lines_spanned(paddr, size, hw.line_bytes());
-        hw.cache_maint(self.op, paddr, lines);
-        if complete {
-            hw.barrier();
-        }
-        hw.leave();
+        };
+        by_line_op(hw, frame, self.op, paddr, size, complete);
     }
 }
 

@@ -9,11 +9,19 @@
 //! What it models: the bus-address check against the device's mask (`dma_capable`), cache
 //! maintenance for non-coherent devices through the arch layer, `DMA_ATTR_SKIP_CPU_SYNC`, nothing at
 //! all for coherent devices, and where completion is waited for ([`SyncPolicy`]). A buffer the device
-//! cannot reach fails with a mapping error here; the swiotlb fallback plugs in at that point.
+//! cannot reach, or any buffer when bouncing is forced (`swiotlb=force`, or the device's
+//! `force_bounce`), goes through the swiotlb pool when one is set up ([`DmaDirect::with_swiotlb`])
+//! and fails with a mapping error otherwise. For a bounced buffer, cache maintenance applies to the
+//! slot, not the original: to the device, the copy into the slot comes first and the clean after it;
+//! to the CPU, the invalidate comes first and has *completed* before the copy out reads the slot —
+//! with batched sync that takes an `arch_sync_dma_flush()` before each copy (the 7.1 review's
+//! requirement), so a stale line can never be copied.
 //!
 //! Invariants: map_sg either maps every entry or unmaps what it mapped (with SKIP_CPU_SYNC) and
-//! fails; when any call returns, all maintenance it issued has completed.
+//! fails; when any call returns, all maintenance it issued has completed; every swiotlb slot a map
+//! claimed is released by the matching unmap.
 
+use super::swiotlb::Swiotlb;
 use super::sync_policy::SyncPolicy;
 use super::{DmaError, DmaMapOps};
 use crate::arch::ArchDma;
@@ -36,6 +44,15 @@ pub struct DmaDirect {
     arch: Box<dyn ArchDma>,
     sync: Box<dyn SyncPolicy>,
     costs: Costs,
+    swiotlb: Option<Swiotlb>,
+}
+
+/// `dma_capable()`: the whole buffer must sit below the device's mask.
+pub fn dma_capable(dev: &Device, addr: DmaAddr, size: u64) -> bool {
+    match size.checked_sub(1).and_then(|s| addr.checked_add(s)) {
+        Some(end) => end.0 <= dev.dma_mask,
+        None => size == 0 && addr.0 <= dev.dma_mask,
+    }
 }
 
 /// Named software costs dma-direct looks up in a profile's `[sw]` table.
@@ -66,7 +83,22 @@ impl DmaDirect {
                 sync_single: hw.sw_cost("dma_direct_sync_single"),
                 sg_next: hw.sw_cost("sg_next"),
             },
+            swiotlb: None,
         }
+    }
+
+    /// dma-direct with a swiotlb pool to fall back to (`swiotlb_init()` having run).
+    pub fn with_swiotlb(mut self, swiotlb: Swiotlb) -> DmaDirect {
+        self.swiotlb = Some(swiotlb);
+        self
+    }
+
+    pub fn swiotlb(&self) -> Option<&Swiotlb> {
+        self.swiotlb.as_ref()
+    }
+
+    pub fn swiotlb_mut(&mut self) -> Option<&mut Swiotlb> {
+        self.swiotlb.as_mut()
     }
 
     pub fn sync_policy(&self) -> &dyn SyncPolicy {
@@ -82,17 +114,9 @@ impl DmaDirect {
         PhysAddr(addr.0)
     }
 
-    /// `dma_capable()`: the whole buffer must sit below the device's mask.
-    fn dma_capable(dev: &Device, addr: DmaAddr, size: u64) -> bool {
-        match size.checked_sub(1).and_then(|s| addr.checked_add(s)) {
-            Some(end) => end.0 <= dev.dma_mask,
-            None => size == 0 && addr.0 <= dev.dma_mask,
-        }
-    }
-
-    /// `dma_direct_map_phys()` without the closing flush: the part shared by map_page and map_sg.
-    fn map_phys(
-        &self,
+    /// `swiotlb_map()` from dma-direct, with `arch_sync_dma_for_device()` on the slot.
+    fn swiotlb_map(
+        &mut self,
         hw: &mut dyn Hw,
         dev: &Device,
         phys: PhysAddr,
@@ -100,9 +124,51 @@ impl DmaDirect {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) -> Result<DmaAddr, DmaError> {
-        hw.sw(self.costs.map_phys);
+        let DmaDirect {
+            arch,
+            sync,
+            swiotlb,
+            ..
+        } = self;
+        let Some(swiotlb) = swiotlb.as_mut() else {
+            return Err(DmaError::MappingError(format!(
+                "{}: no swiotlb is set up",
+                dev.name
+            )));
+        };
+        swiotlb.map(hw, dev, phys, size, dir, attrs, |hw, tlb| {
+            sync.for_device(hw, arch.as_ref(), tlb, size, dir)
+        })
+    }
+
+    /// `dma_direct_map_phys()` without the closing flush: the part shared by map_page and map_sg.
+    // The kernel's own argument list plus the caller's per-entry walk cost.
+    #[allow(clippy::too_many_arguments)]
+    fn map_phys(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        phys: PhysAddr,
+        size: u64,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+        walk: SwCost,
+    ) -> Result<DmaAddr, DmaError> {
+        // The sg walk's step (if any) and this inline helper run back to back in the same frame:
+        // one charge for both keeps the per-entry hot path short.
+        hw.sw(SwCost(walk.0 + self.costs.map_phys.0));
         let addr = self.phys_to_dma(dev, phys);
-        if !Self::dma_capable(dev, addr, size) {
+        if self
+            .swiotlb
+            .as_ref()
+            .is_some_and(|s| s.is_force_bounce(dev))
+        {
+            return self.swiotlb_map(hw, dev, phys, size, dir, attrs);
+        }
+        if !dma_capable(dev, addr, size) {
+            if self.swiotlb.is_some() {
+                return self.swiotlb_map(hw, dev, phys, size, dir, attrs);
+            }
             return Err(DmaError::MappingError(format!(
                 "{}: bus address {addr}+{size:#x} is above the device's mask {:#x} and no swiotlb is set up",
                 dev.name, dev.dma_mask
@@ -116,45 +182,78 @@ impl DmaDirect {
     }
 
     /// `dma_direct_unmap_phys()` without the closing flush.
+    #[allow(clippy::too_many_arguments)]
     fn unmap_phys(
-        &self,
+        &mut self,
         hw: &mut dyn Hw,
         dev: &Device,
         addr: DmaAddr,
         size: u64,
         dir: DmaDirection,
         attrs: DmaAttrs,
+        walk: SwCost,
     ) {
-        hw.sw(self.costs.unmap_phys);
+        hw.sw(SwCost(walk.0 + self.costs.unmap_phys.0));
+        let phys = self.dma_to_phys(dev, addr);
         if !attrs.contains(DmaAttrs::SKIP_CPU_SYNC) {
             self.sync_single_for_cpu_nowait(hw, dev, addr, size, dir);
+        }
+        if let Some(s) = self.swiotlb.as_mut()
+            && s.is_swiotlb_buffer(phys)
+        {
+            // The copy out, if any, was the sync above.
+            s.tbl_unmap_single(
+                hw,
+                dev,
+                phys,
+                size,
+                dir,
+                attrs.union(DmaAttrs::SKIP_CPU_SYNC),
+            );
         }
     }
 
     fn sync_single_for_cpu_nowait(
-        &self,
+        &mut self,
         hw: &mut dyn Hw,
         dev: &Device,
         addr: DmaAddr,
         size: u64,
         dir: DmaDirection,
     ) {
+        let paddr = self.dma_to_phys(dev, addr);
         if !dev.is_dma_coherent() {
-            let paddr = self.dma_to_phys(dev, addr);
             self.sync.for_cpu(hw, self.arch.as_ref(), paddr, size, dir);
+        }
+        if let Some(s) = self.swiotlb.as_mut()
+            && s.is_swiotlb_buffer(paddr)
+        {
+            let copies_out = matches!(dir, DmaDirection::FromDevice | DmaDirection::Bidirectional);
+            if copies_out && !dev.is_dma_coherent() {
+                // The invalidate of the slot must have completed before the CPU reads it: per-entry
+                // sync already waited; batched sync waits here rather than at the end of the call.
+                self.sync.end_of_call(hw, self.arch.as_ref());
+            }
+            s.sync_single_for_cpu(hw, dev, paddr, size, dir);
         }
     }
 
     fn sync_single_for_device_nowait(
-        &self,
+        &mut self,
         hw: &mut dyn Hw,
         dev: &Device,
         addr: DmaAddr,
         size: u64,
         dir: DmaDirection,
     ) {
+        let paddr = self.dma_to_phys(dev, addr);
+        // Copy into the slot first: the clean below must push the copied bytes, not stale ones.
+        if let Some(s) = self.swiotlb.as_mut()
+            && s.is_swiotlb_buffer(paddr)
+        {
+            s.sync_single_for_device(hw, dev, paddr, size, dir);
+        }
         if !dev.is_dma_coherent() {
-            let paddr = self.dma_to_phys(dev, addr);
             self.sync
                 .for_device(hw, self.arch.as_ref(), paddr, size, dir);
         }
@@ -181,7 +280,7 @@ impl DmaMapOps for DmaDirect {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) -> Result<DmaAddr, DmaError> {
-        let r = self.map_phys(hw, dev, phys, size, dir, attrs);
+        let r = self.map_phys(hw, dev, phys, size, dir, attrs, SwCost(0));
         if r.is_ok() {
             self.end_of_call(hw, dev);
         }
@@ -197,7 +296,7 @@ impl DmaMapOps for DmaDirect {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) {
-        self.unmap_phys(hw, dev, addr, size, dir, attrs);
+        self.unmap_phys(hw, dev, addr, size, dir, attrs, SwCost(0));
         self.end_of_call(hw, dev);
     }
 
@@ -212,9 +311,8 @@ impl DmaMapOps for DmaDirect {
         hw.enter("dma_direct_map_sg");
         let mut failed = None;
         for i in 0..sgt.entries.len() {
-            hw.sw(self.costs.sg_next);
             let (phys, len) = (sgt.entries[i].phys(), u64::from(sgt.entries[i].length));
-            match self.map_phys(hw, dev, phys, len, dir, attrs) {
+            match self.map_phys(hw, dev, phys, len, dir, attrs, self.costs.sg_next) {
                 Ok(addr) => {
                     let e = &mut sgt.entries[i];
                     e.dma_address = addr;
@@ -235,7 +333,6 @@ impl DmaMapOps for DmaDirect {
             Some((i, err)) => {
                 // Undo what was mapped; the CPU never touched it, so skip the maintenance.
                 for e in &mut sgt.entries[..i] {
-                    hw.sw(self.costs.sg_next);
                     self.unmap_phys(
                         hw,
                         dev,
@@ -243,6 +340,7 @@ impl DmaMapOps for DmaDirect {
                         u64::from(e.dma_length),
                         dir,
                         attrs.union(DmaAttrs::SKIP_CPU_SYNC),
+                        self.costs.sg_next,
                     );
                     e.dma_address = DmaAddr::MAPPING_ERROR;
                     e.dma_length = 0;
@@ -265,8 +363,15 @@ impl DmaMapOps for DmaDirect {
     ) {
         hw.enter("dma_direct_unmap_sg");
         for e in &mut sgt.entries {
-            hw.sw(self.costs.sg_next);
-            self.unmap_phys(hw, dev, e.dma_address, u64::from(e.dma_length), dir, attrs);
+            self.unmap_phys(
+                hw,
+                dev,
+                e.dma_address,
+                u64::from(e.dma_length),
+                dir,
+                attrs,
+                self.costs.sg_next,
+            );
             e.dma_address = DmaAddr::MAPPING_ERROR;
             e.dma_length = 0;
         }

@@ -93,6 +93,12 @@ impl DmaApi {
         })
     }
 
+    /// `dma_mapping_error()`: an inline in the kernel, so it opens no frame of its own; an ops
+    /// `mapping_error` it calls does.
+    pub fn mapping_error(&mut self, hw: &mut dyn Hw, addr: DmaAddr) -> bool {
+        self.ops.mapping_error(hw, &self.dev, addr)
+    }
+
     pub fn sync_single_for_cpu(
         &mut self,
         hw: &mut dyn Hw,

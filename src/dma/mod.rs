@@ -1,10 +1,12 @@
 //! The DMA-mapping stack: the API front and the implementations behind `dma_map_ops`.
 //!
 //! Kernel counterpart: kernel/dma/ — mapping.c ([`mapping`]), direct.c and direct.h ([`direct`]),
-//! and the 7.1 batching of cache maintenance ([`sync_policy`]).
+//! swiotlb.c and its 2012 ancestor lib/swiotlb.c ([`swiotlb`]), and the 7.1 batching of cache
+//! maintenance ([`sync_policy`]).
 
 pub mod direct;
 pub mod mapping;
+pub mod swiotlb;
 pub mod sync_policy;
 
 use crate::device::Device;
@@ -82,4 +84,9 @@ pub trait DmaMapOps {
         sgt: &SgTable,
         dir: DmaDirection,
     );
+    /// `dma_mapping_error()` → `ops->mapping_error` where an implementation has one (2012
+    /// swiotlb's `swiotlb_dma_mapping_error`); otherwise the comparison with `DMA_MAPPING_ERROR`.
+    fn mapping_error(&mut self, _hw: &mut dyn Hw, _dev: &Device, addr: DmaAddr) -> bool {
+        addr == DmaAddr::MAPPING_ERROR
+    }
 }

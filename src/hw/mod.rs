@@ -3,9 +3,11 @@
 //! Kernel counterpart: none as such — this is the line between the kernel's algorithms (which we
 //! run for real) and the machine they run on (which we model or, on a real host, exercise). What
 //! crosses it mirrors the instructions the kernel's code would execute: a cache-maintenance
-//! instruction per line (`DC CVAC`, `CLFLUSHOPT`, ...), a barrier (`DSB SY`, `SFENCE`), named
-//! stretches of the kernel's own instructions (`sw`), device register writes and polls (SMMUv2
-//! `TLBIVA`/`TLBIASID`/`TLBSYNC`/`TLBSTATUS`), `udelay`, and SMMUv3 command-queue submission.
+//! instruction per line (`DC CVAC`, `CLFLUSHOPT`, ...), a barrier (`DSB SY`, `SFENCE`), a CPU copy
+//! between two buffers (swiotlb's bounce), and named stretches of the kernel's own instructions
+//! (`sw`), some of which are also counted events (a lock taken, an out-of-line address translation),
+//! device register writes and polls (SMMUv2 `TLBIVA`/`TLBIASID`/`TLBSYNC`/`TLBSTATUS`), `udelay`, and
+//! SMMUv3 command-queue submission.
 //!
 //! The device operations have default implementations that do nothing (a read returns 0, "idle"),
 //! so a backend that cannot reach an SMMU still compiles and answers; the Model charges them from
@@ -74,7 +76,7 @@ pub enum MmioReg {
 }
 
 impl MmioReg {
-    fn counter(self) -> Counter {
+    pub fn counter(self) -> Counter {
         match self {
             MmioReg::SmmuTlbiva => Counter::SmmuTlbiva,
             MmioReg::SmmuTlbival => Counter::SmmuTlbival,
@@ -101,7 +103,7 @@ pub enum SmmuCmdKind {
 }
 
 impl SmmuCmdKind {
-    fn counter(self) -> Counter {
+    pub fn counter(self) -> Counter {
         match self {
             SmmuCmdKind::TlbiNhVa => Counter::CmdqTlbiNhVa,
             SmmuCmdKind::TlbiNhAsid => Counter::CmdqTlbiNhAsid,
@@ -110,13 +112,21 @@ impl SmmuCmdKind {
     }
 }
 
-/// Countable hardware operations. Counts come from running the algorithms.
+/// Countable operations. Counts come from running the algorithms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Counter {
     CacheCleanLine,
     CacheInvalLine,
     CacheCleanInvalLine,
     Barrier,
+    /// One bounce copy (`memcpy` in `swiotlb_bounce`), whatever its length.
+    BounceCopy,
+    /// Bytes moved by bounce copies.
+    BounceCopyBytes,
+    /// A spin lock taken (`spin_lock_irqsave` of the swiotlb pool or area lock).
+    SpinLock,
+    /// An out-of-line `__phys_addr` call (x86-64 `virt_to_phys` before the 3.7 swiotlb series).
+    PhysAddrCall,
     SmmuTlbiva,
     SmmuTlbival,
     SmmuTlbiasid,
@@ -132,11 +142,15 @@ pub enum Counter {
 }
 
 impl Counter {
-    pub const ALL: [Counter; 14] = [
+    pub const ALL: [Counter; 18] = [
         Counter::CacheCleanLine,
         Counter::CacheInvalLine,
         Counter::CacheCleanInvalLine,
         Counter::Barrier,
+        Counter::BounceCopy,
+        Counter::BounceCopyBytes,
+        Counter::SpinLock,
+        Counter::PhysAddrCall,
         Counter::SmmuTlbiva,
         Counter::SmmuTlbival,
         Counter::SmmuTlbiasid,
@@ -157,6 +171,10 @@ impl Counter {
             Counter::CacheInvalLine => "cache_inval_line",
             Counter::CacheCleanInvalLine => "cache_clean_inval_line",
             Counter::Barrier => "barrier",
+            Counter::BounceCopy => "bounce_copy",
+            Counter::BounceCopyBytes => "bounce_copy_bytes",
+            Counter::SpinLock => "spin_lock",
+            Counter::PhysAddrCall => "phys_addr_call",
             Counter::SmmuTlbiva => "smmu_tlbiva",
             Counter::SmmuTlbival => "smmu_tlbival",
             Counter::SmmuTlbiasid => "smmu_tlbiasid",
@@ -182,6 +200,10 @@ impl Counter {
             (Counter::CacheInvalLine, Arch::X86_64) => "(none)",
             (Counter::CacheCleanInvalLine, Arch::X86_64) => "CLFLUSHOPT",
             (Counter::Barrier, Arch::X86_64) => "SFENCE",
+            (Counter::BounceCopy, _) => "memcpy",
+            (Counter::BounceCopyBytes, _) => "memcpy (bytes)",
+            (Counter::SpinLock, _) => "spin_lock_irqsave",
+            (Counter::PhysAddrCall, _) => "call __phys_addr",
             (Counter::SmmuTlbiva, _) => "TLBIVA write",
             (Counter::SmmuTlbival, _) => "TLBIVAL write",
             (Counter::SmmuTlbiasid, _) => "TLBIASID write",
@@ -216,8 +238,35 @@ pub trait Hw {
     fn sw_cost(&self, name: &str) -> SwCost;
     /// Cache line size the maintenance loops step by (`CTR_EL0.DminLine`, CPUID on x86).
     fn line_bytes(&self) -> u64;
+    /// The by-line loop every cache-maintenance range shares (`dcache_by_line_op` on arm64,
+    /// `clflush_cache_range` on x86): enter `frame`, issue `op` on every line the range touches,
+    /// wait for completion if asked, leave. A provided method so that, called through `dyn Hw`,
+    /// the steps inside dispatch statically; backends have no reason to override it.
+    fn by_line_op(
+        &mut self,
+        frame: &'static str,
+        op: CacheOp,
+        start: PhysAddr,
+        size: u64,
+        complete: bool,
+    ) {
+        self.enter(frame);
+        let lines = lines_spanned(start, size, self.line_bytes());
+        self.cache_maint(op, start, lines);
+        if complete {
+            self.barrier();
+        }
+        self.leave();
+    }
     /// Current time on this backend's clock, in picoseconds.
     fn now_ps(&self) -> u64;
+    /// A CPU copy of `bytes` between two buffers in memory (swiotlb's bounce `memcpy`). The bytes
+    /// themselves are moved by the caller in simulated memory; this charges and counts the copy.
+    /// Backends that cannot price a copy ignore it.
+    fn copy(&mut self, _bytes: u64) {}
+    /// Count `n` events of a kind that has no time of its own here (its time was charged through
+    /// [`Hw::sw`]): a lock taken, an out-of-line translation call. Backends without counters ignore it.
+    fn count(&mut self, _c: Counter, _n: u64) {}
 
     /// A posted write of `val` to a device register: returns once the CPU has issued it; the
     /// device acts on it later.
@@ -235,15 +284,25 @@ pub trait Hw {
     fn smmu_cmdq_wait_sync(&mut self) {}
 }
 
-/// One node of the call tree: a kernel function reached by one particular path.
+/// One node of the call tree: a kernel function reached by one particular path. `repr(C)` with
+/// the fields every enter/leave/charge touches first, so the hot path stays in one cache line.
 #[derive(Clone, Debug)]
+#[repr(C)]
 struct Node {
-    name: &'static str,
-    parent: u32,
-    children: Vec<u32>,
+    /// The child entered last, checked first: a loop enters the same callee over and over.
+    hot: Option<(&'static str, u32)>,
     self_ps: u64,
+    /// Time this frame spent stalled in a barrier, reported as a child `(wait for completion)`.
+    /// Kept here rather than as a real child so a barrier costs no frame switch.
+    wait_ps: u64,
+    parent: u32,
+    name: &'static str,
+    children: Vec<u32>,
     counts: [u64; Counter::N],
 }
+
+/// Name of the pseudo-frame that reports a frame's barrier stalls.
+pub static WAIT_FRAME: &str = "(wait for completion)";
 
 /// Charges attributed by call stack. Interned as a tree so that entering a frame is a short scan
 /// of the current node's children, cheap enough for a per-sg-entry hot path.
@@ -259,8 +318,10 @@ impl Default for Ledger {
             nodes: vec![Node {
                 name: "",
                 parent: 0,
+                hot: None,
                 children: Vec::new(),
                 self_ps: 0,
+                wait_ps: 0,
                 counts: [0; Counter::N],
             }],
             cur: 0,
@@ -286,22 +347,42 @@ impl StackCharge {
 impl Ledger {
     pub fn enter(&mut self, frame: &'static str) {
         let cur = self.cur as usize;
-        for &c in &self.nodes[cur].children {
-            let n = self.nodes[c as usize].name;
-            if std::ptr::eq(n, frame) || n == frame {
-                self.cur = c;
-                return;
-            }
+        if let Some((name, id)) = self.nodes[cur].hot
+            && std::ptr::eq(name, frame)
+        {
+            self.cur = id;
+            return;
+        }
+        // Frames are string literals, so the same name is almost always the same pointer: try
+        // that first, and compare contents only before creating a node.
+        let children = &self.nodes[cur].children;
+        let hit = children
+            .iter()
+            .copied()
+            .find(|&c| std::ptr::eq(self.nodes[c as usize].name, frame))
+            .or_else(|| {
+                children
+                    .iter()
+                    .copied()
+                    .find(|&c| self.nodes[c as usize].name == frame)
+            });
+        if let Some(c) = hit {
+            self.nodes[cur].hot = Some((frame, c));
+            self.cur = c;
+            return;
         }
         let id = self.nodes.len() as u32;
         self.nodes.push(Node {
             name: frame,
             parent: self.cur,
+            hot: None,
             children: Vec::new(),
             self_ps: 0,
+            wait_ps: 0,
             counts: [0; Counter::N],
         });
         self.nodes[cur].children.push(id);
+        self.nodes[cur].hot = Some((frame, id));
         self.cur = id;
     }
 
@@ -316,6 +397,11 @@ impl Ledger {
 
     pub fn charge(&mut self, ps: u64) {
         self.nodes[self.cur as usize].self_ps += ps;
+    }
+
+    /// Charge a barrier's stall for completions to the current frame's wait pseudo-frame.
+    pub fn charge_wait(&mut self, ps: u64) {
+        self.nodes[self.cur as usize].wait_ps += ps;
     }
 
     pub fn count(&mut self, c: Counter, n: u64) {
@@ -334,7 +420,7 @@ impl Ledger {
     }
 
     pub fn total_ps(&self) -> u64 {
-        self.nodes.iter().map(|n| n.self_ps).sum()
+        self.nodes.iter().map(|n| n.self_ps + n.wait_ps).sum()
     }
 
     /// Every stack that was charged time or counted an operation, in a stable order (depth-first,
@@ -357,6 +443,15 @@ impl Ledger {
                     counts: n.counts,
                 });
             }
+            if n.wait_ps > 0 {
+                let mut stack = path.clone();
+                stack.push(WAIT_FRAME);
+                out.push(StackCharge {
+                    stack,
+                    self_ps: n.wait_ps,
+                    counts: [0; Counter::N],
+                });
+            }
         }
         for &c in &n.children {
             self.walk(c, path, out);
@@ -370,6 +465,7 @@ impl Ledger {
     pub fn clear(&mut self) {
         for n in &mut self.nodes {
             n.self_ps = 0;
+            n.wait_ps = 0;
             n.counts = [0; Counter::N];
         }
     }
@@ -379,11 +475,15 @@ impl Ledger {
 /// The arch layer uses this to step exactly as `dcache_by_line_op` does: from the line containing
 /// `start` to the line containing the last byte.
 pub fn lines_spanned(start: PhysAddr, size: u64, line: u64) -> u64 {
+    debug_assert!(line.is_power_of_two());
     if size == 0 {
         return 0;
     }
-    let first = start.0 / line;
-    let last = (start.0 + size - 1) / line;
+    // Line sizes are powers of two (profiles are checked), so shift rather than divide: this runs
+    // once per region on the hottest path.
+    let sh = line.trailing_zeros();
+    let first = start.0 >> sh;
+    let last = (start.0 + size - 1) >> sh;
     last - first + 1
 }
 

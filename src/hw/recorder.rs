@@ -1,13 +1,14 @@
 //! A backend that records what the stack asked of the hardware, for exact-count tests.
 //!
 //! Kernel counterpart: none. It charges no time; it keeps the sequence of cache operations (merged
-//! when consecutive calls continue the same run) and counts barriers, so a test can assert the
-//! operations an algorithm issued, instruction class by instruction class. SMMU register accesses,
-//! `udelay`s and command-queue submissions are kept in order; `TLBSTATUS` reads answer "idle"
-//! unless a test asks for a number of busy polls per sync.
+//! when consecutive calls continue the same run) and counts barriers, copies and counted events (with
+//! the stack each was counted on), so a test can assert the operations an algorithm issued,
+//! instruction class by instruction class and call path by call path. SMMU register accesses,
+//! `udelay`s and command-queue submissions are kept in order and counted; `TLBSTATUS` reads answer
+//! "idle" unless a test asks for a number of busy polls per sync.
 
-use super::{CacheOp, Hw, SwCost};
-use super::{Counter, MmioReg, SMMU_TLBSTATUS_GSACTIVE, SmmuCmdKind};
+use super::{CacheOp, Counter, Hw, SwCost};
+use super::{MmioReg, SMMU_TLBSTATUS_GSACTIVE, SmmuCmdKind};
 use crate::types::PhysAddr;
 
 #[derive(Debug, Default, Clone)]
@@ -18,6 +19,14 @@ pub struct Recorder {
     pub barriers: u64,
     /// Every frame entered, in order, as full stacks.
     pub frames: Vec<String>,
+    /// Length of every bounce copy, in order.
+    pub copies: Vec<u64>,
+    /// Totals of every counter.
+    pub counts: [u64; Counter::N],
+    /// Every counted event as (stack, counter, n), in order.
+    pub counted: Vec<(String, Counter, u64)>,
+    /// Every event in order, for ordering assertions: `maint`, `barrier`, `copy`, or a counter name.
+    pub events: Vec<&'static str>,
     stack: Vec<&'static str>,
     /// Device register writes and reads, in order.
     pub mmio: Vec<MmioReg>,
@@ -39,32 +48,27 @@ impl Recorder {
         }
     }
 
-    /// How many times an SMMU operation was issued (register writes and reads, commands,
-    /// doorbells, delays).
-    pub fn count(&self, c: Counter) -> u64 {
-        let reg = |r: MmioReg| self.mmio.iter().filter(|&&m| m == r).count() as u64;
-        let cmd = |k: SmmuCmdKind| self.cmdq.iter().flatten().filter(|&&m| m == k).count() as u64;
-        match c {
-            Counter::SmmuTlbiva => reg(MmioReg::SmmuTlbiva),
-            Counter::SmmuTlbival => reg(MmioReg::SmmuTlbival),
-            Counter::SmmuTlbiasid => reg(MmioReg::SmmuTlbiasid),
-            Counter::SmmuTlbsync => reg(MmioReg::SmmuTlbsync),
-            Counter::SmmuTlbstatusRead => reg(MmioReg::SmmuTlbstatus),
-            Counter::Udelay => self.udelays.len() as u64,
-            Counter::CmdqTlbiNhVa => cmd(SmmuCmdKind::TlbiNhVa),
-            Counter::CmdqTlbiNhAsid => cmd(SmmuCmdKind::TlbiNhAsid),
-            Counter::CmdqSync => cmd(SmmuCmdKind::Sync),
-            Counter::CmdqBatch => self.cmdq.len() as u64,
-            Counter::Barrier => self.barriers,
-            Counter::CacheCleanLine => self.lines(CacheOp::Clean),
-            Counter::CacheInvalLine => self.lines(CacheOp::Inval),
-            Counter::CacheCleanInvalLine => self.lines(CacheOp::CleanInval),
-        }
-    }
-
     /// Total lines issued with `op`.
     pub fn lines(&self, op: CacheOp) -> u64 {
         self.ops.iter().filter(|o| o.0 == op).map(|o| o.2).sum()
+    }
+
+    pub fn count_of(&self, c: Counter) -> u64 {
+        self.counts[c as usize]
+    }
+
+    /// Events of counter `c` counted on exactly the stack `stack` (frames joined by ` > `).
+    pub fn count_at(&self, stack: &str, c: Counter) -> u64 {
+        self.counted
+            .iter()
+            .filter(|(s, k, _)| s == stack && *k == c)
+            .map(|e| e.2)
+            .sum()
+    }
+
+    /// Forget everything recorded so far (the stack must be empty).
+    pub fn reset(&mut self) {
+        *self = Recorder::new(self.line);
     }
 }
 
@@ -79,10 +83,13 @@ impl Hw for Recorder {
     fn cache_maint(&mut self, op: CacheOp, first: PhysAddr, lines: u64) {
         if lines > 0 {
             self.ops.push((op, first.0 & !(self.line - 1), lines));
+            self.events.push("maint");
         }
     }
     fn barrier(&mut self) {
         self.barriers += 1;
+        self.counts[Counter::Barrier as usize] += 1;
+        self.events.push("barrier");
     }
     fn sw(&mut self, _cost: SwCost) {}
     fn sw_cost(&self, _name: &str) -> SwCost {
@@ -99,9 +106,11 @@ impl Hw for Recorder {
             self.busy_left = self.busy_polls_per_sync;
         }
         self.mmio.push(reg);
+        self.counts[reg.counter() as usize] += 1;
     }
     fn mmio_read(&mut self, reg: MmioReg) -> u64 {
         self.mmio.push(reg);
+        self.counts[reg.counter() as usize] += 1;
         if reg == MmioReg::SmmuTlbstatus && self.busy_left > 0 {
             self.busy_left -= 1;
             return SMMU_TLBSTATUS_GSACTIVE;
@@ -110,8 +119,24 @@ impl Hw for Recorder {
     }
     fn udelay(&mut self, us: u64) {
         self.udelays.push(us);
+        self.counts[Counter::Udelay as usize] += 1;
     }
     fn smmu_cmdq_issue(&mut self, cmds: &[SmmuCmdKind]) {
+        for c in cmds {
+            self.counts[c.counter() as usize] += 1;
+        }
+        self.counts[Counter::CmdqBatch as usize] += 1;
         self.cmdq.push(cmds.to_vec());
+    }
+    fn copy(&mut self, bytes: u64) {
+        self.copies.push(bytes);
+        self.counts[Counter::BounceCopy as usize] += 1;
+        self.counts[Counter::BounceCopyBytes as usize] += bytes;
+        self.events.push("copy");
+    }
+    fn count(&mut self, c: Counter, n: u64) {
+        self.counts[c as usize] += n;
+        self.counted.push((self.stack.join(" > "), c, n));
+        self.events.push(c.name());
     }
 }

@@ -262,9 +262,9 @@ mod tests {
         let mut r = Recorder::new(64);
         let mut d = ArmSmmuDomain::new(&r, 3, Box::new(ByVa));
         d.tlb_flush_walk(&mut r, 0x20_0000, 2 << 20, 4096);
-        assert_eq!(r.count(Counter::SmmuTlbiva), 512);
-        assert_eq!(r.count(Counter::SmmuTlbsync), 1);
-        assert_eq!(r.count(Counter::SmmuTlbstatusRead), 1);
+        assert_eq!(r.count_of(Counter::SmmuTlbiva), 512);
+        assert_eq!(r.count_of(Counter::SmmuTlbsync), 1);
+        assert_eq!(r.count_of(Counter::SmmuTlbstatusRead), 1);
         let mut r = Recorder::new(64);
         let mut d = ArmSmmuDomain::new(&r, 3, Box::new(ByAsid));
         d.tlb_flush_walk(&mut r, 0x20_0000, 2 << 20, 4096);
@@ -286,7 +286,7 @@ mod tests {
         let mut g = IommuIotlbGather::new();
         d.iotlb_sync(&mut r, &mut g);
         // 10 busy, udelay(1), 10 busy, udelay(2), 5 busy + 1 idle.
-        assert_eq!(r.count(Counter::SmmuTlbstatusRead), 26);
+        assert_eq!(r.count_of(Counter::SmmuTlbstatusRead), 26);
         assert_eq!(r.udelays, vec![1, 2]);
         assert_eq!(d.cb.sync_timeouts, 0);
     }

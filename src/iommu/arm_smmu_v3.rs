@@ -392,8 +392,8 @@ mod tests {
         let mut r = Recorder::new(64);
         let mut d = dom(&r, false);
         d.tlb_flush_walk(&mut r, 0x10_0000, 200 * 4096, 4096);
-        assert_eq!(r.count(Counter::CmdqTlbiNhVa), 200);
-        assert_eq!(r.count(Counter::CmdqSync), 1);
+        assert_eq!(r.count_of(Counter::CmdqTlbiNhVa), 200);
+        assert_eq!(r.count_of(Counter::CmdqSync), 1);
         let sizes: Vec<usize> = r.cmdq.iter().map(Vec::len).collect();
         assert_eq!(sizes, vec![64, 64, 64, 8 + 1]);
         assert_eq!(d.cmdq.bytes_written(), 201 * 16);
@@ -404,9 +404,9 @@ mod tests {
         let mut r = Recorder::new(64);
         let mut d = dom(&r, false);
         d.tlb_flush_walk(&mut r, 0, 2 << 20, 4096);
-        assert_eq!(r.count(Counter::CmdqTlbiNhVa), 0);
-        assert_eq!(r.count(Counter::CmdqTlbiNhAsid), 1);
-        assert_eq!(r.count(Counter::CmdqSync), 1);
+        assert_eq!(r.count_of(Counter::CmdqTlbiNhVa), 0);
+        assert_eq!(r.count_of(Counter::CmdqTlbiNhAsid), 1);
+        assert_eq!(r.count_of(Counter::CmdqSync), 1);
     }
 
     #[test]
@@ -433,7 +433,7 @@ mod tests {
         }
         assert!(r.cmdq.is_empty(), "leaves wait for iotlb_sync");
         d.iotlb_sync(&mut r, &mut g);
-        assert_eq!(r.count(Counter::CmdqTlbiNhVa), 2);
+        assert_eq!(r.count_of(Counter::CmdqTlbiNhVa), 2);
         let p = d.cmdq.prod() as usize;
         let first = d.cmdq.entry(p - 3);
         assert_eq!(((first[0] >> 12) & 0x1f, (first[0] >> 20) & 0x1f), (4, 0));
@@ -466,11 +466,11 @@ mod tests {
             let mut r = Recorder::new(64);
             d.iommu_unmap(&mut r, IovaAddr(1 << 32), 32 << 20).unwrap();
             // 16 table frees, each flushed at once and synced; no leaves gathered.
-            assert_eq!(r.count(Counter::CmdqSync), 16);
+            assert_eq!(r.count_of(Counter::CmdqSync), 16);
             if range_inv {
-                assert_eq!(r.count(Counter::CmdqTlbiNhVa), 16);
+                assert_eq!(r.count_of(Counter::CmdqTlbiNhVa), 16);
             } else {
-                assert_eq!(r.count(Counter::CmdqTlbiNhAsid), 16);
+                assert_eq!(r.count_of(Counter::CmdqTlbiNhAsid), 16);
             }
             // 1 MB of leaves: gathered into one range at iotlb_sync.
             let mut r = Recorder::new(64);
@@ -478,12 +478,12 @@ mod tests {
                 .unwrap();
             let mut r = Recorder::new(64);
             d.iommu_unmap(&mut r, IovaAddr(1 << 32), 1 << 20).unwrap();
-            assert_eq!(r.count(Counter::CmdqSync), 1);
+            assert_eq!(r.count_of(Counter::CmdqSync), 1);
             if range_inv {
-                assert_eq!(r.count(Counter::CmdqTlbiNhVa), 1);
+                assert_eq!(r.count_of(Counter::CmdqTlbiNhVa), 1);
             } else {
-                assert_eq!(r.count(Counter::CmdqTlbiNhVa), 256);
-                assert_eq!(r.count(Counter::CmdqBatch), 4);
+                assert_eq!(r.count_of(Counter::CmdqTlbiNhVa), 256);
+                assert_eq!(r.count_of(Counter::CmdqBatch), 4);
             }
         }
     }
@@ -503,13 +503,13 @@ mod tests {
         d.tlb_add_page(&mut r, &mut g, 0x1000, 4096);
         d.tlb_add_page(&mut r, &mut g, 0x2000, 4096);
         d.tlb_add_page(&mut r, &mut g, 0x9000, 4096);
-        assert_eq!(r.count(Counter::CmdqSync), 1);
-        assert_eq!(r.count(Counter::CmdqTlbiNhVa), 2);
+        assert_eq!(r.count_of(Counter::CmdqSync), 1);
+        assert_eq!(r.count_of(Counter::CmdqTlbiNhVa), 2);
         d.iotlb_sync(&mut r, &mut g);
-        assert_eq!(r.count(Counter::CmdqSync), 2);
-        assert_eq!(r.count(Counter::CmdqTlbiNhVa), 3);
+        assert_eq!(r.count_of(Counter::CmdqSync), 2);
+        assert_eq!(r.count_of(Counter::CmdqTlbiNhVa), 3);
         // Nothing gathered: nothing issued.
         d.iotlb_sync(&mut r, &mut g);
-        assert_eq!(r.count(Counter::CmdqSync), 2);
+        assert_eq!(r.count_of(Counter::CmdqSync), 2);
     }
 }

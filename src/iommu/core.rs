@@ -500,19 +500,19 @@ mod seed001 {
     fn before_5_15_by_va_16_walk_flushes_of_512_tlbiva() {
         let (r, _) = unmap_32m(Box::new(ByVa), Box::new(PerPage));
         assert_eq!(driver_calls(&r, "arm_lpae_unmap_pages"), 16);
-        assert_eq!(r.count(Counter::SmmuTlbiva), 8192);
-        assert_eq!(r.count(Counter::SmmuTlbival), 0);
-        assert_eq!(r.count(Counter::SmmuTlbiasid), 0);
-        assert_eq!(r.count(Counter::SmmuTlbsync), 16 + 1);
+        assert_eq!(r.count_of(Counter::SmmuTlbiva), 8192);
+        assert_eq!(r.count_of(Counter::SmmuTlbival), 0);
+        assert_eq!(r.count_of(Counter::SmmuTlbiasid), 0);
+        assert_eq!(r.count_of(Counter::SmmuTlbsync), 16 + 1);
     }
 
     #[test]
     fn flush_walk_prefer_tlbiasid_16_tlbiasid() {
         let (r, _) = unmap_32m(Box::new(ByAsid), Box::new(PerPage));
         assert_eq!(driver_calls(&r, "arm_lpae_unmap_pages"), 16);
-        assert_eq!(r.count(Counter::SmmuTlbiva), 0);
-        assert_eq!(r.count(Counter::SmmuTlbiasid), 16);
-        assert_eq!(r.count(Counter::SmmuTlbsync), 16 + 1);
+        assert_eq!(r.count_of(Counter::SmmuTlbiva), 0);
+        assert_eq!(r.count_of(Counter::SmmuTlbiasid), 16);
+        assert_eq!(r.count_of(Counter::SmmuTlbsync), 16 + 1);
     }
 
     /// The seed's cover letter expects "just 1 TLBIASID" once unmap_pages lands. Running the
@@ -523,11 +523,11 @@ mod seed001 {
     fn unmap_pages_one_driver_call_but_still_one_walk_flush_per_table() {
         let (r, _) = unmap_32m(Box::new(ByAsid), Box::new(UnmapPages));
         assert_eq!(driver_calls(&r, "arm_lpae_unmap_pages"), 1);
-        assert_eq!(r.count(Counter::SmmuTlbiasid), 16);
-        assert_eq!(r.count(Counter::SmmuTlbsync), 16 + 1);
+        assert_eq!(r.count_of(Counter::SmmuTlbiasid), 16);
+        assert_eq!(r.count_of(Counter::SmmuTlbsync), 16 + 1);
         let (r, _) = unmap_32m(Box::new(ByVa), Box::new(UnmapPages));
         assert_eq!(driver_calls(&r, "arm_lpae_unmap_pages"), 1);
-        assert_eq!(r.count(Counter::SmmuTlbiva), 8192);
+        assert_eq!(r.count_of(Counter::SmmuTlbiva), 8192);
     }
 
     #[test]
@@ -543,8 +543,8 @@ mod seed001 {
             let mut r = Recorder::new(64);
             assert_eq!(d.iommu_unmap(&mut r, IovaAddr(IOVA), 1 << 20), Ok(1 << 20));
             assert_eq!(driver_calls(&r, "arm_lpae_unmap_pages"), calls);
-            assert_eq!(r.count(Counter::SmmuTlbival), 256);
-            assert_eq!(r.count(Counter::SmmuTlbsync), 1);
+            assert_eq!(r.count_of(Counter::SmmuTlbival), 256);
+            assert_eq!(r.count_of(Counter::SmmuTlbsync), 1);
         }
     }
 
@@ -565,9 +565,9 @@ mod seed001 {
                 d.iommu_unmap(&mut r, IovaAddr(IOVA + (1 << 20)), 4 << 20),
                 Ok(4 << 20)
             );
-            assert_eq!(r.count(Counter::SmmuTlbival), 512);
-            assert_eq!(r.count(Counter::SmmuTlbiva), 512);
-            assert_eq!(r.count(Counter::SmmuTlbsync), 2);
+            assert_eq!(r.count_of(Counter::SmmuTlbival), 512);
+            assert_eq!(r.count_of(Counter::SmmuTlbiva), 512);
+            assert_eq!(r.count_of(Counter::SmmuTlbsync), 2);
             assert_eq!(d.pgtable.mem().allocations(), tables - 1);
             assert!(
                 d.iova_to_phys(&mut r, IovaAddr(IOVA + (1 << 20) - 4096))
@@ -599,8 +599,8 @@ mod seed001 {
         d.iommu_unmap(&mut r, IovaAddr(IOVA + (2 << 20) - 4096), (4 << 20) + 8192)
             .unwrap();
         // Two page leaves and two block leaves: four TLBIVAL, no walk flush.
-        assert_eq!(r.count(Counter::SmmuTlbival), 4);
-        assert_eq!(r.count(Counter::SmmuTlbiva), 0);
+        assert_eq!(r.count_of(Counter::SmmuTlbival), 4);
+        assert_eq!(r.count_of(Counter::SmmuTlbiva), 0);
     }
 
     /// The same unmaps on the Model: time comes only from the `[smmu]` parameters, and the poll

@@ -607,8 +607,8 @@ mod tests {
         assert!(d.warnings.is_empty(), "{:?}", d.warnings);
         assert_eq!(d.domain.iova_to_phys(&mut r, IovaAddr(base)), None);
         // Five page leaves in one table: five TLBIVAL and one sync, no walk flush.
-        assert_eq!(r.count(Counter::SmmuTlbival), 5);
-        assert_eq!(r.count(Counter::SmmuTlbsync), 1);
+        assert_eq!(r.count_of(Counter::SmmuTlbival), 5);
+        assert_eq!(r.count_of(Counter::SmmuTlbsync), 1);
         assert_eq!(d.iovad.cached_pfns(), 1);
     }
 

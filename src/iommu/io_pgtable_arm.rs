@@ -1151,7 +1151,7 @@ mod tests {
             t.unmap_pages(&mut r, &mut f, &mut g, IovaAddr(iova), 4096, 16),
             Ok(8 * 4096)
         );
-        assert_eq!(r.count(Counter::SmmuTlbival), 8);
+        assert_eq!(r.count_of(Counter::SmmuTlbival), 8);
     }
 
     #[test]
@@ -1181,7 +1181,7 @@ mod tests {
         assert_eq!(t.walk(base + 0x6000), None);
         assert_eq!(t.walk(base + 0x4fff), Some((PhysAddr(0x8000_4fff), 4096)));
         assert_eq!(t.walk(base + 0x7000), Some((PhysAddr(0x8000_7000), 4096)));
-        assert_eq!(r.count(Counter::SmmuTlbival), 2);
+        assert_eq!(r.count_of(Counter::SmmuTlbival), 2);
         // Splitting a 1G block down to a 4K hole goes through a level-2 table of 2M blocks.
         t.map_pages(
             &mut r,
@@ -1244,7 +1244,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(t.mem().allocations(), before - 1);
-        assert_eq!(r.count(Counter::SmmuTlbiva), 512);
+        assert_eq!(r.count_of(Counter::SmmuTlbiva), 512);
     }
 
     #[test]

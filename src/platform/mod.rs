@@ -9,7 +9,7 @@
 //! [`InputError`] naming the file, line and key. Built-in profiles are compiled into the binary.
 
 use crate::hw::CacheOp;
-use crate::hw::model::{MaintCost, ModelParams, SmmuKind, SmmuParams};
+use crate::hw::model::{CopyCost, MaintCost, ModelParams, SmmuKind, SmmuParams};
 use crate::input::{InputError, parse_toml};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -120,6 +120,22 @@ pub struct SmmuSpec {
     pub cmdq_write: Option<Cost>,
 }
 
+/// A CPU copy (`memcpy`, as swiotlb's bounce does it): a fixed cost per call plus a cost per byte.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CopySpec {
+    /// Per copy, whatever its length (call, setup, tail handling). Optional: 0 if absent.
+    pub call: Option<Cost>,
+    /// Per byte copied (`ns` may be fractional: 0.05 ns per byte is 20 GB/s).
+    pub per_byte: Cost,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemorySpec {
+    pub copy: Option<CopySpec>,
+}
+
 /// The profile file as written.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -127,6 +143,8 @@ pub struct ProfileFile {
     pub platform: PlatformSpec,
     pub cache: CacheSpec,
     pub barrier: BarrierSpec,
+    /// Optional: only scenarios that copy (swiotlb bounce buffers) need it.
+    pub memory: Option<MemorySpec>,
     #[serde(default)]
     pub sw: BTreeMap<String, Cost>,
     pub smmu: Option<SmmuSpec>,
@@ -204,6 +222,19 @@ impl Profile {
         Ok(())
     }
 
+    /// Fail unless the profile prices a memory copy (`[memory.copy]`), which `why` performs.
+    pub fn require_copy(&self, why: &str) -> Result<(), InputError> {
+        if self.model.copy.is_none() {
+            return Err(InputError {
+                file: self.origin.clone(),
+                line: None,
+                key: Some("memory.copy".to_string()),
+                message: format!("missing, but {why} copies memory (swiotlb bounce buffers)"),
+            });
+        }
+        Ok(())
+    }
+
     /// Every parameter with its value and source, in file order of sections.
     pub fn params(&self) -> Vec<ParamInfo> {
         let f = &self.file;
@@ -222,6 +253,12 @@ impl Profile {
             }
         }
         out.push(cost_info("barrier.cost", &f.barrier.cost));
+        if let Some(c) = f.memory.as_ref().and_then(|m| m.copy.as_ref()) {
+            if let Some(call) = &c.call {
+                out.push(cost_info("memory.copy.call", call));
+            }
+            out.push(cost_info("memory.copy.per_byte", &c.per_byte));
+        }
         for (k, c) in &f.sw {
             out.push(cost_info(&format!("sw.{k}"), c));
         }
@@ -337,6 +374,16 @@ impl Resolver<'_> {
 
     /// A cost in picoseconds.
     fn cost(&self, key: &str, c: &Cost) -> Result<u64, InputError> {
+        self.cost_scaled(key, c, 1000.0)
+    }
+
+    /// A cost in femtoseconds, for per-byte costs that are fractions of a picosecond.
+    fn cost_fs(&self, key: &str, c: &Cost) -> Result<u64, InputError> {
+        self.cost_scaled(key, c, 1_000_000.0)
+    }
+
+    /// A cost in nanoseconds times `per_ns` (1000 for picoseconds).
+    fn cost_scaled(&self, key: &str, c: &Cost, per_ns: f64) -> Result<u64, InputError> {
         self.source(key, &c.source)?;
         let ns = match (&c.ns, &c.cycles) {
             (Some(ns), None) => self.number(&format!("{key}.ns"), ns)?,
@@ -360,7 +407,7 @@ impl Resolver<'_> {
                 ));
             }
         };
-        Ok((ns * 1000.0).round() as u64)
+        Ok((ns * per_ns).round() as u64)
     }
 
     fn maint(&self, key: &str, m: &MaintSpec) -> Result<MaintCost, InputError> {
@@ -417,11 +464,22 @@ fn resolve(origin: &str, text: &str, f: &ProfileFile) -> Result<ModelParams, Inp
         Some(sm) => Some(resolve_smmu(&r, sm)?),
         None => None,
     };
+    let copy = match f.memory.as_ref().and_then(|m| m.copy.as_ref()) {
+        Some(c) => Some(CopyCost {
+            call_ps: match &c.call {
+                Some(call) => r.cost("memory.copy.call", call)?,
+                None => 0,
+            },
+            per_byte_fs: r.cost_fs("memory.copy.per_byte", &c.per_byte)?,
+        }),
+        None => None,
+    };
     Ok(ModelParams {
         line_bytes: line as u64,
         maint,
         barrier_ps,
         sw,
+        copy,
         smmu,
     })
 }
@@ -584,6 +642,37 @@ sync = { ns = 50, source = "test" }
         let s = Profile::parse("t.toml", &text).unwrap().model.smmu.unwrap();
         assert!(s.range_inv);
         assert_eq!(s.kind, SmmuKind::SmmuV3);
+    }
+
+    #[test]
+    fn memory_copy_is_optional_and_checked() {
+        let p = Profile::parse("t.toml", MINIMAL).unwrap();
+        assert!(p.model.copy.is_none());
+        assert!(p.require_copy("swiotlb").is_err());
+        let text = format!(
+            "{MINIMAL}\n[memory.copy]\ncall = {{ ns = 10, source = \"test\" }}\nper_byte = {{ cycles = 0.1, source = \"test\" }}\n"
+        );
+        let p = Profile::parse("t.toml", &text).unwrap();
+        // 0.1 cycles at 1 GHz = 100 ps per byte.
+        assert_eq!(
+            p.model.copy,
+            Some(CopyCost {
+                call_ps: 10_000,
+                per_byte_fs: 100_000
+            })
+        );
+        p.require_copy("swiotlb").unwrap();
+        assert!(p.params().iter().any(|i| i.key == "memory.copy.per_byte"));
+        let bad = text.replace("ns = 10,", "ns = -1,");
+        let e = Profile::parse("t.toml", &bad).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("memory.copy.call.ns"), "{e}");
+        assert!(e.line.is_some());
+        let nosrc = text.replace(
+            "cycles = 0.1, source = \"test\"",
+            "cycles = 0.1, source = \" \"",
+        );
+        let e = Profile::parse("t.toml", &nosrc).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("memory.copy.per_byte.source"), "{e}");
     }
 
     #[test]

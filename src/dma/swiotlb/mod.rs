@@ -1,0 +1,483 @@
+//! swiotlb: bounce buffering for devices that cannot reach a buffer (or must not).
+//!
+//! Kernel counterparts: kernel/dma/swiotlb.c (5.0 onward; areas from 6.0) and its ancestor
+//! lib/swiotlb.c (2.6.x–4.x, here as of 3.6 and 3.7).
+//!
+//! What it models: a pool of 2 KiB slots in simulated physical memory ([`pool`]); a mapping claims
+//! a run of slots, records where each slot's bytes came from (`orig_addr`), and copies real bytes
+//! between the original buffer and the slots in the directions the kernel does (`swiotlb_bounce`,
+//! charged through [`Hw::copy`]). Two front ends drive the same pool:
+//!
+//! - [`Swiotlb`], the library dma-direct falls back to (`swiotlb_map`, `swiotlb_tbl_map_single`,
+//!   `swiotlb_tbl_unmap_single`, `swiotlb_sync_single_for_{cpu,device}`), as kernel/dma/swiotlb.c
+//!   has them. [`crate::dma::direct::DmaDirect`] owns one when a pool is set up and does the cache
+//!   maintenance around it.
+//! - [`x86_2012::Swiotlb2012Ops`], swiotlb as x86's own `dma_map_ops` in 2012 (`swiotlb_dma_ops`,
+//!   lib/swiotlb.c): `swiotlb_map_page`, `swiotlb_unmap_page` → `unmap_single`,
+//!   `swiotlb_sync_single_for_{cpu,device}` → `swiotlb_sync_single`, `swiotlb_dma_mapping_error`,
+//!   with its two address-bookkeeping policies ([`x86_2012::Bookkeeping`]).
+//!
+//! Which release each choice models:
+//!
+//! | choice | models |
+//! |---|---|
+//! | [`Release::Linux3_6`] | lib/swiotlb.c of 3.6 (3.7 changed the bookkeeping below, not the pool): one pool lock, next fit from `io_tlb_index` with a 2-slot stride for mappings larger than a page, copy at map for TO_DEVICE and BIDIRECTIONAL only, unmap frees as many slots as the caller's size says, a 32 KiB overflow buffer handed out when the pool is full (by [`x86_2012::Swiotlb2012Ops`]; through dma-direct, which 3.6 did not have, a full pool is a mapping error) |
+//! | [`Release::Linux6_0`] | kernel/dma/swiotlb.c 6.0: areas with their own locks and indices, `min_align_mask` offsets and `alloc_align_mask`, page alignment for mappings of a page or more, per-slot `alloc_size`, copy at map in every direction (the info-leak fix that predates 6.0: a FROM_DEVICE mapping the device only partly writes must not hand stale pool bytes back to the CPU), map failure is `DMA_MAPPING_ERROR`; partial syncs behave as 6.0's `swiotlb_bounce` does, including its refusal of a sync that starts in a later slot below the `min_align_mask` offset |
+//! | `swiotlb_addr = virt` ([`x86_2012::VirtAddrs`]) | ≤ 3.6: `io_tlb_start`, `io_tlb_end` and `io_tlb_overflow_buffer` are kernel virtual addresses; every physical address needed on the map, unmap, sync, `is_swiotlb_buffer` and `dma_mapping_error` paths costs an out-of-line `__phys_addr` call, and `is_swiotlb_buffer` is an out-of-line function |
+//! | `swiotlb_addr = phys` ([`x86_2012::PhysAddrs`]) | 3.7 onward (Alexander Duyck's series): physical addresses throughout, no translation on those paths, `is_swiotlb_buffer` two compares inlined into its callers |
+//!
+//! Invariants: every slot claimed by a map is released by the matching unmap; a failed map claims
+//! nothing; nothing a caller passes (sizes up to any value, addresses outside the pool, unmaps of
+//! something never mapped) panics — a map too large or a full pool is the kernel's mapping error,
+//! an unmap or sync of an address outside the pool does nothing.
+
+pub mod pool;
+pub mod x86_2012;
+
+pub use pool::{
+    Areas, IO_TLB_DEFAULT_SIZE, IO_TLB_MAX_MAPPING, IO_TLB_OVERFLOW, IO_TLB_SEGSIZE, IO_TLB_SHIFT,
+    IO_TLB_SIZE, IoTlbMem, SwiotlbError, nr_slots,
+};
+
+use super::DmaError;
+use crate::device::Device;
+use crate::hw::{Hw, SwCost};
+use crate::mm::physmem::SharedPhysMem;
+use crate::types::{DmaAddr, DmaAttrs, DmaDirection, PhysAddr};
+use pool::{AreaSearch6_0, FindSlots, INVALID_PHYS_ADDR, NextFit3_6, PoolCosts, SlotRequest};
+
+/// Which release's pool and bounce rules apply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Release {
+    Linux3_6,
+    Linux6_0,
+}
+
+impl Release {
+    fn search(self) -> Box<dyn FindSlots> {
+        match self {
+            Release::Linux3_6 => Box::new(NextFit3_6),
+            Release::Linux6_0 => Box::new(AreaSearch6_0),
+        }
+    }
+
+    /// Whether `swiotlb_tbl_map_single` copies the original into the slots for `dir`.
+    pub fn copies_at_map(self, dir: DmaDirection) -> bool {
+        match self {
+            Release::Linux3_6 => {
+                matches!(dir, DmaDirection::ToDevice | DmaDirection::Bidirectional)
+            }
+            Release::Linux6_0 => true,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Release::Linux3_6 => "3.6",
+            Release::Linux6_0 => "6.0",
+        }
+    }
+}
+
+/// How the pool is set up (`swiotlb=` on the kernel command line, and the release).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SwiotlbConfig {
+    /// Pool size in bytes: a whole number of 256 KiB segments.
+    pub size: u64,
+    pub areas: Areas,
+    pub release: Release,
+    /// NUMA node the pool is allocated on.
+    pub node: u32,
+    /// `swiotlb=force`: bounce every streaming mapping.
+    pub force: bool,
+}
+
+impl Default for SwiotlbConfig {
+    fn default() -> Self {
+        SwiotlbConfig {
+            size: IO_TLB_DEFAULT_SIZE,
+            areas: Areas::PossibleCpus(1),
+            release: Release::Linux6_0,
+            node: 0,
+            force: false,
+        }
+    }
+}
+
+/// Which way a bounce copies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BounceDir {
+    /// Original → slot (map, sync_for_device).
+    ToDevice,
+    /// Slot → original (unmap, sync_for_cpu).
+    FromDevice,
+}
+
+/// Software costs of the swiotlb library paths, resolved once.
+#[derive(Clone, Copy, Debug, Default)]
+struct Costs {
+    pool: PoolCosts,
+    map: SwCost,
+    tbl_map_single: SwCost,
+    tbl_unmap_single: SwCost,
+    sync_single: SwCost,
+    bounce: SwCost,
+}
+
+/// Named software costs [`Swiotlb`] looks up in a profile's `[sw]` table (plus [`pool::SW_COSTS`]).
+pub const SW_COSTS: &[(&str, &str)] = &[
+    (
+        "swiotlb_map",
+        "per bounced map: trace point, phys_to_dma and dma_capable of the slot",
+    ),
+    (
+        "swiotlb_tbl_map_single",
+        "per bounced map: checks, search set-up, orig_addr stores (the search loop is charged per step)",
+    ),
+    (
+        "swiotlb_tbl_unmap_single",
+        "per bounced unmap: slot lookup and release set-up (list[] writes are charged per slot)",
+    ),
+    (
+        "swiotlb_sync_single",
+        "per swiotlb_sync_single_for_{cpu,device} call on a bounced buffer",
+    ),
+    (
+        "swiotlb_bounce",
+        "per bounce: orig_addr and alloc_size lookup and range checks (the copy is [memory.copy])",
+    ),
+];
+
+/// One CPU copy in simulated memory: the bytes move, and the copy is charged as `memcpy`.
+pub(crate) fn memcpy(hw: &mut dyn Hw, mem: &SharedPhysMem, dst: PhysAddr, src: PhysAddr, len: u64) {
+    if len == 0 {
+        return;
+    }
+    hw.enter("memcpy");
+    hw.copy(len);
+    mem.borrow_mut().copy(dst, src, len);
+    hw.leave();
+}
+
+/// The swiotlb library dma-direct falls back to: one pool (`io_tlb_default_mem`).
+#[derive(Debug)]
+pub struct Swiotlb {
+    pool: IoTlbMem,
+    mem: SharedPhysMem,
+    release: Release,
+    /// `swiotlb=force`.
+    pub force: bool,
+    /// The CPU the calls run on (`raw_smp_processor_id()`), which picks the first area tried.
+    pub cpu: u32,
+    costs: Costs,
+}
+
+impl Swiotlb {
+    /// `swiotlb_init()`: allocate the pool from `mem` as `cfg` says.
+    pub fn new(
+        hw: &dyn Hw,
+        mem: SharedPhysMem,
+        cfg: &SwiotlbConfig,
+    ) -> Result<Swiotlb, SwiotlbError> {
+        let pool = IoTlbMem::new(
+            &mut mem.borrow_mut(),
+            cfg.node,
+            cfg.size,
+            cfg.areas,
+            cfg.release.search(),
+        )?;
+        Ok(Swiotlb {
+            pool,
+            mem,
+            release: cfg.release,
+            force: cfg.force,
+            cpu: 0,
+            costs: Costs {
+                pool: PoolCosts::resolve(hw),
+                map: hw.sw_cost("swiotlb_map"),
+                tbl_map_single: hw.sw_cost("swiotlb_tbl_map_single"),
+                tbl_unmap_single: hw.sw_cost("swiotlb_tbl_unmap_single"),
+                sync_single: hw.sw_cost("swiotlb_sync_single"),
+                bounce: hw.sw_cost("swiotlb_bounce"),
+            },
+        })
+    }
+
+    pub fn pool(&self) -> &IoTlbMem {
+        &self.pool
+    }
+
+    /// The memory the pool and the buffers live in.
+    pub fn mem(&self) -> &SharedPhysMem {
+        &self.mem
+    }
+
+    pub fn release(&self) -> Release {
+        self.release
+    }
+
+    /// `is_swiotlb_force_bounce()`.
+    pub fn is_force_bounce(&self, dev: &Device) -> bool {
+        self.force || dev.force_bounce
+    }
+
+    /// `is_swiotlb_buffer()`: two compares, inlined into dma-direct's paths.
+    pub fn is_swiotlb_buffer(&self, paddr: PhysAddr) -> bool {
+        paddr >= self.pool.start && paddr < self.pool.end()
+    }
+
+    /// `swiotlb_max_mapping_size()`: a segment, less (6.0) the slots a `min_align_mask` may skip.
+    pub fn max_mapping_size(&self, dev: &Device) -> u64 {
+        match self.release {
+            Release::Linux3_6 => IO_TLB_MAX_MAPPING,
+            Release::Linux6_0 => {
+                IO_TLB_MAX_MAPPING
+                    - dev
+                        .min_align_mask
+                        .min(IO_TLB_MAX_MAPPING - 1)
+                        .next_multiple_of(IO_TLB_SIZE)
+            }
+        }
+    }
+
+    /// `swiotlb_align_offset()`: the part of the original's address a bounce buffer keeps (6.0).
+    fn align_offset(&self, dev: &Device, addr: PhysAddr) -> u64 {
+        match self.release {
+            Release::Linux3_6 => 0,
+            Release::Linux6_0 => addr.0 & dev.min_align_mask & (IO_TLB_SIZE - 1),
+        }
+    }
+
+    /// `swiotlb_map()`: bounce `[paddr, paddr + size)` and return the slot's bus address. After the
+    /// copy in, and unless the device is coherent or the caller skips CPU sync, `arch_sync` is run
+    /// on the slot (dma-direct passes its `arch_sync_dma_for_device`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn map(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        paddr: PhysAddr,
+        size: u64,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+        arch_sync: impl FnOnce(&mut dyn Hw, PhysAddr),
+    ) -> Result<DmaAddr, DmaError> {
+        hw.enter("swiotlb_map");
+        hw.sw(self.costs.map);
+        let r = self.map_inner(hw, dev, paddr, size, dir, attrs, arch_sync);
+        hw.leave();
+        r
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn map_inner(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        paddr: PhysAddr,
+        size: u64,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+        arch_sync: impl FnOnce(&mut dyn Hw, PhysAddr),
+    ) -> Result<DmaAddr, DmaError> {
+        let tlb = self.tbl_map_single(hw, dev, paddr, size, size, 0, dir, attrs)?;
+        let dma = DmaAddr(tlb.0);
+        if !crate::dma::direct::dma_capable(dev, dma, size) {
+            self.tbl_unmap_single(
+                hw,
+                dev,
+                tlb,
+                size,
+                dir,
+                attrs.union(DmaAttrs::SKIP_CPU_SYNC),
+            );
+            return Err(DmaError::MappingError(format!(
+                "{}: swiotlb address {dma}+{size:#x} is above the device's mask {:#x}",
+                dev.name, dev.dma_mask
+            )));
+        }
+        if !dev.is_dma_coherent() && !attrs.contains(DmaAttrs::SKIP_CPU_SYNC) {
+            arch_sync(hw, tlb);
+        }
+        Ok(dma)
+    }
+
+    /// `swiotlb_tbl_map_single()`: claim slots for `alloc_size` bytes and copy `mapping_size`
+    /// bytes of the original in (in the directions the release copies). Returns the slot address
+    /// the data starts at.
+    #[allow(clippy::too_many_arguments)]
+    pub fn tbl_map_single(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        orig: PhysAddr,
+        mapping_size: u64,
+        alloc_size: u64,
+        alloc_align_mask: u64,
+        dir: DmaDirection,
+        _attrs: DmaAttrs,
+    ) -> Result<PhysAddr, DmaError> {
+        hw.enter("swiotlb_tbl_map_single");
+        hw.sw(self.costs.tbl_map_single);
+        let r = (|| {
+            if mapping_size > alloc_size || mapping_size == 0 {
+                return Err(DmaError::MappingError(format!(
+                    "{}: invalid swiotlb sizes (mapping {mapping_size:#x} bytes, alloc {alloc_size:#x} bytes)",
+                    dev.name
+                )));
+            }
+            let offset = self.align_offset(dev, orig);
+            let total = alloc_size.saturating_add(offset);
+            let req = SlotRequest {
+                orig_addr: Some(orig),
+                alloc_size: total,
+                alloc_align_mask,
+                min_align_mask: match self.release {
+                    Release::Linux3_6 => 0,
+                    Release::Linux6_0 => dev.min_align_mask,
+                },
+                seg_boundary_mask: dev.seg_boundary_mask,
+                tbl_dma_addr: self.pool.start.0,
+                cpu: self.cpu,
+            };
+            let Some(index) = self.pool.find_slots(hw, &self.costs.pool, &req) else {
+                return Err(DmaError::MappingError(format!(
+                    "{}: swiotlb buffer is full (sz: {alloc_size} bytes), total {} (slots), used {} (slots)",
+                    dev.name,
+                    self.pool.nslabs(),
+                    self.pool.table.used()
+                )));
+            };
+            for i in 0..nr_slots(total) as usize {
+                self.pool.table.slots[index + i].orig_addr =
+                    PhysAddr(orig.0.wrapping_add((i as u64) << IO_TLB_SHIFT));
+            }
+            let tlb = PhysAddr(self.pool.slot_addr(index).0 + offset);
+            if self.release.copies_at_map(dir) {
+                self.bounce(hw, dev, tlb, mapping_size, BounceDir::ToDevice);
+            }
+            Ok(tlb)
+        })();
+        hw.leave();
+        r
+    }
+
+    /// `swiotlb_tbl_unmap_single()`: copy back (FROM_DEVICE, BIDIRECTIONAL, unless the caller
+    /// skips CPU sync) and release the slots. An address outside the pool, or slots not in use,
+    /// are left alone (the kernel would corrupt its lists; DMA-API debug reports it).
+    pub fn tbl_unmap_single(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        tlb: PhysAddr,
+        mapping_size: u64,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    ) {
+        hw.enter("swiotlb_tbl_unmap_single");
+        hw.sw(self.costs.tbl_unmap_single);
+        if !attrs.contains(DmaAttrs::SKIP_CPU_SYNC)
+            && matches!(dir, DmaDirection::FromDevice | DmaDirection::Bidirectional)
+        {
+            self.bounce(hw, dev, tlb, mapping_size, BounceDir::FromDevice);
+        }
+        self.release_slots(hw, dev, tlb, mapping_size);
+        hw.leave();
+    }
+
+    /// `swiotlb_release_slots()` (6.0: the slot count comes from the recorded `alloc_size`; 3.6:
+    /// from the size the caller passes).
+    fn release_slots(&mut self, hw: &mut dyn Hw, dev: &Device, tlb: PhysAddr, mapping_size: u64) {
+        let offset = self.align_offset(dev, tlb);
+        let Some(index) = tlb
+            .checked_sub(offset)
+            .and_then(|a| self.pool.slot_index(a))
+        else {
+            return;
+        };
+        let slot = self.pool.table.slots[index];
+        if slot.list != 0 {
+            return;
+        }
+        let nslots = match self.release {
+            Release::Linux3_6 => nr_slots(mapping_size),
+            Release::Linux6_0 => nr_slots(slot.alloc_size + offset),
+        };
+        self.pool
+            .table
+            .release(hw, &self.costs.pool, index, nslots as usize);
+    }
+
+    /// `swiotlb_sync_single_for_device()`: copy the original in again (TO_DEVICE, BIDIRECTIONAL).
+    pub fn sync_single_for_device(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        tlb: PhysAddr,
+        size: u64,
+        dir: DmaDirection,
+    ) {
+        hw.enter("swiotlb_sync_single_for_device");
+        hw.sw(self.costs.sync_single);
+        if matches!(dir, DmaDirection::ToDevice | DmaDirection::Bidirectional) {
+            self.bounce(hw, dev, tlb, size, BounceDir::ToDevice);
+        }
+        hw.leave();
+    }
+
+    /// `swiotlb_sync_single_for_cpu()`: copy what the device wrote out (FROM_DEVICE,
+    /// BIDIRECTIONAL). The caller has completed cache maintenance on the slot first.
+    pub fn sync_single_for_cpu(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        tlb: PhysAddr,
+        size: u64,
+        dir: DmaDirection,
+    ) {
+        hw.enter("swiotlb_sync_single_for_cpu");
+        hw.sw(self.costs.sync_single);
+        if matches!(dir, DmaDirection::FromDevice | DmaDirection::Bidirectional) {
+            self.bounce(hw, dev, tlb, size, BounceDir::FromDevice);
+        }
+        hw.leave();
+    }
+
+    /// `swiotlb_bounce()`: copy between the slot at `tlb` and the original it stands for, at most
+    /// to the end of the mapping.
+    fn bounce(&mut self, hw: &mut dyn Hw, dev: &Device, tlb: PhysAddr, size: u64, dir: BounceDir) {
+        hw.enter("swiotlb_bounce");
+        hw.sw(self.costs.bounce);
+        if let Some((orig, len)) = self.bounce_target(dev, tlb, size) {
+            match dir {
+                BounceDir::ToDevice => memcpy(hw, &self.mem, tlb, orig, len),
+                BounceDir::FromDevice => memcpy(hw, &self.mem, orig, tlb, len),
+            }
+        }
+        hw.leave();
+    }
+
+    /// Where the bytes at `tlb` came from and how many of `size` lie inside the mapping; `None`
+    /// for an address the pool did not hand out (the kernel warns and copies nothing).
+    fn bounce_target(&self, dev: &Device, tlb: PhysAddr, size: u64) -> Option<(PhysAddr, u64)> {
+        let index = self.pool.slot_index(tlb)?;
+        let slot = self.pool.table.slots[index];
+        if slot.orig_addr == INVALID_PHYS_ADDR {
+            return None;
+        }
+        let orig_offset = self.align_offset(dev, slot.orig_addr);
+        let tlb_offset = (tlb.0 & (IO_TLB_SIZE - 1)).checked_sub(orig_offset)?;
+        if tlb_offset > slot.alloc_size {
+            return None;
+        }
+        Some((
+            PhysAddr(slot.orig_addr.0 + tlb_offset),
+            size.min(slot.alloc_size - tlb_offset),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,0 +1,759 @@
+//! swiotlb as x86-64's `dma_map_ops` in 2012, with its two address-bookkeeping policies.
+//!
+//! Kernel counterpart: lib/swiotlb.c of Linux 3.6 and 3.7 as `swiotlb_dma_ops`
+//! (arch/x86/kernel/pci-swiotlb.c): `swiotlb_map_page`, `swiotlb_unmap_page` → `unmap_single`,
+//! `swiotlb_sync_single_for_{cpu,device}` → `swiotlb_sync_single`, `swiotlb_map_sg_attrs`,
+//! `swiotlb_unmap_sg_attrs`, `swiotlb_sync_sg_for_{cpu,device}`, `swiotlb_dma_mapping_error`, over
+//! `swiotlb_tbl_map_single`, `swiotlb_tbl_unmap_single`, `swiotlb_tbl_sync_single`,
+//! `swiotlb_bounce` and `is_swiotlb_buffer`; the pool follows [`Release::Linux3_6`] rules.
+//!
+//! What it models: x86 DMA is coherent, so there is no cache maintenance; a device that can reach
+//! the buffer gets its physical address back unbounced (`dma_capable`, unless `swiotlb=force`),
+//! but unmap and both syncs still ask `is_swiotlb_buffer` every time. A full pool hands out the
+//! 32 KiB overflow buffer, which `swiotlb_dma_mapping_error` recognises; a failed mapping larger
+//! than the overflow buffer is where 3.6 panics, here a mapping error. The two [`Bookkeeping`]
+//! policies differ only in how the pool's addresses are stored and turned into physical ones:
+//!
+//! - [`VirtAddrs`] (≤ 3.6): `io_tlb_start`, `io_tlb_end`, `io_tlb_overflow_buffer` and the slot
+//!   addresses handed between the helpers are kernel virtual addresses. Every `virt_to_phys` /
+//!   `swiotlb_virt_to_bus` on them is a call to the out-of-line `__phys_addr` (a frame, a charge
+//!   and a [`Counter::PhysAddrCall`]). Going the other way (`phys_to_virt`) is an inline add.
+//!   Per call path, exactly as 3.6's code makes them:
+//!   `is_swiotlb_buffer` 2 (1 when the address is below the pool: `&&` stops early);
+//!   `unmap_single` and `swiotlb_sync_single` = their `is_swiotlb_buffer`;
+//!   `swiotlb_map_page` 0 unbounced, 2 bounced (`map_single`'s `io_tlb_start`, then the slot),
+//!   2 when the pool is full (`io_tlb_start`, then the overflow buffer);
+//!   `swiotlb_dma_mapping_error` 1.
+//! - [`PhysAddrs`] (3.7 on): the same paths with physical addresses: no `__phys_addr` at all, and
+//!   `is_swiotlb_buffer` small enough to be inlined (no frame).
+//!
+//! Invariants: as [`super`]; and the count of `__phys_addr` calls on a path is whatever running
+//! that path produced — no table of counts exists.
+
+use super::pool::{INVALID_PHYS_ADDR, IoTlbMem, NextFit3_6, PoolCosts, SlotRequest, SwiotlbError};
+use super::{Areas, BounceDir, IO_TLB_OVERFLOW, IO_TLB_SHIFT, IO_TLB_SIZE, Release, memcpy};
+use crate::device::Device;
+use crate::dma::direct::dma_capable;
+use crate::dma::{DmaError, DmaMapOps};
+use crate::hw::{Counter, Hw, SwCost};
+use crate::mm::physmem::SharedPhysMem;
+use crate::scatterlist::SgTable;
+use crate::types::{DmaAddr, DmaAttrs, DmaDirection, PhysAddr};
+use std::fmt::Debug;
+
+/// x86-64's `PAGE_OFFSET` in 2012: the direct map of physical memory starts here.
+pub const PAGE_OFFSET: u64 = 0xffff_8800_0000_0000;
+
+/// An address as the pool's bookkeeping stores it: virtual under [`VirtAddrs`], physical under
+/// [`PhysAddrs`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Kept(pub u64);
+
+/// How swiotlb keeps its own addresses, and what turning one into a physical address costs.
+pub trait Bookkeeping: Debug {
+    /// The policy's name (`virt` or `phys`).
+    fn name(&self) -> &'static str;
+    /// Store a physical address the way this release does (`phys_to_virt`: inline, free).
+    fn keep(&self, phys: PhysAddr) -> Kept;
+    /// The physical address of a kept one, as the kernel path obtains it.
+    fn to_phys(&self, hw: &mut dyn Hw, kept: Kept) -> PhysAddr;
+    /// Whether `is_swiotlb_buffer` is a function of its own or two compares inlined into callers.
+    fn is_swiotlb_buffer_out_of_line(&self) -> bool;
+}
+
+/// ≤ 3.6: virtual addresses, translated by an out-of-line `__phys_addr` call each time.
+#[derive(Clone, Copy, Debug)]
+pub struct VirtAddrs {
+    phys_addr: SwCost,
+}
+
+impl VirtAddrs {
+    pub fn new(hw: &dyn Hw) -> VirtAddrs {
+        VirtAddrs {
+            phys_addr: hw.sw_cost("__phys_addr"),
+        }
+    }
+}
+
+impl Bookkeeping for VirtAddrs {
+    fn name(&self) -> &'static str {
+        "virt"
+    }
+    fn keep(&self, phys: PhysAddr) -> Kept {
+        Kept(PAGE_OFFSET.wrapping_add(phys.0))
+    }
+    fn to_phys(&self, hw: &mut dyn Hw, kept: Kept) -> PhysAddr {
+        hw.enter("__phys_addr");
+        hw.sw(self.phys_addr);
+        hw.count(Counter::PhysAddrCall, 1);
+        hw.leave();
+        PhysAddr(kept.0.wrapping_sub(PAGE_OFFSET))
+    }
+    fn is_swiotlb_buffer_out_of_line(&self) -> bool {
+        true
+    }
+}
+
+/// 3.7 on: physical addresses throughout.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PhysAddrs;
+
+impl Bookkeeping for PhysAddrs {
+    fn name(&self) -> &'static str {
+        "phys"
+    }
+    fn keep(&self, phys: PhysAddr) -> Kept {
+        Kept(phys.0)
+    }
+    fn to_phys(&self, _hw: &mut dyn Hw, kept: Kept) -> PhysAddr {
+        PhysAddr(kept.0)
+    }
+    fn is_swiotlb_buffer_out_of_line(&self) -> bool {
+        false
+    }
+}
+
+/// The `swiotlb_addr` policy values.
+pub const ADDR_POLICIES: &[&str] = &["virt", "phys"];
+
+/// A bookkeeping policy by name (`virt` ≤ 3.6, `phys` ≥ 3.7).
+pub fn bookkeeping_by_name(hw: &dyn Hw, name: &str) -> Option<Box<dyn Bookkeeping>> {
+    match name {
+        "virt" => Some(Box::new(VirtAddrs::new(hw))),
+        "phys" => Some(Box::new(PhysAddrs)),
+        _ => None,
+    }
+}
+
+/// `enum dma_sync_target`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncTarget {
+    ForCpu,
+    ForDevice,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Costs {
+    pool: PoolCosts,
+    map_page: SwCost,
+    unmap_page: SwCost,
+    unmap_single: SwCost,
+    sync_single_for_cpu: SwCost,
+    sync_single_for_device: SwCost,
+    sync_single: SwCost,
+    is_swiotlb_buffer: SwCost,
+    mapping_error: SwCost,
+    tbl_map_single: SwCost,
+    tbl_unmap_single: SwCost,
+    tbl_sync_single: SwCost,
+    bounce: SwCost,
+    sg_next: SwCost,
+}
+
+/// Named software costs [`Swiotlb2012Ops`] looks up in a profile's `[sw]` table (plus
+/// [`super::pool::SW_COSTS`]). Each is the function's own instructions, excluding its callees.
+pub const SW_COSTS: &[(&str, &str)] = &[
+    (
+        "swiotlb_map_page",
+        "per map: page_to_phys, phys_to_dma, dma_capable, swiotlb_force test (map_single inlined)",
+    ),
+    (
+        "swiotlb_unmap_page",
+        "per unmap: the call on to unmap_single",
+    ),
+    (
+        "unmap_single",
+        "per unmap: dma_to_phys, direction checks (is_swiotlb_buffer inlined here under phys)",
+    ),
+    (
+        "swiotlb_sync_single_for_cpu",
+        "per sync_single_for_cpu: the call on to swiotlb_sync_single",
+    ),
+    (
+        "swiotlb_sync_single_for_device",
+        "per sync_single_for_device: the call on to swiotlb_sync_single",
+    ),
+    (
+        "swiotlb_sync_single",
+        "per sync: dma_to_phys, direction checks (is_swiotlb_buffer inlined here under phys)",
+    ),
+    (
+        "is_swiotlb_buffer",
+        "per out-of-line is_swiotlb_buffer call (virt only): call, two compares, return",
+    ),
+    (
+        "swiotlb_dma_mapping_error",
+        "per dma_mapping_error: call, compare with the overflow buffer's bus address",
+    ),
+    (
+        "__phys_addr",
+        "per out-of-line __phys_addr call (virt only): call, kernel-text/direct-map test, subtract",
+    ),
+    (
+        "swiotlb_tbl_map_single",
+        "per bounced map: set-up and orig_addr stores (the search is charged per step)",
+    ),
+    (
+        "swiotlb_tbl_unmap_single",
+        "per bounced unmap: slot lookup (list[] writes are charged per slot)",
+    ),
+    (
+        "swiotlb_tbl_sync_single",
+        "per bounced sync: orig_addr lookup",
+    ),
+    ("swiotlb_bounce", "per bounce, excluding the copy itself"),
+    ("sg_next", "per entry of a scatter-gather walk"),
+];
+
+/// How the 2012 pool is set up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Swiotlb2012Config {
+    /// Pool size in bytes (64 MiB by default): a whole number of 256 KiB segments.
+    pub size: u64,
+    pub node: u32,
+    /// `swiotlb=force`.
+    pub force: bool,
+}
+
+impl Default for Swiotlb2012Config {
+    fn default() -> Self {
+        Swiotlb2012Config {
+            size: super::IO_TLB_DEFAULT_SIZE,
+            node: 0,
+            force: false,
+        }
+    }
+}
+
+/// `swiotlb_dma_ops` of 2012 x86-64.
+#[derive(Debug)]
+pub struct Swiotlb2012Ops {
+    pool: IoTlbMem,
+    mem: SharedPhysMem,
+    book: Box<dyn Bookkeeping>,
+    io_tlb_start: Kept,
+    io_tlb_end: Kept,
+    io_tlb_overflow_buffer: Kept,
+    overflow_phys: PhysAddr,
+    /// `swiotlb_force`.
+    pub force: bool,
+    costs: Costs,
+}
+
+impl Swiotlb2012Ops {
+    /// `swiotlb_init()`: the pool and the overflow buffer, both from `mem`.
+    pub fn new(
+        hw: &dyn Hw,
+        mem: SharedPhysMem,
+        cfg: &Swiotlb2012Config,
+        book: Box<dyn Bookkeeping>,
+    ) -> Result<Swiotlb2012Ops, SwiotlbError> {
+        let (pool, overflow_phys) = {
+            let mut m = mem.borrow_mut();
+            let pool = IoTlbMem::new(
+                &mut m,
+                cfg.node,
+                cfg.size,
+                Areas::Exact(1),
+                Box::new(NextFit3_6),
+            )?;
+            let overflow = match m.alloc(cfg.node, IO_TLB_OVERFLOW) {
+                Ok(a) => a,
+                Err(e) => {
+                    // Give the pool back: a failed init leaves memory as it found it.
+                    let _ = m.free(pool.start, cfg.size);
+                    return Err(e.into());
+                }
+            };
+            (pool, overflow)
+        };
+        Ok(Swiotlb2012Ops {
+            io_tlb_start: book.keep(pool.start),
+            io_tlb_end: book.keep(pool.end()),
+            io_tlb_overflow_buffer: book.keep(overflow_phys),
+            overflow_phys,
+            pool,
+            mem,
+            book,
+            force: cfg.force,
+            costs: Costs {
+                pool: PoolCosts::resolve(hw),
+                map_page: hw.sw_cost("swiotlb_map_page"),
+                unmap_page: hw.sw_cost("swiotlb_unmap_page"),
+                unmap_single: hw.sw_cost("unmap_single"),
+                sync_single_for_cpu: hw.sw_cost("swiotlb_sync_single_for_cpu"),
+                sync_single_for_device: hw.sw_cost("swiotlb_sync_single_for_device"),
+                sync_single: hw.sw_cost("swiotlb_sync_single"),
+                is_swiotlb_buffer: hw.sw_cost("is_swiotlb_buffer"),
+                mapping_error: hw.sw_cost("swiotlb_dma_mapping_error"),
+                tbl_map_single: hw.sw_cost("swiotlb_tbl_map_single"),
+                tbl_unmap_single: hw.sw_cost("swiotlb_tbl_unmap_single"),
+                tbl_sync_single: hw.sw_cost("swiotlb_tbl_sync_single"),
+                bounce: hw.sw_cost("swiotlb_bounce"),
+                sg_next: hw.sw_cost("sg_next"),
+            },
+        })
+    }
+
+    pub fn pool(&self) -> &IoTlbMem {
+        &self.pool
+    }
+
+    pub fn mem(&self) -> &SharedPhysMem {
+        &self.mem
+    }
+
+    pub fn bookkeeping(&self) -> &dyn Bookkeeping {
+        self.book.as_ref()
+    }
+
+    /// The overflow buffer's physical (= bus) address.
+    pub fn overflow_buffer(&self) -> PhysAddr {
+        self.overflow_phys
+    }
+
+    /// `is_swiotlb_buffer()`. C's `&&`: the end is translated only if the start compare passed.
+    fn is_swiotlb_buffer(&self, hw: &mut dyn Hw, paddr: PhysAddr) -> bool {
+        let out_of_line = self.book.is_swiotlb_buffer_out_of_line();
+        if out_of_line {
+            hw.enter("is_swiotlb_buffer");
+            hw.sw(self.costs.is_swiotlb_buffer);
+        }
+        let r = paddr >= self.book.to_phys(hw, self.io_tlb_start)
+            && paddr < self.book.to_phys(hw, self.io_tlb_end);
+        if out_of_line {
+            hw.leave();
+        }
+        r
+    }
+
+    /// Slot index of a kept slot address (pointer arithmetic on kept values: no translation).
+    fn kept_index(&self, kept: Kept) -> Option<usize> {
+        let off = kept.0.checked_sub(self.io_tlb_start.0)?;
+        let i = usize::try_from(off >> IO_TLB_SHIFT).ok()?;
+        (i < self.pool.nslabs()).then_some(i)
+    }
+
+    /// The physical address behind a kept slot address, for moving bytes (the CPU dereferences
+    /// the virtual address directly; nothing is called).
+    fn slot_phys(&self, kept: Kept) -> PhysAddr {
+        PhysAddr(
+            self.pool
+                .start
+                .0
+                .wrapping_add(kept.0.wrapping_sub(self.io_tlb_start.0)),
+        )
+    }
+
+    /// `swiotlb_bounce()`: `size` bytes between the original and the slot, within the pool.
+    fn bounce(&mut self, hw: &mut dyn Hw, orig: PhysAddr, kept: Kept, size: u64, dir: BounceDir) {
+        hw.enter("swiotlb_bounce");
+        hw.sw(self.costs.bounce);
+        let tlb = self.slot_phys(kept);
+        let len = size.min(self.pool.end().0.saturating_sub(tlb.0));
+        match dir {
+            BounceDir::ToDevice => memcpy(hw, &self.mem, tlb, orig, len),
+            BounceDir::FromDevice => memcpy(hw, &self.mem, orig, tlb, len),
+        }
+        hw.leave();
+    }
+
+    /// `swiotlb_tbl_map_single()`: `None` when no run of slots fits.
+    fn tbl_map_single(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        tbl_dma_addr: PhysAddr,
+        phys: PhysAddr,
+        size: u64,
+        dir: DmaDirection,
+    ) -> Option<Kept> {
+        hw.enter("swiotlb_tbl_map_single");
+        hw.sw(self.costs.tbl_map_single);
+        let req = SlotRequest {
+            orig_addr: Some(phys),
+            alloc_size: size,
+            alloc_align_mask: 0,
+            min_align_mask: 0,
+            seg_boundary_mask: dev.seg_boundary_mask,
+            tbl_dma_addr: tbl_dma_addr.0,
+            cpu: 0,
+        };
+        let found = self.pool.find_slots(hw, &self.costs.pool, &req);
+        let r = found.map(|index| {
+            for i in 0..super::nr_slots(size) as usize {
+                self.pool.table.slots[index + i].orig_addr =
+                    PhysAddr(phys.0.wrapping_add((i as u64) << IO_TLB_SHIFT));
+            }
+            let kept = Kept(self.io_tlb_start.0 + ((index as u64) << IO_TLB_SHIFT));
+            if Release::Linux3_6.copies_at_map(dir) {
+                self.bounce(hw, phys, kept, size, BounceDir::ToDevice);
+            }
+            kept
+        });
+        hw.leave();
+        r
+    }
+
+    /// `swiotlb_tbl_unmap_single()`: copy back, then free as many slots as `size` says.
+    fn tbl_unmap_single(&mut self, hw: &mut dyn Hw, kept: Kept, size: u64, dir: DmaDirection) {
+        hw.enter("swiotlb_tbl_unmap_single");
+        hw.sw(self.costs.tbl_unmap_single);
+        if let Some(index) = self.kept_index(kept)
+            && self.pool.table.slots[index].list == 0
+        {
+            let orig = self.pool.table.slots[index].orig_addr;
+            if orig != INVALID_PHYS_ADDR
+                && matches!(dir, DmaDirection::FromDevice | DmaDirection::Bidirectional)
+            {
+                self.bounce(hw, orig, kept, size, BounceDir::FromDevice);
+            }
+            self.pool
+                .table
+                .release(hw, &self.costs.pool, index, super::nr_slots(size) as usize);
+        }
+        hw.leave();
+    }
+
+    /// `swiotlb_tbl_sync_single()`: no lock, just the copy the direction asks for.
+    fn tbl_sync_single(
+        &mut self,
+        hw: &mut dyn Hw,
+        kept: Kept,
+        size: u64,
+        dir: DmaDirection,
+        target: SyncTarget,
+    ) {
+        hw.enter("swiotlb_tbl_sync_single");
+        hw.sw(self.costs.tbl_sync_single);
+        if let Some(index) = self.kept_index(kept) {
+            let orig = self.pool.table.slots[index].orig_addr;
+            if orig != INVALID_PHYS_ADDR {
+                let phys = PhysAddr(orig.0.wrapping_add(kept.0 & (IO_TLB_SIZE - 1)));
+                match target {
+                    SyncTarget::ForCpu
+                        if matches!(
+                            dir,
+                            DmaDirection::FromDevice | DmaDirection::Bidirectional
+                        ) =>
+                    {
+                        self.bounce(hw, phys, kept, size, BounceDir::FromDevice)
+                    }
+                    SyncTarget::ForDevice
+                        if matches!(dir, DmaDirection::ToDevice | DmaDirection::Bidirectional) =>
+                    {
+                        self.bounce(hw, phys, kept, size, BounceDir::ToDevice)
+                    }
+                    _ => {}
+                }
+            }
+        }
+        hw.leave();
+    }
+
+    /// `map_single()` (static, inlined into its callers): the pool's bus address, then the search.
+    fn map_single(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        phys: PhysAddr,
+        size: u64,
+        dir: DmaDirection,
+    ) -> Option<Kept> {
+        let start_dma_addr = self.book.to_phys(hw, self.io_tlb_start);
+        self.tbl_map_single(hw, dev, start_dma_addr, phys, size, dir)
+    }
+
+    /// `unmap_single()`.
+    fn unmap_single(&mut self, hw: &mut dyn Hw, addr: DmaAddr, size: u64, dir: DmaDirection) {
+        hw.enter("unmap_single");
+        hw.sw(self.costs.unmap_single);
+        let paddr = PhysAddr(addr.0);
+        if self.is_swiotlb_buffer(hw, paddr) {
+            let kept = self.book.keep(paddr);
+            self.tbl_unmap_single(hw, kept, size, dir);
+        }
+        // Otherwise only dma_mark_clean(), which x86 does not have.
+        hw.leave();
+    }
+
+    /// `swiotlb_sync_single()`.
+    fn sync_single(
+        &mut self,
+        hw: &mut dyn Hw,
+        addr: DmaAddr,
+        size: u64,
+        dir: DmaDirection,
+        target: SyncTarget,
+    ) {
+        hw.enter("swiotlb_sync_single");
+        hw.sw(self.costs.sync_single);
+        let paddr = PhysAddr(addr.0);
+        if self.is_swiotlb_buffer(hw, paddr) {
+            let kept = self.book.keep(paddr);
+            self.tbl_sync_single(hw, kept, size, dir, target);
+        }
+        hw.leave();
+    }
+
+    /// `swiotlb_dma_mapping_error()`: is `addr` the overflow buffer's bus address?
+    pub fn dma_mapping_error(&mut self, hw: &mut dyn Hw, addr: DmaAddr) -> bool {
+        hw.enter("swiotlb_dma_mapping_error");
+        hw.sw(self.costs.mapping_error);
+        let r = addr.0 == self.book.to_phys(hw, self.io_tlb_overflow_buffer).0;
+        hw.leave();
+        r
+    }
+
+    /// `swiotlb_full()`: 3.6 panics when a failed mapping is larger than the overflow buffer
+    /// (random memory would be DMA'd); that becomes a mapping error naming the panic.
+    fn swiotlb_full(dev: &Device, size: u64, dir: DmaDirection) -> Result<(), DmaError> {
+        if size <= IO_TLB_OVERFLOW {
+            return Ok(());
+        }
+        let what = match dir {
+            DmaDirection::Bidirectional => "accessed",
+            DmaDirection::FromDevice => "written",
+            _ => "read",
+        };
+        Err(DmaError::MappingError(format!(
+            "{}: out of SW-IOMMU space for {size} bytes; 3.6 panics here (\"DMA: Random memory could be DMA {what}\")",
+            dev.name
+        )))
+    }
+
+    fn map_page_inner(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        phys: PhysAddr,
+        size: u64,
+        dir: DmaDirection,
+    ) -> Result<DmaAddr, DmaError> {
+        let dev_addr = DmaAddr(phys.0);
+        if dma_capable(dev, dev_addr, size) && !self.force {
+            return Ok(dev_addr);
+        }
+        if size == 0 {
+            // BUG_ON(!nslots) in 3.6.
+            return Err(DmaError::MappingError(format!(
+                "{}: zero-length swiotlb mapping",
+                dev.name
+            )));
+        }
+        let map = match self.map_single(hw, dev, phys, size, dir) {
+            Some(m) => m,
+            None => {
+                Self::swiotlb_full(dev, size, dir)?;
+                self.io_tlb_overflow_buffer
+            }
+        };
+        let dev_addr = DmaAddr(self.book.to_phys(hw, map).0);
+        if !dma_capable(dev, dev_addr, size) {
+            // 3.6 would also "unmap" the overflow buffer here, corrupting the pool; only a real
+            // slot run is given back.
+            if map != self.io_tlb_overflow_buffer {
+                self.tbl_unmap_single(hw, map, size, dir);
+            }
+            return Ok(DmaAddr(
+                self.book.to_phys(hw, self.io_tlb_overflow_buffer).0,
+            ));
+        }
+        Ok(dev_addr)
+    }
+
+    fn unmap_sg_entries(
+        &mut self,
+        hw: &mut dyn Hw,
+        sgt: &mut SgTable,
+        n: usize,
+        dir: DmaDirection,
+    ) {
+        for e in &mut sgt.entries[..n] {
+            hw.sw(self.costs.sg_next);
+            let (addr, len) = (e.dma_address, u64::from(e.dma_length));
+            e.dma_address = DmaAddr::MAPPING_ERROR;
+            e.dma_length = 0;
+            self.unmap_single(hw, addr, len, dir);
+        }
+    }
+}
+
+impl DmaMapOps for Swiotlb2012Ops {
+    fn name(&self) -> &'static str {
+        "swiotlb (2012 x86 swiotlb_dma_ops)"
+    }
+
+    fn map_page(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        phys: PhysAddr,
+        size: u64,
+        dir: DmaDirection,
+        _attrs: DmaAttrs,
+    ) -> Result<DmaAddr, DmaError> {
+        hw.enter("swiotlb_map_page");
+        hw.sw(self.costs.map_page);
+        let r = self.map_page_inner(hw, dev, phys, size, dir);
+        hw.leave();
+        r
+    }
+
+    fn unmap_page(
+        &mut self,
+        hw: &mut dyn Hw,
+        _dev: &Device,
+        addr: DmaAddr,
+        size: u64,
+        dir: DmaDirection,
+        _attrs: DmaAttrs,
+    ) {
+        hw.enter("swiotlb_unmap_page");
+        hw.sw(self.costs.unmap_page);
+        self.unmap_single(hw, addr, size, dir);
+        hw.leave();
+    }
+
+    fn map_sg(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        sgt: &mut SgTable,
+        dir: DmaDirection,
+        _attrs: DmaAttrs,
+    ) -> Result<usize, DmaError> {
+        hw.enter("swiotlb_map_sg_attrs");
+        let mut failed = None;
+        for i in 0..sgt.entries.len() {
+            hw.sw(self.costs.sg_next);
+            let (paddr, len) = (sgt.entries[i].phys(), u64::from(sgt.entries[i].length));
+            let dev_addr = DmaAddr(paddr.0);
+            let addr = if self.force || !dma_capable(dev, dev_addr, len) {
+                match self.map_single(hw, dev, paddr, len, dir) {
+                    Some(map) => DmaAddr(self.book.to_phys(hw, map).0),
+                    None => {
+                        failed = Some(i);
+                        break;
+                    }
+                }
+            } else {
+                dev_addr
+            };
+            let e = &mut sgt.entries[i];
+            e.dma_address = addr;
+            e.dma_length = e.length;
+        }
+        let r = match failed {
+            None => {
+                sgt.nents = sgt.entries.len();
+                Ok(sgt.nents)
+            }
+            Some(i) => {
+                // swiotlb_full(..., 0) does not panic; swiotlb_unmap_sg_attrs(sgl, i) undoes.
+                hw.enter("swiotlb_unmap_sg_attrs");
+                self.unmap_sg_entries(hw, sgt, i, dir);
+                hw.leave();
+                sgt.nents = 0;
+                Err(DmaError::MappingError(format!(
+                    "{}: out of SW-IOMMU space for sg entry {i} ({} bytes)",
+                    dev.name, sgt.entries[i].length
+                )))
+            }
+        };
+        hw.leave();
+        r
+    }
+
+    fn unmap_sg(
+        &mut self,
+        hw: &mut dyn Hw,
+        _dev: &Device,
+        sgt: &mut SgTable,
+        dir: DmaDirection,
+        _attrs: DmaAttrs,
+    ) {
+        hw.enter("swiotlb_unmap_sg_attrs");
+        let n = sgt.nents;
+        self.unmap_sg_entries(hw, sgt, n, dir);
+        sgt.nents = 0;
+        hw.leave();
+    }
+
+    fn sync_single_for_cpu(
+        &mut self,
+        hw: &mut dyn Hw,
+        _dev: &Device,
+        addr: DmaAddr,
+        size: u64,
+        dir: DmaDirection,
+    ) {
+        hw.enter("swiotlb_sync_single_for_cpu");
+        hw.sw(self.costs.sync_single_for_cpu);
+        self.sync_single(hw, addr, size, dir, SyncTarget::ForCpu);
+        hw.leave();
+    }
+
+    fn sync_single_for_device(
+        &mut self,
+        hw: &mut dyn Hw,
+        _dev: &Device,
+        addr: DmaAddr,
+        size: u64,
+        dir: DmaDirection,
+    ) {
+        hw.enter("swiotlb_sync_single_for_device");
+        hw.sw(self.costs.sync_single_for_device);
+        self.sync_single(hw, addr, size, dir, SyncTarget::ForDevice);
+        hw.leave();
+    }
+
+    fn sync_sg_for_cpu(
+        &mut self,
+        hw: &mut dyn Hw,
+        _dev: &Device,
+        sgt: &SgTable,
+        dir: DmaDirection,
+    ) {
+        hw.enter("swiotlb_sync_sg_for_cpu");
+        for e in &sgt.entries[..sgt.nents] {
+            hw.sw(self.costs.sg_next);
+            self.sync_single(
+                hw,
+                e.dma_address,
+                u64::from(e.dma_length),
+                dir,
+                SyncTarget::ForCpu,
+            );
+        }
+        hw.leave();
+    }
+
+    fn sync_sg_for_device(
+        &mut self,
+        hw: &mut dyn Hw,
+        _dev: &Device,
+        sgt: &SgTable,
+        dir: DmaDirection,
+    ) {
+        hw.enter("swiotlb_sync_sg_for_device");
+        for e in &sgt.entries[..sgt.nents] {
+            hw.sw(self.costs.sg_next);
+            self.sync_single(
+                hw,
+                e.dma_address,
+                u64::from(e.dma_length),
+                dir,
+                SyncTarget::ForDevice,
+            );
+        }
+        hw.leave();
+    }
+
+    fn mapping_error(&mut self, hw: &mut dyn Hw, _dev: &Device, addr: DmaAddr) -> bool {
+        self.dma_mapping_error(hw, addr)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,268 @@
+//! The `dmasim` command line.
+//!
+//! Exit status: 0 on success, 2 for bad input (a profile, scenario or argument; the message names
+//! the file, line and key), 1 for anything else.
+
+use anyhow::Result;
+use clap::{Parser, Subcommand, ValueEnum};
+use dmasim::hostbench::{HostError, HostbenchOpts, Instruction};
+use dmasim::input::InputError;
+use dmasim::platform::{self, Profile};
+use dmasim::policy::KernelVersion;
+use dmasim::reproduce;
+use dmasim::scenario::{self, Scenario};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "dmasim",
+    version,
+    about = "An executable model of the Linux DMA-mapping stack"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum Format {
+    Table,
+    Json,
+    /// Folded stacks for flame-graph tools (`run` only).
+    Folded,
+}
+
+#[derive(clap::Args)]
+struct Overrides {
+    /// Platform profile: a built-in name (see `dmasim platforms`) or a profile file.
+    #[arg(long)]
+    platform: Option<String>,
+    /// Kernel release whose policies to use, e.g. 7.0 or 7.1.
+    #[arg(long)]
+    kernel: Option<String>,
+    /// Override a policy: key=value (repeatable, or comma separated), e.g. sync=batched.
+    #[arg(long = "policy")]
+    policy: Vec<String>,
+}
+
+#[derive(clap::Args)]
+struct HostGeometry {
+    /// Buffer size (bytes, or with K/M/G).
+    #[arg(long, default_value = "10M", value_parser = size_arg)]
+    buffer: u64,
+    /// Scatter-gather entry size.
+    #[arg(long, default_value = "4K", value_parser = size_arg)]
+    entry: u64,
+    /// Passes per mode.
+    #[arg(long, default_value_t = 50)]
+    iterations: u32,
+    /// clflushopt | clwb (x86-64), dc-cvac | dc-civac (arm64); default: the host's clean-and-invalidate.
+    #[arg(long)]
+    instruction: Option<String>,
+}
+
+fn size_arg(s: &str) -> Result<u64, String> {
+    dmasim::input::parse_size(s).ok_or_else(|| format!("not a size: `{s}` (try 4096, 4K, 10M)"))
+}
+
+impl HostGeometry {
+    fn instruction(&self) -> Result<Instruction, InputError> {
+        match &self.instruction {
+            Some(n) => Instruction::parse(n).ok_or_else(|| arg_error(format!("--instruction: `{n}` is not one of clflushopt, clwb, dc-cvac, dc-civac"))),
+            None => Instruction::default_for_host()
+                .ok_or_else(|| arg_error("this CPU has no user-space cache clean-and-invalidate instruction dmasim can measure")),
+        }
+    }
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// List the built-in platform profiles.
+    Platforms,
+    /// Run a scenario file on the model.
+    Run {
+        /// The scenario (TOML; see docs/scenarios.md).
+        scenario: String,
+        #[command(flatten)]
+        overrides: Overrides,
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
+    /// Measure per-entry vs batched cache maintenance on this machine's real caches.
+    Hostbench {
+        #[command(flatten)]
+        geometry: HostGeometry,
+        /// Also predict the medians from a profile (e.g. one written by `dmasim calibrate`).
+        #[arg(long)]
+        platform: Option<String>,
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
+    /// Fit a profile to this machine from host measurements and write it as TOML.
+    Calibrate {
+        #[command(flatten)]
+        geometry: HostGeometry,
+        /// Write the profile here instead of standard output.
+        #[arg(long, short)]
+        output: Option<String>,
+    },
+    /// Recreate published experiments: published vs model, row by row.
+    Reproduce {
+        /// One experiment (default: all). `--list` shows them.
+        experiment: Option<String>,
+        #[arg(long)]
+        list: bool,
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match real_main(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            if let Some(ie) = e.downcast_ref::<InputError>() {
+                eprintln!("error: {ie}");
+                ExitCode::from(2)
+            } else if let Some(he) = e.downcast_ref::<HostError>() {
+                eprintln!("error: {he}");
+                ExitCode::from(2)
+            } else {
+                eprintln!("error: {e:#}");
+                ExitCode::from(1)
+            }
+        }
+    }
+}
+
+fn arg_error(msg: impl Into<String>) -> InputError {
+    InputError::new("<argument>", msg)
+}
+
+fn print_json(v: &serde_json::Value) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}
+
+fn apply_overrides(s: &mut Scenario, o: &Overrides) -> Result<(), InputError> {
+    if let Some(p) = &o.platform {
+        s.profile = Profile::load(p)?;
+    }
+    if let Some(k) = &o.kernel {
+        let v = KernelVersion::parse(k).ok_or_else(|| {
+            arg_error(format!(
+                "--kernel: expected a release such as 7.1, found `{k}`"
+            ))
+        })?;
+        s.policies = dmasim::policy::Policies::preset(v);
+    }
+    for p in &o.policy {
+        s.policies
+            .apply(p)
+            .map_err(|m| arg_error(format!("--policy: {m}")))?;
+    }
+    s.check_profile()
+}
+
+fn real_main(cli: Cli) -> Result<()> {
+    match cli.cmd {
+        Cmd::Platforms => {
+            for (name, desc) in platform::builtin_list() {
+                println!("{name:<16} {desc}");
+            }
+        }
+        Cmd::Run {
+            scenario,
+            overrides,
+            format,
+        } => {
+            let mut s = Scenario::load(&scenario)?;
+            apply_overrides(&mut s, &overrides)?;
+            let r = scenario::run(&s).map_err(|e| InputError::new(&scenario, e.to_string()))?;
+            match format {
+                Format::Table => print!("{}", dmasim::report::run_table(&r)),
+                Format::Json => print_json(&dmasim::report::run_json(&r))?,
+                Format::Folded => print!("{}", dmasim::report::run_folded(&r)),
+            }
+        }
+        Cmd::Hostbench {
+            geometry,
+            platform,
+            format,
+        } => {
+            let opts = HostbenchOpts {
+                buffer_bytes: geometry.buffer,
+                entry_bytes: geometry.entry,
+                iterations: geometry.iterations,
+                instruction: geometry.instruction()?,
+            };
+            let profile = platform.as_deref().map(Profile::load).transpose()?;
+            let r = dmasim::hostbench::run_with_model(&opts, profile.as_ref())?;
+            match format {
+                Format::Table => print!("{}", dmasim::hostbench::render_table(&r)),
+                Format::Folded => {
+                    return Err(arg_error("--format folded applies to `run` only").into());
+                }
+                Format::Json => print_json(&serde_json::to_value(&r)?)?,
+            }
+        }
+        Cmd::Calibrate { geometry, output } => {
+            let opts = dmasim::calibrate::CalibrateOpts {
+                buffer_bytes: geometry.buffer,
+                entry_bytes: geometry.entry,
+                iterations: geometry.iterations,
+                instruction: geometry.instruction()?,
+            };
+            let text = dmasim::calibrate::calibrate(&opts)?;
+            match output {
+                Some(path) => {
+                    std::fs::write(&path, text).map_err(|e| {
+                        InputError::new(&path, format!("cannot write profile: {e}"))
+                    })?;
+                    eprintln!("wrote {path}");
+                }
+                None => print!("{text}"),
+            }
+        }
+        Cmd::Reproduce {
+            experiment,
+            list,
+            format,
+        } => {
+            if list {
+                for e in reproduce::EXPERIMENTS {
+                    println!("{:<16} {}", e.name, e.summary);
+                }
+                return Ok(());
+            }
+            let chosen: Vec<&reproduce::Experiment> = match &experiment {
+                Some(n) => vec![reproduce::find(n)?],
+                None => reproduce::EXPERIMENTS.iter().collect(),
+            };
+            let mut reports = Vec::new();
+            for e in chosen {
+                reports.push((e.run)()?);
+            }
+            if format == Format::Folded {
+                return Err(arg_error("--format folded applies to `run` only").into());
+            }
+            match format {
+                Format::Folded => unreachable!("refused above"),
+                Format::Table => {
+                    let tables: Vec<String> = reports.iter().map(reproduce::render_table).collect();
+                    print!("{}", tables.join("\n"));
+                }
+                Format::Json => {
+                    let v = if reports.len() == 1 {
+                        serde_json::to_value(&reports[0])?
+                    } else {
+                        serde_json::json!({ "experiments": reports })
+                    };
+                    print_json(&v)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,75 @@
+//! Published measurements, embedded for comparison.
+//!
+//! Kernel counterpart: none. Each file in data/published/ holds one experiment's published figures
+//! with their source and conditions. Only `reproduce` reads them, to print them beside the model's
+//! figures; no model code or profile may use them.
+//!
+//! Invariant: the embedded files parse (a unit test checks every one).
+
+use serde::Deserialize;
+
+const FILES: &[(&str, &str)] = &[
+    (
+        "batched-sync",
+        include_str!("../data/published/batched-sync.toml"),
+    ),
+    (
+        "smmu-walk-flush",
+        include_str!("../data/published/smmu-walk-flush.toml"),
+    ),
+    (
+        "swiotlb-phys",
+        include_str!("../data/published/swiotlb-phys.toml"),
+    ),
+];
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PublishedRow {
+    pub id: String,
+    pub unit: String,
+    pub value: f64,
+    pub what: String,
+    /// `lower`: the publication only says "more than" this value.
+    pub bound: Option<String>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Published {
+    pub experiment: String,
+    pub title: String,
+    pub source: String,
+    pub conditions: String,
+    #[serde(rename = "row")]
+    pub rows: Vec<PublishedRow>,
+}
+
+impl Published {
+    pub fn row(&self, id: &str) -> Option<&PublishedRow> {
+        self.rows.iter().find(|r| r.id == id)
+    }
+}
+
+/// The published figures of an experiment.
+pub fn get(experiment: &str) -> Option<Published> {
+    FILES
+        .iter()
+        .find(|(n, _)| *n == experiment)
+        .map(|(n, text)| {
+            crate::input::parse_toml(&format!("data/published/{n}.toml"), text)
+                .expect("embedded published data parses (tested)")
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_file_parses_and_names_itself() {
+        for (name, _) in super::FILES {
+            let p = super::get(name).unwrap();
+            assert_eq!(&p.experiment, name);
+            assert!(!p.rows.is_empty());
+        }
+    }
+}

@@ -1,0 +1,288 @@
+//! Rendering results: terminal tables and the stable JSON documents (docs/output.md).
+//!
+//! Kernel counterpart: none.
+//!
+//! Invariants: output depends only on the result, never on the clock or the environment, so the
+//! same inputs give byte-identical output; JSON field order is fixed by the structs below.
+
+use crate::hw::Counter;
+use crate::platform::Arch;
+use crate::scenario::RunResult;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// Version of the JSON documents' layout; bumped on any incompatible change.
+pub const FORMAT_VERSION: u32 = 1;
+
+pub fn ns(ps: u64) -> f64 {
+    ps as f64 / 1000.0
+}
+
+/// A duration for people: ns, µs or ms with four significant-ish digits.
+pub fn human_ns(ns: f64) -> String {
+    if ns >= 1e6 {
+        format!("{:.3} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.3} µs", ns / 1e3)
+    } else {
+        format!("{ns:.1} ns")
+    }
+}
+
+pub fn human_bytes(b: u64) -> String {
+    if b >= 1 << 30 && b.is_multiple_of(1 << 30) {
+        format!("{} GiB", b >> 30)
+    } else if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
+        format!("{} MiB", b >> 20)
+    } else if b >= 1 << 10 && b.is_multiple_of(1 << 10) {
+        format!("{} KiB", b >> 10)
+    } else {
+        format!("{b} B")
+    }
+}
+
+fn counts_map(c: &[u64; Counter::N]) -> BTreeMap<&'static str, u64> {
+    Counter::ALL
+        .iter()
+        .filter(|k| c[**k as usize] > 0)
+        .map(|k| (k.name(), c[*k as usize]))
+        .collect()
+}
+
+#[derive(Serialize)]
+struct RunDoc<'a> {
+    format_version: u32,
+    scenario: &'a str,
+    platform: &'a str,
+    arch: &'a str,
+    policies: BTreeMap<&'static str, String>,
+    device: DeviceDoc<'a>,
+    workload: WorkloadDoc,
+    calls: Vec<CallDoc>,
+    operations: BTreeMap<&'static str, u64>,
+    breakdown: Vec<StackDoc>,
+    total_ns: f64,
+}
+
+#[derive(Serialize)]
+struct DeviceDoc<'a> {
+    name: &'a str,
+    coherent: bool,
+    dma_mask: String,
+    numa_node: Option<u32>,
+}
+
+#[derive(Serialize)]
+struct WorkloadDoc {
+    kind: &'static str,
+    calls: &'static str,
+    buffer_bytes: u64,
+    entry_bytes: Vec<u32>,
+    entries: usize,
+    direction: &'static str,
+    iterations: u32,
+    attrs: Vec<&'static str>,
+}
+
+#[derive(Serialize)]
+struct CallDoc {
+    call: &'static str,
+    count: u64,
+    mean_ns: f64,
+    total_ns: f64,
+}
+
+#[derive(Serialize)]
+struct StackDoc {
+    stack: String,
+    self_ns: f64,
+    share_pct: f64,
+    operations: BTreeMap<&'static str, u64>,
+}
+
+pub fn policies_map(p: &crate::policy::Policies) -> BTreeMap<&'static str, String> {
+    let rules = match p.arm64_dir_rules {
+        crate::arch::arm64::DirRules::Pre5_19 => "pre-5.19",
+        crate::arch::arm64::DirRules::Since5_19 => "5.19",
+    };
+    BTreeMap::from([
+        ("kernel", p.kernel.to_string()),
+        ("sync", p.sync.clone()),
+        ("arm64_dir_rules", rules.to_string()),
+    ])
+}
+
+fn share(part: u64, total: u64) -> f64 {
+    if total == 0 {
+        0.0
+    } else {
+        (part as f64 * 100.0 / total as f64 * 1000.0).round() / 1000.0
+    }
+}
+
+/// The `dmasim run --format json` document.
+pub fn run_json(r: &RunResult) -> serde_json::Value {
+    let doc = RunDoc {
+        format_version: FORMAT_VERSION,
+        scenario: &r.scenario,
+        platform: &r.platform,
+        arch: r.arch.name(),
+        policies: policies_map(&r.policies),
+        device: DeviceDoc {
+            name: &r.device.name,
+            coherent: r.device.coherent,
+            dma_mask: format!("{:#x}", r.device.dma_mask),
+            numa_node: r.device.numa_node,
+        },
+        workload: WorkloadDoc {
+            kind: "streaming",
+            calls: r.workload.calls.name(),
+            buffer_bytes: r.workload.buffer_bytes,
+            entry_bytes: r.workload.entry_bytes.clone(),
+            entries: r.entries,
+            direction: r.workload.direction.name(),
+            iterations: r.workload.iterations,
+            attrs: attr_names(r.workload.attrs),
+        },
+        calls: r
+            .calls
+            .iter()
+            .map(|c| CallDoc {
+                call: c.call,
+                count: c.count,
+                mean_ns: c.mean_ns(),
+                total_ns: ns(c.total_ps),
+            })
+            .collect(),
+        operations: counts_map(&r.counts),
+        breakdown: r
+            .stacks
+            .iter()
+            .map(|s| StackDoc {
+                stack: s.stack.clone(),
+                self_ns: ns(s.self_ps),
+                share_pct: share(s.self_ps, r.total_ps),
+                operations: counts_map(&s.counts),
+            })
+            .collect(),
+        total_ns: ns(r.total_ps),
+    };
+    serde_json::to_value(doc).expect("plain data serialises")
+}
+
+fn attr_names(a: crate::types::DmaAttrs) -> Vec<&'static str> {
+    let mut v = Vec::new();
+    if a.contains(crate::types::DmaAttrs::SKIP_CPU_SYNC) {
+        v.push("skip_cpu_sync");
+    }
+    v
+}
+
+fn instr(c: Counter, arch: Arch) -> &'static str {
+    c.instruction(arch)
+}
+
+/// The `dmasim run` terminal table.
+pub fn run_table(r: &RunResult) -> String {
+    let mut o = String::new();
+    let w = &r.workload;
+    let it = u64::from(w.iterations);
+    let _ = writeln!(o, "scenario   {}", r.scenario);
+    let _ = writeln!(
+        o,
+        "platform   {} ({}), {}",
+        r.platform,
+        r.arch.name(),
+        r.policies.summary()
+    );
+    let _ = writeln!(
+        o,
+        "device     {}: {}, dma_mask {:#x}",
+        r.device.name,
+        if r.device.coherent {
+            "coherent"
+        } else {
+            "non-coherent"
+        },
+        r.device.dma_mask
+    );
+    let sizes: Vec<String> = w
+        .entry_bytes
+        .iter()
+        .map(|&e| human_bytes(u64::from(e)))
+        .collect();
+    let _ = writeln!(
+        o,
+        "workload   {} of {} in {} entries ({}), {}{}, {} iterations",
+        w.calls.name(),
+        human_bytes(w.buffer_bytes),
+        sizes.join("/"),
+        r.entries,
+        w.direction,
+        attr_names(w.attrs)
+            .iter()
+            .map(|a| format!(", {a}"))
+            .collect::<String>(),
+        w.iterations
+    );
+    let _ = writeln!(o, "\n{:<28} {:>10} {:>14}", "call", "count", "mean");
+    for c in &r.calls {
+        let _ = writeln!(
+            o,
+            "{:<28} {:>10} {:>14}",
+            c.call,
+            c.count,
+            human_ns(c.mean_ns())
+        );
+    }
+    let _ = writeln!(o, "\noperations per iteration");
+    for c in Counter::ALL {
+        let n = r.counts[c as usize];
+        if n > 0 {
+            let per = n as f64 / it as f64;
+            let _ = writeln!(
+                o,
+                "  {:<12} {:<24} {:>12}",
+                instr(c, r.arch),
+                c.name(),
+                trim_float(per)
+            );
+        }
+    }
+    let _ = writeln!(o, "\ntime by call stack (per iteration)");
+    let _ = writeln!(o, "  {:>7} {:>12}  stack", "share", "time");
+    for s in &r.stacks {
+        if s.self_ps == 0 {
+            continue;
+        }
+        let _ = writeln!(
+            o,
+            "  {:>6.2}% {:>12}  {}",
+            share(s.self_ps, r.total_ps),
+            human_ns(ns(s.self_ps) / it as f64),
+            s.stack
+        );
+    }
+    o
+}
+
+fn trim_float(x: f64) -> String {
+    if x.fract() == 0.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+/// Folded stacks (`frame;frame;frame value`), the input of flame-graph tools; the value is
+/// picoseconds so that no stack rounds to zero.
+pub fn run_folded(r: &RunResult) -> String {
+    let mut o = String::new();
+    for s in &r.stacks {
+        if s.self_ps > 0 {
+            let _ = writeln!(o, "{} {}", s.stack.replace(" > ", ";"), s.self_ps);
+        }
+    }
+    o
+}

@@ -1,0 +1,166 @@
+//! `dmasim reproduce`: built-in scenarios that recreate published experiments.
+//!
+//! Kernel counterpart: none. Each experiment runs the model under the releases or policies the
+//! publication compared and prints, row by row, the published figure, the model's and the error.
+//! Rows whose figure a profile parameter was fitted on are marked, with the parameter named, so the
+//! rest can be read as predictions.
+//!
+//! Invariants: a row's model figure comes from a model run, never from data/published; the
+//! published figure is looked up by row id and only printed and compared.
+
+pub mod batched_sync;
+
+use crate::input::InputError;
+use crate::platform::Profile;
+use crate::published::Published;
+use serde::Serialize;
+use std::fmt::Write;
+
+/// One compared figure.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Row {
+    /// `<experiment>/<row>`, e.g. `batched-sync/map_sg.reduction`.
+    pub id: String,
+    pub unit: String,
+    pub what: String,
+    pub published: Option<f64>,
+    pub model: f64,
+    /// Model minus published, in percentage points for `%` rows, else relative error in %.
+    pub error: Option<f64>,
+    pub error_unit: Option<&'static str>,
+    /// Profile parameters fitted on this row (empty: the row is a prediction).
+    pub fitted_params: Vec<String>,
+    /// Operation counts or other detail behind the figure.
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+    pub detail: serde_json::Map<String, serde_json::Value>,
+}
+
+/// The result of one experiment.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub experiment: String,
+    pub title: String,
+    pub source: String,
+    pub conditions: String,
+    pub platform: String,
+    /// What the built-in scenario assumes where the publication is silent, and why.
+    pub assumptions: Vec<String>,
+    pub rows: Vec<Row>,
+}
+
+/// An experiment: its name, a one-line summary and how to run it.
+pub struct Experiment {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub run: fn() -> Result<Report, InputError>,
+}
+
+pub const EXPERIMENTS: &[Experiment] = &[Experiment {
+    name: "batched-sync",
+    summary: "seed 000: arm64 one DSB per sg list (7.1) vs one per entry (7.0), Dimensity 9500",
+    run: batched_sync::run,
+}];
+
+pub fn find(name: &str) -> Result<&'static Experiment, InputError> {
+    EXPERIMENTS.iter().find(|e| e.name == name).ok_or_else(|| {
+        let names: Vec<&str> = EXPERIMENTS.iter().map(|e| e.name).collect();
+        InputError::new(
+            "<argument>",
+            format!(
+                "unknown experiment `{name}`; known experiments: {}",
+                names.join(", ")
+            ),
+        )
+    })
+}
+
+/// Builds rows: looks up the published figure and the parameters fitted on it.
+pub struct RowBuilder<'a> {
+    pub published: &'a Published,
+    pub profile: &'a Profile,
+}
+
+impl RowBuilder<'_> {
+    pub fn row(&self, local_id: &str, unit: &str, what: &str, model: f64) -> Row {
+        let id = format!("{}/{local_id}", self.published.experiment);
+        let p = self.published.row(local_id);
+        let published = p.map(|p| p.value);
+        let (error, error_unit) = match published {
+            Some(v) if unit == "%" => (Some(model - v), Some("pp")),
+            Some(v) if v != 0.0 => (Some((model - v) / v * 100.0), Some("%")),
+            _ => (None, None),
+        };
+        let fitted_params = self
+            .profile
+            .params()
+            .into_iter()
+            .filter(|i| i.source.starts_with("fit:") && i.source.contains(&id))
+            .map(|i| i.key)
+            .collect();
+        Row {
+            id,
+            unit: unit.to_string(),
+            what: p
+                .map(|p| p.what.clone())
+                .unwrap_or_else(|| what.to_string()),
+            published,
+            model,
+            error,
+            error_unit,
+            fitted_params,
+            detail: serde_json::Map::new(),
+        }
+    }
+}
+
+fn fmt_num(x: f64) -> String {
+    if x.abs() >= 100.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+/// The terminal table of a report.
+pub fn render_table(r: &Report) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "{} — {}", r.experiment, r.title);
+    let _ = writeln!(o, "source:     {}", r.source);
+    let _ = writeln!(o, "conditions: {}", r.conditions);
+    let _ = writeln!(o, "platform:   {}", r.platform);
+    for a in &r.assumptions {
+        let _ = writeln!(o, "assumes:    {a}");
+    }
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "{:<44} {:>6} {:>12} {:>12} {:>10}  basis",
+        "row", "unit", "published", "model", "error"
+    );
+    for row in &r.rows {
+        let published = row.published.map(fmt_num).unwrap_or_else(|| "—".into());
+        let error = match (row.error, row.error_unit) {
+            (Some(e), Some(u)) => format!("{e:+.2} {u}"),
+            _ => "—".into(),
+        };
+        let basis = if row.fitted_params.is_empty() {
+            if row.published.is_some() {
+                "prediction".to_string()
+            } else {
+                "model only".to_string()
+            }
+        } else {
+            format!("fitted: {}", row.fitted_params.join(", "))
+        };
+        let _ = writeln!(
+            o,
+            "{:<44} {:>6} {:>12} {:>12} {:>10}  {basis}",
+            row.id,
+            row.unit,
+            published,
+            fmt_num(row.model),
+            error
+        );
+    }
+    o
+}

@@ -1,0 +1,138 @@
+//! End-to-end checks of the batched-sync experiment (seed 000) and of the mechanism behind it.
+
+use dmasim::hw::Counter;
+use dmasim::policy::{KernelVersion, Policies};
+use dmasim::reproduce;
+use dmasim::scenario::{RunResult, Scenario, run};
+
+fn base() -> Scenario {
+    Scenario::parse(
+        "scenarios/batched-sync.toml",
+        reproduce::batched_sync::SCENARIO,
+        std::path::Path::new("."),
+    )
+    .unwrap()
+}
+
+fn run_with(mut s: Scenario, kernel: KernelVersion) -> RunResult {
+    s.policies = Policies::preset(kernel);
+    run(&s).unwrap()
+}
+
+fn reduction(s: &Scenario, call: &str) -> f64 {
+    let before = run_with(s.clone(), KernelVersion(7, 0))
+        .call(call)
+        .unwrap()
+        .mean_ns();
+    let after = run_with(s.clone(), KernelVersion(7, 1))
+        .call(call)
+        .unwrap()
+        .mean_ns();
+    100.0 * (1.0 - after / before)
+}
+
+#[test]
+fn reductions_are_within_one_and_a_half_points_of_the_published_ones() {
+    let report = (reproduce::find("batched-sync").unwrap().run)().unwrap();
+    for id in [
+        "batched-sync/map_sg.reduction",
+        "batched-sync/unmap_sg.reduction",
+    ] {
+        let row = report.rows.iter().find(|r| r.id == id).unwrap();
+        let published = row.published.expect("published figure present");
+        assert!(
+            (row.model - published).abs() <= 1.5,
+            "{id}: model {} vs published {published}",
+            row.model
+        );
+        assert_eq!(row.error_unit, Some("pp"));
+    }
+    // One parameter was fitted, on the map_sg row only: the unmap_sg row is a prediction.
+    let unmap = report
+        .rows
+        .iter()
+        .find(|r| r.id == "batched-sync/unmap_sg.reduction")
+        .unwrap();
+    assert!(unmap.fitted_params.is_empty());
+    let map = report
+        .rows
+        .iter()
+        .find(|r| r.id == "batched-sync/map_sg.reduction")
+        .unwrap();
+    assert!(
+        map.fitted_params
+            .contains(&"cache.clean.latency".to_string())
+    );
+}
+
+#[test]
+fn larger_entries_save_less() {
+    let s4 = base();
+    let mut s64 = base();
+    s64.workload.entry_bytes = vec![64 * 1024];
+    for call in ["dma_map_sg", "dma_unmap_sg"] {
+        let r4 = reduction(&s4, call);
+        let r64 = reduction(&s64, call);
+        assert!(
+            r64 > 0.0 && r64 < r4,
+            "{call}: 64 KB saves {r64:.2} %, 4 KB saves {r4:.2} %"
+        );
+    }
+}
+
+#[test]
+fn coherent_device_costs_no_cache_maintenance() {
+    let mut s = base();
+    s.device.coherent = true;
+    for kernel in [KernelVersion(7, 0), KernelVersion(7, 1)] {
+        let r = run_with(s.clone(), kernel);
+        for c in Counter::ALL {
+            assert_eq!(
+                r.count(c),
+                0,
+                "{kernel}: {} issued on a coherent device",
+                c.name()
+            );
+        }
+        assert!(
+            r.stacks
+                .iter()
+                .all(|st| !st.stack.contains("dcache") && !st.stack.contains("arch_sync")),
+            "{kernel}"
+        );
+        // The two releases do the same for a coherent device.
+        assert!(r.total_ps > 0);
+    }
+    let a = run_with(s.clone(), KernelVersion(7, 0));
+    let b = run_with(s, KernelVersion(7, 1));
+    assert_eq!(a.total_ps, b.total_ps);
+}
+
+#[test]
+fn operation_counts_are_exact() {
+    let s = base();
+    let before = run_with(s.clone(), KernelVersion(7, 0));
+    let after = run_with(s, KernelVersion(7, 1));
+    let it = 200;
+    // 10 MiB / 64 B lines = 163840 lines per call; 2560 entries.
+    for r in [&before, &after] {
+        assert_eq!(r.count(Counter::CacheCleanLine), it * 163_840);
+        assert_eq!(r.count(Counter::CacheInvalLine), it * 163_840);
+        assert_eq!(r.count(Counter::CacheCleanInvalLine), 0);
+    }
+    assert_eq!(before.count(Counter::Barrier), it * 2 * 2560);
+    assert_eq!(after.count(Counter::Barrier), it * 2);
+}
+
+#[test]
+fn to_device_unmap_costs_no_maintenance_under_either_release() {
+    let mut s = base();
+    s.workload.direction = dmasim::types::DmaDirection::ToDevice;
+    let before = run_with(s.clone(), KernelVersion(7, 0));
+    let after = run_with(s, KernelVersion(7, 1));
+    assert_eq!(before.count(Counter::CacheInvalLine), 0);
+    assert_eq!(after.count(Counter::CacheInvalLine), 0);
+    // 7.0 issues no barrier on a TO_DEVICE unmap; 7.1 still flushes once per call.
+    assert_eq!(before.count(Counter::Barrier), 200 * 2560);
+    assert_eq!(after.count(Counter::Barrier), 200 * 2);
+}

@@ -1,0 +1,315 @@
+//! The command line: bad input exits 2 with one message naming the file, line and key.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn dmasim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dmasim"))
+        .args(args)
+        .output()
+        .expect("binary runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A scratch file unique to this test.
+fn scratch(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("dmasim-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+const PROFILE: &str = include_str!("../profiles/dimensity9500.toml");
+const SCENARIO: &str = include_str!("../scenarios/batched-sync.toml");
+
+fn line_of(text: &str, needle: &str) -> usize {
+    text.lines()
+        .position(|l| l.contains(needle))
+        .expect("needle in text")
+        + 1
+}
+
+fn expect_input_error(o: &Output, file: &str, line: usize, key: &str) {
+    let e = stderr(o);
+    assert_eq!(o.status.code(), Some(2), "stderr: {e}");
+    assert!(
+        e.contains(&format!("{file}:{line}")),
+        "want {file}:{line} in: {e}"
+    );
+    assert!(
+        e.contains(&format!("key `{key}`")),
+        "want key `{key}` in: {e}"
+    );
+    assert!(!e.contains("panicked"), "{e}");
+    assert_eq!(e.lines().count(), 1, "one message: {e}");
+}
+
+/// (case, broken text, a snippet on the line the error must name, the key it must name)
+type Case = (&'static str, String, &'static str, &'static str);
+
+fn check_cases(cases: Vec<Case>, run: impl Fn(&str) -> Output) {
+    for (case, text, at, key) in cases {
+        let p = scratch(&format!("{case}.toml"), &text);
+        let path = p.to_string_lossy().into_owned();
+        let o = run(&path);
+        expect_input_error(&o, &path, line_of(&text, at), key);
+    }
+}
+
+#[test]
+fn bad_profiles_exit_2_naming_file_line_and_key() {
+    let cases: Vec<Case> = vec![
+        (
+            "p-syntax",
+            PROFILE.replace("cost = { cycles = 10,", "cost = { cycles = ,"),
+            "cost = { cycles = ,",
+            "barrier.cost",
+        ),
+        (
+            "p-unknown",
+            PROFILE.replace("[barrier]\n", "[barrier]\nspeed = 3\n"),
+            "speed = 3",
+            "barrier.speed",
+        ),
+        (
+            "p-missing",
+            PROFILE
+                .lines()
+                .filter(|l| !l.starts_with("line_bytes"))
+                .map(|l| format!("{l}\n"))
+                .collect(),
+            "[cache]",
+            "cache.line_bytes",
+        ),
+        (
+            "p-negative",
+            PROFILE.replacen("latency = { ns = 65.5", "latency = { ns = -65.5", 1),
+            "ns = -65.5",
+            "cache.clean.latency.ns",
+        ),
+    ];
+    check_cases(cases, |path| {
+        dmasim(&["run", "scenarios/batched-sync.toml", "--platform", path])
+    });
+}
+
+#[test]
+fn bad_scenarios_exit_2_naming_file_line_and_key() {
+    let cases: Vec<Case> = vec![
+        (
+            "s-syntax",
+            SCENARIO.replace("iterations = 200", "iterations = 200 200"),
+            "iterations = 200 200",
+            "workload.iterations",
+        ),
+        (
+            "s-unknown",
+            SCENARIO.replace("[device]\n", "[device]\ncolour = \"red\"\n"),
+            "colour",
+            "device.colour",
+        ),
+        (
+            "s-missing",
+            SCENARIO
+                .lines()
+                .filter(|l| !l.starts_with("coherent"))
+                .map(|l| format!("{l}\n"))
+                .collect(),
+            "[device]",
+            "device.coherent",
+        ),
+        (
+            "s-negative",
+            SCENARIO.replace("iterations = 200", "iterations = -5"),
+            "iterations = -5",
+            "workload.iterations",
+        ),
+    ];
+    check_cases(cases, |path| dmasim(&["run", path]));
+}
+
+fn run_scenario(name: &str, text: &str) -> (Output, String) {
+    let p = scratch(name, text);
+    let path = p.to_string_lossy().into_owned();
+    (dmasim(&["run", &path]), path)
+}
+
+#[test]
+fn unknown_platform_lists_the_known_ones() {
+    let o = dmasim(&["run", "scenarios/batched-sync.toml", "--platform", "pdp11"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("pdp11") && e.contains("dimensity9500"), "{e}");
+    let bad = SCENARIO.replace("platform = \"dimensity9500\"", "platform = \"pdp11\"");
+    let (o, path) = run_scenario("s-platform.toml", &bad);
+    expect_input_error(&o, &path, line_of(&bad, "pdp11"), "scenario.platform");
+    assert!(stderr(&o).contains("dimensity9500"));
+}
+
+#[test]
+fn bad_arguments_exit_2() {
+    for args in [
+        vec![
+            "run",
+            "scenarios/batched-sync.toml",
+            "--policy",
+            "sync=sometimes",
+        ],
+        vec!["run", "scenarios/batched-sync.toml", "--kernel", "seven"],
+        vec!["run", "no/such/scenario.toml"],
+        vec!["reproduce", "no-such-experiment"],
+        vec!["run", "scenarios/batched-sync.toml", "--format", "xml"],
+        vec!["frobnicate"],
+    ] {
+        let o = dmasim(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{args:?}");
+    }
+}
+
+#[test]
+fn platforms_lists_builtins() {
+    let o = dmasim(&["platforms"]);
+    assert!(o.status.success());
+    assert!(stdout(&o).starts_with("dimensity9500 "), "{}", stdout(&o));
+}
+
+#[test]
+fn reproduce_json_has_rows_with_the_documented_fields() {
+    let o = dmasim(&["reproduce", "batched-sync", "--format", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    assert!(rows.len() >= 2);
+    for r in rows {
+        for k in ["id", "unit", "published", "model"] {
+            assert!(r.get(k).is_some(), "row lacks {k}: {r}");
+        }
+    }
+    // Deterministic: byte-identical output on a second run.
+    let again = dmasim(&["reproduce", "batched-sync", "--format", "json"]);
+    assert_eq!(o.stdout, again.stdout);
+}
+
+#[test]
+fn run_json_is_deterministic_and_complete() {
+    let o = dmasim(&[
+        "run",
+        "scenarios/batched-sync.toml",
+        "--kernel",
+        "7.0",
+        "--format",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["policies"]["sync"], "per-entry");
+    assert_eq!(v["operations"]["barrier"], 200 * 2560 * 2);
+    assert!(
+        v["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["call"] == "dma_map_sg")
+    );
+    assert!(v["breakdown"].as_array().unwrap().iter().any(|s| s["stack"]
+        == "dma_map_sg > dma_direct_map_sg > arch_sync_dma_for_device > dcache_clean_poc"));
+    let again = dmasim(&[
+        "run",
+        "scenarios/batched-sync.toml",
+        "--kernel",
+        "7.0",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(o.stdout, again.stdout);
+}
+
+#[test]
+fn hostbench_bad_options_exit_2() {
+    for args in [
+        vec!["hostbench", "--entry", "100"],
+        vec!["hostbench", "--buffer", "3 parsecs"],
+        vec!["hostbench", "--iterations", "0"],
+        vec!["hostbench", "--instruction", "wbinvd"],
+        vec!["calibrate", "--entry", "0"],
+    ] {
+        let o = dmasim(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{args:?}");
+    }
+    // The other architecture's instruction is refused with a clear message.
+    let foreign = if cfg!(target_arch = "x86_64") {
+        "dc-cvac"
+    } else {
+        "clflushopt"
+    };
+    let o = dmasim(&["hostbench", "--instruction", foreign]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("unsupported"), "{}", stderr(&o));
+}
+
+#[test]
+fn hostbench_json_reports_both_modes() {
+    // A profile calibrated on this host (small and quick: the figures are not judged here).
+    let profile = std::env::temp_dir().join(format!("dmasim-cli-{}-host.toml", std::process::id()));
+    let profile = profile.to_string_lossy().into_owned();
+    let o = dmasim(&[
+        "calibrate",
+        "--buffer",
+        "256K",
+        "--entry",
+        "4K",
+        "--iterations",
+        "3",
+        "-o",
+        &profile,
+    ]);
+    if o.status.code() == Some(2) && stderr(&o).contains("unsupported") {
+        eprintln!(
+            "skipped: this CPU cannot run the default instruction ({})",
+            stderr(&o)
+        );
+        return;
+    }
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = dmasim(&[
+        "hostbench",
+        "--buffer",
+        "256K",
+        "--entry",
+        "4K",
+        "--iterations",
+        "3",
+        "--format",
+        "json",
+        "--platform",
+        &profile,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let modes: Vec<&str> = v["modes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["mode"].as_str().unwrap())
+        .collect();
+    assert_eq!(modes, ["per-entry", "batched"]);
+    for m in v["modes"].as_array().unwrap() {
+        assert!(
+            m["median_ns"].as_f64().unwrap() > 0.0
+                && m["min_ns"].as_f64().unwrap() <= m["median_ns"].as_f64().unwrap()
+        );
+        assert!(m["instruction"].is_string());
+    }
+    assert_eq!(v["entries"], 64);
+    assert_eq!(v["model"]["modes"].as_array().unwrap().len(), 2);
+}
