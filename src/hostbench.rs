@@ -211,6 +211,10 @@ impl Mode {
 }
 
 /// Check the geometry against `line` and return the number of entries.
+/// Largest host buffer: it is allocated for real and dirtied every pass, and a larger one than the
+/// machine can hold would be killed by the OOM killer rather than refused.
+pub const MAX_BUFFER: u64 = 4 << 30;
+
 fn check_geometry(opts: &HostbenchOpts, line: u64) -> Result<u64, HostError> {
     let err = |m: String| Err(HostError(m));
     if opts.buffer_bytes == 0 {
@@ -221,6 +225,13 @@ fn check_geometry(opts: &HostbenchOpts, line: u64) -> Result<u64, HostError> {
     }
     if opts.iterations == 0 {
         return err("--iterations must be at least 1".into());
+    }
+    if opts.buffer_bytes > MAX_BUFFER {
+        return err(format!(
+            "--buffer {} is larger than hostbench's {} GiB limit (the buffer is real memory, written every pass)",
+            opts.buffer_bytes,
+            MAX_BUFFER >> 30
+        ));
     }
     if !opts.entry_bytes.is_multiple_of(line) {
         return err(format!(

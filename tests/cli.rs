@@ -239,6 +239,7 @@ fn hostbench_bad_options_exit_2() {
         vec!["hostbench", "--entry", "100"],
         vec!["hostbench", "--buffer", "3 parsecs"],
         vec!["hostbench", "--iterations", "0"],
+        vec!["hostbench", "--buffer", "1024G"],
         vec!["hostbench", "--instruction", "wbinvd"],
         vec!["calibrate", "--entry", "0"],
     ] {
