@@ -122,6 +122,8 @@ pub struct Scenario {
 
 /// Largest buffer a streaming scenario may ask for: the model keeps the list in memory.
 pub const MAX_BUFFER: u64 = 64 << 30;
+/// Most sg entries a list may have (the model holds every entry; 4M entries is 16 GiB of pages).
+pub const MAX_ENTRIES: u64 = 1 << 22;
 
 struct Ctx<'a> {
     file: &'a str,
@@ -280,6 +282,14 @@ impl Scenario {
                 "an sg entry is at most 1 GiB",
             )
         })?;
+        let smallest = u64::from(*entry_bytes.iter().min().unwrap_or(&1));
+        if buffer_bytes / smallest.max(1) > MAX_ENTRIES {
+            return Err(c.err(
+                w.buffer.span(),
+                "workload.buffer",
+                format!("{buffer_bytes} bytes in entries of {smallest} bytes is more than {MAX_ENTRIES} sg entries"),
+            ));
+        }
         let direction = DmaDirection::parse(w.direction.get_ref()).ok_or_else(|| {
             c.err(
                 w.direction.span(),
