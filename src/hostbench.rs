@@ -615,7 +615,8 @@ mod tests {
             (opts(8192, 4096, 0), "--iterations"),
             (opts(8192, 100, 1), "--entry 100"),
             (opts(10_000, 4096, 1), "--buffer 10000"),
-            (opts(1 << 33, 1 << 33, 1), "--entry"),
+            (opts(1 << 32, 1 << 32, 1), "--entry"),
+            (opts(1 << 33, 4096, 1), "--buffer"),
         ];
         for (o, want) in cases {
             let e = run(&o).unwrap_err();
