@@ -855,6 +855,10 @@ impl DmaMapOps for Swiotlb2012Ops {
     fn mapping_error(&mut self, hw: &mut dyn Hw, _dev: &Device, addr: DmaAddr) -> bool {
         self.dma_mapping_error(hw, addr)
     }
+
+    fn swiotlb_pool(&self) -> Option<&IoTlbMem> {
+        Some(&self.pool)
+    }
 }
 
 #[cfg(test)]
