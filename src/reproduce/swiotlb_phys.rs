@@ -170,6 +170,38 @@ pub fn run() -> Result<Report, InputError> {
         rows.push(symbol_row(&b, &after, "after", sym, what));
     }
 
+    let caller = |c: &str| {
+        published
+            .row(&format!("phys_addr_callers.before.{c}"))
+            .map_or(0.0, |r| r.value)
+    };
+    let named: f64 = CALLERS.iter().map(|c| caller(c)).sum();
+    let callers_note = format!(
+        "the seed's call graph of __phys_addr cannot be matched call for call and the model does not try: it names swiotlb_sync_single ({} %) and unmap_single ({} %) as callers, but in 3.6 they reach __phys_addr only through is_swiotlb_buffer (frame-pointer unwinding names the grandparent when a sample lands before the leaf has pushed its frame), and {:.1} % of the samples name none of the four. The model's phys_addr_callers rows are immediate callers (is_swiotlb_buffer {} of {} calls, swiotlb_dma_mapping_error {} of {}); detail.through_pct gives the share through each function",
+        caller("swiotlb_sync_single"),
+        caller("unmap_single"),
+        100.0 - named,
+        before.per_packet_through(Counter::PhysAddrCall, "is_swiotlb_buffer"),
+        before.per_packet(Counter::PhysAddrCall),
+        before.per_packet_through(Counter::PhysAddrCall, "swiotlb_dma_mapping_error"),
+        before.per_packet(Counter::PhysAddrCall),
+    );
+    use crate::dma::swiotlb::x86_2012::insn;
+    let head = insn::FRAME + insn::BUG_ON_DIR;
+    let call = insn::CALL + insn::TEST_RESULT;
+    let insn_note = format!(
+        "what 3.7 removes from the callers is counted in instructions from the 3.6 and 3.7 lib/swiotlb.c source as GCC of 2012 would compile it (-O2, frame pointers, no shrink-wrapping), not from a disassembly: swiotlb_sync_single {} -> {} ({} callee-saved registers and the is_swiotlb_buffer call go, the inlined range check comes), unmap_single {} -> {}, swiotlb_dma_mapping_error {} -> {}; each function keeps its cycles per instruction across the releases. Functions the series did not change keep their time per call",
+        head + insn::SYNC_SINGLE_LIVE * insn::SAVED_REG + call,
+        head + insn::RANGE_CHECK,
+        insn::SYNC_SINGLE_LIVE,
+        head + insn::UNMAP_SINGLE_LIVE * insn::SAVED_REG + call,
+        head + insn::RANGE_CHECK,
+        insn::FRAME
+            + insn::COMPARE_RESULT
+            + insn::MAPPING_ERROR_LIVE * insn::SAVED_REG
+            + insn::CALL,
+        insn::FRAME + insn::COMPARE_RESULT,
+    );
     let cpus = before.workload.cpus;
     let freq = base.profile.file.platform.cpu_freq_mhz.value.get_ref();
     Ok(Report {
@@ -184,8 +216,8 @@ pub fn run() -> Result<Report, InputError> {
             "packet memory lies above the swiotlb pool (a large server's memory is mostly above the 64 MiB pool carved out below 4 GiB), so is_swiotlb_buffer evaluates both bounds: two __phys_addr calls, not one".into(),
             "perf's percentages are of all cycles of a machine fully busy routing, so 'all cycles' is the whole CPU time per packet, routing included; everything a packet costs besides the swiotlb symbols is one named cost, ip_forward_path, fitted on the before throughput".into(),
             "all of __phys_addr's share is swiotlb's: the seed's call graph names only swiotlb callers and its after profile has no __phys_addr. In 3.6 dma_map_single's virt_to_page and the slab's virt_to_head_page on skb free also call __phys_addr; the model counts those instructions in ip_forward_path".into(),
-            "the seed's call graph of __phys_addr cannot be matched call for call and the model does not try: it names swiotlb_sync_single (24.97 %) and unmap_single (11.25 %) as callers, but in 3.6 they reach __phys_addr only through is_swiotlb_buffer (frame-pointer unwinding names the grandparent when a sample lands before the leaf has pushed its frame), and 44.5 % of the samples name none of the four. The model's phys_addr_callers rows are immediate callers (is_swiotlb_buffer 6 of 7 calls, swiotlb_dma_mapping_error 1 of 7); detail.through_pct gives the share through each function".into(),
-            "what 3.7 removes from the callers is counted in instructions from the 3.6 and 3.7 lib/swiotlb.c source as GCC of 2012 would compile it (-O2, frame pointers, no shrink-wrapping), not from a disassembly: swiotlb_sync_single 25 -> 10 (5 callee-saved registers and the is_swiotlb_buffer call go, the inlined range check comes), unmap_single 22 -> 10, swiotlb_dma_mapping_error 12 -> 7; each function keeps its cycles per instruction across the releases. Functions the series did not change keep their time per call".into(),
+            callers_note,
+            insn_note,
             "the seed's after listing has only swiotlb_* symbols; unmap_single, __phys_addr and is_swiotlb_buffer after are model-only rows".into(),
         ],
         rows,
