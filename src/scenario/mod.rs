@@ -965,4 +965,60 @@ iterations = 3
         assert_eq!(e.key.as_deref(), Some("workload.iterations"), "{e}");
         assert!(e.line.is_some(), "{e}");
     }
+
+    const FORWARDING: &str = r#"
+[scenario]
+name = "f"
+platform = "x86-2012-ixgbe"
+kernel = "3.6"
+
+[device]
+name = "ixgbe"
+coherent = true
+dma_mask_bits = 64
+
+[workload]
+kind = "forwarding"
+packets = 10
+"#;
+
+    #[test]
+    fn forwarding_defaults_come_from_ixgbe_and_the_profile() {
+        let s = parse(FORWARDING).unwrap();
+        let Workload::Forwarding(f) = &s.workload else {
+            panic!("forwarding")
+        };
+        assert_eq!(
+            (f.packets, f.packet_bytes, f.rx_ring, f.rx_reuse_percent),
+            (10, 60, 512, 100)
+        );
+        assert_eq!(Some(f.cpus), s.profile.cpus);
+        assert_eq!(s.swiotlb, SwiotlbSpec::default());
+        let s = parse(&format!(
+            "{FORWARDING}cpus = 2\n[swiotlb]\nsize = \"1M\"\nforce = true\n"
+        ))
+        .unwrap();
+        assert_eq!(s.swiotlb.size, 1 << 20);
+        assert!(s.swiotlb.force);
+        let Workload::Forwarding(f) = &s.workload else {
+            panic!("forwarding")
+        };
+        assert_eq!(f.cpus, 2);
+    }
+
+    #[test]
+    fn forwarding_errors_name_key_and_line() {
+        for (extra, key, line) in [
+            ("cpus = 0\n", "workload.cpus", 15),
+            ("iterations = 3\n", "workload.iterations", 15),
+            ("[swiotlb]\nsize = \"300K\"\n", "swiotlb.size", 16),
+            ("[swiotlb]\nareas = 2\n", "swiotlb.areas", 16),
+        ] {
+            let e = parse(&format!("{FORWARDING}{extra}")).unwrap_err();
+            assert_eq!(e.key.as_deref(), Some(key), "{extra}: {e}");
+            assert_eq!(e.line, Some(line), "{extra}: {e}");
+        }
+        let e = parse(&FORWARDING.replace("packets = 10\n", "")).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("workload.packets"), "{e}");
+    }
 }
