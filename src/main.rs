@@ -179,11 +179,22 @@ fn real_main(cli: Cli) -> Result<()> {
         } => {
             let mut s = Scenario::load(&scenario)?;
             apply_overrides(&mut s, &overrides)?;
-            let r = scenario::run(&s).map_err(|e| InputError::new(&scenario, e.to_string()))?;
-            match format {
-                Format::Table => print!("{}", dmasim::report::run_table(&r)),
-                Format::Json => print_json(&dmasim::report::run_json(&r))?,
-                Format::Folded => print!("{}", dmasim::report::run_folded(&r)),
+            let outcome =
+                scenario::execute(&s).map_err(|e| InputError::new(&scenario, e.to_string()))?;
+            use dmasim::report;
+            use scenario::Outcome;
+            match (format, &outcome) {
+                (Format::Table, Outcome::Streaming(r)) => print!("{}", report::run_table(r)),
+                (Format::Json, Outcome::Streaming(r)) => print_json(&report::run_json(r))?,
+                (Format::Folded, Outcome::Streaming(r)) => print!("{}", report::run_folded(r)),
+                (Format::Table, Outcome::Forwarding(r)) => {
+                    print!("{}", report::forwarding_table(r))
+                }
+                (Format::Json, Outcome::Forwarding(r)) => print_json(&report::forwarding_json(r))?,
+                (Format::Folded, Outcome::Forwarding(r)) => print!("{}", report::folded(&r.stacks)),
+                (Format::Table, Outcome::Bounce(r)) => print!("{}", report::bounce_table(r)),
+                (Format::Json, Outcome::Bounce(r)) => print_json(&report::bounce_json(r))?,
+                (Format::Folded, Outcome::Bounce(r)) => print!("{}", report::folded(&r.stacks)),
             }
         }
         Cmd::Hostbench {

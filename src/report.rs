@@ -278,11 +278,341 @@ fn trim_float(x: f64) -> String {
 /// Folded stacks (`frame;frame;frame value`), the input of flame-graph tools; the value is
 /// picoseconds so that no stack rounds to zero.
 pub fn run_folded(r: &RunResult) -> String {
+    folded(&r.stacks)
+}
+
+/// The `dmasim run` table of a forwarding scenario.
+pub fn forwarding_table(r: &crate::scenario::forwarding::ForwardingResult) -> String {
     let mut o = String::new();
-    for s in &r.stacks {
+    let w = &r.workload;
+    let _ = writeln!(o, "scenario   {}", r.scenario);
+    let _ = writeln!(
+        o,
+        "platform   {} ({}), {}",
+        r.platform,
+        r.arch.name(),
+        r.policies.summary()
+    );
+    let _ = writeln!(
+        o,
+        "device     {}: {}, dma_mask {:#x}",
+        r.device.name,
+        if r.device.coherent {
+            "coherent"
+        } else {
+            "non-coherent"
+        },
+        r.device.dma_mask
+    );
+    let _ = writeln!(
+        o,
+        "workload   forwarding {} packets of {} B, rx ring {}, rx page reuse {} %, {} CPUs",
+        r.packets, w.packet_bytes, w.rx_ring, w.rx_reuse_percent, w.cpus
+    );
+    let _ = writeln!(
+        o,
+        "\nCPU time per packet {}  ->  {:.3} Mpps on {} CPUs",
+        human_ns(r.per_packet_ns()),
+        r.mpps(),
+        w.cpus
+    );
+    if r.dropped > 0 {
+        let _ = writeln!(o, "dropped    {} packets (mapping errors)", r.dropped);
+    }
+    let _ = writeln!(o, "\n{:<28} {:>10} {:>14}", "call", "per packet", "mean");
+    for c in &r.calls {
+        let _ = writeln!(
+            o,
+            "{:<28} {:>10} {:>14}",
+            c.call,
+            trim_float(r.calls_per_packet(c.call)),
+            human_ns(c.mean_ns())
+        );
+    }
+    let _ = writeln!(o, "\noperations per packet");
+    for c in Counter::ALL {
+        if r.counts[c as usize] > 0 {
+            let _ = writeln!(
+                o,
+                "  {:<18} {:<24} {:>8}",
+                instr(c, r.arch),
+                c.name(),
+                trim_float(r.per_packet(c))
+            );
+        }
+    }
+    let _ = writeln!(
+        o,
+        "\nself time by symbol (share of all cycles, as perf reports it)"
+    );
+    let _ = writeln!(o, "  {:>7} {:>12}  symbol", "share", "per packet");
+    for (sym, ps) in r.symbols() {
+        let _ = writeln!(
+            o,
+            "  {:>6.2}% {:>12}  {}",
+            share(ps, r.total_ps),
+            human_ns(ns(ps) / r.packets.max(1) as f64),
+            sym
+        );
+    }
+    o
+}
+
+#[derive(Serialize)]
+struct ForwardingDoc<'a> {
+    format_version: u32,
+    scenario: &'a str,
+    platform: &'a str,
+    arch: &'a str,
+    policies: BTreeMap<&'static str, String>,
+    device: DeviceDoc<'a>,
+    workload: ForwardingWorkloadDoc,
+    per_packet_ns: f64,
+    mpps: f64,
+    dropped: u64,
+    rx_pages_mapped: u64,
+    calls: Vec<CallDoc>,
+    operations_per_packet: BTreeMap<&'static str, f64>,
+    symbols: Vec<SymbolDoc>,
+    breakdown: Vec<StackDoc>,
+    total_ns: f64,
+}
+
+#[derive(Serialize)]
+struct ForwardingWorkloadDoc {
+    kind: &'static str,
+    packets: u64,
+    packet_bytes: u32,
+    rx_ring: u32,
+    rx_reuse_percent: u32,
+    cpus: u32,
+}
+
+#[derive(Serialize)]
+struct SymbolDoc {
+    symbol: String,
+    self_ns_per_packet: f64,
+    share_pct: f64,
+}
+
+/// The `dmasim run --format json` document of a forwarding scenario.
+pub fn forwarding_json(r: &crate::scenario::forwarding::ForwardingResult) -> serde_json::Value {
+    let w = &r.workload;
+    let per = r.packets.max(1) as f64;
+    let doc = ForwardingDoc {
+        format_version: FORMAT_VERSION,
+        scenario: &r.scenario,
+        platform: &r.platform,
+        arch: r.arch.name(),
+        policies: policies_map(&r.policies),
+        device: DeviceDoc {
+            name: &r.device.name,
+            coherent: r.device.coherent,
+            dma_mask: format!("{:#x}", r.device.dma_mask),
+            numa_node: r.device.numa_node,
+        },
+        workload: ForwardingWorkloadDoc {
+            kind: "forwarding",
+            packets: w.packets,
+            packet_bytes: w.packet_bytes,
+            rx_ring: w.rx_ring,
+            rx_reuse_percent: w.rx_reuse_percent,
+            cpus: w.cpus,
+        },
+        per_packet_ns: r.per_packet_ns(),
+        mpps: r.mpps(),
+        dropped: r.dropped,
+        rx_pages_mapped: r.rx_pages_mapped,
+        calls: r
+            .calls
+            .iter()
+            .map(|c| CallDoc {
+                call: c.call,
+                count: c.count,
+                mean_ns: c.mean_ns(),
+                total_ns: ns(c.total_ps),
+            })
+            .collect(),
+        operations_per_packet: Counter::ALL
+            .iter()
+            .filter(|c| r.counts[**c as usize] > 0)
+            .map(|c| (c.name(), r.per_packet(*c)))
+            .collect(),
+        symbols: r
+            .symbols()
+            .into_iter()
+            .map(|(symbol, ps)| SymbolDoc {
+                share_pct: share(ps, r.total_ps),
+                self_ns_per_packet: ns(ps) / per,
+                symbol,
+            })
+            .collect(),
+        breakdown: r
+            .stacks
+            .iter()
+            .map(|s| StackDoc {
+                stack: s.stack.clone(),
+                self_ns: ns(s.self_ps),
+                share_pct: share(s.self_ps, r.total_ps),
+                operations: counts_map(&s.counts),
+            })
+            .collect(),
+        total_ns: ns(r.total_ps),
+    };
+    serde_json::to_value(doc).expect("plain data serialises")
+}
+
+/// Folded stacks of any run's breakdown.
+pub fn folded(stacks: &[crate::scenario::StackRow]) -> String {
+    let mut o = String::new();
+    for s in stacks {
         if s.self_ps > 0 {
             let _ = writeln!(o, "{} {}", s.stack.replace(" > ", ";"), s.self_ps);
         }
     }
     o
+}
+
+/// The `dmasim run` table of a bounce scenario.
+pub fn bounce_table(r: &crate::scenario::bounce::BounceResult) -> String {
+    let mut o = String::new();
+    let w = &r.workload;
+    let _ = writeln!(o, "scenario   {}", r.scenario);
+    let _ = writeln!(
+        o,
+        "platform   {} ({}), {}",
+        r.platform,
+        r.arch.name(),
+        r.policies.summary()
+    );
+    let _ = writeln!(
+        o,
+        "device     {}: {}, dma_mask {:#x}",
+        r.device.name,
+        if r.device.coherent {
+            "coherent"
+        } else {
+            "non-coherent"
+        },
+        r.device.dma_mask
+    );
+    let _ = writeln!(
+        o,
+        "swiotlb    {}, pool {}, {} lock{}",
+        r.implementation,
+        human_bytes(r.pool_bytes),
+        r.nareas,
+        if r.nareas == 1 { "" } else { "s (areas)" }
+    );
+    let _ = writeln!(
+        o,
+        "workload   bounce: {} CPUs in turn each map {} buffer(s), then unmap them; {}, {} iterations",
+        w.cpus, w.in_flight, w.direction, w.iterations
+    );
+    let _ = writeln!(
+        o,
+        "\n{:>8} {:>8} {:>7} {:>12} {:>12} {:>11} {:>6} {:>7} {:>8} {:>8}",
+        "size",
+        "maps",
+        "errors",
+        "map mean",
+        "unmap mean",
+        "copied/map",
+        "slots",
+        "peak",
+        "locks",
+        "busiest"
+    );
+    for row in &r.rows {
+        let _ = writeln!(
+            o,
+            "{:>8} {:>8} {:>7} {:>12} {:>12} {:>11} {:>6} {:>7} {:>8} {:>7.1}%",
+            human_bytes(row.size),
+            row.maps,
+            row.errors,
+            human_ns(row.map_mean_ns()),
+            human_ns(row.unmap_mean_ns()),
+            trim_float(row.copied_per_map()),
+            row.slots_per_map,
+            row.peak_slots,
+            row.locks.iter().sum::<u64>(),
+            row.busiest_lock_pct()
+        );
+    }
+    let _ = writeln!(o, "\nlock acquisitions per area, by size");
+    for row in &r.rows {
+        let per: Vec<String> = row.locks.iter().map(|n| n.to_string()).collect();
+        let _ = writeln!(o, "  {:>8}  [{}]", human_bytes(row.size), per.join(", "));
+    }
+    let _ = writeln!(
+        o,
+        "\n(the model has one clock: CPUs take turns, so lock counts show where several CPUs would\n contend; the waiting itself is not modelled)"
+    );
+    o
+}
+
+#[derive(Serialize)]
+struct BounceRowDoc {
+    size: u64,
+    maps: u64,
+    errors: u64,
+    map_mean_ns: f64,
+    unmap_mean_ns: f64,
+    bounce_copies: u64,
+    bounce_bytes: u64,
+    slots_per_map: u64,
+    peak_slots: u64,
+    locks_per_area: Vec<u64>,
+    busiest_lock_pct: f64,
+}
+
+/// The `dmasim run --format json` document of a bounce scenario.
+pub fn bounce_json(r: &crate::scenario::bounce::BounceResult) -> serde_json::Value {
+    let w = &r.workload;
+    serde_json::json!({
+        "format_version": FORMAT_VERSION,
+        "scenario": r.scenario,
+        "platform": r.platform,
+        "arch": r.arch.name(),
+        "policies": policies_map(&r.policies),
+        "device": {
+            "name": r.device.name,
+            "coherent": r.device.coherent,
+            "dma_mask": format!("{:#x}", r.device.dma_mask),
+            "numa_node": r.device.numa_node,
+        },
+        "workload": {
+            "kind": "bounce",
+            "sizes": w.sizes,
+            "direction": w.direction.name(),
+            "iterations": w.iterations,
+            "cpus": w.cpus,
+            "in_flight": w.in_flight,
+        },
+        "swiotlb": {
+            "implementation": r.implementation,
+            "pool_bytes": r.pool_bytes,
+            "areas": r.nareas,
+        },
+        "sizes": r.rows.iter().map(|row| BounceRowDoc {
+            size: row.size,
+            maps: row.maps,
+            errors: row.errors,
+            map_mean_ns: row.map_mean_ns(),
+            unmap_mean_ns: row.unmap_mean_ns(),
+            bounce_copies: row.bounce_copies,
+            bounce_bytes: row.bounce_bytes,
+            slots_per_map: row.slots_per_map,
+            peak_slots: row.peak_slots,
+            locks_per_area: row.locks.clone(),
+            busiest_lock_pct: row.busiest_lock_pct(),
+        }).collect::<Vec<_>>(),
+        "breakdown": r.stacks.iter().map(|s| StackDoc {
+            stack: s.stack.clone(),
+            self_ns: ns(s.self_ps),
+            share_pct: share(s.self_ps, r.total_ps),
+            operations: counts_map(&s.counts),
+        }).collect::<Vec<_>>(),
+        "total_ns": ns(r.total_ps),
+    })
 }

@@ -69,7 +69,7 @@ fn reductions_are_within_one_and_a_half_points_of_the_published_ones() {
 fn larger_entries_save_less() {
     let s4 = base();
     let mut s64 = base();
-    s64.workload.entry_bytes = vec![64 * 1024];
+    s64.streaming_mut().unwrap().entry_bytes = vec![64 * 1024];
     for call in ["dma_map_sg", "dma_unmap_sg"] {
         let r4 = reduction(&s4, call);
         let r64 = reduction(&s64, call);
@@ -127,7 +127,7 @@ fn operation_counts_are_exact() {
 #[test]
 fn to_device_unmap_costs_no_maintenance_under_either_release() {
     let mut s = base();
-    s.workload.direction = dmasim::types::DmaDirection::ToDevice;
+    s.streaming_mut().unwrap().direction = dmasim::types::DmaDirection::ToDevice;
     let before = run_with(s.clone(), KernelVersion(7, 0));
     let after = run_with(s, KernelVersion(7, 1));
     assert_eq!(before.count(Counter::CacheInvalLine), 0);

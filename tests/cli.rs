@@ -314,3 +314,135 @@ fn hostbench_json_reports_both_modes() {
     assert_eq!(v["entries"], 64);
     assert_eq!(v["model"]["modes"].as_array().unwrap().len(), 2);
 }
+
+const FORWARDING: &str = include_str!("../scenarios/ixgbe-forwarding.toml");
+const BOUNCE: &str = include_str!("../scenarios/swiotlb-bounce.toml");
+
+#[test]
+fn bad_forwarding_and_bounce_keys_exit_2_naming_file_line_and_key() {
+    let cases: Vec<Case> = vec![
+        (
+            "f-packets",
+            FORWARDING.replace("packets = 100000", "packets = 0"),
+            "packets = 0",
+            "workload.packets",
+        ),
+        (
+            "f-bytes",
+            FORWARDING.replace("packet_bytes = 60", "packet_bytes = 9000"),
+            "packet_bytes = 9000",
+            "workload.packet_bytes",
+        ),
+        (
+            "f-ring",
+            FORWARDING.replace("rx_ring = 512", "rx_ring = 100"),
+            "rx_ring = 100",
+            "workload.rx_ring",
+        ),
+        (
+            "f-reuse",
+            FORWARDING.replace("rx_reuse_percent = 100", "rx_reuse_percent = 101"),
+            "rx_reuse_percent = 101",
+            "workload.rx_reuse_percent",
+        ),
+        (
+            "f-foreign-key",
+            FORWARDING.replace("packets = 100000", "packets = 100000\nbuffer = \"1M\""),
+            "buffer = \"1M\"",
+            "workload.buffer",
+        ),
+        (
+            "f-arm64",
+            FORWARDING.replace(
+                "platform = \"x86-2012-ixgbe\"",
+                "platform = \"dimensity9500\"",
+            ),
+            "platform = \"dimensity9500\"",
+            "scenario.platform",
+        ),
+        (
+            "f-areas",
+            format!("{FORWARDING}\n[swiotlb]\nareas = 2\n"),
+            "areas = 2",
+            "swiotlb.areas",
+        ),
+        (
+            "b-pool-size",
+            BOUNCE.replace("size = \"64M\"", "size = \"1000K\""),
+            "size = \"1000K\"",
+            "swiotlb.size",
+        ),
+        (
+            "b-areas",
+            BOUNCE.replace("# areas = 4 ", "areas = 3 "),
+            "areas = 3",
+            "swiotlb.areas",
+        ),
+        (
+            "b-too-large",
+            BOUNCE.replace("\"256K\"]", "\"512K\"]"),
+            "\"512K\"]",
+            "workload.sizes",
+        ),
+        (
+            "b-kind",
+            BOUNCE.replace("kind = \"bounce\"", "kind = \"bouncy\""),
+            "kind = \"bouncy\"",
+            "workload.kind",
+        ),
+        (
+            "b-in-flight",
+            BOUNCE.replace("in_flight = 8", "in_flight = 0"),
+            "in_flight = 0",
+            "workload.in_flight",
+        ),
+    ];
+    check_cases(cases, |path| dmasim(&["run", path]));
+}
+
+#[test]
+fn areas_before_6_0_are_refused_after_an_override_too() {
+    let text = BOUNCE.replace("# areas = 4 ", "areas = 4 ");
+    let (o, path) = run_scenario("b-areas-override.toml", &text);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = dmasim(&["run", &path, "--kernel", "3.6"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains("key `swiotlb.areas`") && e.contains("6.0"),
+        "{e}"
+    );
+    assert!(!e.contains("panicked"), "{e}");
+}
+
+#[test]
+fn forwarding_and_bounce_run_in_every_format() {
+    for scenario in [
+        "scenarios/ixgbe-forwarding.toml",
+        "scenarios/swiotlb-bounce.toml",
+    ] {
+        for format in ["table", "json", "folded"] {
+            let o = dmasim(&["run", scenario, "--format", format]);
+            assert!(o.status.success(), "{scenario} {format}: {}", stderr(&o));
+            assert!(!o.stdout.is_empty());
+            let again = dmasim(&["run", scenario, "--format", format]);
+            assert_eq!(o.stdout, again.stdout, "{scenario} {format}: deterministic");
+        }
+    }
+    let o = dmasim(&[
+        "run",
+        "scenarios/ixgbe-forwarding.toml",
+        "--kernel",
+        "3.6",
+        "--format",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["workload"]["kind"], "forwarding");
+    assert_eq!(v["operations_per_packet"]["phys_addr_call"], 7.0);
+    let o = dmasim(&["reproduce", "swiotlb-phys", "--format", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["experiment"], "swiotlb-phys");
+    assert!(v["rows"].as_array().unwrap().len() >= 20);
+}

@@ -267,6 +267,16 @@ impl DmaDirect {
 }
 
 impl DmaMapOps for DmaDirect {
+    fn swiotlb_pool(&self) -> Option<&super::swiotlb::IoTlbMem> {
+        self.swiotlb.as_ref().map(|s| s.pool())
+    }
+
+    fn set_cpu(&mut self, cpu: u32) {
+        if let Some(s) = self.swiotlb.as_mut() {
+            s.cpu = cpu;
+        }
+    }
+
     fn name(&self) -> &'static str {
         "dma-direct"
     }

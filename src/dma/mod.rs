@@ -89,4 +89,10 @@ pub trait DmaMapOps {
     fn mapping_error(&mut self, _hw: &mut dyn Hw, _dev: &Device, addr: DmaAddr) -> bool {
         addr == DmaAddr::MAPPING_ERROR
     }
+    /// The swiotlb pool behind these ops, if any (for reports: slots in use, locks per area).
+    fn swiotlb_pool(&self) -> Option<&swiotlb::IoTlbMem> {
+        None
+    }
+    /// The CPU the next calls run on (`raw_smp_processor_id()`), which picks swiotlb's first area.
+    fn set_cpu(&mut self, _cpu: u32) {}
 }

@@ -16,10 +16,16 @@ use std::collections::BTreeMap;
 use toml::Spanned;
 
 /// Built-in profiles: (name, file name, TOML text).
-const BUILTIN: &[(&str, &str)] = &[(
-    "dimensity9500",
-    include_str!("../../profiles/dimensity9500.toml"),
-)];
+const BUILTIN: &[(&str, &str)] = &[
+    (
+        "dimensity9500",
+        include_str!("../../profiles/dimensity9500.toml"),
+    ),
+    (
+        "x86-2012-ixgbe",
+        include_str!("../../profiles/x86-2012-ixgbe.toml"),
+    ),
+];
 
 /// CPU architecture, which decides the cache-maintenance rules of the arch layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
@@ -89,6 +95,9 @@ pub struct PlatformSpec {
     pub description: String,
     pub arch: Arch,
     pub cpu_freq_mhz: Param,
+    /// CPUs that share a workload which spreads over cores (packet forwarding: one receive queue
+    /// per CPU). Optional: only such workloads need it.
+    pub cpus: Option<Param>,
 }
 
 /// Which SMMU the platform has (`[smmu] kind`).
@@ -157,6 +166,8 @@ pub struct Profile {
     pub origin: String,
     pub file: ProfileFile,
     pub model: ModelParams,
+    /// `platform.cpus`, checked to be a whole number of at least 1.
+    pub cpus: Option<u32>,
 }
 
 /// A parameter's resolved value and source, for reports.
@@ -180,10 +191,32 @@ impl Profile {
     pub fn parse(origin: &str, text: &str) -> Result<Profile, InputError> {
         let file: ProfileFile = parse_toml(origin, text)?;
         let model = resolve(origin, text, &file)?;
+        let cpus = match &file.platform.cpus {
+            None => None,
+            Some(p) => {
+                let r = Resolver {
+                    origin,
+                    text,
+                    freq_mhz: 1.0,
+                };
+                let n = r.param("platform.cpus", p)?;
+                if n < 1.0 || n.fract() != 0.0 || n > 4096.0 {
+                    return Err(InputError::at(
+                        origin,
+                        text,
+                        Some(p.value.span()),
+                        "platform.cpus.value",
+                        format!("must be a whole number of CPUs from 1 to 4096, found {n}"),
+                    ));
+                }
+                Some(n as u32)
+            }
+        };
         Ok(Profile {
             origin: origin.to_string(),
             file,
             model,
+            cpus,
         })
     }
 
@@ -242,6 +275,9 @@ impl Profile {
             param_info("platform.cpu_freq_mhz", &f.platform.cpu_freq_mhz, "MHz"),
             param_info("cache.line_bytes", &f.cache.line_bytes, "B"),
         ];
+        if let Some(c) = &f.platform.cpus {
+            out.insert(1, param_info("platform.cpus", c, "CPUs"));
+        }
         for op in CacheOp::ALL {
             if let Some(m) = maint_spec(&f.cache, op) {
                 let base = format!("cache.{}", op.key());

@@ -9,6 +9,7 @@
 //! published figure is looked up by row id and only printed and compared.
 
 pub mod batched_sync;
+pub mod swiotlb_phys;
 
 use crate::input::InputError;
 use crate::platform::Profile;
@@ -55,11 +56,18 @@ pub struct Experiment {
     pub run: fn() -> Result<Report, InputError>,
 }
 
-pub const EXPERIMENTS: &[Experiment] = &[Experiment {
-    name: "batched-sync",
-    summary: "seed 000: arm64 one DSB per sg list (7.1) vs one per entry (7.0), Dimensity 9500",
-    run: batched_sync::run,
-}];
+pub const EXPERIMENTS: &[Experiment] = &[
+    Experiment {
+        name: "batched-sync",
+        summary: "seed 000: arm64 one DSB per sg list (7.1) vs one per entry (7.0), Dimensity 9500",
+        run: batched_sync::run,
+    },
+    Experiment {
+        name: "swiotlb-phys",
+        summary: "seed 004: swiotlb by physical address (3.7) vs virtual (3.6), ixgbe routing on x86-64",
+        run: swiotlb_phys::run,
+    },
+];
 
 pub fn find(name: &str) -> Result<&'static Experiment, InputError> {
     EXPERIMENTS.iter().find(|e| e.name == name).ok_or_else(|| {
@@ -94,7 +102,7 @@ impl RowBuilder<'_> {
             .profile
             .params()
             .into_iter()
-            .filter(|i| i.source.starts_with("fit:") && i.source.contains(&id))
+            .filter(|i| i.source.starts_with("fit:") && names_row(&i.source, &id))
             .map(|i| i.key)
             .collect();
         Row {
@@ -111,6 +119,17 @@ impl RowBuilder<'_> {
             detail: serde_json::Map::new(),
         }
     }
+}
+
+/// Whether a `fit:` source names row `id` itself, not merely a row whose id starts with it
+/// (`profile.before.swiotlb_sync_single` vs `profile.before.swiotlb_sync_single_for_cpu`).
+fn names_row(source: &str, id: &str) -> bool {
+    source.match_indices(id).any(|(at, _)| {
+        source[at + id.len()..]
+            .chars()
+            .next()
+            .is_none_or(|c| !(c.is_alphanumeric() || matches!(c, '_' | '.' | '-' | '/')))
+    })
 }
 
 fn fmt_num(x: f64) -> String {
@@ -132,9 +151,16 @@ pub fn render_table(r: &Report) -> String {
         let _ = writeln!(o, "assumes:    {a}");
     }
     let _ = writeln!(o);
+    let w = r
+        .rows
+        .iter()
+        .map(|row| row.id.len())
+        .max()
+        .unwrap_or(0)
+        .max(44);
     let _ = writeln!(
         o,
-        "{:<44} {:>6} {:>12} {:>12} {:>10}  basis",
+        "{:<w$} {:>6} {:>12} {:>12} {:>10}  basis",
         "row", "unit", "published", "model", "error"
     );
     for row in &r.rows {
@@ -154,7 +180,7 @@ pub fn render_table(r: &Report) -> String {
         };
         let _ = writeln!(
             o,
-            "{:<44} {:>6} {:>12} {:>12} {:>10}  {basis}",
+            "{:<w$} {:>6} {:>12} {:>12} {:>10}  {basis}",
             row.id,
             row.unit,
             published,
@@ -163,4 +189,18 @@ pub fn render_table(r: &Report) -> String {
         );
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::names_row;
+
+    #[test]
+    fn fit_sources_name_whole_row_ids() {
+        let id = "swiotlb-phys/profile.before.swiotlb_sync_single";
+        assert!(names_row(&format!("fit: {id}"), id));
+        assert!(names_row(&format!("fit: {id}, with a tool"), id));
+        assert!(!names_row(&format!("fit: {id}_for_cpu"), id));
+        assert!(!names_row("fit: something else", id));
+    }
 }

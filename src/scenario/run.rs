@@ -122,7 +122,13 @@ pub fn run(s: &Scenario) -> Result<RunResult, crate::dma::DmaError> {
     let direct = DmaDirect::new(&hw, arch_for(&s.profile, &s.policies), sync);
     let mut api = DmaApi::new(&hw, s.device.clone(), Box::new(direct));
 
-    let w = &s.workload;
+    let Some(w) = s.streaming() else {
+        return Err(crate::dma::DmaError::MappingError(format!(
+            "scenario `{}` is a {} workload, not a streaming one: run it with scenario::execute",
+            s.name,
+            s.workload.kind()
+        )));
+    };
     let node_size = w.buffer_bytes.next_power_of_two().max(1 << 20) * 2;
     let mut mem = PhysMem::single(PhysAddr(DRAM_BASE), node_size);
     let buf = mem

@@ -120,6 +120,9 @@ pub struct Area {
     /// Where the next search starts, relative to the area's first slot.
     pub index: usize,
     pub used: usize,
+    /// Times this area's lock (3.6: the pool lock) was taken: a search of the area or a release
+    /// of slots in it. Several CPUs mapping at once contend on whichever lock counts grow together.
+    pub locks: u64,
 }
 
 /// The slot bookkeeping, apart from the search rules so a rule can borrow it mutably.
@@ -181,7 +184,9 @@ impl SlotTable {
     /// `swiotlb_tbl_unmap_single`).
     pub fn release(&mut self, hw: &mut dyn Hw, c: &PoolCosts, index: usize, nslots: usize) {
         let nslots = nslots.min(self.slots.len() - index);
+        let a = index / self.area_nslabs;
         spin_lock_irqsave(hw, c);
+        self.areas[a].locks += 1;
         let seg_end = (index + 1).div_ceil(IO_TLB_SEGSIZE) * IO_TLB_SEGSIZE;
         let mut count = if index + nslots < seg_end {
             self.slots[index + nslots].list
@@ -204,7 +209,6 @@ impl SlotTable {
             hw.sw(c.slot_update);
             self.slots[i].list = count;
         }
-        let a = index / self.area_nslabs;
         self.areas[a].used = self.areas[a].used.saturating_sub(nslots);
     }
 
@@ -346,6 +350,7 @@ impl FindSlots for NextFit3_6 {
             1
         };
         spin_lock_irqsave(hw, c);
+        t.areas[0].locks += 1;
         let mut index = t.areas[0].index.div_ceil(stride) * stride;
         if index >= nslabs {
             index = 0;
@@ -432,6 +437,7 @@ fn area_find_slots(
     let wrap = |i: usize| if i >= area_nslabs { 0 } else { i };
 
     spin_lock_irqsave(hw, c);
+    t.areas[area].locks += 1;
     if nslots > (area_nslabs - t.areas[area].used) as u64 {
         return None;
     }

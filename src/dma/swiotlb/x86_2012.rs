@@ -27,6 +27,11 @@
 //! - [`PhysAddrs`] (3.7 on): the same paths with physical addresses: no `__phys_addr` at all, and
 //!   `is_swiotlb_buffer` small enough to be inlined (no frame).
 //!
+//! What the callers lose is charged where it runs: `swiotlb_sync_single`, `unmap_single` and
+//! `swiotlb_dma_mapping_error` are priced per instruction, by the groups in [`insn`] (frame,
+//! registers kept across an out-of-line call, the call itself, the inlined range check), so under
+//! `phys` their own time shrinks by the instructions 3.7's code no longer has, not by a factor.
+//!
 //! Invariants: as [`super`]; and the count of `__phys_addr` calls on a path is whatever running
 //! that path produced — no table of counts exists.
 
@@ -59,6 +64,9 @@ pub trait Bookkeeping: Debug {
     fn to_phys(&self, hw: &mut dyn Hw, kept: Kept) -> PhysAddr;
     /// Whether `is_swiotlb_buffer` is a function of its own or two compares inlined into callers.
     fn is_swiotlb_buffer_out_of_line(&self) -> bool;
+    /// Whether turning a kept address into a physical one is an out-of-line call (`__phys_addr`),
+    /// for which the caller sets up an argument, calls and keeps its live values across the call.
+    fn translation_out_of_line(&self) -> bool;
 }
 
 /// ≤ 3.6: virtual addresses, translated by an out-of-line `__phys_addr` call each time.
@@ -92,6 +100,9 @@ impl Bookkeeping for VirtAddrs {
     fn is_swiotlb_buffer_out_of_line(&self) -> bool {
         true
     }
+    fn translation_out_of_line(&self) -> bool {
+        true
+    }
 }
 
 /// 3.7 on: physical addresses throughout.
@@ -109,6 +120,9 @@ impl Bookkeeping for PhysAddrs {
         PhysAddr(kept.0)
     }
     fn is_swiotlb_buffer_out_of_line(&self) -> bool {
+        false
+    }
+    fn translation_out_of_line(&self) -> bool {
         false
     }
 }
@@ -132,17 +146,73 @@ pub enum SyncTarget {
     ForDevice,
 }
 
+/// Instructions the 2012 functions whose code the 3.7 series changed execute on the unbounced
+/// path, by group, as GCC -O2 with `CONFIG_FRAME_POINTER` and without shrink-wrapping (GCC before
+/// 4.8, the compilers of 2012) emits lib/swiotlb.c for x86-64. Counted from the 3.6 and 3.7 C
+/// source, not from a disassembly. Each group is charged at the per-instruction cost of the
+/// function it runs in (`insn.<function>` in a profile's `[sw]` table), so a group one release
+/// drops takes its time out of the symbol perf would have seen it in, and nowhere else.
+pub mod insn {
+    /// Frame set-up and return: `push %rbp; mov %rsp,%rbp; pop %rbp; ret`.
+    pub const FRAME: u64 = 4;
+    /// `BUG_ON(dir == DMA_NONE)`: compare and branch.
+    pub const BUG_ON_DIR: u64 = 2;
+    /// One value kept in a callee-saved register across an out-of-line call: the prologue's push,
+    /// the move into it, the epilogue's pop. Without shrink-wrapping these run on every path of a
+    /// function that makes the call on any path.
+    pub const SAVED_REG: u64 = 3;
+    /// An out-of-line call: the argument into `%rdi`, the `call`.
+    pub const CALL: u64 = 2;
+    /// Using a predicate's result: `test %eax,%eax; jne`.
+    pub const TEST_RESULT: u64 = 2;
+    /// `is_swiotlb_buffer()` inlined (3.7): `cmp io_tlb_start(%rip); jb; cmp io_tlb_end(%rip); jae`.
+    pub const RANGE_CHECK: u64 = 4;
+    /// `swiotlb_dma_mapping_error()`'s comparison: `cmp; sete; movzbl`.
+    pub const COMPARE_RESULT: u64 = 3;
+    /// Values `swiotlb_sync_single` (3.6) keeps live across its `is_swiotlb_buffer` call: `hwdev`,
+    /// `paddr`, `size`, `dir` and `target`, all needed by the `swiotlb_tbl_sync_single` call after it.
+    pub const SYNC_SINGLE_LIVE: u64 = 5;
+    /// Values `unmap_single` (3.6) keeps live across its `is_swiotlb_buffer` call: `hwdev`, `paddr`,
+    /// `size` and `dir`, for `swiotlb_tbl_unmap_single`.
+    pub const UNMAP_SINGLE_LIVE: u64 = 4;
+    /// Values `swiotlb_dma_mapping_error` (3.6) keeps live across its `__phys_addr` call: `dma_addr`.
+    pub const MAPPING_ERROR_LIVE: u64 = 1;
+}
+
+/// What one function costs per call under each bookkeeping, from its instruction groups.
+#[derive(Clone, Copy, Debug, Default)]
+struct Groups {
+    /// Groups both releases execute.
+    common: SwCost,
+    /// ≤ 3.6: what the out-of-line call costs the caller (argument, call, result test, saved
+    /// registers).
+    out_of_line: SwCost,
+    /// 3.7: the inlined range check.
+    inline: SwCost,
+}
+
+impl Groups {
+    fn resolve(hw: &dyn Hw, function: &str, common: u64, out_of_line: u64, inline: u64) -> Groups {
+        let per = hw.sw_cost(&format!("insn.{function}")).0;
+        Groups {
+            common: SwCost(per * common),
+            out_of_line: SwCost(per * out_of_line),
+            inline: SwCost(per * inline),
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, Default)]
 struct Costs {
     pool: PoolCosts,
     map_page: SwCost,
     unmap_page: SwCost,
-    unmap_single: SwCost,
+    unmap_single: Groups,
     sync_single_for_cpu: SwCost,
     sync_single_for_device: SwCost,
-    sync_single: SwCost,
+    sync_single: Groups,
     is_swiotlb_buffer: SwCost,
-    mapping_error: SwCost,
+    mapping_error: Groups,
     tbl_map_single: SwCost,
     tbl_unmap_single: SwCost,
     tbl_sync_single: SwCost,
@@ -162,8 +232,8 @@ pub const SW_COSTS: &[(&str, &str)] = &[
         "per unmap: the call on to unmap_single",
     ),
     (
-        "unmap_single",
-        "per unmap: dma_to_phys, direction checks (is_swiotlb_buffer inlined here under phys)",
+        "insn.unmap_single",
+        "per instruction unmap_single executes (frame, BUG_ON; virt: 4 saved registers and the is_swiotlb_buffer call; phys: the inlined range check)",
     ),
     (
         "swiotlb_sync_single_for_cpu",
@@ -174,16 +244,16 @@ pub const SW_COSTS: &[(&str, &str)] = &[
         "per sync_single_for_device: the call on to swiotlb_sync_single",
     ),
     (
-        "swiotlb_sync_single",
-        "per sync: dma_to_phys, direction checks (is_swiotlb_buffer inlined here under phys)",
+        "insn.swiotlb_sync_single",
+        "per instruction swiotlb_sync_single executes (frame, BUG_ON; virt: 5 saved registers and the is_swiotlb_buffer call; phys: the inlined range check)",
     ),
     (
         "is_swiotlb_buffer",
-        "per out-of-line is_swiotlb_buffer call (virt only): call, two compares, return",
+        "per out-of-line is_swiotlb_buffer call (virt only): its frame, its two __phys_addr call sites, two compares",
     ),
     (
-        "swiotlb_dma_mapping_error",
-        "per dma_mapping_error: call, compare with the overflow buffer's bus address",
+        "insn.swiotlb_dma_mapping_error",
+        "per instruction swiotlb_dma_mapping_error executes (frame, compare; virt: a saved register and the __phys_addr call)",
     ),
     (
         "__phys_addr",
@@ -280,12 +350,30 @@ impl Swiotlb2012Ops {
                 pool: PoolCosts::resolve(hw),
                 map_page: hw.sw_cost("swiotlb_map_page"),
                 unmap_page: hw.sw_cost("swiotlb_unmap_page"),
-                unmap_single: hw.sw_cost("unmap_single"),
+                unmap_single: Groups::resolve(
+                    hw,
+                    "unmap_single",
+                    insn::FRAME + insn::BUG_ON_DIR,
+                    insn::UNMAP_SINGLE_LIVE * insn::SAVED_REG + insn::CALL + insn::TEST_RESULT,
+                    insn::RANGE_CHECK,
+                ),
                 sync_single_for_cpu: hw.sw_cost("swiotlb_sync_single_for_cpu"),
                 sync_single_for_device: hw.sw_cost("swiotlb_sync_single_for_device"),
-                sync_single: hw.sw_cost("swiotlb_sync_single"),
+                sync_single: Groups::resolve(
+                    hw,
+                    "swiotlb_sync_single",
+                    insn::FRAME + insn::BUG_ON_DIR,
+                    insn::SYNC_SINGLE_LIVE * insn::SAVED_REG + insn::CALL + insn::TEST_RESULT,
+                    insn::RANGE_CHECK,
+                ),
                 is_swiotlb_buffer: hw.sw_cost("is_swiotlb_buffer"),
-                mapping_error: hw.sw_cost("swiotlb_dma_mapping_error"),
+                mapping_error: Groups::resolve(
+                    hw,
+                    "swiotlb_dma_mapping_error",
+                    insn::FRAME + insn::COMPARE_RESULT,
+                    insn::MAPPING_ERROR_LIVE * insn::SAVED_REG + insn::CALL,
+                    0,
+                ),
                 tbl_map_single: hw.sw_cost("swiotlb_tbl_map_single"),
                 tbl_unmap_single: hw.sw_cost("swiotlb_tbl_unmap_single"),
                 tbl_sync_single: hw.sw_cost("swiotlb_tbl_sync_single"),
@@ -313,8 +401,16 @@ impl Swiotlb2012Ops {
     }
 
     /// `is_swiotlb_buffer()`. C's `&&`: the end is translated only if the start compare passed.
-    fn is_swiotlb_buffer(&self, hw: &mut dyn Hw, paddr: PhysAddr) -> bool {
+    /// `caller` is the calling function's instruction groups: what the call costs it out of line
+    /// (≤ 3.6), or the range check it executes itself once the function is inlined (3.7); either
+    /// is charged to the caller's frame, which is current here.
+    fn is_swiotlb_buffer(&self, hw: &mut dyn Hw, caller: &Groups, paddr: PhysAddr) -> bool {
         let out_of_line = self.book.is_swiotlb_buffer_out_of_line();
+        hw.sw(if out_of_line {
+            caller.out_of_line
+        } else {
+            caller.inline
+        });
         if out_of_line {
             hw.enter("is_swiotlb_buffer");
             hw.sw(self.costs.is_swiotlb_buffer);
@@ -467,9 +563,10 @@ impl Swiotlb2012Ops {
     /// `unmap_single()`.
     fn unmap_single(&mut self, hw: &mut dyn Hw, addr: DmaAddr, size: u64, dir: DmaDirection) {
         hw.enter("unmap_single");
-        hw.sw(self.costs.unmap_single);
+        hw.sw(self.costs.unmap_single.common);
         let paddr = PhysAddr(addr.0);
-        if self.is_swiotlb_buffer(hw, paddr) {
+        let caller = self.costs.unmap_single;
+        if self.is_swiotlb_buffer(hw, &caller, paddr) {
             let kept = self.book.keep(paddr);
             self.tbl_unmap_single(hw, kept, size, dir);
         }
@@ -487,9 +584,10 @@ impl Swiotlb2012Ops {
         target: SyncTarget,
     ) {
         hw.enter("swiotlb_sync_single");
-        hw.sw(self.costs.sync_single);
+        hw.sw(self.costs.sync_single.common);
         let paddr = PhysAddr(addr.0);
-        if self.is_swiotlb_buffer(hw, paddr) {
+        let caller = self.costs.sync_single;
+        if self.is_swiotlb_buffer(hw, &caller, paddr) {
             let kept = self.book.keep(paddr);
             self.tbl_sync_single(hw, kept, size, dir, target);
         }
@@ -499,7 +597,11 @@ impl Swiotlb2012Ops {
     /// `swiotlb_dma_mapping_error()`: is `addr` the overflow buffer's bus address?
     pub fn dma_mapping_error(&mut self, hw: &mut dyn Hw, addr: DmaAddr) -> bool {
         hw.enter("swiotlb_dma_mapping_error");
-        hw.sw(self.costs.mapping_error);
+        let c = self.costs.mapping_error;
+        hw.sw(c.common);
+        if self.book.translation_out_of_line() {
+            hw.sw(c.out_of_line);
+        }
         let r = addr.0 == self.book.to_phys(hw, self.io_tlb_overflow_buffer).0;
         hw.leave();
         r
@@ -752,6 +854,10 @@ impl DmaMapOps for Swiotlb2012Ops {
 
     fn mapping_error(&mut self, hw: &mut dyn Hw, _dev: &Device, addr: DmaAddr) -> bool {
         self.dma_mapping_error(hw, addr)
+    }
+
+    fn swiotlb_pool(&self) -> Option<&IoTlbMem> {
+        Some(&self.pool)
     }
 }
 

@@ -1,0 +1,204 @@
+//! End-to-end checks of the swiotlb-phys experiment (seed 004) and of the forwarding path behind it.
+
+use dmasim::hw::Counter;
+use dmasim::policy::KernelVersion;
+use dmasim::reproduce::{self, swiotlb_phys};
+use dmasim::scenario::forwarding::{ForwardingResult, SEED_SYMBOLS};
+use dmasim::scenario::{Scenario, Workload};
+
+fn published(id: &str) -> f64 {
+    dmasim::published::get("swiotlb-phys")
+        .unwrap()
+        .row(id)
+        .unwrap_or_else(|| panic!("{id} published"))
+        .value
+}
+
+fn with_reuse(percent: u32, packets: u64) -> Scenario {
+    let mut s = swiotlb_phys::scenario().unwrap();
+    if let Workload::Forwarding(f) = &mut s.workload {
+        f.rx_reuse_percent = percent;
+        f.packets = packets;
+    }
+    s
+}
+
+fn run(s: &Scenario, kernel: KernelVersion) -> ForwardingResult {
+    swiotlb_phys::run_under(s, kernel).unwrap()
+}
+
+#[test]
+fn throughput_and_every_symbol_are_within_tolerance_before_and_after() {
+    let report = (reproduce::find("swiotlb-phys").unwrap().run)().unwrap();
+    let row = |id: &str| {
+        report
+            .rows
+            .iter()
+            .find(|r| r.id == format!("swiotlb-phys/{id}"))
+            .unwrap_or_else(|| panic!("row {id}"))
+    };
+    let before = row("throughput.before");
+    let after = row("throughput.after");
+    assert_eq!(before.published, Some(published("throughput.before")));
+    assert!(before.error.unwrap().abs() <= 1.0, "{before:?}");
+    assert!(after.error.unwrap().abs() <= 2.0, "{after:?}");
+    assert!(after.model > before.model, "3.7 routes faster");
+    let mut after_rows = 0;
+    for when in ["before", "after"] {
+        for sym in SEED_SYMBOLS {
+            let r = row(&format!("profile.{when}.{sym}"));
+            let Some(p) = r.published else {
+                // Not in the seed's after listing: a model-only row.
+                assert_eq!(when, "after", "{sym}");
+                continue;
+            };
+            assert_eq!(r.error_unit, Some("pp"));
+            assert!(
+                (r.model - p).abs() <= 0.3,
+                "{when} {sym}: model {:.3} % vs published {p} %",
+                r.model
+            );
+            if when == "after" {
+                after_rows += 1;
+            }
+        }
+    }
+    assert_eq!(after_rows, 6);
+}
+
+#[test]
+fn only_before_rows_are_fitted() {
+    let report = (reproduce::find("swiotlb-phys").unwrap().run)().unwrap();
+    for r in &report.rows {
+        let fitted = !r.fitted_params.is_empty();
+        let before_row = r.id.contains("throughput.before") || r.id.contains("profile.before.");
+        assert_eq!(fitted, before_row, "{}: {:?}", r.id, r.fitted_params);
+    }
+    // Each before symbol is fitted by its own parameter only.
+    let sync = report
+        .rows
+        .iter()
+        .find(|r| r.id == "swiotlb-phys/profile.before.swiotlb_sync_single")
+        .unwrap();
+    assert_eq!(sync.fitted_params, vec!["sw.insn.swiotlb_sync_single"]);
+}
+
+#[test]
+fn is_swiotlb_buffer_and_phys_addr_vanish_under_phys() {
+    let s = with_reuse(100, 64);
+    let r = run(&s, KernelVersion(3, 7));
+    assert_eq!(r.share_pct("is_swiotlb_buffer"), 0.0);
+    assert_eq!(r.share_pct("__phys_addr"), 0.0);
+    assert!(
+        r.stacks
+            .iter()
+            .all(|st| !st.stack.contains("is_swiotlb_buffer") && !st.stack.contains("__phys_addr"))
+    );
+}
+
+/// Calls to `__phys_addr` per packet on one exact call path.
+fn at(r: &ForwardingResult, stack: &str) -> f64 {
+    let n: u64 = r
+        .stacks
+        .iter()
+        .filter(|s| s.stack == stack)
+        .map(|s| s.counts[Counter::PhysAddrCall as usize])
+        .sum();
+    n as f64 / r.packets as f64
+}
+
+#[test]
+fn per_packet_operation_counts_are_exact_for_both_policies() {
+    let s = with_reuse(100, 1000);
+    let virt = run(&s, KernelVersion(3, 6));
+    let phys = run(&s, KernelVersion(3, 7));
+    assert_eq!(virt.packets, 1000);
+    assert_eq!(virt.per_packet(Counter::PhysAddrCall), 7.0);
+    assert_eq!(phys.per_packet(Counter::PhysAddrCall), 0.0);
+    let isb = "is_swiotlb_buffer > __phys_addr";
+    assert_eq!(
+        at(
+            &virt,
+            &format!(
+                "ixgbe_clean_rx_irq > dma_sync_single_for_cpu > swiotlb_sync_single_for_cpu > swiotlb_sync_single > {isb}"
+            )
+        ),
+        2.0
+    );
+    assert_eq!(
+        at(
+            &virt,
+            &format!(
+                "ixgbe_clean_rx_irq > dma_sync_single_for_device > swiotlb_sync_single_for_device > swiotlb_sync_single > {isb}"
+            )
+        ),
+        2.0
+    );
+    assert_eq!(
+        at(
+            &virt,
+            &format!(
+                "ixgbe_clean_tx_irq > dma_unmap_page > swiotlb_unmap_page > unmap_single > {isb}"
+            )
+        ),
+        2.0
+    );
+    assert_eq!(
+        at(
+            &virt,
+            "ixgbe_xmit_frame_ring > swiotlb_dma_mapping_error > __phys_addr"
+        ),
+        1.0
+    );
+    for r in [&virt, &phys] {
+        for call in [
+            "dma_sync_single_for_cpu",
+            "dma_sync_single_for_device",
+            "dma_map_single",
+            "dma_mapping_error",
+            "dma_unmap_single",
+        ] {
+            assert_eq!(r.calls_per_packet(call), 1.0, "{call}");
+        }
+        assert_eq!(r.calls_per_packet("dma_map_page"), 0.0);
+        assert_eq!(r.per_packet(Counter::SpinLock), 0.0, "nothing bounces");
+        assert_eq!(r.per_packet(Counter::BounceCopy), 0.0);
+        assert_eq!(r.rx_pages_mapped, 0);
+        assert_eq!(r.dropped, 0);
+        // The per-symbol self times add up to the CPU time of the packets.
+        let sum: u64 = r.symbols().iter().map(|(_, ps)| ps).sum();
+        assert_eq!(sum, r.total_ps);
+    }
+}
+
+#[test]
+fn pages_that_cannot_be_reused_are_unmapped_and_replaced() {
+    let s = with_reuse(0, 100);
+    let virt = run(&s, KernelVersion(3, 6));
+    // Each packet: no sync back to the device (2 fewer), the whole page unmapped instead
+    // (is_swiotlb_buffer: 2), a new page mapped and checked (dma_mapping_error: 1 more).
+    assert_eq!(virt.per_packet(Counter::PhysAddrCall), 8.0);
+    assert_eq!(virt.calls_per_packet("dma_unmap_page"), 1.0);
+    assert_eq!(virt.calls_per_packet("dma_map_page"), 1.0);
+    assert_eq!(virt.calls_per_packet("dma_mapping_error"), 2.0);
+    assert_eq!(virt.calls_per_packet("dma_sync_single_for_device"), 0.0);
+    assert_eq!(virt.rx_pages_mapped, 100);
+    // Half reused: in between, deterministically.
+    let half = run(&with_reuse(50, 100), KernelVersion(3, 6));
+    assert_eq!(half.per_packet(Counter::PhysAddrCall), 7.5);
+    assert_eq!(half.rx_pages_mapped, 50);
+    assert!(half.mpps() > virt.mpps());
+}
+
+#[test]
+fn the_ratio_does_not_depend_on_the_number_of_cpus() {
+    let mut s = with_reuse(100, 100);
+    let ratio =
+        |s: &Scenario| run(s, KernelVersion(3, 7)).mpps() / run(s, KernelVersion(3, 6)).mpps();
+    let r16 = ratio(&s);
+    if let Workload::Forwarding(f) = &mut s.workload {
+        f.cpus = 4;
+    }
+    let r4 = ratio(&s);
+    assert!((r16 - r4).abs() < 1e-12);
+}
