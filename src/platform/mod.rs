@@ -16,10 +16,13 @@ use std::collections::BTreeMap;
 use toml::Spanned;
 
 /// Built-in profiles: (name, file name, TOML text).
-const BUILTIN: &[(&str, &str)] = &[(
-    "dimensity9500",
-    include_str!("../../profiles/dimensity9500.toml"),
-)];
+const BUILTIN: &[(&str, &str)] = &[
+    (
+        "dimensity9500",
+        include_str!("../../profiles/dimensity9500.toml"),
+    ),
+    ("sm8150", include_str!("../../profiles/sm8150.toml")),
+];
 
 /// CPU architecture, which decides the cache-maintenance rules of the arch layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]

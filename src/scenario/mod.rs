@@ -8,6 +8,7 @@
 //! names the file, the line and the key. Running is deterministic: the same scenario gives the same
 //! [`RunResult`] bit for bit.
 
+pub mod iommu;
 pub mod run;
 
 use crate::input::{InputError, parse_size, parse_toml};
