@@ -165,6 +165,40 @@ fn apply_overrides(s: &mut Scenario, o: &Overrides) -> Result<(), InputError> {
     s.check_profile()
 }
 
+/// Whether a scenario file holds an IOMMU workload (`iommu_sweep`, `iommu_ops`); an unreadable
+/// file is left to the streaming loader, which reports it.
+fn is_iommu_file(path: &str) -> bool {
+    std::fs::read_to_string(path).is_ok_and(|t| scenario::iommu::is_iommu_scenario(&t))
+}
+
+fn run_iommu(path: &str, o: &Overrides, format: Format) -> Result<()> {
+    let mut s = scenario::iommu::IommuScenario::load(path)?;
+    if let Some(p) = &o.platform {
+        s.profile = Profile::load(p)?;
+    }
+    if let Some(k) = &o.kernel {
+        let v = KernelVersion::parse(k).ok_or_else(|| {
+            arg_error(format!(
+                "--kernel: expected a release such as 5.15, found `{k}`"
+            ))
+        })?;
+        s.policies = dmasim::policy::Policies::preset(v);
+    }
+    for p in &o.policy {
+        s.policies
+            .apply(p)
+            .map_err(|m| arg_error(format!("--policy: {m}")))?;
+    }
+    s.check_profile()?;
+    let r = scenario::iommu::run(&s).map_err(|e| InputError::new(path, e))?;
+    match format {
+        Format::Table => print!("{}", dmasim::report::iommu_run_table(&r)),
+        Format::Json => print_json(&dmasim::report::iommu_run_json(&r))?,
+        Format::Folded => print!("{}", dmasim::report::iommu_run_folded(&r)),
+    }
+    Ok(())
+}
+
 fn real_main(cli: Cli) -> Result<()> {
     match cli.cmd {
         Cmd::Platforms => {
@@ -177,6 +211,9 @@ fn real_main(cli: Cli) -> Result<()> {
             overrides,
             format,
         } => {
+            if is_iommu_file(&scenario) {
+                return run_iommu(&scenario, &overrides, format);
+            }
             let mut s = Scenario::load(&scenario)?;
             apply_overrides(&mut s, &overrides)?;
             let outcome =

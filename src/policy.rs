@@ -38,6 +38,12 @@ pub struct Policies {
     pub arm64_dir_rules: DirRules,
     /// `swiotlb_addr`: `virt` (≤ 3.6) or `phys` (3.7 on), for the 2012 swiotlb ops.
     pub swiotlb_addr: String,
+    /// `walk_flush`: `by-va` (≤ 5.14, and every non-Qualcomm arm-smmu) or `asid` (5.15's
+    /// `flush_walk_prefer_tlbiasid`, set only by the Qualcomm implementation).
+    pub walk_flush: String,
+    /// `unmap_split`: `per-page` (≤ 5.14, `ops->map`/`ops->unmap`) or `unmap-pages` (5.15,
+    /// `map_pages`/`unmap_pages`).
+    pub unmap_split: String,
 }
 
 /// The newest release whose behaviour dmasim models.
@@ -59,6 +65,16 @@ pub const KEYS: &[(&str, &[&str], &str)] = &[
         "swiotlb_addr",
         ADDR_POLICIES,
         "swiotlb keeps its pool addresses virtual, translated by __phys_addr calls (virt, <= 3.6), or physical (phys, 3.7)",
+    ),
+    (
+        "walk_flush",
+        crate::iommu::arm_smmu::WALK_FLUSH_NAMES,
+        "arm-smmu (MMU-500) flush of a freed table's walk: a TLBIVA per granule (by-va, <= 5.14) or one TLBIASID (asid, 5.15; Qualcomm implementations only)",
+    ),
+    (
+        "unmap_split",
+        crate::iommu::core::SPLIT_NAMES,
+        "iommu core: one driver call per page (per-page, <= 5.14) or per run of pages (unmap-pages, 5.15)",
     ),
 ];
 
@@ -84,6 +100,18 @@ impl Policies {
                 "virt"
             }
             .to_string(),
+            walk_flush: if kernel >= KernelVersion(5, 15) {
+                "asid"
+            } else {
+                "by-va"
+            }
+            .to_string(),
+            unmap_split: if kernel >= KernelVersion(5, 15) {
+                "unmap-pages"
+            } else {
+                "per-page"
+            }
+            .to_string(),
         }
     }
 
@@ -105,6 +133,8 @@ impl Policies {
         match key {
             "sync" => self.sync = value.to_string(),
             "swiotlb_addr" => self.swiotlb_addr = value.to_string(),
+            "walk_flush" => self.walk_flush = value.to_string(),
+            "unmap_split" => self.unmap_split = value.to_string(),
             "arm64_dir_rules" => {
                 self.arm64_dir_rules = if value == "pre-5.19" {
                     DirRules::Pre5_19
@@ -141,6 +171,16 @@ impl Policies {
     }
 }
 
+impl Policies {
+    /// A one-line summary of the IOMMU-path policies, for IOMMU scenario reports.
+    pub fn iommu_summary(&self) -> String {
+        format!(
+            "kernel {} (walk_flush={}, unmap_split={})",
+            self.kernel, self.walk_flush, self.unmap_split
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,6 +196,32 @@ mod tests {
         assert!(KernelVersion(5, 9) < KernelVersion(5, 10));
         assert_eq!(Policies::preset(KernelVersion(3, 6)).swiotlb_addr, "virt");
         assert_eq!(Policies::preset(KernelVersion(3, 7)).swiotlb_addr, "phys");
+        let p = Policies::preset(KernelVersion(5, 14));
+        assert_eq!(
+            (p.walk_flush.as_str(), p.unmap_split.as_str()),
+            ("by-va", "per-page")
+        );
+        let p = Policies::preset(KernelVersion(5, 15));
+        assert_eq!(
+            (p.walk_flush.as_str(), p.unmap_split.as_str()),
+            ("asid", "unmap-pages")
+        );
+    }
+
+    #[test]
+    fn iommu_policies_are_checked() {
+        let mut p = Policies::preset(KernelVersion(5, 14));
+        p.apply("walk_flush=asid,unmap_split=unmap-pages").unwrap();
+        assert_eq!(
+            p.iommu_summary(),
+            "kernel 5.14 (walk_flush=asid, unmap_split=unmap-pages)"
+        );
+        assert!(p.apply("walk_flush=range").unwrap_err().contains("by-va"));
+        assert!(
+            p.apply("unmap_split=never")
+                .unwrap_err()
+                .contains("per-page")
+        );
     }
 
     #[test]

@@ -446,3 +446,66 @@ fn forwarding_and_bounce_run_in_every_format() {
     assert_eq!(v["experiment"], "swiotlb-phys");
     assert!(v["rows"].as_array().unwrap().len() >= 20);
 }
+
+const IOMMU_SCENARIO: &str = include_str!("../scenarios/smmu-walk-flush.toml");
+
+#[test]
+fn bad_iommu_scenarios_exit_2_naming_file_line_and_key() {
+    let cases: Vec<Case> = vec![
+        (
+            "i-size",
+            IOMMU_SCENARIO.replace("\"24M\", \"32M\"]", "\"24M\", \"6000\"]"),
+            "sizes = [",
+            "workload.sizes",
+        ),
+        (
+            "i-ias",
+            IOMMU_SCENARIO.replace("ias = 48", "ias = 64"),
+            "ias = 64",
+            "iommu.ias",
+        ),
+        (
+            "i-smmu",
+            IOMMU_SCENARIO.replace("smmu = \"mmu-500\"", "smmu = \"mmu-700\""),
+            "smmu = \"mmu-700\"",
+            "iommu.smmu",
+        ),
+        (
+            "i-granule",
+            IOMMU_SCENARIO.replace("granule = \"4K\"", "granule = \"8K\""),
+            "granule = \"8K\"",
+            "iommu.granule",
+        ),
+        (
+            "i-kind",
+            IOMMU_SCENARIO.replace("[workload]\n", "[workload]\nbogus = 1\n"),
+            "bogus = 1",
+            "workload.bogus",
+        ),
+    ];
+    check_cases(cases, |p| dmasim(&["run", p]));
+    let o = dmasim(&[
+        "run",
+        "scenarios/smmu-walk-flush.toml",
+        "--policy",
+        "walk_flush=sometimes",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("by-va"), "{}", stderr(&o));
+}
+
+#[test]
+fn iommu_scenario_runs_in_json() {
+    let o = dmasim(&[
+        "run",
+        "scenarios/smmu-walk-flush.toml",
+        "--kernel",
+        "5.15",
+        "--format",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["policies"]["walk_flush"], "asid");
+    assert_eq!(v["ops"].as_array().unwrap().len(), 16);
+}

@@ -139,10 +139,14 @@ pub enum Counter {
     CmdqSync,
     /// Command-queue submissions (one producer-index doorbell each).
     CmdqBatch,
+    /// Calls into the page table's `map_pages` (5.14: `ops->map`, one per page).
+    PgtableMapCall,
+    /// Calls into the page table's `unmap_pages` (5.14: `ops->unmap`, one per page or block).
+    PgtableUnmapCall,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 18] = [
+    pub const ALL: [Counter; 20] = [
         Counter::CacheCleanLine,
         Counter::CacheInvalLine,
         Counter::CacheCleanInvalLine,
@@ -161,6 +165,8 @@ impl Counter {
         Counter::CmdqTlbiNhAsid,
         Counter::CmdqSync,
         Counter::CmdqBatch,
+        Counter::PgtableMapCall,
+        Counter::PgtableUnmapCall,
     ];
     pub const N: usize = Counter::ALL.len();
 
@@ -185,6 +191,8 @@ impl Counter {
             Counter::CmdqTlbiNhAsid => "cmdq_tlbi_nh_asid",
             Counter::CmdqSync => "cmdq_sync",
             Counter::CmdqBatch => "cmdq_batch",
+            Counter::PgtableMapCall => "pgtable_map_call",
+            Counter::PgtableUnmapCall => "pgtable_unmap_call",
         }
     }
 
@@ -214,6 +222,8 @@ impl Counter {
             (Counter::CmdqTlbiNhAsid, _) => "CMD_TLBI_NH_ASID",
             (Counter::CmdqSync, _) => "CMD_SYNC",
             (Counter::CmdqBatch, _) => "CMDQ doorbell",
+            (Counter::PgtableMapCall, _) => "map_pages call",
+            (Counter::PgtableUnmapCall, _) => "unmap_pages call",
         }
     }
 }

@@ -41,6 +41,10 @@ pub const SW_COSTS: &[(&str, &str)] = &[
         "iommu_map_sg_entry",
         "per scatterlist entry walked by iommu_map_sg",
     ),
+    (
+        "iommu_map_sg",
+        "per iommu_map_sg call: might_sleep, domain ops lookup, loop setup, iotlb_sync_map test",
+    ),
 ];
 
 /// How many pages of the chosen size one driver call may handle.
@@ -132,6 +136,7 @@ struct Costs {
     unmap: SwCost,
     pgsize: SwCost,
     sg_entry: SwCost,
+    map_sg: SwCost,
 }
 
 /// `struct iommu_domain` for a paging domain: its page table, its driver's flush ops and the
@@ -160,6 +165,7 @@ impl IommuDomain {
                 unmap: hw.sw_cost("iommu_unmap"),
                 pgsize: hw.sw_cost("iommu_pgsize"),
                 sg_entry: hw.sw_cost("iommu_map_sg_entry"),
+                map_sg: hw.sw_cost("iommu_map_sg"),
             },
         }
     }
@@ -274,6 +280,7 @@ impl IommuDomain {
         prot: Prot,
     ) -> Result<u64, IommuError> {
         hw.enter("iommu_map_sg");
+        hw.sw(self.costs.map_sg);
         let mut mapped = 0u64;
         let mut run: Option<(u64, u64)> = None;
         let mut r = Ok(());

@@ -34,7 +34,7 @@
 
 use super::{IommuError, IommuFlushOps, IommuIotlbGather, Prot};
 use crate::arch::ArchDma;
-use crate::hw::{Hw, SwCost};
+use crate::hw::{Counter, Hw, SwCost};
 use crate::mm::physmem::{PhysMem, SharedPhysMem};
 use crate::types::{DmaDirection, IovaAddr, PhysAddr};
 
@@ -502,6 +502,7 @@ impl ArmLpaeIoPgtable {
             return Ok(0);
         }
         hw.enter("arm_lpae_map_pages");
+        hw.count(Counter::PgtableMapCall, 1);
         hw.sw(self.costs.map_pages);
         let attrs = self.prot_to_pte(prot);
         let r = self.lpae_map(
@@ -661,6 +662,7 @@ impl ArmLpaeIoPgtable {
         self.check_pgsize(pgsize, pgcount)?;
         self.check_iova(iova.0, pgsize, pgsize)?;
         hw.enter("arm_lpae_unmap_pages");
+        hw.count(Counter::PgtableUnmapCall, 1);
         hw.sw(self.costs.unmap_pages);
         let n = self.lpae_unmap(
             hw,

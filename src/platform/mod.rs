@@ -25,6 +25,7 @@ const BUILTIN: &[(&str, &str)] = &[
         "x86-2012-ixgbe",
         include_str!("../../profiles/x86-2012-ixgbe.toml"),
     ),
+    ("sm8150", include_str!("../../profiles/sm8150.toml")),
 ];
 
 /// CPU architecture, which decides the cache-maintenance rules of the arch layer.

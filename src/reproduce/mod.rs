@@ -9,6 +9,7 @@
 //! published figure is looked up by row id and only printed and compared.
 
 pub mod batched_sync;
+pub mod smmu_walk_flush;
 pub mod swiotlb_phys;
 
 use crate::input::InputError;
@@ -25,6 +26,10 @@ pub struct Row {
     pub unit: String,
     pub what: String,
     pub published: Option<f64>,
+    /// `lower` when the publication only gives a lower bound ("more than"): the error is then 0
+    /// when the model reaches the bound, else the relative shortfall.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bound: Option<String>,
     pub model: f64,
     /// Model minus published, in percentage points for `%` rows, else relative error in %.
     pub error: Option<f64>,
@@ -63,6 +68,11 @@ pub const EXPERIMENTS: &[Experiment] = &[
         run: batched_sync::run,
     },
     Experiment {
+        name: "smmu-walk-flush",
+        summary: "seed 001: MMU-500 walk flush by TLBIASID (5.15) vs TLBIVA per page, SM8150",
+        run: smmu_walk_flush::run,
+    },
+    Experiment {
         name: "swiotlb-phys",
         summary: "seed 004: swiotlb by physical address (3.7) vs virtual (3.6), ixgbe routing on x86-64",
         run: swiotlb_phys::run,
@@ -93,7 +103,11 @@ impl RowBuilder<'_> {
         let id = format!("{}/{local_id}", self.published.experiment);
         let p = self.published.row(local_id);
         let published = p.map(|p| p.value);
+        let bound = p.and_then(|p| p.bound.clone());
         let (error, error_unit) = match published {
+            Some(v) if bound.as_deref() == Some("lower") && v != 0.0 => {
+                (Some(((model - v) / v * 100.0).min(0.0)), Some("%"))
+            }
             Some(v) if unit == "%" => (Some(model - v), Some("pp")),
             Some(v) if v != 0.0 => (Some((model - v) / v * 100.0), Some("%")),
             _ => (None, None),
@@ -112,6 +126,7 @@ impl RowBuilder<'_> {
                 .map(|p| p.what.clone())
                 .unwrap_or_else(|| what.to_string()),
             published,
+            bound,
             model,
             error,
             error_unit,
@@ -140,6 +155,31 @@ fn fmt_num(x: f64) -> String {
     }
 }
 
+/// SMMU commands per call, for rows that carry them in `detail` (empty otherwise).
+fn commands(row: &Row) -> String {
+    const SHOWN: &[(&str, &str)] = &[
+        ("tlbiva", "TLBIVA"),
+        ("tlbival", "TLBIVAL"),
+        ("tlbiasid", "TLBIASID"),
+        ("tlbsync", "TLBSYNC"),
+        ("tlbstatus_reads", "STATUS"),
+        ("udelays", "udelay"),
+        ("driver_unmap_calls", "unmap calls"),
+    ];
+    let parts: Vec<String> = SHOWN
+        .iter()
+        .filter_map(|(k, name)| {
+            let v = row.detail.get(*k)?;
+            (v.as_f64()? > 0.0).then(|| format!("{name} {v}"))
+        })
+        .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("  [{}]", parts.join(", "))
+    }
+}
+
 /// The terminal table of a report.
 pub fn render_table(r: &Report) -> String {
     let mut o = String::new();
@@ -164,7 +204,11 @@ pub fn render_table(r: &Report) -> String {
         "row", "unit", "published", "model", "error"
     );
     for row in &r.rows {
-        let published = row.published.map(fmt_num).unwrap_or_else(|| "—".into());
+        let published = match (row.published, row.bound.as_deref()) {
+            (Some(v), Some("lower")) => format!(">{}", fmt_num(v)),
+            (Some(v), _) => fmt_num(v),
+            (None, _) => "—".into(),
+        };
         let error = match (row.error, row.error_unit) {
             (Some(e), Some(u)) => format!("{e:+.2} {u}"),
             _ => "—".into(),
@@ -180,12 +224,13 @@ pub fn render_table(r: &Report) -> String {
         };
         let _ = writeln!(
             o,
-            "{:<w$} {:>6} {:>12} {:>12} {:>10}  {basis}",
+            "{:<w$} {:>6} {:>12} {:>12} {:>10}  {basis}{}",
             row.id,
             row.unit,
             published,
             fmt_num(row.model),
-            error
+            error,
+            commands(row)
         );
     }
     o

@@ -10,6 +10,7 @@
 
 pub mod bounce;
 pub mod forwarding;
+pub mod iommu;
 pub mod run;
 
 use crate::input::{InputError, parse_size, parse_toml};

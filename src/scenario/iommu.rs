@@ -1,0 +1,1331 @@
+//! IOMMU scenarios: a domain (granule, input address size, SMMU model) and explicit
+//! `iommu_map_sg` / `iommu_unmap` work on it, run on the Model.
+//!
+//! Kernel counterpart: none as such — this is what a test module calling the iommu core directly
+//! does (seed 001's measurement called `iommu_map_sg()` and `iommu_unmap()` on a domain), written
+//! down. The work runs through [`crate::iommu::core::IommuDomain`] over Arm LPAE tables and the
+//! arm-smmu (MMU-500) or arm-smmu-v3 flush ops, under the release's `walk_flush` and
+//! `unmap_split` policies. The format is documented in docs/scenarios.md.
+//!
+//! Two workload kinds: `iommu_sweep` (for each size, a fresh domain, then `iterations` times
+//! `iommu_map_sg` of an sg list of `element`-sized pieces at a fixed IOVA and `iommu_unmap` of the
+//! whole range — seed 001's experiment) and `iommu_ops` (an explicit list of map and unmap
+//! operations, at given IOVAs or at IOVAs from the allocator, repeated `iterations` times).
+//!
+//! Invariants: a scenario that parses has every size a multiple of the granule, every IOVA range
+//! inside the input address space, an SMMU model the platform prices, and every `unmap.of`
+//! naming an earlier map; a misuse that only running can reveal (mapping over a live mapping,
+//! unmapping a hole) is reported as the kernel would (`-EEXIST`, a WARN and 0 bytes), as an error,
+//! never a panic. Each operation's time is the Model clock's advance across it; its counts are
+//! the ledger's difference across it, so per-operation figures and the breakdown agree.
+
+use super::run::{StackRow, arch_for};
+use crate::hw::model::{Model, SmmuKind};
+use crate::hw::{Counter, Hw};
+use crate::input::{InputError, parse_size, parse_toml};
+use crate::iommu::arm_smmu::{ArmSmmuDomain, walk_flush_by_name};
+use crate::iommu::arm_smmu_v3::{ArmSmmuV3Domain, Cmdq, SmmuV3Features};
+use crate::iommu::core::{IommuDomain, split_by_name};
+use crate::iommu::io_pgtable_arm::{ArmLpaeIoPgtable, IoPgtableCfg};
+use crate::iommu::iova::IovaDomain;
+use crate::iommu::{IommuError, IommuFlushOps, Prot};
+use crate::mm::physmem::PhysMem;
+use crate::platform::{Arch, Profile};
+use crate::policy::{KernelVersion, LATEST, Policies};
+use crate::types::{IovaAddr, PhysAddr};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use toml::Spanned;
+
+/// Workload kinds this module runs.
+pub const KINDS: &[&str] = &["iommu_sweep", "iommu_ops"];
+/// Largest single mapping a scenario may ask for (the model keeps every PTE).
+pub const MAX_MAP: u64 = 4 << 30;
+/// Most operations in an `iommu_ops` list.
+pub const MAX_OPS: usize = 1000;
+/// Most iterations of an IOMMU workload.
+pub const MAX_ITERATIONS: i64 = 10_000;
+/// Where the pages being mapped sit (64 GiB up, clear of the page tables); they are never touched.
+pub const DATA_BASE: u64 = 0x10_0000_0000;
+/// Where the page tables are allocated from.
+pub const TABLE_BASE: u64 = 0x8000_0000;
+/// Default fixed IOVA of a sweep: 1 GiB, aligned for every block size of every granule below it.
+pub const DEFAULT_SWEEP_IOVA: u64 = 1 << 30;
+
+/// Whether a scenario file's workload is one of the IOMMU kinds. A file that does not parse is
+/// left to the streaming parser, which reports the error.
+pub fn is_iommu_scenario(text: &str) -> bool {
+    let Ok(v) = text.parse::<toml::Table>() else {
+        return false;
+    };
+    v.get("workload")
+        .and_then(|w| w.get("kind"))
+        .and_then(|k| k.as_str())
+        .is_some_and(|k| KINDS.contains(&k))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    scenario: ScenarioSection,
+    iommu: IommuSection,
+    workload: WorkloadSection,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScenarioSection {
+    name: String,
+    platform: Spanned<String>,
+    kernel: Option<Spanned<String>>,
+    #[serde(default)]
+    policy: BTreeMap<String, Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IommuSection {
+    granule: Spanned<toml::Value>,
+    ias: Spanned<i64>,
+    smmu: Option<Spanned<String>>,
+    coherent_walk: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WorkloadSection {
+    kind: Spanned<String>,
+    iterations: Spanned<i64>,
+    sizes: Option<Spanned<Vec<toml::Value>>>,
+    element: Option<Spanned<toml::Value>>,
+    layout: Option<Spanned<String>>,
+    iova: Option<Spanned<toml::Value>>,
+    #[serde(default)]
+    op: Vec<OpSection>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OpSection {
+    op: Spanned<String>,
+    iova: Option<Spanned<toml::Value>>,
+    size: Option<Spanned<toml::Value>>,
+    element: Option<Spanned<toml::Value>>,
+    layout: Option<Spanned<String>>,
+    name: Option<Spanned<String>>,
+    of: Option<Spanned<String>>,
+}
+
+/// Which SMMU driver's flush ops the domain uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SmmuModel {
+    /// arm-smmu (MMU-500, SMMUv2): register-programmed TLBIVA/TLBIVAL/TLBIASID + TLBSYNC.
+    Mmu500,
+    /// arm-smmu-v3: command queue; `range_inv` on SMMUv3.2.
+    SmmuV3 { range_inv: bool },
+}
+
+impl SmmuModel {
+    pub const NAMES: &[&str] = &["mmu-500", "smmu-v3", "smmu-v3.2"];
+
+    pub fn parse(s: &str) -> Option<SmmuModel> {
+        match s {
+            "mmu-500" => Some(SmmuModel::Mmu500),
+            "smmu-v3" => Some(SmmuModel::SmmuV3 { range_inv: false }),
+            "smmu-v3.2" => Some(SmmuModel::SmmuV3 { range_inv: true }),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SmmuModel::Mmu500 => "mmu-500",
+            SmmuModel::SmmuV3 { range_inv: false } => "smmu-v3",
+            SmmuModel::SmmuV3 { range_inv: true } => "smmu-v3.2",
+        }
+    }
+
+    fn kind(self) -> SmmuKind {
+        match self {
+            SmmuModel::Mmu500 => SmmuKind::Mmu500,
+            SmmuModel::SmmuV3 { .. } => SmmuKind::SmmuV3,
+        }
+    }
+}
+
+/// The domain a scenario maps into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IommuConfig {
+    pub granule: u64,
+    pub ias: u32,
+    pub smmu: SmmuModel,
+    /// The SMMU's table walker snoops CPU caches (`dma-coherent` on the SMMU node): no PTE cleaning.
+    pub coherent_walk: bool,
+}
+
+/// How the pages behind one mapping sit in physical memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// No element is physically next to the one before it: `iommu_map_sg` maps each on its own.
+    Scattered,
+    /// One physically contiguous run, aligned for the largest block: `iommu_map_sg` maps it with
+    /// one `__iommu_map`, using blocks where IOVA alignment allows.
+    Contiguous,
+}
+
+impl Layout {
+    pub fn parse(s: &str) -> Option<Layout> {
+        match s {
+            "scattered" => Some(Layout::Scattered),
+            "contiguous" => Some(Layout::Contiguous),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Layout::Scattered => "scattered",
+            Layout::Contiguous => "contiguous",
+        }
+    }
+}
+
+/// An IOVA: fixed, or from the domain's IOVA allocator (`alloc_iova_fast`, size-aligned).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IovaSpec {
+    Fixed(u64),
+    Alloc,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MapOp {
+    pub name: Option<String>,
+    pub iova: IovaSpec,
+    pub size: u64,
+    pub element: u64,
+    pub layout: Layout,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    Map(MapOp),
+    /// Unmap `[iova, iova + size)`.
+    UnmapRange {
+        iova: u64,
+        size: u64,
+    },
+    /// Unmap everything the map op at this index mapped (and free its IOVA if allocated).
+    UnmapOf {
+        index: usize,
+        name: String,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IommuWorkload {
+    Sweep {
+        sizes: Vec<u64>,
+        element: u64,
+        layout: Layout,
+        iova: u64,
+        iterations: u32,
+    },
+    Ops {
+        ops: Vec<Op>,
+        iterations: u32,
+    },
+}
+
+impl IommuWorkload {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            IommuWorkload::Sweep { .. } => "iommu_sweep",
+            IommuWorkload::Ops { .. } => "iommu_ops",
+        }
+    }
+    pub fn iterations(&self) -> u32 {
+        match self {
+            IommuWorkload::Sweep { iterations, .. } | IommuWorkload::Ops { iterations, .. } => {
+                *iterations
+            }
+        }
+    }
+}
+
+/// A checked IOMMU scenario, ready to run.
+#[derive(Clone, Debug)]
+pub struct IommuScenario {
+    pub name: String,
+    /// The file it came from, for errors found while running.
+    pub origin: String,
+    pub profile: Profile,
+    pub policies: Policies,
+    pub iommu: IommuConfig,
+    /// Whether `iommu.smmu` was given; if not, the platform's `[smmu] kind` decides.
+    pub smmu_given: bool,
+    pub workload: IommuWorkload,
+}
+
+struct Ctx<'a> {
+    file: &'a str,
+    text: &'a str,
+}
+
+impl Ctx<'_> {
+    fn err(&self, span: std::ops::Range<usize>, key: &str, msg: impl Into<String>) -> InputError {
+        InputError::at(self.file, self.text, Some(span), key, msg)
+    }
+
+    fn size(&self, v: &Spanned<toml::Value>, key: &str) -> Result<u64, InputError> {
+        self.size_value(v.get_ref(), v.span(), key)
+    }
+
+    fn size_value(
+        &self,
+        v: &toml::Value,
+        span: std::ops::Range<usize>,
+        key: &str,
+    ) -> Result<u64, InputError> {
+        let n = match v {
+            toml::Value::Integer(i) if *i > 0 => Some(*i as u64),
+            toml::Value::String(s) => parse_size(s),
+            _ => None,
+        };
+        match n {
+            Some(n) if n > 0 => Ok(n),
+            _ => Err(self.err(
+                span,
+                key,
+                format!("expected a positive size such as 4096, \"4K\" or \"2M\", found {v}"),
+            )),
+        }
+    }
+
+    /// A size that is a whole number of granules and at most [`MAX_MAP`].
+    fn granule_size(
+        &self,
+        v: &toml::Value,
+        span: std::ops::Range<usize>,
+        key: &str,
+        granule: u64,
+    ) -> Result<u64, InputError> {
+        let n = self.size_value(v, span.clone(), key)?;
+        if !n.is_multiple_of(granule) {
+            return Err(self.err(
+                span,
+                key,
+                format!(
+                    "{n} bytes is not a multiple of the {} KiB IOMMU granule",
+                    granule >> 10
+                ),
+            ));
+        }
+        if n > MAX_MAP {
+            return Err(self.err(span, key, format!("at most {MAX_MAP} bytes")));
+        }
+        Ok(n)
+    }
+
+    /// An IOVA: an integer, a hex string ("0x4000_0000"), a size ("1G"), or "alloc".
+    fn iova(&self, v: &Spanned<toml::Value>, key: &str) -> Result<IovaSpec, InputError> {
+        let bad = || {
+            self.err(
+                v.span(),
+                key,
+                format!(
+                    "expected an address such as \"0x40000000\", \"1G\" or \"alloc\", found {}",
+                    v.get_ref()
+                ),
+            )
+        };
+        match v.get_ref() {
+            toml::Value::Integer(i) if *i >= 0 => Ok(IovaSpec::Fixed(*i as u64)),
+            toml::Value::String(s) if s == "alloc" => Ok(IovaSpec::Alloc),
+            toml::Value::String(s) => {
+                let t = s.trim().replace('_', "");
+                let n = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+                    Some(h) => u64::from_str_radix(h, 16).ok(),
+                    None => parse_size(&t),
+                };
+                n.map(IovaSpec::Fixed).ok_or_else(bad)
+            }
+            _ => Err(bad()),
+        }
+    }
+
+    /// A fixed range must be granule aligned and inside the input address space.
+    fn check_range(
+        &self,
+        span: std::ops::Range<usize>,
+        key: &str,
+        iova: u64,
+        size: u64,
+        cfg: &IommuConfig,
+    ) -> Result<(), InputError> {
+        if !iova.is_multiple_of(cfg.granule) {
+            return Err(self.err(
+                span,
+                key,
+                format!(
+                    "IOVA {iova:#x} is not aligned to the {} KiB granule",
+                    cfg.granule >> 10
+                ),
+            ));
+        }
+        if iova.checked_add(size).is_none_or(|e| e > 1u64 << cfg.ias) {
+            return Err(self.err(
+                span,
+                key,
+                format!(
+                    "IOVA {iova:#x} + {size:#x} is outside the {}-bit input address space",
+                    cfg.ias
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn load_profile(
+    c: &Ctx,
+    sec: &ScenarioSection,
+    dir: &std::path::Path,
+) -> Result<Profile, InputError> {
+    let pname = sec.platform.get_ref();
+    match Profile::load(pname) {
+        Ok(p) => Ok(p),
+        Err(e) if e.file == "<argument>" => {
+            let rel = dir.join(pname);
+            if rel.exists() {
+                Profile::load(&rel.to_string_lossy())
+            } else {
+                Err(c.err(sec.platform.span(), "scenario.platform", e.message))
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+impl IommuScenario {
+    /// Read an IOMMU scenario file. Its `platform` may be a built-in name or a path relative to it.
+    pub fn load(path: &str) -> Result<IommuScenario, InputError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| InputError::new(path, format!("cannot read scenario: {e}")))?;
+        let dir = std::path::Path::new(path)
+            .parent()
+            .map(|p| p.to_path_buf())
+            .unwrap_or_default();
+        IommuScenario::parse(path, &text, &dir)
+    }
+
+    pub fn parse(
+        file: &str,
+        text: &str,
+        dir: &std::path::Path,
+    ) -> Result<IommuScenario, InputError> {
+        let f: File = parse_toml(file, text)?;
+        let c = Ctx { file, text };
+        let profile = load_profile(&c, &f.scenario, dir)?;
+
+        let kernel = match &f.scenario.kernel {
+            None => LATEST,
+            Some(k) => KernelVersion::parse(k.get_ref()).ok_or_else(|| {
+                c.err(
+                    k.span(),
+                    "scenario.kernel",
+                    format!(
+                        "expected a release such as \"5.15\", found \"{}\"",
+                        k.get_ref()
+                    ),
+                )
+            })?,
+        };
+        let mut policies = Policies::preset(kernel);
+        for (k, v) in &f.scenario.policy {
+            policies
+                .set(k, v.get_ref())
+                .map_err(|m| c.err(v.span(), &format!("scenario.policy.{k}"), m))?;
+        }
+
+        let io = &f.iommu;
+        let granule = match c.size(&io.granule, "iommu.granule") {
+            Ok(g @ (0x1000 | 0x4000 | 0x10000)) => g,
+            Ok(g) => {
+                return Err(c.err(
+                    io.granule.span(),
+                    "iommu.granule",
+                    format!(
+                        "unsupported granule of {g} bytes; an Arm LPAE table has 4K, 16K or 64K"
+                    ),
+                ));
+            }
+            Err(e) => return Err(e),
+        };
+        let ias = *io.ias.get_ref();
+        if !(32..=48).contains(&ias) {
+            return Err(c.err(
+                io.ias.span(),
+                "iommu.ias",
+                format!("input address size must be 32..=48 bits, found {ias}"),
+            ));
+        }
+        let (smmu, smmu_given) = match &io.smmu {
+            Some(s) => (
+                SmmuModel::parse(s.get_ref()).ok_or_else(|| {
+                    c.err(
+                        s.span(),
+                        "iommu.smmu",
+                        format!(
+                            "unknown SMMU model `{}`; choose one of: {}",
+                            s.get_ref(),
+                            SmmuModel::NAMES.join(", ")
+                        ),
+                    )
+                })?,
+                true,
+            ),
+            None => (platform_smmu(&profile).unwrap_or(SmmuModel::Mmu500), false),
+        };
+        let iommu = IommuConfig {
+            granule,
+            ias: ias as u32,
+            smmu,
+            coherent_walk: io.coherent_walk.unwrap_or(false),
+        };
+
+        let w = &f.workload;
+        let it = *w.iterations.get_ref();
+        if !(1..=MAX_ITERATIONS).contains(&it) {
+            return Err(c.err(
+                w.iterations.span(),
+                "workload.iterations",
+                format!("must be 1..={MAX_ITERATIONS}, found {it}"),
+            ));
+        }
+        let layout = |l: &Option<Spanned<String>>, key: &str| match l {
+            None => Ok(Layout::Scattered),
+            Some(s) => Layout::parse(s.get_ref()).ok_or_else(|| {
+                c.err(
+                    s.span(),
+                    key,
+                    format!(
+                        "unknown layout `{}`; choose scattered or contiguous",
+                        s.get_ref()
+                    ),
+                )
+            }),
+        };
+        let element = |e: &Option<Spanned<toml::Value>>, key: &str| match e {
+            None => Ok(granule),
+            Some(e) => c.granule_size(e.get_ref(), e.span(), key, granule),
+        };
+        let workload = match w.kind.get_ref().as_str() {
+            "iommu_sweep" => {
+                if let Some(o) = w.op.first() {
+                    return Err(c.err(
+                        o.op.span(),
+                        "workload.op",
+                        "an iommu_sweep takes `sizes`, not a list of operations",
+                    ));
+                }
+                let Some(list) = &w.sizes else {
+                    return Err(c.err(
+                        w.kind.span(),
+                        "workload.sizes",
+                        "missing: an iommu_sweep needs a list of sizes",
+                    ));
+                };
+                if list.get_ref().is_empty() {
+                    return Err(c.err(list.span(), "workload.sizes", "must not be empty"));
+                }
+                let element = element(&w.element, "workload.element")?;
+                let sizes: Vec<u64> = list
+                    .get_ref()
+                    .iter()
+                    .map(|v| c.granule_size(v, list.span(), "workload.sizes", granule))
+                    .collect::<Result<_, _>>()?;
+                if let Some(bad) = sizes.iter().find(|s| !s.is_multiple_of(element)) {
+                    return Err(c.err(
+                        list.span(),
+                        "workload.sizes",
+                        format!("{bad} bytes is not a whole number of {element}-byte elements"),
+                    ));
+                }
+                let iova = match &w.iova {
+                    None => DEFAULT_SWEEP_IOVA,
+                    Some(v) => match c.iova(v, "workload.iova")? {
+                        IovaSpec::Fixed(a) => a,
+                        IovaSpec::Alloc => {
+                            return Err(c.err(
+                                v.span(),
+                                "workload.iova",
+                                "a sweep maps at one fixed IOVA; give an address",
+                            ));
+                        }
+                    },
+                };
+                let max = sizes.iter().copied().max().unwrap_or(0);
+                let span = w.iova.as_ref().map_or(list.span(), |v| v.span());
+                c.check_range(span, "workload.iova", iova, max, &iommu)?;
+                IommuWorkload::Sweep {
+                    sizes,
+                    element,
+                    layout: layout(&w.layout, "workload.layout")?,
+                    iova,
+                    iterations: it as u32,
+                }
+            }
+            "iommu_ops" => {
+                for (key, present) in [
+                    ("workload.sizes", w.sizes.as_ref().map(|s| s.span())),
+                    ("workload.element", w.element.as_ref().map(|s| s.span())),
+                    ("workload.layout", w.layout.as_ref().map(|s| s.span())),
+                    ("workload.iova", w.iova.as_ref().map(|s| s.span())),
+                ] {
+                    if let Some(span) = present {
+                        return Err(c.err(
+                            span,
+                            key,
+                            "belongs to an iommu_sweep; an iommu_ops workload gives it per [[workload.op]]",
+                        ));
+                    }
+                }
+                if w.op.is_empty() {
+                    return Err(c.err(
+                        w.kind.span(),
+                        "workload.op",
+                        "missing: an iommu_ops workload needs [[workload.op]] entries",
+                    ));
+                }
+                if w.op.len() > MAX_OPS {
+                    return Err(c.err(
+                        w.op[MAX_OPS].op.span(),
+                        "workload.op",
+                        format!("at most {MAX_OPS} operations"),
+                    ));
+                }
+                let mut ops = Vec::new();
+                for (i, o) in w.op.iter().enumerate() {
+                    ops.push(parse_op(&c, o, i, &ops, &iommu, &element, &layout)?);
+                }
+                IommuWorkload::Ops {
+                    ops,
+                    iterations: it as u32,
+                }
+            }
+            k => {
+                return Err(c.err(
+                    w.kind.span(),
+                    "workload.kind",
+                    format!(
+                        "unknown IOMMU workload kind `{k}`; known kinds: {}",
+                        KINDS.join(", ")
+                    ),
+                ));
+            }
+        };
+
+        let mut s = IommuScenario {
+            name: f.scenario.name,
+            origin: file.to_string(),
+            profile,
+            policies,
+            iommu,
+            smmu_given,
+            workload,
+        };
+        if let Err(e) = s.check_profile() {
+            return Err(match (&io.smmu, e.file == s.profile.origin) {
+                (Some(sp), false) => c.err(sp.span(), "iommu.smmu", e.message),
+                _ => e,
+            });
+        }
+        Ok(s)
+    }
+
+    /// The platform must price the SMMU this scenario drives and, for a non-coherent walker, the
+    /// cache maintenance of PTE writes. Called again after command-line overrides.
+    pub fn check_profile(&mut self) -> Result<(), InputError> {
+        let Some(p) = platform_smmu(&self.profile) else {
+            return Err(InputError {
+                file: self.profile.origin.clone(),
+                line: None,
+                key: Some("smmu".into()),
+                message: format!(
+                    "missing, but scenario `{}` drives an SMMU: the platform must price its operations",
+                    self.name
+                ),
+            });
+        };
+        if !self.smmu_given {
+            self.iommu.smmu = p;
+        } else if p.kind() != self.iommu.smmu.kind() {
+            return Err(InputError {
+                file: self.origin.clone(),
+                line: None,
+                key: Some("iommu.smmu".into()),
+                message: format!(
+                    "{} does not match the platform `{}`, whose [smmu] is {}",
+                    self.iommu.smmu.name(),
+                    self.profile.name(),
+                    p.name()
+                ),
+            });
+        }
+        if !self.iommu.coherent_walk {
+            let arch = arch_for(&self.profile, &self.policies);
+            self.profile.require_ops(
+                arch.required_ops(),
+                "a non-coherent SMMU table walker (PTE cleaning)",
+            )?;
+        }
+        Ok(())
+    }
+}
+
+fn platform_smmu(p: &Profile) -> Option<SmmuModel> {
+    p.model.smmu.map(|s| match s.kind {
+        SmmuKind::Mmu500 => SmmuModel::Mmu500,
+        SmmuKind::SmmuV3 => SmmuModel::SmmuV3 {
+            range_inv: s.range_inv,
+        },
+    })
+}
+
+type LayoutFn<'a> = dyn Fn(&Option<Spanned<String>>, &str) -> Result<Layout, InputError> + 'a;
+type ElementFn<'a> = dyn Fn(&Option<Spanned<toml::Value>>, &str) -> Result<u64, InputError> + 'a;
+
+fn parse_op(
+    c: &Ctx,
+    o: &OpSection,
+    i: usize,
+    earlier: &[Op],
+    cfg: &IommuConfig,
+    element: &ElementFn,
+    layout: &LayoutFn,
+) -> Result<Op, InputError> {
+    let key = |k: &str| format!("workload.op[{i}].{k}");
+    let refuse = |what: Option<std::ops::Range<usize>>, k: &str, why: &str| match what {
+        Some(span) => Err(c.err(span, &key(k), why.to_string())),
+        None => Ok(()),
+    };
+    match o.op.get_ref().as_str() {
+        "map" => {
+            refuse(
+                o.of.as_ref().map(|s| s.span()),
+                "of",
+                "only an unmap names a mapping with `of`",
+            )?;
+            let Some(sz) = &o.size else {
+                return Err(c.err(o.op.span(), &key("size"), "missing: a map needs a size"));
+            };
+            let size = c.granule_size(sz.get_ref(), sz.span(), &key("size"), cfg.granule)?;
+            let element = element(&o.element, &key("element"))?;
+            if !size.is_multiple_of(element) {
+                return Err(c.err(
+                    sz.span(),
+                    &key("size"),
+                    format!("{size} bytes is not a whole number of {element}-byte elements"),
+                ));
+            }
+            let iova = match &o.iova {
+                None => IovaSpec::Alloc,
+                Some(v) => c.iova(v, &key("iova"))?,
+            };
+            if let (IovaSpec::Fixed(a), Some(v)) = (iova, &o.iova) {
+                c.check_range(v.span(), &key("iova"), a, size, cfg)?;
+            }
+            let name = match &o.name {
+                Some(n) => {
+                    let dup = earlier
+                        .iter()
+                        .any(|e| matches!(e, Op::Map(m) if m.name.as_deref() == Some(n.get_ref())));
+                    if dup {
+                        return Err(c.err(
+                            n.span(),
+                            &key("name"),
+                            format!("a mapping named `{}` was already declared", n.get_ref()),
+                        ));
+                    }
+                    Some(n.get_ref().clone())
+                }
+                None => None,
+            };
+            Ok(Op::Map(MapOp {
+                name,
+                iova,
+                size,
+                element,
+                layout: layout(&o.layout, &key("layout"))?,
+            }))
+        }
+        "unmap" => {
+            refuse(
+                o.element.as_ref().map(|s| s.span()),
+                "element",
+                "only a map has elements",
+            )?;
+            refuse(
+                o.layout.as_ref().map(|s| s.span()),
+                "layout",
+                "only a map has a layout",
+            )?;
+            refuse(
+                o.name.as_ref().map(|s| s.span()),
+                "name",
+                "only a map is named; an unmap refers to one with `of`",
+            )?;
+            match (&o.of, &o.iova, &o.size) {
+                (Some(of), None, None) => {
+                    let index = earlier
+                        .iter()
+                        .position(
+                            |e| matches!(e, Op::Map(m) if m.name.as_deref() == Some(of.get_ref())),
+                        )
+                        .ok_or_else(|| {
+                            c.err(
+                                of.span(),
+                                &key("of"),
+                                format!("no earlier map is named `{}`", of.get_ref()),
+                            )
+                        })?;
+                    Ok(Op::UnmapOf {
+                        index,
+                        name: of.get_ref().clone(),
+                    })
+                }
+                (None, Some(v), Some(sz)) => {
+                    let size =
+                        c.granule_size(sz.get_ref(), sz.span(), &key("size"), cfg.granule)?;
+                    let iova = match c.iova(v, &key("iova"))? {
+                        IovaSpec::Fixed(a) => a,
+                        IovaSpec::Alloc => {
+                            return Err(c.err(
+                                v.span(),
+                                &key("iova"),
+                                "an unmap needs an address; to unmap an allocated mapping use `of = \"name\"`",
+                            ));
+                        }
+                    };
+                    c.check_range(v.span(), &key("iova"), iova, size, cfg)?;
+                    Ok(Op::UnmapRange { iova, size })
+                }
+                _ => Err(c.err(
+                    o.op.span(),
+                    &key("op"),
+                    "an unmap takes either `of = \"name\"` or both `iova` and `size`",
+                )),
+            }
+        }
+        other => Err(c.err(
+            o.op.span(),
+            &key("op"),
+            format!("unknown operation `{other}`; choose map or unmap"),
+        )),
+    }
+}
+
+/// One operation's (or one sweep row's) figures over the run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpStat {
+    /// `map_sg 4K`, `unmap 4K`, `op[0] map`, ...
+    pub label: String,
+    /// The iommu core call timed: `iommu_map_sg` or `iommu_unmap`.
+    pub call: &'static str,
+    pub bytes: u64,
+    /// The IOVA of the last call.
+    pub iova: u64,
+    pub calls: u64,
+    pub total_ps: u64,
+    /// Operations issued by all calls together.
+    pub counts: [u64; Counter::N],
+}
+
+impl OpStat {
+    pub fn mean_ns(&self) -> f64 {
+        if self.calls == 0 {
+            0.0
+        } else {
+            self.total_ps as f64 / self.calls as f64 / 1000.0
+        }
+    }
+    /// Operations of one kind per call.
+    pub fn per_call(&self, c: Counter) -> f64 {
+        if self.calls == 0 {
+            0.0
+        } else {
+            self.counts[c as usize] as f64 / self.calls as f64
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct IommuRunResult {
+    pub scenario: String,
+    pub platform: String,
+    pub arch: Arch,
+    pub policies: Policies,
+    pub iommu: IommuConfig,
+    pub workload: IommuWorkload,
+    pub ops: Vec<OpStat>,
+    pub counts: [u64; Counter::N],
+    pub stacks: Vec<StackRow>,
+    pub total_ps: u64,
+}
+
+impl IommuRunResult {
+    pub fn op(&self, label: &str) -> Option<&OpStat> {
+        self.ops.iter().find(|o| o.label == label)
+    }
+}
+
+/// A size for labels: `4K`, `2M`, `1G`, or bytes.
+pub fn size_label(b: u64) -> String {
+    if b >= 1 << 30 && b.is_multiple_of(1 << 30) {
+        format!("{}G", b >> 30)
+    } else if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
+        format!("{}M", b >> 20)
+    } else if b >= 1 << 10 && b.is_multiple_of(1 << 10) {
+        format!("{}K", b >> 10)
+    } else {
+        format!("{b}")
+    }
+}
+
+/// The sg list of one mapping: `(physical start, length)` per element.
+fn segments(base: u64, size: u64, element: u64, layout: Layout) -> Vec<(PhysAddr, u64)> {
+    let stride = match layout {
+        Layout::Scattered => 2 * element,
+        Layout::Contiguous => element,
+    };
+    (0..size / element)
+        .map(|i| (PhysAddr(base + i * stride), element))
+        .collect()
+}
+
+/// Physical base for the `k`-th mapping's pages: each gets its own 1 GiB-aligned window (aligned
+/// for every block size), so contiguous pages can be mapped with blocks.
+fn data_base(k: usize, size: u64) -> u64 {
+    let window = (2 * size).next_multiple_of(1 << 30);
+    DATA_BASE + k as u64 * window
+}
+
+/// A fresh domain: the top-level table, the SMMU's flush ops and the release's split policy.
+fn new_domain(
+    hw: &mut Model,
+    s: &IommuScenario,
+    table_bytes: u64,
+) -> Result<IommuDomain, IommuError> {
+    let mem = PhysMem::single(PhysAddr(TABLE_BASE), table_bytes).shared();
+    let walk_sync = (!s.iommu.coherent_walk).then(|| arch_for(&s.profile, &s.policies));
+    let cfg = IoPgtableCfg::new(s.iommu.granule, s.iommu.ias);
+    let t = ArmLpaeIoPgtable::new(hw, cfg, mem, walk_sync)?;
+    let ops: Box<dyn IommuFlushOps> = match s.iommu.smmu {
+        SmmuModel::Mmu500 => Box::new(ArmSmmuDomain::new(
+            hw,
+            1,
+            walk_flush_by_name(&s.policies.walk_flush).ok_or(IommuError::Empty)?,
+        )),
+        SmmuModel::SmmuV3 { range_inv } => Box::new(ArmSmmuV3Domain::new(
+            hw,
+            1,
+            s.iommu.granule,
+            SmmuV3Features { range_inv },
+            Cmdq::new(8),
+        )?),
+    };
+    let split = split_by_name(&s.policies.unmap_split).ok_or(IommuError::Empty)?;
+    Ok(IommuDomain::new(hw, t, ops, split))
+}
+
+/// Bytes of page-table memory enough for `mapped` bytes of 4K-granule leaves (the worst case):
+/// one table per 2 MB plus the upper levels, with room to spare.
+fn table_bytes(mapped: u64) -> u64 {
+    ((64 << 20) + mapped / 256).next_multiple_of(1 << 20)
+}
+
+struct Meter {
+    ops: Vec<OpStat>,
+}
+
+impl Meter {
+    /// Time and count one call of the operation at `slot`.
+    fn time<T>(&mut self, hw: &mut Model, slot: usize, f: impl FnOnce(&mut Model) -> T) -> T {
+        let t0 = hw.now_ps();
+        let c0 = hw.ledger.totals();
+        let r = f(hw);
+        let c1 = hw.ledger.totals();
+        let o = &mut self.ops[slot];
+        o.calls += 1;
+        o.total_ps += hw.now_ps() - t0;
+        for (k, (a, b)) in o.counts.iter_mut().zip(c1.iter().zip(c0.iter())) {
+            *k += a - b;
+        }
+        r
+    }
+
+    fn slot(&mut self, label: String, call: &'static str, bytes: u64) -> usize {
+        self.ops.push(OpStat {
+            label,
+            call,
+            bytes,
+            iova: 0,
+            calls: 0,
+            total_ps: 0,
+            counts: [0; Counter::N],
+        });
+        self.ops.len() - 1
+    }
+}
+
+/// Run a checked IOMMU scenario on the Model. An error is a misuse the kernel would refuse or
+/// WARN about (mapping over a live mapping, unmapping a hole), described in words.
+pub fn run(s: &IommuScenario) -> Result<IommuRunResult, String> {
+    let mut hw = Model::new(s.profile.model.clone());
+    let mut m = Meter { ops: Vec::new() };
+    match &s.workload {
+        IommuWorkload::Sweep {
+            sizes,
+            element,
+            layout,
+            iova,
+            iterations,
+        } => {
+            for &size in sizes {
+                let label = size_label(size);
+                let map = m.slot(format!("map_sg {label}"), "iommu_map_sg", size);
+                let unmap = m.slot(format!("unmap {label}"), "iommu_unmap", size);
+                hw.enter("iommu_domain_alloc");
+                let d = new_domain(&mut hw, s, table_bytes(size));
+                hw.leave();
+                let mut d = d.map_err(|e| format!("domain: {e}"))?;
+                let segs = segments(data_base(0, size), size, *element, *layout);
+                for it in 0..*iterations {
+                    m.time(&mut hw, map, |hw| {
+                        d.iommu_map_sg(hw, IovaAddr(*iova), &segs, Prot::RW)
+                    })
+                    .map_err(|e| format!("iteration {it}, map_sg {label}: {e}"))?;
+                    m.time(&mut hw, unmap, |hw| {
+                        d.iommu_unmap(hw, IovaAddr(*iova), size)
+                    })
+                    .map_err(|e| format!("iteration {it}, unmap {label}: {e}"))?;
+                }
+                m.ops[map].iova = *iova;
+                m.ops[unmap].iova = *iova;
+            }
+        }
+        IommuWorkload::Ops { ops, iterations } => run_ops(&mut hw, &mut m, s, ops, *iterations)?,
+    }
+    debug_assert!(hw.ledger.depth_is_zero());
+    let stacks = hw
+        .ledger
+        .stacks()
+        .into_iter()
+        .map(|st| StackRow {
+            stack: st.stack_string(),
+            self_ps: st.self_ps,
+            counts: st.counts,
+        })
+        .collect();
+    Ok(IommuRunResult {
+        scenario: s.name.clone(),
+        platform: s.profile.name().to_string(),
+        arch: s.profile.arch(),
+        policies: s.policies.clone(),
+        iommu: s.iommu,
+        workload: s.workload.clone(),
+        ops: m.ops,
+        counts: hw.ledger.totals(),
+        stacks,
+        total_ps: hw.ledger.total_ps(),
+    })
+}
+
+fn run_ops(
+    hw: &mut Model,
+    m: &mut Meter,
+    s: &IommuScenario,
+    ops: &[Op],
+    iterations: u32,
+) -> Result<(), String> {
+    let mapped: u64 = ops
+        .iter()
+        .map(|o| match o {
+            Op::Map(mo) => mo.size,
+            _ => 0,
+        })
+        .sum();
+    hw.enter("iommu_domain_alloc");
+    let d = new_domain(hw, s, table_bytes(mapped));
+    let iovad = IovaDomain::new(hw, s.iommu.granule, 1, 1);
+    hw.leave();
+    let mut d = d.map_err(|e| format!("domain: {e}"))?;
+    let mut iovad = iovad.map_err(|e| format!("IOVA domain: {e}"))?;
+    let shift = s.iommu.granule.trailing_zeros();
+    let limit_pfn = ((1u64 << s.iommu.ias) >> shift) - 1;
+    for (i, o) in ops.iter().enumerate() {
+        let (label, call, bytes) = match o {
+            Op::Map(mo) => (
+                format!("op[{i}] map {}", size_label(mo.size)),
+                "iommu_map_sg",
+                mo.size,
+            ),
+            Op::UnmapRange { size, .. } => (
+                format!("op[{i}] unmap {}", size_label(*size)),
+                "iommu_unmap",
+                *size,
+            ),
+            Op::UnmapOf { index, name } => {
+                let size = match &ops[*index] {
+                    Op::Map(mo) => mo.size,
+                    _ => 0,
+                };
+                (format!("op[{i}] unmap {name}"), "iommu_unmap", size)
+            }
+        };
+        m.slot(label, call, bytes);
+    }
+    // Where each map op's mapping currently lives (and whether its IOVA came from the allocator).
+    let mut live: Vec<Option<(u64, bool)>> = vec![None; ops.len()];
+    for it in 0..iterations {
+        for (i, o) in ops.iter().enumerate() {
+            let at = |e: IommuError| format!("iteration {it}, workload.op[{i}]: {e}");
+            match o {
+                Op::Map(mo) => {
+                    let segs = segments(data_base(i, mo.size), mo.size, mo.element, mo.layout);
+                    let pages = mo.size >> shift;
+                    let r = m.time(hw, i, |hw| {
+                        let (iova, alloc) = match mo.iova {
+                            IovaSpec::Fixed(a) => (a, false),
+                            IovaSpec::Alloc => {
+                                let pfn = iovad.alloc_iova_fast(hw, 0, pages, limit_pfn, true)?;
+                                (pfn << shift, true)
+                            }
+                        };
+                        let r = d.iommu_map_sg(hw, IovaAddr(iova), &segs, Prot::RW);
+                        if r.is_err() && alloc {
+                            let _ = iovad.free_iova_fast(hw, 0, iova >> shift, pages);
+                        }
+                        r.map(|_| (iova, alloc))
+                    });
+                    let (iova, alloc) = r.map_err(at)?;
+                    if live[i].is_some() {
+                        return Err(format!(
+                            "iteration {it}, workload.op[{i}]: mapped again while its previous mapping is still live (leaked)"
+                        ));
+                    }
+                    live[i] = Some((iova, alloc));
+                    m.ops[i].iova = iova;
+                }
+                Op::UnmapRange { iova, size } => {
+                    m.time(hw, i, |hw| d.iommu_unmap(hw, IovaAddr(*iova), *size))
+                        .map_err(at)?;
+                    m.ops[i].iova = *iova;
+                    // A fixed-IOVA mapping that started in the range is gone (or cut short).
+                    for l in live.iter_mut() {
+                        if l.is_some_and(|(a, alloc)| !alloc && a >= *iova && a < *iova + *size) {
+                            *l = None;
+                        }
+                    }
+                }
+                Op::UnmapOf { index, name } => {
+                    let Some((iova, alloc)) = live[*index].take() else {
+                        return Err(format!(
+                            "iteration {it}, workload.op[{i}]: mapping `{name}` is not mapped"
+                        ));
+                    };
+                    let size = m.ops[*index].bytes;
+                    m.time(hw, i, |hw| {
+                        let r = d.iommu_unmap(hw, IovaAddr(iova), size);
+                        if alloc {
+                            iovad.free_iova_fast(hw, 0, iova >> shift, size >> shift)?;
+                        }
+                        r
+                    })
+                    .map_err(at)?;
+                    m.ops[i].iova = iova;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) const SWEEP: &str = r#"
+[scenario]
+name = "t"
+platform = "sm8150"
+kernel = "5.14"
+
+[iommu]
+granule = "4K"
+ias = 48
+smmu = "mmu-500"
+
+[workload]
+kind = "iommu_sweep"
+sizes = ["4K", "2M"]
+element = "4K"
+layout = "scattered"
+iterations = 2
+"#;
+
+    const OPS: &str = r#"
+[scenario]
+name = "ops"
+platform = "sm8150"
+kernel = "5.15"
+
+[iommu]
+granule = "4K"
+ias = 48
+
+[workload]
+kind = "iommu_ops"
+iterations = 2
+
+[[workload.op]]
+op = "map"
+name = "a"
+size = "4M"
+
+[[workload.op]]
+op = "map"
+iova = "0x40000000"
+size = "4M"
+layout = "contiguous"
+
+[[workload.op]]
+op = "unmap"
+iova = "0x40000000"
+size = "4M"
+
+[[workload.op]]
+op = "unmap"
+of = "a"
+"#;
+
+    fn parse(text: &str) -> Result<IommuScenario, InputError> {
+        IommuScenario::parse("s.toml", text, std::path::Path::new("."))
+    }
+
+    #[test]
+    fn sweep_parses_and_runs() {
+        assert!(is_iommu_scenario(SWEEP));
+        let s = parse(SWEEP).unwrap();
+        let r = run(&s).unwrap();
+        let u = r.op("unmap 2M").unwrap();
+        assert_eq!(u.calls, 2);
+        assert_eq!(u.per_call(Counter::SmmuTlbiva), 512.0);
+        assert_eq!(
+            r.op("unmap 4K").unwrap().per_call(Counter::SmmuTlbival),
+            1.0
+        );
+        let stacks: u64 = r.stacks.iter().map(|s| s.self_ps).sum();
+        assert_eq!(stacks, r.total_ps);
+    }
+
+    #[test]
+    fn ops_run_with_allocated_and_fixed_iovas() {
+        let s = parse(OPS).unwrap();
+        let r = run(&s).unwrap();
+        assert_eq!(r.ops.len(), 4);
+        // 4 MB contiguous and 2 MB aligned in IOVA and PA: two 2 MB blocks, one TLBIVAL each.
+        let u = &r.ops[2];
+        assert_eq!(u.per_call(Counter::SmmuTlbival), 2.0);
+        assert_eq!(r.ops[1].per_call(Counter::PgtableMapCall), 1.0);
+        // The allocated 4 MB is size-aligned: two tables, freed with one walk flush each.
+        assert_eq!(r.ops[3].per_call(Counter::SmmuTlbiasid), 2.0);
+        assert_eq!(r.ops[3].per_call(Counter::PgtableUnmapCall), 1.0);
+    }
+
+    #[test]
+    fn misuse_is_reported_not_panicked() {
+        let text = OPS.replace("of = \"a\"", "iova = \"0x40000000\"\nsize = \"4M\"");
+        let s = parse(&text).unwrap();
+        let e = run(&s).unwrap_err();
+        assert!(
+            e.contains("workload.op[3]") && e.contains("not mapped"),
+            "{e}"
+        );
+        // Mapped twice without unmapping: -EEXIST on the second iteration.
+        let text = OPS.replace("\n[[workload.op]]\nop = \"unmap\"\nof = \"a\"\n", "");
+        let text = text.replacen("name = \"a\"\n", "name = \"a\"\niova = \"0x80000000\"\n", 1);
+        let e = run(&parse(&text).unwrap()).unwrap_err();
+        assert!(
+            e.contains("iteration 0") || e.contains("iteration 1"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn errors_name_key_and_line() {
+        let cases = [
+            (
+                "sizes = [\"4K\", \"2M\"]",
+                "sizes = [\"4K\", \"6000\"]",
+                "workload.sizes",
+                14,
+            ),
+            ("ias = 48", "ias = 52", "iommu.ias", 9),
+            ("smmu = \"mmu-500\"", "smmu = \"mmu-600\"", "iommu.smmu", 10),
+            (
+                "smmu = \"mmu-500\"",
+                "smmu = \"smmu-v3.2\"",
+                "iommu.smmu",
+                10,
+            ),
+            ("granule = \"4K\"", "granule = \"8K\"", "iommu.granule", 8),
+            (
+                "element = \"4K\"",
+                "element = \"6K\"",
+                "workload.element",
+                15,
+            ),
+            (
+                "layout = \"scattered\"",
+                "layout = \"random\"",
+                "workload.layout",
+                16,
+            ),
+            (
+                "iterations = 2",
+                "iterations = 0",
+                "workload.iterations",
+                17,
+            ),
+            (
+                "kernel = \"5.14\"",
+                "kernel = \"5.14\"\npolicy = { walk_flush = \"range\" }",
+                "scenario.policy.walk_flush",
+                6,
+            ),
+            (
+                "iterations = 2",
+                "iterations = 2\niova = \"0x1001\"",
+                "workload.iova",
+                18,
+            ),
+        ];
+        for (from, to, key, line) in cases {
+            let e = parse(&SWEEP.replace(from, to)).unwrap_err();
+            assert_eq!(e.key.as_deref(), Some(key), "{to}: {e}");
+            assert_eq!(e.line, Some(line), "{to}: {e}");
+        }
+        let e = parse(
+            &SWEEP
+                .replace("ias = 48", "ias = 32")
+                .replace("iterations = 2", "iterations = 2\niova = \"4G\""),
+        )
+        .unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("workload.iova"), "{e}");
+        let e = parse(&OPS.replace("of = \"a\"", "of = \"b\"")).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("workload.op[3].of"), "{e}");
+        let e =
+            parse(&OPS.replace("size = \"4M\"\nlayout", "size = \"4100\"\nlayout")).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("workload.op[1].size"), "{e}");
+    }
+}
