@@ -113,6 +113,18 @@ pub fn policies_map(p: &crate::policy::Policies) -> BTreeMap<&'static str, Strin
     ])
 }
 
+fn breakdown_docs(stacks: &[crate::scenario::StackRow], total_ps: u64) -> Vec<StackDoc> {
+    stacks
+        .iter()
+        .map(|s| StackDoc {
+            stack: s.stack.clone(),
+            self_ns: ns(s.self_ps),
+            share_pct: share(s.self_ps, total_ps),
+            operations: counts_map(&s.counts),
+        })
+        .collect()
+}
+
 fn share(part: u64, total: u64) -> f64 {
     if total == 0 {
         0.0
@@ -156,16 +168,7 @@ pub fn run_json(r: &RunResult) -> serde_json::Value {
             })
             .collect(),
         operations: counts_map(&r.counts),
-        breakdown: r
-            .stacks
-            .iter()
-            .map(|s| StackDoc {
-                stack: s.stack.clone(),
-                self_ns: ns(s.self_ps),
-                share_pct: share(s.self_ps, r.total_ps),
-                operations: counts_map(&s.counts),
-            })
-            .collect(),
+        breakdown: breakdown_docs(&r.stacks, r.total_ps),
         total_ns: ns(r.total_ps),
     };
     serde_json::to_value(doc).expect("plain data serialises")
@@ -179,6 +182,25 @@ fn attr_names(a: crate::types::DmaAttrs) -> Vec<&'static str> {
     v
 }
 
+/// The first lines of every `run` table: scenario, platform and policies.
+fn header(o: &mut String, scenario: &str, platform: &str, arch: Arch, policies: &str) {
+    let _ = writeln!(o, "scenario   {scenario}");
+    let _ = writeln!(o, "platform   {platform} ({}), {policies}", arch.name());
+}
+
+fn device_line(o: &mut String, d: &crate::device::Device) {
+    let kind = if d.coherent {
+        "coherent"
+    } else {
+        "non-coherent"
+    };
+    let _ = writeln!(
+        o,
+        "device     {}: {kind}, dma_mask {:#x}",
+        d.name, d.dma_mask
+    );
+}
+
 fn instr(c: Counter, arch: Arch) -> &'static str {
     c.instruction(arch)
 }
@@ -188,25 +210,14 @@ pub fn run_table(r: &RunResult) -> String {
     let mut o = String::new();
     let w = &r.workload;
     let it = u64::from(w.iterations);
-    let _ = writeln!(o, "scenario   {}", r.scenario);
-    let _ = writeln!(
-        o,
-        "platform   {} ({}), {}",
-        r.platform,
-        r.arch.name(),
-        r.policies.summary()
+    header(
+        &mut o,
+        &r.scenario,
+        &r.platform,
+        r.arch,
+        &r.policies.summary(),
     );
-    let _ = writeln!(
-        o,
-        "device     {}: {}, dma_mask {:#x}",
-        r.device.name,
-        if r.device.coherent {
-            "coherent"
-        } else {
-            "non-coherent"
-        },
-        r.device.dma_mask
-    );
+    device_line(&mut o, &r.device);
     let sizes: Vec<String> = w
         .entry_bytes
         .iter()
@@ -285,25 +296,14 @@ pub fn run_folded(r: &RunResult) -> String {
 pub fn forwarding_table(r: &crate::scenario::forwarding::ForwardingResult) -> String {
     let mut o = String::new();
     let w = &r.workload;
-    let _ = writeln!(o, "scenario   {}", r.scenario);
-    let _ = writeln!(
-        o,
-        "platform   {} ({}), {}",
-        r.platform,
-        r.arch.name(),
-        r.policies.summary()
+    header(
+        &mut o,
+        &r.scenario,
+        &r.platform,
+        r.arch,
+        &r.policies.summary(),
     );
-    let _ = writeln!(
-        o,
-        "device     {}: {}, dma_mask {:#x}",
-        r.device.name,
-        if r.device.coherent {
-            "coherent"
-        } else {
-            "non-coherent"
-        },
-        r.device.dma_mask
-    );
+    device_line(&mut o, &r.device);
     let _ = writeln!(
         o,
         "workload   forwarding {} packets of {} B, rx ring {}, rx page reuse {} %, {} CPUs",
@@ -447,16 +447,7 @@ pub fn forwarding_json(r: &crate::scenario::forwarding::ForwardingResult) -> ser
                 symbol,
             })
             .collect(),
-        breakdown: r
-            .stacks
-            .iter()
-            .map(|s| StackDoc {
-                stack: s.stack.clone(),
-                self_ns: ns(s.self_ps),
-                share_pct: share(s.self_ps, r.total_ps),
-                operations: counts_map(&s.counts),
-            })
-            .collect(),
+        breakdown: breakdown_docs(&r.stacks, r.total_ps),
         total_ns: ns(r.total_ps),
     };
     serde_json::to_value(doc).expect("plain data serialises")
@@ -477,25 +468,14 @@ pub fn folded(stacks: &[crate::scenario::StackRow]) -> String {
 pub fn bounce_table(r: &crate::scenario::bounce::BounceResult) -> String {
     let mut o = String::new();
     let w = &r.workload;
-    let _ = writeln!(o, "scenario   {}", r.scenario);
-    let _ = writeln!(
-        o,
-        "platform   {} ({}), {}",
-        r.platform,
-        r.arch.name(),
-        r.policies.summary()
+    header(
+        &mut o,
+        &r.scenario,
+        &r.platform,
+        r.arch,
+        &r.policies.summary(),
     );
-    let _ = writeln!(
-        o,
-        "device     {}: {}, dma_mask {:#x}",
-        r.device.name,
-        if r.device.coherent {
-            "coherent"
-        } else {
-            "non-coherent"
-        },
-        r.device.dma_mask
-    );
+    device_line(&mut o, &r.device);
     let _ = writeln!(
         o,
         "swiotlb    {}, pool {}, {} lock{}",
@@ -607,12 +587,7 @@ pub fn bounce_json(r: &crate::scenario::bounce::BounceResult) -> serde_json::Val
             locks_per_area: row.locks.clone(),
             busiest_lock_pct: row.busiest_lock_pct(),
         }).collect::<Vec<_>>(),
-        "breakdown": r.stacks.iter().map(|s| StackDoc {
-            stack: s.stack.clone(),
-            self_ns: ns(s.self_ps),
-            share_pct: share(s.self_ps, r.total_ps),
-            operations: counts_map(&s.counts),
-        }).collect::<Vec<_>>(),
+        "breakdown": breakdown_docs(&r.stacks, r.total_ps),
         "total_ns": ns(r.total_ps),
     })
 }
@@ -706,16 +681,7 @@ pub fn iommu_run_json(r: &crate::scenario::iommu::IommuRunResult) -> serde_json:
             })
             .collect(),
         operations: counts_map(&r.counts),
-        breakdown: r
-            .stacks
-            .iter()
-            .map(|s| StackDoc {
-                stack: s.stack.clone(),
-                self_ns: ns(s.self_ps),
-                share_pct: share(s.self_ps, r.total_ps),
-                operations: counts_map(&s.counts),
-            })
-            .collect(),
+        breakdown: breakdown_docs(&r.stacks, r.total_ps),
         total_ns: ns(r.total_ps),
     };
     serde_json::to_value(doc).expect("plain data serialises")
@@ -739,13 +705,12 @@ const IOMMU_COLUMNS: &[(Counter, &str)] = &[
 /// The `dmasim run` terminal table of an IOMMU scenario.
 pub fn iommu_run_table(r: &crate::scenario::iommu::IommuRunResult) -> String {
     let mut o = String::new();
-    let _ = writeln!(o, "scenario   {}", r.scenario);
-    let _ = writeln!(
-        o,
-        "platform   {} ({}), {}",
-        r.platform,
-        r.arch.name(),
-        r.policies.iommu_summary()
+    header(
+        &mut o,
+        &r.scenario,
+        &r.platform,
+        r.arch,
+        &r.policies.iommu_summary(),
     );
     let _ = writeln!(
         o,
@@ -807,11 +772,5 @@ pub fn iommu_run_table(r: &crate::scenario::iommu::IommuRunResult) -> String {
 
 /// Folded stacks of an IOMMU run.
 pub fn iommu_run_folded(r: &crate::scenario::iommu::IommuRunResult) -> String {
-    let mut o = String::new();
-    for s in &r.stacks {
-        if s.self_ps > 0 {
-            let _ = writeln!(o, "{} {}", s.stack.replace(" > ", ";"), s.self_ps);
-        }
-    }
-    o
+    folded(&r.stacks)
 }
