@@ -20,6 +20,7 @@
 //! the ledger's difference across it, so per-operation figures and the breakdown agree.
 
 use super::run::{StackRow, arch_for};
+use super::{Ctx, ScenarioSection};
 use crate::hw::model::{Model, SmmuKind};
 use crate::hw::{Counter, Hw};
 use crate::input::{InputError, parse_size, parse_toml};
@@ -31,10 +32,9 @@ use crate::iommu::iova::IovaDomain;
 use crate::iommu::{IommuError, IommuFlushOps, Prot};
 use crate::mm::physmem::PhysMem;
 use crate::platform::{Arch, Profile};
-use crate::policy::{KernelVersion, LATEST, Policies};
+use crate::policy::Policies;
 use crate::types::{IovaAddr, PhysAddr};
 use serde::Deserialize;
-use std::collections::BTreeMap;
 use toml::Spanned;
 
 /// Workload kinds this module runs.
@@ -70,16 +70,6 @@ struct File {
     scenario: ScenarioSection,
     iommu: IommuSection,
     workload: WorkloadSection,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ScenarioSection {
-    name: String,
-    platform: Spanned<String>,
-    kernel: Option<Spanned<String>>,
-    #[serde(default)]
-    policy: BTreeMap<String, Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -265,39 +255,9 @@ pub struct IommuScenario {
     pub workload: IommuWorkload,
 }
 
-struct Ctx<'a> {
-    file: &'a str,
-    text: &'a str,
-}
-
 impl Ctx<'_> {
-    fn err(&self, span: std::ops::Range<usize>, key: &str, msg: impl Into<String>) -> InputError {
-        InputError::at(self.file, self.text, Some(span), key, msg)
-    }
-
-    fn size(&self, v: &Spanned<toml::Value>, key: &str) -> Result<u64, InputError> {
-        self.size_value(v.get_ref(), v.span(), key)
-    }
-
-    fn size_value(
-        &self,
-        v: &toml::Value,
-        span: std::ops::Range<usize>,
-        key: &str,
-    ) -> Result<u64, InputError> {
-        let n = match v {
-            toml::Value::Integer(i) if *i > 0 => Some(*i as u64),
-            toml::Value::String(s) => parse_size(s),
-            _ => None,
-        };
-        match n {
-            Some(n) if n > 0 => Ok(n),
-            _ => Err(self.err(
-                span,
-                key,
-                format!("expected a positive size such as 4096, \"4K\" or \"2M\", found {v}"),
-            )),
-        }
+    fn spanned_size(&self, v: &Spanned<toml::Value>, key: &str) -> Result<u64, InputError> {
+        self.size(v.get_ref(), v.span(), key)
     }
 
     /// A size that is a whole number of granules and at most [`MAX_MAP`].
@@ -308,7 +268,7 @@ impl Ctx<'_> {
         key: &str,
         granule: u64,
     ) -> Result<u64, InputError> {
-        let n = self.size_value(v, span.clone(), key)?;
+        let n = self.size(v, span.clone(), key)?;
         if !n.is_multiple_of(granule) {
             return Err(self.err(
                 span,
@@ -385,26 +345,6 @@ impl Ctx<'_> {
     }
 }
 
-fn load_profile(
-    c: &Ctx,
-    sec: &ScenarioSection,
-    dir: &std::path::Path,
-) -> Result<Profile, InputError> {
-    let pname = sec.platform.get_ref();
-    match Profile::load(pname) {
-        Ok(p) => Ok(p),
-        Err(e) if e.file == "<argument>" => {
-            let rel = dir.join(pname);
-            if rel.exists() {
-                Profile::load(&rel.to_string_lossy())
-            } else {
-                Err(c.err(sec.platform.span(), "scenario.platform", e.message))
-            }
-        }
-        Err(e) => Err(e),
-    }
-}
-
 impl IommuScenario {
     /// Read an IOMMU scenario file. Its `platform` may be a built-in name or a path relative to it.
     pub fn load(path: &str) -> Result<IommuScenario, InputError> {
@@ -424,30 +364,11 @@ impl IommuScenario {
     ) -> Result<IommuScenario, InputError> {
         let f: File = parse_toml(file, text)?;
         let c = Ctx { file, text };
-        let profile = load_profile(&c, &f.scenario, dir)?;
-
-        let kernel = match &f.scenario.kernel {
-            None => LATEST,
-            Some(k) => KernelVersion::parse(k.get_ref()).ok_or_else(|| {
-                c.err(
-                    k.span(),
-                    "scenario.kernel",
-                    format!(
-                        "expected a release such as \"5.15\", found \"{}\"",
-                        k.get_ref()
-                    ),
-                )
-            })?,
-        };
-        let mut policies = Policies::preset(kernel);
-        for (k, v) in &f.scenario.policy {
-            policies
-                .set(k, v.get_ref())
-                .map_err(|m| c.err(v.span(), &format!("scenario.policy.{k}"), m))?;
-        }
+        let profile = c.profile(&f.scenario, dir)?;
+        let policies = c.policies(&f.scenario)?;
 
         let io = &f.iommu;
-        let granule = match c.size(&io.granule, "iommu.granule") {
+        let granule = match c.spanned_size(&io.granule, "iommu.granule") {
             Ok(g @ (0x1000 | 0x4000 | 0x10000)) => g,
             Ok(g) => {
                 return Err(c.err(

@@ -60,12 +60,12 @@ struct SwiotlbSection {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ScenarioSection {
-    name: String,
-    platform: Spanned<String>,
-    kernel: Option<Spanned<String>>,
+pub(crate) struct ScenarioSection {
+    pub(crate) name: String,
+    pub(crate) platform: Spanned<String>,
+    pub(crate) kernel: Option<Spanned<String>>,
     #[serde(default)]
-    policy: BTreeMap<String, Spanned<String>>,
+    pub(crate) policy: BTreeMap<String, Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -287,12 +287,58 @@ pub const MAX_BUFFER: u64 = 64 << 30;
 /// Most sg entries a list may have (the model holds every entry; 4M entries is 16 GiB of pages).
 pub const MAX_ENTRIES: u64 = 1 << 22;
 
-struct Ctx<'a> {
-    file: &'a str,
-    text: &'a str,
+/// Where a value being checked came from, so errors can name the file, line and key.
+pub(crate) struct Ctx<'a> {
+    pub(crate) file: &'a str,
+    pub(crate) text: &'a str,
 }
 
 impl Ctx<'_> {
+    /// The `[scenario]` section's platform: a built-in name, or a profile path relative to `dir`.
+    pub(crate) fn profile(
+        &self,
+        sec: &ScenarioSection,
+        dir: &std::path::Path,
+    ) -> Result<Profile, InputError> {
+        let pname = sec.platform.get_ref();
+        match Profile::load(pname) {
+            Ok(p) => Ok(p),
+            Err(e) if e.file == "<argument>" => {
+                let rel = dir.join(pname);
+                if rel.exists() {
+                    Profile::load(&rel.to_string_lossy())
+                } else {
+                    Err(self.err(sec.platform.span(), "scenario.platform", e.message))
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The `[scenario]` section's kernel preset with its policy overrides applied.
+    pub(crate) fn policies(&self, sec: &ScenarioSection) -> Result<Policies, InputError> {
+        let kernel = match &sec.kernel {
+            None => LATEST,
+            Some(k) => KernelVersion::parse(k.get_ref()).ok_or_else(|| {
+                self.err(
+                    k.span(),
+                    "scenario.kernel",
+                    format!(
+                        "expected a release such as \"7.1\", found \"{}\"",
+                        k.get_ref()
+                    ),
+                )
+            })?,
+        };
+        let mut policies = Policies::preset(kernel);
+        for (k, v) in &sec.policy {
+            policies
+                .set(k, v.get_ref())
+                .map_err(|m| self.err(v.span(), &format!("scenario.policy.{k}"), m))?;
+        }
+        Ok(policies)
+    }
+
     /// An integer key that must lie in `range`.
     fn int(
         &self,
@@ -328,11 +374,16 @@ impl Ctx<'_> {
         Ok(direction)
     }
 
-    fn err(&self, span: std::ops::Range<usize>, key: &str, msg: impl Into<String>) -> InputError {
+    pub(crate) fn err(
+        &self,
+        span: std::ops::Range<usize>,
+        key: &str,
+        msg: impl Into<String>,
+    ) -> InputError {
         InputError::at(self.file, self.text, Some(span), key, msg)
     }
 
-    fn size(
+    pub(crate) fn size(
         &self,
         v: &toml::Value,
         span: std::ops::Range<usize>,
@@ -370,39 +421,8 @@ impl Scenario {
         let f: ScenarioFile = parse_toml(file, text)?;
         let c = Ctx { file, text };
 
-        let pname = f.scenario.platform.get_ref();
-        let profile = match Profile::load(pname) {
-            Ok(p) => p,
-            Err(e) if e.file == "<argument>" => {
-                let rel = dir.join(pname);
-                if rel.exists() {
-                    Profile::load(&rel.to_string_lossy())?
-                } else {
-                    return Err(c.err(f.scenario.platform.span(), "scenario.platform", e.message));
-                }
-            }
-            Err(e) => return Err(e),
-        };
-
-        let kernel = match &f.scenario.kernel {
-            None => LATEST,
-            Some(k) => KernelVersion::parse(k.get_ref()).ok_or_else(|| {
-                c.err(
-                    k.span(),
-                    "scenario.kernel",
-                    format!(
-                        "expected a release such as \"7.1\", found \"{}\"",
-                        k.get_ref()
-                    ),
-                )
-            })?,
-        };
-        let mut policies = Policies::preset(kernel);
-        for (k, v) in &f.scenario.policy {
-            policies
-                .set(k, v.get_ref())
-                .map_err(|m| c.err(v.span(), &format!("scenario.policy.{k}"), m))?;
-        }
+        let profile = c.profile(&f.scenario, dir)?;
+        let policies = c.policies(&f.scenario)?;
 
         let bits = *f.device.dma_mask_bits.get_ref();
         if !(12..=64).contains(&bits) {
