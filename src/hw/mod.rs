@@ -355,6 +355,7 @@ impl StackCharge {
 }
 
 impl Ledger {
+    #[inline]
     pub fn enter(&mut self, frame: &'static str) {
         let cur = self.cur as usize;
         if let Some((name, id)) = self.nodes[cur].hot
@@ -396,6 +397,7 @@ impl Ledger {
         self.cur = id;
     }
 
+    #[inline]
     pub fn leave(&mut self) {
         debug_assert!(self.cur != 0, "leave() without enter()");
         self.cur = self.nodes[self.cur as usize].parent;
@@ -405,15 +407,18 @@ impl Ledger {
         self.cur == 0
     }
 
+    #[inline]
     pub fn charge(&mut self, ps: u64) {
         self.nodes[self.cur as usize].self_ps += ps;
     }
 
     /// Charge a barrier's stall for completions to the current frame's wait pseudo-frame.
+    #[inline]
     pub fn charge_wait(&mut self, ps: u64) {
         self.nodes[self.cur as usize].wait_ps += ps;
     }
 
+    #[inline]
     pub fn count(&mut self, c: Counter, n: u64) {
         self.nodes[self.cur as usize].counts[c as usize] += n;
     }
