@@ -412,6 +412,16 @@ impl Ledger {
         self.nodes[self.cur as usize].self_ps += ps;
     }
 
+    /// A barrier in the current frame: its stall for completions (to the wait pseudo-frame), its
+    /// own cost, and its count, touching the node once.
+    #[inline]
+    pub fn barrier(&mut self, wait_ps: u64, cost_ps: u64) {
+        let n = &mut self.nodes[self.cur as usize];
+        n.wait_ps += wait_ps;
+        n.self_ps += cost_ps;
+        n.counts[Counter::Barrier as usize] += 1;
+    }
+
     /// Charge a barrier's stall for completions to the current frame's wait pseudo-frame.
     #[inline]
     pub fn charge_wait(&mut self, ps: u64) {

@@ -186,12 +186,11 @@ impl Hw for Model {
 
     fn barrier(&mut self) {
         let wait = self.pending.saturating_sub(self.now);
-        // Reported apart from the barrier's own cost, so breakdowns separate "the barrier
-        // instruction" from "what it waited for".
-        self.now += wait;
-        self.ledger.charge_wait(wait);
-        self.ledger.count(Counter::Barrier, 1);
-        self.advance(self.params.barrier_ps);
+        let cost = self.params.barrier_ps;
+        // The stall is reported apart from the barrier's own cost, so breakdowns separate "the
+        // barrier instruction" from "what it waited for".
+        self.now += wait + cost;
+        self.ledger.barrier(wait, cost);
     }
 
     fn sw(&mut self, cost: SwCost) {
