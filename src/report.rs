@@ -101,6 +101,17 @@ struct StackDoc {
     operations: BTreeMap<&'static str, u64>,
 }
 
+impl<'a> DeviceDoc<'a> {
+    fn of(d: &'a crate::device::Device) -> DeviceDoc<'a> {
+        DeviceDoc {
+            name: &d.name,
+            coherent: d.coherent,
+            dma_mask: format!("{:#x}", d.dma_mask),
+            numa_node: d.numa_node,
+        }
+    }
+}
+
 pub fn policies_map(p: &crate::policy::Policies) -> BTreeMap<&'static str, String> {
     let rules = match p.arm64_dir_rules {
         crate::arch::arm64::DirRules::Pre5_19 => "pre-5.19",
@@ -141,12 +152,7 @@ pub fn run_json(r: &RunResult) -> serde_json::Value {
         platform: &r.platform,
         arch: r.arch.name(),
         policies: policies_map(&r.policies),
-        device: DeviceDoc {
-            name: &r.device.name,
-            coherent: r.device.coherent,
-            dma_mask: format!("{:#x}", r.device.dma_mask),
-            numa_node: r.device.numa_node,
-        },
+        device: DeviceDoc::of(&r.device),
         workload: WorkloadDoc {
             kind: "streaming",
             calls: r.workload.calls.name(),
@@ -405,12 +411,7 @@ pub fn forwarding_json(r: &crate::scenario::forwarding::ForwardingResult) -> ser
         platform: &r.platform,
         arch: r.arch.name(),
         policies: policies_map(&r.policies),
-        device: DeviceDoc {
-            name: &r.device.name,
-            coherent: r.device.coherent,
-            dma_mask: format!("{:#x}", r.device.dma_mask),
-            numa_node: r.device.numa_node,
-        },
+        device: DeviceDoc::of(&r.device),
         workload: ForwardingWorkloadDoc {
             kind: "forwarding",
             packets: w.packets,
@@ -555,12 +556,7 @@ pub fn bounce_json(r: &crate::scenario::bounce::BounceResult) -> serde_json::Val
         "platform": r.platform,
         "arch": r.arch.name(),
         "policies": policies_map(&r.policies),
-        "device": {
-            "name": r.device.name,
-            "coherent": r.device.coherent,
-            "dma_mask": format!("{:#x}", r.device.dma_mask),
-            "numa_node": r.device.numa_node,
-        },
+        "device": DeviceDoc::of(&r.device),
         "workload": {
             "kind": "bounce",
             "sizes": w.sizes,
