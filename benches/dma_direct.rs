@@ -4,10 +4,10 @@
 use dmasim::device::Device;
 use dmasim::dma::direct::DmaDirect;
 use dmasim::dma::mapping::DmaApi;
-use dmasim::dma::sync_policy;
+use dmasim::dma::sync_policy::SyncKind;
 use dmasim::hw::model::Model;
 use dmasim::platform::Profile;
-use dmasim::policy::{KernelVersion, Policies};
+use dmasim::policy::{Choice, KernelVersion, Policies, Target};
 use dmasim::scatterlist::SgTable;
 use dmasim::types::{DmaAttrs, DmaDirection, PhysAddr};
 
@@ -18,10 +18,10 @@ fn main() {
 #[divan::bench(args = ["per-entry", "batched"])]
 fn map_unmap_sg_10m_4k(bencher: divan::Bencher, sync: &str) {
     let profile = Profile::load("dimensity9500").unwrap();
-    let policies = Policies::preset(KernelVersion(7, 1));
+    let policies = Policies::preset(KernelVersion(7, 1), &Target::of(&profile, false, false));
     let mut hw = Model::new(profile.model.clone());
-    let arch = dmasim::scenario::run::arch_for(&profile, &policies);
-    let direct = DmaDirect::new(&hw, arch, sync_policy::by_name(sync).unwrap());
+    let arch = dmasim::setup::arch_dma(&profile, &policies);
+    let direct = DmaDirect::new(&hw, arch, SyncKind::parse(sync).unwrap().policy());
     let mut api = DmaApi::new(&hw, Device::new("dev", false, 64), Box::new(direct));
     let mut sgt = SgTable::from_contiguous(PhysAddr(0x8000_0000), 10 << 20, &[4096]);
     bencher.bench_local(|| {

@@ -4,10 +4,9 @@
 //! under 3.6 (`virt`: 7 `__phys_addr` frames a packet) and 3.7 (`phys`). Target: at least one
 //! million modelled packets per wall second.
 
-use dmasim::policy::{KernelVersion, Policies};
 use dmasim::reproduce::swiotlb_phys;
 use dmasim::scenario::Workload;
-use dmasim::scenario::forwarding::Forwarder;
+use dmasim::scenario::forwarding::forwarder;
 
 fn main() {
     divan::main();
@@ -17,12 +16,12 @@ const PACKETS: u64 = 1000;
 
 #[divan::bench(args = ["3.6", "3.7"])]
 fn forward_1000_packets(bencher: divan::Bencher, kernel: &str) {
-    let s = swiotlb_phys::scenario().unwrap();
+    let mut s = swiotlb_phys::scenario().unwrap();
+    s.set_kernel_str(kernel).unwrap();
     let Workload::Forwarding(f) = &s.workload else {
         unreachable!("the built-in scenario forwards")
     };
-    let policies = Policies::preset(KernelVersion::parse(kernel).unwrap());
-    let mut fw = Forwarder::new(&s, f, &policies, s.device.clone()).unwrap();
+    let mut fw = forwarder(&s, f).unwrap();
     bencher
         .counter(divan::counter::ItemsCount::new(PACKETS))
         .bench_local(|| fw.forward(PACKETS).unwrap());

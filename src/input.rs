@@ -72,10 +72,29 @@ pub fn line_of(text: &str, offset: usize) -> usize {
 /// Parse a TOML document into `T`, turning any syntax or schema error into an [`InputError`] with
 /// the line and the dotted path of the offending key.
 pub fn parse_toml<T: DeserializeOwned>(file: &str, text: &str) -> Result<T, InputError> {
-    let de = toml::Deserializer::parse(text).map_err(|e| {
+    let doc = parse_document(file, text)?;
+    from_table(file, text, doc)
+}
+
+/// A TOML document parsed once, with the place of every key and value, so its sections can be
+/// handed to the parts of the program that own them.
+pub type Document<'i> = toml::Spanned<toml::de::DeTable<'i>>;
+
+/// Parse the syntax of a TOML document (no schema yet).
+pub fn parse_document<'i>(file: &str, text: &'i str) -> Result<Document<'i>, InputError> {
+    toml::de::DeTable::parse(text).map_err(|e| {
         let key = e.span().map(|s| key_at(text, s.start)).unwrap_or_default();
         toml_error(file, text, &e, &key)
-    })?;
+    })
+}
+
+/// Read a (part of a) document as `T`; errors name the line and the dotted key.
+pub fn from_table<T: DeserializeOwned>(
+    file: &str,
+    text: &str,
+    table: Document<'_>,
+) -> Result<T, InputError> {
+    let de = toml::Deserializer::from(table);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let path = if path == "." { String::new() } else { path };
@@ -83,8 +102,36 @@ pub fn parse_toml<T: DeserializeOwned>(file: &str, text: &str) -> Result<T, Inpu
     })
 }
 
+/// Read one section's value as `T`; its keys are reported under `prefix` (e.g. `workload`).
+pub fn from_section<T: DeserializeOwned>(
+    file: &str,
+    text: &str,
+    prefix: &str,
+    value: toml::Spanned<toml::de::DeValue<'_>>,
+) -> Result<T, InputError> {
+    let de = toml::de::ValueDeserializer::from(value);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let path = if path == "." || path.is_empty() {
+            prefix.to_string()
+        } else {
+            format!("{prefix}.{path}")
+        };
+        toml_error(file, text, e.inner(), &path)
+    })
+}
+
+/// serde's messages about a `Spanned` value leak its private field name; say what was wanted.
+fn plain_message(m: &str) -> String {
+    m.replace("struct Spanned", "a value")
+        .replace("`$__serde_spanned_private_value`", "a value")
+        .replace("$__serde_spanned_private_value", "value")
+        .replace("$__serde_spanned_private_start", "value")
+        .replace("$__serde_spanned_private_end", "value")
+}
+
 fn toml_error(file: &str, text: &str, e: &toml::de::Error, path: &str) -> InputError {
-    let message = e.message().trim().to_string();
+    let message = plain_message(e.message().trim());
     // serde reports an unknown or missing key without putting it in the path; lift it out of the
     // message so the key is always named.
     let mut key = path.to_string();
@@ -185,6 +232,21 @@ mod tests {
         assert_eq!(e.line, Some(2), "{e}");
         assert_eq!(e.key.as_deref(), Some("inner.a"), "{e}");
         assert!(e.to_string().starts_with("f.toml:2: key `inner.a`"), "{e}");
+    }
+
+    #[test]
+    fn type_errors_are_free_of_serde_internals() {
+        #[derive(Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct S {
+            s: toml::Spanned<String>,
+            n: toml::Spanned<i64>,
+        }
+        for text in ["s = 7.1\nn = 1\n", "s = \"x\"\nn = \"one\"\n"] {
+            let e = parse_toml::<S>("f.toml", text).unwrap_err();
+            assert!(!e.message.contains("serde"), "{e}");
+            assert!(e.line.is_some(), "{e}");
+        }
     }
 
     #[test]

@@ -3,14 +3,15 @@
 //! The crate runs the stack's algorithms over real data structures and charges every hardware
 //! operation they perform through one interface ([`hw::Hw`]) to a calibrated platform model
 //! ([`hw::model::Model`]) or to this machine's real hardware ([`hw::host`]). The module tree
-//! follows the kernel's: [`dma`] (kernel/dma), [`arch`] (arch/*/mm), with iommu, swiotlb and CMA to
-//! come beside them.
+//! follows the kernel's: [`dma`] (kernel/dma, with swiotlb), [`iommu`] (drivers/iommu), [`arch`]
+//! (arch/*/mm), [`mm`], [`drivers`]; [`setup`] builds a machine from a checked
+//! [`scenario::Scenario`] the way the kernel's boot and probe paths do.
 //!
 //! Running a scenario from code:
 //!
 //! ```
 //! use dmasim::hw::Counter;
-//! use dmasim::scenario::{Scenario, run};
+//! use dmasim::scenario::{Outcome, Scenario, execute};
 //!
 //! let text = r#"
 //! [scenario]
@@ -30,7 +31,7 @@
 //! iterations = 1
 //! "#;
 //! let s = Scenario::parse("example.toml", text, std::path::Path::new(".")).unwrap();
-//! let r = run(&s).unwrap();
+//! let Ok(Outcome::Streaming(r)) = execute(&s) else { panic!("a streaming result") };
 //! // 16 entries of 64 lines: cleaned for the device, invalidated for the CPU, a DSB after each.
 //! assert_eq!(r.count(Counter::CacheCleanLine), 1024);
 //! assert_eq!(r.count(Counter::CacheInvalLine), 1024);
@@ -41,6 +42,7 @@ pub mod arch;
 pub mod calibrate;
 pub mod device;
 pub mod dma;
+pub mod drivers;
 pub mod hostbench;
 pub mod hw;
 pub mod input;
@@ -53,4 +55,5 @@ pub mod report;
 pub mod reproduce;
 pub mod scatterlist;
 pub mod scenario;
+pub mod setup;
 pub mod types;

@@ -1,14 +1,15 @@
 //! The `dmasim` command line.
 //!
-//! Exit status: 0 on success, 2 for bad input (a profile, scenario or argument; the message names
-//! the file, line and key), 1 for anything else.
+//! Exit status: 0 on success (including runs in which the modelled kernel refused some calls:
+//! those are part of the result); 2 for bad input (a profile, scenario or argument; the message
+//! names the file, line and key); 3 when the modelled kernel refused to set the machine up, so
+//! there is no result; 1 for anything else.
 
 use anyhow::Result;
 use clap::{Parser, Subcommand, ValueEnum};
 use dmasim::hostbench::{HostError, HostbenchOpts, Instruction};
 use dmasim::input::InputError;
 use dmasim::platform::{self, Profile};
-use dmasim::policy::KernelVersion;
 use dmasim::reproduce;
 use dmasim::scenario::{self, Scenario};
 use std::process::ExitCode;
@@ -79,6 +80,12 @@ impl HostGeometry {
 enum Cmd {
     /// List the built-in platform profiles.
     Platforms,
+    /// List every kernel policy: its choices, what it does, and its preset per release.
+    Policies {
+        /// Show the presets this platform gets (they can depend on its hardware).
+        #[arg(long, default_value = "sm8150")]
+        platform: String,
+    },
     /// Run a scenario file on the model.
     Run {
         /// The scenario (TOML; see docs/scenarios.md).
@@ -125,6 +132,9 @@ fn main() -> ExitCode {
             if let Some(ie) = e.downcast_ref::<InputError>() {
                 eprintln!("error: {ie}");
                 ExitCode::from(2)
+            } else if let Some(r) = e.downcast_ref::<scenario::Refused>() {
+                eprintln!("error: {r}");
+                ExitCode::from(3)
             } else if let Some(he) = e.downcast_ref::<HostError>() {
                 eprintln!("error: {he}");
                 ExitCode::from(2)
@@ -147,54 +157,13 @@ fn print_json(v: &serde_json::Value) -> Result<()> {
 
 fn apply_overrides(s: &mut Scenario, o: &Overrides) -> Result<(), InputError> {
     if let Some(p) = &o.platform {
-        s.profile = Profile::load(p)?;
+        s.set_platform(p)?;
     }
     if let Some(k) = &o.kernel {
-        let v = KernelVersion::parse(k).ok_or_else(|| {
-            arg_error(format!(
-                "--kernel: expected a release such as 7.1, found `{k}`"
-            ))
-        })?;
-        s.policies = dmasim::policy::Policies::preset(v);
+        s.set_kernel_str(k)?;
     }
     for p in &o.policy {
-        s.policies
-            .apply(p)
-            .map_err(|m| arg_error(format!("--policy: {m}")))?;
-    }
-    s.check_profile()
-}
-
-/// Whether a scenario file holds an IOMMU workload (`iommu_sweep`, `iommu_ops`); an unreadable
-/// file is left to the streaming loader, which reports it.
-fn is_iommu_file(path: &str) -> bool {
-    std::fs::read_to_string(path).is_ok_and(|t| scenario::iommu::is_iommu_scenario(&t))
-}
-
-fn run_iommu(path: &str, o: &Overrides, format: Format) -> Result<()> {
-    let mut s = scenario::iommu::IommuScenario::load(path)?;
-    if let Some(p) = &o.platform {
-        s.profile = Profile::load(p)?;
-    }
-    if let Some(k) = &o.kernel {
-        let v = KernelVersion::parse(k).ok_or_else(|| {
-            arg_error(format!(
-                "--kernel: expected a release such as 5.15, found `{k}`"
-            ))
-        })?;
-        s.policies = dmasim::policy::Policies::preset(v);
-    }
-    for p in &o.policy {
-        s.policies
-            .apply(p)
-            .map_err(|m| arg_error(format!("--policy: {m}")))?;
-    }
-    s.check_profile()?;
-    let r = scenario::iommu::run(&s).map_err(|e| InputError::new(path, e))?;
-    match format {
-        Format::Table => print!("{}", dmasim::report::iommu_run_table(&r)),
-        Format::Json => print_json(&dmasim::report::iommu_run_json(&r))?,
-        Format::Folded => print!("{}", dmasim::report::iommu_run_folded(&r)),
+        s.set_policies(p)?;
     }
     Ok(())
 }
@@ -211,28 +180,19 @@ fn real_main(cli: Cli) -> Result<()> {
             overrides,
             format,
         } => {
-            if is_iommu_file(&scenario) {
-                return run_iommu(&scenario, &overrides, format);
-            }
             let mut s = Scenario::load(&scenario)?;
             apply_overrides(&mut s, &overrides)?;
-            let outcome =
-                scenario::execute(&s).map_err(|e| InputError::new(&scenario, e.to_string()))?;
+            let outcome = scenario::execute(&s)?;
             use dmasim::report;
-            use scenario::Outcome;
-            match (format, &outcome) {
-                (Format::Table, Outcome::Streaming(r)) => print!("{}", report::run_table(r)),
-                (Format::Json, Outcome::Streaming(r)) => print_json(&report::run_json(r))?,
-                (Format::Folded, Outcome::Streaming(r)) => print!("{}", report::run_folded(r)),
-                (Format::Table, Outcome::Forwarding(r)) => {
-                    print!("{}", report::forwarding_table(r))
-                }
-                (Format::Json, Outcome::Forwarding(r)) => print_json(&report::forwarding_json(r))?,
-                (Format::Folded, Outcome::Forwarding(r)) => print!("{}", report::folded(&r.stacks)),
-                (Format::Table, Outcome::Bounce(r)) => print!("{}", report::bounce_table(r)),
-                (Format::Json, Outcome::Bounce(r)) => print_json(&report::bounce_json(r))?,
-                (Format::Folded, Outcome::Bounce(r)) => print!("{}", report::folded(&r.stacks)),
+            match format {
+                Format::Table => print!("{}", report::table(&outcome)),
+                Format::Json => print_json(&report::json(&outcome))?,
+                Format::Folded => print!("{}", report::folded(report::stacks(&outcome))),
             }
+        }
+        Cmd::Policies { platform } => {
+            let profile = Profile::load(&platform)?;
+            print!("{}", dmasim::report::policies_table(&profile));
         }
         Cmd::Hostbench {
             geometry,

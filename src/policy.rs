@@ -1,24 +1,88 @@
-//! Kernel behaviour as named policies, with presets per release.
+//! Kernel behaviour as typed policies, with one registry and presets per release and platform.
 //!
-//! Kernel counterpart: the behaviour changes the seeds measure — e.g. 7.1's batched cache sync,
-//! 5.19's arm64 direction rules. A `--kernel X.Y` preset picks every policy as that release has it;
-//! `--policy key=value` overrides one.
+//! Kernel counterpart: the behaviour changes the seeds measure — 7.1's batched cache sync, 5.19's
+//! arm64 direction rules, 3.7's swiotlb bookkeeping, 6.0's swiotlb areas, 5.15's io-pgtable
+//! `unmap_pages` and Qualcomm's `flush_walk_prefer_tlbiasid`. A `--kernel X.Y` preset picks every
+//! policy as that release has it *on that platform* (where the kernel's choice depends on the
+//! hardware, the preset reads it from the profile); `--policy key=value` overrides one.
 //!
-//! Invariant: a policy value is always one of its listed names; anything else is an input error
-//! that lists the choices.
+//! Each policy is an enum beside its mechanism implementing [`Choice`]; [`REGISTRY`] knows every
+//! one by key, with its choices, description, preset and the platforms it applies to. Nothing
+//! else resolves a policy name: setup turns the typed values into implementations once.
+//!
+//! Invariants: a [`Policies`] value only ever holds valid choices (an unknown name can only fail
+//! where it is parsed, as an input error listing the choices); [`REGISTRY`] lists every field of
+//! [`Policies`] once, in the order reports print them.
 
 use crate::arch::arm64::DirRules;
-use crate::dma::swiotlb::x86_2012::ADDR_POLICIES;
-use crate::dma::sync_policy;
+use crate::dma::swiotlb::Release as SwiotlbRules;
+use crate::dma::swiotlb::x86_2012::SwiotlbAddr;
+use crate::dma::sync_policy::SyncKind;
+use crate::hw::model::{SmmuImpl, SmmuKind};
+use crate::iommu::arm_smmu::WalkFlushKind;
+use crate::iommu::core::SplitKind;
+use crate::platform::{Arch, Profile};
+
+/// A policy's value: one of a fixed list of named choices.
+pub trait Choice: Copy + Eq + std::fmt::Debug + 'static {
+    /// Every choice, in the order help texts list them.
+    const ALL: &'static [Self];
+    fn name(self) -> &'static str;
+    fn parse(s: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|c| c.name() == s)
+    }
+    fn names() -> Vec<&'static str> {
+        Self::ALL.iter().map(|c| c.name()).collect()
+    }
+}
 
 /// The kernel release a run models, as (major, minor).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct KernelVersion(pub u32, pub u32);
 
+/// The newest release whose behaviour dmasim models.
+pub const LATEST: KernelVersion = KernelVersion(7, 1);
+/// The oldest release whose code dmasim models (2012's swiotlb, Linux 3.6).
+pub const OLDEST: KernelVersion = KernelVersion(3, 6);
+
 impl KernelVersion {
-    pub fn parse(s: &str) -> Option<KernelVersion> {
-        let (a, b) = s.trim().split_once('.')?;
-        Some(KernelVersion(a.parse().ok()?, b.parse().ok()?))
+    /// `7.1`, `v5.15`, or a uname-style `6.1.55` / `6.1.55-generic` (the patch level and any
+    /// suffix do not change the modelled code). Anything outside [`OLDEST`]..=[`LATEST`] is
+    /// refused: dmasim has no model of it.
+    pub fn parse(s: &str) -> Result<KernelVersion, String> {
+        let bad = || {
+            format!("expected a release such as \"7.1\", \"v5.15\" or \"6.1.55\", found \"{s}\"")
+        };
+        let t = s.trim();
+        let t = t.strip_prefix('v').unwrap_or(t);
+        // A local-version or -rc suffix does not change the modelled code.
+        let core = t.split('-').next().unwrap_or("");
+        let nums: Vec<Option<u32>> = core
+            .split('.')
+            .map(|p| {
+                (!p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+                    .then(|| p.parse().ok())
+                    .flatten()
+            })
+            .collect();
+        let v = match nums.as_slice() {
+            [Some(a), Some(b)] | [Some(a), Some(b), Some(_)] => KernelVersion(*a, *b),
+            _ => return Err(bad()),
+        };
+        if v < OLDEST || v > LATEST {
+            return Err(format!(
+                "Linux {v} is not modelled: dmasim models releases {OLDEST} to {LATEST}"
+            ));
+        }
+        Ok(v)
+    }
+
+    /// The oldest release that can run the modelled code for `arch` (arm64 was merged in 3.7).
+    pub fn oldest_for(arch: Arch) -> KernelVersion {
+        match arch {
+            Arch::Arm64 => KernelVersion(3, 7),
+            Arch::X86_64 => OLDEST,
+        }
     }
 }
 
@@ -28,156 +92,311 @@ impl std::fmt::Display for KernelVersion {
     }
 }
 
+/// What a preset and a policy's applicability depend on besides the release: the platform's
+/// hardware and whether the scenario's device sits behind an IOMMU domain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Target {
+    pub arch: Arch,
+    /// The platform's SMMU and whose driver implementation runs it.
+    pub smmu: Option<(SmmuKind, SmmuImpl)>,
+    /// The scenario maps through an `[iommu]` domain.
+    pub iommu: bool,
+    /// The device's ops bounce through a swiotlb pool.
+    pub swiotlb: bool,
+}
+
+impl Target {
+    pub fn of(profile: &Profile, iommu: bool, swiotlb: bool) -> Target {
+        Target {
+            arch: profile.arch(),
+            smmu: profile.model.smmu.map(|s| (s.kind, s.imp)),
+            iommu,
+            swiotlb,
+        }
+    }
+}
+
 /// Every policy a run uses.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Policies {
     pub kernel: KernelVersion,
-    /// `sync`: `per-entry` or `batched`.
-    pub sync: String,
-    /// `arm64_dir_rules`: `pre-5.19` or `5.19`.
+    pub sync: SyncKind,
     pub arm64_dir_rules: DirRules,
-    /// `swiotlb_addr`: `virt` (≤ 3.6) or `phys` (3.7 on), for the 2012 swiotlb ops.
-    pub swiotlb_addr: String,
-    /// `walk_flush`: `by-va` (≤ 5.14, and every non-Qualcomm arm-smmu) or `asid` (5.15's
-    /// `flush_walk_prefer_tlbiasid`, set only by the Qualcomm implementation).
-    pub walk_flush: String,
-    /// `unmap_split`: `per-page` (≤ 5.14, `ops->map`/`ops->unmap`) or `unmap-pages` (5.15,
-    /// `map_pages`/`unmap_pages`).
-    pub unmap_split: String,
+    pub swiotlb_rules: SwiotlbRules,
+    pub swiotlb_addr: SwiotlbAddr,
+    pub walk_flush: WalkFlushKind,
+    pub unmap_split: SplitKind,
 }
 
-/// The newest release whose behaviour dmasim models.
-pub const LATEST: KernelVersion = KernelVersion(7, 1);
+/// One policy in the registry.
+pub struct PolicyDef {
+    pub key: &'static str,
+    pub description: &'static str,
+    /// How the preset is chosen, in words (for `dmasim policies`).
+    pub preset_rule: &'static str,
+    pub choices: fn() -> Vec<&'static str>,
+    get: fn(&Policies) -> &'static str,
+    set: fn(&mut Policies, &str) -> bool,
+    preset: fn(KernelVersion, &Target) -> &'static str,
+    /// `Err(why)` when the policy has no effect on this target, so overriding it is a mistake.
+    applies: fn(&Target) -> Result<(), String>,
+}
 
-/// `(key, allowed values, meaning)` of every policy.
-pub const KEYS: &[(&str, &[&str], &str)] = &[
-    (
-        "sync",
-        sync_policy::NAMES,
-        "cache-maintenance completion: a barrier per sg entry (<= 7.0) or one per call (7.1)",
+impl PolicyDef {
+    pub fn get(&self, p: &Policies) -> &'static str {
+        (self.get)(p)
+    }
+    pub fn preset(&self, k: KernelVersion, t: &Target) -> &'static str {
+        (self.preset)(k, t)
+    }
+    pub fn applies(&self, t: &Target) -> Result<(), String> {
+        (self.applies)(t)
+    }
+}
+
+fn sync_preset(k: KernelVersion, _: &Target) -> SyncKind {
+    if k >= KernelVersion(7, 1) {
+        SyncKind::Batched
+    } else {
+        SyncKind::PerEntry
+    }
+}
+
+fn dir_rules_preset(k: KernelVersion, _: &Target) -> DirRules {
+    if k >= KernelVersion(5, 19) {
+        DirRules::Since5_19
+    } else {
+        DirRules::Pre5_19
+    }
+}
+
+fn swiotlb_rules_preset(k: KernelVersion, _: &Target) -> SwiotlbRules {
+    if k >= KernelVersion(6, 0) {
+        SwiotlbRules::Linux6_0
+    } else {
+        SwiotlbRules::Linux3_6
+    }
+}
+
+fn swiotlb_addr_preset(k: KernelVersion, _: &Target) -> SwiotlbAddr {
+    if k >= KernelVersion(3, 7) {
+        SwiotlbAddr::Phys
+    } else {
+        SwiotlbAddr::Virt
+    }
+}
+
+/// 5.15 sets `flush_walk_prefer_tlbiasid` only in Qualcomm's `qcom_smmu_init_context()`; every
+/// other arm-smmu keeps a TLBIVA per granule.
+fn walk_flush_preset(k: KernelVersion, t: &Target) -> WalkFlushKind {
+    if k >= KernelVersion(5, 15) && t.smmu == Some((SmmuKind::Mmu500, SmmuImpl::Qcom)) {
+        WalkFlushKind::Asid
+    } else {
+        WalkFlushKind::ByVa
+    }
+}
+
+fn unmap_split_preset(k: KernelVersion, _: &Target) -> SplitKind {
+    if k >= KernelVersion(5, 15) {
+        SplitKind::UnmapPages
+    } else {
+        SplitKind::PerPage
+    }
+}
+
+fn everywhere(_: &Target) -> Result<(), String> {
+    Ok(())
+}
+
+fn arm64_only(t: &Target) -> Result<(), String> {
+    match t.arch {
+        Arch::Arm64 => Ok(()),
+        a => Err(format!(
+            "it is arm64's rule, and the platform is {}",
+            a.name()
+        )),
+    }
+}
+
+fn swiotlb_only(t: &Target) -> Result<(), String> {
+    if t.swiotlb {
+        Ok(())
+    } else {
+        Err("the scenario's device does not bounce through swiotlb".to_string())
+    }
+}
+
+fn x86_swiotlb_only(t: &Target) -> Result<(), String> {
+    swiotlb_only(t)?;
+    match t.arch {
+        Arch::X86_64 => Ok(()),
+        a => Err(format!(
+            "it is the 2012 x86-64 swiotlb_dma_ops' rule, and the platform is {}",
+            a.name()
+        )),
+    }
+}
+
+fn iommu_only(t: &Target) -> Result<(), String> {
+    if t.iommu {
+        Ok(())
+    } else {
+        Err("the scenario has no [iommu] domain".to_string())
+    }
+}
+
+fn mmu500_only(t: &Target) -> Result<(), String> {
+    iommu_only(t)?;
+    match t.smmu {
+        Some((SmmuKind::Mmu500, _)) => Ok(()),
+        _ => Err(
+            "it is arm-smmu's (MMU-500's) walk flush, and the platform's SMMU is not one".into(),
+        ),
+    }
+}
+
+macro_rules! policy_def {
+    ($field:ident, $ty:ty, $preset:ident, $applies:ident, $rule:expr, $desc:expr) => {
+        PolicyDef {
+            key: stringify!($field),
+            description: $desc,
+            preset_rule: $rule,
+            choices: <$ty as Choice>::names,
+            get: |p| p.$field.name(),
+            set: |p, v| match <$ty as Choice>::parse(v) {
+                Some(x) => {
+                    p.$field = x;
+                    true
+                }
+                None => false,
+            },
+            preset: |k, t| $preset(k, t).name(),
+            applies: $applies,
+        }
+    };
+}
+
+/// Every policy, in the order reports print them.
+pub static REGISTRY: &[PolicyDef] = &[
+    policy_def!(
+        sync,
+        SyncKind,
+        sync_preset,
+        everywhere,
+        "batched from 7.1, per-entry before",
+        "cache-maintenance completion in dma-direct: a barrier per sg entry (<= 7.0) or one per call (7.1)"
     ),
-    (
-        "arm64_dir_rules",
-        &["pre-5.19", "5.19"],
-        "arm64 map for FROM_DEVICE invalidates (pre-5.19) or cleans (5.19)",
+    policy_def!(
+        arm64_dir_rules,
+        DirRules,
+        dir_rules_preset,
+        arm64_only,
+        "5.19 from 5.19, pre-5.19 before",
+        "arm64 map for FROM_DEVICE invalidates (pre-5.19) or cleans (5.19)"
     ),
-    (
-        "swiotlb_addr",
-        ADDR_POLICIES,
-        "swiotlb keeps its pool addresses virtual, translated by __phys_addr calls (virt, <= 3.6), or physical (phys, 3.7)",
+    policy_def!(
+        swiotlb_rules,
+        SwiotlbRules,
+        swiotlb_rules_preset,
+        swiotlb_only,
+        "6.0 from 6.0, 3.6 before",
+        "swiotlb pool and bounce rules: one pool lock, next fit (3.6; on x86-64 the 2012 swiotlb_dma_ops) or areas with their own locks (6.0)"
     ),
-    (
-        "walk_flush",
-        crate::iommu::arm_smmu::WALK_FLUSH_NAMES,
-        "arm-smmu (MMU-500) flush of a freed table's walk: a TLBIVA per granule (by-va, <= 5.14) or one TLBIASID (asid, 5.15; Qualcomm implementations only)",
+    policy_def!(
+        swiotlb_addr,
+        SwiotlbAddr,
+        swiotlb_addr_preset,
+        x86_swiotlb_only,
+        "phys from 3.7, virt before",
+        "the 2012 swiotlb keeps its pool addresses virtual, translated by __phys_addr calls (virt, <= 3.6), or physical (phys, 3.7)"
     ),
-    (
-        "unmap_split",
-        crate::iommu::core::SPLIT_NAMES,
-        "iommu core: one driver call per page (per-page, <= 5.14) or per run of pages (unmap-pages, 5.15)",
+    policy_def!(
+        walk_flush,
+        WalkFlushKind,
+        walk_flush_preset,
+        mmu500_only,
+        "asid from 5.15 on a Qualcomm MMU-500 ([smmu] impl = \"qcom\"), by-va otherwise",
+        "arm-smmu (MMU-500) flush of a freed table's walk: a TLBIVA per granule (by-va) or one TLBIASID (asid, 5.15's flush_walk_prefer_tlbiasid)"
+    ),
+    policy_def!(
+        unmap_split,
+        SplitKind,
+        unmap_split_preset,
+        iommu_only,
+        "unmap-pages from 5.15, per-page before",
+        "iommu core: one driver call per page (per-page, <= 5.14) or per run of pages (unmap-pages, 5.15)"
     ),
 ];
 
+/// The registry entry for `key`, or an error listing the known keys.
+pub fn def(key: &str) -> Result<&'static PolicyDef, String> {
+    REGISTRY.iter().find(|d| d.key == key).ok_or_else(|| {
+        let keys: Vec<&str> = REGISTRY.iter().map(|d| d.key).collect();
+        format!(
+            "unknown policy `{key}`; known policies: {}",
+            keys.join(", ")
+        )
+    })
+}
+
 impl Policies {
-    /// The policies of a release.
-    pub fn preset(kernel: KernelVersion) -> Policies {
+    /// The policies of a release on a platform.
+    pub fn preset(kernel: KernelVersion, t: &Target) -> Policies {
         Policies {
             kernel,
-            sync: if kernel >= KernelVersion(7, 1) {
-                "batched"
-            } else {
-                "per-entry"
-            }
-            .to_string(),
-            arm64_dir_rules: if kernel >= KernelVersion(5, 19) {
-                DirRules::Since5_19
-            } else {
-                DirRules::Pre5_19
-            },
-            swiotlb_addr: if kernel >= KernelVersion(3, 7) {
-                "phys"
-            } else {
-                "virt"
-            }
-            .to_string(),
-            walk_flush: if kernel >= KernelVersion(5, 15) {
-                "asid"
-            } else {
-                "by-va"
-            }
-            .to_string(),
-            unmap_split: if kernel >= KernelVersion(5, 15) {
-                "unmap-pages"
-            } else {
-                "per-page"
-            }
-            .to_string(),
+            sync: sync_preset(kernel, t),
+            arm64_dir_rules: dir_rules_preset(kernel, t),
+            swiotlb_rules: swiotlb_rules_preset(kernel, t),
+            swiotlb_addr: swiotlb_addr_preset(kernel, t),
+            walk_flush: walk_flush_preset(kernel, t),
+            unmap_split: unmap_split_preset(kernel, t),
         }
     }
 
     /// Apply one `key=value` override; the error text says what was expected.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
-        let Some((_, allowed, _)) = KEYS.iter().find(|(k, _, _)| *k == key) else {
-            let keys: Vec<&str> = KEYS.iter().map(|k| k.0).collect();
-            return Err(format!(
-                "unknown policy `{key}`; known policies: {}",
-                keys.join(", ")
-            ));
-        };
-        if !allowed.contains(&value) {
-            return Err(format!(
+        let d = def(key)?;
+        if (d.set)(self, value) {
+            Ok(())
+        } else {
+            Err(format!(
                 "policy `{key}` cannot be `{value}`; choose one of: {}",
-                allowed.join(", ")
-            ));
+                (d.choices)().join(", ")
+            ))
         }
-        match key {
-            "sync" => self.sync = value.to_string(),
-            "swiotlb_addr" => self.swiotlb_addr = value.to_string(),
-            "walk_flush" => self.walk_flush = value.to_string(),
-            "unmap_split" => self.unmap_split = value.to_string(),
-            "arm64_dir_rules" => {
-                self.arm64_dir_rules = if value == "pre-5.19" {
-                    DirRules::Pre5_19
-                } else {
-                    DirRules::Since5_19
-                }
-            }
-            _ => unreachable!("KEYS and this match list the same policies"),
-        }
-        Ok(())
     }
 
-    /// Apply `key=value[,key=value...]`.
-    pub fn apply(&mut self, spec: &str) -> Result<(), String> {
-        for kv in spec.split(',').filter(|s| !s.trim().is_empty()) {
+    /// Parse `key=value[,key=value...]` into pairs (checked against the registry, not applied).
+    pub fn parse_overrides(spec: &str) -> Result<Vec<(String, String)>, String> {
+        let mut out = Vec::new();
+        for kv in spec.split(',') {
             let (k, v) = kv
                 .split_once('=')
                 .ok_or_else(|| format!("policy override `{kv}` is not of the form key=value"))?;
-            self.set(k.trim(), v.trim())?;
+            let (k, v) = (k.trim(), v.trim());
+            def(k)?;
+            out.push((k.to_string(), v.to_string()));
         }
-        Ok(())
+        Ok(out)
     }
 
-    /// A one-line summary for reports.
-    pub fn summary(&self) -> String {
-        let rules = match self.arm64_dir_rules {
-            DirRules::Pre5_19 => "pre-5.19",
-            DirRules::Since5_19 => "5.19",
-        };
-        format!(
-            "kernel {} (sync={}, arm64_dir_rules={rules}, swiotlb_addr={})",
-            self.kernel, self.sync, self.swiotlb_addr
-        )
+    /// Every policy that applies to `t`, as `(key, value)`, in registry order.
+    pub fn in_effect(&self, t: &Target) -> Vec<(&'static str, &'static str)> {
+        REGISTRY
+            .iter()
+            .filter(|d| d.applies(t).is_ok())
+            .map(|d| (d.key, d.get(self)))
+            .collect()
     }
-}
 
-impl Policies {
-    /// A one-line summary of the IOMMU-path policies, for IOMMU scenario reports.
-    pub fn iommu_summary(&self) -> String {
-        format!(
-            "kernel {} (walk_flush={}, unmap_split={})",
-            self.kernel, self.walk_flush, self.unmap_split
-        )
+    /// A one-line summary for reports: the release and every policy in effect.
+    pub fn summary(&self, t: &Target) -> String {
+        let list: Vec<String> = self
+            .in_effect(t)
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        format!("kernel {} ({})", self.kernel, list.join(", "))
     }
 }
 
@@ -185,59 +404,152 @@ impl Policies {
 mod tests {
     use super::*;
 
+    const ARM: Target = Target {
+        arch: Arch::Arm64,
+        smmu: None,
+        iommu: false,
+        swiotlb: false,
+    };
+
+    fn mmu500(imp: SmmuImpl) -> Target {
+        Target {
+            arch: Arch::Arm64,
+            smmu: Some((SmmuKind::Mmu500, imp)),
+            iommu: true,
+            swiotlb: false,
+        }
+    }
+
     #[test]
     fn presets_follow_releases() {
-        assert_eq!(Policies::preset(KernelVersion(7, 0)).sync, "per-entry");
-        assert_eq!(Policies::preset(KernelVersion(7, 1)).sync, "batched");
-        assert_eq!(
-            Policies::preset(KernelVersion(5, 18)).arm64_dir_rules,
-            DirRules::Pre5_19
-        );
+        let p = |k| Policies::preset(k, &ARM);
+        assert_eq!(p(KernelVersion(7, 0)).sync, SyncKind::PerEntry);
+        assert_eq!(p(KernelVersion(7, 1)).sync, SyncKind::Batched);
+        assert_eq!(p(KernelVersion(5, 18)).arm64_dir_rules, DirRules::Pre5_19);
         assert!(KernelVersion(5, 9) < KernelVersion(5, 10));
-        assert_eq!(Policies::preset(KernelVersion(3, 6)).swiotlb_addr, "virt");
-        assert_eq!(Policies::preset(KernelVersion(3, 7)).swiotlb_addr, "phys");
-        let p = Policies::preset(KernelVersion(5, 14));
+        assert_eq!(p(KernelVersion(3, 6)).swiotlb_addr, SwiotlbAddr::Virt);
+        assert_eq!(p(KernelVersion(3, 7)).swiotlb_addr, SwiotlbAddr::Phys);
         assert_eq!(
-            (p.walk_flush.as_str(), p.unmap_split.as_str()),
-            ("by-va", "per-page")
+            p(KernelVersion(5, 19)).swiotlb_rules,
+            SwiotlbRules::Linux3_6
         );
-        let p = Policies::preset(KernelVersion(5, 15));
+        assert_eq!(p(KernelVersion(6, 0)).swiotlb_rules, SwiotlbRules::Linux6_0);
+        let q = Policies::preset(KernelVersion(5, 14), &mmu500(SmmuImpl::Qcom));
         assert_eq!(
-            (p.walk_flush.as_str(), p.unmap_split.as_str()),
-            ("asid", "unmap-pages")
+            (q.walk_flush, q.unmap_split),
+            (WalkFlushKind::ByVa, SplitKind::PerPage)
+        );
+        let q = Policies::preset(KernelVersion(5, 15), &mmu500(SmmuImpl::Qcom));
+        assert_eq!(
+            (q.walk_flush, q.unmap_split),
+            (WalkFlushKind::Asid, SplitKind::UnmapPages)
         );
     }
 
     #[test]
-    fn iommu_policies_are_checked() {
-        let mut p = Policies::preset(KernelVersion(5, 14));
-        p.apply("walk_flush=asid,unmap_split=unmap-pages").unwrap();
-        assert_eq!(
-            p.iommu_summary(),
-            "kernel 5.14 (walk_flush=asid, unmap_split=unmap-pages)"
-        );
-        assert!(p.apply("walk_flush=range").unwrap_err().contains("by-va"));
+    fn the_asid_walk_flush_preset_is_qualcomms_only() {
+        for k in [KernelVersion(5, 15), KernelVersion(6, 6), LATEST] {
+            let arm = Policies::preset(k, &mmu500(SmmuImpl::Arm));
+            assert_eq!(arm.walk_flush, WalkFlushKind::ByVa, "{k}");
+            assert_eq!(arm.unmap_split, SplitKind::UnmapPages, "{k}");
+        }
+    }
+
+    #[test]
+    fn overrides_are_checked() {
+        let mut p = Policies::preset(KernelVersion(7, 0), &ARM);
+        p.set("sync", "batched").unwrap();
+        assert_eq!(p.sync, SyncKind::Batched);
         assert!(
-            p.apply("unmap_split=never")
+            p.set("sync", "sometimes")
+                .unwrap_err()
+                .contains("per-entry")
+        );
+        assert!(
+            p.set("color", "blue")
+                .unwrap_err()
+                .contains("known policies")
+        );
+        assert!(Policies::parse_overrides("sync").is_err());
+        assert!(Policies::parse_overrides("").is_err());
+        assert!(Policies::parse_overrides("walk_flush=range,color=x").is_err());
+        p.set("swiotlb_addr", "virt").unwrap();
+        assert_eq!(p.swiotlb_addr, SwiotlbAddr::Virt);
+        assert!(
+            p.set("swiotlb_addr", "linear")
+                .unwrap_err()
+                .contains("phys")
+        );
+        assert!(p.set("walk_flush", "range").unwrap_err().contains("by-va"));
+        assert!(
+            p.set("unmap_split", "never")
                 .unwrap_err()
                 .contains("per-page")
         );
     }
 
     #[test]
-    fn overrides_are_checked() {
-        let mut p = Policies::preset(KernelVersion(7, 0));
-        p.apply("sync=batched").unwrap();
-        assert_eq!(p.sync, "batched");
-        assert!(p.apply("sync=sometimes").unwrap_err().contains("per-entry"));
-        assert!(
-            p.apply("color=blue")
-                .unwrap_err()
-                .contains("known policies")
+    fn every_field_is_in_the_registry_once() {
+        let p = Policies::preset(LATEST, &mmu500(SmmuImpl::Qcom));
+        let keys: Vec<&str> = REGISTRY.iter().map(|d| d.key).collect();
+        let mut dedup = keys.clone();
+        dedup.sort();
+        dedup.dedup();
+        assert_eq!(dedup.len(), keys.len());
+        // Each entry reads and writes its own field: flipping one changes only that key.
+        for d in REGISTRY {
+            for choice in (d.choices)() {
+                let mut q = p.clone();
+                q.set(d.key, choice).unwrap();
+                assert_eq!(d.get(&q), choice);
+                for other in REGISTRY.iter().filter(|o| o.key != d.key) {
+                    assert_eq!(
+                        other.get(&q),
+                        other.get(&p),
+                        "{} moved {}",
+                        d.key,
+                        other.key
+                    );
+                }
+            }
+            assert_eq!(d.preset(LATEST, &mmu500(SmmuImpl::Qcom)), d.get(&p));
+        }
+    }
+
+    #[test]
+    fn summary_lists_the_policies_in_effect() {
+        let p = Policies::preset(KernelVersion(7, 0), &ARM);
+        assert_eq!(
+            p.summary(&ARM),
+            "kernel 7.0 (sync=per-entry, arm64_dir_rules=5.19)"
         );
-        assert!(p.apply("sync").is_err());
-        p.apply("swiotlb_addr=virt").unwrap();
-        assert_eq!(p.swiotlb_addr, "virt");
-        assert!(p.apply("swiotlb_addr=linear").unwrap_err().contains("phys"));
+        let t = mmu500(SmmuImpl::Qcom);
+        assert!(
+            p.summary(&t)
+                .contains("walk_flush=by-va, unmap_split=unmap-pages")
+        );
+    }
+
+    #[test]
+    fn releases_parse_like_uname() {
+        let ok = |s| KernelVersion::parse(s).unwrap();
+        assert_eq!(ok("7.1"), KernelVersion(7, 1));
+        assert_eq!(ok("v5.15"), KernelVersion(5, 15));
+        assert_eq!(ok("6.1.55"), KernelVersion(6, 1));
+        assert_eq!(ok(" 6.1.55-generic "), KernelVersion(6, 1));
+        assert_eq!(ok("6.6-rc3"), KernelVersion(6, 6));
+        for bad in [
+            "",
+            "7",
+            "seven",
+            "7.x",
+            "99.0",
+            "0.0",
+            "4294967295.4294967295",
+            "7.1x",
+            "6.1.x",
+        ] {
+            assert!(KernelVersion::parse(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -91,6 +91,27 @@ struct CallDoc {
     count: u64,
     mean_ns: f64,
     total_ns: f64,
+    /// Calls the modelled kernel refused (a mapping error), and the first refusal.
+    refused: u64,
+    first_refusal: Option<String>,
+    /// Operations issued inside the call, per call.
+    operations_per_call: BTreeMap<&'static str, f64>,
+}
+
+fn call_doc(c: &crate::scenario::CallStat) -> CallDoc {
+    CallDoc {
+        call: c.call,
+        count: c.count,
+        mean_ns: c.mean_ns(),
+        total_ns: ns(c.total_ps),
+        refused: c.errors,
+        first_refusal: c.first_error.clone(),
+        operations_per_call: Counter::ALL
+            .iter()
+            .filter(|k| c.counts[**k as usize] > 0)
+            .map(|k| (k.name(), c.per_call(*k)))
+            .collect(),
+    }
 }
 
 #[derive(Serialize)]
@@ -112,16 +133,18 @@ impl<'a> DeviceDoc<'a> {
     }
 }
 
-pub fn policies_map(p: &crate::policy::Policies) -> BTreeMap<&'static str, String> {
-    let rules = match p.arm64_dir_rules {
-        crate::arch::arm64::DirRules::Pre5_19 => "pre-5.19",
-        crate::arch::arm64::DirRules::Since5_19 => "5.19",
-    };
-    BTreeMap::from([
-        ("kernel", p.kernel.to_string()),
-        ("sync", p.sync.clone()),
-        ("arm64_dir_rules", rules.to_string()),
-    ])
+/// The release and every policy in effect for `t`, for the JSON documents' `policies`.
+pub fn policies_map(
+    p: &crate::policy::Policies,
+    t: &crate::policy::Target,
+) -> BTreeMap<&'static str, String> {
+    let mut m: BTreeMap<&'static str, String> = p
+        .in_effect(t)
+        .into_iter()
+        .map(|(k, v)| (k, v.to_string()))
+        .collect();
+    m.insert("kernel", p.kernel.to_string());
+    m
 }
 
 fn breakdown_docs(stacks: &[crate::scenario::StackRow], total_ps: u64) -> Vec<StackDoc> {
@@ -151,7 +174,7 @@ pub fn run_json(r: &RunResult) -> serde_json::Value {
         scenario: &r.scenario,
         platform: &r.platform,
         arch: r.arch.name(),
-        policies: policies_map(&r.policies),
+        policies: policies_map(&r.policies, &r.target),
         device: DeviceDoc::of(&r.device),
         workload: WorkloadDoc {
             kind: "streaming",
@@ -163,16 +186,7 @@ pub fn run_json(r: &RunResult) -> serde_json::Value {
             iterations: r.workload.iterations,
             attrs: attr_names(r.workload.attrs),
         },
-        calls: r
-            .calls
-            .iter()
-            .map(|c| CallDoc {
-                call: c.call,
-                count: c.count,
-                mean_ns: c.mean_ns(),
-                total_ns: ns(c.total_ps),
-            })
-            .collect(),
+        calls: r.calls.iter().map(call_doc).collect(),
         operations: counts_map(&r.counts),
         breakdown: breakdown_docs(&r.stacks, r.total_ps),
         total_ns: ns(r.total_ps),
@@ -221,9 +235,12 @@ pub fn run_table(r: &RunResult) -> String {
         &r.scenario,
         &r.platform,
         r.arch,
-        &r.policies.summary(),
+        &r.policies.summary(&r.target),
     );
     device_line(&mut o, &r.device);
+    if r.dma_ops != "dma-direct" {
+        let _ = writeln!(o, "dma ops    {}", r.dma_ops);
+    }
     let sizes: Vec<String> = w
         .entry_bytes
         .iter()
@@ -252,6 +269,15 @@ pub fn run_table(r: &RunResult) -> String {
             c.count,
             human_ns(c.mean_ns())
         );
+    }
+    refusals(
+        &mut o,
+        r.calls
+            .iter()
+            .map(|c| (c.call, c.errors, c.first_error.as_deref())),
+    );
+    if r.dma_ops != "dma-direct" {
+        per_call_operations(&mut o, r);
     }
     let _ = writeln!(o, "\noperations per iteration");
     for c in Counter::ALL {
@@ -284,6 +310,34 @@ pub fn run_table(r: &RunResult) -> String {
     o
 }
 
+/// Each call's own operations, per call: what an IOMMU-backed device pays in IOVA, page-table
+/// and TLB work on every map and unmap.
+fn per_call_operations(o: &mut String, r: &RunResult) {
+    let _ = writeln!(o, "\noperations per call");
+    for c in &r.calls {
+        let ops: Vec<String> = Counter::ALL
+            .iter()
+            .filter(|k| c.counts[**k as usize] > 0)
+            .map(|k| format!("{} {}", k.name(), trim_float(c.per_call(*k))))
+            .collect();
+        if !ops.is_empty() {
+            let _ = writeln!(o, "  {:<26} {}", c.call, ops.join(", "));
+        }
+    }
+}
+
+/// What the modelled kernel refused, per call: a section only when something was.
+fn refusals<'a>(o: &mut String, rows: impl Iterator<Item = (&'a str, u64, Option<&'a str>)>) {
+    let rows: Vec<_> = rows.filter(|r| r.1 > 0).collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "\nrefused by the modelled kernel");
+    for (what, n, first) in rows {
+        let _ = writeln!(o, "  {what:<26} {n:>8}  first: {}", first.unwrap_or("?"));
+    }
+}
+
 fn trim_float(x: f64) -> String {
     if x.fract() == 0.0 {
         format!("{x:.0}")
@@ -307,7 +361,7 @@ pub fn forwarding_table(r: &crate::scenario::forwarding::ForwardingResult) -> St
         &r.scenario,
         &r.platform,
         r.arch,
-        &r.policies.summary(),
+        &r.policies.summary(&r.target),
     );
     device_line(&mut o, &r.device);
     let _ = writeln!(
@@ -410,7 +464,7 @@ pub fn forwarding_json(r: &crate::scenario::forwarding::ForwardingResult) -> ser
         scenario: &r.scenario,
         platform: &r.platform,
         arch: r.arch.name(),
-        policies: policies_map(&r.policies),
+        policies: policies_map(&r.policies, &r.target),
         device: DeviceDoc::of(&r.device),
         workload: ForwardingWorkloadDoc {
             kind: "forwarding",
@@ -424,16 +478,7 @@ pub fn forwarding_json(r: &crate::scenario::forwarding::ForwardingResult) -> ser
         mpps: r.mpps(),
         dropped: r.dropped,
         rx_pages_mapped: r.rx_pages_mapped,
-        calls: r
-            .calls
-            .iter()
-            .map(|c| CallDoc {
-                call: c.call,
-                count: c.count,
-                mean_ns: c.mean_ns(),
-                total_ns: ns(c.total_ps),
-            })
-            .collect(),
+        calls: r.calls.iter().map(call_doc).collect(),
         operations_per_packet: Counter::ALL
             .iter()
             .filter(|c| r.counts[**c as usize] > 0)
@@ -474,7 +519,7 @@ pub fn bounce_table(r: &crate::scenario::bounce::BounceResult) -> String {
         &r.scenario,
         &r.platform,
         r.arch,
-        &r.policies.summary(),
+        &r.policies.summary(&r.target),
     );
     device_line(&mut o, &r.device);
     let _ = writeln!(
@@ -555,7 +600,7 @@ pub fn bounce_json(r: &crate::scenario::bounce::BounceResult) -> serde_json::Val
         "scenario": r.scenario,
         "platform": r.platform,
         "arch": r.arch.name(),
-        "policies": policies_map(&r.policies),
+        "policies": policies_map(&r.policies, &r.target),
         "device": DeviceDoc::of(&r.device),
         "workload": {
             "kind": "bounce",
@@ -600,6 +645,9 @@ struct IommuOpDoc {
     total_ns: f64,
     /// Operations per call (a fraction where calls differ, e.g. table allocations in the first).
     operations_per_call: BTreeMap<&'static str, f64>,
+    /// Calls the modelled kernel refused, and the first refusal.
+    refused: u64,
+    first_refusal: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -647,11 +695,7 @@ pub fn iommu_run_json(r: &crate::scenario::iommu::IommuRunResult) -> serde_json:
         scenario: &r.scenario,
         platform: &r.platform,
         arch: r.arch.name(),
-        policies: BTreeMap::from([
-            ("kernel", p.kernel.to_string()),
-            ("walk_flush", p.walk_flush.clone()),
-            ("unmap_split", p.unmap_split.clone()),
-        ]),
+        policies: policies_map(p, &r.target),
         iommu: IommuDoc {
             granule: r.iommu.granule,
             ias: r.iommu.ias,
@@ -660,7 +704,7 @@ pub fn iommu_run_json(r: &crate::scenario::iommu::IommuRunResult) -> serde_json:
         },
         workload: IommuWorkloadDoc {
             kind: r.workload.kind(),
-            iterations: r.workload.iterations(),
+            iterations: iommu_iterations(&r.workload),
         },
         ops: r
             .ops
@@ -674,6 +718,8 @@ pub fn iommu_run_json(r: &crate::scenario::iommu::IommuRunResult) -> serde_json:
                 mean_ns: o.mean_ns(),
                 total_ns: ns(o.total_ps),
                 operations_per_call: per_call_map(o),
+                refused: o.errors,
+                first_refusal: o.first_error.clone(),
             })
             .collect(),
         operations: counts_map(&r.counts),
@@ -681,6 +727,14 @@ pub fn iommu_run_json(r: &crate::scenario::iommu::IommuRunResult) -> serde_json:
         total_ns: ns(r.total_ps),
     };
     serde_json::to_value(doc).expect("plain data serialises")
+}
+
+fn iommu_iterations(w: &crate::scenario::Workload) -> u32 {
+    match w {
+        crate::scenario::Workload::IommuSweep(s) => s.iterations,
+        crate::scenario::Workload::IommuOps(o) => o.iterations,
+        _ => 1,
+    }
 }
 
 /// The SMMU and page-table operations shown per call in the IOMMU table, in this order.
@@ -706,7 +760,7 @@ pub fn iommu_run_table(r: &crate::scenario::iommu::IommuRunResult) -> String {
         &r.scenario,
         &r.platform,
         r.arch,
-        &r.policies.iommu_summary(),
+        &r.policies.summary(&r.target),
     );
     let _ = writeln!(
         o,
@@ -724,7 +778,7 @@ pub fn iommu_run_table(r: &crate::scenario::iommu::IommuRunResult) -> String {
         o,
         "workload   {}, {} iterations",
         r.workload.kind(),
-        r.workload.iterations()
+        iommu_iterations(&r.workload)
     );
     let cols: Vec<&(Counter, &str)> = IOMMU_COLUMNS
         .iter()
@@ -749,6 +803,12 @@ pub fn iommu_run_table(r: &crate::scenario::iommu::IommuRunResult) -> String {
         let _ = writeln!(o);
     }
     let _ = writeln!(o, "(operation counts are per call)");
+    refusals(
+        &mut o,
+        r.ops
+            .iter()
+            .map(|op| (op.label.as_str(), op.errors, op.first_error.as_deref())),
+    );
     let _ = writeln!(o, "\ntime by call stack (whole run)");
     let _ = writeln!(o, "  {:>7} {:>12}  stack", "share", "time");
     for s in &r.stacks {
@@ -769,4 +829,91 @@ pub fn iommu_run_table(r: &crate::scenario::iommu::IommuRunResult) -> String {
 /// Folded stacks of an IOMMU run.
 pub fn iommu_run_folded(r: &crate::scenario::iommu::IommuRunResult) -> String {
     folded(&r.stacks)
+}
+
+/// The terminal table of any run.
+pub fn table(o: &crate::scenario::Outcome) -> String {
+    use crate::scenario::Outcome;
+    match o {
+        Outcome::Streaming(r) => run_table(r),
+        Outcome::Forwarding(r) => forwarding_table(r),
+        Outcome::Bounce(r) => bounce_table(r),
+        Outcome::Iommu(r) => iommu_run_table(r),
+    }
+}
+
+/// The JSON document of any run.
+pub fn json(o: &crate::scenario::Outcome) -> serde_json::Value {
+    use crate::scenario::Outcome;
+    match o {
+        Outcome::Streaming(r) => run_json(r),
+        Outcome::Forwarding(r) => forwarding_json(r),
+        Outcome::Bounce(r) => bounce_json(r),
+        Outcome::Iommu(r) => iommu_run_json(r),
+    }
+}
+
+/// The call stacks of any run (for folded output).
+pub fn stacks(o: &crate::scenario::Outcome) -> &[crate::scenario::StackRow] {
+    use crate::scenario::Outcome;
+    match o {
+        Outcome::Streaming(r) => &r.stacks,
+        Outcome::Forwarding(r) => &r.stacks,
+        Outcome::Bounce(r) => &r.stacks,
+        Outcome::Iommu(r) => &r.stacks,
+    }
+}
+
+/// `dmasim policies`: every policy with its choices, meaning, preset rule, and the preset each
+/// release gets on `profile` (behind an IOMMU where the platform has one).
+pub fn policies_table(profile: &crate::platform::Profile) -> String {
+    use crate::policy::{KernelVersion, REGISTRY, Target};
+    const RELEASES: &[KernelVersion] = &[
+        KernelVersion(3, 6),
+        KernelVersion(3, 7),
+        KernelVersion(5, 14),
+        KernelVersion(5, 15),
+        KernelVersion(5, 19),
+        KernelVersion(6, 0),
+        KernelVersion(7, 0),
+        KernelVersion(7, 1),
+    ];
+    let t = Target::of(profile, profile.model.smmu.is_some(), true);
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "presets on platform {} ({}{})",
+        profile.name(),
+        t.arch.name(),
+        t.smmu
+            .map(|(k, i)| format!(", SMMU {k:?} by {}", i.name()))
+            .unwrap_or_default()
+    );
+    let _ = write!(o, "\n{:<16}", "policy");
+    for k in RELEASES {
+        let _ = write!(o, " {:>11}", k.to_string());
+    }
+    let _ = writeln!(o);
+    for d in REGISTRY {
+        let _ = write!(o, "{:<16}", d.key);
+        for &k in RELEASES {
+            let v = if d.applies(&t).is_ok() && k >= KernelVersion::oldest_for(t.arch) {
+                d.preset(k, &t)
+            } else {
+                "-"
+            };
+            let _ = write!(o, " {v:>11}");
+        }
+        let _ = writeln!(o);
+    }
+    let _ = writeln!(o, "(- : does not apply on this platform)");
+    for d in REGISTRY {
+        let _ = writeln!(o, "\n{}  ({})", d.key, (d.choices)().join(" | "));
+        let _ = writeln!(o, "  {}", d.description);
+        let _ = writeln!(o, "  preset: {}", d.preset_rule);
+        if let Err(why) = d.applies(&t) {
+            let _ = writeln!(o, "  not here: {why}");
+        }
+    }
+    o
 }

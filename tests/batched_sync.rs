@@ -1,9 +1,9 @@
 //! End-to-end checks of the batched-sync experiment (seed 000) and of the mechanism behind it.
 
 use dmasim::hw::Counter;
-use dmasim::policy::{KernelVersion, Policies};
+use dmasim::policy::KernelVersion;
 use dmasim::reproduce;
-use dmasim::scenario::{RunResult, Scenario, run};
+use dmasim::scenario::{Outcome, RunResult, Scenario, execute};
 
 fn base() -> Scenario {
     Scenario::parse(
@@ -15,8 +15,11 @@ fn base() -> Scenario {
 }
 
 fn run_with(mut s: Scenario, kernel: KernelVersion) -> RunResult {
-    s.policies = Policies::preset(kernel);
-    run(&s).unwrap()
+    s.set_kernel(kernel).unwrap();
+    match execute(&s) {
+        Ok(Outcome::Streaming(r)) => r,
+        _ => panic!("a streaming result"),
+    }
 }
 
 fn reduction(s: &Scenario, call: &str) -> f64 {

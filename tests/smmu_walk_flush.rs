@@ -116,9 +116,7 @@ op = "unmap"
 iova = "0x40100000"
 size = "4M"
 "#;
-    let s =
-        dmasim::scenario::iommu::IommuScenario::parse("t.toml", text, std::path::Path::new("."))
-            .unwrap();
+    let s = dmasim::scenario::Scenario::parse("t.toml", text, std::path::Path::new(".")).unwrap();
     let r = dmasim::scenario::iommu::run(&s).unwrap();
     let u = &r.ops[1];
     use dmasim::hw::Counter;

@@ -25,6 +25,16 @@ pub enum DirRules {
     Since5_19,
 }
 
+impl crate::policy::Choice for DirRules {
+    const ALL: &'static [Self] = &[DirRules::Pre5_19, DirRules::Since5_19];
+    fn name(self) -> &'static str {
+        match self {
+            DirRules::Pre5_19 => "pre-5.19",
+            DirRules::Since5_19 => "5.19",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct Arm64 {
     pub rules: DirRules,

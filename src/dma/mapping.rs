@@ -69,6 +69,35 @@ impl DmaApi {
         })
     }
 
+    /// `dma_map_single()`: a kernel virtual address in the kernel; here its physical address,
+    /// served by the ops' `map_page` as `dma_map_single_attrs()` → `dma_map_page_attrs()` is.
+    pub fn map_single(
+        &mut self,
+        hw: &mut dyn Hw,
+        phys: PhysAddr,
+        size: u64,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    ) -> Result<DmaAddr, DmaError> {
+        self.frame(hw, "dma_map_single", |ops, hw, dev| {
+            ops.map_page(hw, dev, phys, size, dir, attrs)
+        })
+    }
+
+    /// `dma_unmap_single()`, served by the ops' `unmap_page`.
+    pub fn unmap_single(
+        &mut self,
+        hw: &mut dyn Hw,
+        addr: DmaAddr,
+        size: u64,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    ) {
+        self.frame(hw, "dma_unmap_single", |ops, hw, dev| {
+            ops.unmap_page(hw, dev, addr, size, dir, attrs)
+        })
+    }
+
     pub fn map_sg(
         &mut self,
         hw: &mut dyn Hw,

@@ -101,13 +101,31 @@ impl SyncPolicy for Batched {
     }
 }
 
-/// A policy by its name on the command line or in a scenario.
-pub fn by_name(name: &str) -> Option<Box<dyn SyncPolicy>> {
-    match name {
-        "per-entry" => Some(Box::new(PerEntry)),
-        "batched" => Some(Box::new(Batched)),
-        _ => None,
+/// The `sync` policy: which of the two completion rules a release has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncKind {
+    /// ≤ 7.0: a barrier after every region.
+    PerEntry,
+    /// 7.1: issue per region, one `arch_sync_dma_flush()` per call.
+    Batched,
+}
+
+impl crate::policy::Choice for SyncKind {
+    const ALL: &'static [Self] = &[SyncKind::PerEntry, SyncKind::Batched];
+    fn name(self) -> &'static str {
+        match self {
+            SyncKind::PerEntry => "per-entry",
+            SyncKind::Batched => "batched",
+        }
     }
 }
 
-pub const NAMES: &[&str] = &["per-entry", "batched"];
+impl SyncKind {
+    /// The implementation, chosen once at setup.
+    pub fn policy(self) -> Box<dyn SyncPolicy> {
+        match self {
+            SyncKind::PerEntry => Box::new(PerEntry),
+            SyncKind::Batched => Box::new(Batched),
+        }
+    }
+}

@@ -143,10 +143,16 @@ pub enum Counter {
     PgtableMapCall,
     /// Calls into the page table's `unmap_pages` (5.14: `ops->unmap`, one per page or block).
     PgtableUnmapCall,
+    /// IOVA ranges handed out by `alloc_iova_fast`.
+    IovaAlloc,
+    /// Of those, the ones served from a per-CPU magazine (`iova_rcache_get` hits).
+    IovaRcacheHit,
+    /// IOVA ranges given back by `free_iova_fast`.
+    IovaFree,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 20] = [
+    pub const ALL: [Counter; 23] = [
         Counter::CacheCleanLine,
         Counter::CacheInvalLine,
         Counter::CacheCleanInvalLine,
@@ -167,6 +173,9 @@ impl Counter {
         Counter::CmdqBatch,
         Counter::PgtableMapCall,
         Counter::PgtableUnmapCall,
+        Counter::IovaAlloc,
+        Counter::IovaRcacheHit,
+        Counter::IovaFree,
     ];
     pub const N: usize = Counter::ALL.len();
 
@@ -193,6 +202,9 @@ impl Counter {
             Counter::CmdqBatch => "cmdq_batch",
             Counter::PgtableMapCall => "pgtable_map_call",
             Counter::PgtableUnmapCall => "pgtable_unmap_call",
+            Counter::IovaAlloc => "iova_alloc",
+            Counter::IovaRcacheHit => "iova_rcache_hit",
+            Counter::IovaFree => "iova_free",
         }
     }
 
@@ -224,6 +236,9 @@ impl Counter {
             (Counter::CmdqBatch, _) => "CMDQ doorbell",
             (Counter::PgtableMapCall, _) => "map_pages call",
             (Counter::PgtableUnmapCall, _) => "unmap_pages call",
+            (Counter::IovaAlloc, _) => "alloc_iova_fast",
+            (Counter::IovaRcacheHit, _) => "rcache hit",
+            (Counter::IovaFree, _) => "free_iova_fast",
         }
     }
 }

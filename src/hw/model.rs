@@ -43,10 +43,43 @@ pub enum SmmuKind {
     SmmuV3,
 }
 
+/// Whose driver implementation runs the SMMU (`arm_smmu_impl_init()` picks it from the device
+/// tree's compatible string). Some kernel choices depend on it: 5.15's
+/// `flush_walk_prefer_tlbiasid` is set only by Qualcomm's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SmmuImpl {
+    /// Arm's own (`arm,mmu-500`, `arm,smmu-v3`): the driver's defaults.
+    #[default]
+    Arm,
+    /// Qualcomm's arm-smmu-qcom.c (`qcom,*-smmu-500`).
+    Qcom,
+}
+
+impl SmmuImpl {
+    pub const NAMES: &[&str] = &["arm", "qcom"];
+
+    pub fn parse(s: &str) -> Option<SmmuImpl> {
+        match s {
+            "arm" => Some(SmmuImpl::Arm),
+            "qcom" => Some(SmmuImpl::Qcom),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SmmuImpl::Arm => "arm",
+            SmmuImpl::Qcom => "qcom",
+        }
+    }
+}
+
 /// SMMU costs, in picoseconds. CPU-side costs stall the CPU; SMMU-side costs occupy the SMMU.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SmmuParams {
     pub kind: SmmuKind,
+    /// The driver implementation (`[smmu] impl`).
+    pub imp: SmmuImpl,
     /// SMMUv3.2 range invalidation (`ARM_SMMU_FEAT_RANGE_INV`).
     pub range_inv: bool,
     /// CPU: one posted register write (TLBIVA, TLBIVAL, TLBIASID, TLBSYNC, CMDQ producer index).

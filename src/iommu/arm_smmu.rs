@@ -99,15 +99,34 @@ impl WalkFlush for ByAsid {
 }
 
 /// A walk-flush policy by its name in a scenario.
-pub fn walk_flush_by_name(name: &str) -> Option<Box<dyn WalkFlush>> {
-    match name {
-        "by-va" => Some(Box::new(ByVa)),
-        "asid" => Some(Box::new(ByAsid)),
-        _ => None,
+/// The `walk_flush` policy: how a freed table's walk is flushed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WalkFlushKind {
+    /// A TLBIVA per granule of the range ([`ByVa`]).
+    ByVa,
+    /// One TLBIASID ([`ByAsid`], `flush_walk_prefer_tlbiasid`).
+    Asid,
+}
+
+impl crate::policy::Choice for WalkFlushKind {
+    const ALL: &'static [Self] = &[WalkFlushKind::ByVa, WalkFlushKind::Asid];
+    fn name(self) -> &'static str {
+        match self {
+            WalkFlushKind::ByVa => "by-va",
+            WalkFlushKind::Asid => "asid",
+        }
     }
 }
 
-pub const WALK_FLUSH_NAMES: &[&str] = &["by-va", "asid"];
+impl WalkFlushKind {
+    /// The implementation, chosen once when the domain is set up.
+    pub fn ops(self) -> Box<dyn WalkFlush> {
+        match self {
+            WalkFlushKind::ByVa => Box::new(ByVa),
+            WalkFlushKind::Asid => Box::new(ByAsid),
+        }
+    }
+}
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Costs {

@@ -80,16 +80,34 @@ impl UnmapSplit for UnmapPages {
     }
 }
 
-/// A split policy by its name in a scenario.
-pub fn split_by_name(name: &str) -> Option<Box<dyn UnmapSplit>> {
-    match name {
-        "per-page" => Some(Box::new(PerPage)),
-        "unmap-pages" => Some(Box::new(UnmapPages)),
-        _ => None,
+/// The `unmap_split` policy: how the core splits a request into driver calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SplitKind {
+    /// ≤ 5.14: one `ops->map` / `ops->unmap` per page ([`PerPage`]).
+    PerPage,
+    /// 5.15: `map_pages` / `unmap_pages` per run of same-size pages ([`UnmapPages`]).
+    UnmapPages,
+}
+
+impl crate::policy::Choice for SplitKind {
+    const ALL: &'static [Self] = &[SplitKind::PerPage, SplitKind::UnmapPages];
+    fn name(self) -> &'static str {
+        match self {
+            SplitKind::PerPage => "per-page",
+            SplitKind::UnmapPages => "unmap-pages",
+        }
     }
 }
 
-pub const SPLIT_NAMES: &[&str] = &["per-page", "unmap-pages"];
+impl SplitKind {
+    /// The implementation, chosen once when the domain is set up.
+    pub fn ops(self) -> Box<dyn UnmapSplit> {
+        match self {
+            SplitKind::PerPage => Box::new(PerPage),
+            SplitKind::UnmapPages => Box::new(UnmapPages),
+        }
+    }
+}
 
 /// `iommu_pgsize()`: the page size for the next step and how many such pages fit before a larger
 /// size could be used. `bitmap` is the domain's `pgsize_bitmap`; `size` is non-zero and

@@ -27,7 +27,7 @@
 //! or freed.
 
 use super::IommuError;
-use crate::hw::{Hw, SwCost};
+use crate::hw::{Counter, Hw, SwCost};
 use std::collections::BTreeMap;
 
 /// pfns per magazine.
@@ -400,6 +400,9 @@ impl IovaDomain {
                 r
             }
         };
+        if r.is_ok() {
+            hw.count(Counter::IovaAlloc, 1);
+        }
         hw.leave();
         r
     }
@@ -426,6 +429,9 @@ impl IovaDomain {
         } else {
             self.free_iova(hw, pfn)
         };
+        if r.is_ok() {
+            hw.count(Counter::IovaFree, 1);
+        }
         hw.leave();
         r
     }
@@ -478,6 +484,7 @@ impl IovaDomain {
             None
         };
         if pfn.is_some() {
+            hw.count(Counter::IovaRcacheHit, 1);
             hw.sw(self.costs.hit);
             self.stats.rcache_hits += 1;
         } else {

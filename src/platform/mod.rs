@@ -9,7 +9,7 @@
 //! [`InputError`] naming the file, line and key. Built-in profiles are compiled into the binary.
 
 use crate::hw::CacheOp;
-use crate::hw::model::{CopyCost, MaintCost, ModelParams, SmmuKind, SmmuParams};
+use crate::hw::model::{CopyCost, MaintCost, ModelParams, SmmuImpl, SmmuKind, SmmuParams};
 use crate::input::{InputError, parse_toml};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -120,6 +120,9 @@ pub struct SmmuSpec {
     /// Architecture version: `"2"` for MMU-500; `"3.0"`, `"3.1"`, `"3.2"`, ... for SMMUv3 (3.2
     /// adds range invalidation).
     pub version: Option<Spanned<String>>,
+    /// The driver implementation the kernel picks for it: `"arm"` (default) or `"qcom"`.
+    #[serde(rename = "impl")]
+    pub implementation: Option<Spanned<String>>,
     pub source: Spanned<String>,
     pub mmio_write: Cost,
     pub mmio_read: Cost,
@@ -352,6 +355,11 @@ fn smmu_costs(s: &SmmuSpec) -> Vec<(&'static str, &Cost)> {
 }
 
 /// Names of the built-in profiles.
+/// Whether `name` is a built-in profile's name.
+pub fn is_builtin(name: &str) -> bool {
+    BUILTIN.iter().any(|(n, _)| *n == name)
+}
+
 pub fn builtin_names() -> Vec<&'static str> {
     BUILTIN.iter().map(|(n, _)| *n).collect()
 }
@@ -560,8 +568,37 @@ fn resolve_smmu(r: &Resolver, s: &SmmuSpec) -> Result<SmmuParams, InputError> {
         }
         (None, SmmuKind::Mmu500) => 0,
     };
+    let imp = match &s.implementation {
+        None => SmmuImpl::Arm,
+        Some(v) => match (SmmuImpl::parse(v.get_ref()), kind) {
+            (Some(SmmuImpl::Qcom), SmmuKind::SmmuV3) => {
+                return Err(InputError::at(
+                    r.origin,
+                    r.text,
+                    Some(v.span()),
+                    "smmu.impl",
+                    "Qualcomm's implementation (arm-smmu-qcom.c) drives MMU-500s, not SMMUv3s",
+                ));
+            }
+            (Some(i), _) => i,
+            (None, _) => {
+                return Err(InputError::at(
+                    r.origin,
+                    r.text,
+                    Some(v.span()),
+                    "smmu.impl",
+                    format!(
+                        "unknown implementation `{}`; choose one of: {}",
+                        v.get_ref(),
+                        SmmuImpl::NAMES.join(", ")
+                    ),
+                ));
+            }
+        },
+    };
     Ok(SmmuParams {
         kind,
+        imp,
         range_inv,
         mmio_write_ps: r.cost("smmu.mmio_write", &s.mmio_write)?,
         mmio_read_ps: r.cost("smmu.mmio_read", &s.mmio_read)?,

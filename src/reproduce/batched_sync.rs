@@ -9,16 +9,19 @@
 use super::{Report, Row, RowBuilder};
 use crate::hw::Counter;
 use crate::input::InputError;
-use crate::policy::{KernelVersion, Policies};
-use crate::scenario::{RunResult, Scenario};
+use crate::policy::KernelVersion;
+use crate::scenario::{Outcome, RunResult, Scenario, execute};
 
 pub const SCENARIO: &str = include_str!("../../scenarios/batched-sync.toml");
 
 fn run_under(base: &Scenario, kernel: KernelVersion) -> Result<RunResult, InputError> {
     let mut s = base.clone();
-    s.policies = Policies::preset(kernel);
-    crate::scenario::run(&s)
-        .map_err(|e| InputError::new("scenarios/batched-sync.toml", e.to_string()))
+    s.set_kernel(kernel)?;
+    match execute(&s) {
+        Ok(Outcome::Streaming(r)) => Ok(r),
+        Ok(_) => Err(InputError::new(&s.file, "not a streaming scenario")),
+        Err(e) => Err(InputError::new(&s.file, e.to_string())),
+    }
 }
 
 fn counts(r: &RunResult) -> serde_json::Value {

@@ -12,8 +12,9 @@
 use super::{Report, Row, RowBuilder};
 use crate::hw::Counter;
 use crate::input::InputError;
-use crate::policy::{KernelVersion, Policies};
-use crate::scenario::iommu::{IommuRunResult, IommuScenario, OpStat, run as run_iommu, size_label};
+use crate::policy::KernelVersion;
+use crate::scenario::iommu::{IommuRunResult, OpStat, run as run_iommu, size_label};
+use crate::scenario::{Scenario, Workload};
 
 pub const SCENARIO: &str = include_str!("../../scenarios/smmu-walk-flush.toml");
 const FILE: &str = "scenarios/smmu-walk-flush.toml";
@@ -35,9 +36,17 @@ const DETAIL: &[(Counter, &str)] = &[
     (Counter::PgtableUnmapCall, "driver_unmap_calls"),
 ];
 
-fn run_under(base: &IommuScenario, policies: Policies) -> Result<IommuRunResult, InputError> {
+/// The sweep under a release, with `policy` overrides (`key=value`) on top of its presets.
+fn run_under(
+    base: &Scenario,
+    kernel: KernelVersion,
+    policy: Option<&str>,
+) -> Result<IommuRunResult, InputError> {
     let mut s = base.clone();
-    s.policies = policies;
+    s.set_kernel(kernel)?;
+    if let Some(p) = policy {
+        s.set_policies(p)?;
+    }
     run_iommu(&s).map_err(|e| InputError::new(FILE, e))
 }
 
@@ -61,22 +70,17 @@ fn op<'a>(r: &'a IommuRunResult, label: &str) -> Result<&'a OpStat, InputError> 
 }
 
 pub fn run() -> Result<Report, InputError> {
-    let base = IommuScenario::parse(FILE, SCENARIO, std::path::Path::new("."))?;
+    let base = Scenario::parse(FILE, SCENARIO, std::path::Path::new("."))?;
     let published = crate::published::get("smmu-walk-flush").expect("embedded");
-    let before_p = Policies::preset(KernelVersion(5, 14));
-    let mut after_p = before_p.clone();
-    after_p
-        .set("walk_flush", "asid")
-        .map_err(|e| InputError::new(FILE, e))?;
-    let before = run_under(&base, before_p)?;
-    let after = run_under(&base, after_p)?;
-    let v515 = run_under(&base, Policies::preset(KernelVersion(5, 15)))?;
+    let before = run_under(&base, KernelVersion(5, 14), None)?;
+    let after = run_under(&base, KernelVersion(5, 14), Some("walk_flush=asid"))?;
+    let v515 = run_under(&base, KernelVersion(5, 15), None)?;
     let b = RowBuilder {
         published: &published,
         profile: &base.profile,
     };
     let sizes = match &base.workload {
-        crate::scenario::iommu::IommuWorkload::Sweep { sizes, .. } => sizes.clone(),
+        Workload::IommuSweep(w) => w.sizes.clone(),
         _ => Vec::new(),
     };
 

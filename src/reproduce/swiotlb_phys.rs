@@ -9,7 +9,7 @@
 use super::{Report, Row, RowBuilder};
 use crate::hw::Counter;
 use crate::input::InputError;
-use crate::policy::{KernelVersion, Policies};
+use crate::policy::KernelVersion;
 use crate::scenario::forwarding::{ForwardingResult, SEED_SYMBOLS};
 use crate::scenario::{Scenario, Workload};
 
@@ -38,7 +38,7 @@ const CALLS: &[&str] = &[
 /// Run the forwarding scenario under a release.
 pub fn run_under(base: &Scenario, kernel: KernelVersion) -> Result<ForwardingResult, InputError> {
     let mut s = base.clone();
-    s.policies = Policies::preset(kernel);
+    s.set_kernel(kernel)?;
     let Workload::Forwarding(f) = &s.workload else {
         return Err(InputError::new(FILE, "not a forwarding scenario"));
     };

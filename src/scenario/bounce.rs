@@ -19,21 +19,123 @@
 //! between sizes; a mapping the pool cannot hold is the kernel's mapping error (counted), never a
 //! panic.
 
-use super::{Bounce, Scenario};
+use super::calls::{StackRow, stack_rows};
+use super::{Ctx, Scenario, Shared, Workload};
 use crate::device::Device;
-use crate::dma::direct::DmaDirect;
 use crate::dma::mapping::DmaApi;
-use crate::dma::swiotlb::x86_2012::{Swiotlb2012Config, Swiotlb2012Ops, bookkeeping_by_name};
-use crate::dma::swiotlb::{Areas, Release, Swiotlb, SwiotlbConfig, nr_slots};
-use crate::dma::{DmaError, DmaMapOps, sync_policy};
-use crate::hw::model::Model;
+use crate::dma::swiotlb::nr_slots;
 use crate::hw::{Counter, Hw};
-use crate::mm::physmem::{NodeRange, PhysMem};
+use crate::input::InputError;
+use crate::mm::physmem::NodeRange;
 use crate::platform::Arch;
-use crate::policy::{KernelVersion, Policies};
-use crate::types::{DmaAttrs, PhysAddr};
+use crate::policy::{Policies, Target};
+use crate::setup::{DmaOpsKind, Machine, SetupError, setup_dma_ops};
+use crate::types::{DmaAttrs, DmaDirection, PhysAddr};
+use serde::Deserialize;
+use toml::Spanned;
 
-use super::run::StackRow;
+/// The registry entry of this kind.
+pub const KIND: super::Kind = super::Kind {
+    name: "bounce",
+    summary: "map/unmap sweep through the swiotlb bounce pool from several CPUs",
+    parse,
+};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Section {
+    kind: Spanned<String>,
+    sizes: Option<Spanned<Vec<toml::Value>>>,
+    direction: Option<Spanned<String>>,
+    iterations: Option<Spanned<i64>>,
+    cpus: Option<Spanned<i64>>,
+    in_flight: Option<Spanned<i64>>,
+}
+
+/// A map/unmap sweep through the swiotlb bounce pool, from several CPUs in turn.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bounce {
+    /// Mapping sizes, each at most 256 KiB (one segment).
+    pub sizes: Vec<u64>,
+    pub direction: DmaDirection,
+    pub iterations: u32,
+    /// CPUs mapping at once, interleaved round robin (the model has one clock).
+    pub cpus: u32,
+    /// Mappings each CPU holds before unmapping them.
+    pub in_flight: u32,
+}
+
+/// Most memory a bounce workload may hold mapped at once (cpus × in_flight × largest size).
+pub const MAX_BOUNCE_IN_FLIGHT: u64 = 1 << 30;
+
+fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, _shared: &Shared) -> Result<Workload, InputError> {
+    let w: Section = c.section(v)?;
+    let list = w.sizes.as_ref().ok_or_else(|| {
+        c.missing(
+            &w.kind,
+            "sizes",
+            "mapping sizes, e.g. [\"512\", \"4K\", \"64K\"]",
+        )
+    })?;
+    if list.get_ref().is_empty() {
+        return Err(c.err(list.span(), "workload.sizes", "must not be empty"));
+    }
+    let max = crate::dma::swiotlb::IO_TLB_MAX_MAPPING;
+    let mut sizes = Vec::new();
+    for v in list.get_ref() {
+        let n = c.size(v, list.span(), "workload.sizes")?;
+        if n > max {
+            return Err(c.err(
+                list.span(),
+                "workload.sizes",
+                format!(
+                    "{n} bytes: swiotlb bounces at most {max} bytes ({} KiB, one segment of {} slots) in one mapping (swiotlb_max_mapping_size)",
+                    max >> 10,
+                    crate::dma::swiotlb::IO_TLB_SEGSIZE
+                ),
+            ));
+        }
+        sizes.push(n);
+    }
+    let d = w.direction.as_ref().ok_or_else(|| {
+        c.missing(
+            &w.kind,
+            "direction",
+            "bidirectional, to_device or from_device",
+        )
+    })?;
+    let direction = c.direction(d)?;
+    let iterations = match &w.iterations {
+        Some(i) => c.int(i, "workload.iterations", 1..=100_000)? as u32,
+        None => 1,
+    };
+    let cpus = match &w.cpus {
+        Some(n) => c.int(n, "workload.cpus", 1..=256)? as u32,
+        None => 1,
+    };
+    let in_flight = match &w.in_flight {
+        Some(n) => c.int(n, "workload.in_flight", 1..=4096)? as u32,
+        None => 1,
+    };
+    let largest = sizes.iter().copied().max().unwrap_or(0);
+    let held = u64::from(cpus) * u64::from(in_flight) * largest.next_multiple_of(4096);
+    if held > MAX_BOUNCE_IN_FLIGHT {
+        return Err(c.err(
+            w.in_flight.as_ref().map(|x| x.span()).unwrap_or(w.kind.span()),
+            "workload.in_flight",
+            format!(
+                "cpus x in_flight x the largest size is {held} bytes of buffers; at most {MAX_BOUNCE_IN_FLIGHT}"
+            ),
+        ));
+    }
+    Ok(Workload::Bounce(Bounce {
+        sizes,
+        direction,
+        iterations,
+        cpus,
+        in_flight,
+    }))
+}
 
 /// Below 4 GiB: where the pool is allocated.
 const LOW: u64 = 0x1000_0000;
@@ -89,6 +191,7 @@ pub struct BounceResult {
     pub platform: String,
     pub arch: Arch,
     pub policies: Policies,
+    pub target: Target,
     pub device: Device,
     pub workload: Bounce,
     /// Which swiotlb code ran.
@@ -101,92 +204,37 @@ pub struct BounceResult {
 }
 
 /// Run a bounce scenario on the Model.
-pub fn run(s: &Scenario, b: &Bounce) -> Result<BounceResult, DmaError> {
-    let mut hw = Model::new(s.profile.model.clone());
+pub fn run(s: &Scenario, b: &Bounce) -> Result<BounceResult, SetupError> {
     let largest = b.sizes.iter().copied().max().unwrap_or(1);
     let stride = largest.next_multiple_of(4096);
     let nbuf = u64::from(b.cpus) * u64::from(b.in_flight);
-    let mem = PhysMem::new(vec![
-        NodeRange {
-            node: 0,
-            start: PhysAddr(LOW),
-            size: (s.swiotlb.size + (1 << 20)).next_multiple_of(4096),
-        },
-        NodeRange {
-            node: 1,
-            start: PhysAddr(HIGH),
-            size: (nbuf * stride).next_multiple_of(4096).max(4096) * 2,
-        },
-    ])
-    .shared();
-    let bad = |e: crate::dma::swiotlb::SwiotlbError| DmaError::MappingError(e.to_string());
-    let (ops, implementation): (Box<dyn DmaMapOps>, String) =
-        if s.policies.kernel >= KernelVersion(6, 0) || s.profile.arch() != Arch::X86_64 {
-            let release = if s.policies.kernel >= KernelVersion(6, 0) {
-                Release::Linux6_0
-            } else {
-                Release::Linux3_6
-            };
-            let areas = match (release, s.swiotlb.areas) {
-                (Release::Linux3_6, _) => Areas::Exact(1),
-                (_, Some(n)) => Areas::Exact(n),
-                (_, None) => Areas::PossibleCpus(b.cpus),
-            };
-            let pool = Swiotlb::new(
-                &hw,
-                mem.clone(),
-                &SwiotlbConfig {
-                    size: s.swiotlb.size,
-                    areas,
-                    release,
-                    node: 0,
-                    force: s.swiotlb.force,
-                },
-            )
-            .map_err(bad)?;
-            let sync = sync_policy::by_name(&s.policies.sync).ok_or_else(|| {
-                DmaError::MappingError(format!("unknown sync policy `{}`", s.policies.sync))
-            })?;
-            let direct = DmaDirect::new(&hw, super::run::arch_for(&s.profile, &s.policies), sync)
-                .with_swiotlb(pool);
-            (
-                Box::new(direct),
-                format!("dma-direct over swiotlb ({} rules)", release.name()),
-            )
-        } else {
-            let book = bookkeeping_by_name(&hw, &s.policies.swiotlb_addr).ok_or_else(|| {
-                DmaError::MappingError(format!(
-                    "unknown swiotlb_addr policy `{}`",
-                    s.policies.swiotlb_addr
-                ))
-            })?;
-            let ops = Swiotlb2012Ops::new(
-                &hw,
-                mem.clone(),
-                &Swiotlb2012Config {
-                    size: s.swiotlb.size,
-                    node: 0,
-                    force: s.swiotlb.force,
-                },
-                book,
-            )
-            .map_err(bad)?;
-            (
-                Box::new(ops),
-                format!(
-                    "2012 x86 swiotlb_dma_ops, one pool lock, swiotlb_addr={}",
-                    s.policies.swiotlb_addr
-                ),
-            )
-        };
+    let mut m = Machine::boot(
+        &s.profile,
+        vec![
+            NodeRange {
+                node: 0,
+                start: PhysAddr(LOW),
+                size: (s.swiotlb.size + (1 << 20)).next_multiple_of(4096),
+            },
+            NodeRange {
+                node: 1,
+                start: PhysAddr(HIGH),
+                size: (nbuf * stride).next_multiple_of(4096).max(4096) * 2,
+            },
+        ],
+    );
+    let api = setup_dma_ops(&mut m, s, b.cpus)?;
+    let implementation = DmaOpsKind::of(s).describe(&s.policies);
+    let Machine { hw, mem } = m;
+    let mut hw = hw;
     let bufs: Vec<PhysAddr> = (0..nbuf)
         .map(|_| {
             mem.borrow_mut()
                 .alloc_aligned(1, stride, 4096)
-                .map_err(|e| DmaError::MappingError(format!("buffer allocation: {e}")))
+                .map_err(|e| SetupError::Driver(format!("buffer allocation: {e}")))
         })
         .collect::<Result<_, _>>()?;
-    let mut api = DmaApi::new(&hw, s.device.clone(), ops);
+    let mut api = api;
     let nareas = api.ops.swiotlb_pool().map_or(0, |p| p.nareas());
     let pool_bytes = api.ops.swiotlb_pool().map_or(0, |p| p.end().0 - p.start.0);
     let locks = |api: &DmaApi| -> Vec<u64> {
@@ -255,21 +303,13 @@ pub fn run(s: &Scenario, b: &Bounce) -> Result<BounceResult, DmaError> {
         rows.push(row);
     }
     debug_assert!(hw.ledger.depth_is_zero());
-    let stacks = hw
-        .ledger
-        .stacks()
-        .into_iter()
-        .map(|st| StackRow {
-            stack: st.stack_string(),
-            self_ps: st.self_ps,
-            counts: st.counts,
-        })
-        .collect();
+    let stacks = stack_rows(&hw.ledger);
     Ok(BounceResult {
         scenario: s.name.clone(),
         platform: s.profile.name().to_string(),
         arch: s.profile.arch(),
         policies: s.policies.clone(),
+        target: s.target(),
         device: s.device.clone(),
         workload: b.clone(),
         implementation,

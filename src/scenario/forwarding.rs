@@ -26,315 +26,111 @@
 //! cleaned does not change the CPU time per packet, so each packet's tx buffer is unmapped in the
 //! same iteration it was mapped.
 
-use super::{Forwarding, IXGBE_RX_BUFSZ, Scenario};
+use super::calls::{CallStat, StackRow, stack_rows};
+use super::{Ctx, Scenario, Shared, Workload};
 use crate::device::Device;
-use crate::dma::DmaError;
-use crate::dma::mapping::DmaApi;
-use crate::dma::swiotlb::x86_2012::{Swiotlb2012Config, Swiotlb2012Ops, bookkeeping_by_name};
-use crate::hw::model::Model;
-use crate::hw::{Counter, Hw, SwCost};
-use crate::mm::physmem::{NodeRange, PhysMem, SharedPhysMem};
+use crate::drivers::ixgbe::IxgbeConfig;
+use crate::hw::Counter;
+use crate::input::InputError;
 use crate::platform::Arch;
-use crate::policy::Policies;
-use crate::scatterlist::PAGE_SIZE;
-use crate::types::{DmaAddr, DmaAttrs, DmaDirection, PhysAddr};
+use crate::policy::{Policies, Target};
+use crate::setup::{Machine, SetupError, setup_dma_ops};
+use serde::Deserialize;
+use toml::Spanned;
 
-use super::run::{CallStat, StackRow};
+pub use crate::drivers::ixgbe::{Forwarder, HIGH_MEMORY, IXGBE_RX_BUFSZ, LOW_MEMORY};
 
-/// Below 4 GiB, where swiotlb's pool is allocated at boot (`alloc_bootmem_low_pages`).
-pub const LOW_MEMORY: u64 = 0x1000_0000;
-/// Packet memory: above 4 GiB, and so above the pool.
-pub const HIGH_MEMORY: u64 = 0x1_0000_0000;
+/// The registry entry of this kind.
+pub const KIND: super::Kind = super::Kind {
+    name: "forwarding",
+    summary: "packets received, routed and transmitted by ixgbe over the 2012 x86-64 swiotlb",
+    parse,
+};
 
-/// One receive buffer: a page mapped whole, of which the half at `page_offset` is the device's.
-#[derive(Clone, Copy, Debug)]
-struct RxBuffer {
-    page: PhysAddr,
-    dma: DmaAddr,
-    page_offset: u64,
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Section {
+    kind: Spanned<String>,
+    packets: Option<Spanned<i64>>,
+    packet_bytes: Option<Spanned<i64>>,
+    rx_ring: Option<Spanned<i64>>,
+    rx_reuse_percent: Option<Spanned<i64>>,
+    cpus: Option<Spanned<i64>>,
 }
 
-/// The forwarding loop, set up and ready to forward packets.
-pub struct Forwarder {
-    pub hw: Model,
-    api: DmaApi,
-    mem: SharedPhysMem,
-    rx: Vec<RxBuffer>,
-    next_to_clean: usize,
-    /// Linear skb data areas the routed packets are sent from, cycled.
-    tx: Vec<PhysAddr>,
-    next_tx: usize,
-    packet_bytes: u64,
-    reuse_percent: u32,
-    reuse_acc: u32,
-    route: SwCost,
-    /// Packets forwarded since the ledger was last cleared.
+/// A forwarding loop: packets received, routed and transmitted by an ixgbe-style driver.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Forwarding {
     pub packets: u64,
-    /// Receive pages mapped by `ixgbe_alloc_rx_buffers` after the ring was filled.
-    pub rx_pages_mapped: u64,
-    /// Packets dropped because a mapping failed (`dma_mapping_error`).
-    pub dropped: u64,
-    timer: Vec<CallStat>,
+    /// Frame length without FCS (60 for the smallest Ethernet frame).
+    pub packet_bytes: u32,
+    /// Receive descriptors (and receive buffers) per ring.
+    pub rx_ring: u32,
+    /// Share of received pages the driver can hand back to the device (ixgbe's page reuse).
+    pub rx_reuse_percent: u32,
+    /// CPUs routing in parallel, each with its own queue pair: packets per second = cpus / CPU
+    /// time per packet.
+    pub cpus: u32,
 }
 
-fn time(stats: &mut Vec<CallStat>, hw: &mut Model, call: &'static str, f: impl FnOnce(&mut Model)) {
-    let t0 = hw.now_ps();
-    f(hw);
-    let dt = hw.now_ps() - t0;
-    match stats.iter_mut().find(|s| s.call == call) {
-        Some(s) => {
-            s.count += 1;
-            s.total_ps += dt;
+impl Forwarding {
+    /// The driver's configuration.
+    pub fn ixgbe(&self) -> IxgbeConfig {
+        IxgbeConfig {
+            rx_ring: self.rx_ring,
+            packet_bytes: self.packet_bytes,
+            rx_reuse_percent: self.rx_reuse_percent,
         }
-        None => stats.push(CallStat {
-            call,
-            count: 1,
-            total_ps: dt,
-        }),
     }
 }
 
-impl Forwarder {
-    /// Boot the modelled machine: swiotlb's pool below 4 GiB, the rx ring filled and mapped
-    /// (`ixgbe_alloc_rx_buffers` at `ixgbe_open`), tx data areas above 4 GiB. The set-up is not
-    /// counted.
-    pub fn new(
-        s: &Scenario,
-        f: &Forwarding,
-        policies: &Policies,
-        dev: Device,
-    ) -> Result<Forwarder, DmaError> {
-        let hw = Model::new(s.profile.model.clone());
-        let rx_ring = f.rx_ring as usize;
-        let high = (2 * rx_ring as u64 + 16) * PAGE_SIZE;
-        let mem = PhysMem::new(vec![
-            NodeRange {
-                node: 0,
-                start: PhysAddr(LOW_MEMORY),
-                size: (s.swiotlb.size + (1 << 20)).next_multiple_of(PAGE_SIZE),
-            },
-            NodeRange {
-                node: 1,
-                start: PhysAddr(HIGH_MEMORY),
-                size: high,
-            },
-        ])
-        .shared();
-        let book = bookkeeping_by_name(&hw, &policies.swiotlb_addr).ok_or_else(|| {
-            DmaError::MappingError(format!(
-                "unknown swiotlb_addr policy `{}`",
-                policies.swiotlb_addr
-            ))
-        })?;
-        let ops = Swiotlb2012Ops::new(
-            &hw,
-            mem.clone(),
-            &Swiotlb2012Config {
-                size: s.swiotlb.size,
-                node: 0,
-                force: s.swiotlb.force,
-            },
-            book,
+fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Workload, InputError> {
+    let w: Section = c.section(v)?;
+    let profile = shared.profile;
+    let packets = w.packets.as_ref().ok_or_else(|| {
+        c.missing(
+            &w.kind,
+            "packets",
+            "how many packets to forward, 1..=100000000",
         )
-        .map_err(|e| DmaError::MappingError(e.to_string()))?;
-        let api = DmaApi::new(&hw, dev, Box::new(ops));
-        let mut fw = Forwarder {
-            route: hw.sw_cost("ip_forward_path"),
-            hw,
-            api,
-            mem,
-            rx: Vec::with_capacity(rx_ring),
-            next_to_clean: 0,
-            tx: Vec::with_capacity(rx_ring),
-            next_tx: 0,
-            packet_bytes: u64::from(f.packet_bytes),
-            reuse_percent: f.rx_reuse_percent,
-            reuse_acc: 0,
-            packets: 0,
-            rx_pages_mapped: 0,
-            dropped: 0,
-            timer: Vec::new(),
-        };
-        for _ in 0..rx_ring {
-            let page = fw.alloc_page()?;
-            let dma = fw.map_rx_page(page)?;
-            fw.rx.push(RxBuffer {
-                page,
-                dma,
-                page_offset: 0,
-            });
-            let data = fw.alloc_page()?;
-            fw.tx.push(data);
-        }
-        fw.clear();
-        Ok(fw)
-    }
-
-    /// Forget charges, counts and call times (after set-up, or between benchmark runs).
-    pub fn clear(&mut self) {
-        self.hw.clear_ledger();
-        self.timer.clear();
-        self.packets = 0;
-        self.rx_pages_mapped = 0;
-        self.dropped = 0;
-    }
-
-    fn alloc_page(&mut self) -> Result<PhysAddr, DmaError> {
-        self.mem
-            .borrow_mut()
-            .alloc(1, PAGE_SIZE)
-            .map_err(|e| DmaError::MappingError(format!("rx page allocation: {e}")))
-    }
-
-    /// `ixgbe_alloc_mapped_page`: map a whole page for the device, and check the mapping.
-    fn map_rx_page(&mut self, page: PhysAddr) -> Result<DmaAddr, DmaError> {
-        let (api, hw, t) = (&mut self.api, &mut self.hw, &mut self.timer);
-        let mut r = Err(DmaError::MappingError(String::new()));
-        time(t, hw, "dma_map_page", |hw| {
-            r = api.map_page(
-                hw,
-                page,
-                PAGE_SIZE,
-                DmaDirection::FromDevice,
-                DmaAttrs::NONE,
-            )
-        });
-        let dma = r?;
-        let mut bad = false;
-        time(t, hw, "dma_mapping_error", |hw| {
-            bad = api.mapping_error(hw, dma)
-        });
-        if bad {
-            let pool = self.api.ops.swiotlb_pool();
-            return Err(DmaError::MappingError(format!(
-                "ixgbe_alloc_mapped_page: rx page {page} could not be mapped: dma_mapping_error() (the swiotlb pool has {} of {} slots in use; the rx ring needs two per page when pages bounce — give [swiotlb] a larger size)",
-                pool.map_or(0, |p| p.table.used()),
-                pool.map_or(0, |p| p.nslabs())
-            )));
-        }
-        Ok(dma)
-    }
-
-    /// Whether the page just received into can be handed back (deterministic at the workload's
-    /// reuse percentage).
-    fn reusable(&mut self) -> bool {
-        self.reuse_acc += self.reuse_percent;
-        if self.reuse_acc >= 100 {
-            self.reuse_acc -= 100;
-            true
-        } else {
-            false
-        }
-    }
-
-    /// Receive, route and transmit one packet.
-    pub fn forward_one(&mut self) -> Result<(), DmaError> {
-        let i = self.next_to_clean;
-        self.next_to_clean = (i + 1) % self.rx.len();
-        let buf = self.rx[i];
-        let reuse = self.reusable();
-
-        self.hw.enter("ixgbe_clean_rx_irq");
-        {
-            let (api, hw, t) = (&mut self.api, &mut self.hw, &mut self.timer);
-            time(t, hw, "dma_sync_single_for_cpu", |hw| {
-                api.sync_single_for_cpu(
-                    hw,
-                    DmaAddr(buf.dma.0 + buf.page_offset),
-                    IXGBE_RX_BUFSZ,
-                    DmaDirection::FromDevice,
-                )
-            });
-            if reuse {
-                // ixgbe_reuse_rx_page: the other half goes back to the device.
-                let offset = buf.page_offset ^ IXGBE_RX_BUFSZ;
-                self.rx[i].page_offset = offset;
-                time(t, hw, "dma_sync_single_for_device", |hw| {
-                    api.sync_single_for_device(
-                        hw,
-                        DmaAddr(buf.dma.0 + offset),
-                        IXGBE_RX_BUFSZ,
-                        DmaDirection::FromDevice,
-                    )
-                });
-            } else {
-                time(t, hw, "dma_unmap_page", |hw| {
-                    api.unmap_page(
-                        hw,
-                        buf.dma,
-                        PAGE_SIZE,
-                        DmaDirection::FromDevice,
-                        DmaAttrs::NONE,
-                    )
-                });
+    })?;
+    let packets = c.int(packets, "workload.packets", 1..=100_000_000)?;
+    let packet_bytes = match &w.packet_bytes {
+        Some(b) => c.int(b, "workload.packet_bytes", 60..=IXGBE_RX_BUFSZ as i64)? as u32,
+        None => 60,
+    };
+    let rx_ring = match &w.rx_ring {
+        Some(r) => {
+            let n = c.int(r, "workload.rx_ring", 64..=4096)?;
+            if n % 8 != 0 {
+                return Err(c.err(
+                    r.span(),
+                    "workload.rx_ring",
+                    format!(
+                        "must be a multiple of 8 (IXGBE_REQ_RX_DESCRIPTOR_MULTIPLE), found {n}"
+                    ),
+                ));
             }
+            n as u32
         }
-        self.hw.leave();
-
-        self.hw.enter("ip_forward_path");
-        self.hw.sw(self.route);
-        self.hw.leave();
-
-        let data = self.tx[self.next_tx];
-        self.next_tx = (self.next_tx + 1) % self.tx.len();
-        let len = self.packet_bytes;
-        self.hw.enter("ixgbe_xmit_frame_ring");
-        let mapped = {
-            let (api, hw, t) = (&mut self.api, &mut self.hw, &mut self.timer);
-            let mut r = Err(DmaError::MappingError(String::new()));
-            time(t, hw, "dma_map_single", |hw| {
-                r = api.map_page(hw, data, len, DmaDirection::ToDevice, DmaAttrs::NONE)
-            });
-            match r {
-                Ok(dma) => {
-                    let mut bad = false;
-                    time(t, hw, "dma_mapping_error", |hw| {
-                        bad = api.mapping_error(hw, dma)
-                    });
-                    (!bad).then_some(dma)
-                }
-                Err(_) => None,
-            }
-        };
-        self.hw.leave();
-        match mapped {
-            Some(dma) => {
-                self.hw.enter("ixgbe_clean_tx_irq");
-                let (api, hw, t) = (&mut self.api, &mut self.hw, &mut self.timer);
-                time(t, hw, "dma_unmap_single", |hw| {
-                    api.unmap_page(hw, dma, len, DmaDirection::ToDevice, DmaAttrs::NONE)
-                });
-                self.hw.leave();
-            }
-            None => self.dropped += 1,
-        }
-
-        if !reuse {
-            // The stack frees the old page with the skb; ixgbe_alloc_rx_buffers maps a new one.
-            let _ = self.mem.borrow_mut().free(buf.page, PAGE_SIZE);
-            self.hw.enter("ixgbe_alloc_rx_buffers");
-            let page = self.alloc_page();
-            let r = page.and_then(|p| self.map_rx_page(p).map(|d| (p, d)));
-            self.hw.leave();
-            let (page, dma) = r?;
-            self.rx[i] = RxBuffer {
-                page,
-                dma,
-                page_offset: 0,
-            };
-            self.rx_pages_mapped += 1;
-        }
-        self.packets += 1;
-        Ok(())
-    }
-
-    /// Forward `n` packets.
-    pub fn forward(&mut self, n: u64) -> Result<(), DmaError> {
-        for _ in 0..n {
-            self.forward_one()?;
-        }
-        Ok(())
-    }
+        None => 512,
+    };
+    let rx_reuse_percent = match &w.rx_reuse_percent {
+        Some(r) => c.int(r, "workload.rx_reuse_percent", 0..=100)? as u32,
+        None => 100,
+    };
+    let cpus = match &w.cpus {
+        Some(n) => c.int(n, "workload.cpus", 1..=4096)? as u32,
+        // 0 = not given and the profile has none: reported by `consistency`.
+        None => profile.cpus.unwrap_or(0),
+    };
+    Ok(Workload::Forwarding(Forwarding {
+        packets,
+        packet_bytes,
+        rx_ring,
+        rx_reuse_percent,
+        cpus,
+    }))
 }
 
 /// What a forwarding run measured.
@@ -344,6 +140,7 @@ pub struct ForwardingResult {
     pub platform: String,
     pub arch: Arch,
     pub policies: Policies,
+    pub target: Target,
     pub device: Device,
     pub workload: Forwarding,
     pub packets: u64,
@@ -439,33 +236,34 @@ impl ForwardingResult {
     }
 }
 
+/// Set up the machine and open the driver: swiotlb's pool below 4 GiB, the device's ops from
+/// setup, the rx ring filled (not counted).
+pub fn forwarder(s: &Scenario, f: &Forwarding) -> Result<Forwarder, SetupError> {
+    let cfg = f.ixgbe();
+    let mut m = Machine::boot(&s.profile, Forwarder::memory(&cfg, s.swiotlb.size));
+    let api = setup_dma_ops(&mut m, s, f.cpus)?;
+    Forwarder::new(m, api, &cfg).map_err(|e| SetupError::Driver(e.to_string()))
+}
+
 /// Run a forwarding scenario on the Model.
-pub fn run(s: &Scenario, f: &Forwarding) -> Result<ForwardingResult, DmaError> {
-    let mut fw = Forwarder::new(s, f, &s.policies, s.device.clone())?;
-    fw.forward(f.packets)?;
+pub fn run(s: &Scenario, f: &Forwarding) -> Result<ForwardingResult, SetupError> {
+    let mut fw = forwarder(s, f)?;
+    fw.forward(f.packets)
+        .map_err(|e| SetupError::Driver(e.to_string()))?;
     debug_assert!(fw.hw.ledger.depth_is_zero());
-    let stacks = fw
-        .hw
-        .ledger
-        .stacks()
-        .into_iter()
-        .map(|st| StackRow {
-            stack: st.stack_string(),
-            self_ps: st.self_ps,
-            counts: st.counts,
-        })
-        .collect();
+    let stacks = stack_rows(&fw.hw.ledger);
     Ok(ForwardingResult {
         scenario: s.name.clone(),
         platform: s.profile.name().to_string(),
         arch: s.profile.arch(),
         policies: s.policies.clone(),
+        target: s.target(),
         device: s.device.clone(),
         workload: f.clone(),
         packets: fw.packets,
         dropped: fw.dropped,
         rx_pages_mapped: fw.rx_pages_mapped,
-        calls: std::mem::take(&mut fw.timer),
+        calls: std::mem::take(&mut fw.timer.stats),
         counts: fw.hw.ledger.totals(),
         stacks,
         total_ps: fw.hw.ledger.total_ps(),

@@ -3,25 +3,33 @@
 //! Kernel counterpart: none — a scenario is what a driver would do to the DMA API, written down.
 //! The format is documented in docs/scenarios.md.
 //!
+//! The file is parsed once. The shared sections (`[scenario]`, `[device]`, `[swiotlb]`,
+//! `[iommu]`) are read here; `[workload]` belongs to the kind it names, and each kind is one
+//! module ([`streaming`], [`forwarding`], [`bounce`], [`iommu`]) owning its section's keys, its
+//! checks, its runner and its result. [`KINDS`] is the registry. Running goes through
+//! [`crate::setup`], which builds the machine; a runner never assembles a stack itself.
+//!
 //! Invariants: a scenario that parses has been checked completely (sizes, directions, calls,
-//! platform, policies) before anything runs, so running it cannot fail on bad input; every error
-//! names the file, the line and the key. Running is deterministic: the same scenario gives the same
-//! [`RunResult`] bit for bit.
+//! platform, policies and whether they apply) before anything runs, so running it cannot fail
+//! on bad input; every error names the file, the line and the key. Overrides (`--platform`,
+//! `--kernel`, `--policy`) go through the same checks. Running is deterministic.
 
 pub mod bounce;
+pub mod calls;
 pub mod forwarding;
 pub mod iommu;
-pub mod run;
+pub mod streaming;
 
-use crate::input::{InputError, parse_size, parse_toml};
-use crate::platform::Profile;
-use crate::policy::{KernelVersion, LATEST, Policies};
-use crate::types::{DmaAttrs, DmaDirection};
+use crate::input::{InputError, from_section, from_table, parse_document, parse_size};
+use crate::platform::{Arch, Profile};
+use crate::policy::{KernelVersion, LATEST, Policies, Target};
+use crate::types::DmaDirection;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use toml::Spanned;
 
-pub use run::{CallStat, RunResult, StackRow, run};
+pub use iommu::{IommuConfig, SmmuModel};
+pub use streaming::{CallStat, RunResult, StackRow};
 
 /// What running a scenario produced, by workload kind.
 #[derive(Clone, Debug)]
@@ -29,193 +37,71 @@ pub enum Outcome {
     Streaming(RunResult),
     Forwarding(forwarding::ForwardingResult),
     Bounce(bounce::BounceResult),
+    Iommu(iommu::IommuRunResult),
+}
+
+/// Why a run could not produce a result: the modelled kernel refused to set the machine up (a
+/// pool or table that does not fit, a receive ring that cannot be mapped). Refusals *during* a
+/// run are part of its result instead.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{file}: the modelled kernel refused: {message}")]
+pub struct Refused {
+    pub file: String,
+    pub message: String,
 }
 
 /// Run any scenario on the Model.
-pub fn execute(s: &Scenario) -> Result<Outcome, crate::dma::DmaError> {
+pub fn execute(s: &Scenario) -> Result<Outcome, Refused> {
+    let refused = |m: String| Refused {
+        file: s.file.clone(),
+        message: m,
+    };
     match &s.workload {
-        Workload::Streaming(_) => run(s).map(Outcome::Streaming),
-        Workload::Forwarding(f) => forwarding::run(s, f).map(Outcome::Forwarding),
-        Workload::Bounce(b) => bounce::run(s, b).map(Outcome::Bounce),
+        Workload::Streaming(w) => streaming::run(s, w)
+            .map(Outcome::Streaming)
+            .map_err(|e| refused(e.to_string())),
+        Workload::Forwarding(f) => forwarding::run(s, f)
+            .map(Outcome::Forwarding)
+            .map_err(|e| refused(e.to_string())),
+        Workload::Bounce(b) => bounce::run(s, b)
+            .map(Outcome::Bounce)
+            .map_err(|e| refused(e.to_string())),
+        Workload::IommuSweep(_) | Workload::IommuOps(_) => {
+            iommu::run(s).map(Outcome::Iommu).map_err(refused)
+        }
     }
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ScenarioFile {
-    scenario: ScenarioSection,
-    device: DeviceSection,
-    workload: WorkloadSection,
-    swiotlb: Option<SwiotlbSection>,
+/// A workload kind: its name, what it does, and how its `[workload]` section is read.
+pub struct Kind {
+    pub name: &'static str,
+    pub summary: &'static str,
+    parse: fn(&Ctx, Spanned<toml::de::DeValue>, &Shared) -> Result<Workload, InputError>,
 }
 
-/// `[swiotlb]`: the bounce pool as `swiotlb=` on the kernel command line would set it up.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SwiotlbSection {
-    size: Option<Spanned<toml::Value>>,
-    force: Option<bool>,
-    areas: Option<Spanned<i64>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ScenarioSection {
-    pub(crate) name: String,
-    pub(crate) platform: Spanned<String>,
-    pub(crate) kernel: Option<Spanned<String>>,
-    #[serde(default)]
-    pub(crate) policy: BTreeMap<String, Spanned<String>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DeviceSection {
-    name: String,
-    coherent: bool,
-    dma_mask_bits: Spanned<i64>,
-    numa_node: Option<Spanned<i64>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WorkloadSection {
-    kind: Spanned<String>,
-    // streaming
-    buffer: Option<Spanned<toml::Value>>,
-    entry: Option<Spanned<toml::Value>>,
-    entries: Option<Spanned<Vec<toml::Value>>>,
-    calls: Option<Spanned<String>>,
-    #[serde(default)]
-    attrs: Option<Spanned<Vec<String>>>,
-    // streaming and bounce
-    direction: Option<Spanned<String>>,
-    iterations: Option<Spanned<i64>>,
-    // forwarding
-    packets: Option<Spanned<i64>>,
-    packet_bytes: Option<Spanned<i64>>,
-    rx_ring: Option<Spanned<i64>>,
-    rx_reuse_percent: Option<Spanned<i64>>,
-    // forwarding and bounce
-    cpus: Option<Spanned<i64>>,
-    // bounce
-    sizes: Option<Spanned<Vec<toml::Value>>>,
-    in_flight: Option<Spanned<i64>>,
-}
-
-/// Which keys of `[workload]` each kind takes (besides `kind`).
-const KIND_KEYS: &[(&str, &[&str])] = &[
-    (
-        "streaming",
-        &[
-            "buffer",
-            "entry",
-            "entries",
-            "direction",
-            "calls",
-            "iterations",
-            "attrs",
-        ],
-    ),
-    (
-        "forwarding",
-        &[
-            "packets",
-            "packet_bytes",
-            "rx_ring",
-            "rx_reuse_percent",
-            "cpus",
-        ],
-    ),
-    (
-        "bounce",
-        &["sizes", "direction", "iterations", "cpus", "in_flight"],
-    ),
+/// Every workload kind.
+pub static KINDS: &[Kind] = &[
+    streaming::KIND,
+    forwarding::KIND,
+    bounce::KIND,
+    iommu::SWEEP,
+    iommu::OPS,
 ];
 
-/// Which DMA API calls a streaming workload makes each iteration.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Calls {
-    /// `dma_map_sg` then `dma_unmap_sg` of the whole list.
-    MapUnmapSg,
-    /// The list is mapped once; each iteration `dma_sync_sg_for_device` then `dma_sync_sg_for_cpu`.
-    SyncSg,
-    /// Each entry on its own: `dma_map_page` then `dma_unmap_page`.
-    MapUnmapPage,
-}
-
-impl Calls {
-    pub const NAMES: &[&str] = &[
-        "map_sg+unmap_sg",
-        "sync_sg_for_device+for_cpu",
-        "map_page+unmap_page",
-    ];
-
-    pub fn parse(s: &str) -> Option<Calls> {
-        match s {
-            "map_sg+unmap_sg" => Some(Calls::MapUnmapSg),
-            "sync_sg_for_device+for_cpu" | "sync_sg" => Some(Calls::SyncSg),
-            "map_page+unmap_page" => Some(Calls::MapUnmapPage),
-            _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Calls::MapUnmapSg => Calls::NAMES[0],
-            Calls::SyncSg => Calls::NAMES[1],
-            Calls::MapUnmapPage => Calls::NAMES[2],
-        }
-    }
-}
-
-/// A streaming loop over one scatter-gather buffer.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Streaming {
-    pub buffer_bytes: u64,
-    /// Entry sizes, cycled over the buffer.
-    pub entry_bytes: Vec<u32>,
-    pub direction: DmaDirection,
-    pub calls: Calls,
-    pub iterations: u32,
-    /// `DMA_ATTR_*` passed to map and unmap calls.
-    pub attrs: DmaAttrs,
-}
-
-/// A forwarding loop: packets received, routed and transmitted by an ixgbe-style driver.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Forwarding {
-    pub packets: u64,
-    /// Frame length without FCS (60 for the smallest Ethernet frame).
-    pub packet_bytes: u32,
-    /// Receive descriptors (and receive buffers) per ring.
-    pub rx_ring: u32,
-    /// Share of received pages the driver can hand back to the device (ixgbe's page reuse).
-    pub rx_reuse_percent: u32,
-    /// CPUs routing in parallel, each with its own queue pair: packets per second = cpus / CPU
-    /// time per packet.
-    pub cpus: u32,
-}
-
-/// A map/unmap sweep through the swiotlb bounce pool, from several CPUs in turn.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Bounce {
-    /// Mapping sizes, each at most 256 KiB (one segment).
-    pub sizes: Vec<u64>,
-    pub direction: DmaDirection,
-    pub iterations: u32,
-    /// CPUs mapping at once, interleaved round robin (the model has one clock).
-    pub cpus: u32,
-    /// Mappings each CPU holds before unmapping them.
-    pub in_flight: u32,
+/// What a kind's parser may need from the shared sections.
+pub(crate) struct Shared<'a> {
+    pub(crate) profile: &'a Profile,
+    pub(crate) iommu: Option<&'a IommuConfig>,
 }
 
 /// What a scenario does.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Workload {
-    Streaming(Streaming),
-    Forwarding(Forwarding),
-    Bounce(Bounce),
+    Streaming(streaming::Streaming),
+    Forwarding(forwarding::Forwarding),
+    Bounce(bounce::Bounce),
+    IommuSweep(iommu::Sweep),
+    IommuOps(iommu::Ops),
 }
 
 impl Workload {
@@ -224,9 +110,26 @@ impl Workload {
             Workload::Streaming(_) => "streaming",
             Workload::Forwarding(_) => "forwarding",
             Workload::Bounce(_) => "bounce",
+            Workload::IommuSweep(_) => "iommu_sweep",
+            Workload::IommuOps(_) => "iommu_ops",
         }
     }
+
+    /// Whether the workload drives a device through the DMA API (and so needs `[device]`).
+    pub fn uses_dma_api(&self) -> bool {
+        !matches!(self, Workload::IommuSweep(_) | Workload::IommuOps(_))
+    }
+
+    /// Whether the device's ops need a swiotlb pool.
+    pub fn uses_swiotlb(&self) -> bool {
+        matches!(self, Workload::Forwarding(_) | Workload::Bounce(_))
+    }
 }
+
+// Re-exported under their old paths: the kinds' types.
+pub use bounce::Bounce;
+pub use forwarding::{Forwarding, IXGBE_RX_BUFSZ};
+pub use streaming::{Calls, Streaming};
 
 /// The swiotlb pool a scenario sets up (`[swiotlb]`; defaults: 64 MiB, not forced, areas as the
 /// release has them).
@@ -234,8 +137,8 @@ impl Workload {
 pub struct SwiotlbSpec {
     pub size: u64,
     pub force: bool,
-    /// `None`: the release's default (one pool lock before 6.0; one area per CPU, rounded up to
-    /// a power of two, from 6.0).
+    /// `None`: the release's default (one pool lock with 3.6's rules; one area per CPU, rounded
+    /// up to a power of two, with 6.0's).
     pub areas: Option<u32>,
 }
 
@@ -252,6 +155,31 @@ impl Default for SwiotlbSpec {
 /// Largest swiotlb pool a scenario may set up (the model keeps a slot table entry per 2 KiB).
 pub const MAX_SWIOTLB: u64 = 1 << 30;
 
+/// Where a setting came from: a line of the scenario file, or the command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Origin {
+    File(Option<usize>),
+    Argument,
+}
+
+/// One `policy.key = value` of the file or `--policy key=value` of the command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct PolicyOverride {
+    key: String,
+    value: String,
+    origin: Origin,
+}
+
+/// Lines of the keys that checks after an override may blame.
+#[derive(Clone, Debug, Default)]
+struct Lines {
+    platform: Option<usize>,
+    kernel: Option<usize>,
+    areas: Option<usize>,
+    smmu: Option<usize>,
+    kind: Option<usize>,
+}
+
 /// A checked scenario, ready to run.
 #[derive(Clone, Debug)]
 pub struct Scenario {
@@ -259,33 +187,58 @@ pub struct Scenario {
     /// The file it was read from, for messages.
     pub file: String,
     pub profile: Profile,
+    /// The release whose presets apply, and where it was set.
+    pub kernel: KernelVersion,
+    kernel_origin: Origin,
+    /// The policies in effect: the release's presets for this platform, then the overrides.
     pub policies: Policies,
+    overrides: Vec<PolicyOverride>,
     pub device: crate::device::Device,
-    pub workload: Workload,
     pub swiotlb: SwiotlbSpec,
+    /// The IOMMU domain the device (or an IOMMU workload) maps through.
+    pub iommu: Option<IommuConfig>,
+    /// Whether `iommu.smmu` was given; if not, the platform's `[smmu]` decides.
+    smmu_given: bool,
+    pub workload: Workload,
+    lines: Lines,
 }
 
-impl Scenario {
-    /// The streaming workload, if that is what this scenario runs.
-    pub fn streaming(&self) -> Option<&Streaming> {
-        match &self.workload {
-            Workload::Streaming(w) => Some(w),
-            _ => None,
-        }
-    }
-
-    pub fn streaming_mut(&mut self) -> Option<&mut Streaming> {
-        match &mut self.workload {
-            Workload::Streaming(w) => Some(w),
-            _ => None,
-        }
-    }
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SharedFile {
+    scenario: ScenarioSection,
+    device: Option<DeviceSection>,
+    swiotlb: Option<SwiotlbSection>,
+    iommu: Option<iommu::IommuSection>,
 }
 
-/// Largest buffer a streaming scenario may ask for: the model keeps the list in memory.
-pub const MAX_BUFFER: u64 = 64 << 30;
-/// Most sg entries a list may have (the model holds every entry; 4M entries is 16 GiB of pages).
-pub const MAX_ENTRIES: u64 = 1 << 22;
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScenarioSection {
+    name: String,
+    platform: Spanned<String>,
+    kernel: Option<Spanned<toml::Value>>,
+    #[serde(default)]
+    policy: BTreeMap<String, Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DeviceSection {
+    name: String,
+    coherent: bool,
+    dma_mask_bits: Spanned<i64>,
+    numa_node: Option<Spanned<i64>>,
+}
+
+/// `[swiotlb]`: the bounce pool as `swiotlb=` on the kernel command line would set it up.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SwiotlbSection {
+    size: Option<Spanned<toml::Value>>,
+    force: Option<bool>,
+    areas: Option<Spanned<i64>>,
+}
 
 /// Where a value being checked came from, so errors can name the file, line and key.
 pub(crate) struct Ctx<'a> {
@@ -294,53 +247,50 @@ pub(crate) struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    /// The `[scenario]` section's platform: a built-in name, or a profile path relative to `dir`.
-    pub(crate) fn profile(
-        &self,
-        sec: &ScenarioSection,
-        dir: &std::path::Path,
-    ) -> Result<Profile, InputError> {
-        let pname = sec.platform.get_ref();
-        match Profile::load(pname) {
-            Ok(p) => Ok(p),
-            Err(e) if e.file == "<argument>" => {
-                let rel = dir.join(pname);
-                if rel.exists() {
-                    Profile::load(&rel.to_string_lossy())
-                } else {
-                    Err(self.err(sec.platform.span(), "scenario.platform", e.message))
-                }
-            }
-            Err(e) => Err(e),
-        }
+    pub(crate) fn line(&self, span: std::ops::Range<usize>) -> usize {
+        crate::input::line_of(self.text, span.start)
     }
 
-    /// The `[scenario]` section's kernel preset with its policy overrides applied.
-    pub(crate) fn policies(&self, sec: &ScenarioSection) -> Result<Policies, InputError> {
-        let kernel = match &sec.kernel {
-            None => LATEST,
-            Some(k) => KernelVersion::parse(k.get_ref()).ok_or_else(|| {
-                self.err(
-                    k.span(),
-                    "scenario.kernel",
-                    format!(
-                        "expected a release such as \"7.1\", found \"{}\"",
-                        k.get_ref()
-                    ),
-                )
-            })?,
-        };
-        let mut policies = Policies::preset(kernel);
-        for (k, v) in &sec.policy {
-            policies
-                .set(k, v.get_ref())
-                .map_err(|m| self.err(v.span(), &format!("scenario.policy.{k}"), m))?;
+    /// Read a kind's `[workload]` section into its own type (unknown keys are that kind's).
+    pub(crate) fn section<T: serde::de::DeserializeOwned>(
+        &self,
+        v: Spanned<toml::de::DeValue>,
+    ) -> Result<T, InputError> {
+        from_section(self.file, self.text, "workload", v)
+    }
+
+    /// The `[scenario]` section's platform: a built-in name, or a profile path relative to the
+    /// scenario file's directory (never to the current directory).
+    fn profile(&self, sec: &ScenarioSection, dir: &std::path::Path) -> Result<Profile, InputError> {
+        let pname = sec.platform.get_ref();
+        if pname.trim().is_empty() {
+            return Err(self.err(
+                sec.platform.span(),
+                "scenario.platform",
+                "empty: give a built-in platform (see `dmasim platforms`) or a profile file",
+            ));
         }
-        Ok(policies)
+        if crate::platform::is_builtin(pname) {
+            return Profile::load(pname);
+        }
+        let rel = dir.join(pname);
+        if rel.is_file() {
+            Profile::load(&rel.to_string_lossy())
+        } else {
+            let known = crate::platform::builtin_names();
+            Err(self.err(
+                sec.platform.span(),
+                "scenario.platform",
+                format!(
+                    "`{pname}` is neither a built-in platform ({}) nor a profile file next to this scenario",
+                    known.join(", ")
+                ),
+            ))
+        }
     }
 
     /// An integer key that must lie in `range`.
-    fn int(
+    pub(crate) fn int(
         &self,
         v: &Spanned<i64>,
         key: &str,
@@ -357,7 +307,7 @@ impl Ctx<'_> {
         Ok(x as u64)
     }
 
-    fn direction(&self, d: &Spanned<String>) -> Result<DmaDirection, InputError> {
+    pub(crate) fn direction(&self, d: &Spanned<String>) -> Result<DmaDirection, InputError> {
         let direction = DmaDirection::parse(d.get_ref()).ok_or_else(|| {
             self.err(
                 d.span(),
@@ -403,6 +353,15 @@ impl Ctx<'_> {
             )),
         }
     }
+
+    /// A required key of a kind's section that is missing: blamed on the `kind` line.
+    pub(crate) fn missing(&self, kind: &Spanned<String>, key: &str, what: &str) -> InputError {
+        self.err(
+            kind.span(),
+            &format!("workload.{key}"),
+            format!("missing: {what}"),
+        )
+    }
 }
 
 impl Scenario {
@@ -418,428 +377,411 @@ impl Scenario {
     }
 
     pub fn parse(file: &str, text: &str, dir: &std::path::Path) -> Result<Scenario, InputError> {
-        let f: ScenarioFile = parse_toml(file, text)?;
         let c = Ctx { file, text };
+        let doc = parse_document(file, text)?;
+        let doc_span = doc.span();
+        let mut table = doc.into_inner();
+        let workload = table.remove("workload");
+        let f: SharedFile = from_table(file, text, Spanned::new(doc_span.clone(), table))?;
+        let Some(workload) = workload else {
+            return Err(InputError::at(
+                file,
+                text,
+                Some(doc_span),
+                "workload",
+                "missing: a [workload] section with its `kind`",
+            ));
+        };
 
         let profile = c.profile(&f.scenario, dir)?;
-        let policies = c.policies(&f.scenario)?;
-
-        let bits = *f.device.dma_mask_bits.get_ref();
-        if !(12..=64).contains(&bits) {
-            return Err(c.err(
-                f.device.dma_mask_bits.span(),
-                "device.dma_mask_bits",
-                format!("must be 12..=64, found {bits}"),
-            ));
-        }
-        let mut device = crate::device::Device::new(&f.device.name, f.device.coherent, bits as u32);
-        if let Some(n) = &f.device.numa_node {
-            let v = *n.get_ref();
-            if !(0..=1023).contains(&v) {
-                return Err(c.err(
-                    n.span(),
-                    "device.numa_node",
-                    format!("must be 0..=1023, found {v}"),
-                ));
+        let mut lines = Lines {
+            platform: Some(c.line(f.scenario.platform.span())),
+            ..Lines::default()
+        };
+        let (kernel, kernel_origin) = match &f.scenario.kernel {
+            None => (LATEST, Origin::File(None)),
+            Some(k) => {
+                let line = c.line(k.span());
+                lines.kernel = Some(line);
+                let v = match k.get_ref() {
+                    toml::Value::String(s) => KernelVersion::parse(s),
+                    toml::Value::Float(x) => Err(format!(
+                        "write the release as a string, kernel = \"{x}\": as a number, 7.10 would read as 7.1"
+                    )),
+                    other => Err(format!(
+                        "expected a release such as \"7.1\", found {other}"
+                    )),
+                }
+                .map_err(|m| c.err(k.span(), "scenario.kernel", m))?;
+                (v, Origin::File(Some(line)))
             }
-            device.numa_node = Some(v as u32);
-        }
+        };
+        let overrides = f
+            .scenario
+            .policy
+            .iter()
+            .map(|(k, v)| PolicyOverride {
+                key: k.clone(),
+                value: v.get_ref().clone(),
+                origin: Origin::File(Some(c.line(v.span()))),
+            })
+            .collect();
 
-        let w = &f.workload;
-        let Some((kind, keys)) = KIND_KEYS.iter().find(|(k, _)| k == w.kind.get_ref()) else {
-            let kinds: Vec<&str> = KIND_KEYS.iter().map(|k| k.0).collect();
+        let iommu_cfg = match &f.iommu {
+            Some(sec) => {
+                let (cfg, given) = iommu::parse_section(&c, sec, &profile)?;
+                if let Some(s) = &sec.smmu {
+                    lines.smmu = Some(c.line(s.span()));
+                }
+                Some((cfg, given))
+            }
+            None => None,
+        };
+
+        // The workload's kind picks the section's reader.
+        let kind_v = workload
+            .get_ref()
+            .get("kind")
+            .ok_or_else(|| {
+                c.err(
+                    workload.span(),
+                    "workload.kind",
+                    "missing: which workload, one of the kinds in docs/scenarios.md",
+                )
+            })?
+            .clone();
+        let kind_name = kind_v.get_ref().as_str().unwrap_or("");
+        lines.kind = Some(c.line(kind_v.span()));
+        let Some(kind) = KINDS.iter().find(|k| k.name == kind_name) else {
+            let kinds: Vec<&str> = KINDS.iter().map(|k| k.name).collect();
             return Err(c.err(
-                w.kind.span(),
+                kind_v.span(),
                 "workload.kind",
                 format!(
-                    "unknown workload kind `{}`; known kinds: {}",
-                    w.kind.get_ref(),
+                    "unknown workload kind `{kind_name}`; known kinds: {}",
                     kinds.join(", ")
                 ),
             ));
         };
-        for (key, span) in w.present_keys() {
-            if !keys.contains(&key) {
-                return Err(c.err(
-                    span,
-                    &format!("workload.{key}"),
+        let shared = Shared {
+            profile: &profile,
+            iommu: iommu_cfg.as_ref().map(|(cfg, _)| cfg),
+        };
+        let w = (kind.parse)(&c, workload, &shared)?;
+
+        let device = match (&f.device, w.uses_dma_api()) {
+            (Some(d), true) => device(&c, d)?,
+            (None, true) => {
+                return Err(InputError::at(
+                    file,
+                    text,
+                    Some(doc_span),
+                    "device",
                     format!(
-                        "not a key of a {kind} workload; its keys are: kind, {}",
-                        keys.join(", ")
+                        "missing: a {} workload drives a device; give a [device] section",
+                        w.kind()
                     ),
                 ));
             }
-        }
-        let workload = match *kind {
-            "streaming" => Workload::Streaming(streaming(&c, w)?),
-            "forwarding" => Workload::Forwarding(forwarding(&c, w, &profile)?),
-            _ => Workload::Bounce(bounce(&c, w)?),
+            (Some(_), false) => {
+                return Err(InputError::at(
+                    file,
+                    text,
+                    Some(kind_v.span()),
+                    "device",
+                    format!(
+                        "a {} workload calls the iommu core directly, with no device: remove [device], or use a streaming workload to drive a device through iommu-dma",
+                        w.kind()
+                    ),
+                ));
+            }
+            (None, false) => crate::device::Device::new("iommu-core", true, 64),
         };
-        let swiotlb = swiotlb_spec(&c, f.swiotlb.as_ref())?;
 
-        let s = Scenario {
+        let swiotlb = match &f.swiotlb {
+            Some(sec) => {
+                if !w.uses_swiotlb() {
+                    return Err(InputError::at(
+                        file,
+                        text,
+                        Some(kind_v.span()),
+                        "swiotlb",
+                        format!(
+                            "a {} workload sets up no bounce pool; [swiotlb] applies to forwarding and bounce workloads",
+                            w.kind()
+                        ),
+                    ));
+                }
+                if let Some(a) = &sec.areas {
+                    lines.areas = Some(c.line(a.span()));
+                }
+                swiotlb_spec(&c, sec)?
+            }
+            None => SwiotlbSpec::default(),
+        };
+
+        let (iommu, smmu_given) = match iommu_cfg {
+            Some((cfg, given)) => (Some(cfg), given),
+            None => (None, false),
+        };
+        let mut s = Scenario {
             name: f.scenario.name,
             file: file.to_string(),
+            policies: Policies::preset(
+                kernel,
+                &Target::of(&profile, iommu.is_some(), w.uses_swiotlb()),
+            ),
             profile,
-            policies,
+            kernel,
+            kernel_origin,
+            overrides,
             device,
-            workload,
             swiotlb,
+            iommu,
+            smmu_given,
+            workload: w,
+            lines,
         };
-        if let Err((key, msg)) = s.consistency() {
-            let span = match key {
-                "swiotlb.areas" => f
-                    .swiotlb
-                    .as_ref()
-                    .and_then(|x| x.areas.as_ref())
-                    .map(|a| a.span()),
-                "scenario.platform" => Some(f.scenario.platform.span()),
-                "workload.cpus" => w.cpus.as_ref().map(|x| x.span()),
-                _ => None,
-            }
-            .unwrap_or(w.kind.span());
-            return Err(c.err(span, key, msg));
-        }
-        s.check_profile()?;
+        s.resolve()?;
         Ok(s)
     }
 
-    /// Checks between sections that an override (`--platform`, `--kernel`) can break: the key to
-    /// blame and why.
-    fn consistency(&self) -> Result<(), (&'static str, String)> {
-        let pre_areas = self.policies.kernel < KernelVersion(6, 0);
+    /// What presets and policy checks depend on.
+    pub fn target(&self) -> Target {
+        Target::of(
+            &self.profile,
+            self.iommu.is_some(),
+            self.workload.uses_swiotlb(),
+        )
+    }
+
+    /// Run on another platform (`--platform`): presets follow the new hardware.
+    pub fn set_platform(&mut self, name: &str) -> Result<(), InputError> {
+        self.profile = Profile::load(name)?;
+        self.lines.platform = None;
+        self.resolve()
+    }
+
+    /// Run under another release (`--kernel`): its presets, then the policy overrides again.
+    pub fn set_kernel(&mut self, kernel: KernelVersion) -> Result<(), InputError> {
+        self.kernel = kernel;
+        self.kernel_origin = Origin::Argument;
+        self.resolve()
+    }
+
+    /// `--kernel` as the user typed it.
+    pub fn set_kernel_str(&mut self, k: &str) -> Result<(), InputError> {
+        let v = KernelVersion::parse(k)
+            .map_err(|m| InputError::new("<argument>", format!("--kernel: {m}")))?;
+        self.set_kernel(v)
+    }
+
+    /// Override policies (`--policy key=value[,key=value]`), after the file's own.
+    pub fn set_policies(&mut self, spec: &str) -> Result<(), InputError> {
+        let pairs = Policies::parse_overrides(spec)
+            .map_err(|m| InputError::new("<argument>", format!("--policy: {m}")))?;
+        for (key, value) in pairs {
+            self.overrides.push(PolicyOverride {
+                key,
+                value,
+                origin: Origin::Argument,
+            });
+        }
+        self.resolve()
+    }
+
+    fn error(&self, origin: &Origin, key: &str, message: String) -> InputError {
+        match origin {
+            Origin::File(line) => InputError {
+                file: self.file.clone(),
+                line: *line,
+                key: Some(key.to_string()),
+                message,
+            },
+            Origin::Argument => InputError {
+                file: "<argument>".to_string(),
+                line: None,
+                key: Some(key.to_string()),
+                message,
+            },
+        }
+    }
+
+    /// Presets for the release on this platform, then every override, each checked against the
+    /// registry and the target; then the checks between sections.
+    fn resolve(&mut self) -> Result<(), InputError> {
+        if let Workload::Forwarding(_) = self.workload
+            && self.profile.arch() != Arch::X86_64
+        {
+            return Err(self.error(
+                &Origin::File(self.lines.platform),
+                "scenario.platform",
+                format!(
+                    "a forwarding workload models ixgbe on 2012 x86-64; platform `{}` is {}",
+                    self.profile.name(),
+                    self.profile.arch().name()
+                ),
+            ));
+        }
+        let t = self.target();
+        let oldest = KernelVersion::oldest_for(t.arch);
+        if self.kernel < oldest {
+            return Err(self.error(
+                &self.kernel_origin,
+                "scenario.kernel",
+                format!(
+                    "Linux {} cannot run on platform `{}`: {} support was merged in {oldest}",
+                    self.kernel,
+                    self.profile.name(),
+                    t.arch.name()
+                ),
+            ));
+        }
+        let mut p = Policies::preset(self.kernel, &t);
+        for o in &self.overrides {
+            let key = match o.origin {
+                Origin::File(_) => format!("scenario.policy.{}", o.key),
+                Origin::Argument => format!("--policy {}", o.key),
+            };
+            let d = crate::policy::def(&o.key).map_err(|m| self.error(&o.origin, &key, m))?;
+            d.applies(&t).map_err(|why| {
+                self.error(
+                    &o.origin,
+                    &key,
+                    format!("policy `{}` does not apply to this scenario: {why}", o.key),
+                )
+            })?;
+            p.set(&o.key, &o.value)
+                .map_err(|m| self.error(&o.origin, &key, m))?;
+        }
+        self.policies = p;
+        self.check()
+    }
+
+    /// Checks between sections that an override (`--platform`, `--kernel`, `--policy`) can
+    /// break, and the profile's coverage of every operation the run will price.
+    fn check(&mut self) -> Result<(), InputError> {
+        let file = |line: Option<usize>| Origin::File(line);
         if let Some(n) = self.swiotlb.areas
             && n != 1
-            && (pre_areas || matches!(self.workload, Workload::Forwarding(_)))
+            && (self.policies.swiotlb_rules == crate::dma::swiotlb::Release::Linux3_6)
         {
-            return Err((
+            return Err(self.error(
+                &file(self.lines.areas),
                 "swiotlb.areas",
                 format!(
-                    "{n} areas, but swiotlb before Linux 6.0 (here {}) has one pool lock and no areas",
-                    self.policies.kernel
+                    "{n} areas, but swiotlb under 3.6's rules (Linux {}, swiotlb_rules={}) has one pool lock and no areas; areas came with 6.0",
+                    self.kernel,
+                    crate::policy::Choice::name(self.policies.swiotlb_rules)
                 ),
             ));
         }
         match &self.workload {
-            Workload::Forwarding(_) if self.profile.arch() != crate::platform::Arch::X86_64 => {
-                Err((
-                    "scenario.platform",
+            Workload::Forwarding(f) if f.cpus == 0 => {
+                return Err(self.error(
+                    &file(self.lines.kind),
+                    "workload.cpus",
                     format!(
-                        "a forwarding workload runs the 2012 x86-64 swiotlb_dma_ops; platform `{}` is {}",
-                        self.profile.name(),
-                        self.profile.arch().name()
+                        "missing: platform `{}` has no `platform.cpus`, so the scenario must say how many CPUs route",
+                        self.profile.name()
                     ),
-                ))
+                ));
             }
-            Workload::Forwarding(f) if f.cpus == 0 => Err((
-                "workload.cpus",
-                format!(
-                    "missing: platform `{}` has no `platform.cpus`, so the scenario must say how many CPUs route",
-                    self.profile.name()
-                ),
-            )),
-            _ => Ok(()),
-        }
-    }
-
-    /// The profile must price every operation this scenario's arch layer can issue, and the
-    /// sections must agree with each other (checked again after command-line overrides).
-    pub fn check_profile(&self) -> Result<(), InputError> {
-        if let Err((key, msg)) = self.consistency() {
-            return Err(InputError {
-                file: self.file.clone(),
-                line: None,
-                key: Some(key.to_string()),
-                message: msg,
-            });
+            Workload::Forwarding(_) | Workload::Bounce(_) if self.iommu.is_some() => {
+                return Err(self.error(
+                    &file(self.lines.kind),
+                    "iommu",
+                    format!(
+                        "a {} workload's device does not sit behind an IOMMU in this model; remove [iommu]",
+                        self.workload.kind()
+                    ),
+                ));
+            }
+            _ => {}
         }
         if let Workload::Bounce(_) = self.workload {
             self.profile.require_copy("a bounce workload")?;
         }
-        let arch = run::arch_for(&self.profile, &self.policies);
-        self.profile
-            .require_ops(arch.required_ops(), &format!("{} dma-direct", arch.name()))
-    }
-}
-
-impl WorkloadSection {
-    /// The keys given, with where they are.
-    fn present_keys(&self) -> Vec<(&'static str, std::ops::Range<usize>)> {
-        let mut v = Vec::new();
-        macro_rules! key {
-            ($($f:ident),*) => {$(
-                if let Some(x) = &self.$f {
-                    v.push((stringify!($f), x.span()));
-                }
-            )*};
-        }
-        key!(
-            buffer,
-            entry,
-            entries,
-            calls,
-            attrs,
-            direction,
-            iterations,
-            packets,
-            packet_bytes,
-            rx_ring,
-            rx_reuse_percent,
-            cpus,
-            sizes,
-            in_flight
-        );
-        v
-    }
-}
-
-fn missing(c: &Ctx, w: &WorkloadSection, key: &str, what: &str) -> InputError {
-    c.err(
-        w.kind.span(),
-        &format!("workload.{key}"),
-        format!("missing: {what}"),
-    )
-}
-
-fn streaming(c: &Ctx, w: &WorkloadSection) -> Result<Streaming, InputError> {
-    let buffer = w
-        .buffer
-        .as_ref()
-        .ok_or_else(|| missing(c, w, "buffer", "the buffer size, e.g. \"10M\""))?;
-    let buffer_bytes = c.size(buffer.get_ref(), buffer.span(), "workload.buffer")?;
-    if buffer_bytes > MAX_BUFFER {
-        return Err(c.err(
-            buffer.span(),
-            "workload.buffer",
-            format!("at most {MAX_BUFFER} bytes"),
-        ));
-    }
-    let entry_bytes: Vec<u32> = match (&w.entry, &w.entries) {
-        (Some(e), None) => vec![c.size(e.get_ref(), e.span(), "workload.entry")?],
-        (None, Some(list)) if !list.get_ref().is_empty() => list
-            .get_ref()
-            .iter()
-            .map(|v| c.size(v, list.span(), "workload.entries"))
-            .collect::<Result<_, _>>()?,
-        (None, Some(list)) => {
-            return Err(c.err(list.span(), "workload.entries", "must not be empty"));
-        }
-        (Some(e), Some(_)) => {
-            return Err(c.err(
-                e.span(),
-                "workload.entry",
-                "give `entry` or `entries`, not both",
-            ));
-        }
-        (None, None) => {
-            return Err(c.err(
-                w.kind.span(),
-                "workload.entry",
-                "missing: give `entry` (one size) or `entries` (a list)",
-            ));
-        }
-    }
-    .into_iter()
-    .map(|n| u32::try_from(n).ok().filter(|&n| n <= 1 << 30))
-    .collect::<Option<_>>()
-    .ok_or_else(|| {
-        c.err(
-            w.entry.as_ref().map(|e| e.span()).unwrap_or(w.kind.span()),
-            "workload.entry",
-            "an sg entry is at most 1 GiB",
-        )
-    })?;
-    let smallest = u64::from(*entry_bytes.iter().min().unwrap_or(&1));
-    if buffer_bytes / smallest.max(1) > MAX_ENTRIES {
-        return Err(c.err(
-            buffer.span(),
-            "workload.buffer",
-            format!("{buffer_bytes} bytes in entries of {smallest} bytes is more than {MAX_ENTRIES} sg entries"),
-        ));
-    }
-    let d = w
-        .direction
-        .as_ref()
-        .ok_or_else(|| missing(c, w, "direction", "bidirectional, to_device or from_device"))?;
-    let direction = c.direction(d)?;
-    let calls_v = w.calls.as_ref().ok_or_else(|| {
-        missing(
-            c,
-            w,
-            "calls",
-            &format!("one of {}", Calls::NAMES.join(", ")),
-        )
-    })?;
-    let calls = Calls::parse(calls_v.get_ref()).ok_or_else(|| {
-        c.err(
-            calls_v.span(),
-            "workload.calls",
-            format!(
-                "unknown calls `{}`; choose one of: {}",
-                calls_v.get_ref(),
-                Calls::NAMES.join(", ")
-            ),
-        )
-    })?;
-    let it = w
-        .iterations
-        .as_ref()
-        .ok_or_else(|| missing(c, w, "iterations", "1..=1000000"))?;
-    let iterations = c.int(it, "workload.iterations", 1..=1_000_000)? as u32;
-
-    let mut attrs = DmaAttrs::NONE;
-    if let Some(list) = &w.attrs {
-        for a in list.get_ref() {
-            match a.as_str() {
-                "skip_cpu_sync" | "DMA_ATTR_SKIP_CPU_SYNC" => {
-                    attrs = attrs.union(DmaAttrs::SKIP_CPU_SYNC)
-                }
-                _ => {
-                    return Err(c.err(
-                        list.span(),
-                        "workload.attrs",
-                        format!("unknown attribute `{a}`; known: skip_cpu_sync"),
-                    ));
-                }
-            }
-        }
-    }
-    Ok(Streaming {
-        buffer_bytes,
-        entry_bytes,
-        direction,
-        calls,
-        iterations,
-        attrs,
-    })
-}
-
-/// Largest ixgbe receive buffer: half a 4 KiB page (`ixgbe_rx_bufsz()` of 3.6 without jumbo).
-pub const IXGBE_RX_BUFSZ: u64 = 2048;
-
-fn forwarding(c: &Ctx, w: &WorkloadSection, profile: &Profile) -> Result<Forwarding, InputError> {
-    let packets = w.packets.as_ref().ok_or_else(|| {
-        missing(
-            c,
-            w,
-            "packets",
-            "how many packets to forward, 1..=100000000",
-        )
-    })?;
-    let packets = c.int(packets, "workload.packets", 1..=100_000_000)?;
-    let packet_bytes = match &w.packet_bytes {
-        Some(b) => c.int(b, "workload.packet_bytes", 60..=IXGBE_RX_BUFSZ as i64)? as u32,
-        None => 60,
-    };
-    let rx_ring = match &w.rx_ring {
-        Some(r) => {
-            let n = c.int(r, "workload.rx_ring", 64..=4096)?;
-            if n % 8 != 0 {
-                return Err(c.err(
-                    r.span(),
-                    "workload.rx_ring",
-                    format!(
-                        "must be a multiple of 8 (IXGBE_REQ_RX_DESCRIPTOR_MULTIPLE), found {n}"
+        if let Some(cfg) = self.iommu.as_mut() {
+            let Some(p) = iommu::platform_smmu(&self.profile) else {
+                return Err(InputError {
+                    file: self.profile.origin.clone(),
+                    line: None,
+                    key: Some("smmu".into()),
+                    message: format!(
+                        "missing, but scenario `{}` drives an SMMU: the platform must price its operations",
+                        self.name
                     ),
-                ));
+                });
+            };
+            if !self.smmu_given {
+                cfg.smmu = p;
+            } else if p.kind() != cfg.smmu.kind() {
+                let msg = format!(
+                    "{} does not match the platform `{}`, whose [smmu] is {}",
+                    cfg.smmu.name(),
+                    self.profile.name(),
+                    p.name()
+                );
+                return Err(self.error(&file(self.lines.smmu), "iommu.smmu", msg));
             }
-            n as u32
         }
-        None => 512,
-    };
-    let rx_reuse_percent = match &w.rx_reuse_percent {
-        Some(r) => c.int(r, "workload.rx_reuse_percent", 0..=100)? as u32,
-        None => 100,
-    };
-    let cpus = match &w.cpus {
-        Some(n) => c.int(n, "workload.cpus", 1..=4096)? as u32,
-        // 0 = not given and the profile has none: reported by `consistency`.
-        None => profile.cpus.unwrap_or(0),
-    };
-    Ok(Forwarding {
-        packets,
-        packet_bytes,
-        rx_ring,
-        rx_reuse_percent,
-        cpus,
-    })
+        let arch = crate::setup::arch_dma(&self.profile, &self.policies);
+        if self.workload.uses_dma_api() {
+            self.profile
+                .require_ops(arch.required_ops(), &format!("{} dma-direct", arch.name()))?;
+        } else if self.iommu.is_some_and(|c| !c.coherent_walk) {
+            self.profile.require_ops(
+                arch.required_ops(),
+                "a non-coherent SMMU table walker (PTE cleaning)",
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The streaming workload, if that is what this scenario runs.
+    pub fn streaming(&self) -> Option<&Streaming> {
+        match &self.workload {
+            Workload::Streaming(w) => Some(w),
+            _ => None,
+        }
+    }
+
+    pub fn streaming_mut(&mut self) -> Option<&mut Streaming> {
+        match &mut self.workload {
+            Workload::Streaming(w) => Some(w),
+            _ => None,
+        }
+    }
 }
 
-/// Most memory a bounce workload may hold mapped at once (cpus × in_flight × largest size).
-pub const MAX_BOUNCE_IN_FLIGHT: u64 = 1 << 30;
-
-fn bounce(c: &Ctx, w: &WorkloadSection) -> Result<Bounce, InputError> {
-    let list = w.sizes.as_ref().ok_or_else(|| {
-        missing(
-            c,
-            w,
-            "sizes",
-            "mapping sizes, e.g. [\"512\", \"4K\", \"64K\"]",
-        )
-    })?;
-    if list.get_ref().is_empty() {
-        return Err(c.err(list.span(), "workload.sizes", "must not be empty"));
-    }
-    let max = crate::dma::swiotlb::IO_TLB_MAX_MAPPING;
-    let mut sizes = Vec::new();
-    for v in list.get_ref() {
-        let n = c.size(v, list.span(), "workload.sizes")?;
-        if n > max {
-            return Err(c.err(
-                list.span(),
-                "workload.sizes",
-                format!(
-                    "{n} bytes: swiotlb bounces at most {max} bytes ({} KiB, one segment of {} slots) in one mapping (swiotlb_max_mapping_size)",
-                    max >> 10,
-                    crate::dma::swiotlb::IO_TLB_SEGSIZE
-                ),
-            ));
-        }
-        sizes.push(n);
-    }
-    let d = w
-        .direction
-        .as_ref()
-        .ok_or_else(|| missing(c, w, "direction", "bidirectional, to_device or from_device"))?;
-    let direction = c.direction(d)?;
-    let iterations = match &w.iterations {
-        Some(i) => c.int(i, "workload.iterations", 1..=100_000)? as u32,
-        None => 1,
-    };
-    let cpus = match &w.cpus {
-        Some(n) => c.int(n, "workload.cpus", 1..=256)? as u32,
-        None => 1,
-    };
-    let in_flight = match &w.in_flight {
-        Some(n) => c.int(n, "workload.in_flight", 1..=4096)? as u32,
-        None => 1,
-    };
-    let largest = sizes.iter().copied().max().unwrap_or(0);
-    let held = u64::from(cpus) * u64::from(in_flight) * largest.next_multiple_of(4096);
-    if held > MAX_BOUNCE_IN_FLIGHT {
+fn device(c: &Ctx, d: &DeviceSection) -> Result<crate::device::Device, InputError> {
+    let bits = *d.dma_mask_bits.get_ref();
+    if !(12..=64).contains(&bits) {
         return Err(c.err(
-            w.in_flight.as_ref().map(|x| x.span()).unwrap_or(w.kind.span()),
-            "workload.in_flight",
-            format!(
-                "cpus x in_flight x the largest size is {held} bytes of buffers; at most {MAX_BOUNCE_IN_FLIGHT}"
-            ),
+            d.dma_mask_bits.span(),
+            "device.dma_mask_bits",
+            format!("must be 12..=64, found {bits}"),
         ));
     }
-    Ok(Bounce {
-        sizes,
-        direction,
-        iterations,
-        cpus,
-        in_flight,
-    })
+    let mut device = crate::device::Device::new(&d.name, d.coherent, bits as u32);
+    if let Some(n) = &d.numa_node {
+        let v = *n.get_ref();
+        if !(0..=1023).contains(&v) {
+            return Err(c.err(
+                n.span(),
+                "device.numa_node",
+                format!("must be 0..=1023, found {v}"),
+            ));
+        }
+        device.numa_node = Some(v as u32);
+    }
+    Ok(device)
 }
 
-fn swiotlb_spec(c: &Ctx, sec: Option<&SwiotlbSection>) -> Result<SwiotlbSpec, InputError> {
+fn swiotlb_spec(c: &Ctx, sec: &SwiotlbSection) -> Result<SwiotlbSpec, InputError> {
     use crate::dma::swiotlb::{IO_TLB_MAX_MAPPING, IO_TLB_SEGSIZE, SwiotlbError};
     let mut spec = SwiotlbSpec::default();
-    let Some(sec) = sec else {
-        return Ok(spec);
-    };
     if let Some(v) = &sec.size {
         let n = c.size(v.get_ref(), v.span(), "swiotlb.size")?;
         if !n.is_multiple_of(IO_TLB_MAX_MAPPING) {
@@ -916,7 +858,7 @@ iterations = 3
     fn good_scenario_parses_and_overrides_apply() {
         let s = parse(GOOD).unwrap();
         assert_eq!(s.policies.kernel, KernelVersion(7, 0));
-        assert_eq!(s.policies.sync, "batched");
+        assert_eq!(s.policies.sync, crate::dma::sync_policy::SyncKind::Batched);
         let w = s.streaming().unwrap();
         assert_eq!(w.buffer_bytes, 1 << 20);
         assert_eq!(w.entry_bytes, vec![4096]);

@@ -53,6 +53,14 @@ pub enum Release {
     Linux6_0,
 }
 
+/// The `swiotlb_rules` policy: which release's pool and bounce rules the swiotlb runs.
+impl crate::policy::Choice for Release {
+    const ALL: &'static [Self] = &[Release::Linux3_6, Release::Linux6_0];
+    fn name(self) -> &'static str {
+        Release::name(self)
+    }
+}
+
 impl Release {
     fn search(self) -> Box<dyn FindSlots> {
         match self {

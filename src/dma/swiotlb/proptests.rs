@@ -2,7 +2,7 @@
 //! leave exactly the bytes the kernel promises on each side, and give every slot back.
 
 use super::tests::{HIGH, machine, pattern, read};
-use super::x86_2012::{Swiotlb2012Config, Swiotlb2012Ops, bookkeeping_by_name};
+use super::x86_2012::{Swiotlb2012Config, Swiotlb2012Ops, SwiotlbAddr};
 use super::*;
 use crate::arch::arm64::{Arm64, DirRules};
 use crate::dma::DmaMapOps;
@@ -190,7 +190,7 @@ proptest! {
     ) {
         let mem = machine();
         let r0 = Recorder::new(64);
-        let book = bookkeeping_by_name(&r0, if virt { "virt" } else { "phys" }).unwrap();
+        let book = if virt { SwiotlbAddr::Virt } else { SwiotlbAddr::Phys }.bookkeeping(&r0);
         let o = std::cell::RefCell::new(
             Swiotlb2012Ops::new(&r0, mem.clone(), &Swiotlb2012Config { size: 4 << 20, ..Default::default() }, book).unwrap(),
         );

@@ -127,15 +127,32 @@ impl Bookkeeping for PhysAddrs {
     }
 }
 
-/// The `swiotlb_addr` policy values.
-pub const ADDR_POLICIES: &[&str] = &["virt", "phys"];
+/// The `swiotlb_addr` policy: how the 2012 swiotlb keeps its pool addresses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SwiotlbAddr {
+    /// ≤ 3.6: virtual addresses, translated by `__phys_addr` calls ([`VirtAddrs`]).
+    Virt,
+    /// 3.7: physical addresses ([`PhysAddrs`]).
+    Phys,
+}
 
-/// A bookkeeping policy by name (`virt` ≤ 3.6, `phys` ≥ 3.7).
-pub fn bookkeeping_by_name(hw: &dyn Hw, name: &str) -> Option<Box<dyn Bookkeeping>> {
-    match name {
-        "virt" => Some(Box::new(VirtAddrs::new(hw))),
-        "phys" => Some(Box::new(PhysAddrs)),
-        _ => None,
+impl crate::policy::Choice for SwiotlbAddr {
+    const ALL: &'static [Self] = &[SwiotlbAddr::Virt, SwiotlbAddr::Phys];
+    fn name(self) -> &'static str {
+        match self {
+            SwiotlbAddr::Virt => "virt",
+            SwiotlbAddr::Phys => "phys",
+        }
+    }
+}
+
+impl SwiotlbAddr {
+    /// The bookkeeping implementation, chosen once at setup.
+    pub fn bookkeeping(self, hw: &dyn Hw) -> Box<dyn Bookkeeping> {
+        match self {
+            SwiotlbAddr::Virt => Box::new(VirtAddrs::new(hw)),
+            SwiotlbAddr::Phys => Box::new(PhysAddrs),
+        }
     }
 }
 

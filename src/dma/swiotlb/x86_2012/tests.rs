@@ -16,7 +16,9 @@ fn ops(mem: &SharedPhysMem, policy: &str, size: u64) -> Swiotlb2012Ops {
             size,
             ..Swiotlb2012Config::default()
         },
-        bookkeeping_by_name(&r, policy).unwrap(),
+        <SwiotlbAddr as crate::policy::Choice>::parse(policy)
+            .unwrap()
+            .bookkeeping(&r),
     )
     .unwrap()
 }
@@ -114,7 +116,9 @@ fn below_the_pool_is_swiotlb_buffer_stops_after_one_translation() {
             node: 1,
             force: false,
         },
-        bookkeeping_by_name(&r0, "virt").unwrap(),
+        <SwiotlbAddr as crate::policy::Choice>::parse("virt")
+            .unwrap()
+            .bookkeeping(&r0),
     )
     .unwrap();
     let mut r = Recorder::new(64);
@@ -300,7 +304,9 @@ fn model_time_and_per_symbol_profile_follow_the_calls_made() {
                 size: 1 << 20,
                 ..Swiotlb2012Config::default()
             },
-            bookkeeping_by_name(&m, policy).unwrap(),
+            <SwiotlbAddr as crate::policy::Choice>::parse(policy)
+                .unwrap()
+                .bookkeeping(&m),
         )
         .unwrap();
         let mut m = m;

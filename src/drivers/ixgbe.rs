@@ -1,0 +1,291 @@
+//! ixgbe's per-packet DMA: receive into half pages with page reuse, route, transmit.
+//!
+//! Kernel counterpart: drivers/net/ethernet/intel/ixgbe/ixgbe_main.c as of Linux 3.6 (after
+//! "ixgbe: Replace standard receive path with a page based receive"): `ixgbe_clean_rx_irq`,
+//! `ixgbe_reuse_rx_page`, `ixgbe_alloc_rx_buffers` / `ixgbe_alloc_mapped_page`,
+//! `ixgbe_xmit_frame_ring` → `ixgbe_tx_map`, and `ixgbe_clean_tx_irq`. See
+//! [`crate::scenario::forwarding`] for the calls each packet makes.
+//!
+//! What it models: the rx ring's buffers as real pages, page reuse decided deterministically at
+//! `rx_reuse_percent`, and the routed packet's path through the rest of the stack as one named
+//! cost (`ip_forward_path`). The driver gets a typed config and the device's DMA API handle from
+//! setup; it never sees the scenario.
+//!
+//! Invariants: every charge is made by running the calls; each packet's tx buffer is unmapped in
+//! the iteration it was mapped; a failed rx page mapping at open is the kernel's refusal, returned
+//! as an error, never a panic.
+
+use crate::dma::DmaError;
+use crate::dma::mapping::DmaApi;
+use crate::hw::model::Model;
+use crate::hw::{Hw, SwCost};
+use crate::mm::physmem::{NodeRange, SharedPhysMem};
+use crate::scatterlist::PAGE_SIZE;
+use crate::scenario::calls::CallTimer;
+use crate::setup::Machine;
+use crate::types::{DmaAddr, DmaAttrs, DmaDirection, PhysAddr};
+
+/// Largest ixgbe receive buffer: half a 4 KiB page (`ixgbe_rx_bufsz()` of 3.6 without jumbo).
+pub const IXGBE_RX_BUFSZ: u64 = 2048;
+
+/// What the driver is configured with (ring size, frames, and how often pages come back).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IxgbeConfig {
+    /// Receive descriptors (and receive buffers) per ring.
+    pub rx_ring: u32,
+    /// Frame length without FCS.
+    pub packet_bytes: u32,
+    /// Share of received pages the driver can hand back to the device (page reuse).
+    pub rx_reuse_percent: u32,
+}
+
+/// Below 4 GiB, where swiotlb's pool is allocated at boot (`alloc_bootmem_low_pages`).
+pub const LOW_MEMORY: u64 = 0x1000_0000;
+/// Packet memory: above 4 GiB, and so above the pool.
+pub const HIGH_MEMORY: u64 = 0x1_0000_0000;
+
+/// One receive buffer: a page mapped whole, of which the half at `page_offset` is the device's.
+#[derive(Clone, Copy, Debug)]
+struct RxBuffer {
+    page: PhysAddr,
+    dma: DmaAddr,
+    page_offset: u64,
+}
+
+/// The forwarding loop, set up and ready to forward packets.
+pub struct Forwarder {
+    pub hw: Model,
+    api: DmaApi,
+    mem: SharedPhysMem,
+    rx: Vec<RxBuffer>,
+    next_to_clean: usize,
+    /// Linear skb data areas the routed packets are sent from, cycled.
+    tx: Vec<PhysAddr>,
+    next_tx: usize,
+    packet_bytes: u64,
+    reuse_percent: u32,
+    reuse_acc: u32,
+    route: SwCost,
+    /// Packets forwarded since the ledger was last cleared.
+    pub packets: u64,
+    /// Receive pages mapped by `ixgbe_alloc_rx_buffers` after the ring was filled.
+    pub rx_pages_mapped: u64,
+    /// Packets dropped because a mapping failed (`dma_mapping_error`).
+    pub dropped: u64,
+    pub timer: CallTimer,
+}
+
+impl Forwarder {
+    /// `ixgbe_open`: fill the rx ring with mapped pages (`ixgbe_alloc_rx_buffers`) and set aside
+    /// tx data areas, in node 1 of `m` (above the swiotlb pool). `api` is the device's DMA API as
+    /// setup built it. The set-up is not counted.
+    pub fn new(m: Machine, api: DmaApi, cfg: &IxgbeConfig) -> Result<Forwarder, DmaError> {
+        let Machine { hw, mem } = m;
+        let rx_ring = cfg.rx_ring as usize;
+        let mut fw = Forwarder {
+            route: hw.sw_cost("ip_forward_path"),
+            hw,
+            api,
+            mem,
+            rx: Vec::with_capacity(rx_ring),
+            next_to_clean: 0,
+            tx: Vec::with_capacity(rx_ring),
+            next_tx: 0,
+            packet_bytes: u64::from(cfg.packet_bytes),
+            reuse_percent: cfg.rx_reuse_percent,
+            reuse_acc: 0,
+            packets: 0,
+            rx_pages_mapped: 0,
+            dropped: 0,
+            timer: CallTimer::default(),
+        };
+        for _ in 0..rx_ring {
+            let page = fw.alloc_page()?;
+            let dma = fw.map_rx_page(page)?;
+            fw.rx.push(RxBuffer {
+                page,
+                dma,
+                page_offset: 0,
+            });
+            let data = fw.alloc_page()?;
+            fw.tx.push(data);
+        }
+        fw.clear();
+        Ok(fw)
+    }
+
+    /// Memory the machine needs: the pool below 4 GiB (node 0), the ring's and the tx data
+    /// pages above it (node 1).
+    pub fn memory(cfg: &IxgbeConfig, pool_bytes: u64) -> Vec<NodeRange> {
+        let high = (2 * u64::from(cfg.rx_ring) + 16) * PAGE_SIZE;
+        vec![
+            NodeRange {
+                node: 0,
+                start: PhysAddr(LOW_MEMORY),
+                size: (pool_bytes + (1 << 20)).next_multiple_of(PAGE_SIZE),
+            },
+            NodeRange {
+                node: 1,
+                start: PhysAddr(HIGH_MEMORY),
+                size: high,
+            },
+        ]
+    }
+
+    /// Forget charges, counts and call times (after set-up, or between benchmark runs).
+    pub fn clear(&mut self) {
+        self.hw.clear_ledger();
+        self.timer.clear();
+        self.packets = 0;
+        self.rx_pages_mapped = 0;
+        self.dropped = 0;
+    }
+
+    fn alloc_page(&mut self) -> Result<PhysAddr, DmaError> {
+        self.mem
+            .borrow_mut()
+            .alloc(1, PAGE_SIZE)
+            .map_err(|e| DmaError::MappingError(format!("rx page allocation: {e}")))
+    }
+
+    /// `ixgbe_alloc_mapped_page`: map a whole page for the device, and check the mapping.
+    fn map_rx_page(&mut self, page: PhysAddr) -> Result<DmaAddr, DmaError> {
+        let (api, hw, t) = (&mut self.api, &mut self.hw, &mut self.timer);
+        let dma = t.time(hw, "dma_map_page", |hw| {
+            api.map_page(
+                hw,
+                page,
+                PAGE_SIZE,
+                DmaDirection::FromDevice,
+                DmaAttrs::NONE,
+            )
+        })?;
+        let bad = t.time(hw, "dma_mapping_error", |hw| api.mapping_error(hw, dma));
+        if bad {
+            let pool = self.api.ops.swiotlb_pool();
+            return Err(DmaError::MappingError(format!(
+                "ixgbe_alloc_mapped_page: rx page {page} could not be mapped: dma_mapping_error() (the swiotlb pool has {} of {} slots in use; the rx ring needs two per page when pages bounce — give [swiotlb] a larger size)",
+                pool.map_or(0, |p| p.table.used()),
+                pool.map_or(0, |p| p.nslabs())
+            )));
+        }
+        Ok(dma)
+    }
+
+    /// Whether the page just received into can be handed back (deterministic at the workload's
+    /// reuse percentage).
+    fn reusable(&mut self) -> bool {
+        self.reuse_acc += self.reuse_percent;
+        if self.reuse_acc >= 100 {
+            self.reuse_acc -= 100;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Receive, route and transmit one packet.
+    pub fn forward_one(&mut self) -> Result<(), DmaError> {
+        let i = self.next_to_clean;
+        self.next_to_clean = (i + 1) % self.rx.len();
+        let buf = self.rx[i];
+        let reuse = self.reusable();
+
+        self.hw.enter("ixgbe_clean_rx_irq");
+        {
+            let (api, hw, t) = (&mut self.api, &mut self.hw, &mut self.timer);
+            t.time(hw, "dma_sync_single_for_cpu", |hw| {
+                api.sync_single_for_cpu(
+                    hw,
+                    DmaAddr(buf.dma.0 + buf.page_offset),
+                    IXGBE_RX_BUFSZ,
+                    DmaDirection::FromDevice,
+                )
+            });
+            if reuse {
+                // ixgbe_reuse_rx_page: the other half goes back to the device.
+                let offset = buf.page_offset ^ IXGBE_RX_BUFSZ;
+                self.rx[i].page_offset = offset;
+                t.time(hw, "dma_sync_single_for_device", |hw| {
+                    api.sync_single_for_device(
+                        hw,
+                        DmaAddr(buf.dma.0 + offset),
+                        IXGBE_RX_BUFSZ,
+                        DmaDirection::FromDevice,
+                    )
+                });
+            } else {
+                t.time(hw, "dma_unmap_page", |hw| {
+                    api.unmap_page(
+                        hw,
+                        buf.dma,
+                        PAGE_SIZE,
+                        DmaDirection::FromDevice,
+                        DmaAttrs::NONE,
+                    )
+                });
+            }
+        }
+        self.hw.leave();
+
+        self.hw.enter("ip_forward_path");
+        self.hw.sw(self.route);
+        self.hw.leave();
+
+        let data = self.tx[self.next_tx];
+        self.next_tx = (self.next_tx + 1) % self.tx.len();
+        let len = self.packet_bytes;
+        self.hw.enter("ixgbe_xmit_frame_ring");
+        let mapped = {
+            let (api, hw, t) = (&mut self.api, &mut self.hw, &mut self.timer);
+            let r = t.time(hw, "dma_map_single", |hw| {
+                api.map_page(hw, data, len, DmaDirection::ToDevice, DmaAttrs::NONE)
+            });
+            match r {
+                Ok(dma) => {
+                    let bad = t.time(hw, "dma_mapping_error", |hw| api.mapping_error(hw, dma));
+                    (!bad).then_some(dma)
+                }
+                Err(_) => None,
+            }
+        };
+        self.hw.leave();
+        match mapped {
+            Some(dma) => {
+                self.hw.enter("ixgbe_clean_tx_irq");
+                let (api, hw, t) = (&mut self.api, &mut self.hw, &mut self.timer);
+                t.time(hw, "dma_unmap_single", |hw| {
+                    api.unmap_page(hw, dma, len, DmaDirection::ToDevice, DmaAttrs::NONE)
+                });
+                self.hw.leave();
+            }
+            None => self.dropped += 1,
+        }
+
+        if !reuse {
+            // The stack frees the old page with the skb; ixgbe_alloc_rx_buffers maps a new one.
+            let _ = self.mem.borrow_mut().free(buf.page, PAGE_SIZE);
+            self.hw.enter("ixgbe_alloc_rx_buffers");
+            let page = self.alloc_page();
+            let r = page.and_then(|p| self.map_rx_page(p).map(|d| (p, d)));
+            self.hw.leave();
+            let (page, dma) = r?;
+            self.rx[i] = RxBuffer {
+                page,
+                dma,
+                page_offset: 0,
+            };
+            self.rx_pages_mapped += 1;
+        }
+        self.packets += 1;
+        Ok(())
+    }
+
+    /// Forward `n` packets.
+    pub fn forward(&mut self, n: u64) -> Result<(), DmaError> {
+        for _ in 0..n {
+            self.forward_one()?;
+        }
+        Ok(())
+    }
+}

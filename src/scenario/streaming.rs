@@ -1,0 +1,444 @@
+//! The `streaming` workload: a driver's map/unmap or sync loop over one scatter-gather buffer.
+//!
+//! Kernel counterpart: none — this is the driver loop around the DMA API (`dma_map_sg` /
+//! `dma_unmap_sg`, `dma_sync_sg_for_*`, `dma_map_page` / `dma_unmap_page`, `dma_map_single` /
+//! `dma_unmap_single`) that `dma_map_benchmark` and most block and camera drivers run. The device
+//! gets whatever ops setup gives it: dma-direct, or iommu-dma when the scenario has an `[iommu]`.
+//!
+//! Invariants: each API call's time is the Model clock's advance across it, so per-call means, the
+//! per-stack breakdown and the total all come from the same charges and agree exactly. A call
+//! the modelled kernel refuses is counted with its error, and the loop goes on as a driver
+//! would (a refused map is not unmapped).
+
+use super::calls::{CallTimer, stack_rows};
+use super::{Ctx, Scenario, Shared, Workload};
+use crate::device::Device;
+use crate::hw::Counter;
+use crate::input::InputError;
+use crate::mm::physmem::NodeRange;
+use crate::platform::Arch;
+use crate::policy::{Policies, Target};
+use crate::scatterlist::SgTable;
+use crate::setup::{DmaOpsKind, Machine, SetupError, setup_dma_ops, table_bytes};
+use crate::types::{DmaAttrs, DmaDirection, PhysAddr};
+use serde::Deserialize;
+use toml::Spanned;
+
+pub use super::calls::{CallStat, StackRow};
+
+/// The registry entry of this kind.
+pub const KIND: super::Kind = super::Kind {
+    name: "streaming",
+    summary: "map/unmap or sync loop over one scatter-gather buffer",
+    parse,
+};
+
+/// Where simulated DRAM starts (arm64 SoCs commonly map DRAM at 2 GiB).
+pub const DRAM_BASE: u64 = 0x8000_0000;
+/// Largest buffer a streaming scenario may ask for: the model keeps the list in memory.
+pub const MAX_BUFFER: u64 = 64 << 30;
+/// Most sg entries a list may have (the model holds every entry; 4M entries is 16 GiB of pages).
+pub const MAX_ENTRIES: u64 = 1 << 22;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Section {
+    kind: Spanned<String>,
+    buffer: Option<Spanned<toml::Value>>,
+    entry: Option<Spanned<toml::Value>>,
+    entries: Option<Spanned<Vec<toml::Value>>>,
+    calls: Option<Spanned<String>>,
+    attrs: Option<Spanned<Vec<String>>>,
+    direction: Option<Spanned<String>>,
+    iterations: Option<Spanned<i64>>,
+}
+
+/// Which DMA API calls a streaming workload makes each iteration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Calls {
+    /// `dma_map_sg` then `dma_unmap_sg` of the whole list.
+    MapUnmapSg,
+    /// The list is mapped once; each iteration `dma_sync_sg_for_device` then `dma_sync_sg_for_cpu`.
+    SyncSg,
+    /// Each entry on its own: `dma_map_page` then `dma_unmap_page`.
+    MapUnmapPage,
+    /// Each entry on its own: `dma_map_single` then `dma_unmap_single`.
+    MapUnmapSingle,
+}
+
+impl Calls {
+    pub const NAMES: &[&str] = &[
+        "map_sg+unmap_sg",
+        "sync_sg_for_device+for_cpu",
+        "map_page+unmap_page",
+        "map_single+unmap_single",
+    ];
+
+    pub fn parse(s: &str) -> Option<Calls> {
+        match s {
+            "map_sg+unmap_sg" => Some(Calls::MapUnmapSg),
+            "sync_sg_for_device+for_cpu" | "sync_sg" => Some(Calls::SyncSg),
+            "map_page+unmap_page" => Some(Calls::MapUnmapPage),
+            "map_single+unmap_single" => Some(Calls::MapUnmapSingle),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Calls::MapUnmapSg => Calls::NAMES[0],
+            Calls::SyncSg => Calls::NAMES[1],
+            Calls::MapUnmapPage => Calls::NAMES[2],
+            Calls::MapUnmapSingle => Calls::NAMES[3],
+        }
+    }
+}
+
+/// A streaming loop over one scatter-gather buffer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Streaming {
+    pub buffer_bytes: u64,
+    /// Entry sizes, cycled over the buffer.
+    pub entry_bytes: Vec<u32>,
+    pub direction: DmaDirection,
+    pub calls: Calls,
+    pub iterations: u32,
+    /// `DMA_ATTR_*` passed to map and unmap calls.
+    pub attrs: DmaAttrs,
+}
+
+fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, _shared: &Shared) -> Result<Workload, InputError> {
+    let w: Section = c.section(v)?;
+    let buffer = w
+        .buffer
+        .as_ref()
+        .ok_or_else(|| c.missing(&w.kind, "buffer", "the buffer size, e.g. \"10M\""))?;
+    let buffer_bytes = c.size(buffer.get_ref(), buffer.span(), "workload.buffer")?;
+    if buffer_bytes > MAX_BUFFER {
+        return Err(c.err(
+            buffer.span(),
+            "workload.buffer",
+            format!("at most {MAX_BUFFER} bytes"),
+        ));
+    }
+    let entry_bytes: Vec<u32> = match (&w.entry, &w.entries) {
+        (Some(e), None) => vec![c.size(e.get_ref(), e.span(), "workload.entry")?],
+        (None, Some(list)) if !list.get_ref().is_empty() => list
+            .get_ref()
+            .iter()
+            .map(|v| c.size(v, list.span(), "workload.entries"))
+            .collect::<Result<_, _>>()?,
+        (None, Some(list)) => {
+            return Err(c.err(list.span(), "workload.entries", "must not be empty"));
+        }
+        (Some(e), Some(_)) => {
+            return Err(c.err(
+                e.span(),
+                "workload.entry",
+                "give `entry` or `entries`, not both",
+            ));
+        }
+        (None, None) => {
+            return Err(c.err(
+                w.kind.span(),
+                "workload.entry",
+                "missing: give `entry` (one size) or `entries` (a list)",
+            ));
+        }
+    }
+    .into_iter()
+    .map(|n| u32::try_from(n).ok().filter(|&n| n <= 1 << 30))
+    .collect::<Option<_>>()
+    .ok_or_else(|| {
+        c.err(
+            w.entry.as_ref().map(|e| e.span()).unwrap_or(w.kind.span()),
+            "workload.entry",
+            "an sg entry is at most 1 GiB",
+        )
+    })?;
+    let smallest = u64::from(*entry_bytes.iter().min().unwrap_or(&1));
+    if buffer_bytes / smallest.max(1) > MAX_ENTRIES {
+        return Err(c.err(
+            buffer.span(),
+            "workload.buffer",
+            format!("{buffer_bytes} bytes in entries of {smallest} bytes is more than {MAX_ENTRIES} sg entries"),
+        ));
+    }
+    let d = w.direction.as_ref().ok_or_else(|| {
+        c.missing(
+            &w.kind,
+            "direction",
+            "bidirectional, to_device or from_device",
+        )
+    })?;
+    let direction = c.direction(d)?;
+    let calls_v = w.calls.as_ref().ok_or_else(|| {
+        c.missing(
+            &w.kind,
+            "calls",
+            &format!("one of {}", Calls::NAMES.join(", ")),
+        )
+    })?;
+    let calls = Calls::parse(calls_v.get_ref()).ok_or_else(|| {
+        c.err(
+            calls_v.span(),
+            "workload.calls",
+            format!(
+                "unknown calls `{}`; choose one of: {}",
+                calls_v.get_ref(),
+                Calls::NAMES.join(", ")
+            ),
+        )
+    })?;
+    let it = w
+        .iterations
+        .as_ref()
+        .ok_or_else(|| c.missing(&w.kind, "iterations", "1..=1000000"))?;
+    let iterations = c.int(it, "workload.iterations", 1..=1_000_000)? as u32;
+
+    let mut attrs = DmaAttrs::NONE;
+    if let Some(list) = &w.attrs {
+        for a in list.get_ref() {
+            match a.as_str() {
+                "skip_cpu_sync" | "DMA_ATTR_SKIP_CPU_SYNC" => {
+                    attrs = attrs.union(DmaAttrs::SKIP_CPU_SYNC)
+                }
+                _ => {
+                    return Err(c.err(
+                        list.span(),
+                        "workload.attrs",
+                        format!("unknown attribute `{a}`; known: skip_cpu_sync"),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(Workload::Streaming(Streaming {
+        buffer_bytes,
+        entry_bytes,
+        direction,
+        calls,
+        iterations,
+        attrs,
+    }))
+}
+
+#[derive(Clone, Debug)]
+pub struct RunResult {
+    pub scenario: String,
+    pub platform: String,
+    pub arch: Arch,
+    pub policies: Policies,
+    /// What the policies were resolved for (which of them apply).
+    pub target: Target,
+    pub device: Device,
+    /// Which ops served the device (`dma-direct`, `iommu-dma`, ...).
+    pub dma_ops: String,
+    pub workload: Streaming,
+    pub entries: usize,
+    pub calls: Vec<CallStat>,
+    pub counts: [u64; Counter::N],
+    pub stacks: Vec<StackRow>,
+    pub total_ps: u64,
+}
+
+impl RunResult {
+    pub fn call(&self, name: &str) -> Option<&CallStat> {
+        self.calls.iter().find(|c| c.call == name)
+    }
+
+    pub fn count(&self, c: Counter) -> u64 {
+        self.counts[c as usize]
+    }
+}
+
+/// Run a checked streaming scenario on the Model.
+pub fn run(s: &Scenario, w: &Streaming) -> Result<RunResult, SetupError> {
+    let mut node_size = w.buffer_bytes.next_power_of_two().max(1 << 20) * 2;
+    if s.iommu.is_some() {
+        node_size += table_bytes(w.buffer_bytes);
+    }
+    let mut m = Machine::boot(
+        &s.profile,
+        vec![NodeRange {
+            node: 0,
+            start: PhysAddr(DRAM_BASE),
+            size: node_size,
+        }],
+    );
+    // The driver's buffer first, as it would be allocated before the device is opened.
+    let buf = m
+        .mem
+        .borrow_mut()
+        .alloc(0, w.buffer_bytes)
+        .map_err(|e| SetupError::Swiotlb(format!("buffer allocation: {e}")))?;
+    let mut api = setup_dma_ops(&mut m, s, 1)?;
+    let mut hw = m.hw;
+    hw.clear_ledger();
+    let mut sgt = SgTable::from_contiguous(buf, w.buffer_bytes, &w.entry_bytes);
+    let (dir, attrs) = (w.direction, w.attrs);
+    let mut t = CallTimer::default();
+
+    match w.calls {
+        Calls::MapUnmapSg => {
+            for _ in 0..w.iterations {
+                let mapped = t.time_result(&mut hw, "dma_map_sg", |hw| {
+                    api.map_sg(hw, &mut sgt, dir, attrs)
+                });
+                if mapped.is_some() {
+                    t.time(&mut hw, "dma_unmap_sg", |hw| {
+                        api.unmap_sg(hw, &mut sgt, dir, attrs)
+                    });
+                }
+            }
+        }
+        Calls::SyncSg => {
+            let mapped = t.time_result(&mut hw, "dma_map_sg", |hw| {
+                api.map_sg(hw, &mut sgt, dir, attrs)
+            });
+            if mapped.is_some() {
+                hw.clear_ledger();
+                t.clear();
+                for _ in 0..w.iterations {
+                    t.time(&mut hw, "dma_sync_sg_for_device", |hw| {
+                        api.sync_sg_for_device(hw, &sgt, dir)
+                    });
+                    t.time(&mut hw, "dma_sync_sg_for_cpu", |hw| {
+                        api.sync_sg_for_cpu(hw, &sgt, dir)
+                    });
+                }
+            }
+        }
+        Calls::MapUnmapPage | Calls::MapUnmapSingle => {
+            let single = w.calls == Calls::MapUnmapSingle;
+            let (map, unmap) = if single {
+                ("dma_map_single", "dma_unmap_single")
+            } else {
+                ("dma_map_page", "dma_unmap_page")
+            };
+            let regions: Vec<(PhysAddr, u64)> = sgt
+                .entries
+                .iter()
+                .map(|e| (e.phys(), u64::from(e.length)))
+                .collect();
+            for _ in 0..w.iterations {
+                for &(phys, len) in &regions {
+                    let addr = t.time_result(&mut hw, map, |hw| {
+                        if single {
+                            api.map_single(hw, phys, len, dir, attrs)
+                        } else {
+                            api.map_page(hw, phys, len, dir, attrs)
+                        }
+                    });
+                    if let Some(addr) = addr {
+                        t.time(&mut hw, unmap, |hw| {
+                            if single {
+                                api.unmap_single(hw, addr, len, dir, attrs)
+                            } else {
+                                api.unmap_page(hw, addr, len, dir, attrs)
+                            }
+                        });
+                    }
+                }
+            }
+        }
+    }
+    debug_assert!(hw.ledger.depth_is_zero());
+
+    let stacks = stack_rows(&hw.ledger);
+    t.attribute(&stacks);
+    Ok(RunResult {
+        scenario: s.name.clone(),
+        platform: s.profile.name().to_string(),
+        arch: s.profile.arch(),
+        policies: s.policies.clone(),
+        target: s.target(),
+        device: s.device.clone(),
+        dma_ops: DmaOpsKind::of(s).describe(&s.policies),
+        workload: w.clone(),
+        entries: sgt.orig_nents(),
+        calls: t.stats,
+        counts: hw.ledger.totals(),
+        stacks,
+        total_ps: hw.ledger.total_ps(),
+    })
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    const GOOD: &str = r#"
+[scenario]
+name = "t"
+platform = "dimensity9500"
+kernel = "7.0"
+policy = { sync = "batched" }
+
+[device]
+name = "dev"
+coherent = false
+dma_mask_bits = 64
+
+[workload]
+kind = "streaming"
+buffer = "1M"
+entry = "4K"
+direction = "bidirectional"
+calls = "map_sg+unmap_sg"
+iterations = 3
+"#;
+
+    fn go(s: &Scenario) -> RunResult {
+        run(s, s.streaming().unwrap()).unwrap()
+    }
+
+    fn scenario(text: &str) -> Scenario {
+        Scenario::parse("s.toml", text, std::path::Path::new(".")).unwrap()
+    }
+
+    #[test]
+    fn breakdown_sums_to_the_calls() {
+        for calls in Calls::NAMES {
+            let s = scenario(&GOOD.replace("map_sg+unmap_sg", calls));
+            let r = go(&s);
+            let calls_total: u64 = r.calls.iter().map(|c| c.total_ps).sum();
+            let stacks_total: u64 = r.stacks.iter().map(|s| s.self_ps).sum();
+            assert_eq!(calls_total, r.total_ps, "{calls}");
+            assert_eq!(stacks_total, r.total_ps, "{calls}");
+            assert!(r.total_ps > 0);
+        }
+    }
+
+    #[test]
+    fn counts_come_from_the_walk() {
+        let r = go(&scenario(GOOD));
+        // 1 MiB / 64 B = 16384 lines per pass, 3 iterations; map cleans, unmap invalidates.
+        assert_eq!(r.count(Counter::CacheCleanLine), 3 * 16384);
+        assert_eq!(r.count(Counter::CacheInvalLine), 3 * 16384);
+        // batched: one barrier per call.
+        assert_eq!(r.count(Counter::Barrier), 6);
+        assert_eq!(r.entries, 256);
+    }
+
+    #[test]
+    fn skip_cpu_sync_leaves_only_the_batched_flush() {
+        let s = scenario(&GOOD.replace(
+            "iterations = 3",
+            "iterations = 3\nattrs = [\"skip_cpu_sync\"]",
+        ));
+        let r = go(&s);
+        assert_eq!(
+            r.count(Counter::CacheCleanLine) + r.count(Counter::CacheInvalLine),
+            0
+        );
+        // 7.1 still closes each sg call with arch_sync_dma_flush() on a non-coherent device.
+        assert_eq!(r.count(Counter::Barrier), 6);
+    }
+
+    #[test]
+    fn deterministic() {
+        let a = go(&scenario(GOOD));
+        let b = go(&scenario(GOOD));
+        assert_eq!(a.calls, b.calls);
+        assert_eq!(a.stacks, b.stacks);
+    }
+}

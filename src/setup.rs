@@ -1,0 +1,237 @@
+//! Setup: from a checked scenario to a running machine, built once, the way the kernel's boot and
+//! probe paths build it.
+//!
+//! Kernel counterpart: the boot-time `swiotlb_init()` (and 2012's `swiotlb_init` +
+//! `pci_swiotlb_detect` choosing `swiotlb_dma_ops` on x86-64), `arch_setup_dma_ops()` and
+//! `iommu_setup_dma_ops()` at probe (which `dma_map_ops` a device gets), and
+//! `iommu_domain_alloc()` → `alloc_io_pgtable_ops()` with the SMMU driver's flush ops and the
+//! iommu core's unmap split.
+//!
+//! What it models: the platform's hardware model and physical memory ([`Machine`]), and for each
+//! device the ops the kernel would give it ([`DmaOpsKind`]): dma-direct; dma-direct over a
+//! swiotlb pool with the release's rules; 2012's x86-64 `swiotlb_dma_ops`; or iommu-dma over a
+//! fresh domain. Every policy is turned into its implementation here, once; runners receive a
+//! built [`DmaApi`] and never resolve a policy or compare kernel versions.
+//!
+//! Invariants: setup charges nothing a runner measures (runners clear the ledger, or measure
+//! across their own calls); what the modelled kernel would refuse at boot or probe (a pool that
+//! does not fit, a table that cannot be allocated) is a [`SetupError`], never a panic.
+
+use crate::arch::ArchDma;
+use crate::arch::arm64::Arm64;
+use crate::arch::x86::X86Flush;
+use crate::dma::DmaMapOps;
+use crate::dma::direct::DmaDirect;
+use crate::dma::mapping::DmaApi;
+use crate::dma::swiotlb::x86_2012::{Swiotlb2012Config, Swiotlb2012Ops};
+use crate::dma::swiotlb::{Areas, Release, Swiotlb, SwiotlbConfig};
+use crate::hw::model::Model;
+use crate::hw::{CacheOp, Hw};
+use crate::iommu::arm_smmu::ArmSmmuDomain;
+use crate::iommu::arm_smmu_v3::{ArmSmmuV3Domain, Cmdq, SmmuV3Features};
+use crate::iommu::core::IommuDomain;
+use crate::iommu::dma_iommu::IommuDma;
+use crate::iommu::io_pgtable_arm::{ArmLpaeIoPgtable, IoPgtableCfg};
+use crate::iommu::{IommuError, IommuFlushOps};
+use crate::mm::physmem::{NodeRange, PhysMem, SharedPhysMem};
+use crate::platform::{Arch, Profile};
+use crate::policy::Policies;
+use crate::scenario::{IommuConfig, Scenario, SmmuModel};
+use crate::types::PhysAddr;
+
+/// Why the modelled kernel could not set the machine up.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SetupError {
+    #[error("swiotlb_init: {0}")]
+    Swiotlb(String),
+    #[error("iommu_domain_alloc: {0}")]
+    Domain(IommuError),
+    /// A driver's open path failed (e.g. its receive ring could not be mapped).
+    #[error("{0}")]
+    Driver(String),
+}
+
+/// The hardware model and physical memory of one run.
+pub struct Machine {
+    pub hw: Model,
+    pub mem: SharedPhysMem,
+}
+
+impl Machine {
+    /// Power on: the platform's cost model and memory laid out as `nodes`.
+    pub fn boot(profile: &Profile, nodes: Vec<NodeRange>) -> Machine {
+        Machine {
+            hw: Model::new(profile.model.clone()),
+            mem: PhysMem::new(nodes).shared(),
+        }
+    }
+}
+
+/// The arch layer's cache maintenance for a profile's CPU under these policies.
+pub fn arch_dma(profile: &Profile, policies: &Policies) -> Box<dyn ArchDma> {
+    match profile.arch() {
+        Arch::Arm64 => Box::new(Arm64::new(policies.arm64_dir_rules)),
+        Arch::X86_64 => Box::new(X86Flush {
+            op: CacheOp::CleanInval,
+        }),
+    }
+}
+
+/// Which `dma_map_ops` a device gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DmaOpsKind {
+    /// dma-direct, no bounce pool.
+    Direct,
+    /// dma-direct with a swiotlb pool under these rules.
+    DirectSwiotlb(Release),
+    /// 2012's x86-64 `swiotlb_dma_ops` (one pool lock, `swiotlb_addr` bookkeeping).
+    Swiotlb2012,
+    /// iommu-dma over a domain of the scenario's `[iommu]`.
+    IommuDma,
+}
+
+impl DmaOpsKind {
+    /// What the kernel gives a device of this scenario: iommu-dma behind an IOMMU; a bounce
+    /// pool where the workload needs one (the 2012 x86-64 ops under 3.6's rules); dma-direct
+    /// otherwise.
+    pub fn of(s: &Scenario) -> DmaOpsKind {
+        if s.iommu.is_some() {
+            return DmaOpsKind::IommuDma;
+        }
+        if !s.workload.uses_swiotlb() {
+            return DmaOpsKind::Direct;
+        }
+        match (s.profile.arch(), s.policies.swiotlb_rules) {
+            (Arch::X86_64, Release::Linux3_6) => DmaOpsKind::Swiotlb2012,
+            (_, rules) => DmaOpsKind::DirectSwiotlb(rules),
+        }
+    }
+
+    /// For reports: which code serves the device.
+    pub fn describe(self, p: &Policies) -> String {
+        match self {
+            DmaOpsKind::Direct => "dma-direct".to_string(),
+            DmaOpsKind::DirectSwiotlb(r) => {
+                format!("dma-direct over swiotlb ({} rules)", r.name())
+            }
+            DmaOpsKind::Swiotlb2012 => format!(
+                "2012 x86 swiotlb_dma_ops, one pool lock, swiotlb_addr={}",
+                crate::policy::Choice::name(p.swiotlb_addr)
+            ),
+            DmaOpsKind::IommuDma => "iommu-dma".to_string(),
+        }
+    }
+}
+
+/// `arch_setup_dma_ops()` / `iommu_setup_dma_ops()` (with `swiotlb_init()` before them where the
+/// device's ops bounce): the device of scenario `s`, with its ops, on machine `m`. `cpus` sizes
+/// the per-CPU structures (swiotlb areas, IOVA magazines); swiotlb's pool and an IOMMU domain's
+/// tables come from node 0.
+pub fn setup_dma_ops(m: &mut Machine, s: &Scenario, cpus: u32) -> Result<DmaApi, SetupError> {
+    let p = &s.policies;
+    let ops: Box<dyn DmaMapOps> = match DmaOpsKind::of(s) {
+        DmaOpsKind::Direct => Box::new(DmaDirect::new(
+            &m.hw,
+            arch_dma(&s.profile, p),
+            p.sync.policy(),
+        )),
+        DmaOpsKind::DirectSwiotlb(release) => {
+            let areas = match (release, s.swiotlb.areas) {
+                (Release::Linux3_6, _) => Areas::Exact(1),
+                (_, Some(n)) => Areas::Exact(n),
+                (_, None) => Areas::PossibleCpus(cpus),
+            };
+            let pool = Swiotlb::new(
+                &m.hw,
+                m.mem.clone(),
+                &SwiotlbConfig {
+                    size: s.swiotlb.size,
+                    areas,
+                    release,
+                    node: 0,
+                    force: s.swiotlb.force,
+                },
+            )
+            .map_err(|e| SetupError::Swiotlb(e.to_string()))?;
+            Box::new(
+                DmaDirect::new(&m.hw, arch_dma(&s.profile, p), p.sync.policy()).with_swiotlb(pool),
+            )
+        }
+        DmaOpsKind::Swiotlb2012 => Box::new(
+            Swiotlb2012Ops::new(
+                &m.hw,
+                m.mem.clone(),
+                &Swiotlb2012Config {
+                    size: s.swiotlb.size,
+                    node: 0,
+                    force: s.swiotlb.force,
+                },
+                p.swiotlb_addr.bookkeeping(&m.hw),
+            )
+            .map_err(|e| SetupError::Swiotlb(e.to_string()))?,
+        ),
+        DmaOpsKind::IommuDma => {
+            let cfg = s
+                .iommu
+                .as_ref()
+                .ok_or(SetupError::Domain(IommuError::Empty))?;
+            let domain = iommu_domain_alloc(&mut m.hw, cfg, &s.profile, p, m.mem.clone())?;
+            let dma = IommuDma::new(
+                &m.hw,
+                domain,
+                cpus.max(1) as usize,
+                arch_dma(&s.profile, p),
+                p.sync.policy(),
+            )
+            .map_err(SetupError::Domain)?;
+            Box::new(dma)
+        }
+    };
+    Ok(DmaApi::new(&m.hw, s.device.clone(), ops))
+}
+
+/// `iommu_domain_alloc()` → `alloc_io_pgtable_ops()`: a fresh domain with its top-level table in
+/// `mem`, the SMMU driver's flush ops under the release's `walk_flush`, and the core's
+/// `unmap_split`. A non-coherent table walker gets PTE cleaning through the arch layer.
+pub fn iommu_domain_alloc(
+    hw: &mut Model,
+    cfg: &IommuConfig,
+    profile: &Profile,
+    p: &Policies,
+    mem: SharedPhysMem,
+) -> Result<IommuDomain, SetupError> {
+    hw.enter("iommu_domain_alloc");
+    let r = (|| {
+        let walk_sync = (!cfg.coherent_walk).then(|| arch_dma(profile, p));
+        let pcfg = IoPgtableCfg::new(cfg.granule, cfg.ias);
+        let t = ArmLpaeIoPgtable::new(hw, pcfg, mem, walk_sync)?;
+        let ops: Box<dyn IommuFlushOps> = match cfg.smmu {
+            SmmuModel::Mmu500 => Box::new(ArmSmmuDomain::new(hw, 1, p.walk_flush.ops())),
+            SmmuModel::SmmuV3 { range_inv } => Box::new(ArmSmmuV3Domain::new(
+                hw,
+                1,
+                cfg.granule,
+                SmmuV3Features { range_inv },
+                Cmdq::new(8),
+            )?),
+        };
+        Ok(IommuDomain::new(hw, t, ops, p.unmap_split.ops()))
+    })();
+    hw.leave();
+    r.map_err(SetupError::Domain)
+}
+
+/// Memory for page tables alone (IOMMU workloads that call the core directly): `bytes` at
+/// [`TABLE_BASE`].
+pub fn table_memory(bytes: u64) -> SharedPhysMem {
+    PhysMem::single(PhysAddr(TABLE_BASE), bytes).shared()
+}
+
+/// Where page tables of a table-only machine are allocated from.
+pub const TABLE_BASE: u64 = 0x8000_0000;
+
+/// Bytes of page-table memory enough for `mapped` bytes of 4K-granule leaves (the worst case):
+/// one table per 2 MB plus the upper levels, with room to spare.
+pub fn table_bytes(mapped: u64) -> u64 {
+    ((64 << 20) + mapped / 256).next_multiple_of(1 << 20)
+}
