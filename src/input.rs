@@ -132,6 +132,12 @@ fn plain_message(m: &str) -> String {
 
 fn toml_error(file: &str, text: &str, e: &toml::de::Error, path: &str) -> InputError {
     let message = plain_message(e.message().trim());
+    let path = path
+        .split('.')
+        .filter(|seg| !seg.starts_with("$__serde_spanned"))
+        .collect::<Vec<_>>()
+        .join(".");
+    let path = path.as_str();
     // serde reports an unknown or missing key without putting it in the path; lift it out of the
     // message so the key is always named.
     let mut key = path.to_string();
@@ -242,9 +248,10 @@ mod tests {
             s: toml::Spanned<String>,
             n: toml::Spanned<i64>,
         }
-        for text in ["s = 7.1\nn = 1\n", "s = \"x\"\nn = \"one\"\n"] {
+        for (text, key) in [("s = 7.1\nn = 1\n", "s"), ("s = \"x\"\nn = \"one\"\n", "n")] {
             let e = parse_toml::<S>("f.toml", text).unwrap_err();
-            assert!(!e.message.contains("serde"), "{e}");
+            assert!(!e.to_string().contains("serde"), "{e}");
+            assert_eq!(e.key.as_deref(), Some(key), "{e}");
             assert!(e.line.is_some(), "{e}");
         }
     }

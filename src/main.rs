@@ -262,11 +262,17 @@ fn real_main(cli: Cli) -> Result<()> {
                     print!("{}", tables.join("\n"));
                 }
                 Format::Json => {
-                    let v = if reports.len() == 1 {
+                    let mut v = if reports.len() == 1 {
                         serde_json::to_value(&reports[0])?
                     } else {
                         serde_json::json!({ "experiments": reports })
                     };
+                    if let Some(o) = v.as_object_mut() {
+                        o.insert(
+                            "format_version".into(),
+                            dmasim::report::FORMAT_VERSION.into(),
+                        );
+                    }
                     print_json(&v)?;
                 }
             }

@@ -1,0 +1,232 @@
+//! Errors by phase: bad input exits 2 naming file, line and key in plain words; what the
+//! modelled kernel refuses is part of the result (exit 0).
+
+use std::process::{Command, Output};
+
+fn dmasim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dmasim"))
+        .args(args)
+        .output()
+        .expect("binary runs")
+}
+
+/// Scratch files removed when dropped.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        let d = std::env::temp_dir().join(format!("dmasim-errors-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        Scratch(d)
+    }
+    fn file(&self, name: &str, text: &str) -> String {
+        let p = self.0.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_string_lossy().into_owned()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+const BATCHED: &str = include_str!("../scenarios/batched-sync.toml");
+const OPS: &str = include_str!("../scenarios/iommu-ops.toml");
+
+fn line_of(text: &str, needle: &str) -> usize {
+    text.lines()
+        .position(|l| l.contains(needle))
+        .expect("needle")
+        + 1
+}
+
+/// Exit 2, one line naming `file:line` and `key`, no serde internals, no panic.
+fn input_error(o: &Output, file: &str, line: Option<usize>, key: &str) -> String {
+    let e = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    let at = match line {
+        Some(l) => format!("{file}:{l}: key `{key}`"),
+        None => format!("{file}: key `{key}`"),
+    };
+    assert!(e.contains(&at), "want `{at}` in: {e}");
+    assert!(!e.contains("serde") && !e.contains("$__"), "{e}");
+    assert!(!e.contains("panicked"), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+    e
+}
+
+#[test]
+fn an_unknown_policy_name_is_refused_where_it_is_written() {
+    let t = Scratch::new("policy");
+    let text = BATCHED.replace(
+        "kernel = \"7.1\"",
+        "kernel = \"7.1\"\npolicy = { colour = \"red\" }",
+    );
+    let f = t.file("p.toml", &text);
+    let e = input_error(
+        &dmasim(&["run", &f]),
+        &f,
+        Some(line_of(&text, "colour")),
+        "scenario.policy.colour",
+    );
+    assert!(e.contains("known policies"), "{e}");
+    let e = input_error(
+        &dmasim(&[
+            "run",
+            "scenarios/batched-sync.toml",
+            "--policy",
+            "sync=sometimes",
+        ]),
+        "<argument>",
+        None,
+        "--policy sync",
+    );
+    assert!(e.contains("per-entry"), "{e}");
+}
+
+#[test]
+fn an_iommu_policy_without_an_iommu_is_refused() {
+    let t = Scratch::new("iommu-policy");
+    let text = BATCHED.replace(
+        "kernel = \"7.1\"",
+        "kernel = \"7.1\"\npolicy = { walk_flush = \"asid\" }",
+    );
+    let f = t.file("w.toml", &text);
+    let e = input_error(
+        &dmasim(&["run", &f]),
+        &f,
+        Some(line_of(&text, "walk_flush")),
+        "scenario.policy.walk_flush",
+    );
+    assert!(e.contains("no [iommu]"), "{e}");
+    let e = input_error(
+        &dmasim(&[
+            "run",
+            "scenarios/batched-sync.toml",
+            "--policy",
+            "unmap_split=per-page",
+        ]),
+        "<argument>",
+        None,
+        "--policy unmap_split",
+    );
+    assert!(e.contains("no [iommu]"), "{e}");
+    // A policy of another architecture: the 2012 x86-64 swiotlb's bookkeeping on arm64.
+    input_error(
+        &dmasim(&[
+            "run",
+            "scenarios/batched-sync.toml",
+            "--policy",
+            "swiotlb_addr=phys",
+        ]),
+        "<argument>",
+        None,
+        "--policy swiotlb_addr",
+    );
+}
+
+#[test]
+fn an_unquoted_kernel_is_refused_in_plain_words() {
+    let t = Scratch::new("kernel");
+    let text = BATCHED.replace("kernel = \"7.1\"", "kernel = 7.1");
+    let f = t.file("k.toml", &text);
+    let e = input_error(
+        &dmasim(&["run", &f]),
+        &f,
+        Some(line_of(&text, "kernel = 7.1")),
+        "scenario.kernel",
+    );
+    assert!(e.contains("kernel = \"7.1\""), "{e}");
+    // Type errors elsewhere name the key without serde's internals either.
+    let text = BATCHED.replace("dma_mask_bits = 64", "dma_mask_bits = \"64\"");
+    let f = t.file("m.toml", &text);
+    input_error(
+        &dmasim(&["run", &f]),
+        &f,
+        Some(line_of(&text, "dma_mask_bits")),
+        "device.dma_mask_bits",
+    );
+}
+
+#[test]
+fn releases_are_read_like_uname_and_checked() {
+    for k in ["v7.0", "6.1.55", "6.1.55-generic"] {
+        let o = dmasim(&["run", "scenarios/batched-sync.toml", "--kernel", k]);
+        assert!(
+            o.status.success(),
+            "{k}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    for k in ["99.0", "0.0", "4294967295.4294967295", "seven"] {
+        let o = dmasim(&["run", "scenarios/batched-sync.toml", "--kernel", k]);
+        assert_eq!(o.status.code(), Some(2), "{k}");
+    }
+    // arm64 was merged in 3.7: a 3.6 preset cannot run an arm64 platform.
+    input_error(
+        &dmasim(&["run", "scenarios/batched-sync.toml", "--kernel", "3.6"]),
+        "<argument>",
+        None,
+        "scenario.kernel",
+    );
+}
+
+#[test]
+fn a_model_refusal_is_a_result_not_bad_input() {
+    let t = Scratch::new("refusal");
+    // Map twice at one fixed IOVA without unmapping: the second map is -EEXIST.
+    let text = format!(
+        "{}\n[[workload.op]]\nop = \"map\"\nname = \"again\"\niova = \"0x40000000\"\nsize = \"4M\"\n",
+        OPS.trim_end()
+    );
+    let f = t.file("r.toml", &text);
+    let o = dmasim(&["run", &f]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains("refused by the modelled kernel"), "{out}");
+    assert!(out.contains("already mapped"), "{out}");
+    let o = dmasim(&["run", &f, "--format", "json"]);
+    assert!(o.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let refused: u64 = v["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|op| op["refused"].as_u64().unwrap())
+        .sum();
+    assert!(refused > 0, "{v}");
+}
+
+#[test]
+fn every_document_names_its_format_and_the_policies_in_effect() {
+    let o = dmasim(&[
+        "run",
+        "scenarios/ixgbe-forwarding.toml",
+        "--policy",
+        "swiotlb_addr=phys",
+        "--format",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["policies"]["swiotlb_addr"], "phys");
+    assert_eq!(v["policies"]["swiotlb_rules"], "3.6");
+    assert_eq!(v["policies"]["kernel"], "3.6");
+    for f in [
+        "scenarios/batched-sync.toml",
+        "scenarios/iommu-ops.toml",
+        "scenarios/ixgbe-forwarding.toml",
+        "scenarios/smmu-walk-flush.toml",
+        "scenarios/swiotlb-bounce.toml",
+    ] {
+        let o = dmasim(&["run", f, "--format", "json"]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert!(v["format_version"].as_u64().is_some(), "{f}");
+        assert!(v["policies"]["kernel"].is_string(), "{f}");
+    }
+    let o = dmasim(&["reproduce", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["format_version"].as_u64().is_some());
+}
