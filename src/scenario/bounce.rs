@@ -19,12 +19,12 @@
 //! between sizes; a mapping the pool cannot hold is the kernel's mapping error (counted), never a
 //! panic.
 
-use super::calls::{StackRow, stack_rows};
+use super::calls::{CallTimer, StackRow, stack_rows};
 use super::{Ctx, Scenario, Shared, Workload};
 use crate::device::Device;
 use crate::dma::mapping::DmaApi;
 use crate::dma::swiotlb::nr_slots;
-use crate::hw::{Counter, Hw};
+use crate::hw::Counter;
 use crate::input::InputError;
 use crate::mm::physmem::NodeRange;
 use crate::platform::Arch;
@@ -248,6 +248,8 @@ pub fn run(s: &Scenario, b: &Bounce) -> Result<BounceResult, SetupError> {
     let mut rows = Vec::new();
     for &size in &b.sizes {
         let locks0 = locks(&api);
+        // One timer per size: each row's map and unmap times are its own.
+        let mut t = CallTimer::default();
         let counts0 = hw.ledger.totals();
         let mut row = BounceRow {
             size,
@@ -267,13 +269,12 @@ pub fn run(s: &Scenario, b: &Bounce) -> Result<BounceResult, SetupError> {
                 for cpu in 0..b.cpus {
                     let buf = bufs[(cpu * b.in_flight + k) as usize];
                     api.ops.set_cpu(cpu);
-                    let t0 = hw.now_ps();
-                    let r = api.map_page(&mut hw, buf, size, dir, attrs);
-                    let ok = match r {
-                        Ok(a) if !api.mapping_error(&mut hw, a) => Some(a),
-                        _ => None,
-                    };
-                    row.map_ps += hw.now_ps() - t0;
+                    let ok = t.time(&mut hw, "dma_map_page", |hw| {
+                        match api.map_page(hw, buf, size, dir, attrs) {
+                            Ok(a) if !api.mapping_error(hw, a) => Some(a),
+                            _ => None,
+                        }
+                    });
                     row.maps += 1;
                     match ok {
                         Some(a) => mapped.push((cpu, a)),
@@ -285,11 +286,19 @@ pub fn run(s: &Scenario, b: &Bounce) -> Result<BounceResult, SetupError> {
             row.peak_slots = row.peak_slots.max(used);
             for (cpu, a) in mapped {
                 api.ops.set_cpu(cpu);
-                let t0 = hw.now_ps();
-                api.unmap_page(&mut hw, a, size, dir, attrs);
-                row.unmap_ps += hw.now_ps() - t0;
+                t.time(&mut hw, "dma_unmap_page", |hw| {
+                    api.unmap_page(hw, a, size, dir, attrs)
+                });
             }
         }
+        let total = |call: &str| {
+            t.stats
+                .iter()
+                .find(|c| c.call == call)
+                .map_or(0, |c| c.total_ps)
+        };
+        row.map_ps = total("dma_map_page");
+        row.unmap_ps = total("dma_unmap_page");
         let counts1 = hw.ledger.totals();
         row.bounce_copies =
             counts1[Counter::BounceCopy as usize] - counts0[Counter::BounceCopy as usize];
