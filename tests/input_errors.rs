@@ -230,3 +230,36 @@ fn every_document_names_its_format_and_the_policies_in_effect() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v["format_version"].as_u64().is_some());
 }
+
+#[test]
+fn a_profile_path_is_relative_to_the_scenario_not_the_current_directory() {
+    let t = Scratch::new("relative");
+    let here = t.0.join("here");
+    let there = t.0.join("there");
+    std::fs::create_dir_all(&here).unwrap();
+    std::fs::create_dir_all(&there).unwrap();
+    std::fs::write(
+        there.join("p.toml"),
+        include_str!("../profiles/dimensity9500.toml"),
+    )
+    .unwrap();
+    let text = BATCHED.replace("platform = \"dimensity9500\"", "platform = \"p.toml\"");
+    std::fs::write(there.join("s.toml"), &text).unwrap();
+    // A p.toml in the current directory that is not a profile at all must not be read.
+    std::fs::write(here.join("p.toml"), "not a profile").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_dmasim"))
+        .current_dir(&here)
+        .args(["run", "../there/s.toml"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // An empty platform names its line.
+    let text = BATCHED.replace("platform = \"dimensity9500\"", "platform = \"\"");
+    let f = t.file("e.toml", &text);
+    input_error(
+        &dmasim(&["run", &f]),
+        &f,
+        Some(line_of(&text, "platform = \"\"")),
+        "scenario.platform",
+    );
+}
