@@ -32,7 +32,7 @@ use crate::dma::DmaError;
 use crate::dma::mapping::DmaApi;
 use crate::dma::swiotlb::x86_2012::{Swiotlb2012Config, Swiotlb2012Ops, bookkeeping_by_name};
 use crate::hw::model::Model;
-use crate::hw::{Counter, Hw, SwCost};
+use crate::hw::{Counter, Hw, SwCost, SwKey};
 use crate::mm::physmem::{NodeRange, PhysMem, SharedPhysMem};
 use crate::platform::Arch;
 use crate::policy::Policies;
@@ -139,7 +139,7 @@ impl Forwarder {
         .map_err(|e| DmaError::MappingError(e.to_string()))?;
         let api = DmaApi::new(&hw, dev, Box::new(ops));
         let mut fw = Forwarder {
-            route: hw.sw_cost("ip_forward_path"),
+            route: hw.sw_cost(SwKey::IpForwardPath),
             hw,
             api,
             mem,
