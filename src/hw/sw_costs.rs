@@ -138,7 +138,7 @@ macro_rules! registry {
 
 registry! {
     DmaApiCall => "dma_api_call",
-        "dma_map_page_attrs, dma_map_sg_attrs, dma_sync_*_for_{cpu,device}, ...", [DmaApi],
+        "dma_{map,unmap}_{page,sg}_attrs, dma_sync_*", [DmaApi],
         "per DMA API call: the front's own code before it dispatches to the device's dma_map_ops";
     SgNext => "sg_next", "sg_next", [DmaDirect, IommuDma, Swiotlb2012],
         "per entry of a scatter-gather walk (map, unmap or sync)";
@@ -169,10 +169,10 @@ registry! {
         [SwiotlbPool],
         "swiotlb pool (3.6) or area (6.0) lock taken and released, uncontended; once per search of a pool or area and once per release";
     SwiotlbSearchStep => "swiotlb_search_step",
-        "swiotlb_tbl_map_single (3.6) / swiotlb_do_find_slots (6.0), search loop", [SwiotlbPool],
+        "swiotlb_do_find_slots (3.6: swiotlb_tbl_map_single)", [SwiotlbPool],
         "one candidate slot looked at by the slot search loop";
     SwiotlbSlotUpdate => "swiotlb_slot_update",
-        "swiotlb_tbl_map_single, swiotlb_tbl_unmap_single / swiotlb_release_slots", [SwiotlbPool],
+        "swiotlb_do_find_slots, swiotlb_release_slots (6.0)", [SwiotlbPool],
         "one io_tlb_list[] / slots[].list entry written when slots are claimed or released";
 
     SwiotlbMapPage => "swiotlb_map_page", "swiotlb_map_page", [Swiotlb2012],
@@ -257,7 +257,7 @@ registry! {
         "alloc_iova_fast finding every magazine and the depot empty";
     IovaRcacheInsert => "iova_rcache_insert", "free_iova_fast / iova_rcache_insert", [Iova],
         "free_iova_fast into a per-CPU magazine";
-    IovaDepotSwap => "iova_depot_swap", "__iova_rcache_insert / __iova_rcache_get, depot path",
+    IovaDepotSwap => "iova_depot_swap", "__iova_rcache_{insert,get}, depot path",
         [Iova],
         "a magazine moved between a CPU and the depot (global lock)";
     AllocIova => "alloc_iova", "alloc_iova / __alloc_and_insert_iova_range", [Iova],
@@ -268,7 +268,7 @@ registry! {
         "tree free: find_iova, erase and rebalance, kmem_cache_free";
 
     IpForwardPath => "ip_forward_path",
-        "ixgbe_clean_rx_irq, netif_receive_skb, ip_rcv, ip_forward, ..., ixgbe_xmit_frame",
+        "ip_rcv, ip_forward, ... (rx to tx, less DMA)",
         [IpForward],
         "per routed packet: everything of the packet path the model does not run itself";
 }

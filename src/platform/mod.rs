@@ -279,6 +279,29 @@ impl Profile {
             .collect()
     }
 
+    /// A one-line warning naming the costs of `keys` this profile leaves unpriced (charged as 0 by
+    /// `what`), or `None` when it prices them all.
+    pub fn unpriced_sw_warning(&self, keys: &[SwKey], what: &str) -> Option<String> {
+        let missing = self.unpriced_sw(keys);
+        if missing.is_empty() {
+            return None;
+        }
+        let names: Vec<String> = missing.iter().map(|k| format!("sw.{k}")).collect();
+        Some(format!(
+            "{}: platform `{}` does not price {} software cost{} {what} can charge, so {} 0: {} (`dmasim costs` says what each stands for)",
+            self.origin,
+            self.name(),
+            missing.len(),
+            if missing.len() == 1 { "" } else { "s" },
+            if missing.len() == 1 {
+                "it costs"
+            } else {
+                "they cost"
+            },
+            names.join(", ")
+        ))
+    }
+
     /// Fail unless the profile prices every software cost of `keys`, which `why` charges. The
     /// error names the first missing key and lists the others.
     pub fn require_sw(&self, keys: &[SwKey], why: &str) -> Result<(), InputError> {
@@ -798,6 +821,9 @@ sync = { ns = 50, source = "test" }
             "{e}"
         );
         p.require_sw(&[SwKey::SgNext], "a walk").unwrap();
+        let w = p.unpriced_sw_warning(&keys, "a test run").unwrap();
+        assert!(w.starts_with("t.toml: platform `t` does not price 2 software costs a test run can charge, so they cost 0: sw.dma_api_call, sw.dma_direct_map_phys"), "{w}");
+        assert_eq!(p.unpriced_sw_warning(&[SwKey::SgNext], "a walk"), None);
         for n in builtin_names() {
             let p = Profile::load(n).unwrap();
             assert!(

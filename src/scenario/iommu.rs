@@ -22,6 +22,7 @@
 use super::run::{StackRow, arch_for};
 use super::{Ctx, ScenarioSection};
 use crate::hw::model::{Model, SmmuKind};
+use crate::hw::sw_costs::{Layer, SwKey};
 use crate::hw::{Counter, Hw};
 use crate::input::{InputError, parse_size, parse_toml};
 use crate::iommu::arm_smmu::{ArmSmmuDomain, walk_flush_by_name};
@@ -561,6 +562,20 @@ impl IommuScenario {
             });
         }
         Ok(s)
+    }
+
+    /// The named software costs this scenario's run can charge: the domain `new_domain` builds,
+    /// plus the IOVA allocator for an op list.
+    pub fn sw_keys(&self) -> Vec<SwKey> {
+        let mut layers = vec![Layer::IommuCore, Layer::IoPgtableArm];
+        layers.push(match self.iommu.smmu {
+            SmmuModel::Mmu500 => Layer::ArmSmmu,
+            SmmuModel::SmmuV3 { .. } => Layer::ArmSmmuV3,
+        });
+        if let IommuWorkload::Ops { .. } = self.workload {
+            layers.push(Layer::Iova);
+        }
+        SwKey::charged_by(&layers)
     }
 
     /// The platform must price the SMMU this scenario drives and, for a non-coherent walker, the

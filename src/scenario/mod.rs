@@ -13,6 +13,7 @@ pub mod forwarding;
 pub mod iommu;
 pub mod run;
 
+use crate::hw::sw_costs::{Layer, SwKey};
 use crate::input::{InputError, parse_size, parse_toml};
 use crate::platform::Profile;
 use crate::policy::{KernelVersion, LATEST, Policies};
@@ -540,6 +541,21 @@ impl Scenario {
             )),
             _ => Ok(()),
         }
+    }
+
+    /// The named software costs this scenario's run can charge: the layers `run`, `bounce` and
+    /// `forwarding` build (bounce picks dma-direct over swiotlb from 6.0 or off x86-64, else the
+    /// 2012 `swiotlb_dma_ops`).
+    pub fn sw_keys(&self) -> Vec<SwKey> {
+        use Layer::*;
+        let modern = self.policies.kernel >= KernelVersion(6, 0)
+            || self.profile.arch() != crate::platform::Arch::X86_64;
+        SwKey::charged_by(match self.workload {
+            Workload::Streaming(_) => &[DmaApi, DmaDirect],
+            Workload::Bounce(_) if modern => &[DmaApi, DmaDirect, Swiotlb, SwiotlbPool],
+            Workload::Bounce(_) => &[DmaApi, Swiotlb2012, SwiotlbPool],
+            Workload::Forwarding(_) => &[DmaApi, Swiotlb2012, SwiotlbPool, IpForward],
+        })
     }
 
     /// The profile must price every operation this scenario's arch layer can issue, and the
