@@ -8,6 +8,7 @@
 use anyhow::Result;
 use clap::{Parser, Subcommand, ValueEnum};
 use dmasim::hostbench::{HostError, HostbenchOpts, Instruction};
+use dmasim::hw::sw_costs::{REGISTRY, SwCostDecl};
 use dmasim::input::InputError;
 use dmasim::platform::{self, Profile};
 use dmasim::reproduce;
@@ -113,6 +114,11 @@ enum Cmd {
         #[arg(long, short)]
         output: Option<String>,
     },
+    /// List every named software cost the model charges: the `[sw]` keys a profile may price.
+    Costs {
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
     /// Recreate published experiments: published vs model, row by row.
     Reproduce {
         /// One experiment (default: all). `--list` shows them.
@@ -155,6 +161,14 @@ fn print_json(v: &serde_json::Value) -> Result<()> {
     Ok(())
 }
 
+/// A missing `[sw]` cost is charged as 0, which is a legitimate choice for a profile (the cost
+/// may be folded into another) but must not pass unseen: say so on standard error.
+fn warn_unpriced(p: &Profile, keys: &[dmasim::hw::SwKey], scenario: &str) {
+    if let Some(w) = p.unpriced_sw_warning(keys, &format!("scenario `{scenario}`")) {
+        eprintln!("warning: {w}");
+    }
+}
+
 fn apply_overrides(s: &mut Scenario, o: &Overrides) -> Result<(), InputError> {
     if let Some(p) = &o.platform {
         s.set_platform(p)?;
@@ -166,6 +180,50 @@ fn apply_overrides(s: &mut Scenario, o: &Overrides) -> Result<(), InputError> {
         s.set_policies(p)?;
     }
     Ok(())
+}
+
+/// The software-cost registry as a table: one row per `[sw]` key.
+fn costs_table() -> String {
+    let modules = |d: &SwCostDecl| -> String {
+        d.layers
+            .iter()
+            .map(|l| l.module())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let kw = REGISTRY.iter().map(|d| d.name.len()).max().unwrap_or(0);
+    let fw = REGISTRY.iter().map(|d| d.function.len()).max().unwrap_or(0);
+    let mw = REGISTRY.iter().map(|d| modules(d).len()).max().unwrap_or(0);
+    let mut out = format!(
+        "{:<kw$}  {:<fw$}  {:<mw$}  DESCRIPTION\n",
+        "KEY ([sw])", "KERNEL FUNCTION", "MODULES"
+    );
+    for d in REGISTRY {
+        out.push_str(&format!(
+            "{:<kw$}  {:<fw$}  {:<mw$}  {}\n",
+            d.name,
+            d.function,
+            modules(d),
+            d.description
+        ));
+    }
+    out
+}
+
+fn costs_json() -> serde_json::Value {
+    let costs: Vec<serde_json::Value> = REGISTRY
+        .iter()
+        .map(|d| {
+            serde_json::json!({
+                "key": d.name,
+                "function": d.function,
+                "layers": d.layers.iter().map(|l| l.name()).collect::<Vec<_>>(),
+                "modules": d.layers.iter().map(|l| l.module()).collect::<Vec<_>>(),
+                "description": d.description,
+            })
+        })
+        .collect();
+    serde_json::json!({ "sw_costs": costs })
 }
 
 fn real_main(cli: Cli) -> Result<()> {
@@ -182,6 +240,7 @@ fn real_main(cli: Cli) -> Result<()> {
         } => {
             let mut s = Scenario::load(&scenario)?;
             apply_overrides(&mut s, &overrides)?;
+            warn_unpriced(&s.profile, &s.sw_keys(), &s.name);
             let outcome = scenario::execute(&s)?;
             use dmasim::report;
             match format {
@@ -233,6 +292,11 @@ fn real_main(cli: Cli) -> Result<()> {
                 None => print!("{text}"),
             }
         }
+        Cmd::Costs { format } => match format {
+            Format::Table => print!("{}", costs_table()),
+            Format::Json => print_json(&costs_json())?,
+            Format::Folded => return Err(arg_error("--format folded applies to `run` only").into()),
+        },
         Cmd::Reproduce {
             experiment,
             list,

@@ -509,3 +509,95 @@ fn iommu_scenario_runs_in_json() {
     assert_eq!(v["policies"]["walk_flush"], "asid");
     assert_eq!(v["ops"].as_array().unwrap().len(), 16);
 }
+
+#[test]
+fn misspelled_sw_key_exits_2_naming_file_line_key_and_the_right_name() {
+    let text = PROFILE.replacen("\ndma_api_call =", "\ndma_api_cal =", 1);
+    assert_ne!(text, PROFILE);
+    let p = scratch("p-sw-key.toml", &text);
+    let path = p.to_string_lossy().into_owned();
+    let o = dmasim(&["run", "scenarios/batched-sync.toml", "--platform", &path]);
+    expect_input_error(&o, &path, line_of(&text, "dma_api_cal ="), "sw.dma_api_cal");
+    let e = stderr(&o);
+    assert!(e.contains("did you mean `dma_api_call`?"), "{e}");
+    assert!(e.contains("dmasim costs"), "{e}");
+    assert!(o.stdout.is_empty(), "no result from a refused profile");
+}
+
+#[test]
+fn costs_lists_every_named_software_cost() {
+    let o = dmasim(&["costs"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let t = stdout(&o);
+    assert!(t.starts_with("KEY ([sw])"), "{t}");
+    let row = t
+        .lines()
+        .find(|l| l.starts_with("iova_rcache_hit "))
+        .expect("iova_rcache_hit listed");
+    assert!(row.contains("iommu::iova"), "{row}");
+    let o = dmasim(&["costs", "--format", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let costs = v["sw_costs"].as_array().unwrap();
+    assert_eq!(costs.len(), t.lines().count() - 1, "one row per key");
+    let sg = costs.iter().find(|c| c["key"] == "sg_next").unwrap();
+    assert_eq!(sg["function"], "sg_next");
+    assert!(sg["modules"].as_array().unwrap().len() >= 2, "{sg}");
+    assert!(sg["description"].as_str().is_some_and(|d| !d.is_empty()));
+    // Every key a built-in profile prices is listed.
+    for p in ["dimensity9500", "sm8150", "x86-2012-ixgbe"] {
+        let text = std::fs::read_to_string(format!("profiles/{p}.toml")).unwrap();
+        let sw = text
+            .split("\n[sw]")
+            .nth(1)
+            .unwrap()
+            .split("\n[")
+            .next()
+            .unwrap();
+        for key in sw
+            .lines()
+            .filter_map(|l| l.split_once(" = {"))
+            .map(|(k, _)| k)
+        {
+            let key = key.trim().trim_matches('"');
+            assert!(costs.iter().any(|c| c["key"] == key), "{p}: {key}");
+        }
+    }
+    let o = dmasim(&["costs", "--format", "folded"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+#[test]
+fn unpriced_software_costs_are_warned_not_silent() {
+    // sm8150 prices the iommu core, io-pgtable and arm-smmu costs but not the IOVA allocator's.
+    let o = dmasim(&["run", "scenarios/iommu-ops.toml"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.starts_with("warning: builtin:sm8150: "), "{e}");
+    assert!(
+        e.contains("sw.iova_rcache_hit") && e.contains("sw.free_iova"),
+        "{e}"
+    );
+    assert!(!e.contains("sw.iommu_map"), "priced: {e}");
+    // A fully priced run says nothing.
+    let o = dmasim(&["run", "scenarios/smmu-walk-flush.toml"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).is_empty(), "{}", stderr(&o));
+    let o = dmasim(&["run", "scenarios/batched-sync.toml"]);
+    assert!(stderr(&o).is_empty(), "{}", stderr(&o));
+    // Leaving out a cost a streaming run charges is reported, and the run still uses 0 for it.
+    let text: String = PROFILE
+        .lines()
+        .filter(|l| !l.starts_with("sg_next"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let p = scratch("p-no-sg-next.toml", &text);
+    let path = p.to_string_lossy().into_owned();
+    let o = dmasim(&["run", "scenarios/batched-sync.toml", "--platform", &path]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains(&path) && e.contains("1 software cost") && e.contains("sw.sg_next"),
+        "{e}"
+    );
+}

@@ -26,7 +26,7 @@ use super::sync_policy::SyncPolicy;
 use super::{DmaError, DmaMapOps};
 use crate::arch::ArchDma;
 use crate::device::Device;
-use crate::hw::{Hw, SwCost};
+use crate::hw::{Hw, SwCost, SwKey};
 use crate::scatterlist::SgTable;
 use crate::types::{DmaAddr, DmaAttrs, DmaDirection, PhysAddr};
 
@@ -55,33 +55,16 @@ pub fn dma_capable(dev: &Device, addr: DmaAddr, size: u64) -> bool {
     }
 }
 
-/// Named software costs dma-direct looks up in a profile's `[sw]` table.
-pub const SW_COSTS: &[(&str, &str)] = &[
-    (
-        "dma_direct_map_phys",
-        "per region mapped: phys_to_dma, dma_capable, attribute checks",
-    ),
-    (
-        "dma_direct_unmap_phys",
-        "per region unmapped: dma_to_phys, swiotlb check",
-    ),
-    (
-        "dma_direct_sync_single",
-        "per region synced by a sync_* call",
-    ),
-    ("sg_next", "per entry of a scatter-gather walk"),
-];
-
 impl DmaDirect {
     pub fn new(hw: &dyn Hw, arch: Box<dyn ArchDma>, sync: Box<dyn SyncPolicy>) -> DmaDirect {
         DmaDirect {
             arch,
             sync,
             costs: Costs {
-                map_phys: hw.sw_cost("dma_direct_map_phys"),
-                unmap_phys: hw.sw_cost("dma_direct_unmap_phys"),
-                sync_single: hw.sw_cost("dma_direct_sync_single"),
-                sg_next: hw.sw_cost("sg_next"),
+                map_phys: hw.sw_cost(SwKey::DmaDirectMapPhys),
+                unmap_phys: hw.sw_cost(SwKey::DmaDirectUnmapPhys),
+                sync_single: hw.sw_cost(SwKey::DmaDirectSyncSingle),
+                sg_next: hw.sw_cost(SwKey::SgNext),
             },
             swiotlb: None,
         }

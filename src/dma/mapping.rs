@@ -9,7 +9,7 @@
 
 use super::{DmaError, DmaMapOps};
 use crate::device::Device;
-use crate::hw::{Hw, SwCost};
+use crate::hw::{Hw, SwCost, SwKey};
 use crate::scatterlist::SgTable;
 use crate::types::{DmaAddr, DmaAttrs, DmaDirection, PhysAddr};
 
@@ -26,7 +26,7 @@ impl DmaApi {
         DmaApi {
             dev,
             ops,
-            call: hw.sw_cost("dma_api_call"),
+            call: hw.sw_cost(SwKey::DmaApiCall),
         }
     }
 

@@ -18,7 +18,7 @@
 use crate::dma::DmaError;
 use crate::dma::mapping::DmaApi;
 use crate::hw::model::Model;
-use crate::hw::{Hw, SwCost};
+use crate::hw::{Hw, SwCost, SwKey};
 use crate::mm::physmem::{NodeRange, SharedPhysMem};
 use crate::scatterlist::PAGE_SIZE;
 use crate::scenario::calls::CallTimer;
@@ -83,7 +83,7 @@ impl Forwarder {
         let Machine { hw, mem } = m;
         let rx_ring = cfg.rx_ring as usize;
         let mut fw = Forwarder {
-            route: hw.sw_cost("ip_forward_path"),
+            route: hw.sw_cost(SwKey::IpForwardPath),
             hw,
             api,
             mem,

@@ -24,7 +24,7 @@
 //! panics. Every line actually issued is counted per operation, so tests can check that the stack
 //! asked for exactly the lines it should.
 
-use super::{CacheOp, Hw, SwCost};
+use super::{CacheOp, Hw, SwCost, SwKey};
 use crate::hostbench::HostError;
 use crate::scatterlist::PAGE_SIZE;
 use crate::types::PhysAddr;
@@ -459,7 +459,7 @@ impl Hw for Host {
 
     fn sw(&mut self, _cost: SwCost) {}
 
-    fn sw_cost(&self, _name: &str) -> SwCost {
+    fn sw_cost(&self, _key: SwKey) -> SwCost {
         SwCost(0)
     }
 

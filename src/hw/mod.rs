@@ -21,6 +21,9 @@ pub mod host;
 pub mod ledger;
 pub mod model;
 pub mod recorder;
+pub mod sw_costs;
+
+pub use sw_costs::SwKey;
 
 pub use ledger::{Ledger, StackCharge, WAIT_FRAME};
 
@@ -262,8 +265,9 @@ pub trait Hw {
     fn barrier(&mut self);
     /// The kernel's own instructions along a named path.
     fn sw(&mut self, cost: SwCost);
-    /// Resolve a named software cost once, so hot paths do not look names up.
-    fn sw_cost(&self, name: &str) -> SwCost;
+    /// Resolve a named software cost once, so hot paths do not look names up. Only declared
+    /// names can be asked for ([`sw_costs::REGISTRY`]); one the profile does not price is 0.
+    fn sw_cost(&self, key: SwKey) -> SwCost;
     /// Cache line size the maintenance loops step by (`CTR_EL0.DminLine`, CPUID on x86).
     fn line_bytes(&self) -> u64;
     /// The by-line loop every cache-maintenance range shares (`dcache_by_line_op` on arm64,

@@ -21,7 +21,9 @@
 //! operation) is never before the last barrier. Charges equal elapsed time: every picosecond the
 //! clock advances is attributed to exactly one call stack, so breakdowns sum to the total.
 
-use super::{CacheOp, Counter, Hw, Ledger, MmioReg, SMMU_TLBSTATUS_GSACTIVE, SmmuCmdKind, SwCost};
+use super::{
+    CacheOp, Counter, Hw, Ledger, MmioReg, SMMU_TLBSTATUS_GSACTIVE, SmmuCmdKind, SwCost, SwKey,
+};
 use crate::types::PhysAddr;
 use std::collections::BTreeMap;
 
@@ -232,8 +234,8 @@ impl Hw for Model {
         }
     }
 
-    fn sw_cost(&self, name: &str) -> SwCost {
-        SwCost(self.params.sw.get(name).copied().unwrap_or(0))
+    fn sw_cost(&self, key: SwKey) -> SwCost {
+        SwCost(self.params.sw.get(key.name()).copied().unwrap_or(0))
     }
 
     fn line_bytes(&self) -> u64 {
@@ -448,9 +450,9 @@ mod tests {
     #[test]
     fn sw_costs_resolve_by_name() {
         let mut p = params(1, 1, 0, 1);
-        p.sw.insert("dma_direct_map_page".into(), 42);
+        p.sw.insert("dma_direct_map_phys".into(), 42);
         let m = Model::new(p);
-        assert_eq!(m.sw_cost("dma_direct_map_page"), SwCost(42));
-        assert_eq!(m.sw_cost("unknown"), SwCost(0));
+        assert_eq!(m.sw_cost(SwKey::DmaDirectMapPhys), SwCost(42));
+        assert_eq!(m.sw_cost(SwKey::SgNext), SwCost(0), "unpriced");
     }
 }

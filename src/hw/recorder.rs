@@ -7,7 +7,7 @@
 //! `udelay`s and command-queue submissions are kept in order and counted; `TLBSTATUS` reads answer
 //! "idle" unless a test asks for a number of busy polls per sync.
 
-use super::{CacheOp, Counter, Hw, SwCost};
+use super::{CacheOp, Counter, Hw, SwCost, SwKey};
 use super::{MmioReg, SMMU_TLBSTATUS_GSACTIVE, SmmuCmdKind};
 use crate::types::PhysAddr;
 
@@ -92,7 +92,7 @@ impl Hw for Recorder {
         self.events.push("barrier");
     }
     fn sw(&mut self, _cost: SwCost) {}
-    fn sw_cost(&self, _name: &str) -> SwCost {
+    fn sw_cost(&self, _key: SwKey) -> SwCost {
         SwCost(0)
     }
     fn line_bytes(&self) -> u64 {

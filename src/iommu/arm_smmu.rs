@@ -18,7 +18,7 @@
 //! be reused, by a sync that observed completion (or a counted timeout).
 
 use super::{IommuFlushOps, IommuIotlbGather};
-use crate::hw::{Hw, MmioReg, SMMU_TLBSTATUS_GSACTIVE, SwCost};
+use crate::hw::{Hw, MmioReg, SMMU_TLBSTATUS_GSACTIVE, SwCost, SwKey};
 use std::fmt::Debug;
 
 /// Status reads before the poll loop starts sleeping (`TLB_SPIN_COUNT`).
@@ -27,22 +27,6 @@ pub const TLB_SPIN_COUNT: u32 = 10;
 pub const TLB_LOOP_TIMEOUT_US: u64 = 1_000_000;
 /// The value written to `TLBSYNC` (`QCOM_DUMMY_VAL`).
 const QCOM_DUMMY_VAL: u64 = u64::MAX;
-
-/// Named software costs this module charges (profile `[sw]` keys).
-pub const SW_COSTS: &[(&str, &str)] = &[
-    (
-        "arm_smmu_tlb_inv_range",
-        "per arm_smmu_tlb_inv_range_s1 call: cookie, ASID and address setup",
-    ),
-    (
-        "arm_smmu_tlb_inv_step",
-        "per register written by the invalidation loop (address increment, loop test)",
-    ),
-    (
-        "arm_smmu_tlb_sync",
-        "per arm_smmu_tlb_sync_context: runtime-PM check, cb_lock, loop setup",
-    ),
-];
 
 /// How `tlb_flush_walk` invalidates a removed table's range.
 pub trait WalkFlush: Debug {
@@ -220,9 +204,9 @@ impl ArmSmmuDomain {
                 asid,
                 sync_timeouts: 0,
                 costs: Costs {
-                    inv_range: hw.sw_cost("arm_smmu_tlb_inv_range"),
-                    inv_step: hw.sw_cost("arm_smmu_tlb_inv_step"),
-                    sync: hw.sw_cost("arm_smmu_tlb_sync"),
+                    inv_range: hw.sw_cost(SwKey::ArmSmmuTlbInvRange),
+                    inv_step: hw.sw_cost(SwKey::ArmSmmuTlbInvStep),
+                    sync: hw.sw_cost(SwKey::ArmSmmuTlbSync),
                 },
             },
             walk,

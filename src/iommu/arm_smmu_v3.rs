@@ -26,7 +26,7 @@
 //! command of that operation has completed.
 
 use super::{IommuError, IommuFlushOps, IommuIotlbGather, iommu_iotlb_gather_add_page};
-use crate::hw::{Hw, SmmuCmdKind, SwCost};
+use crate::hw::{Hw, SmmuCmdKind, SwCost, SwKey};
 
 pub const CMDQ_ENT_DWORDS: usize = 2;
 pub const CMDQ_BATCH_ENTRIES: usize = 64;
@@ -40,18 +40,6 @@ pub const CMDQ_OP_CMD_SYNC: u64 = 0x46;
 const CMDQ_SYNC_0_CS_SEV: u64 = 2;
 const ARM_SMMU_SH_ISH: u64 = 3;
 const ARM_SMMU_MEMATTR_OIWB: u64 = 0xf;
-
-/// Named software costs this module charges (profile `[sw]` keys).
-pub const SW_COSTS: &[(&str, &str)] = &[
-    (
-        "arm_smmu_cmdq_build_cmd",
-        "per command built and added to a batch",
-    ),
-    (
-        "arm_smmu_cmdq_issue_cmdlist",
-        "per batch published: space reservation, prod update, owner handover",
-    ),
-];
 
 /// `struct arm_smmu_cmdq_ent`, the commands this model issues.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -236,8 +224,8 @@ impl ArmSmmuV3Domain {
             cmdq,
             batch: Vec::with_capacity(CMDQ_BATCH_ENTRIES),
             costs: Costs {
-                build: hw.sw_cost("arm_smmu_cmdq_build_cmd"),
-                issue: hw.sw_cost("arm_smmu_cmdq_issue_cmdlist"),
+                build: hw.sw_cost(SwKey::ArmSmmuCmdqBuildCmd),
+                issue: hw.sw_cost(SwKey::ArmSmmuCmdqIssueCmdlist),
             },
         })
     }

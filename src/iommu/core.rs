@@ -19,33 +19,9 @@
 
 use super::io_pgtable_arm::ArmLpaeIoPgtable;
 use super::{IommuError, IommuFlushOps, IommuIotlbGather, Prot};
-use crate::hw::{Hw, SwCost};
+use crate::hw::{Hw, SwCost, SwKey};
 use crate::types::{IovaAddr, PhysAddr};
 use std::fmt::Debug;
-
-/// Named software costs this module charges (profile `[sw]` keys).
-pub const SW_COSTS: &[(&str, &str)] = &[
-    (
-        "iommu_map",
-        "per __iommu_map call: checks, loop setup, trace",
-    ),
-    (
-        "iommu_unmap",
-        "per __iommu_unmap call: checks, loop setup, trace",
-    ),
-    (
-        "iommu_pgsize",
-        "per step of the map/unmap loop: page-size and count selection, driver dispatch",
-    ),
-    (
-        "iommu_map_sg_entry",
-        "per scatterlist entry walked by iommu_map_sg",
-    ),
-    (
-        "iommu_map_sg",
-        "per iommu_map_sg call: might_sleep, domain ops lookup, loop setup, iotlb_sync_map test",
-    ),
-];
 
 /// How many pages of the chosen size one driver call may handle.
 pub trait UnmapSplit: Debug {
@@ -179,11 +155,11 @@ impl IommuDomain {
             ops,
             split,
             costs: Costs {
-                map: hw.sw_cost("iommu_map"),
-                unmap: hw.sw_cost("iommu_unmap"),
-                pgsize: hw.sw_cost("iommu_pgsize"),
-                sg_entry: hw.sw_cost("iommu_map_sg_entry"),
-                map_sg: hw.sw_cost("iommu_map_sg"),
+                map: hw.sw_cost(SwKey::IommuMap),
+                unmap: hw.sw_cost(SwKey::IommuUnmap),
+                pgsize: hw.sw_cost(SwKey::IommuPgsize),
+                sg_entry: hw.sw_cost(SwKey::IommuMapSgEntry),
+                map_sg: hw.sw_cost(SwKey::IommuMapSg),
             },
         }
     }

@@ -34,29 +34,12 @@ use crate::arch::ArchDma;
 use crate::device::Device;
 use crate::dma::sync_policy::SyncPolicy;
 use crate::dma::{DmaError, DmaMapOps};
-use crate::hw::{Hw, SwCost};
+use crate::hw::{Hw, SwCost, SwKey};
 use crate::scatterlist::SgTable;
 use crate::types::{DmaAddr, DmaAttrs, DmaDirection, IovaAddr, PhysAddr};
 
 /// `dma_get_max_seg_size()` for a device without `dma_parms`.
 pub const DEFAULT_MAX_SEG_SIZE: u64 = 64 << 10;
-
-/// Named software costs this module charges (profile `[sw]` keys).
-pub const SW_COSTS: &[(&str, &str)] = &[
-    (
-        "iommu_dma_map",
-        "per map_page/map_sg call: cookie, prot, IOVA length and limit",
-    ),
-    (
-        "iommu_dma_unmap",
-        "per unmap_page/unmap_sg call: gather init, IOVA free bookkeeping",
-    ),
-    (
-        "iommu_dma_sg_entry",
-        "per sg entry in each of map_sg's passes (layout, __finalise_sg) and unmap_sg's end search",
-    ),
-    ("sg_next", "per entry of a scatter-gather sync walk"),
-];
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Costs {
@@ -116,10 +99,10 @@ impl IommuDma {
             cpu: 0,
             warnings: Vec::new(),
             costs: Costs {
-                map: hw.sw_cost("iommu_dma_map"),
-                unmap: hw.sw_cost("iommu_dma_unmap"),
-                sg_entry: hw.sw_cost("iommu_dma_sg_entry"),
-                sg_next: hw.sw_cost("sg_next"),
+                map: hw.sw_cost(SwKey::IommuDmaMap),
+                unmap: hw.sw_cost(SwKey::IommuDmaUnmap),
+                sg_entry: hw.sw_cost(SwKey::IommuDmaSgEntry),
+                sg_next: hw.sw_cost(SwKey::SgNext),
             },
         })
     }

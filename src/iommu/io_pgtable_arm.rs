@@ -34,7 +34,7 @@
 
 use super::{IommuError, IommuFlushOps, IommuIotlbGather, Prot};
 use crate::arch::ArchDma;
-use crate::hw::{Counter, Hw, SwCost};
+use crate::hw::{Counter, Hw, SwCost, SwKey};
 use crate::mm::physmem::{PhysMem, SharedPhysMem};
 use crate::types::{DmaDirection, IovaAddr, PhysAddr};
 
@@ -65,33 +65,6 @@ const PTE_ATTR_MASK: u64 = (0x3ff << 2) | (0x1fff << 51);
 pub const MAIR_ATTR_IDX_NC: u64 = 0;
 pub const MAIR_ATTR_IDX_CACHE: u64 = 1;
 pub const MAIR_ATTR_IDX_DEV: u64 = 2;
-
-/// Named software costs this module charges (profile `[sw]` keys).
-pub const SW_COSTS: &[(&str, &str)] = &[
-    (
-        "arm_lpae_map_pages",
-        "per map_pages call: driver op dispatch, argument checks, prot to PTE",
-    ),
-    (
-        "arm_lpae_unmap_pages",
-        "per unmap_pages call: driver op dispatch, argument checks",
-    ),
-    (
-        "arm_lpae_walk_level",
-        "per table level descended by a map or unmap walk (index, load, type test)",
-    ),
-    ("arm_lpae_init_pte", "per PTE installed by a map"),
-    ("arm_lpae_clear_pte", "per PTE cleared by an unmap"),
-    (
-        "arm_lpae_alloc_table",
-        "per table allocated: page allocator and zeroing",
-    ),
-    (
-        "arm_lpae_free_table",
-        "per table freed, including the scan of its entries",
-    ),
-    ("arm_lpae_iova_to_phys", "per iova_to_phys lookup"),
-];
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Costs {
@@ -183,14 +156,14 @@ impl ArmLpaeIoPgtable {
         // drops sizes above the address space in the same spirit).
         let pgsize_bitmap = pgsize_bitmap & ((1u64 << cfg.ias) - 1);
         let costs = Costs {
-            map_pages: hw.sw_cost("arm_lpae_map_pages"),
-            unmap_pages: hw.sw_cost("arm_lpae_unmap_pages"),
-            walk_level: hw.sw_cost("arm_lpae_walk_level"),
-            init_pte: hw.sw_cost("arm_lpae_init_pte"),
-            clear_pte: hw.sw_cost("arm_lpae_clear_pte"),
-            alloc_table: hw.sw_cost("arm_lpae_alloc_table"),
-            free_table: hw.sw_cost("arm_lpae_free_table"),
-            iova_to_phys: hw.sw_cost("arm_lpae_iova_to_phys"),
+            map_pages: hw.sw_cost(SwKey::ArmLpaeMapPages),
+            unmap_pages: hw.sw_cost(SwKey::ArmLpaeUnmapPages),
+            walk_level: hw.sw_cost(SwKey::ArmLpaeWalkLevel),
+            init_pte: hw.sw_cost(SwKey::ArmLpaeInitPte),
+            clear_pte: hw.sw_cost(SwKey::ArmLpaeClearPte),
+            alloc_table: hw.sw_cost(SwKey::ArmLpaeAllocTable),
+            free_table: hw.sw_cost(SwKey::ArmLpaeFreeTable),
+            iova_to_phys: hw.sw_cost(SwKey::ArmLpaeIovaToPhys),
         };
         let pgd_size = 8u64 << pgd_bits;
         let pgd = mem.borrow_mut().alloc(cfg.node, pgd_size)?;

@@ -27,7 +27,7 @@
 //! or freed.
 
 use super::IommuError;
-use crate::hw::{Counter, Hw, SwCost};
+use crate::hw::{Counter, Hw, SwCost, SwKey};
 use std::collections::BTreeMap;
 
 /// pfns per magazine.
@@ -38,38 +38,6 @@ pub const IOVA_RANGE_CACHE_MAX_SIZE: u32 = 6;
 pub const MAX_GLOBAL_MAGS: usize = 32;
 /// The anchor node's pfn (`IOVA_ANCHOR`).
 const IOVA_ANCHOR: u64 = u64::MAX;
-
-/// Named software costs this module charges (profile `[sw]` keys).
-pub const SW_COSTS: &[(&str, &str)] = &[
-    (
-        "iova_rcache_hit",
-        "alloc_iova_fast served from a per-CPU magazine: lock, pop",
-    ),
-    (
-        "iova_rcache_miss",
-        "alloc_iova_fast finding every magazine and the depot empty",
-    ),
-    (
-        "iova_rcache_insert",
-        "free_iova_fast into a per-CPU magazine",
-    ),
-    (
-        "iova_depot_swap",
-        "a magazine moved between a CPU and the depot (global lock)",
-    ),
-    (
-        "alloc_iova",
-        "tree allocation: rbtree lock, kmem_cache_alloc, insert and rebalance",
-    ),
-    (
-        "iova_rbtree_step",
-        "per node the top-down search visits (rb_prev and the fit test)",
-    ),
-    (
-        "free_iova",
-        "tree free: find_iova, erase and rebalance, kmem_cache_free",
-    ),
-];
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Costs {
@@ -163,13 +131,13 @@ impl IovaDomain {
                 })
                 .collect(),
             costs: Costs {
-                hit: hw.sw_cost("iova_rcache_hit"),
-                miss: hw.sw_cost("iova_rcache_miss"),
-                insert: hw.sw_cost("iova_rcache_insert"),
-                depot: hw.sw_cost("iova_depot_swap"),
-                alloc: hw.sw_cost("alloc_iova"),
-                step: hw.sw_cost("iova_rbtree_step"),
-                free: hw.sw_cost("free_iova"),
+                hit: hw.sw_cost(SwKey::IovaRcacheHit),
+                miss: hw.sw_cost(SwKey::IovaRcacheMiss),
+                insert: hw.sw_cost(SwKey::IovaRcacheInsert),
+                depot: hw.sw_cost(SwKey::IovaDepotSwap),
+                alloc: hw.sw_cost(SwKey::AllocIova),
+                step: hw.sw_cost(SwKey::IovaRbtreeStep),
+                free: hw.sw_cost(SwKey::FreeIova),
             },
             stats: IovaStats::default(),
         })

@@ -23,20 +23,6 @@ use crate::hw::Hw;
 use crate::mm::physmem::PhysMemError;
 use crate::types::IovaAddr;
 
-/// Every named software cost the IOMMU modules charge (profile `[sw]` keys), with what each
-/// stands for.
-pub fn sw_costs() -> Vec<(&'static str, &'static str)> {
-    [
-        iova::SW_COSTS,
-        io_pgtable_arm::SW_COSTS,
-        core::SW_COSTS,
-        arm_smmu::SW_COSTS,
-        arm_smmu_v3::SW_COSTS,
-        dma_iommu::SW_COSTS,
-    ]
-    .concat()
-}
-
 /// Why an IOMMU operation failed. The kernel returns `-EINVAL`, `-EEXIST`, `-ENOMEM` or a short
 /// byte count (after a WARN); we keep the reason.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -8,8 +8,8 @@
 //! `measured: <how>`); every cost is finite and non-negative; a profile that fails a check is an
 //! [`InputError`] naming the file, line and key. Built-in profiles are compiled into the binary.
 
-use crate::hw::CacheOp;
 use crate::hw::model::{CopyCost, MaintCost, ModelParams, SmmuImpl, SmmuKind, SmmuParams};
+use crate::hw::{CacheOp, SwKey};
 use crate::input::{InputError, parse_toml};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -158,8 +158,9 @@ pub struct ProfileFile {
     pub barrier: BarrierSpec,
     /// Optional: only scenarios that copy (swiotlb bounce buffers) need it.
     pub memory: Option<MemorySpec>,
+    /// Named software costs, by [`SwKey`] name; a key that names none is refused.
     #[serde(default)]
-    pub sw: BTreeMap<String, Cost>,
+    pub sw: BTreeMap<Spanned<String>, Cost>,
     pub smmu: Option<SmmuSpec>,
 }
 
@@ -272,6 +273,58 @@ impl Profile {
         Ok(())
     }
 
+    /// The costs of `keys` this profile leaves out of `[sw]`, in the order given. The Model charges
+    /// them as 0; a caller that runs a stack charging `keys` should say so.
+    pub fn unpriced_sw(&self, keys: &[SwKey]) -> Vec<SwKey> {
+        keys.iter()
+            .copied()
+            .filter(|k| !self.model.sw.contains_key(k.name()))
+            .collect()
+    }
+
+    /// A one-line warning naming the costs of `keys` this profile leaves unpriced (charged as 0 by
+    /// `what`), or `None` when it prices them all.
+    pub fn unpriced_sw_warning(&self, keys: &[SwKey], what: &str) -> Option<String> {
+        let missing = self.unpriced_sw(keys);
+        if missing.is_empty() {
+            return None;
+        }
+        let names: Vec<String> = missing.iter().map(|k| format!("sw.{k}")).collect();
+        Some(format!(
+            "{}: platform `{}` does not price {} software cost{} {what} can charge, so {} 0: {} (`dmasim costs` says what each stands for)",
+            self.origin,
+            self.name(),
+            missing.len(),
+            if missing.len() == 1 { "" } else { "s" },
+            if missing.len() == 1 {
+                "it costs"
+            } else {
+                "they cost"
+            },
+            names.join(", ")
+        ))
+    }
+
+    /// Fail unless the profile prices every software cost of `keys`, which `why` charges. The
+    /// error names the first missing key and lists the others.
+    pub fn require_sw(&self, keys: &[SwKey], why: &str) -> Result<(), InputError> {
+        let missing = self.unpriced_sw(keys);
+        let Some(first) = missing.first() else {
+            return Ok(());
+        };
+        let mut message = format!("missing, but {why} charges it ({})", first.decl().function);
+        if missing.len() > 1 {
+            let rest: Vec<String> = missing[1..].iter().map(|k| format!("sw.{k}")).collect();
+            message.push_str(&format!("; also missing: {}", rest.join(", ")));
+        }
+        Err(InputError {
+            file: self.origin.clone(),
+            line: None,
+            key: Some(format!("sw.{first}")),
+            message,
+        })
+    }
+
     /// Every parameter with its value and source, in file order of sections.
     pub fn params(&self) -> Vec<ParamInfo> {
         let f = &self.file;
@@ -300,7 +353,7 @@ impl Profile {
             out.push(cost_info("memory.copy.per_byte", &c.per_byte));
         }
         for (k, c) in &f.sw {
-            out.push(cost_info(&format!("sw.{k}"), c));
+            out.push(cost_info(&format!("sw.{}", k.get_ref()), c));
         }
         if let Some(sm) = &f.smmu {
             for (k, c) in smmu_costs(sm) {
@@ -503,7 +556,24 @@ fn resolve(origin: &str, text: &str, f: &ProfileFile) -> Result<ModelParams, Inp
     let barrier_ps = r.cost("barrier.cost", &f.barrier.cost)?;
     let mut sw = BTreeMap::new();
     for (k, c) in &f.sw {
-        sw.insert(k.clone(), r.cost(&format!("sw.{k}"), c)?);
+        let name = k.get_ref();
+        if SwKey::from_name(name).is_none() {
+            // A misspelt key would otherwise price nothing and leave the cost it meant at 0.
+            let hint = match SwKey::closest(name) {
+                Some(near) => format!("did you mean `{near}`? "),
+                None => String::new(),
+            };
+            return Err(InputError::at(
+                origin,
+                text,
+                Some(k.span()),
+                &format!("sw.{name}"),
+                format!(
+                    "unknown software cost `{name}`; {hint}`dmasim costs` lists every name the model charges"
+                ),
+            ));
+        }
+        sw.insert(name.clone(), r.cost(&format!("sw.{name}"), c)?);
     }
     let smmu = match &f.smmu {
         Some(sm) => Some(resolve_smmu(&r, sm)?),
@@ -747,6 +817,60 @@ sync = { ns = 50, source = "test" }
         );
         let e = Profile::parse("t.toml", &nosrc).unwrap_err();
         assert_eq!(e.key.as_deref(), Some("memory.copy.per_byte.source"), "{e}");
+    }
+
+    #[test]
+    fn unknown_sw_key_names_file_line_key_and_the_closest_name() {
+        let text = format!(
+            "{MINIMAL}\n[sw]\nsg_next = {{ cycles = 4, source = \"test\" }}\ndma_api_cal = {{ cycles = 20, source = \"test\" }}\n"
+        );
+        let e = Profile::parse("t.toml", &text).unwrap_err();
+        assert_eq!(e.file, "t.toml");
+        assert_eq!(e.key.as_deref(), Some("sw.dma_api_cal"), "{e}");
+        assert_eq!(e.line, Some(19), "{e}");
+        assert!(e.message.contains("did you mean `dma_api_call`?"), "{e}");
+        assert!(e.message.contains("dmasim costs"), "{e}");
+        let far = text.replace("dma_api_cal", "\"no such thing\"");
+        let e = Profile::parse("t.toml", &far).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("sw.no such thing"), "{e}");
+        assert!(!e.message.contains("did you mean"), "{e}");
+        let ok = text.replace("dma_api_cal", "dma_api_call");
+        let p = Profile::parse("t.toml", &ok).unwrap();
+        assert_eq!(p.model.sw.get("dma_api_call"), Some(&20_000));
+        assert!(p.params().iter().any(|i| i.key == "sw.dma_api_call"));
+    }
+
+    #[test]
+    fn unpriced_sw_costs_are_listed_and_can_be_required() {
+        let text = format!("{MINIMAL}\n[sw]\nsg_next = {{ ns = 0, source = \"test\" }}\n");
+        let p = Profile::parse("t.toml", &text).unwrap();
+        let keys = [SwKey::DmaApiCall, SwKey::SgNext, SwKey::DmaDirectMapPhys];
+        // An explicit zero is priced; only absent keys are unpriced.
+        assert_eq!(
+            p.unpriced_sw(&keys),
+            vec![SwKey::DmaApiCall, SwKey::DmaDirectMapPhys]
+        );
+        let e = p.require_sw(&keys, "arm64 dma-direct").unwrap_err();
+        assert_eq!(e.file, "t.toml");
+        assert_eq!(e.key.as_deref(), Some("sw.dma_api_call"), "{e}");
+        assert!(
+            e.message.contains("also missing: sw.dma_direct_map_phys"),
+            "{e}"
+        );
+        p.require_sw(&[SwKey::SgNext], "a walk").unwrap();
+        let w = p.unpriced_sw_warning(&keys, "a test run").unwrap();
+        assert!(w.starts_with("t.toml: platform `t` does not price 2 software costs a test run can charge, so they cost 0: sw.dma_api_call, sw.dma_direct_map_phys"), "{w}");
+        assert_eq!(p.unpriced_sw_warning(&[SwKey::SgNext], "a walk"), None);
+        for n in builtin_names() {
+            let p = Profile::load(n).unwrap();
+            assert!(
+                p.file
+                    .sw
+                    .keys()
+                    .all(|k| SwKey::from_name(k.get_ref()).is_some()),
+                "{n}"
+            );
+        }
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod forwarding;
 pub mod iommu;
 pub mod streaming;
 
+use crate::hw::sw_costs::{Layer, SwKey};
 use crate::input::{InputError, from_section, from_table, parse_document, parse_size};
 use crate::platform::{Arch, Profile};
 use crate::policy::{KernelVersion, LATEST, Policies, Target};
@@ -737,6 +738,37 @@ impl Scenario {
             )?;
         }
         Ok(())
+    }
+
+    /// The named software costs this scenario's run can charge: the layers setup gives its
+    /// device (or, for an IOMMU workload, the domain and the IOVA allocator), plus the driver's.
+    pub fn sw_keys(&self) -> Vec<SwKey> {
+        use crate::setup::DmaOpsKind;
+        let mut layers = Vec::new();
+        if self.workload.uses_dma_api() {
+            layers.push(Layer::DmaApi);
+            match DmaOpsKind::of(self) {
+                DmaOpsKind::Direct => layers.push(Layer::DmaDirect),
+                DmaOpsKind::DirectSwiotlb(_) => {
+                    layers.extend([Layer::DmaDirect, Layer::Swiotlb, Layer::SwiotlbPool])
+                }
+                DmaOpsKind::Swiotlb2012 => layers.extend([Layer::Swiotlb2012, Layer::SwiotlbPool]),
+                DmaOpsKind::IommuDma => layers.extend([Layer::IommuDma, Layer::Iova]),
+            }
+        } else if let Workload::IommuOps(_) = self.workload {
+            layers.push(Layer::Iova);
+        }
+        if let Some(cfg) = &self.iommu {
+            layers.extend([Layer::IommuCore, Layer::IoPgtableArm]);
+            layers.push(match cfg.smmu {
+                SmmuModel::Mmu500 => Layer::ArmSmmu,
+                SmmuModel::SmmuV3 { .. } => Layer::ArmSmmuV3,
+            });
+        }
+        if let Workload::Forwarding(_) = self.workload {
+            layers.push(Layer::IpForward);
+        }
+        SwKey::charged_by(&layers)
     }
 
     /// The streaming workload, if that is what this scenario runs.

@@ -41,7 +41,7 @@ pub use pool::{
 
 use super::DmaError;
 use crate::device::Device;
-use crate::hw::{Hw, SwCost};
+use crate::hw::{Hw, SwCost, SwKey};
 use crate::mm::physmem::SharedPhysMem;
 use crate::types::{DmaAddr, DmaAttrs, DmaDirection, PhysAddr};
 use pool::{AreaSearch6_0, FindSlots, INVALID_PHYS_ADDR, NextFit3_6, PoolCosts, SlotRequest};
@@ -132,30 +132,6 @@ struct Costs {
     bounce: SwCost,
 }
 
-/// Named software costs [`Swiotlb`] looks up in a profile's `[sw]` table (plus [`pool::SW_COSTS`]).
-pub const SW_COSTS: &[(&str, &str)] = &[
-    (
-        "swiotlb_map",
-        "per bounced map: trace point, phys_to_dma and dma_capable of the slot",
-    ),
-    (
-        "swiotlb_tbl_map_single",
-        "per bounced map: checks, search set-up, orig_addr stores (the search loop is charged per step)",
-    ),
-    (
-        "swiotlb_tbl_unmap_single",
-        "per bounced unmap: slot lookup and release set-up (list[] writes are charged per slot)",
-    ),
-    (
-        "swiotlb_sync_single",
-        "per swiotlb_sync_single_for_{cpu,device} call on a bounced buffer",
-    ),
-    (
-        "swiotlb_bounce",
-        "per bounce: orig_addr and alloc_size lookup and range checks (the copy is [memory.copy])",
-    ),
-];
-
 /// One CPU copy in simulated memory: the bytes move, and the copy is charged as `memcpy`.
 pub(crate) fn memcpy(hw: &mut dyn Hw, mem: &SharedPhysMem, dst: PhysAddr, src: PhysAddr, len: u64) {
     if len == 0 {
@@ -202,11 +178,11 @@ impl Swiotlb {
             cpu: 0,
             costs: Costs {
                 pool: PoolCosts::resolve(hw),
-                map: hw.sw_cost("swiotlb_map"),
-                tbl_map_single: hw.sw_cost("swiotlb_tbl_map_single"),
-                tbl_unmap_single: hw.sw_cost("swiotlb_tbl_unmap_single"),
-                sync_single: hw.sw_cost("swiotlb_sync_single"),
-                bounce: hw.sw_cost("swiotlb_bounce"),
+                map: hw.sw_cost(SwKey::SwiotlbMap),
+                tbl_map_single: hw.sw_cost(SwKey::SwiotlbTblMapSingle),
+                tbl_unmap_single: hw.sw_cost(SwKey::SwiotlbTblUnmapSingle),
+                sync_single: hw.sw_cost(SwKey::SwiotlbSyncSingle),
+                bounce: hw.sw_cost(SwKey::SwiotlbBounce),
             },
         })
     }

@@ -20,7 +20,7 @@
 //! `areas[a].used` is the number of in-use slots in area `a`. A pool with nothing mapped has the
 //! same `list[]` as a fresh one. A failed search changes nothing but the charges.
 
-use crate::hw::{Counter, Hw, SwCost};
+use crate::hw::{Counter, Hw, SwCost, SwKey};
 use crate::mm::physmem::{PhysMem, PhysMemError};
 use crate::scatterlist::PAGE_SIZE;
 use crate::types::PhysAddr;
@@ -231,28 +231,12 @@ pub struct PoolCosts {
 impl PoolCosts {
     pub fn resolve(hw: &dyn Hw) -> PoolCosts {
         PoolCosts {
-            lock: hw.sw_cost("spin_lock_irqsave"),
-            search_step: hw.sw_cost("swiotlb_search_step"),
-            slot_update: hw.sw_cost("swiotlb_slot_update"),
+            lock: hw.sw_cost(SwKey::SpinLockIrqsave),
+            search_step: hw.sw_cost(SwKey::SwiotlbSearchStep),
+            slot_update: hw.sw_cost(SwKey::SwiotlbSlotUpdate),
         }
     }
 }
-
-/// Named software costs of the pool, for a profile's `[sw]` table.
-pub const SW_COSTS: &[(&str, &str)] = &[
-    (
-        "spin_lock_irqsave",
-        "swiotlb pool (3.6) or area (6.0) lock taken and released, uncontended; once per search of a pool or area and once per release",
-    ),
-    (
-        "swiotlb_search_step",
-        "one candidate slot looked at by the slot search loop",
-    ),
-    (
-        "swiotlb_slot_update",
-        "one io_tlb_list[] / slots[].list entry written when slots are claimed or released",
-    ),
-];
 
 /// Taking the pool or area lock: `_raw_spin_lock_irqsave` is out of line, so it is a frame; the
 /// unlock's cost is folded into the same named cost.

@@ -40,7 +40,7 @@ use super::{Areas, BounceDir, IO_TLB_OVERFLOW, IO_TLB_SHIFT, IO_TLB_SIZE, Releas
 use crate::device::Device;
 use crate::dma::direct::dma_capable;
 use crate::dma::{DmaError, DmaMapOps};
-use crate::hw::{Counter, Hw, SwCost};
+use crate::hw::{Counter, Hw, SwCost, SwKey};
 use crate::mm::physmem::SharedPhysMem;
 use crate::scatterlist::SgTable;
 use crate::types::{DmaAddr, DmaAttrs, DmaDirection, PhysAddr};
@@ -78,7 +78,7 @@ pub struct VirtAddrs {
 impl VirtAddrs {
     pub fn new(hw: &dyn Hw) -> VirtAddrs {
         VirtAddrs {
-            phys_addr: hw.sw_cost("__phys_addr"),
+            phys_addr: hw.sw_cost(SwKey::PhysAddr),
         }
     }
 }
@@ -209,8 +209,8 @@ struct Groups {
 }
 
 impl Groups {
-    fn resolve(hw: &dyn Hw, function: &str, common: u64, out_of_line: u64, inline: u64) -> Groups {
-        let per = hw.sw_cost(&format!("insn.{function}")).0;
+    fn resolve(hw: &dyn Hw, per_insn: SwKey, common: u64, out_of_line: u64, inline: u64) -> Groups {
+        let per = hw.sw_cost(per_insn).0;
         Groups {
             common: SwCost(per * common),
             out_of_line: SwCost(per * out_of_line),
@@ -236,61 +236,6 @@ struct Costs {
     bounce: SwCost,
     sg_next: SwCost,
 }
-
-/// Named software costs [`Swiotlb2012Ops`] looks up in a profile's `[sw]` table (plus
-/// [`super::pool::SW_COSTS`]). Each is the function's own instructions, excluding its callees.
-pub const SW_COSTS: &[(&str, &str)] = &[
-    (
-        "swiotlb_map_page",
-        "per map: page_to_phys, phys_to_dma, dma_capable, swiotlb_force test (map_single inlined)",
-    ),
-    (
-        "swiotlb_unmap_page",
-        "per unmap: the call on to unmap_single",
-    ),
-    (
-        "insn.unmap_single",
-        "per instruction unmap_single executes (frame, BUG_ON; virt: 4 saved registers and the is_swiotlb_buffer call; phys: the inlined range check)",
-    ),
-    (
-        "swiotlb_sync_single_for_cpu",
-        "per sync_single_for_cpu: the call on to swiotlb_sync_single",
-    ),
-    (
-        "swiotlb_sync_single_for_device",
-        "per sync_single_for_device: the call on to swiotlb_sync_single",
-    ),
-    (
-        "insn.swiotlb_sync_single",
-        "per instruction swiotlb_sync_single executes (frame, BUG_ON; virt: 5 saved registers and the is_swiotlb_buffer call; phys: the inlined range check)",
-    ),
-    (
-        "is_swiotlb_buffer",
-        "per out-of-line is_swiotlb_buffer call (virt only): its frame, its two __phys_addr call sites, two compares",
-    ),
-    (
-        "insn.swiotlb_dma_mapping_error",
-        "per instruction swiotlb_dma_mapping_error executes (frame, compare; virt: a saved register and the __phys_addr call)",
-    ),
-    (
-        "__phys_addr",
-        "per out-of-line __phys_addr call (virt only): call, kernel-text/direct-map test, subtract",
-    ),
-    (
-        "swiotlb_tbl_map_single",
-        "per bounced map: set-up and orig_addr stores (the search is charged per step)",
-    ),
-    (
-        "swiotlb_tbl_unmap_single",
-        "per bounced unmap: slot lookup (list[] writes are charged per slot)",
-    ),
-    (
-        "swiotlb_tbl_sync_single",
-        "per bounced sync: orig_addr lookup",
-    ),
-    ("swiotlb_bounce", "per bounce, excluding the copy itself"),
-    ("sg_next", "per entry of a scatter-gather walk"),
-];
 
 /// How the 2012 pool is set up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -365,37 +310,37 @@ impl Swiotlb2012Ops {
             force: cfg.force,
             costs: Costs {
                 pool: PoolCosts::resolve(hw),
-                map_page: hw.sw_cost("swiotlb_map_page"),
-                unmap_page: hw.sw_cost("swiotlb_unmap_page"),
+                map_page: hw.sw_cost(SwKey::SwiotlbMapPage),
+                unmap_page: hw.sw_cost(SwKey::SwiotlbUnmapPage),
                 unmap_single: Groups::resolve(
                     hw,
-                    "unmap_single",
+                    SwKey::InsnUnmapSingle,
                     insn::FRAME + insn::BUG_ON_DIR,
                     insn::UNMAP_SINGLE_LIVE * insn::SAVED_REG + insn::CALL + insn::TEST_RESULT,
                     insn::RANGE_CHECK,
                 ),
-                sync_single_for_cpu: hw.sw_cost("swiotlb_sync_single_for_cpu"),
-                sync_single_for_device: hw.sw_cost("swiotlb_sync_single_for_device"),
+                sync_single_for_cpu: hw.sw_cost(SwKey::SwiotlbSyncSingleForCpu),
+                sync_single_for_device: hw.sw_cost(SwKey::SwiotlbSyncSingleForDevice),
                 sync_single: Groups::resolve(
                     hw,
-                    "swiotlb_sync_single",
+                    SwKey::InsnSwiotlbSyncSingle,
                     insn::FRAME + insn::BUG_ON_DIR,
                     insn::SYNC_SINGLE_LIVE * insn::SAVED_REG + insn::CALL + insn::TEST_RESULT,
                     insn::RANGE_CHECK,
                 ),
-                is_swiotlb_buffer: hw.sw_cost("is_swiotlb_buffer"),
+                is_swiotlb_buffer: hw.sw_cost(SwKey::IsSwiotlbBuffer),
                 mapping_error: Groups::resolve(
                     hw,
-                    "swiotlb_dma_mapping_error",
+                    SwKey::InsnSwiotlbDmaMappingError,
                     insn::FRAME + insn::COMPARE_RESULT,
                     insn::MAPPING_ERROR_LIVE * insn::SAVED_REG + insn::CALL,
                     0,
                 ),
-                tbl_map_single: hw.sw_cost("swiotlb_tbl_map_single"),
-                tbl_unmap_single: hw.sw_cost("swiotlb_tbl_unmap_single"),
-                tbl_sync_single: hw.sw_cost("swiotlb_tbl_sync_single"),
-                bounce: hw.sw_cost("swiotlb_bounce"),
-                sg_next: hw.sw_cost("sg_next"),
+                tbl_map_single: hw.sw_cost(SwKey::SwiotlbTblMapSingle),
+                tbl_unmap_single: hw.sw_cost(SwKey::SwiotlbTblUnmapSingle),
+                tbl_sync_single: hw.sw_cost(SwKey::SwiotlbTblSyncSingle),
+                bounce: hw.sw_cost(SwKey::SwiotlbBounce),
+                sg_next: hw.sw_cost(SwKey::SgNext),
             },
         })
     }
