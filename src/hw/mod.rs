@@ -26,7 +26,7 @@ pub(crate) mod test_support {
     pub use super::recorder::Recorder;
 }
 
-use crate::types::PhysAddr;
+use crate::types::{Arch, PhysAddr};
 
 /// A cache-maintenance operation to the point of coherency, by line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -197,8 +197,7 @@ impl Counter {
     }
 
     /// The instruction this count stands for on `arch`, for human-readable tables.
-    pub fn instruction(self, arch: crate::platform::Arch) -> &'static str {
-        use crate::platform::Arch;
+    pub fn instruction(self, arch: Arch) -> &'static str {
         match (self, arch) {
             (Counter::CacheCleanLine, Arch::Arm64) => "DC CVAC",
             (Counter::CacheInvalLine, Arch::Arm64) => "DC IVAC",
