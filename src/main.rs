@@ -1,7 +1,23 @@
 //! The `dmasim` command line.
 //!
-//! Exit status: 0 on success, 2 for bad input (a profile, scenario or argument; the message names
-//! the file, line and key), 1 for anything else.
+//! Kernel counterpart: none — this is the user's door to the model and the host measurements.
+//!
+//! Exit status (also in docs/output.md):
+//!
+//! | status | meaning |
+//! |--------|---------|
+//! | 0  | success; also when the reader of standard output goes away early (`dmasim ... \| head`): what it read is all it wanted, so that is not a failure |
+//! | 1  | the tool could not finish for a reason that is not the input: an I/O error writing the output, a serialisation failure |
+//! | 2  | bad input: a profile, scenario or argument (one message naming the file, line and key; clap's usage errors exit 2 too), or a host measurement that cannot run as asked on this machine ([`HostError`]: an option out of range for it, an instruction its CPU lacks) |
+//! | 70 | a bug in dmasim: a panic, caught (`EX_SOFTWARE` from sysexits.h) |
+//!
+//! A [`HostError`] is classed with bad input rather than as an environment failure because it is
+//! always found before anything is measured and always means the request must change (another
+//! size, another instruction) to run here; retrying the same command never helps.
+//!
+//! Invariants: everything goes to standard output through one lock with `write!`, never `print!`,
+//! because `print!` panics when the pipe is closed; a broken pipe ends the program quietly with
+//! status 0; no other failure is silent.
 
 use anyhow::Result;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -11,6 +27,7 @@ use dmasim::platform::{self, Profile};
 use dmasim::policy::KernelVersion;
 use dmasim::reproduce;
 use dmasim::scenario::{self, Scenario};
+use std::io::{self, Write};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -117,31 +134,67 @@ enum Cmd {
     },
 }
 
+/// `EX_SOFTWARE` (sysexits.h): an internal software error.
+const EXIT_PANIC: u8 = 70;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match real_main(cli) {
+    // The default hook has already printed the panic message and location by the time the
+    // unwind is caught; the closing line only says what the status means.
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut out = io::stdout().lock();
+        real_main(cli, &mut out)?;
+        // The lock's line buffer may hold a tail; a broken pipe there must be seen, not dropped
+        // at exit.
+        out.flush()?;
+        Ok(())
+    }));
+    let result: Result<()> = match run {
+        Ok(r) => r,
+        Err(_) => {
+            note(format_args!(
+                "error: internal error (a bug in dmasim); exit status {EXIT_PANIC}"
+            ));
+            return ExitCode::from(EXIT_PANIC);
+        }
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             if let Some(ie) = e.downcast_ref::<InputError>() {
-                eprintln!("error: {ie}");
+                note(format_args!("error: {ie}"));
                 ExitCode::from(2)
             } else if let Some(he) = e.downcast_ref::<HostError>() {
-                eprintln!("error: {he}");
+                note(format_args!("error: {he}"));
                 ExitCode::from(2)
             } else {
-                eprintln!("error: {e:#}");
+                note(format_args!("error: {e:#}"));
                 ExitCode::from(1)
             }
         }
     }
 }
 
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// A line on standard error. `eprintln!` would panic if stderr were a closed pipe; a message that
+/// cannot be shown has nowhere else to go, so it is dropped.
+fn note(msg: std::fmt::Arguments) {
+    let _ = writeln!(io::stderr(), "{msg}");
+}
+
 fn arg_error(msg: impl Into<String>) -> InputError {
     InputError::new("<argument>", msg)
 }
 
-fn print_json(v: &serde_json::Value) -> Result<()> {
-    println!("{}", serde_json::to_string_pretty(v)?);
+fn print_json(out: &mut impl Write, v: &serde_json::Value) -> Result<()> {
+    writeln!(out, "{}", serde_json::to_string_pretty(v)?)?;
     Ok(())
 }
 
@@ -171,7 +224,7 @@ fn is_iommu_file(path: &str) -> bool {
     std::fs::read_to_string(path).is_ok_and(|t| scenario::iommu::is_iommu_scenario(&t))
 }
 
-fn run_iommu(path: &str, o: &Overrides, format: Format) -> Result<()> {
+fn run_iommu(out: &mut impl Write, path: &str, o: &Overrides, format: Format) -> Result<()> {
     let mut s = scenario::iommu::IommuScenario::load(path)?;
     if let Some(p) = &o.platform {
         s.profile = Profile::load(p)?;
@@ -192,18 +245,18 @@ fn run_iommu(path: &str, o: &Overrides, format: Format) -> Result<()> {
     s.check_profile()?;
     let r = scenario::iommu::run(&s).map_err(|e| InputError::new(path, e))?;
     match format {
-        Format::Table => print!("{}", dmasim::report::iommu_run_table(&r)),
-        Format::Json => print_json(&dmasim::report::iommu_run_json(&r))?,
-        Format::Folded => print!("{}", dmasim::report::iommu_run_folded(&r)),
+        Format::Table => write!(out, "{}", dmasim::report::iommu_run_table(&r))?,
+        Format::Json => print_json(out, &dmasim::report::iommu_run_json(&r))?,
+        Format::Folded => write!(out, "{}", dmasim::report::iommu_run_folded(&r))?,
     }
     Ok(())
 }
 
-fn real_main(cli: Cli) -> Result<()> {
+fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
     match cli.cmd {
         Cmd::Platforms => {
             for (name, desc) in platform::builtin_list() {
-                println!("{name:<16} {desc}");
+                writeln!(out, "{name:<16} {desc}")?;
             }
         }
         Cmd::Run {
@@ -212,7 +265,7 @@ fn real_main(cli: Cli) -> Result<()> {
             format,
         } => {
             if is_iommu_file(&scenario) {
-                return run_iommu(&scenario, &overrides, format);
+                return run_iommu(out, &scenario, &overrides, format);
             }
             let mut s = Scenario::load(&scenario)?;
             apply_overrides(&mut s, &overrides)?;
@@ -221,17 +274,25 @@ fn real_main(cli: Cli) -> Result<()> {
             use dmasim::report;
             use scenario::Outcome;
             match (format, &outcome) {
-                (Format::Table, Outcome::Streaming(r)) => print!("{}", report::run_table(r)),
-                (Format::Json, Outcome::Streaming(r)) => print_json(&report::run_json(r))?,
-                (Format::Folded, Outcome::Streaming(r)) => print!("{}", report::run_folded(r)),
-                (Format::Table, Outcome::Forwarding(r)) => {
-                    print!("{}", report::forwarding_table(r))
+                (Format::Table, Outcome::Streaming(r)) => write!(out, "{}", report::run_table(r))?,
+                (Format::Json, Outcome::Streaming(r)) => print_json(out, &report::run_json(r))?,
+                (Format::Folded, Outcome::Streaming(r)) => {
+                    write!(out, "{}", report::run_folded(r))?
                 }
-                (Format::Json, Outcome::Forwarding(r)) => print_json(&report::forwarding_json(r))?,
-                (Format::Folded, Outcome::Forwarding(r)) => print!("{}", report::folded(&r.stacks)),
-                (Format::Table, Outcome::Bounce(r)) => print!("{}", report::bounce_table(r)),
-                (Format::Json, Outcome::Bounce(r)) => print_json(&report::bounce_json(r))?,
-                (Format::Folded, Outcome::Bounce(r)) => print!("{}", report::folded(&r.stacks)),
+                (Format::Table, Outcome::Forwarding(r)) => {
+                    write!(out, "{}", report::forwarding_table(r))?
+                }
+                (Format::Json, Outcome::Forwarding(r)) => {
+                    print_json(out, &report::forwarding_json(r))?
+                }
+                (Format::Folded, Outcome::Forwarding(r)) => {
+                    write!(out, "{}", report::folded(&r.stacks))?
+                }
+                (Format::Table, Outcome::Bounce(r)) => write!(out, "{}", report::bounce_table(r))?,
+                (Format::Json, Outcome::Bounce(r)) => print_json(out, &report::bounce_json(r))?,
+                (Format::Folded, Outcome::Bounce(r)) => {
+                    write!(out, "{}", report::folded(&r.stacks))?
+                }
             }
         }
         Cmd::Hostbench {
@@ -248,11 +309,11 @@ fn real_main(cli: Cli) -> Result<()> {
             let profile = platform.as_deref().map(Profile::load).transpose()?;
             let r = dmasim::hostbench::run_with_model(&opts, profile.as_ref())?;
             match format {
-                Format::Table => print!("{}", dmasim::hostbench::render_table(&r)),
+                Format::Table => write!(out, "{}", dmasim::hostbench::render_table(&r))?,
                 Format::Folded => {
                     return Err(arg_error("--format folded applies to `run` only").into());
                 }
-                Format::Json => print_json(&serde_json::to_value(&r)?)?,
+                Format::Json => print_json(out, &serde_json::to_value(&r)?)?,
             }
         }
         Cmd::Calibrate { geometry, output } => {
@@ -268,9 +329,9 @@ fn real_main(cli: Cli) -> Result<()> {
                     std::fs::write(&path, text).map_err(|e| {
                         InputError::new(&path, format!("cannot write profile: {e}"))
                     })?;
-                    eprintln!("wrote {path}");
+                    note(format_args!("wrote {path}"));
                 }
-                None => print!("{text}"),
+                None => write!(out, "{text}")?,
             }
         }
         Cmd::Reproduce {
@@ -280,7 +341,7 @@ fn real_main(cli: Cli) -> Result<()> {
         } => {
             if list {
                 for e in reproduce::EXPERIMENTS {
-                    println!("{:<16} {}", e.name, e.summary);
+                    writeln!(out, "{:<16} {}", e.name, e.summary)?;
                 }
                 return Ok(());
             }
@@ -299,7 +360,7 @@ fn real_main(cli: Cli) -> Result<()> {
                 Format::Folded => unreachable!("refused above"),
                 Format::Table => {
                     let tables: Vec<String> = reports.iter().map(reproduce::render_table).collect();
-                    print!("{}", tables.join("\n"));
+                    write!(out, "{}", tables.join("\n"))?;
                 }
                 Format::Json => {
                     let v = if reports.len() == 1 {
@@ -307,7 +368,7 @@ fn real_main(cli: Cli) -> Result<()> {
                     } else {
                         serde_json::json!({ "experiments": reports })
                     };
-                    print_json(&v)?;
+                    print_json(out, &v)?;
                 }
             }
         }
