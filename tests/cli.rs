@@ -1,6 +1,7 @@
-//! The command line: bad input exits 2 with one message naming the file, line and key.
+//! The command line: bad input exits 2 with one message naming the file, line and key; the suite
+//! leaves nothing in the temp directory.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::{Command, Output};
 
 fn dmasim(args: &[&str]) -> Output {
@@ -18,12 +19,41 @@ fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-/// A scratch file unique to this test.
-fn scratch(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("dmasim-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
+/// A path in the temp directory, unique to this process and name, removed when the guard drops
+/// (also when the test fails, so a failing run does not litter either). It derefs to the path as
+/// a `&str`, the form the command line takes.
+struct Scratch(String);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let p = std::env::temp_dir().join(format!("dmasim-cli-{}-{name}", std::process::id()));
+        Scratch(p.to_string_lossy().into_owned())
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let p = Path::new(&self.0);
+        // Not there is fine: the command that was to write it may have failed first.
+        let _ = if p.is_dir() {
+            std::fs::remove_dir_all(p)
+        } else {
+            std::fs::remove_file(p)
+        };
+    }
+}
+
+/// A scratch file holding `text`.
+fn scratch(name: &str, text: &str) -> Scratch {
+    let p = Scratch::new(name);
+    std::fs::write(&*p, text).unwrap();
     p
 }
 
@@ -57,8 +87,7 @@ type Case = (&'static str, String, &'static str, &'static str);
 
 fn check_cases(cases: Vec<Case>, run: impl Fn(&str) -> Output) {
     for (case, text, at, key) in cases {
-        let p = scratch(&format!("{case}.toml"), &text);
-        let path = p.to_string_lossy().into_owned();
+        let path = scratch(&format!("{case}.toml"), &text);
         let o = run(&path);
         expect_input_error(&o, &path, line_of(&text, at), key);
     }
@@ -136,9 +165,8 @@ fn bad_scenarios_exit_2_naming_file_line_and_key() {
     check_cases(cases, |path| dmasim(&["run", path]));
 }
 
-fn run_scenario(name: &str, text: &str) -> (Output, String) {
-    let p = scratch(name, text);
-    let path = p.to_string_lossy().into_owned();
+fn run_scenario(name: &str, text: &str) -> (Output, Scratch) {
+    let path = scratch(name, text);
     (dmasim(&["run", &path]), path)
 }
 
@@ -261,8 +289,7 @@ fn hostbench_bad_options_exit_2() {
 #[test]
 fn hostbench_json_reports_both_modes() {
     // A profile calibrated on this host (small and quick: the figures are not judged here).
-    let profile = std::env::temp_dir().join(format!("dmasim-cli-{}-host.toml", std::process::id()));
-    let profile = profile.to_string_lossy().into_owned();
+    let profile = Scratch::new("host.toml");
     let o = dmasim(&[
         "calibrate",
         "--buffer",
@@ -508,4 +535,41 @@ fn iommu_scenario_runs_in_json() {
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["policies"]["walk_flush"], "asid");
     assert_eq!(v["ops"].as_array().unwrap().len(), 16);
+}
+
+#[test]
+fn scratch_paths_are_removed_when_the_guard_drops() {
+    let f = scratch("guard.toml", "x");
+    let d = Scratch::new("guard-dir");
+    std::fs::create_dir_all(Path::new(&*d).join("sub")).unwrap();
+    std::fs::write(Path::new(&*d).join("sub/f"), "x").unwrap();
+    let (fp, dp) = (f.to_string(), d.to_string());
+    assert!(Path::new(&fp).is_file() && Path::new(&dp).is_dir());
+    drop((f, d));
+    assert!(!Path::new(&fp).exists() && !Path::new(&dp).exists());
+}
+
+/// Runs every other test of this file in a child process whose temp directory is a fresh, empty
+/// one, then checks that the directory is still empty.
+#[test]
+fn the_suite_leaves_nothing_in_the_temp_directory() {
+    const ME: &str = "the_suite_leaves_nothing_in_the_temp_directory";
+    let tmp = Scratch::new("tmpdir");
+    std::fs::create_dir_all(&*tmp).unwrap();
+    let o = Command::new(std::env::current_exe().unwrap())
+        .args(["--skip", ME, "--test-threads", "2"])
+        .env("TMPDIR", &*tmp)
+        .output()
+        .expect("the test binary runs");
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    assert!(
+        !out.contains("running 0 tests"),
+        "the child ran no tests: {out}"
+    );
+    let left: Vec<String> = std::fs::read_dir(&*tmp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(left.is_empty(), "left in the temp directory: {left:?}");
 }
