@@ -39,10 +39,7 @@ use std::time::Instant;
 /// this one is reachable by a 64-bit mask and never zero).
 pub const HOST_BASE: PhysAddr = PhysAddr(0x1_0000_0000);
 
-/// A host measurement could not run. The CLI maps it to exit status 2.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct HostError(pub String);
+pub use crate::hw::host::HostError;
 
 /// The cache-maintenance instruction a host run issues per line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -1,9 +1,24 @@
 //! The `dmasim` command line.
 //!
-//! Exit status: 0 on success (including runs in which the modelled kernel refused some calls:
-//! those are part of the result); 2 for bad input (a profile, scenario or argument; the message
-//! names the file, line and key); 3 when the modelled kernel refused to set the machine up, so
-//! there is no result; 1 for anything else.
+//! Kernel counterpart: none — this is the user's door to the model and the host measurements.
+//!
+//! Exit status (also in docs/output.md):
+//!
+//! | status | meaning |
+//! |--------|---------|
+//! | 0  | success; also when the reader of standard output goes away early (`dmasim ... \| head`): what it read is all it wanted, so that is not a failure |
+//! | 1  | the tool could not finish for a reason that is not the input: an I/O error writing the output, a serialisation failure |
+//! | 2  | bad input: a profile, scenario or argument (one message naming the file, line and key; clap's usage errors exit 2 too), or a host measurement that cannot run as asked on this machine ([`HostError`]: an option out of range for it, an instruction its CPU lacks) |
+//! | 3  | the modelled kernel refused to set the machine up (a swiotlb pool that does not fit, a receive ring that cannot be mapped), so there is no result; calls it refuses *during* a run are part of the result and exit 0 |
+//! | 70 | a bug in dmasim: a panic, caught (`EX_SOFTWARE` from sysexits.h) |
+//!
+//! A [`HostError`] is classed with bad input rather than as an environment failure because it is
+//! always found before anything is measured and always means the request must change (another
+//! size, another instruction) to run here; retrying the same command never helps.
+//!
+//! Invariants: everything goes to standard output through one lock with `write!`, never `print!`,
+//! because `print!` panics when the pipe is closed; a broken pipe ends the program quietly with
+//! status 0; no other failure is silent.
 
 use anyhow::Result;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -13,6 +28,7 @@ use dmasim::input::InputError;
 use dmasim::platform::{self, Profile};
 use dmasim::reproduce;
 use dmasim::scenario::{self, Scenario};
+use std::io::{self, Write};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -87,6 +103,11 @@ enum Cmd {
         #[arg(long, default_value = "sm8150")]
         platform: String,
     },
+    /// List every named software cost the model charges: the `[sw]` keys a profile may price.
+    Costs {
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
     /// Run a scenario file on the model.
     Run {
         /// The scenario (TOML; see docs/scenarios.md).
@@ -114,11 +135,6 @@ enum Cmd {
         #[arg(long, short)]
         output: Option<String>,
     },
-    /// List every named software cost the model charges: the `[sw]` keys a profile may price.
-    Costs {
-        #[arg(long, value_enum, default_value = "table")]
-        format: Format,
-    },
     /// Recreate published experiments: published vs model, row by row.
     Reproduce {
         /// One experiment (default: all). `--list` shows them.
@@ -130,34 +146,70 @@ enum Cmd {
     },
 }
 
+/// `EX_SOFTWARE` (sysexits.h): an internal software error.
+const EXIT_PANIC: u8 = 70;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match real_main(cli) {
+    // The default hook has already printed the panic message and location by the time the
+    // unwind is caught; the closing line only says what the status means.
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut out = io::stdout().lock();
+        real_main(cli, &mut out)?;
+        // The lock's line buffer may hold a tail; a broken pipe there must be seen, not dropped
+        // at exit.
+        out.flush()?;
+        Ok(())
+    }));
+    let result: Result<()> = match run {
+        Ok(r) => r,
+        Err(_) => {
+            note(format_args!(
+                "error: internal error (a bug in dmasim); exit status {EXIT_PANIC}"
+            ));
+            return ExitCode::from(EXIT_PANIC);
+        }
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             if let Some(ie) = e.downcast_ref::<InputError>() {
-                eprintln!("error: {ie}");
+                note(format_args!("error: {ie}"));
+                ExitCode::from(2)
+            } else if let Some(he) = e.downcast_ref::<HostError>() {
+                note(format_args!("error: {he}"));
                 ExitCode::from(2)
             } else if let Some(r) = e.downcast_ref::<scenario::Refused>() {
-                eprintln!("error: {r}");
+                note(format_args!("error: {r}"));
                 ExitCode::from(3)
-            } else if let Some(he) = e.downcast_ref::<HostError>() {
-                eprintln!("error: {he}");
-                ExitCode::from(2)
             } else {
-                eprintln!("error: {e:#}");
+                note(format_args!("error: {e:#}"));
                 ExitCode::from(1)
             }
         }
     }
 }
 
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// A line on standard error. `eprintln!` would panic if stderr were a closed pipe; a message that
+/// cannot be shown has nowhere else to go, so it is dropped.
+fn note(msg: std::fmt::Arguments) {
+    let _ = writeln!(io::stderr(), "{msg}");
+}
+
 fn arg_error(msg: impl Into<String>) -> InputError {
     InputError::new("<argument>", msg)
 }
 
-fn print_json(v: &serde_json::Value) -> Result<()> {
-    println!("{}", serde_json::to_string_pretty(v)?);
+fn print_json(out: &mut impl Write, v: &serde_json::Value) -> Result<()> {
+    writeln!(out, "{}", serde_json::to_string_pretty(v)?)?;
     Ok(())
 }
 
@@ -165,7 +217,7 @@ fn print_json(v: &serde_json::Value) -> Result<()> {
 /// may be folded into another) but must not pass unseen: say so on standard error.
 fn warn_unpriced(p: &Profile, keys: &[dmasim::hw::SwKey], scenario: &str) {
     if let Some(w) = p.unpriced_sw_warning(keys, &format!("scenario `{scenario}`")) {
-        eprintln!("warning: {w}");
+        note(format_args!("warning: {w}"));
     }
 }
 
@@ -226,11 +278,11 @@ fn costs_json() -> serde_json::Value {
     serde_json::json!({ "sw_costs": costs })
 }
 
-fn real_main(cli: Cli) -> Result<()> {
+fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
     match cli.cmd {
         Cmd::Platforms => {
             for (name, desc) in platform::builtin_list() {
-                println!("{name:<16} {desc}");
+                writeln!(out, "{name:<16} {desc}")?;
             }
         }
         Cmd::Run {
@@ -244,15 +296,20 @@ fn real_main(cli: Cli) -> Result<()> {
             let outcome = scenario::execute(&s)?;
             use dmasim::report;
             match format {
-                Format::Table => print!("{}", report::table(&outcome)),
-                Format::Json => print_json(&report::json(&outcome))?,
-                Format::Folded => print!("{}", report::folded(report::stacks(&outcome))),
+                Format::Table => write!(out, "{}", report::table(&outcome))?,
+                Format::Json => print_json(out, &report::json(&outcome))?,
+                Format::Folded => write!(out, "{}", report::folded(report::stacks(&outcome)))?,
             }
         }
         Cmd::Policies { platform } => {
             let profile = Profile::load(&platform)?;
-            print!("{}", dmasim::report::policies_table(&profile));
+            write!(out, "{}", dmasim::report::policies_table(&profile))?;
         }
+        Cmd::Costs { format } => match format {
+            Format::Table => write!(out, "{}", costs_table())?,
+            Format::Json => print_json(out, &costs_json())?,
+            Format::Folded => return Err(arg_error("--format folded applies to `run` only").into()),
+        },
         Cmd::Hostbench {
             geometry,
             platform,
@@ -267,11 +324,11 @@ fn real_main(cli: Cli) -> Result<()> {
             let profile = platform.as_deref().map(Profile::load).transpose()?;
             let r = dmasim::hostbench::run_with_model(&opts, profile.as_ref())?;
             match format {
-                Format::Table => print!("{}", dmasim::hostbench::render_table(&r)),
+                Format::Table => write!(out, "{}", dmasim::hostbench::render_table(&r))?,
                 Format::Folded => {
                     return Err(arg_error("--format folded applies to `run` only").into());
                 }
-                Format::Json => print_json(&serde_json::to_value(&r)?)?,
+                Format::Json => print_json(out, &serde_json::to_value(&r)?)?,
             }
         }
         Cmd::Calibrate { geometry, output } => {
@@ -287,16 +344,11 @@ fn real_main(cli: Cli) -> Result<()> {
                     std::fs::write(&path, text).map_err(|e| {
                         InputError::new(&path, format!("cannot write profile: {e}"))
                     })?;
-                    eprintln!("wrote {path}");
+                    note(format_args!("wrote {path}"));
                 }
-                None => print!("{text}"),
+                None => write!(out, "{text}")?,
             }
         }
-        Cmd::Costs { format } => match format {
-            Format::Table => print!("{}", costs_table()),
-            Format::Json => print_json(&costs_json())?,
-            Format::Folded => return Err(arg_error("--format folded applies to `run` only").into()),
-        },
         Cmd::Reproduce {
             experiment,
             list,
@@ -304,7 +356,7 @@ fn real_main(cli: Cli) -> Result<()> {
         } => {
             if list {
                 for e in reproduce::EXPERIMENTS {
-                    println!("{:<16} {}", e.name, e.summary);
+                    writeln!(out, "{:<16} {}", e.name, e.summary)?;
                 }
                 return Ok(());
             }
@@ -323,7 +375,7 @@ fn real_main(cli: Cli) -> Result<()> {
                 Format::Folded => unreachable!("refused above"),
                 Format::Table => {
                     let tables: Vec<String> = reports.iter().map(reproduce::render_table).collect();
-                    print!("{}", tables.join("\n"));
+                    write!(out, "{}", tables.join("\n"))?;
                 }
                 Format::Json => {
                     let mut v = if reports.len() == 1 {
@@ -337,7 +389,7 @@ fn real_main(cli: Cli) -> Result<()> {
                             dmasim::report::FORMAT_VERSION.into(),
                         );
                     }
-                    print_json(&v)?;
+                    print_json(out, &v)?;
                 }
             }
         }

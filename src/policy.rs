@@ -23,18 +23,7 @@ use crate::iommu::arm_smmu::WalkFlushKind;
 use crate::iommu::core::SplitKind;
 use crate::platform::{Arch, Profile};
 
-/// A policy's value: one of a fixed list of named choices.
-pub trait Choice: Copy + Eq + std::fmt::Debug + 'static {
-    /// Every choice, in the order help texts list them.
-    const ALL: &'static [Self];
-    fn name(self) -> &'static str;
-    fn parse(s: &str) -> Option<Self> {
-        Self::ALL.iter().copied().find(|c| c.name() == s)
-    }
-    fn names() -> Vec<&'static str> {
-        Self::ALL.iter().map(|c| c.name()).collect()
-    }
-}
+pub use crate::types::Choice;
 
 /// The kernel release a run models, as (major, minor).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

@@ -20,12 +20,14 @@
 use crate::arch::ArchDma;
 use crate::arch::arm64::Arm64;
 use crate::arch::x86::X86Flush;
+use crate::device::Device;
 use crate::dma::DmaMapOps;
 use crate::dma::direct::DmaDirect;
 use crate::dma::mapping::DmaApi;
 use crate::dma::swiotlb::x86_2012::{Swiotlb2012Config, Swiotlb2012Ops};
 use crate::dma::swiotlb::{Areas, Release, Swiotlb, SwiotlbConfig};
 use crate::hw::model::Model;
+use crate::hw::model::SmmuKind;
 use crate::hw::{CacheOp, Hw};
 use crate::iommu::arm_smmu::ArmSmmuDomain;
 use crate::iommu::arm_smmu_v3::{ArmSmmuV3Domain, Cmdq, SmmuV3Features};
@@ -36,7 +38,6 @@ use crate::iommu::{IommuError, IommuFlushOps};
 use crate::mm::physmem::{NodeRange, PhysMem, SharedPhysMem};
 use crate::platform::{Arch, Profile};
 use crate::policy::Policies;
-use crate::scenario::{IommuConfig, Scenario, SmmuModel};
 use crate::types::PhysAddr;
 
 /// Why the modelled kernel could not set the machine up.
@@ -77,6 +78,85 @@ pub fn arch_dma(profile: &Profile, policies: &Policies) -> Box<dyn ArchDma> {
     }
 }
 
+/// The swiotlb pool a scenario sets up (`[swiotlb]`; defaults: 64 MiB, not forced, areas as the
+/// release has them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SwiotlbSpec {
+    pub size: u64,
+    pub force: bool,
+    /// `None`: the release's default (one pool lock with 3.6's rules; one area per CPU, rounded
+    /// up to a power of two, with 6.0's).
+    pub areas: Option<u32>,
+}
+
+impl Default for SwiotlbSpec {
+    fn default() -> Self {
+        SwiotlbSpec {
+            size: crate::dma::swiotlb::IO_TLB_DEFAULT_SIZE,
+            force: false,
+            areas: None,
+        }
+    }
+}
+
+/// Which SMMU driver's flush ops the domain uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SmmuModel {
+    /// arm-smmu (MMU-500, SMMUv2): register-programmed TLBIVA/TLBIVAL/TLBIASID + TLBSYNC.
+    Mmu500,
+    /// arm-smmu-v3: command queue; `range_inv` on SMMUv3.2.
+    SmmuV3 { range_inv: bool },
+}
+
+impl SmmuModel {
+    pub const NAMES: &[&str] = &["mmu-500", "smmu-v3", "smmu-v3.2"];
+
+    pub fn parse(s: &str) -> Option<SmmuModel> {
+        match s {
+            "mmu-500" => Some(SmmuModel::Mmu500),
+            "smmu-v3" => Some(SmmuModel::SmmuV3 { range_inv: false }),
+            "smmu-v3.2" => Some(SmmuModel::SmmuV3 { range_inv: true }),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SmmuModel::Mmu500 => "mmu-500",
+            SmmuModel::SmmuV3 { range_inv: false } => "smmu-v3",
+            SmmuModel::SmmuV3 { range_inv: true } => "smmu-v3.2",
+        }
+    }
+
+    pub(crate) fn kind(self) -> SmmuKind {
+        match self {
+            SmmuModel::Mmu500 => SmmuKind::Mmu500,
+            SmmuModel::SmmuV3 { .. } => SmmuKind::SmmuV3,
+        }
+    }
+}
+
+/// The domain a scenario maps into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IommuConfig {
+    pub granule: u64,
+    pub ias: u32,
+    pub smmu: SmmuModel,
+    /// The SMMU's table walker snoops CPU caches (`dma-coherent` on the SMMU node): no PTE cleaning.
+    pub coherent_walk: bool,
+}
+
+/// What setup needs to give a device its ops: the platform, the policies in effect, the device,
+/// the boot options of swiotlb, the IOMMU domain it sits behind, and which ops it gets.
+pub struct DeviceSetup<'a> {
+    pub profile: &'a Profile,
+    pub policies: &'a Policies,
+    pub device: &'a Device,
+    pub swiotlb: &'a SwiotlbSpec,
+    pub iommu: Option<&'a IommuConfig>,
+    pub ops: DmaOpsKind,
+}
+
 /// Which `dma_map_ops` a device gets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DmaOpsKind {
@@ -91,22 +171,6 @@ pub enum DmaOpsKind {
 }
 
 impl DmaOpsKind {
-    /// What the kernel gives a device of this scenario: iommu-dma behind an IOMMU; a bounce
-    /// pool where the workload needs one (the 2012 x86-64 ops under 3.6's rules); dma-direct
-    /// otherwise.
-    pub fn of(s: &Scenario) -> DmaOpsKind {
-        if s.iommu.is_some() {
-            return DmaOpsKind::IommuDma;
-        }
-        if !s.workload.uses_swiotlb() {
-            return DmaOpsKind::Direct;
-        }
-        match (s.profile.arch(), s.policies.swiotlb_rules) {
-            (Arch::X86_64, Release::Linux3_6) => DmaOpsKind::Swiotlb2012,
-            (_, rules) => DmaOpsKind::DirectSwiotlb(rules),
-        }
-    }
-
     /// For reports: which code serves the device.
     pub fn describe(self, p: &Policies) -> String {
         match self {
@@ -116,7 +180,7 @@ impl DmaOpsKind {
             }
             DmaOpsKind::Swiotlb2012 => format!(
                 "2012 x86 swiotlb_dma_ops, one pool lock, swiotlb_addr={}",
-                crate::policy::Choice::name(p.swiotlb_addr)
+                crate::types::Choice::name(p.swiotlb_addr)
             ),
             DmaOpsKind::IommuDma => "iommu-dma".to_string(),
         }
@@ -124,15 +188,15 @@ impl DmaOpsKind {
 }
 
 /// `arch_setup_dma_ops()` / `iommu_setup_dma_ops()` (with `swiotlb_init()` before them where the
-/// device's ops bounce): the device of scenario `s`, with its ops, on machine `m`. `cpus` sizes
+/// device's ops bounce): the device `s` describes, with its ops, on machine `m`. `cpus` sizes
 /// the per-CPU structures (swiotlb areas, IOVA magazines); swiotlb's pool and an IOMMU domain's
 /// tables come from node 0.
-pub fn setup_dma_ops(m: &mut Machine, s: &Scenario, cpus: u32) -> Result<DmaApi, SetupError> {
-    let p = &s.policies;
-    let ops: Box<dyn DmaMapOps> = match DmaOpsKind::of(s) {
+pub fn setup_dma_ops(m: &mut Machine, s: &DeviceSetup, cpus: u32) -> Result<DmaApi, SetupError> {
+    let p = s.policies;
+    let ops: Box<dyn DmaMapOps> = match s.ops {
         DmaOpsKind::Direct => Box::new(DmaDirect::new(
             &m.hw,
-            arch_dma(&s.profile, p),
+            arch_dma(s.profile, p),
             p.sync.policy(),
         )),
         DmaOpsKind::DirectSwiotlb(release) => {
@@ -154,7 +218,7 @@ pub fn setup_dma_ops(m: &mut Machine, s: &Scenario, cpus: u32) -> Result<DmaApi,
             )
             .map_err(|e| SetupError::Swiotlb(e.to_string()))?;
             Box::new(
-                DmaDirect::new(&m.hw, arch_dma(&s.profile, p), p.sync.policy()).with_swiotlb(pool),
+                DmaDirect::new(&m.hw, arch_dma(s.profile, p), p.sync.policy()).with_swiotlb(pool),
             )
         }
         DmaOpsKind::Swiotlb2012 => Box::new(
@@ -175,12 +239,12 @@ pub fn setup_dma_ops(m: &mut Machine, s: &Scenario, cpus: u32) -> Result<DmaApi,
                 .iommu
                 .as_ref()
                 .ok_or(SetupError::Domain(IommuError::Empty))?;
-            let domain = iommu_domain_alloc(&mut m.hw, cfg, &s.profile, p, m.mem.clone())?;
+            let domain = iommu_domain_alloc(&mut m.hw, cfg, s.profile, p, m.mem.clone())?;
             let dma = IommuDma::new(
                 &m.hw,
                 domain,
                 cpus.max(1) as usize,
-                arch_dma(&s.profile, p),
+                arch_dma(s.profile, p),
                 p.sync.policy(),
             )
             .map_err(SetupError::Domain)?;

@@ -1,14 +1,37 @@
-//! Address newtypes, DMA directions and attributes.
+//! Address newtypes, DMA directions and attributes, and the CPU architecture.
 //!
 //! Kernel counterparts: `phys_addr_t`, `dma_addr_t` (include/linux/types.h), the IOVA a domain hands
-//! out (drivers/iommu/iova.c), `enum dma_data_direction` (include/linux/dma-direction.h) and the
-//! `DMA_ATTR_*` bits (include/linux/dma-mapping.h).
+//! out (drivers/iommu/iova.c), `enum dma_data_direction` (include/linux/dma-direction.h), the
+//! `DMA_ATTR_*` bits (include/linux/dma-mapping.h) and the `ARCH=` a kernel is built for.
+//!
+//! This module is a leaf of the crate's module graph (it uses nothing from the crate), so every
+//! layer, `hw` included, can name these types without an import cycle; `tests/module_graph.rs`
+//! checks that.
 //!
 //! Invariants: the three address kinds never mix implicitly; arithmetic on them is checked and
 //! returns `None` on overflow instead of wrapping, because a wrapped bus address is exactly the kind
 //! of bug this tool must surface rather than hide.
 
 use std::fmt;
+
+/// CPU architecture, which decides the cache-maintenance rules of the arch layer. A profile names
+/// it (`platform::Arch` re-exports it from here).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Arch {
+    Arm64,
+    #[serde(rename = "x86_64")]
+    X86_64,
+}
+
+impl Arch {
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Arm64 => "arm64",
+            Arch::X86_64 => "x86_64",
+        }
+    }
+}
 
 macro_rules! addr_type {
     ($(#[$m:meta])* $name:ident) => {
@@ -133,6 +156,19 @@ impl DmaAttrs {
     }
     pub fn union(self, other: DmaAttrs) -> DmaAttrs {
         DmaAttrs(self.0 | other.0)
+    }
+}
+
+/// A policy's value: one of a fixed list of named choices.
+pub trait Choice: Copy + Eq + std::fmt::Debug + 'static {
+    /// Every choice, in the order help texts list them.
+    const ALL: &'static [Self];
+    fn name(self) -> &'static str;
+    fn parse(s: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|c| c.name() == s)
+    }
+    fn names() -> Vec<&'static str> {
+        Self::ALL.iter().map(|c| c.name()).collect()
     }
 }
 

@@ -1,7 +1,10 @@
-//! The command line: bad input exits 2 with one message naming the file, line and key.
+//! The command line: bad input exits 2 with one message naming the file, line and key; a reader
+//! that closes the pipe early ends the program quietly; the suite leaves nothing in the temp
+//! directory.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
 
 fn dmasim(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_dmasim"))
@@ -18,12 +21,41 @@ fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-/// A scratch file unique to this test.
-fn scratch(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("dmasim-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
+/// A path in the temp directory, unique to this process and name, removed when the guard drops
+/// (also when the test fails, so a failing run does not litter either). It derefs to the path as
+/// a `&str`, the form the command line takes.
+struct Scratch(String);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let p = std::env::temp_dir().join(format!("dmasim-cli-{}-{name}", std::process::id()));
+        Scratch(p.to_string_lossy().into_owned())
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let p = Path::new(&self.0);
+        // Not there is fine: the command that was to write it may have failed first.
+        let _ = if p.is_dir() {
+            std::fs::remove_dir_all(p)
+        } else {
+            std::fs::remove_file(p)
+        };
+    }
+}
+
+/// A scratch file holding `text`.
+fn scratch(name: &str, text: &str) -> Scratch {
+    let p = Scratch::new(name);
+    std::fs::write(&*p, text).unwrap();
     p
 }
 
@@ -57,8 +89,7 @@ type Case = (&'static str, String, &'static str, &'static str);
 
 fn check_cases(cases: Vec<Case>, run: impl Fn(&str) -> Output) {
     for (case, text, at, key) in cases {
-        let p = scratch(&format!("{case}.toml"), &text);
-        let path = p.to_string_lossy().into_owned();
+        let path = scratch(&format!("{case}.toml"), &text);
         let o = run(&path);
         expect_input_error(&o, &path, line_of(&text, at), key);
     }
@@ -136,9 +167,8 @@ fn bad_scenarios_exit_2_naming_file_line_and_key() {
     check_cases(cases, |path| dmasim(&["run", path]));
 }
 
-fn run_scenario(name: &str, text: &str) -> (Output, String) {
-    let p = scratch(name, text);
-    let path = p.to_string_lossy().into_owned();
+fn run_scenario(name: &str, text: &str) -> (Output, Scratch) {
+    let path = scratch(name, text);
     (dmasim(&["run", &path]), path)
 }
 
@@ -261,8 +291,7 @@ fn hostbench_bad_options_exit_2() {
 #[test]
 fn hostbench_json_reports_both_modes() {
     // A profile calibrated on this host (small and quick: the figures are not judged here).
-    let profile = std::env::temp_dir().join(format!("dmasim-cli-{}-host.toml", std::process::id()));
-    let profile = profile.to_string_lossy().into_owned();
+    let profile = Scratch::new("host.toml");
     let o = dmasim(&[
         "calibrate",
         "--buffer",
@@ -515,7 +544,7 @@ fn misspelled_sw_key_exits_2_naming_file_line_key_and_the_right_name() {
     let text = PROFILE.replacen("\ndma_api_call =", "\ndma_api_cal =", 1);
     assert_ne!(text, PROFILE);
     let p = scratch("p-sw-key.toml", &text);
-    let path = p.to_string_lossy().into_owned();
+    let path = p.to_string();
     let o = dmasim(&["run", "scenarios/batched-sync.toml", "--platform", &path]);
     expect_input_error(&o, &path, line_of(&text, "dma_api_cal ="), "sw.dma_api_cal");
     let e = stderr(&o);
@@ -592,7 +621,7 @@ fn unpriced_software_costs_are_warned_not_silent() {
         .map(|l| format!("{l}\n"))
         .collect();
     let p = scratch("p-no-sg-next.toml", &text);
-    let path = p.to_string_lossy().into_owned();
+    let path = p.to_string();
     let o = dmasim(&["run", "scenarios/batched-sync.toml", "--platform", &path]);
     assert!(o.status.success(), "{}", stderr(&o));
     let e = stderr(&o);
@@ -600,4 +629,97 @@ fn unpriced_software_costs_are_warned_not_silent() {
         e.contains(&path) && e.contains("1 software cost") && e.contains("sw.sg_next"),
         "{e}"
     );
+}
+
+/// Runs `args`, reads the first 100 bytes of its standard output, closes the pipe and waits.
+fn read_100_then_close(args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dmasim"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("binary runs");
+    let mut head = [0u8; 100];
+    let mut reader = child.stdout.take().unwrap();
+    reader.read_exact(&mut head).expect("100 bytes of output");
+    drop(reader);
+    child.wait_with_output().unwrap()
+}
+
+/// An IOMMU scenario of `n` map/unmap pairs: cheap to run, with a JSON document of about 750
+/// bytes per pair.
+fn many_ops(n: u64) -> String {
+    let mut t = String::from(
+        "[scenario]\nname = \"many-ops\"\nplatform = \"sm8150\"\nkernel = \"5.15\"\n\
+         [iommu]\ngranule = \"4K\"\nias = 48\n\
+         [workload]\nkind = \"iommu_ops\"\niterations = 1\n",
+    );
+    for i in 0..n {
+        let iova = 0x4000_0000 + i * 4096;
+        for op in ["map", "unmap"] {
+            t += &format!("[[workload.op]]\nop = \"{op}\"\niova = \"{iova:#x}\"\nsize = \"4K\"\n");
+        }
+    }
+    t
+}
+
+#[test]
+fn a_reader_closing_the_pipe_ends_the_program_quietly() {
+    // Far more output than a pipe holds (64 KiB on Linux), so the program is still writing when
+    // the reader goes and meets the broken pipe every time, not by a race.
+    let big = scratch("many-ops.toml", &many_ops(300));
+    let full = dmasim(&["run", &big, "--format", "json"]);
+    assert!(full.status.success(), "{}", stderr(&full));
+    assert!(full.stdout.len() > 128 << 10, "{} bytes", full.stdout.len());
+    for i in 0..50 {
+        // `reproduce` is the reported case; its document may fit the pipe, so the close can
+        // come before, during or after its last write.
+        let args: &[&str] = if i % 10 == 0 {
+            &["reproduce", "--format", "json"]
+        } else {
+            &["run", &big, "--format", "json"]
+        };
+        let o = read_100_then_close(args);
+        let e = stderr(&o);
+        assert!(!e.contains("panicked"), "{args:?}: {e}");
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {e}");
+        assert!(e.is_empty(), "{args:?}: quiet, but: {e}");
+    }
+}
+
+#[test]
+fn scratch_paths_are_removed_when_the_guard_drops() {
+    let f = scratch("guard.toml", "x");
+    let d = Scratch::new("guard-dir");
+    std::fs::create_dir_all(Path::new(&*d).join("sub")).unwrap();
+    std::fs::write(Path::new(&*d).join("sub/f"), "x").unwrap();
+    let (fp, dp) = (f.to_string(), d.to_string());
+    assert!(Path::new(&fp).is_file() && Path::new(&dp).is_dir());
+    drop((f, d));
+    assert!(!Path::new(&fp).exists() && !Path::new(&dp).exists());
+}
+
+/// Runs every other test of this file in a child process whose temp directory is a fresh, empty
+/// one, then checks that the directory is still empty.
+#[test]
+fn the_suite_leaves_nothing_in_the_temp_directory() {
+    const ME: &str = "the_suite_leaves_nothing_in_the_temp_directory";
+    let tmp = Scratch::new("tmpdir");
+    std::fs::create_dir_all(&*tmp).unwrap();
+    let o = Command::new(std::env::current_exe().unwrap())
+        .args(["--skip", ME, "--test-threads", "2"])
+        .env("TMPDIR", &*tmp)
+        .output()
+        .expect("the test binary runs");
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    assert!(
+        !out.contains("running 0 tests"),
+        "the child ran no tests: {out}"
+    );
+    let left: Vec<String> = std::fs::read_dir(&*tmp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(left.is_empty(), "left in the temp directory: {left:?}");
 }

@@ -25,7 +25,7 @@ pub enum DirRules {
     Since5_19,
 }
 
-impl crate::policy::Choice for DirRules {
+impl crate::types::Choice for DirRules {
     const ALL: &'static [Self] = &[DirRules::Pre5_19, DirRules::Since5_19];
     fn name(self) -> &'static str {
         match self {

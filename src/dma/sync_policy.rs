@@ -110,7 +110,7 @@ pub enum SyncKind {
     Batched,
 }
 
-impl crate::policy::Choice for SyncKind {
+impl crate::types::Choice for SyncKind {
     const ALL: &'static [Self] = &[SyncKind::PerEntry, SyncKind::Batched];
     fn name(self) -> &'static str {
         match self {

@@ -17,11 +17,11 @@
 
 use crate::dma::DmaError;
 use crate::dma::mapping::DmaApi;
+use crate::hw::calls::CallTimer;
 use crate::hw::model::Model;
 use crate::hw::{Hw, SwCost, SwKey};
 use crate::mm::physmem::{NodeRange, SharedPhysMem};
 use crate::scatterlist::PAGE_SIZE;
-use crate::scenario::calls::CallTimer;
 use crate::setup::Machine;
 use crate::types::{DmaAddr, DmaAttrs, DmaDirection, PhysAddr};
 

@@ -25,12 +25,20 @@
 //! asked for exactly the lines it should.
 
 use super::{CacheOp, Hw, SwCost, SwKey};
-use crate::hostbench::HostError;
 use crate::scatterlist::PAGE_SIZE;
 use crate::types::PhysAddr;
 use std::alloc::Layout;
 use std::ptr::NonNull;
 use std::time::Instant;
+
+/// A host measurement could not run as asked: an option out of range for this machine, an
+/// instruction this CPU cannot issue, or a buffer the OS would not provide. It is raised before
+/// anything is timed. It lives here rather than in `hostbench` because the Host raises it too and
+/// `hw` must not depend on the layers above it; `hostbench::HostError` re-exports it. The CLI exits
+/// 2 on it, as for bad input: the request has to change before it can run on this host.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct HostError(pub String);
 
 /// A request the Host refused instead of executing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

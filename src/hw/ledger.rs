@@ -2,8 +2,8 @@
 //!
 //! Kernel counterpart: none — this is what `perf` would attribute by call chain, kept exactly.
 //! The Model backend charges through it; runners read it back as rows
-//! ([`crate::scenario::calls::stack_rows`]) after timing their calls with
-//! [`crate::scenario::calls::CallTimer`].
+//! ([`crate::hw::calls::stack_rows`]) after timing their calls with
+//! [`crate::hw::calls::CallTimer`].
 //!
 //! Invariants: frames are interned as a tree, so entering a frame is a short scan of the current
 //! node's children (cheap enough for a per-sg-entry hot path); every charge lands on the node that

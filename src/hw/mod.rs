@@ -17,6 +17,7 @@
 //! operation costs ([`model::Model`]) or performs it ([`host`]). Every charge lands on the call
 //! stack that was current when it was made, so reports can break time down by kernel function.
 
+pub mod calls;
 pub mod host;
 pub mod ledger;
 pub mod model;
@@ -32,7 +33,7 @@ pub(crate) mod test_support {
     pub use super::recorder::Recorder;
 }
 
-use crate::types::PhysAddr;
+use crate::types::{Arch, PhysAddr};
 
 /// A cache-maintenance operation to the point of coherency, by line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -215,8 +216,7 @@ impl Counter {
     }
 
     /// The instruction this count stands for on `arch`, for human-readable tables.
-    pub fn instruction(self, arch: crate::platform::Arch) -> &'static str {
-        use crate::platform::Arch;
+    pub fn instruction(self, arch: Arch) -> &'static str {
         match (self, arch) {
             (Counter::CacheCleanLine, Arch::Arm64) => "DC CVAC",
             (Counter::CacheInvalLine, Arch::Arm64) => "DC IVAC",

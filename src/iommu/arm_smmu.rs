@@ -92,7 +92,7 @@ pub enum WalkFlushKind {
     Asid,
 }
 
-impl crate::policy::Choice for WalkFlushKind {
+impl crate::types::Choice for WalkFlushKind {
     const ALL: &'static [Self] = &[WalkFlushKind::ByVa, WalkFlushKind::Asid];
     fn name(self) -> &'static str {
         match self {

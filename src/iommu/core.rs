@@ -65,7 +65,7 @@ pub enum SplitKind {
     UnmapPages,
 }
 
-impl crate::policy::Choice for SplitKind {
+impl crate::types::Choice for SplitKind {
     const ALL: &'static [Self] = &[SplitKind::PerPage, SplitKind::UnmapPages];
     fn name(self) -> &'static str {
         match self {

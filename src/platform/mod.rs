@@ -11,6 +11,9 @@
 use crate::hw::model::{CopyCost, MaintCost, ModelParams, SmmuImpl, SmmuKind, SmmuParams};
 use crate::hw::{CacheOp, SwKey};
 use crate::input::{InputError, parse_toml};
+/// Re-exported so `platform::Arch` keeps naming it; it lives in [`crate::types`] so that `hw` can use
+/// it without depending on `platform`, which depends on `hw`.
+pub use crate::types::Arch;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use toml::Spanned;
@@ -27,24 +30,6 @@ const BUILTIN: &[(&str, &str)] = &[
     ),
     ("sm8150", include_str!("../../profiles/sm8150.toml")),
 ];
-
-/// CPU architecture, which decides the cache-maintenance rules of the arch layer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Arch {
-    Arm64,
-    #[serde(rename = "x86_64")]
-    X86_64,
-}
-
-impl Arch {
-    pub fn name(self) -> &'static str {
-        match self {
-            Arch::Arm64 => "arm64",
-            Arch::X86_64 => "x86_64",
-        }
-    }
-}
 
 /// A plain value with its source.
 #[derive(Clone, Debug, Deserialize)]

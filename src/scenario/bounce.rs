@@ -19,17 +19,17 @@
 //! between sizes; a mapping the pool cannot hold is the kernel's mapping error (counted), never a
 //! panic.
 
-use super::calls::{CallTimer, StackRow, stack_rows};
 use super::{Ctx, Scenario, Shared, Workload};
 use crate::device::Device;
 use crate::dma::mapping::DmaApi;
 use crate::dma::swiotlb::nr_slots;
 use crate::hw::Counter;
+use crate::hw::calls::{CallTimer, StackRow, stack_rows};
 use crate::input::InputError;
 use crate::mm::physmem::NodeRange;
 use crate::platform::Arch;
 use crate::policy::{Policies, Target};
-use crate::setup::{DmaOpsKind, Machine, SetupError, setup_dma_ops};
+use crate::setup::{Machine, SetupError, setup_dma_ops};
 use crate::types::{DmaAttrs, DmaDirection, PhysAddr};
 use serde::Deserialize;
 use toml::Spanned;
@@ -223,8 +223,8 @@ pub fn run(s: &Scenario, b: &Bounce) -> Result<BounceResult, SetupError> {
             },
         ],
     );
-    let api = setup_dma_ops(&mut m, s, b.cpus)?;
-    let implementation = DmaOpsKind::of(s).describe(&s.policies);
+    let api = setup_dma_ops(&mut m, &s.device_setup(), b.cpus)?;
+    let implementation = s.dma_ops().describe(&s.policies);
     let Machine { hw, mem } = m;
     let mut hw = hw;
     let bufs: Vec<PhysAddr> = (0..nbuf)

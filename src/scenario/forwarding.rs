@@ -26,11 +26,11 @@
 //! cleaned does not change the CPU time per packet, so each packet's tx buffer is unmapped in the
 //! same iteration it was mapped.
 
-use super::calls::{CallStat, StackRow, stack_rows};
 use super::{Ctx, Scenario, Shared, Workload};
 use crate::device::Device;
 use crate::drivers::ixgbe::IxgbeConfig;
 use crate::hw::Counter;
+use crate::hw::calls::{CallStat, StackRow, stack_rows};
 use crate::input::InputError;
 use crate::platform::Arch;
 use crate::policy::{Policies, Target};
@@ -241,7 +241,7 @@ impl ForwardingResult {
 pub fn forwarder(s: &Scenario, f: &Forwarding) -> Result<Forwarder, SetupError> {
     let cfg = f.ixgbe();
     let mut m = Machine::boot(&s.profile, Forwarder::memory(&cfg, s.swiotlb.size));
-    let api = setup_dma_ops(&mut m, s, f.cpus)?;
+    let api = setup_dma_ops(&mut m, &s.device_setup(), f.cpus)?;
     Forwarder::new(m, api, &cfg).map_err(|e| SetupError::Driver(e.to_string()))
 }
 

@@ -19,8 +19,8 @@
 //! never a panic. Each operation's time is the Model clock's advance across it; its counts are
 //! the ledger's difference across it, so per-operation figures and the breakdown agree.
 
-use super::calls::{StackRow, stack_rows};
 use super::{Ctx, Scenario, Shared, Workload};
+use crate::hw::calls::{StackRow, stack_rows};
 use crate::hw::model::{Model, SmmuKind};
 use crate::hw::{Counter, Hw};
 use crate::input::{InputError, parse_size};
@@ -28,6 +28,7 @@ use crate::iommu::iova::IovaDomain;
 use crate::iommu::{IommuError, Prot};
 use crate::platform::{Arch, Profile};
 use crate::policy::{Policies, Target};
+pub use crate::setup::{IommuConfig, SmmuModel};
 use crate::setup::{iommu_domain_alloc, table_bytes, table_memory};
 use crate::types::{IovaAddr, PhysAddr};
 use serde::Deserialize;
@@ -103,53 +104,6 @@ struct OpSection {
     of: Option<Spanned<String>>,
 }
 
-/// Which SMMU driver's flush ops the domain uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SmmuModel {
-    /// arm-smmu (MMU-500, SMMUv2): register-programmed TLBIVA/TLBIVAL/TLBIASID + TLBSYNC.
-    Mmu500,
-    /// arm-smmu-v3: command queue; `range_inv` on SMMUv3.2.
-    SmmuV3 { range_inv: bool },
-}
-
-impl SmmuModel {
-    pub const NAMES: &[&str] = &["mmu-500", "smmu-v3", "smmu-v3.2"];
-
-    pub fn parse(s: &str) -> Option<SmmuModel> {
-        match s {
-            "mmu-500" => Some(SmmuModel::Mmu500),
-            "smmu-v3" => Some(SmmuModel::SmmuV3 { range_inv: false }),
-            "smmu-v3.2" => Some(SmmuModel::SmmuV3 { range_inv: true }),
-            _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            SmmuModel::Mmu500 => "mmu-500",
-            SmmuModel::SmmuV3 { range_inv: false } => "smmu-v3",
-            SmmuModel::SmmuV3 { range_inv: true } => "smmu-v3.2",
-        }
-    }
-
-    pub(crate) fn kind(self) -> SmmuKind {
-        match self {
-            SmmuModel::Mmu500 => SmmuKind::Mmu500,
-            SmmuModel::SmmuV3 { .. } => SmmuKind::SmmuV3,
-        }
-    }
-}
-
-/// The domain a scenario maps into.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct IommuConfig {
-    pub granule: u64,
-    pub ias: u32,
-    pub smmu: SmmuModel,
-    /// The SMMU's table walker snoops CPU caches (`dma-coherent` on the SMMU node): no PTE cleaning.
-    pub coherent_walk: bool,
-}
-
 /// How the pages behind one mapping sit in physical memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Layout {
@@ -223,6 +177,15 @@ pub struct Sweep {
 pub struct Ops {
     pub ops: Vec<Op>,
     pub iterations: u32,
+}
+
+impl Ops {
+    /// Whether any map takes its IOVA from the allocator.
+    pub fn allocates_iovas(&self) -> bool {
+        self.ops
+            .iter()
+            .any(|o| matches!(o, Op::Map(m) if m.iova == IovaSpec::Alloc))
+    }
 }
 
 impl Ctx<'_> {

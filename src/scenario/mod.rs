@@ -15,7 +15,6 @@
 //! `--kernel`, `--policy`) go through the same checks. Running is deterministic.
 
 pub mod bounce;
-pub mod calls;
 pub mod forwarding;
 pub mod iommu;
 pub mod streaming;
@@ -29,8 +28,9 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use toml::Spanned;
 
-pub use iommu::{IommuConfig, SmmuModel};
-pub use streaming::{CallStat, RunResult, StackRow};
+pub use crate::hw::calls::{self, CallStat, StackRow};
+pub use crate::setup::{DeviceSetup, DmaOpsKind, IommuConfig, SmmuModel, SwiotlbSpec};
+pub use streaming::RunResult;
 
 /// What running a scenario produced, by workload kind.
 #[derive(Clone, Debug)]
@@ -131,27 +131,6 @@ impl Workload {
 pub use bounce::Bounce;
 pub use forwarding::{Forwarding, IXGBE_RX_BUFSZ};
 pub use streaming::{Calls, Streaming};
-
-/// The swiotlb pool a scenario sets up (`[swiotlb]`; defaults: 64 MiB, not forced, areas as the
-/// release has them).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SwiotlbSpec {
-    pub size: u64,
-    pub force: bool,
-    /// `None`: the release's default (one pool lock with 3.6's rules; one area per CPU, rounded
-    /// up to a power of two, with 6.0's).
-    pub areas: Option<u32>,
-}
-
-impl Default for SwiotlbSpec {
-    fn default() -> Self {
-        SwiotlbSpec {
-            size: crate::dma::swiotlb::IO_TLB_DEFAULT_SIZE,
-            force: false,
-            areas: None,
-        }
-    }
-}
 
 /// Largest swiotlb pool a scenario may set up (the model keeps a slot table entry per 2 KiB).
 pub const MAX_SWIOTLB: u64 = 1 << 30;
@@ -673,7 +652,7 @@ impl Scenario {
                 format!(
                     "{n} areas, but swiotlb under 3.6's rules (Linux {}, swiotlb_rules={}) has one pool lock and no areas; areas came with 6.0",
                     self.kernel,
-                    crate::policy::Choice::name(self.policies.swiotlb_rules)
+                    crate::types::Choice::name(self.policies.swiotlb_rules)
                 ),
             ));
         }
@@ -740,14 +719,41 @@ impl Scenario {
         Ok(())
     }
 
+    /// Which `dma_map_ops` the kernel gives this scenario's device: iommu-dma behind an
+    /// IOMMU; a bounce pool where the workload needs one (the 2012 x86-64 ops under 3.6's
+    /// rules); dma-direct otherwise.
+    pub fn dma_ops(&self) -> DmaOpsKind {
+        if self.iommu.is_some() {
+            return DmaOpsKind::IommuDma;
+        }
+        if !self.workload.uses_swiotlb() {
+            return DmaOpsKind::Direct;
+        }
+        match (self.profile.arch(), self.policies.swiotlb_rules) {
+            (Arch::X86_64, crate::dma::swiotlb::Release::Linux3_6) => DmaOpsKind::Swiotlb2012,
+            (_, rules) => DmaOpsKind::DirectSwiotlb(rules),
+        }
+    }
+
+    /// What setup needs to give this scenario's device its ops.
+    pub fn device_setup(&self) -> DeviceSetup<'_> {
+        DeviceSetup {
+            profile: &self.profile,
+            policies: &self.policies,
+            device: &self.device,
+            swiotlb: &self.swiotlb,
+            iommu: self.iommu.as_ref(),
+            ops: self.dma_ops(),
+        }
+    }
+
     /// The named software costs this scenario's run can charge: the layers setup gives its
     /// device (or, for an IOMMU workload, the domain and the IOVA allocator), plus the driver's.
     pub fn sw_keys(&self) -> Vec<SwKey> {
-        use crate::setup::DmaOpsKind;
         let mut layers = Vec::new();
         if self.workload.uses_dma_api() {
             layers.push(Layer::DmaApi);
-            match DmaOpsKind::of(self) {
+            match self.dma_ops() {
                 DmaOpsKind::Direct => layers.push(Layer::DmaDirect),
                 DmaOpsKind::DirectSwiotlb(_) => {
                     layers.extend([Layer::DmaDirect, Layer::Swiotlb, Layer::SwiotlbPool])
@@ -755,7 +761,9 @@ impl Scenario {
                 DmaOpsKind::Swiotlb2012 => layers.extend([Layer::Swiotlb2012, Layer::SwiotlbPool]),
                 DmaOpsKind::IommuDma => layers.extend([Layer::IommuDma, Layer::Iova]),
             }
-        } else if let Workload::IommuOps(_) = self.workload {
+        } else if let Workload::IommuOps(o) = &self.workload
+            && o.allocates_iovas()
+        {
             layers.push(Layer::Iova);
         }
         if let Some(cfg) = &self.iommu {

@@ -10,21 +10,21 @@
 //! the modelled kernel refuses is counted with its error, and the loop goes on as a driver
 //! would (a refused map is not unmapped).
 
-use super::calls::{CallTimer, stack_rows};
 use super::{Ctx, Scenario, Shared, Workload};
 use crate::device::Device;
 use crate::hw::Counter;
+use crate::hw::calls::{CallTimer, stack_rows};
 use crate::input::InputError;
 use crate::mm::physmem::NodeRange;
 use crate::platform::Arch;
 use crate::policy::{Policies, Target};
 use crate::scatterlist::SgTable;
-use crate::setup::{DmaOpsKind, Machine, SetupError, setup_dma_ops, table_bytes};
+use crate::setup::{Machine, SetupError, setup_dma_ops, table_bytes};
 use crate::types::{DmaAttrs, DmaDirection, PhysAddr};
 use serde::Deserialize;
 use toml::Spanned;
 
-pub use super::calls::{CallStat, StackRow};
+pub use crate::hw::calls::{CallStat, StackRow};
 
 /// The registry entry of this kind.
 pub const KIND: super::Kind = super::Kind {
@@ -272,7 +272,7 @@ pub fn run(s: &Scenario, w: &Streaming) -> Result<RunResult, SetupError> {
         .borrow_mut()
         .alloc(0, w.buffer_bytes)
         .map_err(|e| SetupError::Swiotlb(format!("buffer allocation: {e}")))?;
-    let mut api = setup_dma_ops(&mut m, s, 1)?;
+    let mut api = setup_dma_ops(&mut m, &s.device_setup(), 1)?;
     let mut hw = m.hw;
     hw.clear_ledger();
     let mut sgt = SgTable::from_contiguous(buf, w.buffer_bytes, &w.entry_bytes);
@@ -354,7 +354,7 @@ pub fn run(s: &Scenario, w: &Streaming) -> Result<RunResult, SetupError> {
         policies: s.policies.clone(),
         target: s.target(),
         device: s.device.clone(),
-        dma_ops: DmaOpsKind::of(s).describe(&s.policies),
+        dma_ops: s.dma_ops().describe(&s.policies),
         workload: w.clone(),
         entries: sgt.orig_nents(),
         calls: t.stats,

@@ -54,7 +54,7 @@ pub enum Release {
 }
 
 /// The `swiotlb_rules` policy: which release's pool and bounce rules the swiotlb runs.
-impl crate::policy::Choice for Release {
+impl crate::types::Choice for Release {
     const ALL: &'static [Self] = &[Release::Linux3_6, Release::Linux6_0];
     fn name(self) -> &'static str {
         Release::name(self)

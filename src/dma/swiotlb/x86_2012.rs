@@ -136,7 +136,7 @@ pub enum SwiotlbAddr {
     Phys,
 }
 
-impl crate::policy::Choice for SwiotlbAddr {
+impl crate::types::Choice for SwiotlbAddr {
     const ALL: &'static [Self] = &[SwiotlbAddr::Virt, SwiotlbAddr::Phys];
     fn name(self) -> &'static str {
         match self {

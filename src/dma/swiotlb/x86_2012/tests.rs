@@ -16,7 +16,7 @@ fn ops(mem: &SharedPhysMem, policy: &str, size: u64) -> Swiotlb2012Ops {
             size,
             ..Swiotlb2012Config::default()
         },
-        <SwiotlbAddr as crate::policy::Choice>::parse(policy)
+        <SwiotlbAddr as crate::types::Choice>::parse(policy)
             .unwrap()
             .bookkeeping(&r),
     )
@@ -116,7 +116,7 @@ fn below_the_pool_is_swiotlb_buffer_stops_after_one_translation() {
             node: 1,
             force: false,
         },
-        <SwiotlbAddr as crate::policy::Choice>::parse("virt")
+        <SwiotlbAddr as crate::types::Choice>::parse("virt")
             .unwrap()
             .bookkeeping(&r0),
     )
@@ -304,7 +304,7 @@ fn model_time_and_per_symbol_profile_follow_the_calls_made() {
                 size: 1 << 20,
                 ..Swiotlb2012Config::default()
             },
-            <SwiotlbAddr as crate::policy::Choice>::parse(policy)
+            <SwiotlbAddr as crate::types::Choice>::parse(policy)
                 .unwrap()
                 .bookkeeping(&m),
         )

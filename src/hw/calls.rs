@@ -6,8 +6,8 @@
 //! per-stack breakdown and the run's total come from the same charges; a refused call is counted
 //! with its time (the kernel spent it) and its first error kept for the report.
 
-use crate::hw::model::Model;
-use crate::hw::{Counter, Hw, Ledger};
+use super::model::Model;
+use super::{Counter, Hw, Ledger};
 
 /// One kind of API call over the run.
 #[derive(Clone, Debug, PartialEq)]
