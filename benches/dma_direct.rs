@@ -18,7 +18,10 @@ fn main() {
 #[divan::bench(args = ["per-entry", "batched"])]
 fn map_unmap_sg_10m_4k(bencher: divan::Bencher, sync: &str) {
     let profile = Profile::load("dimensity9500").unwrap();
-    let policies = Policies::preset(KernelVersion(7, 1), &Target::of(&profile, false, false));
+    let policies = Policies::preset(
+        KernelVersion(7, 1),
+        &Target::of(&profile, false, false, true),
+    );
     let mut hw = Model::new(profile.model.clone());
     let arch = dmasim::setup::arch_dma(&profile, &policies);
     let direct = DmaDirect::new(&hw, arch, SyncKind::parse(sync).unwrap().policy());

@@ -21,6 +21,7 @@ use crate::dma::sync_policy::SyncKind;
 use crate::hw::model::{SmmuImpl, SmmuKind};
 use crate::iommu::arm_smmu::WalkFlushKind;
 use crate::iommu::core::SplitKind;
+use crate::iommu::dma_fq::Invalidation;
 use crate::platform::{Arch, Profile};
 
 pub use crate::types::Choice;
@@ -92,15 +93,18 @@ pub struct Target {
     pub iommu: bool,
     /// The device's ops bounce through a swiotlb pool.
     pub swiotlb: bool,
+    /// The workload drives a device through the DMA API (not the iommu core directly).
+    pub dma_api: bool,
 }
 
 impl Target {
-    pub fn of(profile: &Profile, iommu: bool, swiotlb: bool) -> Target {
+    pub fn of(profile: &Profile, iommu: bool, swiotlb: bool, dma_api: bool) -> Target {
         Target {
             arch: profile.arch(),
             smmu: profile.model.smmu.map(|s| (s.kind, s.imp)),
             iommu,
             swiotlb,
+            dma_api,
         }
     }
 }
@@ -115,6 +119,7 @@ pub struct Policies {
     pub swiotlb_addr: SwiotlbAddr,
     pub walk_flush: WalkFlushKind,
     pub unmap_split: SplitKind,
+    pub invalidation: Invalidation,
 }
 
 /// One policy in the registry.
@@ -193,6 +198,16 @@ fn unmap_split_preset(k: KernelVersion, _: &Target) -> SplitKind {
     }
 }
 
+/// arm64 kernels default to strict invalidation (`IOMMU_DEFAULT_DMA_STRICT`); lazy is the
+/// default only on x86 (and s390 from 6.7), where no SMMU runs.
+fn invalidation_preset(_: KernelVersion, _: &Target) -> Invalidation {
+    Invalidation::Strict
+}
+
+/// The release from which arm-smmu and arm-smmu-v3 offer lazy invalidation (`iommu.strict=0`,
+/// the flush queue used through `DOMAIN_ATTR_DMA_USE_FLUSH_QUEUE`).
+pub const LAZY_SINCE: KernelVersion = KernelVersion(5, 0);
+
 fn everywhere(_: &Target) -> Result<(), String> {
     Ok(())
 }
@@ -231,6 +246,15 @@ fn iommu_only(t: &Target) -> Result<(), String> {
         Ok(())
     } else {
         Err("the scenario has no [iommu] domain".to_string())
+    }
+}
+
+fn iommu_dma_only(t: &Target) -> Result<(), String> {
+    iommu_only(t)?;
+    if t.dma_api {
+        Ok(())
+    } else {
+        Err("the workload calls the iommu core directly, whose iommu_unmap always invalidates and syncs; only iommu-dma (a device behind [iommu]) defers".to_string())
     }
 }
 
@@ -315,6 +339,14 @@ pub static REGISTRY: &[PolicyDef] = &[
         "unmap-pages from 5.15, per-page before",
         "iommu core: one driver call per page (per-page, <= 5.14) or per run of pages (unmap-pages, 5.15)"
     ),
+    policy_def!(
+        invalidation,
+        Invalidation,
+        invalidation_preset,
+        iommu_dma_only,
+        "strict on arm64 (IOMMU_DEFAULT_DMA_STRICT); lazy from 5.0 by iommu.strict=0",
+        "iommu-dma unmap: invalidate and sync every unmap (strict) or queue the IOVA and flush the whole domain when the flush queue fills or its 10 ms timer fires (lazy, iommu.strict=0 / DMA-FQ)"
+    ),
 ];
 
 /// The registry entry for `key`, or an error listing the known keys.
@@ -339,6 +371,7 @@ impl Policies {
             swiotlb_addr: swiotlb_addr_preset(kernel, t),
             walk_flush: walk_flush_preset(kernel, t),
             unmap_split: unmap_split_preset(kernel, t),
+            invalidation: invalidation_preset(kernel, t),
         }
     }
 
@@ -398,6 +431,7 @@ mod tests {
         smmu: None,
         iommu: false,
         swiotlb: false,
+        dma_api: true,
     };
 
     fn mmu500(imp: SmmuImpl) -> Target {
@@ -406,6 +440,7 @@ mod tests {
             smmu: Some((SmmuKind::Mmu500, imp)),
             iommu: true,
             swiotlb: false,
+            dma_api: false,
         }
     }
 

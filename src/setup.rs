@@ -247,7 +247,8 @@ pub fn setup_dma_ops(m: &mut Machine, s: &DeviceSetup, cpus: u32) -> Result<DmaA
                 arch_dma(s.profile, p),
                 p.sync.policy(),
             )
-            .map_err(SetupError::Domain)?;
+            .map_err(SetupError::Domain)?
+            .with_invalidation(&m.hw, p.invalidation);
             Box::new(dma)
         }
     };

@@ -156,10 +156,14 @@ pub enum Counter {
     IovaRcacheHit,
     /// IOVA ranges given back by `free_iova_fast`.
     IovaFree,
+    /// IOVA ranges iommu-dma queued for a later flush instead of invalidating (`queue_iova`).
+    FqQueued,
+    /// Whole-domain flushes of the flush queue (`fq_flush_iotlb`).
+    FqFlush,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 23] = [
+    pub const ALL: [Counter; 25] = [
         Counter::CacheCleanLine,
         Counter::CacheInvalLine,
         Counter::CacheCleanInvalLine,
@@ -183,6 +187,8 @@ impl Counter {
         Counter::IovaAlloc,
         Counter::IovaRcacheHit,
         Counter::IovaFree,
+        Counter::FqQueued,
+        Counter::FqFlush,
     ];
     pub const N: usize = Counter::ALL.len();
 
@@ -212,6 +218,8 @@ impl Counter {
             Counter::IovaAlloc => "iova_alloc",
             Counter::IovaRcacheHit => "iova_rcache_hit",
             Counter::IovaFree => "iova_free",
+            Counter::FqQueued => "fq_queued",
+            Counter::FqFlush => "fq_flush",
         }
     }
 
@@ -245,6 +253,8 @@ impl Counter {
             (Counter::IovaAlloc, _) => "alloc_iova_fast",
             (Counter::IovaRcacheHit, _) => "rcache hit",
             (Counter::IovaFree, _) => "free_iova_fast",
+            (Counter::FqQueued, _) => "queue_iova",
+            (Counter::FqFlush, _) => "fq_flush_iotlb",
         }
     }
 }

@@ -39,12 +39,14 @@ pub enum Layer {
     ArmSmmuV3,
     /// The IOVA allocator (drivers/iommu/iova.c).
     Iova,
+    /// iommu-dma's flush queue for lazy invalidation (dma-iommu.c; iova.c before 5.17).
+    DmaFq,
     /// The routed-packet path of the forwarding workload (net/ipv4, the ixgbe driver).
     IpForward,
 }
 
 impl Layer {
-    pub const ALL: [Layer; 12] = [
+    pub const ALL: [Layer; 13] = [
         Layer::DmaApi,
         Layer::DmaDirect,
         Layer::Swiotlb,
@@ -56,6 +58,7 @@ impl Layer {
         Layer::ArmSmmu,
         Layer::ArmSmmuV3,
         Layer::Iova,
+        Layer::DmaFq,
         Layer::IpForward,
     ];
 
@@ -73,6 +76,7 @@ impl Layer {
             Layer::ArmSmmu => "arm-smmu",
             Layer::ArmSmmuV3 => "arm-smmu-v3",
             Layer::Iova => "iova",
+            Layer::DmaFq => "dma-fq",
             Layer::IpForward => "ip-forward",
         }
     }
@@ -91,6 +95,7 @@ impl Layer {
             Layer::ArmSmmu => "iommu::arm_smmu",
             Layer::ArmSmmuV3 => "iommu::arm_smmu_v3",
             Layer::Iova => "iommu::iova",
+            Layer::DmaFq => "iommu::dma_fq",
             Layer::IpForward => "drivers::ixgbe",
         }
     }
@@ -206,6 +211,13 @@ registry! {
     IommuDmaSgEntry => "iommu_dma_sg_entry",
         "iommu_dma_map_sg, __finalise_sg, iommu_dma_unmap_sg", [IommuDma],
         "per sg entry in each of map_sg's passes (layout, __finalise_sg) and unmap_sg's end search";
+
+    QueueIova => "queue_iova", "queue_iova", [DmaFq],
+        "per queue_iova call: smp_mb, per-CPU queue lock, ring add, timer-armed test";
+    FqRingFree => "fq_ring_free", "fq_ring_free", [DmaFq],
+        "per fq_ring_free call: finish-count read and ring walk (each free_iova_fast charged apart)";
+    FqFlushTimeout => "fq_flush_timeout", "fq_flush_timeout", [DmaFq],
+        "per flush-queue timer run: timer softirq dispatch, fq_timer_on reset, per-CPU loop";
 
     IommuMap => "iommu_map", "__iommu_map", [IommuCore],
         "per __iommu_map call: checks, loop setup, trace";
@@ -379,6 +391,7 @@ mod tests {
                 include_str!("../dma/swiotlb/x86_2012.rs"),
             ),
             ("iommu/dma_iommu.rs", include_str!("../iommu/dma_iommu.rs")),
+            ("iommu/dma_fq.rs", include_str!("../iommu/dma_fq.rs")),
             ("iommu/core.rs", include_str!("../iommu/core.rs")),
             (
                 "iommu/io_pgtable_arm.rs",

@@ -10,24 +10,30 @@
 //! one IOVA range, each entry keeping its offset within its granule and padded to whole granules,
 //! maps it with `iommu_map_sg` (which merges physically contiguous entries), then `__finalise_sg`
 //! merges entries that continue each other in IOVA into DMA segments of at most `max_seg_size`.
-//! Unmap is strict: `iommu_unmap_fast`, then `iommu_iotlb_sync`, then the IOVA goes back to the
-//! range cache. Non-coherent devices get cache maintenance through the arch layer under the
-//! [`SyncPolicy`] (per entry, or issued per entry and flushed once per call), by physical
-//! address: sg entries by `sg_phys`, single buffers by `iova_to_phys`.
+//! Unmap follows the domain's [`Invalidation`] mode. Strict (`IOMMU_DOMAIN_DMA`):
+//! `iommu_unmap_fast`, then `iommu_iotlb_sync`, then the IOVA goes back to the range cache. Lazy
+//! (`IOMMU_DOMAIN_DMA_FQ`, `iommu.strict=0`): the gather is marked `queued`, so the page table
+//! clears its entries without leaf invalidations, `iommu_iotlb_sync` is skipped, and the IOVA
+//! goes to the flush queue ([`super::dma_fq`]), which frees it after a whole-domain flush; the
+//! queue's timer is checked at the start of every map and unmap call. Non-coherent devices get
+//! cache maintenance through the arch layer under the [`SyncPolicy`] (per entry, or issued per
+//! entry and flushed once per call), by physical address: sg entries by `sg_phys`, single
+//! buffers by `iova_to_phys`.
 //!
 //! When the device's segment boundary (`dma_get_seg_boundary`) is smaller than the list, an entry
 //! that would straddle a boundary is pushed to the next one by padding the entry before it (whose
 //! mapping grows by the pad, as in the kernel); the IOVA range is then aligned to at least the
 //! boundary, which the size-aligned allocation guarantees.
 //!
-//! Not modelled: lazy (flush-queue) invalidation, swiotlb bouncing of untrusted devices, and PCI's
-//! 32-bit-first IOVA attempt.
+//! Not modelled: swiotlb bouncing of untrusted devices, and PCI's 32-bit-first IOVA attempt.
 //!
 //! Invariants: a failed map leaves no IOVA allocated and nothing mapped; every unmap frees
-//! exactly the IOVA range its map allocated. DMA-API misuse (unmapping what is not mapped) is
-//! recorded in [`IommuDma::warnings`], as the kernel WARNs, and never panics.
+//! exactly the IOVA range its map allocated (in lazy mode, once a flush has covered it); no IOVA
+//! is freed while a stale IOTLB entry could still translate it. DMA-API misuse (unmapping what is
+//! not mapped) is recorded in [`IommuDma::warnings`], as the kernel WARNs, and never panics.
 
 use super::core::IommuDomain;
+use super::dma_fq::{FlushQueue, FqStats, Invalidation};
 use super::iova::IovaDomain;
 use super::{IommuError, IommuIotlbGather, Prot};
 use crate::arch::ArchDma;
@@ -62,6 +68,9 @@ pub struct IommuDma {
     pub cpu: usize,
     /// DMA-API misuse and unexpected failures, as the kernel would WARN them.
     pub warnings: Vec<String>,
+    invalidation: Invalidation,
+    /// The cookie's flush queue; present once the domain has been made lazy.
+    fq: Option<FlushQueue>,
     costs: Costs,
 }
 
@@ -98,6 +107,8 @@ impl IommuDma {
             max_seg_size: DEFAULT_MAX_SEG_SIZE as u32,
             cpu: 0,
             warnings: Vec::new(),
+            invalidation: Invalidation::Strict,
+            fq: None,
             costs: Costs {
                 map: hw.sw_cost(SwKey::IommuDmaMap),
                 unmap: hw.sw_cost(SwKey::IommuDmaUnmap),
@@ -105,6 +116,48 @@ impl IommuDma {
                 sg_next: hw.sw_cost(SwKey::SgNext),
             },
         })
+    }
+
+    /// The domain's invalidation mode, chosen once at setup: `Lazy` is `IOMMU_DOMAIN_DMA_FQ`,
+    /// whose `iommu_dma_init_domain` sets up the flush queue (`iommu_dma_init_fq`) for every CPU
+    /// of the IOVA domain. Going back to `Strict` stops queueing; what is already queued is
+    /// still freed by the timer or [`IommuDma::flush_queue_drain`].
+    pub fn with_invalidation(mut self, hw: &dyn Hw, mode: Invalidation) -> IommuDma {
+        if mode == Invalidation::Lazy && self.fq.is_none() {
+            self.fq = Some(FlushQueue::new(hw, self.iovad.ncpus()));
+        }
+        self.invalidation = mode;
+        self
+    }
+
+    pub fn invalidation(&self) -> Invalidation {
+        self.invalidation
+    }
+
+    /// The flush queue, if the domain has been lazy.
+    pub fn flush_queue(&self) -> Option<&FlushQueue> {
+        self.fq.as_ref()
+    }
+
+    /// What the flush queue did (all zero for a domain that was never lazy).
+    pub fn fq_stats(&self) -> FqStats {
+        self.fq.as_ref().map(|f| f.stats).unwrap_or_default()
+    }
+
+    /// At the end of a run: flush once and free every queued IOVA, as the pending timer would.
+    /// Returns the IOVA ranges freed (0, and no flush, when nothing is queued).
+    pub fn flush_queue_drain(&mut self, hw: &mut dyn Hw) -> u64 {
+        match self.fq.as_mut() {
+            Some(fq) => fq.drain(hw, &mut self.domain, &mut self.iovad, &mut self.warnings),
+            None => 0,
+        }
+    }
+
+    /// The flush queue's timer, if it expired while nobody was looking (see [`super::dma_fq`]).
+    fn fq_timer(&mut self, hw: &mut dyn Hw) {
+        if let Some(fq) = self.fq.as_mut() {
+            fq.run_expired_timer(hw, &mut self.domain, &mut self.iovad, &mut self.warnings);
+        }
     }
 
     fn granule(&self) -> u64 {
@@ -123,7 +176,8 @@ impl IommuDma {
         Ok(pfn << shift)
     }
 
-    /// `__iommu_dma_unmap()`: strict unmap of `[addr, addr + size)` and free of its IOVA.
+    /// `__iommu_dma_unmap()`: unmap `[addr, addr + size)`; strict, invalidate and free its IOVA,
+    /// lazy, queue the IOVA for a later flush (`iommu_dma_free_iova` with a queued gather).
     fn iommu_dma_unmap(&mut self, hw: &mut dyn Hw, addr: u64, size: u64) {
         let g = self.granule();
         let off = addr & (g - 1);
@@ -134,6 +188,15 @@ impl IommuDma {
             return;
         };
         let mut gather = IommuIotlbGather::new();
+        if self.invalidation == Invalidation::Lazy {
+            match &self.fq {
+                Some(fq) if fq.has_cpu(self.cpu) => gather.queued = true,
+                _ => self.warnings.push(format!(
+                    "no flush queue for CPU {}: unmap of {start:#x} is strict",
+                    self.cpu
+                )),
+            }
+        }
         match self
             .domain
             .iommu_unmap_fast(hw, IovaAddr(start), size, &mut gather)
@@ -146,8 +209,27 @@ impl IommuDma {
                 .warnings
                 .push(format!("unmap of {start:#x}+{size:#x}: {e}")),
         }
-        self.domain.iotlb_sync(hw, &mut gather);
         let shift = self.iovad.shift();
+        if gather.queued {
+            if let Some(fq) = self.fq.as_mut()
+                && fq.queue_iova(
+                    hw,
+                    &mut self.domain,
+                    &mut self.iovad,
+                    self.cpu,
+                    start >> shift,
+                    size >> shift,
+                    &mut self.warnings,
+                )
+            {
+                return;
+            }
+            // Not reached (the CPU was checked above), but the leaves were not invalidated, so
+            // the IOVA may only be freed after the whole context has been.
+            self.domain.flush_iotlb_all(hw);
+        } else {
+            self.domain.iotlb_sync(hw, &mut gather);
+        }
         if let Err(e) = self
             .iovad
             .free_iova_fast(hw, self.cpu, start >> shift, size >> shift)
@@ -263,6 +345,7 @@ impl DmaMapOps for IommuDma {
                 bits: 64,
             }));
         };
+        self.fq_timer(hw);
         hw.enter("iommu_dma_map_page");
         hw.sw(self.costs.map);
         let coherent = dev.is_dma_coherent();
@@ -299,6 +382,7 @@ impl DmaMapOps for IommuDma {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) {
+        self.fq_timer(hw);
         hw.enter("iommu_dma_unmap_page");
         hw.sw(self.costs.unmap);
         if !dev.is_dma_coherent() && !attrs.contains(DmaAttrs::SKIP_CPU_SYNC) {
@@ -325,6 +409,7 @@ impl DmaMapOps for IommuDma {
         if sgt.entries.is_empty() {
             return Err(map_err(IommuError::Empty));
         }
+        self.fq_timer(hw);
         hw.enter("iommu_dma_map_sg");
         hw.sw(self.costs.map);
         let coherent = dev.is_dma_coherent();
@@ -400,6 +485,7 @@ impl DmaMapOps for IommuDma {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) {
+        self.fq_timer(hw);
         hw.enter("iommu_dma_unmap_sg");
         hw.sw(self.costs.unmap);
         if !attrs.contains(DmaAttrs::SKIP_CPU_SYNC) && !dev.is_dma_coherent() {
@@ -510,6 +596,7 @@ mod tests {
     use crate::iommu::io_pgtable_arm::{ArmLpaeIoPgtable, IoPgtableCfg};
     use crate::mm::physmem::PhysMem;
     use crate::scatterlist::SgEntry;
+    use crate::types::IovaAddr;
 
     fn iommu_dma(r: &mut Recorder, batched: bool) -> IommuDma {
         let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
@@ -764,5 +851,229 @@ mod tests {
             DmaAttrs::NONE,
         );
         assert!(!d.warnings.is_empty());
+    }
+
+    fn map_unmap_4k(r: &mut dyn Hw, d: &mut IommuDma, dev: &Device, n: u64) -> Vec<DmaAddr> {
+        (0..n)
+            .map(|i| {
+                let a = d
+                    .map_page(
+                        r,
+                        dev,
+                        PhysAddr(0x8000_0000 + i * 4096),
+                        4096,
+                        DmaDirection::ToDevice,
+                        DmaAttrs::NONE,
+                    )
+                    .unwrap();
+                d.unmap_page(r, dev, a, 4096, DmaDirection::ToDevice, DmaAttrs::NONE);
+                a
+            })
+            .collect()
+    }
+
+    /// 300 map/unmap pairs of one page. Strict: each unmap invalidates its leaf and syncs, and
+    /// the IOVA comes straight back from the magazine. Lazy: no leaf invalidation and no sync;
+    /// the ring holds 255 entries, so the 256th unmap finds it full, flushes the ASID once and
+    /// frees those 255; the 256th and the 44 after it (45) wait for the drain's flush.
+    #[test]
+    fn lazy_unmaps_skip_invalidation_and_flush_once_per_full_queue() {
+        let dev = Device::new("nic", true, 64);
+        let mut r = Recorder::new(64);
+        let mut d = iommu_dma(&mut r, true);
+        let mut r = Recorder::new(64);
+        map_unmap_4k(&mut r, &mut d, &dev, 300);
+        assert_eq!(r.count_of(Counter::SmmuTlbival), 300);
+        assert_eq!(r.count_of(Counter::SmmuTlbsync), 300);
+        assert_eq!(r.count_of(Counter::SmmuTlbiasid), 0);
+        assert_eq!(d.iovad.stats.tree_allocs, 1);
+        assert_eq!(d.iovad.stats.rcache_hits, 299);
+        assert_eq!(d.flush_queue_drain(&mut r), 0);
+        assert_eq!(d.fq_stats(), FqStats::default());
+
+        let mut r = Recorder::new(64);
+        let mut d = iommu_dma(&mut r, true).with_invalidation(&r, Invalidation::Lazy);
+        assert_eq!(d.invalidation(), Invalidation::Lazy);
+        let mut r = Recorder::new(64);
+        map_unmap_4k(&mut r, &mut d, &dev, 300);
+        assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+        assert_eq!(r.count_of(Counter::SmmuTlbival), 0);
+        assert_eq!(r.count_of(Counter::SmmuTlbiva), 0);
+        assert_eq!(r.count_of(Counter::SmmuTlbiasid), 1);
+        assert_eq!(r.count_of(Counter::SmmuTlbsync), 1);
+        let flush =
+            "iommu_dma_unmap_page > queue_iova > fq_flush_iotlb > arm_smmu_tlb_inv_context_s1";
+        assert_eq!(r.frames.iter().filter(|f| *f == flush).count(), 1);
+        let st = d.fq_stats();
+        assert_eq!(
+            st,
+            FqStats {
+                queued: 300,
+                freed: 255,
+                full_flushes: 1,
+                timer_flushes: 0,
+                drain_flushes: 0,
+            }
+        );
+        assert_eq!(d.flush_queue().map(|f| f.pending()), Some(45));
+        // Maps 1..=256 found every magazine empty; maps 257..=300 reused the 255 freed.
+        assert_eq!(d.iovad.stats.tree_allocs, 256);
+        assert_eq!(d.iovad.stats.rcache_hits, 44);
+
+        assert_eq!(d.flush_queue_drain(&mut r), 45);
+        assert_eq!(r.count_of(Counter::SmmuTlbiasid), 2);
+        assert_eq!(r.count_of(Counter::SmmuTlbsync), 2);
+        assert_eq!(d.fq_stats().freed, 300);
+        assert_eq!(d.fq_stats().drain_flushes, 1);
+        assert_eq!(d.fq_stats().flushes(), 2);
+        assert_eq!(d.flush_queue().map(|f| f.pending()), Some(0));
+        assert_eq!(d.flush_queue().and_then(|f| f.timer_expires_ps()), None);
+        // Every IOVA is back, cached for reuse: 256 allocated, 256 in the magazines.
+        assert_eq!(d.iovad.ranges().count(), 256);
+        assert_eq!(d.iovad.cached_pfns(), 256);
+        // Nothing left to drain.
+        assert_eq!(d.flush_queue_drain(&mut r), 0);
+        assert_eq!(r.count_of(Counter::SmmuTlbiasid), 2);
+    }
+
+    #[test]
+    fn a_lazy_unmap_keeps_its_iova_until_a_flush() {
+        let dev = Device::new("d", true, 64);
+        let mut r = Recorder::new(64);
+        let mut d = iommu_dma(&mut r, true).with_invalidation(&r, Invalidation::Lazy);
+        let a = map_unmap_4k(&mut r, &mut d, &dev, 1)[0];
+        // The translation is gone at once; only the IOVA waits.
+        assert_eq!(d.domain.iova_to_phys(&mut r, IovaAddr(a.0)), None);
+        assert_eq!(d.iovad.find_iova(a.0 >> 12), Some((a.0 >> 12, a.0 >> 12)));
+        let b = map_unmap_4k(&mut r, &mut d, &dev, 1)[0];
+        assert_ne!(b, a);
+        assert_eq!(d.flush_queue_drain(&mut r), 2);
+        // Freed in queue order into the magazine, which hands back the last one first.
+        let c = map_unmap_4k(&mut r, &mut d, &dev, 2);
+        assert_eq!(c, vec![b, a]);
+        assert_eq!(d.iovad.stats.tree_allocs, 2);
+        assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+    }
+
+    #[test]
+    fn lazy_unmaps_on_smmu_v3_issue_one_asid_invalidation_per_flush() {
+        use crate::iommu::arm_smmu_v3::{ArmSmmuV3Domain, Cmdq, SmmuV3Features};
+        let dev = Device::new("nic", true, 64);
+        for (mode, nh_va, nh_asid, syncs) in [
+            (Invalidation::Strict, 300, 0, 300),
+            (Invalidation::Lazy, 0, 2, 2),
+        ] {
+            let mut r = Recorder::new(64);
+            let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
+            let t = ArmLpaeIoPgtable::new(&mut r, IoPgtableCfg::new(4096, 36), mem, None).unwrap();
+            let ops = Box::new(
+                ArmSmmuV3Domain::new(&r, 3, 4096, SmmuV3Features::default(), Cmdq::new(10))
+                    .unwrap(),
+            );
+            let dom = IommuDomain::new(&r, t, ops, Box::new(UnmapPages));
+            let arch = Box::new(Arm64::new(DirRules::Since5_19));
+            let mut d = IommuDma::new(&r, dom, 1, arch, Box::new(Batched))
+                .unwrap()
+                .with_invalidation(&r, mode);
+            let mut r = Recorder::new(64);
+            map_unmap_4k(&mut r, &mut d, &dev, 300);
+            d.flush_queue_drain(&mut r);
+            assert_eq!(r.count_of(Counter::CmdqTlbiNhVa), nh_va, "{mode:?}");
+            assert_eq!(r.count_of(Counter::CmdqTlbiNhAsid), nh_asid, "{mode:?}");
+            assert_eq!(r.count_of(Counter::CmdqSync), syncs, "{mode:?}");
+            assert_eq!(d.iovad.cached_pfns(), d.iovad.ranges().count(), "{mode:?}");
+        }
+    }
+
+    /// The timer on the Model's clock: 10 ms after the first queueing, the next call flushes
+    /// first and finds the IOVA free; 5 ms is not enough.
+    #[test]
+    fn the_flush_queue_timer_fires_at_the_first_call_after_ten_ms() {
+        use crate::hw::model::{Model, ModelParams};
+        let dev = Device::new("d", true, 64);
+        let mut m = Model::new(ModelParams::default());
+        let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
+        let t = ArmLpaeIoPgtable::new(&mut m, IoPgtableCfg::new(4096, 36), mem, None).unwrap();
+        let ops = Box::new(ArmSmmuDomain::new(&m, 1, Box::new(ByAsid)));
+        let dom = IommuDomain::new(&m, t, ops, Box::new(UnmapPages));
+        let arch = Box::new(Arm64::new(DirRules::Since5_19));
+        let mut d = IommuDma::new(&m, dom, 1, arch, Box::new(Batched))
+            .unwrap()
+            .with_invalidation(&m, Invalidation::Lazy);
+        let t0 = m.now_ps();
+        let a = map_unmap_4k(&mut m, &mut d, &dev, 1)[0];
+        let expires = d.flush_queue().and_then(|f| f.timer_expires_ps());
+        assert_eq!(expires, Some(t0 + 10_000_000_000));
+        // Idle for 5 ms: the timer has not expired, the IOVA is still queued.
+        m.udelay(5_000);
+        let b = map_unmap_4k(&mut m, &mut d, &dev, 1)[0];
+        assert_ne!(b, a);
+        assert_eq!(d.fq_stats().timer_flushes, 0);
+        // Another 5 ms: the next call runs the timer's flush before mapping.
+        m.udelay(5_000);
+        let c = map_unmap_4k(&mut m, &mut d, &dev, 1)[0];
+        assert_eq!(d.fq_stats().timer_flushes, 1);
+        assert_eq!(d.fq_stats().freed, 2);
+        assert_eq!(c, b);
+        let totals = m.ledger.totals();
+        assert_eq!(totals[Counter::SmmuTlbiasid as usize], 1);
+        assert_eq!(totals[Counter::SmmuTlbival as usize], 0);
+        assert!(
+            m.ledger.stacks().iter().any(|s| s.stack_string()
+                == "fq_flush_timeout > fq_flush_iotlb > arm_smmu_tlb_inv_context_s1"),
+            "the timer runs as its own top-level frame"
+        );
+        // Re-armed by the third unmap's queueing.
+        assert!(d.flush_queue().and_then(|f| f.timer_expires_ps()) > expires);
+    }
+
+    #[test]
+    fn a_drain_frees_every_cpus_queue_with_one_flush() {
+        let dev = Device::new("d", true, 64);
+        let mut r = Recorder::new(64);
+        let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
+        let t = ArmLpaeIoPgtable::new(&mut r, IoPgtableCfg::new(4096, 36), mem, None).unwrap();
+        let ops = Box::new(ArmSmmuDomain::new(&r, 1, Box::new(ByAsid)));
+        let dom = IommuDomain::new(&r, t, ops, Box::new(UnmapPages));
+        let arch = Box::new(Arm64::new(DirRules::Since5_19));
+        let mut d = IommuDma::new(&r, dom, 2, arch, Box::new(Batched))
+            .unwrap()
+            .with_invalidation(&r, Invalidation::Lazy);
+        map_unmap_4k(&mut r, &mut d, &dev, 3);
+        d.cpu = 1;
+        map_unmap_4k(&mut r, &mut d, &dev, 2);
+        assert_eq!(d.flush_queue().map(|f| f.pending()), Some(5));
+        let mut r = Recorder::new(64);
+        assert_eq!(d.flush_queue_drain(&mut r), 5);
+        assert_eq!(r.count_of(Counter::SmmuTlbiasid), 1);
+        // One lock per CPU's ring.
+        assert_eq!(r.count_of(Counter::SpinLock), 2);
+        // A CPU the queue does not have: that unmap is strict, and says so.
+        d.cpu = 0;
+        let a = d
+            .map_page(
+                &mut r,
+                &dev,
+                PhysAddr(0x9000_0000),
+                4096,
+                DmaDirection::ToDevice,
+                DmaAttrs::NONE,
+            )
+            .unwrap();
+        d.cpu = 7;
+        d.unmap_page(
+            &mut r,
+            &dev,
+            a,
+            4096,
+            DmaDirection::ToDevice,
+            DmaAttrs::NONE,
+        );
+        assert_eq!(r.count_of(Counter::SmmuTlbival), 1);
+        assert_eq!(d.fq_stats().queued, 5);
+        // ... and, as for a strict unmap from that CPU, its IOVA cannot be freed.
+        assert_eq!(d.warnings.len(), 2, "{:?}", d.warnings);
+        assert!(d.warnings[0].starts_with("no flush queue for CPU 7"));
+        assert!(d.warnings[1].contains("no CPU 7"), "{}", d.warnings[1]);
     }
 }

@@ -3,7 +3,8 @@
 //! Kernel counterpart: drivers/iommu/ — the IOVA allocator ([`iova`], iova.c), Arm LPAE page
 //! tables ([`io_pgtable_arm`], io-pgtable-arm.c), the iommu core's map/unmap splitting ([`core`],
 //! iommu.c), the SMMU drivers behind `iommu_flush_ops` ([`arm_smmu`], arm-smmu.c; [`arm_smmu_v3`],
-//! arm-smmu-v3.c) and the DMA-API glue ([`dma_iommu`], dma-iommu.c). This file holds what
+//! arm-smmu-v3.c), the DMA-API glue ([`dma_iommu`], dma-iommu.c) and its flush queue for lazy
+//! invalidation ([`dma_fq`], dma-iommu.c since 5.17, iova.c before). This file holds what
 //! include/linux/iommu.h and include/linux/io-pgtable.h share between them: the `IOMMU_*`
 //! protection bits, `struct iommu_iotlb_gather` with `iommu_iotlb_gather_add_page()`, and
 //! `struct iommu_flush_ops`.
@@ -15,6 +16,7 @@
 pub mod arm_smmu;
 pub mod arm_smmu_v3;
 pub mod core;
+pub mod dma_fq;
 pub mod dma_iommu;
 pub mod io_pgtable_arm;
 pub mod iova;

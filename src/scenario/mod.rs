@@ -509,7 +509,12 @@ impl Scenario {
             file: file.to_string(),
             policies: Policies::preset(
                 kernel,
-                &Target::of(&profile, iommu.is_some(), w.uses_swiotlb()),
+                &Target::of(
+                    &profile,
+                    iommu.is_some(),
+                    w.uses_swiotlb(),
+                    w.uses_dma_api(),
+                ),
             ),
             profile,
             kernel,
@@ -532,6 +537,7 @@ impl Scenario {
             &self.profile,
             self.iommu.is_some(),
             self.workload.uses_swiotlb(),
+            self.workload.uses_dma_api(),
         )
     }
 
@@ -633,6 +639,25 @@ impl Scenario {
             })?;
             p.set(&o.key, &o.value)
                 .map_err(|m| self.error(&o.origin, &key, m))?;
+        }
+        if p.invalidation == crate::iommu::dma_fq::Invalidation::Lazy
+            && self.kernel < crate::policy::LAZY_SINCE
+        {
+            let o = self
+                .overrides
+                .iter()
+                .rev()
+                .find(|o| o.key == "invalidation");
+            let origin = o.map_or(Origin::File(None), |o| o.origin.clone());
+            return Err(self.error(
+                &origin,
+                "invalidation",
+                format!(
+                    "lazy invalidation (iommu.strict=0) reached arm-smmu and arm-smmu-v3 in Linux {}; the scenario runs {}",
+                    crate::policy::LAZY_SINCE,
+                    self.kernel
+                ),
+            ));
         }
         self.policies = p;
         self.check()
