@@ -208,8 +208,18 @@ fn arg_error(msg: impl Into<String>) -> InputError {
     InputError::new("<argument>", msg)
 }
 
+/// Every JSON document leads with its `format_version` (docs/output.md).
 fn print_json(out: &mut impl Write, v: &serde_json::Value) -> Result<()> {
-    writeln!(out, "{}", serde_json::to_string_pretty(v)?)?;
+    let mut v = v.clone();
+    if let Some(o) = v.as_object_mut()
+        && !o.contains_key("format_version")
+    {
+        o.insert(
+            "format_version".into(),
+            dmasim::report::FORMAT_VERSION.into(),
+        );
+    }
+    writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
     Ok(())
 }
 
@@ -378,17 +388,11 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
                     write!(out, "{}", tables.join("\n"))?;
                 }
                 Format::Json => {
-                    let mut v = if reports.len() == 1 {
+                    let v = if reports.len() == 1 {
                         serde_json::to_value(&reports[0])?
                     } else {
                         serde_json::json!({ "experiments": reports })
                     };
-                    if let Some(o) = v.as_object_mut() {
-                        o.insert(
-                            "format_version".into(),
-                            dmasim::report::FORMAT_VERSION.into(),
-                        );
-                    }
                     print_json(out, &v)?;
                 }
             }

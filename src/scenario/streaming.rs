@@ -366,26 +366,7 @@ pub fn run(s: &Scenario, w: &Streaming) -> Result<RunResult, SetupError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    const GOOD: &str = r#"
-[scenario]
-name = "t"
-platform = "dimensity9500"
-kernel = "7.0"
-policy = { sync = "batched" }
-
-[device]
-name = "dev"
-coherent = false
-dma_mask_bits = 64
-
-[workload]
-kind = "streaming"
-buffer = "1M"
-entry = "4K"
-direction = "bidirectional"
-calls = "map_sg+unmap_sg"
-iterations = 3
-"#;
+    use crate::scenario::tests::GOOD;
 
     fn go(s: &Scenario) -> RunResult {
         run(s, s.streaming().unwrap()).unwrap()
