@@ -7,7 +7,7 @@
 
 use crate::hw::Counter;
 use crate::platform::Arch;
-use crate::scenario::RunResult;
+use crate::scenario::{RunInfo, RunResult};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -53,10 +53,8 @@ fn counts_map(c: &[u64; Counter::N]) -> BTreeMap<&'static str, u64> {
 #[derive(Serialize)]
 struct RunDoc<'a> {
     format_version: u32,
-    scenario: &'a str,
-    platform: &'a str,
-    arch: &'a str,
-    policies: BTreeMap<&'static str, String>,
+    #[serde(flatten)]
+    head: HeadDoc<'a>,
     device: DeviceDoc<'a>,
     workload: WorkloadDoc,
     calls: Vec<CallDoc>,
@@ -171,10 +169,7 @@ fn share(part: u64, total: u64) -> f64 {
 pub fn run_json(r: &RunResult) -> serde_json::Value {
     let doc = RunDoc {
         format_version: FORMAT_VERSION,
-        scenario: &r.scenario,
-        platform: &r.platform,
-        arch: r.arch.name(),
-        policies: policies_map(&r.policies, &r.target),
+        head: HeadDoc::of(&r.info),
         device: DeviceDoc::of(&r.device),
         workload: WorkloadDoc {
             kind: "streaming",
@@ -203,9 +198,35 @@ fn attr_names(a: crate::types::DmaAttrs) -> Vec<&'static str> {
 }
 
 /// The first lines of every `run` table: scenario, platform and policies.
-fn header(o: &mut String, scenario: &str, platform: &str, arch: Arch, policies: &str) {
-    let _ = writeln!(o, "scenario   {scenario}");
-    let _ = writeln!(o, "platform   {platform} ({}), {policies}", arch.name());
+fn header(o: &mut String, i: &RunInfo) {
+    let _ = writeln!(o, "scenario   {}", i.scenario);
+    let _ = writeln!(
+        o,
+        "platform   {} ({}), {}",
+        i.platform,
+        i.arch.name(),
+        i.policies.summary(&i.target)
+    );
+}
+
+/// The head of every run document: scenario, platform, arch and the policies in effect.
+#[derive(Serialize)]
+struct HeadDoc<'a> {
+    scenario: &'a str,
+    platform: &'a str,
+    arch: &'a str,
+    policies: BTreeMap<&'static str, String>,
+}
+
+impl<'a> HeadDoc<'a> {
+    fn of(i: &'a RunInfo) -> HeadDoc<'a> {
+        HeadDoc {
+            scenario: &i.scenario,
+            platform: &i.platform,
+            arch: i.arch.name(),
+            policies: policies_map(&i.policies, &i.target),
+        }
+    }
 }
 
 fn device_line(o: &mut String, d: &crate::device::Device) {
@@ -230,13 +251,7 @@ pub fn run_table(r: &RunResult) -> String {
     let mut o = String::new();
     let w = &r.workload;
     let it = u64::from(w.iterations);
-    header(
-        &mut o,
-        &r.scenario,
-        &r.platform,
-        r.arch,
-        &r.policies.summary(&r.target),
-    );
+    header(&mut o, &r.info);
     device_line(&mut o, &r.device);
     if r.dma_ops != "dma-direct" {
         let _ = writeln!(o, "dma ops    {}", r.dma_ops);
@@ -287,7 +302,7 @@ pub fn run_table(r: &RunResult) -> String {
             let _ = writeln!(
                 o,
                 "  {:<12} {:<24} {:>12}",
-                instr(c, r.arch),
+                instr(c, r.info.arch),
                 c.name(),
                 trim_float(per)
             );
@@ -356,13 +371,7 @@ pub fn run_folded(r: &RunResult) -> String {
 pub fn forwarding_table(r: &crate::scenario::forwarding::ForwardingResult) -> String {
     let mut o = String::new();
     let w = &r.workload;
-    header(
-        &mut o,
-        &r.scenario,
-        &r.platform,
-        r.arch,
-        &r.policies.summary(&r.target),
-    );
+    header(&mut o, &r.info);
     device_line(&mut o, &r.device);
     let _ = writeln!(
         o,
@@ -395,7 +404,7 @@ pub fn forwarding_table(r: &crate::scenario::forwarding::ForwardingResult) -> St
             let _ = writeln!(
                 o,
                 "  {:<18} {:<24} {:>8}",
-                instr(c, r.arch),
+                instr(c, r.info.arch),
                 c.name(),
                 trim_float(r.per_packet(c))
             );
@@ -421,10 +430,8 @@ pub fn forwarding_table(r: &crate::scenario::forwarding::ForwardingResult) -> St
 #[derive(Serialize)]
 struct ForwardingDoc<'a> {
     format_version: u32,
-    scenario: &'a str,
-    platform: &'a str,
-    arch: &'a str,
-    policies: BTreeMap<&'static str, String>,
+    #[serde(flatten)]
+    head: HeadDoc<'a>,
     device: DeviceDoc<'a>,
     workload: ForwardingWorkloadDoc,
     per_packet_ns: f64,
@@ -461,10 +468,7 @@ pub fn forwarding_json(r: &crate::scenario::forwarding::ForwardingResult) -> ser
     let per = r.packets.max(1) as f64;
     let doc = ForwardingDoc {
         format_version: FORMAT_VERSION,
-        scenario: &r.scenario,
-        platform: &r.platform,
-        arch: r.arch.name(),
-        policies: policies_map(&r.policies, &r.target),
+        head: HeadDoc::of(&r.info),
         device: DeviceDoc::of(&r.device),
         workload: ForwardingWorkloadDoc {
             kind: "forwarding",
@@ -514,13 +518,7 @@ pub fn folded(stacks: &[crate::scenario::StackRow]) -> String {
 pub fn bounce_table(r: &crate::scenario::bounce::BounceResult) -> String {
     let mut o = String::new();
     let w = &r.workload;
-    header(
-        &mut o,
-        &r.scenario,
-        &r.platform,
-        r.arch,
-        &r.policies.summary(&r.target),
-    );
+    header(&mut o, &r.info);
     device_line(&mut o, &r.device);
     let _ = writeln!(
         o,
@@ -597,10 +595,10 @@ pub fn bounce_json(r: &crate::scenario::bounce::BounceResult) -> serde_json::Val
     let w = &r.workload;
     serde_json::json!({
         "format_version": FORMAT_VERSION,
-        "scenario": r.scenario,
-        "platform": r.platform,
-        "arch": r.arch.name(),
-        "policies": policies_map(&r.policies, &r.target),
+        "scenario": r.info.scenario,
+        "platform": r.info.platform,
+        "arch": r.info.arch.name(),
+        "policies": policies_map(&r.info.policies, &r.info.target),
         "device": DeviceDoc::of(&r.device),
         "workload": {
             "kind": "bounce",
@@ -653,10 +651,8 @@ struct IommuOpDoc {
 #[derive(Serialize)]
 struct IommuRunDoc<'a> {
     format_version: u32,
-    scenario: &'a str,
-    platform: &'a str,
-    arch: &'a str,
-    policies: BTreeMap<&'static str, String>,
+    #[serde(flatten)]
+    head: HeadDoc<'a>,
     iommu: IommuDoc,
     workload: IommuWorkloadDoc,
     ops: Vec<IommuOpDoc>,
@@ -689,13 +685,9 @@ fn per_call_map(o: &crate::scenario::iommu::OpStat) -> BTreeMap<&'static str, f6
 
 /// The `dmasim run --format json` document of an IOMMU scenario.
 pub fn iommu_run_json(r: &crate::scenario::iommu::IommuRunResult) -> serde_json::Value {
-    let p = &r.policies;
     let doc = IommuRunDoc {
         format_version: FORMAT_VERSION,
-        scenario: &r.scenario,
-        platform: &r.platform,
-        arch: r.arch.name(),
-        policies: policies_map(p, &r.target),
+        head: HeadDoc::of(&r.info),
         iommu: IommuDoc {
             granule: r.iommu.granule,
             ias: r.iommu.ias,
@@ -755,13 +747,7 @@ const IOMMU_COLUMNS: &[(Counter, &str)] = &[
 /// The `dmasim run` terminal table of an IOMMU scenario.
 pub fn iommu_run_table(r: &crate::scenario::iommu::IommuRunResult) -> String {
     let mut o = String::new();
-    header(
-        &mut o,
-        &r.scenario,
-        &r.platform,
-        r.arch,
-        &r.policies.summary(&r.target),
-    );
+    header(&mut o, &r.info);
     let _ = writeln!(
         o,
         "iommu      {} KiB granule, {}-bit IAS, {}, {} table walker",

@@ -159,7 +159,7 @@ fn the_515_walk_flush_follows_the_smmu_implementation() {
     std::fs::write(tmp.0.join("mmu500-arm.toml"), arm).unwrap();
     let generic = sweep(&tmp.0, "mmu500-arm.toml");
     assert_eq!(
-        generic.policies.walk_flush,
+        generic.info.policies.walk_flush,
         dmasim::iommu::arm_smmu::WalkFlushKind::ByVa
     );
     let u = generic.op("unmap 2M").unwrap();

@@ -19,7 +19,7 @@
 //! between sizes; a mapping the pool cannot hold is the kernel's mapping error (counted), never a
 //! panic.
 
-use super::{Ctx, Scenario, Shared, Workload};
+use super::{Ctx, RunInfo, Scenario, Shared, Workload};
 use crate::device::Device;
 use crate::dma::mapping::DmaApi;
 use crate::dma::swiotlb::nr_slots;
@@ -27,8 +27,6 @@ use crate::hw::Counter;
 use crate::hw::calls::{CallTimer, StackRow, stack_rows};
 use crate::input::InputError;
 use crate::mm::physmem::NodeRange;
-use crate::platform::Arch;
-use crate::policy::{Policies, Target};
 use crate::setup::{Machine, SetupError, setup_dma_ops};
 use crate::types::{DmaAttrs, DmaDirection, PhysAddr};
 use serde::Deserialize;
@@ -187,11 +185,8 @@ impl BounceRow {
 
 #[derive(Clone, Debug)]
 pub struct BounceResult {
-    pub scenario: String,
-    pub platform: String,
-    pub arch: Arch,
-    pub policies: Policies,
-    pub target: Target,
+    /// Which scenario ran where, under which policies.
+    pub info: RunInfo,
     pub device: Device,
     pub workload: Bounce,
     /// Which swiotlb code ran.
@@ -314,11 +309,7 @@ pub fn run(s: &Scenario, b: &Bounce) -> Result<BounceResult, SetupError> {
     debug_assert!(hw.ledger.depth_is_zero());
     let stacks = stack_rows(&hw.ledger);
     Ok(BounceResult {
-        scenario: s.name.clone(),
-        platform: s.profile.name().to_string(),
-        arch: s.profile.arch(),
-        policies: s.policies.clone(),
-        target: s.target(),
+        info: s.run_info(),
         device: s.device.clone(),
         workload: b.clone(),
         implementation,

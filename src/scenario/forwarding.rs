@@ -26,14 +26,12 @@
 //! cleaned does not change the CPU time per packet, so each packet's tx buffer is unmapped in the
 //! same iteration it was mapped.
 
-use super::{Ctx, Scenario, Shared, Workload};
+use super::{Ctx, RunInfo, Scenario, Shared, Workload};
 use crate::device::Device;
 use crate::drivers::ixgbe::IxgbeConfig;
 use crate::hw::Counter;
 use crate::hw::calls::{CallStat, StackRow, stack_rows};
 use crate::input::InputError;
-use crate::platform::Arch;
-use crate::policy::{Policies, Target};
 use crate::setup::{Machine, SetupError, setup_dma_ops};
 use serde::Deserialize;
 use toml::Spanned;
@@ -136,11 +134,8 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
 /// What a forwarding run measured.
 #[derive(Clone, Debug)]
 pub struct ForwardingResult {
-    pub scenario: String,
-    pub platform: String,
-    pub arch: Arch,
-    pub policies: Policies,
-    pub target: Target,
+    /// Which scenario ran where, under which policies.
+    pub info: RunInfo,
     pub device: Device,
     pub workload: Forwarding,
     pub packets: u64,
@@ -253,11 +248,7 @@ pub fn run(s: &Scenario, f: &Forwarding) -> Result<ForwardingResult, SetupError>
     debug_assert!(fw.hw.ledger.depth_is_zero());
     let stacks = stack_rows(&fw.hw.ledger);
     Ok(ForwardingResult {
-        scenario: s.name.clone(),
-        platform: s.profile.name().to_string(),
-        arch: s.profile.arch(),
-        policies: s.policies.clone(),
-        target: s.target(),
+        info: s.run_info(),
         device: s.device.clone(),
         workload: f.clone(),
         packets: fw.packets,

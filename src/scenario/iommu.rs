@@ -19,15 +19,14 @@
 //! never a panic. Each operation's time is the Model clock's advance across it; its counts are
 //! the ledger's difference across it, so per-operation figures and the breakdown agree.
 
-use super::{Ctx, Scenario, Shared, Workload};
+use super::{Ctx, RunInfo, Scenario, Shared, Workload};
 use crate::hw::calls::{StackRow, stack_rows};
 use crate::hw::model::{Model, SmmuKind};
 use crate::hw::{Counter, Hw};
 use crate::input::{InputError, parse_size};
 use crate::iommu::iova::IovaDomain;
 use crate::iommu::{IommuError, Prot};
-use crate::platform::{Arch, Profile};
-use crate::policy::{Policies, Target};
+use crate::platform::Profile;
 pub use crate::setup::{IommuConfig, SmmuModel};
 use crate::setup::{iommu_domain_alloc, table_bytes, table_memory};
 use crate::types::{IovaAddr, PhysAddr};
@@ -640,11 +639,8 @@ impl OpStat {
 
 #[derive(Clone, Debug)]
 pub struct IommuRunResult {
-    pub scenario: String,
-    pub platform: String,
-    pub arch: Arch,
-    pub policies: Policies,
-    pub target: Target,
+    /// Which scenario ran where, under which policies.
+    pub info: RunInfo,
     pub iommu: IommuConfig,
     pub workload: Workload,
     pub ops: Vec<OpStat>,
@@ -800,11 +796,7 @@ pub fn run(s: &Scenario) -> Result<IommuRunResult, String> {
     debug_assert!(hw.ledger.depth_is_zero());
     let stacks = stack_rows(&hw.ledger);
     Ok(IommuRunResult {
-        scenario: s.name.clone(),
-        platform: s.profile.name().to_string(),
-        arch: s.profile.arch(),
-        policies: s.policies.clone(),
-        target: s.target(),
+        info: s.run_info(),
         iommu: cfg,
         workload: s.workload.clone(),
         ops: m.ops,

@@ -41,6 +41,17 @@ pub enum Outcome {
     Iommu(iommu::IommuRunResult),
 }
 
+/// Which scenario ran where, under which policies: the head of every result.
+#[derive(Clone, Debug)]
+pub struct RunInfo {
+    pub scenario: String,
+    pub platform: String,
+    pub arch: Arch,
+    pub policies: Policies,
+    /// What the policies were resolved for (which of them apply).
+    pub target: Target,
+}
+
 /// Why a run could not produce a result: the modelled kernel refused to set the machine up (a
 /// pool or table that does not fit, a receive ring that cannot be mapped). Refusals *during* a
 /// run are part of its result instead.
@@ -529,6 +540,17 @@ impl Scenario {
         };
         s.resolve()?;
         Ok(s)
+    }
+
+    /// The head of this scenario's results.
+    pub fn run_info(&self) -> RunInfo {
+        RunInfo {
+            scenario: self.name.clone(),
+            platform: self.profile.name().to_string(),
+            arch: self.profile.arch(),
+            policies: self.policies.clone(),
+            target: self.target(),
+        }
     }
 
     /// What presets and policy checks depend on.

@@ -10,14 +10,12 @@
 //! the modelled kernel refuses is counted with its error, and the loop goes on as a driver
 //! would (a refused map is not unmapped).
 
-use super::{Ctx, Scenario, Shared, Workload};
+use super::{Ctx, RunInfo, Scenario, Shared, Workload};
 use crate::device::Device;
 use crate::hw::Counter;
 use crate::hw::calls::{CallTimer, stack_rows};
 use crate::input::InputError;
 use crate::mm::physmem::NodeRange;
-use crate::platform::Arch;
-use crate::policy::{Policies, Target};
 use crate::scatterlist::SgTable;
 use crate::setup::{Machine, SetupError, setup_dma_ops, table_bytes};
 use crate::types::{DmaAttrs, DmaDirection, PhysAddr};
@@ -225,12 +223,8 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, _shared: &Shared) -> Result<Wor
 
 #[derive(Clone, Debug)]
 pub struct RunResult {
-    pub scenario: String,
-    pub platform: String,
-    pub arch: Arch,
-    pub policies: Policies,
-    /// What the policies were resolved for (which of them apply).
-    pub target: Target,
+    /// Which scenario ran where, under which policies.
+    pub info: RunInfo,
     pub device: Device,
     /// Which ops served the device (`dma-direct`, `iommu-dma`, ...).
     pub dma_ops: String,
@@ -348,11 +342,7 @@ pub fn run(s: &Scenario, w: &Streaming) -> Result<RunResult, SetupError> {
     let stacks = stack_rows(&hw.ledger);
     t.attribute(&stacks);
     Ok(RunResult {
-        scenario: s.name.clone(),
-        platform: s.profile.name().to_string(),
-        arch: s.profile.arch(),
-        policies: s.policies.clone(),
-        target: s.target(),
+        info: s.run_info(),
         device: s.device.clone(),
         dma_ops: s.dma_ops().describe(&s.policies),
         workload: w.clone(),
