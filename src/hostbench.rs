@@ -23,7 +23,6 @@ use crate::arch::ArchDma;
 use crate::arch::arm64::{Arm64, Arm64CleanInval, DirRules};
 use crate::arch::x86::X86Flush;
 use crate::device::Device;
-use crate::dma::DmaMapOps;
 use crate::dma::direct::DmaDirect;
 use crate::dma::sync_policy::{Batched, PerEntry, SyncPolicy};
 use crate::hw::host::{Host, host_line_bytes};

@@ -20,13 +20,17 @@
 //! Invariants: map_sg either maps every entry or unmaps what it mapped (with SKIP_CPU_SYNC) and
 //! fails; when any call returns, all maintenance it issued has completed; every swiotlb slot a map
 //! claimed is released by the matching unmap.
+//!
+//! dma-direct never reaches an SMMU, so its entry points are inherent methods on the CPU side of
+//! the hardware interface ([`Hw`]), callable with the host backend; the [`DmaMapOps`] impl, which
+//! takes a [`DeviceHw`] like every implementation, forwards to them.
 
 use super::swiotlb::Swiotlb;
 use super::sync_policy::SyncPolicy;
 use super::{DmaError, DmaMapOps};
 use crate::arch::ArchDma;
 use crate::device::Device;
-use crate::hw::{Hw, SwCost, SwKey};
+use crate::hw::{DeviceHw, Hw, SwCost, SwKey};
 use crate::scatterlist::SgTable;
 use crate::types::{DmaAddr, DmaAttrs, DmaDirection, PhysAddr};
 
@@ -249,22 +253,11 @@ impl DmaDirect {
     }
 }
 
-impl DmaMapOps for DmaDirect {
-    fn swiotlb_pool(&self) -> Option<&super::swiotlb::IoTlbMem> {
-        self.swiotlb.as_ref().map(|s| s.pool())
-    }
-
-    fn set_cpu(&mut self, cpu: u32) {
-        if let Some(s) = self.swiotlb.as_mut() {
-            s.cpu = cpu;
-        }
-    }
-
-    fn name(&self) -> &'static str {
-        "dma-direct"
-    }
-
-    fn map_page(
+/// The DMA API's entry points, on any backend: dma-direct drives no SMMU, so it needs only the CPU
+/// side of the hardware interface, and the host benchmarks call these with the host backend. The
+/// [`DmaMapOps`] impl below forwards to them.
+impl DmaDirect {
+    pub fn map_page(
         &mut self,
         hw: &mut dyn Hw,
         dev: &Device,
@@ -280,7 +273,7 @@ impl DmaMapOps for DmaDirect {
         r
     }
 
-    fn unmap_page(
+    pub fn unmap_page(
         &mut self,
         hw: &mut dyn Hw,
         dev: &Device,
@@ -293,7 +286,7 @@ impl DmaMapOps for DmaDirect {
         self.end_of_call(hw, dev);
     }
 
-    fn map_sg(
+    pub fn map_sg(
         &mut self,
         hw: &mut dyn Hw,
         dev: &Device,
@@ -346,7 +339,7 @@ impl DmaMapOps for DmaDirect {
         r
     }
 
-    fn unmap_sg(
+    pub fn unmap_sg(
         &mut self,
         hw: &mut dyn Hw,
         dev: &Device,
@@ -373,7 +366,7 @@ impl DmaMapOps for DmaDirect {
         hw.leave();
     }
 
-    fn sync_single_for_cpu(
+    pub fn sync_single_for_cpu(
         &mut self,
         hw: &mut dyn Hw,
         dev: &Device,
@@ -386,7 +379,7 @@ impl DmaMapOps for DmaDirect {
         self.end_of_call(hw, dev);
     }
 
-    fn sync_single_for_device(
+    pub fn sync_single_for_device(
         &mut self,
         hw: &mut dyn Hw,
         dev: &Device,
@@ -399,7 +392,13 @@ impl DmaMapOps for DmaDirect {
         self.end_of_call(hw, dev);
     }
 
-    fn sync_sg_for_cpu(&mut self, hw: &mut dyn Hw, dev: &Device, sgt: &SgTable, dir: DmaDirection) {
+    pub fn sync_sg_for_cpu(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        sgt: &SgTable,
+        dir: DmaDirection,
+    ) {
         hw.enter("dma_direct_sync_sg_for_cpu");
         for e in &sgt.entries[..sgt.nents] {
             hw.sw(self.costs.sg_next);
@@ -410,7 +409,7 @@ impl DmaMapOps for DmaDirect {
         hw.leave();
     }
 
-    fn sync_sg_for_device(
+    pub fn sync_sg_for_device(
         &mut self,
         hw: &mut dyn Hw,
         dev: &Device,
@@ -431,6 +430,112 @@ impl DmaMapOps for DmaDirect {
         }
         self.end_of_call(hw, dev);
         hw.leave();
+    }
+}
+
+// `DmaDirect::map_page` and the rest name the inherent methods above (inherent items win name
+// resolution), so each of these is a forward, not a recursion.
+impl DmaMapOps for DmaDirect {
+    fn swiotlb_pool(&self) -> Option<&super::swiotlb::IoTlbMem> {
+        self.swiotlb.as_ref().map(|s| s.pool())
+    }
+
+    fn set_cpu(&mut self, cpu: u32) {
+        if let Some(s) = self.swiotlb.as_mut() {
+            s.cpu = cpu;
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        "dma-direct"
+    }
+
+    fn map_page(
+        &mut self,
+        hw: &mut dyn DeviceHw,
+        dev: &Device,
+        phys: PhysAddr,
+        size: u64,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    ) -> Result<DmaAddr, DmaError> {
+        DmaDirect::map_page(self, hw, dev, phys, size, dir, attrs)
+    }
+
+    fn unmap_page(
+        &mut self,
+        hw: &mut dyn DeviceHw,
+        dev: &Device,
+        addr: DmaAddr,
+        size: u64,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    ) {
+        DmaDirect::unmap_page(self, hw, dev, addr, size, dir, attrs)
+    }
+
+    fn map_sg(
+        &mut self,
+        hw: &mut dyn DeviceHw,
+        dev: &Device,
+        sgt: &mut SgTable,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    ) -> Result<usize, DmaError> {
+        DmaDirect::map_sg(self, hw, dev, sgt, dir, attrs)
+    }
+
+    fn unmap_sg(
+        &mut self,
+        hw: &mut dyn DeviceHw,
+        dev: &Device,
+        sgt: &mut SgTable,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    ) {
+        DmaDirect::unmap_sg(self, hw, dev, sgt, dir, attrs)
+    }
+
+    fn sync_single_for_cpu(
+        &mut self,
+        hw: &mut dyn DeviceHw,
+        dev: &Device,
+        addr: DmaAddr,
+        size: u64,
+        dir: DmaDirection,
+    ) {
+        DmaDirect::sync_single_for_cpu(self, hw, dev, addr, size, dir)
+    }
+
+    fn sync_single_for_device(
+        &mut self,
+        hw: &mut dyn DeviceHw,
+        dev: &Device,
+        addr: DmaAddr,
+        size: u64,
+        dir: DmaDirection,
+    ) {
+        DmaDirect::sync_single_for_device(self, hw, dev, addr, size, dir)
+    }
+
+    fn sync_sg_for_cpu(
+        &mut self,
+        hw: &mut dyn DeviceHw,
+        dev: &Device,
+        sgt: &SgTable,
+        dir: DmaDirection,
+    ) {
+        DmaDirect::sync_sg_for_cpu(self, hw, dev, sgt, dir)
+    }
+
+    fn sync_sg_for_device(
+        &mut self,
+        hw: &mut dyn DeviceHw,
+        dev: &Device,
+        sgt: &SgTable,
+        dir: DmaDirection,
+    ) {
+        DmaDirect::sync_sg_for_device(self, hw, dev, sgt, dir)
     }
 }
 

@@ -9,7 +9,7 @@
 
 use super::{DmaError, DmaMapOps};
 use crate::device::Device;
-use crate::hw::{Hw, SwCost, SwKey};
+use crate::hw::{DeviceHw, Hw, SwCost, SwKey};
 use crate::scatterlist::SgTable;
 use crate::types::{DmaAddr, DmaAttrs, DmaDirection, PhysAddr};
 
@@ -32,9 +32,9 @@ impl DmaApi {
 
     fn frame<T>(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         name: &'static str,
-        f: impl FnOnce(&mut dyn DmaMapOps, &mut dyn Hw, &Device) -> T,
+        f: impl FnOnce(&mut dyn DmaMapOps, &mut dyn DeviceHw, &Device) -> T,
     ) -> T {
         hw.enter(name);
         hw.sw(self.call);
@@ -45,7 +45,7 @@ impl DmaApi {
 
     pub fn map_page(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         phys: PhysAddr,
         size: u64,
         dir: DmaDirection,
@@ -58,7 +58,7 @@ impl DmaApi {
 
     pub fn unmap_page(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         addr: DmaAddr,
         size: u64,
         dir: DmaDirection,
@@ -73,7 +73,7 @@ impl DmaApi {
     /// served by the ops' `map_page` as `dma_map_single_attrs()` → `dma_map_page_attrs()` is.
     pub fn map_single(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         phys: PhysAddr,
         size: u64,
         dir: DmaDirection,
@@ -87,7 +87,7 @@ impl DmaApi {
     /// `dma_unmap_single()`, served by the ops' `unmap_page`.
     pub fn unmap_single(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         addr: DmaAddr,
         size: u64,
         dir: DmaDirection,
@@ -100,7 +100,7 @@ impl DmaApi {
 
     pub fn map_sg(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         sgt: &mut SgTable,
         dir: DmaDirection,
         attrs: DmaAttrs,
@@ -112,7 +112,7 @@ impl DmaApi {
 
     pub fn unmap_sg(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         sgt: &mut SgTable,
         dir: DmaDirection,
         attrs: DmaAttrs,
@@ -124,13 +124,13 @@ impl DmaApi {
 
     /// `dma_mapping_error()`: an inline in the kernel, so it opens no frame of its own; an ops
     /// `mapping_error` it calls does.
-    pub fn mapping_error(&mut self, hw: &mut dyn Hw, addr: DmaAddr) -> bool {
+    pub fn mapping_error(&mut self, hw: &mut dyn DeviceHw, addr: DmaAddr) -> bool {
         self.ops.mapping_error(hw, &self.dev, addr)
     }
 
     pub fn sync_single_for_cpu(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         addr: DmaAddr,
         size: u64,
         dir: DmaDirection,
@@ -142,7 +142,7 @@ impl DmaApi {
 
     pub fn sync_single_for_device(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         addr: DmaAddr,
         size: u64,
         dir: DmaDirection,
@@ -152,13 +152,13 @@ impl DmaApi {
         })
     }
 
-    pub fn sync_sg_for_cpu(&mut self, hw: &mut dyn Hw, sgt: &SgTable, dir: DmaDirection) {
+    pub fn sync_sg_for_cpu(&mut self, hw: &mut dyn DeviceHw, sgt: &SgTable, dir: DmaDirection) {
         self.frame(hw, "dma_sync_sg_for_cpu", |ops, hw, dev| {
             ops.sync_sg_for_cpu(hw, dev, sgt, dir)
         })
     }
 
-    pub fn sync_sg_for_device(&mut self, hw: &mut dyn Hw, sgt: &SgTable, dir: DmaDirection) {
+    pub fn sync_sg_for_device(&mut self, hw: &mut dyn DeviceHw, sgt: &SgTable, dir: DmaDirection) {
         self.frame(hw, "dma_sync_sg_for_device", |ops, hw, dev| {
             ops.sync_sg_for_device(hw, dev, sgt, dir)
         })

@@ -3,6 +3,10 @@
 //! Kernel counterpart: kernel/dma/ — mapping.c ([`mapping`]), direct.c and direct.h ([`direct`]),
 //! swiotlb.c and its 2012 ancestor lib/swiotlb.c ([`swiotlb`]), and the 7.1 batching of cache
 //! maintenance ([`sync_policy`]).
+//!
+//! [`DmaMapOps`] and the API front take a [`DeviceHw`]: one implementation (iommu-dma) drives an
+//! SMMU, and any may be behind the API, so none can be handed a backend without a device side.
+//! dma-direct, which needs only the CPU, keeps inherent methods on [`crate::hw::Hw`] for the host.
 
 pub mod direct;
 pub mod mapping;
@@ -10,7 +14,7 @@ pub mod swiotlb;
 pub mod sync_policy;
 
 use crate::device::Device;
-use crate::hw::Hw;
+use crate::hw::DeviceHw;
 use crate::scatterlist::SgTable;
 use crate::types::{DmaAddr, DmaAttrs, DmaDirection, PhysAddr};
 
@@ -27,7 +31,7 @@ pub trait DmaMapOps {
     fn name(&self) -> &'static str;
     fn map_page(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         dev: &Device,
         phys: PhysAddr,
         size: u64,
@@ -36,7 +40,7 @@ pub trait DmaMapOps {
     ) -> Result<DmaAddr, DmaError>;
     fn unmap_page(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         dev: &Device,
         addr: DmaAddr,
         size: u64,
@@ -46,7 +50,7 @@ pub trait DmaMapOps {
     /// Returns the number of mapped entries (`nents`).
     fn map_sg(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         dev: &Device,
         sgt: &mut SgTable,
         dir: DmaDirection,
@@ -54,7 +58,7 @@ pub trait DmaMapOps {
     ) -> Result<usize, DmaError>;
     fn unmap_sg(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         dev: &Device,
         sgt: &mut SgTable,
         dir: DmaDirection,
@@ -62,7 +66,7 @@ pub trait DmaMapOps {
     );
     fn sync_single_for_cpu(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         dev: &Device,
         addr: DmaAddr,
         size: u64,
@@ -70,23 +74,29 @@ pub trait DmaMapOps {
     );
     fn sync_single_for_device(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         dev: &Device,
         addr: DmaAddr,
         size: u64,
         dir: DmaDirection,
     );
-    fn sync_sg_for_cpu(&mut self, hw: &mut dyn Hw, dev: &Device, sgt: &SgTable, dir: DmaDirection);
+    fn sync_sg_for_cpu(
+        &mut self,
+        hw: &mut dyn DeviceHw,
+        dev: &Device,
+        sgt: &SgTable,
+        dir: DmaDirection,
+    );
     fn sync_sg_for_device(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         dev: &Device,
         sgt: &SgTable,
         dir: DmaDirection,
     );
     /// `dma_mapping_error()` → `ops->mapping_error` where an implementation has one (2012
     /// swiotlb's `swiotlb_dma_mapping_error`); otherwise the comparison with `DMA_MAPPING_ERROR`.
-    fn mapping_error(&mut self, _hw: &mut dyn Hw, _dev: &Device, addr: DmaAddr) -> bool {
+    fn mapping_error(&mut self, _hw: &mut dyn DeviceHw, _dev: &Device, addr: DmaAddr) -> bool {
         addr == DmaAddr::MAPPING_ERROR
     }
     /// The swiotlb pool behind these ops, if any (for reports: slots in use, locks per area).

@@ -14,6 +14,10 @@
 //! software path; frames ([`Hw::enter`]/[`Hw::leave`]) are free so they do not perturb what is
 //! measured.
 //!
+//! It implements [`Hw`] only, not [`super::SmmuPort`]: there is no SMMU it could reach. So it is no
+//! [`super::DeviceHw`], and neither the iommu layer nor a [`crate::dma::DmaMapOps`] can be handed
+//! it; the benchmarks drive dma-direct through its inherent methods, which need only [`Hw`].
+//!
 //! Addressing: the Host owns one page-aligned buffer of real memory. A physical address `P` handed
 //! to it stands for the byte at `buffer_ptr + (P - base)`, where `base` (page aligned) is chosen at
 //! construction. Because both `base` and the buffer are page aligned, line boundaries in the

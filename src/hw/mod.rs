@@ -9,13 +9,17 @@
 //! device register writes and polls (SMMUv2 `TLBIVA`/`TLBIASID`/`TLBSYNC`/`TLBSTATUS`), `udelay`, and
 //! SMMUv3 command-queue submission.
 //!
-//! The device operations have default implementations that do nothing (a read returns 0, "idle"),
-//! so a backend that cannot reach an SMMU still compiles and answers; the Model charges them from
-//! the profile's optional `[smmu]` section.
+//! The interface is split by who answers. [`Hw`] is the CPU side (function frames, cache
+//! maintenance, barriers, copies, software costs); [`SmmuPort`] is the device side (SMMU registers,
+//! `udelay`, the command queue); [`DeviceHw`] is a backend that has both. The Model prices the device
+//! side from the profile's optional `[smmu]` section and the Recorder records it; the host backend
+//! cannot reach an SMMU and implements only [`Hw`], so code that drives an SMMU (the iommu layer,
+//! and every [`crate::dma::DmaMapOps`]) cannot be handed the host backend: the compiler refuses it.
 //!
-//! Invariants: functional code never computes a time. It calls [`Hw`]; a backend decides what an
-//! operation costs ([`model::Model`]) or performs it ([`host`]). Every charge lands on the call
-//! stack that was current when it was made, so reports can break time down by kernel function.
+//! Invariants: functional code never computes a time. It calls [`Hw`] (and [`SmmuPort`]); a backend
+//! decides what an operation costs ([`model::Model`]) or performs it ([`host`]). Every charge lands
+//! on the call stack that was current when it was made, so reports can break time down by kernel
+//! function. [`SmmuPort`] has no default bodies, so no backend answers the device side by accident.
 
 pub mod calls;
 pub mod host;
@@ -309,22 +313,64 @@ pub trait Hw {
     /// Count `n` events of a kind that has no time of its own here (its time was charged through
     /// [`Hw::sw`]): a lock taken, an out-of-line translation call. Backends without counters ignore it.
     fn count(&mut self, _c: Counter, _n: u64) {}
+}
 
+/// The device side of the machine: SMMU registers and command queue, priced by the Model,
+/// recorded by the Recorder. The host cannot reach an SMMU, so it does not implement it; there
+/// are no default bodies, so a backend that does implement it answers every operation itself.
+///
+/// That the host backend cannot drive an SMMU is a compile-time fact:
+///
+/// ```compile_fail,E0277
+/// use dmasim::hw::DeviceHw;
+/// use dmasim::hw::host::Host;
+///
+/// fn drives_an_smmu(_hw: &mut dyn DeviceHw) {}
+///
+/// fn try_host(host: &mut Host) {
+///     drives_an_smmu(host); // the trait `SmmuPort` is not implemented for `Host`
+/// }
+/// ```
+///
+/// The same code with the Model compiles, and the host is a CPU-side backend all the same:
+///
+/// ```
+/// use dmasim::hw::host::Host;
+/// use dmasim::hw::model::Model;
+/// use dmasim::hw::{DeviceHw, Hw};
+///
+/// fn drives_an_smmu(_hw: &mut dyn DeviceHw) {}
+/// fn drives_the_cpu(_hw: &mut dyn Hw) {}
+///
+/// fn try_model(model: &mut Model) {
+///     drives_an_smmu(model);
+/// }
+///
+/// fn try_host(host: &mut Host) {
+///     drives_the_cpu(host);
+/// }
+/// ```
+pub trait SmmuPort {
     /// A posted write of `val` to a device register: returns once the CPU has issued it; the
     /// device acts on it later.
-    fn mmio_write(&mut self, _reg: MmioReg, _val: u64) {}
-    /// A read of a device register: the CPU waits for the device's answer. Default: 0 (idle).
-    fn mmio_read(&mut self, _reg: MmioReg) -> u64 {
-        0
-    }
+    fn mmio_write(&mut self, reg: MmioReg, val: u64);
+    /// A read of a device register: the CPU waits for the device's answer.
+    fn mmio_read(&mut self, reg: MmioReg) -> u64;
     /// `udelay(us)`: busy-wait for `us` microseconds.
-    fn udelay(&mut self, _us: u64) {}
+    fn udelay(&mut self, us: u64);
     /// SMMUv3: write `cmds` into the command queue and publish them with one producer-index
     /// update (`arm_smmu_cmdq_issue_cmdlist`). Does not wait.
-    fn smmu_cmdq_issue(&mut self, _cmds: &[SmmuCmdKind]) {}
+    fn smmu_cmdq_issue(&mut self, cmds: &[SmmuCmdKind]);
     /// SMMUv3: wait until the most recently issued `CMD_SYNC` has completed.
-    fn smmu_cmdq_wait_sync(&mut self) {}
+    fn smmu_cmdq_wait_sync(&mut self);
 }
+
+/// A backend that drives both the CPU and the devices: what the iommu layer and every
+/// [`crate::dma::DmaMapOps`] take. Passed where only the CPU side is wanted, a `&mut dyn DeviceHw`
+/// upcasts to `&mut dyn Hw`.
+pub trait DeviceHw: Hw + SmmuPort {}
+
+impl<T: Hw + SmmuPort + ?Sized> DeviceHw for T {}
 
 /// Number of lines a maintenance loop touches for `[start, start + size)` with `line`-byte lines.
 /// The arch layer uses this to step exactly as `dcache_by_line_op` does: from the line containing
@@ -345,6 +391,21 @@ pub fn lines_spanned(start: PhysAddr, size: u64, line: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_model_and_the_recorder_drive_devices() {
+        fn device_backend<T: DeviceHw>(hw: &mut T) -> u64 {
+            // A sync with nothing queued: both backends must answer it themselves (no defaults).
+            hw.smmu_cmdq_issue(&[SmmuCmdKind::Sync]);
+            hw.smmu_cmdq_wait_sync();
+            hw.mmio_read(MmioReg::SmmuTlbstatus)
+        }
+        let mut m = model::Model::new(model::ModelParams::default());
+        let mut r = recorder::Recorder::new(64);
+        assert_eq!(device_backend(&mut r), 0);
+        assert_eq!(r.cmdq, vec![vec![SmmuCmdKind::Sync]]);
+        assert_eq!(device_backend(&mut m), 0);
+    }
 
     #[test]
     fn lines_spanned_counts_partial_lines() {

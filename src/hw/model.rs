@@ -15,14 +15,16 @@
 //! taking its own time. A sync (`TLBSYNC`, `CMD_SYNC`) completes once everything before it has,
 //! plus its own time. The CPU learns of completion only by polling (`TLBSTATUS` reads, each a
 //! full MMIO round trip) or, on SMMUv3, by waiting for the sync's completion; the driver's poll
-//! loop, not this backend, decides how often it looks and how long it sleeps between looks.
+//! loop, not this backend, decides how often it looks and how long it sleeps between looks. That
+//! side is the [`SmmuPort`] impl; with no `[smmu]` section its costs are 0.
 //!
 //! Invariants: time only moves forward; `pending` (the completion time of the newest outstanding
 //! operation) is never before the last barrier. Charges equal elapsed time: every picosecond the
 //! clock advances is attributed to exactly one call stack, so breakdowns sum to the total.
 
 use super::{
-    CacheOp, Counter, Hw, Ledger, MmioReg, SMMU_TLBSTATUS_GSACTIVE, SmmuCmdKind, SwCost, SwKey,
+    CacheOp, Counter, Hw, Ledger, MmioReg, SMMU_TLBSTATUS_GSACTIVE, SmmuCmdKind, SmmuPort, SwCost,
+    SwKey,
 };
 use crate::types::PhysAddr;
 use std::collections::BTreeMap;
@@ -246,6 +248,19 @@ impl Hw for Model {
         self.now
     }
 
+    fn copy(&mut self, bytes: u64) {
+        let ps = self.params.copy.unwrap_or_default().ps(bytes);
+        self.ledger.count(Counter::BounceCopy, 1);
+        self.ledger.count(Counter::BounceCopyBytes, bytes);
+        self.advance(ps);
+    }
+
+    fn count(&mut self, c: Counter, n: u64) {
+        self.ledger.count(c, n);
+    }
+}
+
+impl SmmuPort for Model {
     fn mmio_write(&mut self, reg: MmioReg, _val: u64) {
         let p = self.smmu();
         self.ledger.count(reg.counter(), 1);
@@ -297,17 +312,6 @@ impl Hw for Model {
         let wait = self.smmu_sync_done.saturating_sub(self.now);
         self.now += wait;
         self.ledger.charge_wait(wait);
-    }
-
-    fn copy(&mut self, bytes: u64) {
-        let ps = self.params.copy.unwrap_or_default().ps(bytes);
-        self.ledger.count(Counter::BounceCopy, 1);
-        self.ledger.count(Counter::BounceCopyBytes, bytes);
-        self.advance(ps);
-    }
-
-    fn count(&mut self, c: Counter, n: u64) {
-        self.ledger.count(c, n);
     }
 }
 

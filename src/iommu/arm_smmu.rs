@@ -18,7 +18,7 @@
 //! be reused, by a sync that observed completion (or a counted timeout).
 
 use super::{IommuFlushOps, IommuIotlbGather};
-use crate::hw::{Hw, MmioReg, SMMU_TLBSTATUS_GSACTIVE, SwCost, SwKey};
+use crate::hw::{DeviceHw, Hw, MmioReg, SMMU_TLBSTATUS_GSACTIVE, SwCost, SwKey};
 use std::fmt::Debug;
 
 /// Status reads before the poll loop starts sleeping (`TLB_SPIN_COUNT`).
@@ -34,7 +34,7 @@ pub trait WalkFlush: Debug {
     fn flush_walk(
         &self,
         cb: &mut ArmSmmuContext,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         iova: u64,
         size: u64,
         granule: u64,
@@ -56,7 +56,7 @@ impl WalkFlush for ByVa {
     fn flush_walk(
         &self,
         cb: &mut ArmSmmuContext,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         iova: u64,
         size: u64,
         granule: u64,
@@ -73,7 +73,7 @@ impl WalkFlush for ByAsid {
     fn flush_walk(
         &self,
         cb: &mut ArmSmmuContext,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         _iova: u64,
         _size: u64,
         _granule: u64,
@@ -133,7 +133,7 @@ impl ArmSmmuContext {
     /// in the AArch64 format (VA[..:12] with the ASID in bits 63:48).
     pub fn tlb_inv_range_s1(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         iova: u64,
         size: u64,
         granule: u64,
@@ -157,7 +157,7 @@ impl ArmSmmuContext {
     }
 
     /// `arm_smmu_tlb_inv_context_s1()`: `TLBIASID`, then sync.
-    pub fn tlb_inv_context_s1(&mut self, hw: &mut dyn Hw) {
+    pub fn tlb_inv_context_s1(&mut self, hw: &mut dyn DeviceHw) {
         hw.enter("arm_smmu_tlb_inv_context_s1");
         hw.mmio_write(MmioReg::SmmuTlbiasid, u64::from(self.asid));
         self.tlb_sync_context(hw);
@@ -165,7 +165,7 @@ impl ArmSmmuContext {
     }
 
     /// `arm_smmu_tlb_sync_context()` / `__arm_smmu_tlb_sync()`: write `TLBSYNC`, poll `TLBSTATUS`.
-    pub fn tlb_sync_context(&mut self, hw: &mut dyn Hw) {
+    pub fn tlb_sync_context(&mut self, hw: &mut dyn DeviceHw) {
         hw.enter("arm_smmu_tlb_sync_context");
         hw.sw(self.costs.sync);
         hw.mmio_write(MmioReg::SmmuTlbsync, QCOM_DUMMY_VAL);
@@ -223,11 +223,11 @@ impl IommuFlushOps for ArmSmmuDomain {
         "arm-smmu"
     }
 
-    fn tlb_flush_all(&mut self, hw: &mut dyn Hw) {
+    fn tlb_flush_all(&mut self, hw: &mut dyn DeviceHw) {
         self.cb.tlb_inv_context_s1(hw);
     }
 
-    fn tlb_flush_walk(&mut self, hw: &mut dyn Hw, iova: u64, size: u64, granule: u64) {
+    fn tlb_flush_walk(&mut self, hw: &mut dyn DeviceHw, iova: u64, size: u64, granule: u64) {
         hw.enter("arm_smmu_tlb_inv_walk_s1");
         self.walk.flush_walk(&mut self.cb, hw, iova, size, granule);
         hw.leave();
@@ -235,7 +235,7 @@ impl IommuFlushOps for ArmSmmuDomain {
 
     fn tlb_add_page(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         _gather: &mut IommuIotlbGather,
         iova: u64,
         granule: u64,
@@ -246,7 +246,7 @@ impl IommuFlushOps for ArmSmmuDomain {
         hw.leave();
     }
 
-    fn iotlb_sync(&mut self, hw: &mut dyn Hw, gather: &mut IommuIotlbGather) {
+    fn iotlb_sync(&mut self, hw: &mut dyn DeviceHw, gather: &mut IommuIotlbGather) {
         self.cb.tlb_sync_context(hw);
         let queued = gather.queued;
         *gather = IommuIotlbGather::new();

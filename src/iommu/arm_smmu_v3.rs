@@ -26,7 +26,7 @@
 //! command of that operation has completed.
 
 use super::{IommuError, IommuFlushOps, IommuIotlbGather, iommu_iotlb_gather_add_page};
-use crate::hw::{Hw, SmmuCmdKind, SwCost, SwKey};
+use crate::hw::{DeviceHw, Hw, SmmuCmdKind, SwCost, SwKey};
 
 pub const CMDQ_ENT_DWORDS: usize = 2;
 pub const CMDQ_BATCH_ENTRIES: usize = 64;
@@ -153,7 +153,7 @@ impl Cmdq {
 
     /// `arm_smmu_cmdq_issue_cmdlist()`: write `cmds` (and a `CMD_SYNC` if `sync`), publish them,
     /// and if `sync` wait for its completion.
-    fn issue_cmdlist(&mut self, hw: &mut dyn Hw, cost: SwCost, cmds: &[CmdqEnt], sync: bool) {
+    fn issue_cmdlist(&mut self, hw: &mut dyn DeviceHw, cost: SwCost, cmds: &[CmdqEnt], sync: bool) {
         hw.enter("arm_smmu_cmdq_issue_cmdlist");
         hw.sw(cost);
         let n = cmds.len() as u64 + u64::from(sync);
@@ -231,7 +231,7 @@ impl ArmSmmuV3Domain {
     }
 
     /// `arm_smmu_cmdq_batch_add()`.
-    fn batch_add(&mut self, hw: &mut dyn Hw, cmd: CmdqEnt) {
+    fn batch_add(&mut self, hw: &mut dyn DeviceHw, cmd: CmdqEnt) {
         if self.batch.len() == CMDQ_BATCH_ENTRIES {
             let b = std::mem::take(&mut self.batch);
             self.cmdq.issue_cmdlist(hw, self.costs.issue, &b, false);
@@ -243,7 +243,7 @@ impl ArmSmmuV3Domain {
     }
 
     /// `arm_smmu_cmdq_batch_submit()`.
-    fn batch_submit(&mut self, hw: &mut dyn Hw) {
+    fn batch_submit(&mut self, hw: &mut dyn DeviceHw) {
         let b = std::mem::take(&mut self.batch);
         self.cmdq.issue_cmdlist(hw, self.costs.issue, &b, true);
         self.batch = b;
@@ -251,7 +251,7 @@ impl ArmSmmuV3Domain {
     }
 
     /// `arm_smmu_tlb_inv_asid()`.
-    fn tlb_inv_asid(&mut self, hw: &mut dyn Hw) {
+    fn tlb_inv_asid(&mut self, hw: &mut dyn DeviceHw) {
         hw.sw(self.costs.build);
         let cmd = [CmdqEnt::TlbiNhAsid { asid: self.asid }];
         self.cmdq.issue_cmdlist(hw, self.costs.issue, &cmd, true);
@@ -260,7 +260,7 @@ impl ArmSmmuV3Domain {
     /// `arm_smmu_tlb_inv_range_domain()` / `__arm_smmu_tlb_inv_range()`.
     pub fn tlb_inv_range(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         iova: u64,
         size: u64,
         granule: u64,
@@ -329,13 +329,13 @@ impl IommuFlushOps for ArmSmmuV3Domain {
         "arm-smmu-v3"
     }
 
-    fn tlb_flush_all(&mut self, hw: &mut dyn Hw) {
+    fn tlb_flush_all(&mut self, hw: &mut dyn DeviceHw) {
         hw.enter("arm_smmu_tlb_inv_context");
         self.tlb_inv_asid(hw);
         hw.leave();
     }
 
-    fn tlb_flush_walk(&mut self, hw: &mut dyn Hw, iova: u64, size: u64, granule: u64) {
+    fn tlb_flush_walk(&mut self, hw: &mut dyn DeviceHw, iova: u64, size: u64, granule: u64) {
         hw.enter("arm_smmu_tlb_inv_walk");
         self.tlb_inv_range(hw, iova, size, granule, false);
         hw.leave();
@@ -343,7 +343,7 @@ impl IommuFlushOps for ArmSmmuV3Domain {
 
     fn tlb_add_page(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         gather: &mut IommuIotlbGather,
         iova: u64,
         granule: u64,
@@ -351,7 +351,7 @@ impl IommuFlushOps for ArmSmmuV3Domain {
         iommu_iotlb_gather_add_page(self, hw, gather, iova, granule);
     }
 
-    fn iotlb_sync(&mut self, hw: &mut dyn Hw, gather: &mut IommuIotlbGather) {
+    fn iotlb_sync(&mut self, hw: &mut dyn DeviceHw, gather: &mut IommuIotlbGather) {
         if gather.pgsize != 0 {
             hw.enter("arm_smmu_iotlb_sync");
             let (start, size, pgsize) =

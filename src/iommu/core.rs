@@ -19,7 +19,7 @@
 
 use super::io_pgtable_arm::ArmLpaeIoPgtable;
 use super::{IommuError, IommuFlushOps, IommuIotlbGather, Prot};
-use crate::hw::{Hw, SwCost, SwKey};
+use crate::hw::{DeviceHw, Hw, SwCost, SwKey};
 use crate::types::{IovaAddr, PhysAddr};
 use std::fmt::Debug;
 
@@ -202,7 +202,7 @@ impl IommuDomain {
     /// `__iommu_map()`: map `[iova, iova + size)` to `paddr`, undoing it on failure.
     fn map_range(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         iova: u64,
         paddr: u64,
         size: u64,
@@ -251,7 +251,7 @@ impl IommuDomain {
     /// `iommu_map()`.
     pub fn iommu_map(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         iova: IovaAddr,
         paddr: PhysAddr,
         size: u64,
@@ -268,7 +268,7 @@ impl IommuDomain {
     /// Returns the bytes mapped; on failure nothing stays mapped.
     pub fn iommu_map_sg(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         iova: IovaAddr,
         segs: &[(PhysAddr, u64)],
         prot: Prot,
@@ -316,7 +316,7 @@ impl IommuDomain {
     /// Returns the bytes unmapped, which may be short if a hole was met; 0 bytes is an error.
     fn unmap_range(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         iova: u64,
         size: u64,
         gather: &mut IommuIotlbGather,
@@ -357,7 +357,7 @@ impl IommuDomain {
     /// `iommu_unmap()`: unmap and invalidate (strict), one `iotlb_sync` at the end.
     pub fn iommu_unmap(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         iova: IovaAddr,
         size: u64,
     ) -> Result<u64, IommuError> {
@@ -372,7 +372,7 @@ impl IommuDomain {
     /// `iommu_unmap_fast()`: unmap, leaving the gathered invalidations to the caller.
     pub fn iommu_unmap_fast(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         iova: IovaAddr,
         size: u64,
         gather: &mut IommuIotlbGather,
@@ -384,14 +384,14 @@ impl IommuDomain {
     }
 
     /// `iommu_iotlb_sync()`.
-    pub fn iotlb_sync(&mut self, hw: &mut dyn Hw, gather: &mut IommuIotlbGather) {
+    pub fn iotlb_sync(&mut self, hw: &mut dyn DeviceHw, gather: &mut IommuIotlbGather) {
         hw.enter("iommu_iotlb_sync");
         self.ops.iotlb_sync(hw, gather);
         hw.leave();
     }
 
     /// `iommu_flush_iotlb_all()`.
-    pub fn flush_iotlb_all(&mut self, hw: &mut dyn Hw) {
+    pub fn flush_iotlb_all(&mut self, hw: &mut dyn DeviceHw) {
         hw.enter("iommu_flush_iotlb_all");
         self.ops.tlb_flush_all(hw);
         hw.leave();

@@ -59,7 +59,7 @@
 
 use super::core::IommuDomain;
 use super::iova::IovaDomain;
-use crate::hw::{Counter, Hw, SwCost, SwKey};
+use crate::hw::{Counter, DeviceHw, Hw, SwCost, SwKey};
 
 /// Slots in each CPU's ring (`IOVA_FQ_SIZE`; `IOVA_DEFAULT_FQ_SIZE` from 6.7). A power of two:
 /// the kernel wraps indices with a mask.
@@ -212,7 +212,7 @@ impl FlushQueue {
     #[allow(clippy::too_many_arguments)]
     pub fn queue_iova(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         domain: &mut IommuDomain,
         iovad: &mut IovaDomain,
         cpu: usize,
@@ -284,7 +284,7 @@ impl FlushQueue {
 
     /// `fq_flush_iotlb()` (`iova_domain_flush()` before 5.17): the driver's `flush_iotlb_all`,
     /// bracketed by the start and finish counts that tell `fq_ring_free` what it covered.
-    fn fq_flush_iotlb(&mut self, hw: &mut dyn Hw, domain: &mut IommuDomain) {
+    fn fq_flush_iotlb(&mut self, hw: &mut dyn DeviceHw, domain: &mut IommuDomain) {
         hw.enter("fq_flush_iotlb");
         hw.count(Counter::FqFlush, 1);
         self.flush_start_cnt += 1;
@@ -296,7 +296,7 @@ impl FlushQueue {
     /// `fq_flush_timeout()`: one flush, then every CPU's ring freed under its lock.
     fn fq_flush_timeout(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         domain: &mut IommuDomain,
         iovad: &mut IovaDomain,
         timer_cpu: usize,
@@ -316,7 +316,7 @@ impl FlushQueue {
     /// Run the timer if it has expired by the backend's clock. Returns whether it ran.
     pub fn run_expired_timer(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         domain: &mut IommuDomain,
         iovad: &mut IovaDomain,
         warnings: &mut Vec<String>,
@@ -335,7 +335,7 @@ impl FlushQueue {
     /// module notes). Returns the IOVA ranges freed.
     pub fn drain(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         domain: &mut IommuDomain,
         iovad: &mut IovaDomain,
         warnings: &mut Vec<String>,

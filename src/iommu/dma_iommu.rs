@@ -40,7 +40,7 @@ use crate::arch::ArchDma;
 use crate::device::Device;
 use crate::dma::sync_policy::SyncPolicy;
 use crate::dma::{DmaError, DmaMapOps};
-use crate::hw::{Hw, SwCost, SwKey};
+use crate::hw::{DeviceHw, Hw, SwCost, SwKey};
 use crate::scatterlist::SgTable;
 use crate::types::{DmaAddr, DmaAttrs, DmaDirection, IovaAddr, PhysAddr};
 
@@ -146,7 +146,7 @@ impl IommuDma {
 
     /// At the end of a run: flush once and free every queued IOVA, as the pending timer would.
     /// Returns the IOVA ranges freed (0, and no flush, when nothing is queued).
-    pub fn flush_queue_drain(&mut self, hw: &mut dyn Hw) -> u64 {
+    pub fn flush_queue_drain(&mut self, hw: &mut dyn DeviceHw) -> u64 {
         match self.fq.as_mut() {
             Some(fq) => fq.drain(hw, &mut self.domain, &mut self.iovad, &mut self.warnings),
             None => 0,
@@ -154,7 +154,7 @@ impl IommuDma {
     }
 
     /// The flush queue's timer, if it expired while nobody was looking (see [`super::dma_fq`]).
-    fn fq_timer(&mut self, hw: &mut dyn Hw) {
+    fn fq_timer(&mut self, hw: &mut dyn DeviceHw) {
         if let Some(fq) = self.fq.as_mut() {
             fq.run_expired_timer(hw, &mut self.domain, &mut self.iovad, &mut self.warnings);
         }
@@ -178,7 +178,7 @@ impl IommuDma {
 
     /// `__iommu_dma_unmap()`: unmap `[addr, addr + size)`; strict, invalidate and free its IOVA,
     /// lazy, queue the IOVA for a later flush (`iommu_dma_free_iova` with a queued gather).
-    fn iommu_dma_unmap(&mut self, hw: &mut dyn Hw, addr: u64, size: u64) {
+    fn iommu_dma_unmap(&mut self, hw: &mut dyn DeviceHw, addr: u64, size: u64) {
         let g = self.granule();
         let off = addr & (g - 1);
         let start = addr - off;
@@ -325,7 +325,7 @@ impl DmaMapOps for IommuDma {
 
     fn map_page(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         dev: &Device,
         phys: PhysAddr,
         size: u64,
@@ -375,7 +375,7 @@ impl DmaMapOps for IommuDma {
 
     fn unmap_page(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         dev: &Device,
         addr: DmaAddr,
         size: u64,
@@ -400,7 +400,7 @@ impl DmaMapOps for IommuDma {
 
     fn map_sg(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         dev: &Device,
         sgt: &mut SgTable,
         dir: DmaDirection,
@@ -479,7 +479,7 @@ impl DmaMapOps for IommuDma {
 
     fn unmap_sg(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         dev: &Device,
         sgt: &mut SgTable,
         dir: DmaDirection,
@@ -521,7 +521,7 @@ impl DmaMapOps for IommuDma {
 
     fn sync_single_for_cpu(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         dev: &Device,
         addr: DmaAddr,
         size: u64,
@@ -540,7 +540,7 @@ impl DmaMapOps for IommuDma {
 
     fn sync_single_for_device(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         dev: &Device,
         addr: DmaAddr,
         size: u64,
@@ -557,7 +557,13 @@ impl DmaMapOps for IommuDma {
         hw.leave();
     }
 
-    fn sync_sg_for_cpu(&mut self, hw: &mut dyn Hw, dev: &Device, sgt: &SgTable, dir: DmaDirection) {
+    fn sync_sg_for_cpu(
+        &mut self,
+        hw: &mut dyn DeviceHw,
+        dev: &Device,
+        sgt: &SgTable,
+        dir: DmaDirection,
+    ) {
         if dev.is_dma_coherent() {
             return;
         }
@@ -569,7 +575,7 @@ impl DmaMapOps for IommuDma {
 
     fn sync_sg_for_device(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         dev: &Device,
         sgt: &SgTable,
         dir: DmaDirection,
@@ -853,7 +859,7 @@ mod tests {
         assert!(!d.warnings.is_empty());
     }
 
-    fn map_unmap_4k(r: &mut dyn Hw, d: &mut IommuDma, dev: &Device, n: u64) -> Vec<DmaAddr> {
+    fn map_unmap_4k(r: &mut dyn DeviceHw, d: &mut IommuDma, dev: &Device, n: u64) -> Vec<DmaAddr> {
         (0..n)
             .map(|i| {
                 let a = d
@@ -989,6 +995,7 @@ mod tests {
     /// first and finds the IOVA free; 5 ms is not enough.
     #[test]
     fn the_flush_queue_timer_fires_at_the_first_call_after_ten_ms() {
+        use crate::hw::SmmuPort;
         use crate::hw::model::{Model, ModelParams};
         let dev = Device::new("d", true, 64);
         let mut m = Model::new(ModelParams::default());

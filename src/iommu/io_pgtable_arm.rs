@@ -34,7 +34,7 @@
 
 use super::{IommuError, IommuFlushOps, IommuIotlbGather, Prot};
 use crate::arch::ArchDma;
-use crate::hw::{Counter, Hw, SwCost, SwKey};
+use crate::hw::{Counter, DeviceHw, Hw, SwCost, SwKey};
 use crate::mm::physmem::{PhysMem, SharedPhysMem};
 use crate::types::{DmaDirection, IovaAddr, PhysAddr};
 
@@ -434,7 +434,7 @@ impl ArmLpaeIoPgtable {
     #[allow(clippy::too_many_arguments)]
     pub fn map_pages(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         tlb: &mut dyn IommuFlushOps,
         iova: IovaAddr,
         paddr: PhysAddr,
@@ -497,7 +497,7 @@ impl ArmLpaeIoPgtable {
     #[allow(clippy::too_many_arguments)]
     fn lpae_map(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         tlb: &mut dyn IommuFlushOps,
         iova: u64,
         paddr: u64,
@@ -550,7 +550,7 @@ impl ArmLpaeIoPgtable {
     #[allow(clippy::too_many_arguments)]
     fn init_pte(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         tlb: &mut dyn IommuFlushOps,
         iova: u64,
         paddr: u64,
@@ -571,7 +571,7 @@ impl ArmLpaeIoPgtable {
     #[allow(clippy::too_many_arguments)]
     fn init_pte_checked(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         tlb: &mut dyn IommuFlushOps,
         iova: u64,
         paddr: u64,
@@ -625,7 +625,7 @@ impl ArmLpaeIoPgtable {
     /// a hole at `iova` itself is [`IommuError::NotMapped`] (the kernel WARNs and returns 0).
     pub fn unmap_pages(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         tlb: &mut dyn IommuFlushOps,
         gather: &mut IommuIotlbGather,
         iova: IovaAddr,
@@ -659,7 +659,7 @@ impl ArmLpaeIoPgtable {
     #[allow(clippy::too_many_arguments)]
     fn lpae_unmap(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         tlb: &mut dyn IommuFlushOps,
         gather: &mut IommuIotlbGather,
         iova: u64,
@@ -722,7 +722,7 @@ impl ArmLpaeIoPgtable {
     #[allow(clippy::too_many_arguments)]
     fn split_blk_unmap(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         tlb: &mut dyn IommuFlushOps,
         gather: &mut IommuIotlbGather,
         iova: u64,

@@ -9,6 +9,10 @@
 //! protection bits, `struct iommu_iotlb_gather` with `iommu_iotlb_gather_add_page()`, and
 //! `struct iommu_flush_ops`.
 //!
+//! Whatever reaches the SMMU drivers (flush ops, the page table's map and unmap, the domain, the
+//! flush queue, iommu-dma) takes a [`DeviceHw`]; the IOVA allocator and the page table's own
+//! memory handling take only the CPU side, [`crate::hw::Hw`].
+//!
 //! Invariants: a gather is either empty (`end == 0`, `pgsize == 0`) or covers `[start, end]`
 //! inclusive with one page size; adding a page of another size, or one that neither overlaps nor
 //! touches the range, first syncs (invalidates) what was gathered.
@@ -21,7 +25,7 @@ pub mod dma_iommu;
 pub mod io_pgtable_arm;
 pub mod iova;
 
-use crate::hw::Hw;
+use crate::hw::DeviceHw;
 use crate::mm::physmem::PhysMemError;
 use crate::types::IovaAddr;
 
@@ -145,7 +149,7 @@ impl IommuIotlbGather {
 /// (arm-smmu-v3) gathers through this; a page of another size or a disjoint page syncs first.
 pub fn iommu_iotlb_gather_add_page(
     ops: &mut dyn IommuFlushOps,
-    hw: &mut dyn Hw,
+    hw: &mut dyn DeviceHw,
     gather: &mut IommuIotlbGather,
     iova: u64,
     size: u64,
@@ -162,22 +166,22 @@ pub fn iommu_iotlb_gather_add_page(
 pub trait IommuFlushOps: std::fmt::Debug {
     fn name(&self) -> &'static str;
     /// Invalidate every TLB entry of the context (domain).
-    fn tlb_flush_all(&mut self, hw: &mut dyn Hw);
+    fn tlb_flush_all(&mut self, hw: &mut dyn DeviceHw);
     /// A table covering `[iova, iova + size)` was removed: invalidate walk caches (and leaves) for
     /// the range, and wait for it, before the table's memory is reused.
-    fn tlb_flush_walk(&mut self, hw: &mut dyn Hw, iova: u64, size: u64, granule: u64);
+    fn tlb_flush_walk(&mut self, hw: &mut dyn DeviceHw, iova: u64, size: u64, granule: u64);
     /// A leaf of size `granule` at `iova` was cleared: invalidate it now or gather it for
     /// [`IommuFlushOps::iotlb_sync`].
     fn tlb_add_page(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         gather: &mut IommuIotlbGather,
         iova: u64,
         granule: u64,
     );
     /// `iommu_iotlb_sync()`: complete what was gathered (and, for drivers that invalidate at once,
     /// wait for completion); leaves `gather` empty.
-    fn iotlb_sync(&mut self, hw: &mut dyn Hw, gather: &mut IommuIotlbGather);
+    fn iotlb_sync(&mut self, hw: &mut dyn DeviceHw, gather: &mut IommuIotlbGather);
 }
 
 #[cfg(test)]

@@ -2,7 +2,6 @@
 
 use super::*;
 use crate::arch::arm64::{Arm64, DirRules};
-use crate::dma::DmaMapOps;
 use crate::dma::direct::DmaDirect;
 use crate::dma::sync_policy::{Batched, PerEntry, SyncPolicy};
 use crate::hw::recorder::Recorder;

@@ -40,7 +40,7 @@ use super::{Areas, BounceDir, IO_TLB_OVERFLOW, IO_TLB_SHIFT, IO_TLB_SIZE, Releas
 use crate::device::Device;
 use crate::dma::direct::dma_capable;
 use crate::dma::{DmaError, DmaMapOps};
-use crate::hw::{Counter, Hw, SwCost, SwKey};
+use crate::hw::{Counter, DeviceHw, Hw, SwCost, SwKey};
 use crate::mm::physmem::SharedPhysMem;
 use crate::scatterlist::SgTable;
 use crate::types::{DmaAddr, DmaAttrs, DmaDirection, PhysAddr};
@@ -650,7 +650,7 @@ impl DmaMapOps for Swiotlb2012Ops {
 
     fn map_page(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         dev: &Device,
         phys: PhysAddr,
         size: u64,
@@ -666,7 +666,7 @@ impl DmaMapOps for Swiotlb2012Ops {
 
     fn unmap_page(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         _dev: &Device,
         addr: DmaAddr,
         size: u64,
@@ -681,7 +681,7 @@ impl DmaMapOps for Swiotlb2012Ops {
 
     fn map_sg(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         dev: &Device,
         sgt: &mut SgTable,
         dir: DmaDirection,
@@ -731,7 +731,7 @@ impl DmaMapOps for Swiotlb2012Ops {
 
     fn unmap_sg(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         _dev: &Device,
         sgt: &mut SgTable,
         dir: DmaDirection,
@@ -746,7 +746,7 @@ impl DmaMapOps for Swiotlb2012Ops {
 
     fn sync_single_for_cpu(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         _dev: &Device,
         addr: DmaAddr,
         size: u64,
@@ -760,7 +760,7 @@ impl DmaMapOps for Swiotlb2012Ops {
 
     fn sync_single_for_device(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         _dev: &Device,
         addr: DmaAddr,
         size: u64,
@@ -774,7 +774,7 @@ impl DmaMapOps for Swiotlb2012Ops {
 
     fn sync_sg_for_cpu(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         _dev: &Device,
         sgt: &SgTable,
         dir: DmaDirection,
@@ -795,7 +795,7 @@ impl DmaMapOps for Swiotlb2012Ops {
 
     fn sync_sg_for_device(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut dyn DeviceHw,
         _dev: &Device,
         sgt: &SgTable,
         dir: DmaDirection,
@@ -814,7 +814,7 @@ impl DmaMapOps for Swiotlb2012Ops {
         hw.leave();
     }
 
-    fn mapping_error(&mut self, hw: &mut dyn Hw, _dev: &Device, addr: DmaAddr) -> bool {
+    fn mapping_error(&mut self, hw: &mut dyn DeviceHw, _dev: &Device, addr: DmaAddr) -> bool {
         self.dma_mapping_error(hw, addr)
     }
 
