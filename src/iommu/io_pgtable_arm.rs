@@ -10,7 +10,7 @@
 //! kernel's level count (`ceil((ias - pg_shift) / bits_per_level)`), start level and top-level
 //! table size (`8 << pgd_bits`); output addresses up to 48 bits. Descriptors are bit-exact u64s
 //! in tables allocated from [`PhysMem`]: valid (bit 0), table/page vs block (bit 1), AttrIndx
-//! (4:2), AP[2:1] (7:6), SH (9:8), AF (10), nG (11), the output address (47:pg_shift), XN (54:53)
+//! (4:2), AP\[2:1\] (7:6), SH (9:8), AF (10), nG (11), the output address (47:pg_shift), XN (54:53)
 //! and, for a non-coherent walker, the software bit 55 that marks a table entry already cleaned
 //! (`ARM_LPAE_PTE_SW_SYNC`). Blocks are 1G/2M (4K granule), 32M (16K) and 512M (64K).
 //!

@@ -10,7 +10,7 @@
 //! one (`dma_map_page` + `dma_mapping_error`). The routed packet leaves through
 //! `ixgbe_xmit_frame_ring` → `ixgbe_tx_map`: `dma_map_single` of the linear data +
 //! `dma_mapping_error`; `ixgbe_clean_tx_irq` unmaps it at completion (`dma_unmap_single`). On x86
-//! those DMA API calls are inlines that call `swiotlb_dma_ops` ([`Swiotlb2012Ops`]).
+//! those DMA API calls are inlines that call `swiotlb_dma_ops` ([`crate::dma::swiotlb::x86_2012::Swiotlb2012Ops`]).
 //!
 //! What it models: the rx ring's buffers as real pages in simulated memory above the swiotlb pool
 //! (the NIC reaches all memory, nothing bounces; above the pool, so `is_swiotlb_buffer`'s `&&`
