@@ -304,11 +304,10 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
             apply_overrides(&mut s, &overrides)?;
             warn_unpriced(&s.profile, &s.sw_keys(), &s.name);
             let outcome = scenario::execute(&s)?;
-            use dmasim::report;
             match format {
-                Format::Table => write!(out, "{}", report::table(&outcome))?,
-                Format::Json => print_json(out, &report::json(&outcome))?,
-                Format::Folded => write!(out, "{}", report::folded(report::stacks(&outcome)))?,
+                Format::Table => write!(out, "{}", outcome.table())?,
+                Format::Json => print_json(out, &outcome.json())?,
+                Format::Folded => write!(out, "{}", dmasim::report::folded(outcome.stacks()))?,
             }
         }
         Cmd::Policies { platform } => {

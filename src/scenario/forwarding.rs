@@ -260,3 +260,149 @@ pub fn run(s: &Scenario, f: &Forwarding) -> Result<ForwardingResult, SetupError>
         total_ps: fw.hw.ledger.total_ps(),
     })
 }
+
+// Rendering: the terminal table and the JSON document of this kind's result.
+
+use crate::report::{
+    CallDoc, DeviceDoc, FORMAT_VERSION, HeadDoc, StackDoc, breakdown_docs, call_doc, device_line,
+    header, human_ns, instr, ns, share, trim_float,
+};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// The `dmasim run` table of a forwarding scenario.
+pub fn table(r: &ForwardingResult) -> String {
+    let mut o = String::new();
+    let w = &r.workload;
+    header(&mut o, &r.info);
+    device_line(&mut o, &r.device);
+    let _ = writeln!(
+        o,
+        "workload   forwarding {} packets of {} B, rx ring {}, rx page reuse {} %, {} CPUs",
+        r.packets, w.packet_bytes, w.rx_ring, w.rx_reuse_percent, w.cpus
+    );
+    let _ = writeln!(
+        o,
+        "\nCPU time per packet {}  ->  {:.3} Mpps on {} CPUs",
+        human_ns(r.per_packet_ns()),
+        r.mpps(),
+        w.cpus
+    );
+    if r.dropped > 0 {
+        let _ = writeln!(o, "dropped    {} packets (mapping errors)", r.dropped);
+    }
+    let _ = writeln!(o, "\n{:<28} {:>10} {:>14}", "call", "per packet", "mean");
+    for c in &r.calls {
+        let _ = writeln!(
+            o,
+            "{:<28} {:>10} {:>14}",
+            c.call,
+            trim_float(r.calls_per_packet(c.call)),
+            human_ns(c.mean_ns())
+        );
+    }
+    let _ = writeln!(o, "\noperations per packet");
+    for c in Counter::ALL {
+        if r.counts[c as usize] > 0 {
+            let _ = writeln!(
+                o,
+                "  {:<18} {:<24} {:>8}",
+                instr(c, r.info.arch),
+                c.name(),
+                trim_float(r.per_packet(c))
+            );
+        }
+    }
+    let _ = writeln!(
+        o,
+        "\nself time by symbol (share of all cycles, as perf reports it)"
+    );
+    let _ = writeln!(o, "  {:>7} {:>12}  symbol", "share", "per packet");
+    for (sym, ps) in r.symbols() {
+        let _ = writeln!(
+            o,
+            "  {:>6.2}% {:>12}  {}",
+            share(ps, r.total_ps),
+            human_ns(ns(ps) / r.packets.max(1) as f64),
+            sym
+        );
+    }
+    o
+}
+
+#[derive(Serialize)]
+struct ForwardingDoc<'a> {
+    format_version: u32,
+    #[serde(flatten)]
+    head: HeadDoc<'a>,
+    device: DeviceDoc<'a>,
+    workload: ForwardingWorkloadDoc,
+    per_packet_ns: f64,
+    mpps: f64,
+    dropped: u64,
+    rx_pages_mapped: u64,
+    calls: Vec<CallDoc>,
+    operations_per_packet: BTreeMap<&'static str, f64>,
+    symbols: Vec<SymbolDoc>,
+    breakdown: Vec<StackDoc>,
+    total_ns: f64,
+}
+
+#[derive(Serialize)]
+struct ForwardingWorkloadDoc {
+    kind: &'static str,
+    packets: u64,
+    packet_bytes: u32,
+    rx_ring: u32,
+    rx_reuse_percent: u32,
+    cpus: u32,
+}
+
+#[derive(Serialize)]
+struct SymbolDoc {
+    symbol: String,
+    self_ns_per_packet: f64,
+    share_pct: f64,
+}
+
+/// The `dmasim run --format json` document of a forwarding scenario.
+pub fn json(r: &ForwardingResult) -> serde_json::Value {
+    let w = &r.workload;
+    let per = r.packets.max(1) as f64;
+    let doc = ForwardingDoc {
+        format_version: FORMAT_VERSION,
+        head: HeadDoc::of(&r.info),
+        device: DeviceDoc::of(&r.device),
+        workload: ForwardingWorkloadDoc {
+            kind: "forwarding",
+            packets: w.packets,
+            packet_bytes: w.packet_bytes,
+            rx_ring: w.rx_ring,
+            rx_reuse_percent: w.rx_reuse_percent,
+            cpus: w.cpus,
+        },
+        per_packet_ns: r.per_packet_ns(),
+        mpps: r.mpps(),
+        dropped: r.dropped,
+        rx_pages_mapped: r.rx_pages_mapped,
+        calls: r.calls.iter().map(call_doc).collect(),
+        operations_per_packet: Counter::ALL
+            .iter()
+            .filter(|c| r.counts[**c as usize] > 0)
+            .map(|c| (c.name(), r.per_packet(*c)))
+            .collect(),
+        symbols: r
+            .symbols()
+            .into_iter()
+            .map(|(symbol, ps)| SymbolDoc {
+                share_pct: share(ps, r.total_ps),
+                self_ns_per_packet: ns(ps) / per,
+                symbol,
+            })
+            .collect(),
+        breakdown: breakdown_docs(&r.stacks, r.total_ps),
+        total_ns: ns(r.total_ps),
+    };
+    serde_json::to_value(doc).expect("plain data serialises")
+}

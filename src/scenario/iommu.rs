@@ -925,6 +925,197 @@ fn run_ops(
     Ok(())
 }
 
+// Rendering: the terminal table and the JSON document of this kind's result.
+
+use crate::report::{
+    FORMAT_VERSION, HeadDoc, StackDoc, breakdown_docs, counts_map, header, human_ns, ns, refusals,
+    share, trim_float,
+};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// One operation (or sweep row) of an IOMMU run, in JSON.
+#[derive(Serialize)]
+struct IommuOpDoc {
+    label: String,
+    call: &'static str,
+    bytes: u64,
+    iova: String,
+    count: u64,
+    mean_ns: f64,
+    total_ns: f64,
+    /// Operations per call (a fraction where calls differ, e.g. table allocations in the first).
+    operations_per_call: BTreeMap<&'static str, f64>,
+    /// Calls the modelled kernel refused, and the first refusal.
+    refused: u64,
+    first_refusal: Option<String>,
+}
+
+#[derive(Serialize)]
+struct IommuRunDoc<'a> {
+    format_version: u32,
+    #[serde(flatten)]
+    head: HeadDoc<'a>,
+    iommu: IommuDoc,
+    workload: IommuWorkloadDoc,
+    ops: Vec<IommuOpDoc>,
+    operations: BTreeMap<&'static str, u64>,
+    breakdown: Vec<StackDoc>,
+    total_ns: f64,
+}
+
+#[derive(Serialize)]
+struct IommuDoc {
+    granule: u64,
+    ias: u32,
+    smmu: &'static str,
+    coherent_walk: bool,
+}
+
+#[derive(Serialize)]
+struct IommuWorkloadDoc {
+    kind: &'static str,
+    iterations: u32,
+}
+
+fn per_call_map(o: &OpStat) -> BTreeMap<&'static str, f64> {
+    Counter::ALL
+        .iter()
+        .filter(|k| o.counts[**k as usize] > 0)
+        .map(|k| (k.name(), o.per_call(*k)))
+        .collect()
+}
+
+/// The `dmasim run --format json` document of an IOMMU scenario.
+pub fn json(r: &IommuRunResult) -> serde_json::Value {
+    let doc = IommuRunDoc {
+        format_version: FORMAT_VERSION,
+        head: HeadDoc::of(&r.info),
+        iommu: IommuDoc {
+            granule: r.iommu.granule,
+            ias: r.iommu.ias,
+            smmu: r.iommu.smmu.name(),
+            coherent_walk: r.iommu.coherent_walk,
+        },
+        workload: IommuWorkloadDoc {
+            kind: r.workload.kind(),
+            iterations: iommu_iterations(&r.workload),
+        },
+        ops: r
+            .ops
+            .iter()
+            .map(|o| IommuOpDoc {
+                label: o.label.clone(),
+                call: o.call,
+                bytes: o.bytes,
+                iova: format!("{:#x}", o.iova),
+                count: o.calls,
+                mean_ns: o.mean_ns(),
+                total_ns: ns(o.total_ps),
+                operations_per_call: per_call_map(o),
+                refused: o.errors,
+                first_refusal: o.first_error.clone(),
+            })
+            .collect(),
+        operations: counts_map(&r.counts),
+        breakdown: breakdown_docs(&r.stacks, r.total_ps),
+        total_ns: ns(r.total_ps),
+    };
+    serde_json::to_value(doc).expect("plain data serialises")
+}
+
+fn iommu_iterations(w: &Workload) -> u32 {
+    match w {
+        Workload::IommuSweep(s) => s.iterations,
+        Workload::IommuOps(o) => o.iterations,
+        _ => 1,
+    }
+}
+
+/// The SMMU and page-table operations shown per call in the IOMMU table, in this order.
+const IOMMU_COLUMNS: &[(Counter, &str)] = &[
+    (Counter::SmmuTlbiva, "TLBIVA"),
+    (Counter::SmmuTlbival, "TLBIVAL"),
+    (Counter::SmmuTlbiasid, "TLBIASID"),
+    (Counter::SmmuTlbsync, "TLBSYNC"),
+    (Counter::SmmuTlbstatusRead, "STATUS"),
+    (Counter::Udelay, "udelay"),
+    (Counter::CmdqTlbiNhVa, "NH_VA"),
+    (Counter::CmdqTlbiNhAsid, "NH_ASID"),
+    (Counter::CmdqSync, "CMD_SYNC"),
+    (Counter::PgtableMapCall, "map call"),
+    (Counter::PgtableUnmapCall, "unmap call"),
+];
+
+/// The `dmasim run` terminal table of an IOMMU scenario.
+pub fn table(r: &IommuRunResult) -> String {
+    let mut o = String::new();
+    header(&mut o, &r.info);
+    let _ = writeln!(
+        o,
+        "iommu      {} KiB granule, {}-bit IAS, {}, {} table walker",
+        r.iommu.granule >> 10,
+        r.iommu.ias,
+        r.iommu.smmu.name(),
+        if r.iommu.coherent_walk {
+            "coherent"
+        } else {
+            "non-coherent"
+        }
+    );
+    let _ = writeln!(
+        o,
+        "workload   {}, {} iterations",
+        r.workload.kind(),
+        iommu_iterations(&r.workload)
+    );
+    let cols: Vec<&(Counter, &str)> = IOMMU_COLUMNS
+        .iter()
+        .filter(|(c, _)| r.ops.iter().any(|op| op.counts[*c as usize] > 0))
+        .collect();
+    let _ = write!(o, "\n{:<20} {:>7} {:>14}", "operation", "calls", "mean");
+    for (_, h) in &cols {
+        let _ = write!(o, " {h:>10}");
+    }
+    let _ = writeln!(o);
+    for op in &r.ops {
+        let _ = write!(
+            o,
+            "{:<20} {:>7} {:>14}",
+            op.label,
+            op.calls,
+            human_ns(op.mean_ns())
+        );
+        for (c, _) in &cols {
+            let _ = write!(o, " {:>10}", trim_float(op.per_call(*c)));
+        }
+        let _ = writeln!(o);
+    }
+    let _ = writeln!(o, "(operation counts are per call)");
+    refusals(
+        &mut o,
+        r.ops
+            .iter()
+            .map(|op| (op.label.as_str(), op.errors, op.first_error.as_deref())),
+    );
+    let _ = writeln!(o, "\ntime by call stack (whole run)");
+    let _ = writeln!(o, "  {:>7} {:>12}  stack", "share", "time");
+    for s in &r.stacks {
+        if s.self_ps == 0 {
+            continue;
+        }
+        let _ = writeln!(
+            o,
+            "  {:>6.2}% {:>12}  {}",
+            share(s.self_ps, r.total_ps),
+            human_ns(ns(s.self_ps)),
+            s.stack
+        );
+    }
+    o
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -29,6 +29,7 @@ use std::collections::BTreeMap;
 use toml::Spanned;
 
 pub use crate::hw::calls::{self, CallStat, StackRow};
+pub use crate::report::RunInfo;
 pub use crate::setup::{DeviceSetup, DmaOpsKind, IommuConfig, SmmuModel, SwiotlbSpec};
 pub use streaming::RunResult;
 
@@ -41,15 +42,36 @@ pub enum Outcome {
     Iommu(iommu::IommuRunResult),
 }
 
-/// Which scenario ran where, under which policies: the head of every result.
-#[derive(Clone, Debug)]
-pub struct RunInfo {
-    pub scenario: String,
-    pub platform: String,
-    pub arch: Arch,
-    pub policies: Policies,
-    /// What the policies were resolved for (which of them apply).
-    pub target: Target,
+impl Outcome {
+    /// The terminal table.
+    pub fn table(&self) -> String {
+        match self {
+            Outcome::Streaming(r) => streaming::table(r),
+            Outcome::Forwarding(r) => forwarding::table(r),
+            Outcome::Bounce(r) => bounce::table(r),
+            Outcome::Iommu(r) => iommu::table(r),
+        }
+    }
+
+    /// The JSON document (docs/output.md).
+    pub fn json(&self) -> serde_json::Value {
+        match self {
+            Outcome::Streaming(r) => streaming::json(r),
+            Outcome::Forwarding(r) => forwarding::json(r),
+            Outcome::Bounce(r) => bounce::json(r),
+            Outcome::Iommu(r) => iommu::json(r),
+        }
+    }
+
+    /// The call stacks, for folded output.
+    pub fn stacks(&self) -> &[StackRow] {
+        match self {
+            Outcome::Streaming(r) => &r.stacks,
+            Outcome::Forwarding(r) => &r.stacks,
+            Outcome::Bounce(r) => &r.stacks,
+            Outcome::Iommu(r) => &r.stacks,
+        }
+    }
 }
 
 /// Why a run could not produce a result: the modelled kernel refused to set the machine up (a

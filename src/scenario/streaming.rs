@@ -353,6 +353,169 @@ pub fn run(s: &Scenario, w: &Streaming) -> Result<RunResult, SetupError> {
         total_ps: hw.ledger.total_ps(),
     })
 }
+
+// Rendering: the terminal table and the JSON document of this kind's result.
+
+use crate::report::{
+    CallDoc, DeviceDoc, FORMAT_VERSION, HeadDoc, StackDoc, breakdown_docs, call_doc, counts_map,
+    device_line, header, human_bytes, human_ns, instr, ns, refusals, share, trim_float,
+};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+#[derive(Serialize)]
+struct RunDoc<'a> {
+    format_version: u32,
+    #[serde(flatten)]
+    head: HeadDoc<'a>,
+    device: DeviceDoc<'a>,
+    workload: WorkloadDoc,
+    calls: Vec<CallDoc>,
+    operations: BTreeMap<&'static str, u64>,
+    breakdown: Vec<StackDoc>,
+    total_ns: f64,
+}
+
+#[derive(Serialize)]
+struct WorkloadDoc {
+    kind: &'static str,
+    calls: &'static str,
+    buffer_bytes: u64,
+    entry_bytes: Vec<u32>,
+    entries: usize,
+    direction: &'static str,
+    iterations: u32,
+    attrs: Vec<&'static str>,
+}
+
+/// The `dmasim run --format json` document.
+pub fn json(r: &RunResult) -> serde_json::Value {
+    let doc = RunDoc {
+        format_version: FORMAT_VERSION,
+        head: HeadDoc::of(&r.info),
+        device: DeviceDoc::of(&r.device),
+        workload: WorkloadDoc {
+            kind: "streaming",
+            calls: r.workload.calls.name(),
+            buffer_bytes: r.workload.buffer_bytes,
+            entry_bytes: r.workload.entry_bytes.clone(),
+            entries: r.entries,
+            direction: r.workload.direction.name(),
+            iterations: r.workload.iterations,
+            attrs: attr_names(r.workload.attrs),
+        },
+        calls: r.calls.iter().map(call_doc).collect(),
+        operations: counts_map(&r.counts),
+        breakdown: breakdown_docs(&r.stacks, r.total_ps),
+        total_ns: ns(r.total_ps),
+    };
+    serde_json::to_value(doc).expect("plain data serialises")
+}
+
+fn attr_names(a: crate::types::DmaAttrs) -> Vec<&'static str> {
+    let mut v = Vec::new();
+    if a.contains(crate::types::DmaAttrs::SKIP_CPU_SYNC) {
+        v.push("skip_cpu_sync");
+    }
+    v
+}
+
+/// The `dmasim run` terminal table.
+pub fn table(r: &RunResult) -> String {
+    let mut o = String::new();
+    let w = &r.workload;
+    let it = u64::from(w.iterations);
+    header(&mut o, &r.info);
+    device_line(&mut o, &r.device);
+    if r.dma_ops != "dma-direct" {
+        let _ = writeln!(o, "dma ops    {}", r.dma_ops);
+    }
+    let sizes: Vec<String> = w
+        .entry_bytes
+        .iter()
+        .map(|&e| human_bytes(u64::from(e)))
+        .collect();
+    let _ = writeln!(
+        o,
+        "workload   {} of {} in {} entries ({}), {}{}, {} iterations",
+        w.calls.name(),
+        human_bytes(w.buffer_bytes),
+        sizes.join("/"),
+        r.entries,
+        w.direction,
+        attr_names(w.attrs)
+            .iter()
+            .map(|a| format!(", {a}"))
+            .collect::<String>(),
+        w.iterations
+    );
+    let _ = writeln!(o, "\n{:<28} {:>10} {:>14}", "call", "count", "mean");
+    for c in &r.calls {
+        let _ = writeln!(
+            o,
+            "{:<28} {:>10} {:>14}",
+            c.call,
+            c.count,
+            human_ns(c.mean_ns())
+        );
+    }
+    refusals(
+        &mut o,
+        r.calls
+            .iter()
+            .map(|c| (c.call, c.errors, c.first_error.as_deref())),
+    );
+    if r.dma_ops != "dma-direct" {
+        per_call_operations(&mut o, r);
+    }
+    let _ = writeln!(o, "\noperations per iteration");
+    for c in Counter::ALL {
+        let n = r.counts[c as usize];
+        if n > 0 {
+            let per = n as f64 / it as f64;
+            let _ = writeln!(
+                o,
+                "  {:<12} {:<24} {:>12}",
+                instr(c, r.info.arch),
+                c.name(),
+                trim_float(per)
+            );
+        }
+    }
+    let _ = writeln!(o, "\ntime by call stack (per iteration)");
+    let _ = writeln!(o, "  {:>7} {:>12}  stack", "share", "time");
+    for s in &r.stacks {
+        if s.self_ps == 0 {
+            continue;
+        }
+        let _ = writeln!(
+            o,
+            "  {:>6.2}% {:>12}  {}",
+            share(s.self_ps, r.total_ps),
+            human_ns(ns(s.self_ps) / it as f64),
+            s.stack
+        );
+    }
+    o
+}
+
+/// Each call's own operations, per call: what an IOMMU-backed device pays in IOVA, page-table
+/// and TLB work on every map and unmap.
+fn per_call_operations(o: &mut String, r: &RunResult) {
+    let _ = writeln!(o, "\noperations per call");
+    for c in &r.calls {
+        let ops: Vec<String> = Counter::ALL
+            .iter()
+            .filter(|k| c.counts[**k as usize] > 0)
+            .map(|k| format!("{} {}", k.name(), trim_float(c.per_call(*k))))
+            .collect();
+        if !ops.is_empty() {
+            let _ = writeln!(o, "  {:<26} {}", c.call, ops.join(", "));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
