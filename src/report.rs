@@ -218,6 +218,28 @@ pub(crate) fn refusals<'a>(
     }
 }
 
+/// The breakdown table: every stack that took time, its share and its time divided by `per`
+/// (iterations, or 1 for the whole run).
+pub(crate) fn stack_table(
+    o: &mut String,
+    what: &str,
+    stacks: &[StackRow],
+    total_ps: u64,
+    per: u64,
+) {
+    let _ = writeln!(o, "\ntime by call stack ({what})");
+    let _ = writeln!(o, "  {:>7} {:>12}  stack", "share", "time");
+    for s in stacks.iter().filter(|s| s.self_ps > 0) {
+        let _ = writeln!(
+            o,
+            "  {:>6.2}% {:>12}  {}",
+            share(s.self_ps, total_ps),
+            human_ns(ns(s.self_ps) / per.max(1) as f64),
+            s.stack
+        );
+    }
+}
+
 pub(crate) fn trim_float(x: f64) -> String {
     if x.fract() == 0.0 {
         format!("{x:.0}")

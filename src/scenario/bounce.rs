@@ -27,9 +27,15 @@ use crate::hw::Counter;
 use crate::hw::calls::{CallTimer, StackRow, stack_rows};
 use crate::input::InputError;
 use crate::mm::physmem::NodeRange;
+use crate::report::{
+    DeviceDoc, FORMAT_VERSION, breakdown_docs, device_line, header, human_bytes, human_ns, ns,
+    policies_map, trim_float,
+};
 use crate::setup::{Machine, SetupError, setup_dma_ops};
 use crate::types::{DmaAttrs, DmaDirection, PhysAddr};
 use serde::Deserialize;
+use serde::Serialize;
+use std::fmt::Write;
 use toml::Spanned;
 
 /// The registry entry of this kind.
@@ -322,13 +328,6 @@ pub fn run(s: &Scenario, b: &Bounce) -> Result<BounceResult, SetupError> {
 }
 
 // Rendering: the terminal table and the JSON document of this kind's result.
-
-use crate::report::{
-    DeviceDoc, FORMAT_VERSION, breakdown_docs, device_line, header, human_bytes, human_ns, ns,
-    policies_map, trim_float,
-};
-use serde::Serialize;
-use std::fmt::Write;
 
 /// The `dmasim run` table of a bounce scenario.
 pub fn table(r: &BounceResult) -> String {

@@ -37,6 +37,13 @@ use serde::Deserialize;
 use toml::Spanned;
 
 pub use crate::drivers::ixgbe::{Forwarder, HIGH_MEMORY, IXGBE_RX_BUFSZ, LOW_MEMORY};
+use crate::report::{
+    CallDoc, DeviceDoc, FORMAT_VERSION, HeadDoc, StackDoc, breakdown_docs, call_doc, device_line,
+    header, human_ns, instr, ns, share, trim_float,
+};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write;
 
 /// The registry entry of this kind.
 pub const KIND: super::Kind = super::Kind {
@@ -262,14 +269,6 @@ pub fn run(s: &Scenario, f: &Forwarding) -> Result<ForwardingResult, SetupError>
 }
 
 // Rendering: the terminal table and the JSON document of this kind's result.
-
-use crate::report::{
-    CallDoc, DeviceDoc, FORMAT_VERSION, HeadDoc, StackDoc, breakdown_docs, call_doc, device_line,
-    header, human_ns, instr, ns, share, trim_float,
-};
-use serde::Serialize;
-use std::collections::BTreeMap;
-use std::fmt::Write;
 
 /// The `dmasim run` table of a forwarding scenario.
 pub fn table(r: &ForwardingResult) -> String {

@@ -27,10 +27,17 @@ use crate::input::{InputError, parse_size};
 use crate::iommu::iova::IovaDomain;
 use crate::iommu::{IommuError, Prot};
 use crate::platform::Profile;
+use crate::report::{
+    FORMAT_VERSION, HeadDoc, StackDoc, breakdown_docs, counts_map, header, human_ns, ns, refusals,
+    stack_table, trim_float,
+};
 pub use crate::setup::{IommuConfig, SmmuModel};
 use crate::setup::{iommu_domain_alloc, table_bytes, table_memory};
 use crate::types::{IovaAddr, PhysAddr};
 use serde::Deserialize;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write;
 use toml::Spanned;
 
 /// The registry entry of the sweep kind.
@@ -927,14 +934,6 @@ fn run_ops(
 
 // Rendering: the terminal table and the JSON document of this kind's result.
 
-use crate::report::{
-    FORMAT_VERSION, HeadDoc, StackDoc, breakdown_docs, counts_map, header, human_ns, ns, refusals,
-    share, trim_float,
-};
-use serde::Serialize;
-use std::collections::BTreeMap;
-use std::fmt::Write;
-
 /// One operation (or sweep row) of an IOMMU run, in JSON.
 #[derive(Serialize)]
 struct IommuOpDoc {
@@ -1099,20 +1098,7 @@ pub fn table(r: &IommuRunResult) -> String {
             .iter()
             .map(|op| (op.label.as_str(), op.errors, op.first_error.as_deref())),
     );
-    let _ = writeln!(o, "\ntime by call stack (whole run)");
-    let _ = writeln!(o, "  {:>7} {:>12}  stack", "share", "time");
-    for s in &r.stacks {
-        if s.self_ps == 0 {
-            continue;
-        }
-        let _ = writeln!(
-            o,
-            "  {:>6.2}% {:>12}  {}",
-            share(s.self_ps, r.total_ps),
-            human_ns(ns(s.self_ps)),
-            s.stack
-        );
-    }
+    stack_table(&mut o, "whole run", &r.stacks, r.total_ps, 1);
     o
 }
 

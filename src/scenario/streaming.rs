@@ -23,6 +23,13 @@ use serde::Deserialize;
 use toml::Spanned;
 
 pub use crate::hw::calls::{CallStat, StackRow};
+use crate::report::{
+    CallDoc, DeviceDoc, FORMAT_VERSION, HeadDoc, StackDoc, breakdown_docs, call_doc, counts_map,
+    device_line, header, human_bytes, human_ns, instr, ns, refusals, stack_table, trim_float,
+};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write;
 
 /// The registry entry of this kind.
 pub const KIND: super::Kind = super::Kind {
@@ -356,14 +363,6 @@ pub fn run(s: &Scenario, w: &Streaming) -> Result<RunResult, SetupError> {
 
 // Rendering: the terminal table and the JSON document of this kind's result.
 
-use crate::report::{
-    CallDoc, DeviceDoc, FORMAT_VERSION, HeadDoc, StackDoc, breakdown_docs, call_doc, counts_map,
-    device_line, header, human_bytes, human_ns, instr, ns, refusals, share, trim_float,
-};
-use serde::Serialize;
-use std::collections::BTreeMap;
-use std::fmt::Write;
-
 #[derive(Serialize)]
 struct RunDoc<'a> {
     format_version: u32,
@@ -483,20 +482,7 @@ pub fn table(r: &RunResult) -> String {
             );
         }
     }
-    let _ = writeln!(o, "\ntime by call stack (per iteration)");
-    let _ = writeln!(o, "  {:>7} {:>12}  stack", "share", "time");
-    for s in &r.stacks {
-        if s.self_ps == 0 {
-            continue;
-        }
-        let _ = writeln!(
-            o,
-            "  {:>6.2}% {:>12}  {}",
-            share(s.self_ps, r.total_ps),
-            human_ns(ns(s.self_ps) / it as f64),
-            s.stack
-        );
-    }
+    stack_table(&mut o, "per iteration", &r.stacks, r.total_ps, it);
     o
 }
 
