@@ -416,6 +416,15 @@ pub fn builtin_list() -> Vec<(String, String)> {
         .collect()
 }
 
+/// Longest one operation may cost, in ns: one second. With it and the model's limits on work,
+/// no run's picosecond clock can wrap.
+pub const MAX_COST_NS: f64 = 1e9;
+/// The CPU frequencies a profile may give, in MHz.
+pub const MIN_FREQ_MHZ: f64 = 1.0;
+pub const MAX_FREQ_MHZ: f64 = 100_000.0;
+/// The largest cache line a profile may give, in bytes.
+pub const MAX_LINE_BYTES: f64 = 4096.0;
+
 struct Resolver<'a> {
     origin: &'a str,
     text: &'a str,
@@ -490,6 +499,18 @@ impl Resolver<'_> {
                 ));
             }
         };
+        if ns > MAX_COST_NS {
+            let span = c.ns.as_ref().or(c.cycles.as_ref()).map(|v| v.span());
+            return Err(InputError::at(
+                self.origin,
+                self.text,
+                span,
+                key,
+                format!(
+                    "{ns} ns is more than the model allows for one operation ({MAX_COST_NS} ns, one second): the picosecond clock must not wrap"
+                ),
+            ));
+        }
         Ok((ns * per_ns).round() as u64)
     }
 
@@ -512,24 +533,27 @@ fn resolve(origin: &str, text: &str, f: &ProfileFile) -> Result<ModelParams, Inp
         freq_mhz: 1.0,
     };
     let freq = r.param("platform.cpu_freq_mhz", &f.platform.cpu_freq_mhz)?;
-    if freq <= 0.0 {
+    if !(MIN_FREQ_MHZ..=MAX_FREQ_MHZ).contains(&freq) {
         return Err(InputError::at(
             origin,
             text,
             Some(f.platform.cpu_freq_mhz.value.span()),
             "platform.cpu_freq_mhz.value",
-            "must be positive",
+            format!("must be {MIN_FREQ_MHZ}..={MAX_FREQ_MHZ} MHz, found {freq}"),
         ));
     }
     r.freq_mhz = freq;
     let line = r.param("cache.line_bytes", &f.cache.line_bytes)?;
-    if line < 4.0 || line.fract() != 0.0 || !(line as u64).is_power_of_two() {
+    if !(4.0..=MAX_LINE_BYTES).contains(&line)
+        || line.fract() != 0.0
+        || !(line as u64).is_power_of_two()
+    {
         return Err(InputError::at(
             origin,
             text,
             Some(f.cache.line_bytes.value.span()),
             "cache.line_bytes.value",
-            format!("must be a power of two of at least 4, found {line}"),
+            format!("must be a power of two from 4 to {MAX_LINE_BYTES}, found {line}"),
         ));
     }
     let mut maint = [None; 3];
@@ -720,6 +744,46 @@ cost = { ns = 5, source = "test" }
         let e = Profile::parse("t.toml", &text).unwrap_err();
         assert_eq!(e.key.as_deref(), Some("cache.clean.latency.ns"), "{e}");
         assert_eq!(e.line, Some(12), "{e}");
+    }
+
+    #[test]
+    fn numbers_that_would_wrap_the_clock_are_refused() {
+        // (from, to, key, line): each value is finite and non-negative but out of range.
+        for (from, to, key, line) in [
+            (
+                "latency = { ns = 100",
+                "latency = { ns = 1e300",
+                "cache.clean.latency",
+                12,
+            ),
+            (
+                "issue = { cycles = 2",
+                "issue = { cycles = 1e18",
+                "cache.clean.issue",
+                11,
+            ),
+            (
+                "cpu_freq_mhz = { value = 1000",
+                "cpu_freq_mhz = { value = 1e-300",
+                "platform.cpu_freq_mhz.value",
+                6,
+            ),
+            (
+                "line_bytes = { value = 64",
+                "line_bytes = { value = 1099511627776",
+                "cache.line_bytes.value",
+                9,
+            ),
+        ] {
+            let e = Profile::parse("t.toml", &MINIMAL.replace(from, to)).unwrap_err();
+            assert_eq!(e.key.as_deref(), Some(key), "{to}: {e}");
+            assert_eq!(e.line, Some(line), "{to}: {e}");
+        }
+        // The largest allowed values still load.
+        let edge = MINIMAL
+            .replace("latency = { ns = 100", "latency = { ns = 1e9")
+            .replace("line_bytes = { value = 64", "line_bytes = { value = 4096");
+        assert!(Profile::parse("t.toml", &edge).is_ok());
     }
 
     const SMMU: &str = r#"
