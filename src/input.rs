@@ -59,6 +59,45 @@ impl InputError {
     }
 }
 
+/// Largest input file dmasim reads: far above any real profile or scenario (a few KiB), far
+/// below what would cost noticeable memory or time to parse.
+pub const MAX_INPUT_BYTES: u64 = 1 << 20;
+
+/// Read a user's file: only a regular file (not a directory, FIFO or device, which could block
+/// or never end) of at most [`MAX_INPUT_BYTES`], checked before anything is read.
+pub fn read_input(path: &str, what: &str) -> Result<String, InputError> {
+    let meta = std::fs::metadata(path)
+        .map_err(|e| InputError::new(path, format!("cannot read {what}: {e}")))?;
+    if !meta.is_file() {
+        return Err(InputError::new(
+            path,
+            format!("cannot read {what}: not a regular file"),
+        ));
+    }
+    if meta.len() > MAX_INPUT_BYTES {
+        return Err(InputError::new(
+            path,
+            format!(
+                "cannot read {what}: {} bytes, more than the {MAX_INPUT_BYTES} a {what} may have",
+                meta.len()
+            ),
+        ));
+    }
+    // Read at most one byte past the limit, in case the file grew since it was measured.
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_INPUT_BYTES + 1).read_to_string(&mut text))
+        .map_err(|e| InputError::new(path, format!("cannot read {what}: {e}")))?;
+    if text.len() as u64 > MAX_INPUT_BYTES {
+        return Err(InputError::new(
+            path,
+            format!("cannot read {what}: more than {MAX_INPUT_BYTES} bytes"),
+        ));
+    }
+    Ok(text)
+}
+
 /// 1-based line number of byte `offset` in `text`.
 pub fn line_of(text: &str, offset: usize) -> usize {
     let end = offset.min(text.len());

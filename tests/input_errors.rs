@@ -263,3 +263,34 @@ fn a_profile_path_is_relative_to_the_scenario_not_the_current_directory() {
         "scenario.platform",
     );
 }
+
+#[test]
+fn only_regular_files_of_bounded_size_are_read() {
+    let t = Scratch::new("files");
+    // A device that never ends, and a directory: refused before reading.
+    for path in ["/dev/zero", t.0.to_str().unwrap()] {
+        let o = dmasim(&["run", path]);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{path}: {e}");
+        assert!(e.contains("not a regular file"), "{e}");
+        let o = dmasim(&["run", "scenarios/batched-sync.toml", "--platform", path]);
+        assert_eq!(o.status.code(), Some(2), "{path}");
+    }
+    // A file over the limit: refused by its size, whatever it holds.
+    let big = "[".repeat(2 << 20);
+    let f = t.file("big.toml", &big);
+    let o = dmasim(&["run", &f]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("more than"), "{e}");
+    // A FIFO would block a reader forever.
+    let fifo = t.0.join("fifo.toml");
+    if Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        let o = dmasim(&["run", fifo.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2));
+    }
+}

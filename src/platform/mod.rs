@@ -217,8 +217,7 @@ impl Profile {
         }
         let path = std::path::Path::new(name_or_path);
         if path.exists() {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| InputError::new(name_or_path, format!("cannot read profile: {e}")))?;
+            let text = crate::input::read_input(name_or_path, "profile")?;
             return Profile::parse(name_or_path, &text);
         }
         Err(InputError::new(

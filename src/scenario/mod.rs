@@ -380,8 +380,7 @@ impl Ctx<'_> {
 impl Scenario {
     /// Read a scenario file. Its `platform` may be a built-in name or a path relative to the file.
     pub fn load(path: &str) -> Result<Scenario, InputError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| InputError::new(path, format!("cannot read scenario: {e}")))?;
+        let text = crate::input::read_input(path, "scenario")?;
         let dir = std::path::Path::new(path)
             .parent()
             .map(|p| p.to_path_buf())
