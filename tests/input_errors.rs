@@ -294,3 +294,30 @@ fn only_regular_files_of_bounded_size_are_read() {
         assert_eq!(o.status.code(), Some(2));
     }
 }
+
+#[test]
+fn what_the_input_shows_is_checked_before_the_run() {
+    let t = Scratch::new("before-run");
+    // A buffer above a 31-bit mask (DRAM starts at 2 GiB), with no pool to bounce through.
+    let text = BATCHED.replace("dma_mask_bits = 64", "dma_mask_bits = 31");
+    let f = t.file("mask.toml", &text);
+    let e = input_error(
+        &dmasim(&["run", &f]),
+        &f,
+        Some(line_of(&text, "dma_mask_bits")),
+        "device.dma_mask_bits",
+    );
+    assert!(e.contains("above the device's mask"), "{e}");
+    // A node the platform does not have.
+    let text = BATCHED.replace("dma_mask_bits = 64", "dma_mask_bits = 64\nnuma_node = 5");
+    let f = t.file("node.toml", &text);
+    input_error(
+        &dmasim(&["run", &f]),
+        &f,
+        Some(line_of(&text, "numa_node")),
+        "device.numa_node",
+    );
+    // An empty --policy names what is wrong.
+    let o = dmasim(&["run", "scenarios/batched-sync.toml", "--policy", ""]);
+    assert_eq!(o.status.code(), Some(2));
+}

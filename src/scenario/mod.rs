@@ -191,6 +191,8 @@ struct Lines {
     areas: Option<usize>,
     smmu: Option<usize>,
     kind: Option<usize>,
+    mask: Option<usize>,
+    numa_node: Option<usize>,
 }
 
 /// A checked scenario, ready to run.
@@ -482,7 +484,11 @@ impl Scenario {
         let w = (kind.parse)(&c, workload, &shared)?;
 
         let device = match (&f.device, w.uses_dma_api()) {
-            (Some(d), true) => device(&c, d)?,
+            (Some(d), true) => {
+                lines.mask = Some(c.line(d.dma_mask_bits.span()));
+                lines.numa_node = d.numa_node.as_ref().map(|n| c.line(n.span()));
+                device(&c, d)?
+            }
             (None, true) => {
                 return Err(InputError::at(
                     file,
@@ -772,6 +778,31 @@ impl Scenario {
                     p.name()
                 );
                 return Err(self.error(&file(self.lines.smmu), "iommu.smmu", msg));
+            }
+        }
+        // The platforms modelled so far have one memory node; a device on another is a
+        // mistake the input shows (per-node topology comes with the NUMA profiles).
+        if let Some(n) = self.device.numa_node
+            && n != 0
+        {
+            let msg = format!(
+                "node {n}, but platform `{}` has one memory node (node 0)",
+                self.profile.name()
+            );
+            return Err(self.error(&file(self.lines.numa_node), "device.numa_node", msg));
+        }
+        // A streaming buffer dma-direct cannot reach, with no bounce pool to fall back on, fails
+        // every map: the input says so before anything runs.
+        if let Workload::Streaming(w) = &self.workload
+            && self.iommu.is_none()
+        {
+            let last = streaming::DRAM_BASE.saturating_add(w.buffer_bytes - 1);
+            if last > self.device.dma_mask {
+                let msg = format!(
+                    "the buffer ends at {last:#x}, above the device's mask {:#x}, and a streaming device has no swiotlb pool to bounce through: every map would fail (raise the mask, or put the device behind an [iommu])",
+                    self.device.dma_mask
+                );
+                return Err(self.error(&file(self.lines.mask), "device.dma_mask_bits", msg));
             }
         }
         let arch = crate::setup::arch_dma(&self.profile, &self.policies);
