@@ -210,6 +210,27 @@ impl Mode {
 /// Largest host buffer: it is allocated for real and dirtied every pass, and a larger one than the
 /// machine can hold would be killed by the OOM killer rather than refused.
 pub const MAX_BUFFER: u64 = 4 << 30;
+/// Most scatterlist entries a host run may build (each side of the comparison keeps its list).
+pub const MAX_ENTRIES: u64 = 1 << 22;
+/// Most passes a run may make.
+pub const MAX_ITERATIONS: u32 = 100_000;
+/// Most bytes a run may maintain over all its passes and both modes (1 TiB: minutes, not days).
+pub const MAX_WORK_BYTES: u64 = 1 << 40;
+
+/// Bytes a run holds: the buffer and both modes' scatterlists.
+pub fn memory_needed(opts: &HostbenchOpts) -> u64 {
+    let entries = opts.buffer_bytes / opts.entry_bytes.max(1);
+    let lists = 2 * entries * std::mem::size_of::<crate::scatterlist::SgEntry>() as u64;
+    opts.buffer_bytes.saturating_add(lists)
+}
+
+/// `MemAvailable` of /proc/meminfo, in bytes, where the kernel reports it.
+fn memory_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
 
 fn check_geometry(opts: &HostbenchOpts, line: u64) -> Result<u64, HostError> {
     let err = |m: String| Err(HostError(m));
@@ -247,7 +268,37 @@ fn check_geometry(opts: &HostbenchOpts, line: u64) -> Result<u64, HostError> {
             opts.buffer_bytes, opts.entry_bytes
         ));
     }
-    Ok(opts.buffer_bytes / opts.entry_bytes)
+    let entries = opts.buffer_bytes / opts.entry_bytes;
+    if entries > MAX_ENTRIES {
+        return err(format!(
+            "--buffer {} in --entry {} is {entries} scatterlist entries; at most {MAX_ENTRIES} (use larger entries)",
+            opts.buffer_bytes, opts.entry_bytes
+        ));
+    }
+    if opts.iterations > MAX_ITERATIONS {
+        return err(format!(
+            "--iterations {} is more than {MAX_ITERATIONS}",
+            opts.iterations
+        ));
+    }
+    let work = 2 * u64::from(opts.iterations) * opts.buffer_bytes;
+    if work > MAX_WORK_BYTES {
+        return err(format!(
+            "--iterations {} of --buffer {} maintain {work} bytes in all; at most {MAX_WORK_BYTES} (1 TiB): fewer iterations or a smaller buffer",
+            opts.iterations, opts.buffer_bytes
+        ));
+    }
+    let need = memory_needed(opts);
+    if let Some(avail) = memory_available()
+        && need > avail
+    {
+        return err(format!(
+            "this run needs {} MiB of memory (the buffer and two scatterlists) and this machine has {} MiB available: a smaller --buffer or larger --entry",
+            need >> 20,
+            avail >> 20
+        ));
+    }
+    Ok(entries)
 }
 
 /// Check `opts` for a run on this host: the geometry, and that the instruction is this host's.

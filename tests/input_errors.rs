@@ -321,3 +321,42 @@ fn what_the_input_shows_is_checked_before_the_run() {
     let o = dmasim(&["run", "scenarios/batched-sync.toml", "--policy", ""]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn host_measurements_refuse_what_would_not_fit_or_not_end() {
+    for args in [
+        &[
+            "hostbench",
+            "--buffer",
+            "4G",
+            "--entry",
+            "64",
+            "--iterations",
+            "1",
+        ][..],
+        &[
+            "calibrate",
+            "--buffer",
+            "4G",
+            "--entry",
+            "64",
+            "--iterations",
+            "1",
+        ][..],
+        &["hostbench", "--iterations", "4294967295"][..],
+        &[
+            "hostbench",
+            "--buffer",
+            "4G",
+            "--entry",
+            "1M",
+            "--iterations",
+            "100000",
+        ][..],
+    ] {
+        let o = dmasim(args);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+        assert!(e.starts_with("error: --"), "{args:?}: {e}");
+    }
+}
