@@ -114,6 +114,9 @@ enum Cmd {
         scenario: String,
         #[command(flatten)]
         overrides: Overrides,
+        /// Most model steps the run may take (the estimate is printed when it is large).
+        #[arg(long, default_value_t = scenario::DEFAULT_MAX_WORK)]
+        max_work: u128,
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },
@@ -298,11 +301,19 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
         Cmd::Run {
             scenario,
             overrides,
+            max_work,
             format,
         } => {
             let mut s = Scenario::load(&scenario)?;
             apply_overrides(&mut s, &overrides)?;
             warn_unpriced(&s.profile, &s.sw_keys(), &s.name);
+            s.check_work(max_work)?;
+            if s.work() > scenario::WARN_WORK {
+                note(format_args!(
+                    "note: about {} model steps: this run may take a while",
+                    s.work()
+                ));
+            }
             let outcome = scenario::execute(&s)?;
             match format {
                 Format::Table => write!(out, "{}", outcome.table())?,

@@ -360,3 +360,37 @@ fn host_measurements_refuse_what_would_not_fit_or_not_end() {
         assert!(e.starts_with("error: --"), "{args:?}: {e}");
     }
 }
+
+#[test]
+fn runs_that_would_take_hours_are_refused_unless_asked_for() {
+    let t = Scratch::new("work");
+    // 16 GiB in 4 KB entries, a million times: about 38 hours of model time on this machine.
+    let text = BATCHED
+        .replace("buffer = \"10M\"", "buffer = \"16G\"")
+        .replace("iterations = 200", "iterations = 1000000");
+    let f = t.file("long.toml", &text);
+    let o = dmasim(&["run", &f]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("--max-work"), "{e}");
+    // A thousand maps of 4 GiB each on one domain (8 GiB of page tables).
+    let mut ops = OPS.split("\n[[workload.op]]").next().unwrap().to_string();
+    ops = ops.replace("iterations = 10", "iterations = 1");
+    for _ in 0..1000 {
+        ops += "\n[[workload.op]]\nop = \"map\"\nsize = \"4G\"\n";
+    }
+    let f = t.file("maps.toml", &ops);
+    let o = dmasim(&["run", &f]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // Within the limit, a large run says how large before it starts.
+    let text = BATCHED.replace("iterations = 200", "iterations = 3500");
+    let f = t.file("noted.toml", &text);
+    let o = dmasim(&["run", &f, "--format", "json"]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("model steps"));
+}

@@ -165,6 +165,14 @@ pub use bounce::Bounce;
 pub use forwarding::{Forwarding, IXGBE_RX_BUFSZ};
 pub use streaming::{Calls, Streaming};
 
+/// Most model steps a run may take unless `--max-work` raises it: about a minute of wall time.
+pub const DEFAULT_MAX_WORK: u128 = 20_000_000_000;
+/// Steps one page mapped and unmapped through the io-pgtable costs, in the units of a cache line
+/// maintained (measured: a PTE's walk, write, clean and invalidation take about that much longer).
+const IOMMU_PAGE_STEPS: u128 = 100;
+/// Runs estimated above this many steps say so on standard error before they start.
+pub const WARN_WORK: u128 = 1_000_000_000;
+
 /// Largest swiotlb pool a scenario may set up (the model keeps a slot table entry per 2 KiB).
 pub const MAX_SWIOTLB: u64 = 1 << 30;
 
@@ -844,6 +852,63 @@ impl Scenario {
             iommu: self.iommu.as_ref(),
             ops: self.dma_ops(),
         }
+    }
+
+    /// A rough count of the model's steps this run will take (a cache line maintained, a PTE
+    /// written, a packet forwarded, ...), from the workload alone, before anything runs. The
+    /// model takes a few nanoseconds of wall time per step.
+    pub fn work(&self) -> u128 {
+        let line = u128::from(self.profile.model.line_bytes.max(1));
+        let page = u128::from(self.iommu.map_or(4096, |c| c.granule));
+        match &self.workload {
+            Workload::Streaming(w) => {
+                let bytes = u128::from(w.buffer_bytes);
+                let entries = bytes / u128::from(*w.entry_bytes.iter().min().unwrap_or(&1)).max(1);
+                let mut per = 2 * (bytes / line) + 4 * entries;
+                if self.iommu.is_some() {
+                    per += IOMMU_PAGE_STEPS * bytes / page;
+                }
+                u128::from(w.iterations) * per
+            }
+            Workload::Forwarding(f) => 64 * u128::from(f.packets),
+            Workload::Bounce(b) => {
+                let per: u128 = b
+                    .sizes
+                    .iter()
+                    .map(|&s| 640 + 2 * u128::from(s) / line)
+                    .sum();
+                per * u128::from(b.iterations) * u128::from(b.cpus) * u128::from(b.in_flight)
+            }
+            Workload::IommuSweep(w) => {
+                let pages: u128 = w.sizes.iter().map(|&s| u128::from(s) / page).sum();
+                IOMMU_PAGE_STEPS * pages * u128::from(w.iterations)
+            }
+            Workload::IommuOps(o) => {
+                let pages: u128 = o
+                    .ops
+                    .iter()
+                    .map(|op| match op {
+                        iommu::Op::Map(m) => u128::from(m.size) / page,
+                        _ => 0,
+                    })
+                    .sum();
+                IOMMU_PAGE_STEPS * pages * u128::from(o.iterations)
+            }
+        }
+    }
+
+    /// Refuse a run estimated above `max_work` steps (see [`DEFAULT_MAX_WORK`]).
+    pub fn check_work(&self, max_work: u128) -> Result<(), InputError> {
+        let w = self.work();
+        if w > max_work {
+            return Err(InputError::new(
+                &self.file,
+                format!(
+                    "this run would take about {w} model steps (hours at a few ns each); the limit is {max_work}: make the workload smaller, or raise the limit with --max-work"
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// The named software costs this scenario's run can charge: the layers setup gives its
