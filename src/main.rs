@@ -314,7 +314,10 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
                     s.work()
                 ));
             }
-            let outcome = scenario::execute(&s)?;
+            let outcome = scenario::execute(&s).map_err(|e| match e {
+                scenario::RunError::Refused(r) => anyhow::Error::from(r),
+                scenario::RunError::Input(i) => anyhow::Error::from(i),
+            })?;
             match format {
                 Format::Table => write!(out, "{}", outcome.table())?,
                 Format::Json => print_json(out, &outcome.json())?,

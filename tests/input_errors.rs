@@ -394,3 +394,20 @@ fn runs_that_would_take_hours_are_refused_unless_asked_for() {
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("model steps"));
 }
+
+#[test]
+fn a_clock_that_would_wrap_is_an_error_not_a_small_number() {
+    let t = Scratch::new("clock");
+    // One second per line issued (the most a cost may be): 200 iterations of 327680 lines pass
+    // 2^64 ps. Release and overflow-checked builds alike must say so rather than wrap.
+    let profile = include_str!("../profiles/dimensity9500.toml")
+        .replace("issue = { cycles = 1,", "issue = { ns = 1e9,");
+    t.file("slow.toml", &profile);
+    let text = BATCHED.replace("platform = \"dimensity9500\"", "platform = \"slow.toml\"");
+    let f = t.file("s.toml", &text);
+    let o = dmasim(&["run", &f]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("2^64 ps"), "{e}");
+    assert!(!e.contains("panicked"), "{e}");
+}

@@ -126,7 +126,8 @@ impl Ledger {
 
     #[inline]
     pub fn charge(&mut self, ps: u64) {
-        self.nodes[self.cur as usize].self_ps += ps;
+        let n = &mut self.nodes[self.cur as usize];
+        n.self_ps = n.self_ps.saturating_add(ps);
     }
 
     /// A barrier in the current frame: its stall for completions (to the wait pseudo-frame), its
@@ -134,15 +135,16 @@ impl Ledger {
     #[inline]
     pub fn barrier(&mut self, wait_ps: u64, cost_ps: u64) {
         let n = &mut self.nodes[self.cur as usize];
-        n.wait_ps += wait_ps;
-        n.self_ps += cost_ps;
+        n.wait_ps = n.wait_ps.saturating_add(wait_ps);
+        n.self_ps = n.self_ps.saturating_add(cost_ps);
         n.counts[Counter::Barrier as usize] += 1;
     }
 
     /// Charge a barrier's stall for completions to the current frame's wait pseudo-frame.
     #[inline]
     pub fn charge_wait(&mut self, ps: u64) {
-        self.nodes[self.cur as usize].wait_ps += ps;
+        let n = &mut self.nodes[self.cur as usize];
+        n.wait_ps = n.wait_ps.saturating_add(ps);
     }
 
     #[inline]
@@ -162,7 +164,10 @@ impl Ledger {
     }
 
     pub fn total_ps(&self) -> u64 {
-        self.nodes.iter().map(|n| n.self_ps + n.wait_ps).sum()
+        // Saturating, so a clock that ran past u64::MAX shows as u64::MAX, never as a small sum.
+        self.nodes.iter().fold(0u64, |t, n| {
+            t.saturating_add(n.self_ps).saturating_add(n.wait_ps)
+        })
     }
 
     /// Every stack that was charged time or counted an operation, in a stable order (depth-first,

@@ -172,8 +172,10 @@ impl Model {
         self.ledger.clear();
     }
 
+    // The clock saturates rather than wraps: a run whose modelled time passes u64::MAX ps (213
+    // days) ends with a total of u64::MAX, which `scenario::execute` reports as an error.
     fn advance(&mut self, ps: u64) {
-        self.now += ps;
+        self.now = self.now.saturating_add(ps);
         self.ledger.charge(ps);
     }
 
@@ -183,7 +185,7 @@ impl Model {
 
     /// Queue `work` ps of SMMU-side work arriving now.
     fn smmu_work(&mut self, work: u64) {
-        self.smmu_busy_until = self.smmu_busy_until.max(self.now) + work;
+        self.smmu_busy_until = self.smmu_busy_until.max(self.now).saturating_add(work);
     }
 
     fn smmu_sync(&mut self, work: u64) {
@@ -210,15 +212,20 @@ impl Hw for Model {
         // a zero cost only for ops the caller never checked, which tests rule out.
         let c = self.params.maint(op).unwrap_or_default();
         let t0 = self.now;
-        let last_issue = t0 + (lines - 1) * c.issue_ps;
+        let n = lines - 1;
+        let last_issue = t0.saturating_add(n.saturating_mul(c.issue_ps));
         // Completion of line i: max(issue_i + latency, completion_{i-1} + interval). Both terms
         // are linear in i, so the last completion is the larger of the chain started by the first
         // line (or by what was already outstanding) and the last line's own latency.
-        let first_done = (t0 + c.latency_ps).max(self.pending + c.interval_ps);
-        let last_done = (first_done + (lines - 1) * c.interval_ps).max(last_issue + c.latency_ps);
+        let first_done = t0
+            .saturating_add(c.latency_ps)
+            .max(self.pending.saturating_add(c.interval_ps));
+        let last_done = first_done
+            .saturating_add(n.saturating_mul(c.interval_ps))
+            .max(last_issue.saturating_add(c.latency_ps));
         self.pending = self.pending.max(last_done);
         self.ledger.count(op.counter(), lines);
-        self.advance(lines * c.issue_ps);
+        self.advance(lines.saturating_mul(c.issue_ps));
     }
 
     fn barrier(&mut self) {
@@ -226,7 +233,7 @@ impl Hw for Model {
         let cost = self.params.barrier_ps;
         // The stall is reported apart from the barrier's own cost, so breakdowns separate "the
         // barrier instruction" from "what it waited for".
-        self.now += wait + cost;
+        self.now = self.now.saturating_add(wait).saturating_add(cost);
         self.ledger.barrier(wait, cost);
     }
 
@@ -287,7 +294,7 @@ impl SmmuPort for Model {
 
     fn udelay(&mut self, us: u64) {
         self.ledger.count(Counter::Udelay, 1);
-        self.advance(us * 1_000_000);
+        self.advance(us.saturating_mul(1_000_000));
     }
 
     fn smmu_cmdq_issue(&mut self, cmds: &[SmmuCmdKind]) {
@@ -297,7 +304,11 @@ impl SmmuPort for Model {
         }
         self.ledger.count(Counter::CmdqBatch, 1);
         // Entries are written to memory, then the producer index is published by one write.
-        self.advance(cmds.len() as u64 * p.cmdq_write_ps + p.mmio_write_ps);
+        self.advance(
+            (cmds.len() as u64)
+                .saturating_mul(p.cmdq_write_ps)
+                .saturating_add(p.mmio_write_ps),
+        );
         for &c in cmds {
             match c {
                 SmmuCmdKind::TlbiNhVa => self.smmu_work(p.tlbi_va_ps),
@@ -310,7 +321,7 @@ impl SmmuPort for Model {
     fn smmu_cmdq_wait_sync(&mut self) {
         // Reported like a barrier's stall: the wait, apart from the instructions that asked.
         let wait = self.smmu_sync_done.saturating_sub(self.now);
-        self.now += wait;
+        self.now = self.now.saturating_add(wait);
         self.ledger.charge_wait(wait);
     }
 }

@@ -63,6 +63,16 @@ impl Outcome {
         }
     }
 
+    /// The run's modelled time, in ps.
+    pub fn total_ps(&self) -> u64 {
+        match self {
+            Outcome::Streaming(r) => r.total_ps,
+            Outcome::Forwarding(r) => r.total_ps,
+            Outcome::Bounce(r) => r.total_ps,
+            Outcome::Iommu(r) => r.total_ps,
+        }
+    }
+
     /// The call stacks, for folded output.
     pub fn stacks(&self) -> &[StackRow] {
         match self {
@@ -84,8 +94,31 @@ pub struct Refused {
     pub message: String,
 }
 
+/// Why `execute` gave no result.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RunError {
+    /// The modelled kernel refused to set the machine up.
+    #[error(transparent)]
+    Refused(#[from] Refused),
+    /// The run's modelled time passed what the picosecond clock holds (u64, 213 days): the
+    /// input asked for more than the model can represent.
+    #[error(transparent)]
+    Input(#[from] InputError),
+}
+
 /// Run any scenario on the Model.
-pub fn execute(s: &Scenario) -> Result<Outcome, Refused> {
+pub fn execute(s: &Scenario) -> Result<Outcome, RunError> {
+    let outcome = run_kind(s)?;
+    if outcome.total_ps() == u64::MAX {
+        return Err(RunError::Input(InputError::new(
+            &s.file,
+            "the run's modelled time passed 2^64 ps (213 days), more than the model's clock holds: lower the costs or the work",
+        )));
+    }
+    Ok(outcome)
+}
+
+fn run_kind(s: &Scenario) -> Result<Outcome, Refused> {
     let refused = |m: String| Refused {
         file: s.file.clone(),
         message: m,
