@@ -956,7 +956,12 @@ impl Scenario {
                     layers.extend([Layer::DmaDirect, Layer::Swiotlb, Layer::SwiotlbPool])
                 }
                 DmaOpsKind::Swiotlb2012 => layers.extend([Layer::Swiotlb2012, Layer::SwiotlbPool]),
-                DmaOpsKind::IommuDma => layers.extend([Layer::IommuDma, Layer::Iova]),
+                DmaOpsKind::IommuDma => {
+                    layers.extend([Layer::IommuDma, Layer::Iova]);
+                    if self.policies.invalidation == crate::iommu::dma_fq::Invalidation::Lazy {
+                        layers.push(Layer::DmaFq);
+                    }
+                }
             }
         } else if let Workload::IommuOps(o) = &self.workload
             && o.allocates_iovas()
