@@ -266,6 +266,12 @@ fn lazy_invalidation_needs_a_release_and_a_device_that_have_it() {
     s.set_kernel(dmasim::policy::KernelVersion(4, 19)).unwrap();
     let e = s.set_policies("invalidation=lazy").unwrap_err();
     assert!(e.message.contains("5.0"), "{e}");
+    // The refused override is not kept: the scenario still runs, strictly.
+    assert_eq!(
+        s.policies.invalidation,
+        dmasim::iommu::dma_fq::Invalidation::Strict
+    );
+    assert!(execute(&s).is_ok());
     // The iommu core called directly always invalidates: the policy does not apply there.
     let tmp = std::path::Path::new(".");
     let sweep = SWEEP.replace("PLATFORM", "sm8150");

@@ -633,16 +633,18 @@ impl Scenario {
 
     /// Run on another platform (`--platform`): presets follow the new hardware.
     pub fn set_platform(&mut self, name: &str) -> Result<(), InputError> {
+        let before = self.clone();
         self.profile = Profile::load(name)?;
         self.lines.platform = None;
-        self.resolve()
+        self.resolve_or(before)
     }
 
     /// Run under another release (`--kernel`): its presets, then the policy overrides again.
     pub fn set_kernel(&mut self, kernel: KernelVersion) -> Result<(), InputError> {
+        let before = self.clone();
         self.kernel = kernel;
         self.kernel_origin = Origin::Argument;
-        self.resolve()
+        self.resolve_or(before)
     }
 
     /// `--kernel` as the user typed it.
@@ -656,6 +658,7 @@ impl Scenario {
     pub fn set_policies(&mut self, spec: &str) -> Result<(), InputError> {
         let pairs = Policies::parse_overrides(spec)
             .map_err(|m| InputError::new("<argument>", format!("--policy: {m}")))?;
+        let before = self.clone();
         for (key, value) in pairs {
             self.overrides.push(PolicyOverride {
                 key,
@@ -663,7 +666,17 @@ impl Scenario {
                 origin: Origin::Argument,
             });
         }
-        self.resolve()
+        self.resolve_or(before)
+    }
+
+    /// Resolve again; on an error, put the scenario back as it was, so a refused override
+    /// leaves it usable.
+    fn resolve_or(&mut self, before: Scenario) -> Result<(), InputError> {
+        let r = self.resolve();
+        if r.is_err() {
+            *self = before;
+        }
+        r
     }
 
     fn error(&self, origin: &Origin, key: &str, message: String) -> InputError {
