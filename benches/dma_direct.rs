@@ -24,7 +24,7 @@ fn map_unmap_sg_10m_4k(bencher: divan::Bencher, sync: &str) {
     );
     let mut hw = Model::new(profile.model.clone());
     let arch = dmasim::setup::arch_dma(&profile, &policies);
-    let direct = DmaDirect::new(&hw, arch, SyncKind::parse(sync).unwrap().policy());
+    let direct = DmaDirect::new(&hw, arch, SyncKind::parse(sync).unwrap());
     let mut api = DmaApi::new(&hw, Device::new("dev", false, 64), Box::new(direct));
     let mut sgt = SgTable::from_contiguous(PhysAddr(0x8000_0000), 10 << 20, &[4096]);
     bencher.bench_local(|| {

@@ -4,7 +4,7 @@
 use dmasim::arch::arm64::{Arm64, DirRules};
 use dmasim::device::Device;
 use dmasim::dma::DmaMapOps;
-use dmasim::dma::sync_policy::Batched;
+use dmasim::dma::sync_policy::SyncKind;
 use dmasim::hw::model::{Model, ModelParams};
 use dmasim::iommu::Prot;
 use dmasim::iommu::arm_smmu::{ArmSmmuDomain, ByAsid, ByVa, WalkFlush};
@@ -66,7 +66,7 @@ fn dma_map_sg_unmap_sg_32m_iommu_dma(bencher: divan::Bencher) {
     let mut hw = model();
     let d = domain(&mut hw, Box::new(ByAsid), Box::new(UnmapPages));
     let arch = Box::new(Arm64::new(DirRules::Since5_19));
-    let mut dma = IommuDma::new(&hw, d, 1, arch, Box::new(Batched)).unwrap();
+    let mut dma = IommuDma::new(&hw, d, 1, arch, SyncKind::Batched).unwrap();
     let dev = Device::new("cam", true, 40);
     let mut sgt = SgTable {
         entries: scattered()

@@ -194,11 +194,7 @@ impl DmaOpsKind {
 pub fn setup_dma_ops(m: &mut Machine, s: &DeviceSetup, cpus: u32) -> Result<DmaApi, SetupError> {
     let p = s.policies;
     let ops: Box<dyn DmaMapOps> = match s.ops {
-        DmaOpsKind::Direct => Box::new(DmaDirect::new(
-            &m.hw,
-            arch_dma(s.profile, p),
-            p.sync.policy(),
-        )),
+        DmaOpsKind::Direct => Box::new(DmaDirect::new(&m.hw, arch_dma(s.profile, p), p.sync)),
         DmaOpsKind::DirectSwiotlb(release) => {
             let areas = match (release, s.swiotlb.areas) {
                 (Release::Linux3_6, _) => Areas::Exact(1),
@@ -217,9 +213,7 @@ pub fn setup_dma_ops(m: &mut Machine, s: &DeviceSetup, cpus: u32) -> Result<DmaA
                 },
             )
             .map_err(|e| SetupError::Swiotlb(e.to_string()))?;
-            Box::new(
-                DmaDirect::new(&m.hw, arch_dma(s.profile, p), p.sync.policy()).with_swiotlb(pool),
-            )
+            Box::new(DmaDirect::new(&m.hw, arch_dma(s.profile, p), p.sync).with_swiotlb(pool))
         }
         DmaOpsKind::Swiotlb2012 => Box::new(
             Swiotlb2012Ops::new(
@@ -245,7 +239,7 @@ pub fn setup_dma_ops(m: &mut Machine, s: &DeviceSetup, cpus: u32) -> Result<DmaA
                 domain,
                 cpus.max(1) as usize,
                 arch_dma(s.profile, p),
-                p.sync.policy(),
+                p.sync,
             )
             .map_err(SetupError::Domain)?
             .with_invalidation(&m.hw, p.invalidation);

@@ -8,7 +8,12 @@
 //!
 //! What it models: the bus-address check against the device's mask (`dma_capable`), cache
 //! maintenance for non-coherent devices through the arch layer, `DMA_ATTR_SKIP_CPU_SYNC`, nothing at
-//! all for coherent devices, and where completion is waited for ([`SyncPolicy`]). A buffer the device
+//! all for coherent devices, and where completion is waited for: each path under its own
+//! [`SyncPolicy`] from the release's [`SyncPaths`]. In 7.1 only map_sg and unmap_sg batch: they
+//! issue every entry and end with one `arch_sync_dma_flush()` when the list had an entry and the
+//! device is non-coherent — under `DMA_ATTR_SKIP_CPU_SYNC` too, where nothing was issued — and a
+//! failed map_sg unwinds through unmap_sg, so its error path ends with that one flush as well.
+//! `swiotlb_map()` flushes its slot's clean at once even inside a batched map_sg. A buffer the device
 //! cannot reach, or any buffer when bouncing is forced (`swiotlb=force`, or the device's
 //! `force_bounce`), goes through the swiotlb pool when one is set up ([`DmaDirect::with_swiotlb`])
 //! and fails with a mapping error otherwise. For a bounced buffer, cache maintenance applies to the
@@ -26,7 +31,7 @@
 //! takes a [`DeviceHw`] like every implementation, forwards to them.
 
 use super::swiotlb::Swiotlb;
-use super::sync_policy::SyncPolicy;
+use super::sync_policy::{SyncPaths, SyncPolicy};
 use super::{DmaError, DmaMapOps};
 use crate::arch::ArchDma;
 use crate::device::Device;
@@ -46,7 +51,7 @@ struct Costs {
 #[derive(Debug)]
 pub struct DmaDirect {
     arch: Box<dyn ArchDma>,
-    sync: Box<dyn SyncPolicy>,
+    sync: SyncPaths,
     costs: Costs,
     swiotlb: Option<Swiotlb>,
 }
@@ -60,10 +65,12 @@ pub fn dma_capable(dev: &Device, addr: DmaAddr, size: u64) -> bool {
 }
 
 impl DmaDirect {
-    pub fn new(hw: &dyn Hw, arch: Box<dyn ArchDma>, sync: Box<dyn SyncPolicy>) -> DmaDirect {
+    /// `sync` is the release's [`SyncPaths`] (a [`crate::dma::sync_policy::SyncKind`] or one boxed
+    /// rule for every path converts into it).
+    pub fn new(hw: &dyn Hw, arch: Box<dyn ArchDma>, sync: impl Into<SyncPaths>) -> DmaDirect {
         DmaDirect {
             arch,
-            sync,
+            sync: sync.into(),
             costs: Costs {
                 map_phys: hw.sw_cost(SwKey::DmaDirectMapPhys),
                 unmap_phys: hw.sw_cost(SwKey::DmaDirectUnmapPhys),
@@ -88,8 +95,8 @@ impl DmaDirect {
         self.swiotlb.as_mut()
     }
 
-    pub fn sync_policy(&self) -> &dyn SyncPolicy {
-        self.sync.as_ref()
+    pub fn sync_paths(&self) -> SyncPaths {
+        self.sync
     }
 
     /// `phys_to_dma()`: identity until a device has a DMA range offset.
@@ -101,7 +108,8 @@ impl DmaDirect {
         PhysAddr(addr.0)
     }
 
-    /// `swiotlb_map()` from dma-direct, with `arch_sync_dma_for_device()` on the slot.
+    /// `swiotlb_map()` from dma-direct, with `arch_sync_dma_for_device()` on the slot under the
+    /// single-region rule: swiotlb.c flushes at once, whichever path called it.
     fn swiotlb_map(
         &mut self,
         hw: &mut dyn Hw,
@@ -117,6 +125,7 @@ impl DmaDirect {
             swiotlb,
             ..
         } = self;
+        let sync = sync.single;
         let Some(swiotlb) = swiotlb.as_mut() else {
             return Err(DmaError::MappingError(format!(
                 "{}: no swiotlb is set up",
@@ -140,6 +149,7 @@ impl DmaDirect {
         dir: DmaDirection,
         attrs: DmaAttrs,
         walk: SwCost,
+        sync: &dyn SyncPolicy,
     ) -> Result<DmaAddr, DmaError> {
         // The sg walk's step (if any) and this inline helper run back to back in the same frame:
         // one charge for both keeps the per-entry hot path short.
@@ -162,8 +172,7 @@ impl DmaDirect {
             )));
         }
         if !dev.is_dma_coherent() && !attrs.contains(DmaAttrs::SKIP_CPU_SYNC) {
-            self.sync
-                .for_device(hw, self.arch.as_ref(), phys, size, dir);
+            sync.for_device(hw, self.arch.as_ref(), phys, size, dir);
         }
         Ok(addr)
     }
@@ -179,11 +188,12 @@ impl DmaDirect {
         dir: DmaDirection,
         attrs: DmaAttrs,
         walk: SwCost,
+        sync: &dyn SyncPolicy,
     ) {
         hw.sw(SwCost(walk.0 + self.costs.unmap_phys.0));
         let phys = self.dma_to_phys(dev, addr);
         if !attrs.contains(DmaAttrs::SKIP_CPU_SYNC) {
-            self.sync_single_for_cpu_nowait(hw, dev, addr, size, dir);
+            self.sync_single_for_cpu_nowait(hw, dev, addr, size, dir, sync);
         }
         if let Some(s) = self.swiotlb.as_mut()
             && s.is_swiotlb_buffer(phys)
@@ -207,10 +217,11 @@ impl DmaDirect {
         addr: DmaAddr,
         size: u64,
         dir: DmaDirection,
+        sync: &dyn SyncPolicy,
     ) {
         let paddr = self.dma_to_phys(dev, addr);
         if !dev.is_dma_coherent() {
-            self.sync.for_cpu(hw, self.arch.as_ref(), paddr, size, dir);
+            sync.for_cpu(hw, self.arch.as_ref(), paddr, size, dir);
         }
         if let Some(s) = self.swiotlb.as_mut()
             && s.is_swiotlb_buffer(paddr)
@@ -219,7 +230,7 @@ impl DmaDirect {
             if copies_out && !dev.is_dma_coherent() {
                 // The invalidate of the slot must have completed before the CPU reads it: per-entry
                 // sync already waited; batched sync waits here rather than at the end of the call.
-                self.sync.end_of_call(hw, self.arch.as_ref());
+                sync.end_of_call(hw, self.arch.as_ref());
             }
             s.sync_single_for_cpu(hw, dev, paddr, size, dir);
         }
@@ -232,6 +243,7 @@ impl DmaDirect {
         addr: DmaAddr,
         size: u64,
         dir: DmaDirection,
+        sync: &dyn SyncPolicy,
     ) {
         let paddr = self.dma_to_phys(dev, addr);
         // Copy into the slot first: the clean below must push the copied bytes, not stale ones.
@@ -241,14 +253,45 @@ impl DmaDirect {
             s.sync_single_for_device(hw, dev, paddr, size, dir);
         }
         if !dev.is_dma_coherent() {
-            self.sync
-                .for_device(hw, self.arch.as_ref(), paddr, size, dir);
+            sync.for_device(hw, self.arch.as_ref(), paddr, size, dir);
         }
     }
 
-    fn end_of_call(&self, hw: &mut dyn Hw, dev: &Device) {
+    fn end_of_call(&self, hw: &mut dyn Hw, dev: &Device, sync: &dyn SyncPolicy) {
         if !dev.is_dma_coherent() {
-            self.sync.end_of_call(hw, self.arch.as_ref());
+            sync.end_of_call(hw, self.arch.as_ref());
+        }
+    }
+
+    /// `dma_direct_unmap_sg()` over `entries`: each entry's unmap issued under the map_sg/unmap_sg
+    /// rule, then one end-of-call flush when there was an entry (the kernel's `need_sync`, which
+    /// does not look at `attrs`).
+    fn unmap_entries(
+        &mut self,
+        hw: &mut dyn Hw,
+        dev: &Device,
+        sgt: &mut SgTable,
+        n: usize,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    ) {
+        let sync = self.sync.direct_sg;
+        for e in &mut sgt.entries[..n] {
+            self.unmap_phys(
+                hw,
+                dev,
+                e.dma_address,
+                u64::from(e.dma_length),
+                dir,
+                attrs,
+                self.costs.sg_next,
+                sync,
+            );
+            e.dma_address = DmaAddr::MAPPING_ERROR;
+            e.dma_length = 0;
+        }
+        if n > 0 {
+            self.end_of_call(hw, dev, sync);
         }
     }
 }
@@ -266,9 +309,10 @@ impl DmaDirect {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) -> Result<DmaAddr, DmaError> {
-        let r = self.map_phys(hw, dev, phys, size, dir, attrs, SwCost(0));
+        let sync = self.sync.single;
+        let r = self.map_phys(hw, dev, phys, size, dir, attrs, SwCost(0), sync);
         if r.is_ok() {
-            self.end_of_call(hw, dev);
+            self.end_of_call(hw, dev, sync);
         }
         r
     }
@@ -282,8 +326,9 @@ impl DmaDirect {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) {
-        self.unmap_phys(hw, dev, addr, size, dir, attrs, SwCost(0));
-        self.end_of_call(hw, dev);
+        let sync = self.sync.single;
+        self.unmap_phys(hw, dev, addr, size, dir, attrs, SwCost(0), sync);
+        self.end_of_call(hw, dev, sync);
     }
 
     pub fn map_sg(
@@ -295,10 +340,11 @@ impl DmaDirect {
         attrs: DmaAttrs,
     ) -> Result<usize, DmaError> {
         hw.enter("dma_direct_map_sg");
+        let sync = self.sync.direct_sg;
         let mut failed = None;
         for i in 0..sgt.entries.len() {
             let (phys, len) = (sgt.entries[i].phys(), u64::from(sgt.entries[i].length));
-            match self.map_phys(hw, dev, phys, len, dir, attrs, self.costs.sg_next) {
+            match self.map_phys(hw, dev, phys, len, dir, attrs, self.costs.sg_next, sync) {
                 Ok(addr) => {
                     let e = &mut sgt.entries[i];
                     e.dma_address = addr;
@@ -312,25 +358,17 @@ impl DmaDirect {
         }
         let r = match failed {
             None => {
-                self.end_of_call(hw, dev);
+                if !sgt.entries.is_empty() {
+                    self.end_of_call(hw, dev, sync);
+                }
                 sgt.nents = sgt.entries.len();
                 Ok(sgt.nents)
             }
             Some((i, err)) => {
-                // Undo what was mapped; the CPU never touched it, so skip the maintenance.
-                for e in &mut sgt.entries[..i] {
-                    self.unmap_phys(
-                        hw,
-                        dev,
-                        e.dma_address,
-                        u64::from(e.dma_length),
-                        dir,
-                        attrs.union(DmaAttrs::SKIP_CPU_SYNC),
-                        self.costs.sg_next,
-                    );
-                    e.dma_address = DmaAddr::MAPPING_ERROR;
-                    e.dma_length = 0;
-                }
+                // Undo what was mapped through unmap_sg; the CPU never touched it, so skip the
+                // maintenance. Its closing flush also completes what the entries before `i`
+                // issued.
+                self.unmap_entries(hw, dev, sgt, i, dir, attrs.union(DmaAttrs::SKIP_CPU_SYNC));
                 sgt.nents = 0;
                 Err(err)
             }
@@ -348,20 +386,8 @@ impl DmaDirect {
         attrs: DmaAttrs,
     ) {
         hw.enter("dma_direct_unmap_sg");
-        for e in &mut sgt.entries {
-            self.unmap_phys(
-                hw,
-                dev,
-                e.dma_address,
-                u64::from(e.dma_length),
-                dir,
-                attrs,
-                self.costs.sg_next,
-            );
-            e.dma_address = DmaAddr::MAPPING_ERROR;
-            e.dma_length = 0;
-        }
-        self.end_of_call(hw, dev);
+        let n = sgt.entries.len();
+        self.unmap_entries(hw, dev, sgt, n, dir, attrs);
         sgt.nents = 0;
         hw.leave();
     }
@@ -375,8 +401,9 @@ impl DmaDirect {
         dir: DmaDirection,
     ) {
         hw.sw(self.costs.sync_single);
-        self.sync_single_for_cpu_nowait(hw, dev, addr, size, dir);
-        self.end_of_call(hw, dev);
+        let sync = self.sync.single;
+        self.sync_single_for_cpu_nowait(hw, dev, addr, size, dir, sync);
+        self.end_of_call(hw, dev, sync);
     }
 
     pub fn sync_single_for_device(
@@ -388,8 +415,9 @@ impl DmaDirect {
         dir: DmaDirection,
     ) {
         hw.sw(self.costs.sync_single);
-        self.sync_single_for_device_nowait(hw, dev, addr, size, dir);
-        self.end_of_call(hw, dev);
+        let sync = self.sync.single;
+        self.sync_single_for_device_nowait(hw, dev, addr, size, dir, sync);
+        self.end_of_call(hw, dev, sync);
     }
 
     pub fn sync_sg_for_cpu(
@@ -400,12 +428,20 @@ impl DmaDirect {
         dir: DmaDirection,
     ) {
         hw.enter("dma_direct_sync_sg_for_cpu");
+        let sync = self.sync.direct_sync_sg;
         for e in &sgt.entries[..sgt.nents] {
             hw.sw(self.costs.sg_next);
             hw.sw(self.costs.sync_single);
-            self.sync_single_for_cpu_nowait(hw, dev, e.dma_address, u64::from(e.dma_length), dir);
+            self.sync_single_for_cpu_nowait(
+                hw,
+                dev,
+                e.dma_address,
+                u64::from(e.dma_length),
+                dir,
+                sync,
+            );
         }
-        self.end_of_call(hw, dev);
+        self.end_of_call(hw, dev, sync);
         hw.leave();
     }
 
@@ -417,6 +453,7 @@ impl DmaDirect {
         dir: DmaDirection,
     ) {
         hw.enter("dma_direct_sync_sg_for_device");
+        let sync = self.sync.direct_sync_sg;
         for e in &sgt.entries[..sgt.nents] {
             hw.sw(self.costs.sg_next);
             hw.sw(self.costs.sync_single);
@@ -426,9 +463,10 @@ impl DmaDirect {
                 e.dma_address,
                 u64::from(e.dma_length),
                 dir,
+                sync,
             );
         }
-        self.end_of_call(hw, dev);
+        self.end_of_call(hw, dev, sync);
         hw.leave();
     }
 }
@@ -543,7 +581,7 @@ impl DmaMapOps for DmaDirect {
 mod tests {
     use super::*;
     use crate::arch::arm64::{Arm64, DirRules};
-    use crate::dma::sync_policy::{Batched, PerEntry};
+    use crate::dma::sync_policy::{Batched, PerEntry, SyncKind};
     use crate::hw::CacheOp;
     use crate::hw::recorder::Recorder;
 
@@ -688,6 +726,209 @@ mod tests {
                 .iter()
                 .all(|e| e.dma_address == DmaAddr::MAPPING_ERROR)
         );
+    }
+
+    /// A DmaDirect with the paths of a release's `sync` policy.
+    fn release(kind: SyncKind) -> DmaDirect {
+        let r = Recorder::new(64);
+        DmaDirect::new(&r, Box::new(Arm64::new(DirRules::Since5_19)), kind)
+    }
+
+    const RELEASES: [SyncKind; 3] = [SyncKind::PerEntry, SyncKind::Batched, SyncKind::UnmergedV2];
+
+    /// DSB per call over 10 MiB of 4 KiB entries (2560), per release: 7.1 batches map_sg and
+    /// unmap_sg only; its sync_sg still flushes after every entry; only the v2 series would not.
+    #[test]
+    fn which_calls_each_release_batches() {
+        // (map_sg, sync_sg_for_device, sync_sg_for_cpu, unmap_sg)
+        let want = [(2560, 2560, 2560, 2560), (1, 2560, 2560, 1), (1, 1, 1, 1)];
+        for (kind, want) in RELEASES.into_iter().zip(want) {
+            let mut d = release(kind);
+            let dev = Device::new("dev", false, 64);
+            let mut sgt = list();
+            let dir = DmaDirection::Bidirectional;
+            let mut r = Recorder::new(64);
+            d.map_sg(&mut r, &dev, &mut sgt, dir, DmaAttrs::NONE)
+                .unwrap();
+            let map = (r.barriers, r.lines(CacheOp::Clean));
+            let mut r = Recorder::new(64);
+            d.sync_sg_for_device(&mut r, &dev, &sgt, dir);
+            let for_device = (r.barriers, r.lines(CacheOp::Clean));
+            let mut r = Recorder::new(64);
+            d.sync_sg_for_cpu(&mut r, &dev, &sgt, dir);
+            let for_cpu = (r.barriers, r.lines(CacheOp::Inval));
+            let mut r = Recorder::new(64);
+            d.unmap_sg(&mut r, &dev, &mut sgt, dir, DmaAttrs::NONE);
+            let unmap = (r.barriers, r.lines(CacheOp::Inval));
+            assert_eq!(
+                (map, for_device, for_cpu, unmap),
+                (
+                    (want.0, 163_840),
+                    (want.1, 163_840),
+                    (want.2, 163_840),
+                    (want.3, 163_840)
+                ),
+                "{kind:?}"
+            );
+        }
+    }
+
+    /// 7.1's batched map_sg/unmap_sg end with `arch_sync_dma_flush()` for a non-coherent device
+    /// whenever the list had an entry, whatever `attrs` say: one DSB under SKIP_CPU_SYNC, and one
+    /// on a TO_DEVICE unmap where arm64 invalidates nothing. 7.0 issues none; a single-buffer
+    /// unmap in 7.1 flushes once too (the flush is in the generic code).
+    #[test]
+    fn the_batched_flush_ignores_skip_cpu_sync_and_direction() {
+        for (kind, want) in [(SyncKind::PerEntry, 0), (SyncKind::Batched, 1)] {
+            let mut d = release(kind);
+            let dev = Device::new("dev", false, 64);
+            let mut sgt = list();
+            let mut r = Recorder::new(64);
+            d.map_sg(
+                &mut r,
+                &dev,
+                &mut sgt,
+                DmaDirection::ToDevice,
+                DmaAttrs::SKIP_CPU_SYNC,
+            )
+            .unwrap();
+            assert!(r.ops.is_empty());
+            assert_eq!(r.barriers, want, "{kind:?} map_sg SKIP_CPU_SYNC");
+            let mut r = Recorder::new(64);
+            d.unmap_sg(
+                &mut r,
+                &dev,
+                &mut sgt,
+                DmaDirection::ToDevice,
+                DmaAttrs::NONE,
+            );
+            assert!(r.ops.is_empty());
+            assert_eq!(r.barriers, want, "{kind:?} unmap_sg TO_DEVICE");
+            let mut r = Recorder::new(64);
+            d.unmap_page(
+                &mut r,
+                &dev,
+                DmaAddr(0x8000_0000),
+                4096,
+                DmaDirection::ToDevice,
+                DmaAttrs::NONE,
+            );
+            assert!(r.ops.is_empty());
+            assert_eq!(r.barriers, want, "{kind:?} unmap_page TO_DEVICE");
+            // An empty list, or a coherent device: nothing to flush.
+            let mut empty = SgTable::from_contiguous(PhysAddr(0x1000), 0, &[4096]);
+            let mut r = Recorder::new(64);
+            let _ = d.map_sg(
+                &mut r,
+                &dev,
+                &mut empty,
+                DmaDirection::ToDevice,
+                DmaAttrs::NONE,
+            );
+            assert_eq!(r.barriers, 0);
+            let coherent = Device::new("dev", true, 64);
+            let mut sgt = list();
+            let mut r = Recorder::new(64);
+            d.map_sg(
+                &mut r,
+                &coherent,
+                &mut sgt,
+                DmaDirection::ToDevice,
+                DmaAttrs::NONE,
+            )
+            .unwrap();
+            d.unmap_sg(
+                &mut r,
+                &coherent,
+                &mut sgt,
+                DmaDirection::ToDevice,
+                DmaAttrs::NONE,
+            );
+            assert_eq!(r.barriers, 0);
+        }
+    }
+
+    /// A failed map_sg unwinds through unmap_sg with SKIP_CPU_SYNC; in 7.1 that unwind ends with
+    /// one flush, which completes the cleans the mapped entries issued. Here the third of four
+    /// entries lies above a 32-bit mask: two entries cleaned (128 lines).
+    #[test]
+    fn the_map_sg_error_path_ends_with_one_flush() {
+        for (kind, barriers) in [(SyncKind::PerEntry, 2), (SyncKind::Batched, 1)] {
+            let mut d = release(kind);
+            let dev = Device::new("dev32", false, 32);
+            let mut sgt = SgTable::from_contiguous(PhysAddr(0xffff_e000), 4 * 4096, &[4096]);
+            let mut r = Recorder::new(64);
+            let e = d.map_sg(
+                &mut r,
+                &dev,
+                &mut sgt,
+                DmaDirection::ToDevice,
+                DmaAttrs::NONE,
+            );
+            assert!(matches!(e, Err(DmaError::MappingError(_))));
+            assert_eq!(r.lines(CacheOp::Clean), 128, "{kind:?}");
+            assert_eq!(r.barriers, barriers, "{kind:?}");
+            // The first entry failing: nothing mapped, nothing to unwind, no flush.
+            let mut sgt = SgTable::from_contiguous(PhysAddr(0x1_0000_0000), 4096, &[4096]);
+            let mut r = Recorder::new(64);
+            assert!(
+                d.map_sg(
+                    &mut r,
+                    &dev,
+                    &mut sgt,
+                    DmaDirection::ToDevice,
+                    DmaAttrs::NONE
+                )
+                .is_err()
+            );
+            assert_eq!((r.ops.len(), r.barriers), (0, 0), "{kind:?}");
+        }
+    }
+
+    /// `swiotlb_map()` cleans the slot and flushes at once, even inside 7.1's batched map_sg: four
+    /// bounced entries are four DSB, plus the list's closing one. To the CPU the slot's invalidate
+    /// completes before each copy out.
+    #[test]
+    fn swiotlb_map_flushes_at_once_inside_a_batched_map_sg() {
+        use crate::dma::swiotlb::tests::{HIGH, machine};
+        use crate::dma::swiotlb::{Swiotlb, SwiotlbConfig};
+        for (kind, map_barriers, unmap_barriers) in [
+            (SyncKind::PerEntry, 4, 4),
+            (SyncKind::Batched, 5, 5),
+            (SyncKind::UnmergedV2, 5, 5),
+        ] {
+            let mem = machine();
+            let r = Recorder::new(64);
+            let pool = Swiotlb::new(&r, mem.clone(), &SwiotlbConfig::default()).unwrap();
+            let mut d = release(kind).with_swiotlb(pool);
+            let dev = Device::new("dev32", false, 32);
+            let mut sgt = SgTable::from_contiguous(PhysAddr(HIGH), 4 * 4096, &[4096]);
+            let mut r = Recorder::new(64);
+            d.map_sg(
+                &mut r,
+                &dev,
+                &mut sgt,
+                DmaDirection::FromDevice,
+                DmaAttrs::NONE,
+            )
+            .unwrap();
+            assert_eq!(r.copies.len(), 4);
+            assert_eq!(r.lines(CacheOp::Clean), 4 * 64);
+            assert_eq!(r.barriers, map_barriers, "{kind:?} map_sg");
+            let mut r = Recorder::new(64);
+            d.unmap_sg(
+                &mut r,
+                &dev,
+                &mut sgt,
+                DmaDirection::FromDevice,
+                DmaAttrs::NONE,
+            );
+            assert_eq!(r.copies.len(), 4);
+            assert_eq!(r.lines(CacheOp::Inval), 4 * 64);
+            // Per entry: invalidate, wait, copy out; 7.1 adds the list's closing flush.
+            assert_eq!(r.barriers, unmap_barriers, "{kind:?} unmap_sg");
+            assert!(d.swiotlb().unwrap().pool().is_pristine());
+        }
     }
 
     #[test]

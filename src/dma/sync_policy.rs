@@ -1,14 +1,28 @@
-//! When cache maintenance is waited for: after every region, or once per call.
+//! When cache maintenance is waited for: after every region, or once per call — and on which
+//! paths a release does the latter.
 //!
 //! Kernel counterpart: the 7.1 split of `arch_sync_dma_for_*()` into issue-only helpers plus
-//! `arch_sync_dma_flush()` (kernel/dma/direct.h, kernel/dma/direct.c, `CONFIG_ARCH_HAS_BATCHED_DMA_SYNC`).
+//! `arch_sync_dma_flush()` (kernel/dma/direct.h, kernel/dma/direct.c, kernel/dma/swiotlb.c,
+//! drivers/iommu/dma-iommu.c, `CONFIG_ARCH_HAS_BATCHED_DMA_SYNC`; commits d7eafe655b74 and
+//! 661f8a193d48, dma-mapping-7.1).
 //!
+//! Three completion rules, each a [`SyncPolicy`]:
 //! - [`PerEntry`] (≤ 7.0): each region's maintenance ends in its own barrier (`dcache_clean_poc`
 //!   ends in `dsb sy`), so a scatter-gather walk waits once per entry.
-//! - [`Batched`] (7.1): regions only issue (`dcache_clean_poc_nosync`); the call ends with one
-//!   `arch_sync_dma_flush()` for a non-coherent device.
+//! - [`FlushEach`] (7.1, every path it did not batch): the region is issued with the `_nosync`
+//!   helper and `arch_sync_dma_flush()` follows at once — also when the arch issued nothing
+//!   (arm64's `arch_sync_dma_for_cpu` for TO_DEVICE), since the flush sits in the generic code.
+//! - [`Batched`] (7.1's `dma_direct_map_sg`/`dma_direct_unmap_sg`): regions only issue; the call
+//!   ends with one `arch_sync_dma_flush()` for a non-coherent device.
 //!
-//! Invariant: either way, everything issued in a call has completed when the call returns.
+//! Which rule each path gets is the release's [`SyncKind`], turned once at setup into
+//! [`SyncPaths`]. What 7.1 merged batches only dma-direct's map_sg and unmap_sg; its
+//! `dma_direct_sync_sg_for_*`, every iommu-dma path and `swiotlb_map()` (even when called from a
+//! batched map_sg) still flush after every region. The v2 series' patches 5/8, 7/8 and 8/8, which
+//! would batch dma-direct's sync_sg and iommu-dma's scatter-gather paths too, were not merged;
+//! they stay available as the explicit, non-preset [`SyncKind::UnmergedV2`].
+//!
+//! Invariant: whichever rule, everything issued in a call has completed when the call returns.
 
 use crate::arch::ArchDma;
 use crate::hw::Hw;
@@ -37,10 +51,16 @@ pub trait SyncPolicy: Debug {
     );
     /// End of a call on a non-coherent device, after all its regions.
     fn end_of_call(&self, hw: &mut dyn Hw, arch: &dyn ArchDma);
+    /// The same rule as a static value (every implementation is a unit type), so that one rule
+    /// can be handed to every path ([`SyncPaths::uniform`]).
+    fn as_static(&self) -> &'static dyn SyncPolicy;
 }
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PerEntry;
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FlushEach;
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Batched;
@@ -70,6 +90,41 @@ impl SyncPolicy for PerEntry {
         arch.sync_for_cpu(hw, paddr, size, dir, true);
     }
     fn end_of_call(&self, _hw: &mut dyn Hw, _arch: &dyn ArchDma) {}
+    fn as_static(&self) -> &'static dyn SyncPolicy {
+        &PerEntry
+    }
+}
+
+impl SyncPolicy for FlushEach {
+    fn name(&self) -> &'static str {
+        "flush-each"
+    }
+    fn for_device(
+        &self,
+        hw: &mut dyn Hw,
+        arch: &dyn ArchDma,
+        paddr: PhysAddr,
+        size: u64,
+        dir: DmaDirection,
+    ) {
+        arch.sync_for_device(hw, paddr, size, dir, false);
+        arch.flush(hw);
+    }
+    fn for_cpu(
+        &self,
+        hw: &mut dyn Hw,
+        arch: &dyn ArchDma,
+        paddr: PhysAddr,
+        size: u64,
+        dir: DmaDirection,
+    ) {
+        arch.sync_for_cpu(hw, paddr, size, dir, false);
+        arch.flush(hw);
+    }
+    fn end_of_call(&self, _hw: &mut dyn Hw, _arch: &dyn ArchDma) {}
+    fn as_static(&self) -> &'static dyn SyncPolicy {
+        &FlushEach
+    }
 }
 
 impl SyncPolicy for Batched {
@@ -99,33 +154,156 @@ impl SyncPolicy for Batched {
     fn end_of_call(&self, hw: &mut dyn Hw, arch: &dyn ArchDma) {
         arch.flush(hw);
     }
+    fn as_static(&self) -> &'static dyn SyncPolicy {
+        &Batched
+    }
 }
 
-/// The `sync` policy: which of the two completion rules a release has.
+/// The completion rule of every DMA-API path that does cache maintenance, chosen once at setup.
+#[derive(Clone, Copy, Debug)]
+pub struct SyncPaths {
+    /// `dma_direct_map_sg()` / `dma_direct_unmap_sg()` (and map_sg's error unwind).
+    pub direct_sg: &'static dyn SyncPolicy,
+    /// `dma_direct_sync_sg_for_device()` / `dma_direct_sync_sg_for_cpu()`.
+    pub direct_sync_sg: &'static dyn SyncPolicy,
+    /// iommu-dma's scatter-gather maintenance: `iommu_dma_sync_sg_for_*`, which its map_sg and
+    /// unmap_sg call too.
+    pub iommu_sg: &'static dyn SyncPolicy,
+    /// One region per call: dma-direct's and iommu-dma's map/unmap of one buffer and
+    /// `sync_single_*`, and `swiotlb_map()` wherever it is called from.
+    pub single: &'static dyn SyncPolicy,
+}
+
+impl SyncPaths {
+    /// One rule on every path (for measurements of the mechanism rather than of a release).
+    pub fn uniform(p: &'static dyn SyncPolicy) -> SyncPaths {
+        SyncPaths {
+            direct_sg: p,
+            direct_sync_sg: p,
+            iommu_sg: p,
+            single: p,
+        }
+    }
+}
+
+/// A boxed rule means that rule on every path.
+impl From<Box<dyn SyncPolicy>> for SyncPaths {
+    fn from(p: Box<dyn SyncPolicy>) -> SyncPaths {
+        SyncPaths::uniform(p.as_static())
+    }
+}
+
+impl From<SyncKind> for SyncPaths {
+    fn from(k: SyncKind) -> SyncPaths {
+        k.paths()
+    }
+}
+
+/// The `sync` policy: which paths of a release wait per region and which once per call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SyncKind {
-    /// ≤ 7.0: a barrier after every region.
+    /// ≤ 7.0: a barrier at the end of every region's maintenance, on every path.
     PerEntry,
-    /// 7.1: issue per region, one `arch_sync_dma_flush()` per call.
+    /// 7.1 as merged: `dma_direct_map_sg`/`unmap_sg` issue per entry and flush once per call;
+    /// every other path flushes after each region.
     Batched,
+    /// The v2 series as posted, not merged: dma-direct's sync_sg and iommu-dma's scatter-gather
+    /// paths batched as well.
+    UnmergedV2,
 }
 
 impl crate::types::Choice for SyncKind {
-    const ALL: &'static [Self] = &[SyncKind::PerEntry, SyncKind::Batched];
+    const ALL: &'static [Self] = &[SyncKind::PerEntry, SyncKind::Batched, SyncKind::UnmergedV2];
     fn name(self) -> &'static str {
         match self {
             SyncKind::PerEntry => "per-entry",
             SyncKind::Batched => "batched",
+            SyncKind::UnmergedV2 => "unmerged-v2",
         }
     }
 }
 
 impl SyncKind {
-    /// The implementation, chosen once at setup.
-    pub fn policy(self) -> Box<dyn SyncPolicy> {
+    /// The implementation of every path, chosen once at setup.
+    pub fn paths(self) -> SyncPaths {
         match self {
-            SyncKind::PerEntry => Box::new(PerEntry),
-            SyncKind::Batched => Box::new(Batched),
+            SyncKind::PerEntry => SyncPaths::uniform(&PerEntry),
+            SyncKind::Batched => SyncPaths {
+                direct_sg: &Batched,
+                direct_sync_sg: &FlushEach,
+                iommu_sg: &FlushEach,
+                single: &FlushEach,
+            },
+            SyncKind::UnmergedV2 => SyncPaths {
+                direct_sg: &Batched,
+                direct_sync_sg: &Batched,
+                iommu_sg: &Batched,
+                single: &FlushEach,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch::arm64::{Arm64, DirRules};
+    use crate::hw::CacheOp;
+    use crate::hw::recorder::Recorder;
+
+    /// 7.1's unbatched paths flush after each region even where arm64 issued nothing (the
+    /// flush is in the generic code); ≤ 7.0's `dcache_inval_poc` is never called for TO_DEVICE.
+    #[test]
+    fn flush_each_flushes_even_when_nothing_was_issued() {
+        let arch = Arm64::new(DirRules::Since5_19);
+        for (p, barriers) in [
+            (&PerEntry as &dyn SyncPolicy, 0),
+            (&FlushEach, 1),
+            (&Batched, 0),
+        ] {
+            let mut r = Recorder::new(64);
+            p.for_cpu(
+                &mut r,
+                &arch,
+                PhysAddr(0x1000),
+                4096,
+                DmaDirection::ToDevice,
+            );
+            assert!(r.ops.is_empty(), "{}", p.name());
+            assert_eq!(r.barriers, barriers, "{}", p.name());
+        }
+        let mut r = Recorder::new(64);
+        FlushEach.for_device(
+            &mut r,
+            &arch,
+            PhysAddr(0x1000),
+            4096,
+            DmaDirection::ToDevice,
+        );
+        assert_eq!(r.ops, vec![(CacheOp::Clean, 0x1000, 64)]);
+        assert_eq!(r.barriers, 1);
+        assert!(
+            r.frames
+                .contains(&"arch_sync_dma_for_device > dcache_clean_poc_nosync".to_string())
+        );
+        assert!(r.frames.contains(&"arch_sync_dma_flush".to_string()));
+    }
+
+    #[test]
+    fn only_7_1s_merged_paths_batch() {
+        let p = SyncKind::Batched.paths();
+        assert_eq!(p.direct_sg.name(), "batched");
+        for q in [p.direct_sync_sg, p.iommu_sg, p.single] {
+            assert_eq!(q.name(), "flush-each");
+        }
+        let v2 = SyncKind::UnmergedV2.paths();
+        for q in [v2.direct_sg, v2.direct_sync_sg, v2.iommu_sg] {
+            assert_eq!(q.name(), "batched");
+        }
+        assert_eq!(v2.single.name(), "flush-each");
+        let old = SyncKind::PerEntry.paths();
+        for q in [old.direct_sg, old.direct_sync_sg, old.iommu_sg, old.single] {
+            assert_eq!(q.name(), "per-entry");
         }
     }
 }

@@ -16,9 +16,11 @@
 //! clears its entries without leaf invalidations, `iommu_iotlb_sync` is skipped, and the IOVA
 //! goes to the flush queue ([`super::dma_fq`]), which frees it after a whole-domain flush; the
 //! queue's timer is checked at the start of every map and unmap call. Non-coherent devices get
-//! cache maintenance through the arch layer under the [`SyncPolicy`] (per entry, or issued per
-//! entry and flushed once per call), by physical address: sg entries by `sg_phys`, single
-//! buffers by `iova_to_phys`.
+//! cache maintenance through the arch layer, by physical address (sg entries by `sg_phys`,
+//! single buffers by `iova_to_phys`), under the release's [`SyncPaths`]: the scatter-gather
+//! paths (`iommu_dma_sync_sg_for_*`, which map_sg and unmap_sg call) under `iommu_sg`, single
+//! buffers under `single`. 7.1 batched none of them — each region is followed by its own
+//! `arch_sync_dma_flush()` — only the unmerged v2 series would have.
 //!
 //! When the device's segment boundary (`dma_get_seg_boundary`) is smaller than the list, an entry
 //! that would straddle a boundary is pushed to the next one by padding the entry before it (whose
@@ -38,7 +40,7 @@ use super::iova::IovaDomain;
 use super::{IommuError, IommuIotlbGather, Prot};
 use crate::arch::ArchDma;
 use crate::device::Device;
-use crate::dma::sync_policy::SyncPolicy;
+use crate::dma::sync_policy::{SyncPaths, SyncPolicy};
 use crate::dma::{DmaError, DmaMapOps};
 use crate::hw::{DeviceHw, Hw, SwCost, SwKey};
 use crate::scatterlist::SgTable;
@@ -61,7 +63,7 @@ pub struct IommuDma {
     pub domain: IommuDomain,
     pub iovad: IovaDomain,
     arch: Box<dyn ArchDma>,
-    sync: Box<dyn SyncPolicy>,
+    sync: SyncPaths,
     /// `dma_get_max_seg_size()` (the device model has no `dma_parms.max_segment_size` yet).
     pub max_seg_size: u32,
     /// The CPU whose IOVA magazines this caller uses.
@@ -96,14 +98,14 @@ impl IommuDma {
         domain: IommuDomain,
         ncpus: usize,
         arch: Box<dyn ArchDma>,
-        sync: Box<dyn SyncPolicy>,
+        sync: impl Into<SyncPaths>,
     ) -> Result<IommuDma, IommuError> {
         let iovad = IovaDomain::new(hw, domain.min_pagesz(), 1, ncpus)?;
         Ok(IommuDma {
             domain,
             iovad,
             arch,
-            sync,
+            sync: sync.into(),
             max_seg_size: DEFAULT_MAX_SEG_SIZE as u32,
             cpu: 0,
             warnings: Vec::new(),
@@ -238,18 +240,31 @@ impl IommuDma {
         }
     }
 
-    fn for_cpu(&self, hw: &mut dyn Hw, phys: PhysAddr, size: u64, dir: DmaDirection) {
-        self.sync.for_cpu(hw, self.arch.as_ref(), phys, size, dir);
+    fn for_cpu(
+        &self,
+        hw: &mut dyn Hw,
+        sync: &dyn SyncPolicy,
+        phys: PhysAddr,
+        size: u64,
+        dir: DmaDirection,
+    ) {
+        sync.for_cpu(hw, self.arch.as_ref(), phys, size, dir);
     }
 
-    fn for_device(&self, hw: &mut dyn Hw, phys: PhysAddr, size: u64, dir: DmaDirection) {
-        self.sync
-            .for_device(hw, self.arch.as_ref(), phys, size, dir);
+    fn for_device(
+        &self,
+        hw: &mut dyn Hw,
+        sync: &dyn SyncPolicy,
+        phys: PhysAddr,
+        size: u64,
+        dir: DmaDirection,
+    ) {
+        sync.for_device(hw, self.arch.as_ref(), phys, size, dir);
     }
 
-    fn end_of_call(&self, hw: &mut dyn Hw, dev: &Device) {
+    fn end_of_call(&self, hw: &mut dyn Hw, dev: &Device, sync: &dyn SyncPolicy) {
         if !dev.is_dma_coherent() {
-            self.sync.end_of_call(hw, self.arch.as_ref());
+            sync.end_of_call(hw, self.arch.as_ref());
         }
     }
 
@@ -265,13 +280,14 @@ impl IommuDma {
         if dev.is_dma_coherent() {
             return;
         }
+        let sync = self.sync.iommu_sg;
         for e in &sgt.entries {
             hw.sw(self.costs.sg_next);
             let len = u64::from(e.length);
             if to_device {
-                self.for_device(hw, e.phys(), len, dir);
+                self.for_device(hw, sync, e.phys(), len, dir);
             } else {
-                self.for_cpu(hw, e.phys(), len, dir);
+                self.for_cpu(hw, sync, e.phys(), len, dir);
             }
         }
     }
@@ -350,7 +366,7 @@ impl DmaMapOps for IommuDma {
         hw.sw(self.costs.map);
         let coherent = dev.is_dma_coherent();
         if !coherent && !attrs.contains(DmaAttrs::SKIP_CPU_SYNC) {
-            self.for_device(hw, phys, size, dir);
+            self.for_device(hw, self.sync.single, phys, size, dir);
         }
         let r = self.alloc_iova(hw, dev, len).and_then(|iova| {
             let prot = dma_info_to_prot(dir, coherent);
@@ -368,7 +384,7 @@ impl DmaMapOps for IommuDma {
                 }
             }
         });
-        self.end_of_call(hw, dev);
+        self.end_of_call(hw, dev, self.sync.single);
         hw.leave();
         r.map(|iova| DmaAddr(iova + off)).map_err(map_err)
     }
@@ -387,14 +403,14 @@ impl DmaMapOps for IommuDma {
         hw.sw(self.costs.unmap);
         if !dev.is_dma_coherent() && !attrs.contains(DmaAttrs::SKIP_CPU_SYNC) {
             match self.domain.iova_to_phys(hw, IovaAddr(addr.0)) {
-                Some(phys) => self.for_cpu(hw, phys, size, dir),
+                Some(phys) => self.for_cpu(hw, self.sync.single, phys, size, dir),
                 None => self
                     .warnings
                     .push(format!("unmap_page of {addr}, which is not mapped")),
             }
         }
         self.iommu_dma_unmap(hw, addr.0, size);
-        self.end_of_call(hw, dev);
+        self.end_of_call(hw, dev, self.sync.single);
         hw.leave();
     }
 
@@ -416,7 +432,7 @@ impl DmaMapOps for IommuDma {
         if !attrs.contains(DmaAttrs::SKIP_CPU_SYNC) && !coherent {
             hw.enter("iommu_dma_sync_sg_for_device");
             self.sync_sg(hw, dev, sgt, dir, true);
-            self.end_of_call(hw, dev);
+            self.end_of_call(hw, dev, self.sync.iommu_sg);
             hw.leave();
         }
         let g = self.granule();
@@ -491,7 +507,7 @@ impl DmaMapOps for IommuDma {
         if !attrs.contains(DmaAttrs::SKIP_CPU_SYNC) && !dev.is_dma_coherent() {
             hw.enter("iommu_dma_sync_sg_for_cpu");
             self.sync_sg(hw, dev, sgt, dir, false);
-            self.end_of_call(hw, dev);
+            self.end_of_call(hw, dev, self.sync.iommu_sg);
             hw.leave();
         }
         let first = sgt.entries.first().map(|e| e.dma_address);
@@ -532,9 +548,9 @@ impl DmaMapOps for IommuDma {
         }
         hw.enter("iommu_dma_sync_single_for_cpu");
         if let Some(phys) = self.domain.iova_to_phys(hw, IovaAddr(addr.0)) {
-            self.for_cpu(hw, phys, size, dir);
+            self.for_cpu(hw, self.sync.single, phys, size, dir);
         }
-        self.end_of_call(hw, dev);
+        self.end_of_call(hw, dev, self.sync.single);
         hw.leave();
     }
 
@@ -551,9 +567,9 @@ impl DmaMapOps for IommuDma {
         }
         hw.enter("iommu_dma_sync_single_for_device");
         if let Some(phys) = self.domain.iova_to_phys(hw, IovaAddr(addr.0)) {
-            self.for_device(hw, phys, size, dir);
+            self.for_device(hw, self.sync.single, phys, size, dir);
         }
-        self.end_of_call(hw, dev);
+        self.end_of_call(hw, dev, self.sync.single);
         hw.leave();
     }
 
@@ -569,7 +585,7 @@ impl DmaMapOps for IommuDma {
         }
         hw.enter("iommu_dma_sync_sg_for_cpu");
         self.sync_sg(hw, dev, sgt, dir, false);
-        self.end_of_call(hw, dev);
+        self.end_of_call(hw, dev, self.sync.iommu_sg);
         hw.leave();
     }
 
@@ -585,7 +601,7 @@ impl DmaMapOps for IommuDma {
         }
         hw.enter("iommu_dma_sync_sg_for_device");
         self.sync_sg(hw, dev, sgt, dir, true);
-        self.end_of_call(hw, dev);
+        self.end_of_call(hw, dev, self.sync.iommu_sg);
         hw.leave();
     }
 }
@@ -594,7 +610,7 @@ impl DmaMapOps for IommuDma {
 mod tests {
     use super::*;
     use crate::arch::arm64::{Arm64, DirRules};
-    use crate::dma::sync_policy::{Batched, PerEntry};
+    use crate::dma::sync_policy::{Batched, PerEntry, SyncKind, SyncPaths};
     use crate::hw::recorder::Recorder;
     use crate::hw::{CacheOp, Counter};
     use crate::iommu::arm_smmu::{ArmSmmuDomain, ByAsid};
@@ -605,15 +621,19 @@ mod tests {
     use crate::types::IovaAddr;
 
     fn iommu_dma(r: &mut Recorder, batched: bool) -> IommuDma {
-        let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
-        let t = ArmLpaeIoPgtable::new(r, IoPgtableCfg::new(4096, 36), mem, None).unwrap();
-        let ops = Box::new(ArmSmmuDomain::new(r, 1, Box::new(ByAsid)));
-        let d = IommuDomain::new(r, t, ops, Box::new(UnmapPages));
         let sync: Box<dyn SyncPolicy> = if batched {
             Box::new(Batched)
         } else {
             Box::new(PerEntry)
         };
+        iommu_dma_with(r, sync)
+    }
+
+    fn iommu_dma_with(r: &mut Recorder, sync: impl Into<SyncPaths>) -> IommuDma {
+        let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
+        let t = ArmLpaeIoPgtable::new(r, IoPgtableCfg::new(4096, 36), mem, None).unwrap();
+        let ops = Box::new(ArmSmmuDomain::new(r, 1, Box::new(ByAsid)));
+        let d = IommuDomain::new(r, t, ops, Box::new(UnmapPages));
         IommuDma::new(r, d, 1, Box::new(Arm64::new(DirRules::Since5_19)), sync).unwrap()
     }
 
@@ -778,6 +798,66 @@ mod tests {
                 DmaAttrs::NONE,
             );
             assert_eq!(r.lines(CacheOp::Inval), 16 * 64);
+        }
+    }
+
+    /// DSB per call for a non-coherent device, 16 entries of 4 KiB: 7.1 batched nothing in
+    /// iommu-dma (each entry's `arch_sync_dma_for_*` is followed by `arch_sync_dma_flush()`, as
+    /// 7.0's helpers end in DSB); only the unmerged v2 series (8/8) flushes once per sg call. A
+    /// TO_DEVICE unmap_page invalidates nothing, yet 7.1 flushes in the generic code.
+    #[test]
+    fn iommu_dma_batches_nothing_in_7_1() {
+        // (map_sg, sync_sg_for_cpu, unmap_sg, map_page, unmap_page TO_DEVICE)
+        for (kind, want) in [
+            (SyncKind::PerEntry, (16, 16, 16, 1, 0)),
+            (SyncKind::Batched, (16, 16, 16, 1, 1)),
+            (SyncKind::UnmergedV2, (1, 1, 1, 1, 1)),
+        ] {
+            let mut r = Recorder::new(64);
+            let mut d = iommu_dma_with(&mut r, kind);
+            let dev = Device::new("d", false, 64);
+            let dir = DmaDirection::Bidirectional;
+            let mut sgt = SgTable::from_contiguous(PhysAddr(0x8000_0000), 64 << 10, &[4096]);
+            let mut r = Recorder::new(64);
+            d.map_sg(&mut r, &dev, &mut sgt, dir, DmaAttrs::NONE)
+                .unwrap();
+            assert_eq!(r.lines(CacheOp::Clean), 16 * 64);
+            let map_sg = r.barriers;
+            let mut r = Recorder::new(64);
+            d.sync_sg_for_cpu(&mut r, &dev, &sgt, dir);
+            assert_eq!(r.lines(CacheOp::Inval), 16 * 64);
+            let sync_sg = r.barriers;
+            let mut r = Recorder::new(64);
+            d.unmap_sg(&mut r, &dev, &mut sgt, dir, DmaAttrs::NONE);
+            assert_eq!(r.lines(CacheOp::Inval), 16 * 64);
+            let unmap_sg = r.barriers;
+            let mut r = Recorder::new(64);
+            let a = d
+                .map_page(
+                    &mut r,
+                    &dev,
+                    PhysAddr(0x8000_0000),
+                    4096,
+                    dir,
+                    DmaAttrs::NONE,
+                )
+                .unwrap();
+            let map_page = r.barriers;
+            let mut r = Recorder::new(64);
+            d.unmap_page(
+                &mut r,
+                &dev,
+                a,
+                4096,
+                DmaDirection::ToDevice,
+                DmaAttrs::NONE,
+            );
+            assert!(r.ops.is_empty());
+            assert_eq!(
+                (map_sg, sync_sg, unmap_sg, map_page, r.barriers),
+                want,
+                "{kind:?}"
+            );
         }
     }
 
@@ -978,7 +1058,7 @@ mod tests {
             );
             let dom = IommuDomain::new(&r, t, ops, Box::new(UnmapPages));
             let arch = Box::new(Arm64::new(DirRules::Since5_19));
-            let mut d = IommuDma::new(&r, dom, 1, arch, Box::new(Batched))
+            let mut d = IommuDma::new(&r, dom, 1, arch, SyncKind::Batched)
                 .unwrap()
                 .with_invalidation(&r, mode);
             let mut r = Recorder::new(64);
@@ -1004,7 +1084,7 @@ mod tests {
         let ops = Box::new(ArmSmmuDomain::new(&m, 1, Box::new(ByAsid)));
         let dom = IommuDomain::new(&m, t, ops, Box::new(UnmapPages));
         let arch = Box::new(Arm64::new(DirRules::Since5_19));
-        let mut d = IommuDma::new(&m, dom, 1, arch, Box::new(Batched))
+        let mut d = IommuDma::new(&m, dom, 1, arch, SyncKind::Batched)
             .unwrap()
             .with_invalidation(&m, Invalidation::Lazy);
         let t0 = m.now_ps();
@@ -1043,7 +1123,7 @@ mod tests {
         let ops = Box::new(ArmSmmuDomain::new(&r, 1, Box::new(ByAsid)));
         let dom = IommuDomain::new(&r, t, ops, Box::new(UnmapPages));
         let arch = Box::new(Arm64::new(DirRules::Since5_19));
-        let mut d = IommuDma::new(&r, dom, 2, arch, Box::new(Batched))
+        let mut d = IommuDma::new(&r, dom, 2, arch, SyncKind::Batched)
             .unwrap()
             .with_invalidation(&r, Invalidation::Lazy);
         map_unmap_4k(&mut r, &mut d, &dev, 3);
