@@ -11,6 +11,11 @@
 //!
 //! `dcache_inval_poc` cleans-and-invalidates (DC CIVAC) a partial first or last line, because the
 //! rest of that line may hold CPU data that must not be lost, and invalidates (DC IVAC) the rest.
+//! It runs as cache.S writes it (the same from 3.15's ebf81a938dad to 7.1): the partial last line
+//! first, then the first line (CIVAC if partial, else IVAC), then IVAC up to the last line, the
+//! loop body running at least once. So a range whose unaligned end lies in its first line
+//! maintains that line twice: CIVAC + CIVAC when the start is unaligned too, CIVAC + IVAC when
+//! it is aligned.
 
 use super::{ArchDma, by_line_op};
 use crate::hw::{CacheOp, Hw};
@@ -67,25 +72,25 @@ pub fn dcache_inval_poc(hw: &mut dyn Hw, start: PhysAddr, size: u64, complete: b
         let line = hw.line_bytes();
         let mask = line - 1;
         let end = start.0 + size;
-        let mut first = start.0 & !mask;
-        // One past the last whole line.
-        let mut stop = end & !mask;
+        let first = start.0 & !mask;
+        // The end rounded down: the loop runs while below it.
+        let last = end & !mask;
+        if end & mask != 0 {
+            hw.cache_maint(CacheOp::CleanInval, PhysAddr(last), 1);
+        }
+        let shift = line.trailing_zeros();
         if start.0 & mask != 0 {
+            // The range starts inside its first line: clean it too, then invalidate the rest.
             hw.cache_maint(CacheOp::CleanInval, PhysAddr(first), 1);
-            first += line;
-        }
-        if end & mask != 0 && stop >= first {
-            hw.cache_maint(CacheOp::CleanInval, PhysAddr(stop), 1);
-        }
-        if stop < first {
-            stop = first;
-        }
-        if stop > first {
-            hw.cache_maint(
-                CacheOp::Inval,
-                PhysAddr(first),
-                (stop - first) >> line.trailing_zeros(),
-            );
+            let next = first + line;
+            if last > next {
+                hw.cache_maint(CacheOp::Inval, PhysAddr(next), (last - next) >> shift);
+            }
+        } else {
+            // The loop body runs at least once, so the first line is invalidated even when the
+            // end (already cleaned above) lies inside it.
+            let lines = ((last - first) >> shift).max(1);
+            hw.cache_maint(CacheOp::Inval, PhysAddr(first), lines);
         }
     }
     if complete {
@@ -209,24 +214,53 @@ mod tests {
     fn inval_uses_civac_on_partial_edges_only() {
         let mut r = Recorder::new(64);
         dcache_inval_poc(&mut r, PhysAddr(0x1010), 0x100, true);
-        // 0x1010..0x1110: partial first line 0x1000, partial last line 0x1100, full 0x1040..0x10c0.
+        // 0x1010..0x1110: partial last line 0x1100 first, then the partial first line 0x1000,
+        // then the whole lines 0x1040..0x10c0.
         assert_eq!(
             r.ops,
             vec![
-                (CacheOp::CleanInval, 0x1000, 1),
                 (CacheOp::CleanInval, 0x1100, 1),
+                (CacheOp::CleanInval, 0x1000, 1),
                 (CacheOp::Inval, 0x1040, 3),
             ]
         );
         assert_eq!(r.barriers, 1);
     }
 
+    /// Both unaligned ends in one line: cache.S maintains it twice — for the end (CIVAC), then
+    /// for the start (CIVAC if unaligned, IVAC if aligned).
     #[test]
-    fn inval_inside_one_partial_line() {
+    fn inval_inside_one_line_maintains_it_twice() {
         let mut r = Recorder::new(64);
         dcache_inval_poc(&mut r, PhysAddr(0x1008), 8, false);
-        assert_eq!(r.ops, vec![(CacheOp::CleanInval, 0x1000, 1)]);
+        assert_eq!(
+            r.ops,
+            vec![
+                (CacheOp::CleanInval, 0x1000, 1),
+                (CacheOp::CleanInval, 0x1000, 1)
+            ]
+        );
         assert_eq!(r.barriers, 0);
+        let mut r = Recorder::new(64);
+        dcache_inval_poc(&mut r, PhysAddr(0x1000), 8, true);
+        assert_eq!(
+            r.ops,
+            vec![
+                (CacheOp::CleanInval, 0x1000, 1),
+                (CacheOp::Inval, 0x1000, 1)
+            ]
+        );
+        assert_eq!(r.barriers, 1);
+        // Ends in adjacent lines: each partial line once.
+        let mut r = Recorder::new(64);
+        dcache_inval_poc(&mut r, PhysAddr(0x1030), 0x20, false);
+        assert_eq!(
+            r.ops,
+            vec![
+                (CacheOp::CleanInval, 0x1040, 1),
+                (CacheOp::CleanInval, 0x1000, 1)
+            ]
+        );
     }
 
     #[test]
@@ -276,24 +310,35 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// Every line the range touches is maintained exactly once; a line only partly inside
-        /// the range is cleaned and invalidated, a whole one just invalidated.
+        /// Every line the range touches is maintained; a line only partly inside the range is
+        /// cleaned and invalidated, a whole one just invalidated — once each, except the one
+        /// line holding both ends of a range whose end is unaligned, which is maintained twice
+        /// (CIVAC for the end, then CIVAC or IVAC for the start).
         #[test]
         fn inval_matches_a_line_by_line_reference(start in 0u64..1 << 20, size in 0u64..20_000) {
             let mut r = Recorder::new(64);
             dcache_inval_poc(&mut r, PhysAddr(start), size, false);
-            let mut got = std::collections::BTreeMap::new();
+            let mut got: std::collections::BTreeMap<u64, Vec<CacheOp>> = Default::default();
             for (op, first, n) in &r.ops {
                 for i in 0..*n {
-                    proptest::prop_assert!(got.insert(first + i * 64, *op).is_none(), "line maintained twice");
+                    got.entry(first + i * 64).or_default().push(*op);
                 }
             }
-            let mut want = std::collections::BTreeMap::new();
+            let mut want: std::collections::BTreeMap<u64, Vec<CacheOp>> = Default::default();
             if size > 0 {
+                let end = start + size;
                 let mut line = start & !63;
-                while line < start + size {
-                    let whole = line >= start && line + 64 <= start + size;
-                    want.insert(line, if whole { CacheOp::Inval } else { CacheOp::CleanInval });
+                while line < end {
+                    let whole = line >= start && line + 64 <= end;
+                    let ops = want.entry(line).or_default();
+                    if whole {
+                        ops.push(CacheOp::Inval);
+                    } else if line == start & !63 && end % 64 != 0 && (end - 1) & !63 == line {
+                        ops.push(CacheOp::CleanInval);
+                        ops.push(if start % 64 != 0 { CacheOp::CleanInval } else { CacheOp::Inval });
+                    } else {
+                        ops.push(CacheOp::CleanInval);
+                    }
                     line += 64;
                 }
             }
