@@ -18,9 +18,11 @@
 //! them back there, so a hot map/unmap loop rarely touches the tree. On exhaustion the fast path
 //! flushes every cached IOVA back to the tree and tries once more.
 //!
-//! Release modelled: 5.11 to 6.4 (`IOVA_MAG_SIZE` 128, a depot of at most `MAX_GLOBAL_MAGS` 32
-//! magazines, full magazines beyond that freed back to the tree). 6.5+ uses 127-entry magazines
-//! and an unbounded depot trimmed by delayed work; not modelled.
+//! Release modelled: 5.11 to 5.19 (`IOVA_MAG_SIZE` 128, a depot of at most `MAX_GLOBAL_MAGS` 32
+//! magazines, full magazines beyond that freed back to the tree). Not modelled yet: 127-entry
+//! magazines from 6.0, the unbounded depot trimmed by delayed work from 6.5, and the per-release
+//! differences of the retry in `__alloc_and_insert_iova_range` (none in 5.10; `retry_pfn =
+//! pfn_hi + 1` until the 6.2 overflow fix) — every release runs this one (issue #8 item 7).
 //!
 //! Invariants: allocated ranges never overlap and lie in `[start_pfn, limit]`; a cached pfn is
 //! still allocated in the tree (the cache only defers the free); the anchor is never allocated
