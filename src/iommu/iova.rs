@@ -18,11 +18,12 @@
 //! them back there, so a hot map/unmap loop rarely touches the tree. On exhaustion the fast path
 //! flushes every cached IOVA back to the tree and tries once more.
 //!
-//! Release modelled: 5.11 to 5.19 (`IOVA_MAG_SIZE` 128, a depot of at most `MAX_GLOBAL_MAGS` 32
-//! magazines, full magazines beyond that freed back to the tree). Not modelled yet: 127-entry
-//! magazines from 6.0, the unbounded depot trimmed by delayed work from 6.5, and the per-release
-//! differences of the retry in `__alloc_and_insert_iova_range` (none in 5.10; `retry_pfn =
-//! pfn_hi + 1` until the 6.2 overflow fix) — every release runs this one (issue #8 item 7).
+//! Releases, mixed today: the range cache is 5.11–5.19's (`IOVA_MAG_SIZE` 128, a depot of at
+//! most `MAX_GLOBAL_MAGS` 32 magazines, full magazines beyond that freed back to the tree); the
+//! retry in `__alloc_and_insert_iova_range` is 6.2's (`retry_pfn = pfn_hi`, restarting from
+//! `iova_find_limit`). Not modelled yet, so every release runs this one (issue #8 item 7):
+//! 127-entry magazines from 6.0, the unbounded depot trimmed by delayed work from 6.5, no retry
+//! in 5.10, and `retry_pfn = pfn_hi + 1` (wrapping to 0 at the anchor) from 5.11 to 6.1.
 //!
 //! Invariants: allocated ranges never overlap and lie in `[start_pfn, limit]`; a cached pfn is
 //! still allocated in the tree (the cache only defers the free); the anchor is never allocated
