@@ -22,6 +22,7 @@ use crate::hw::model::{SmmuImpl, SmmuKind};
 use crate::iommu::arm_smmu::WalkFlushKind;
 use crate::iommu::core::SplitKind;
 use crate::iommu::dma_fq::Invalidation;
+use crate::iommu::io_pgtable_arm::BlockUnmap;
 use crate::platform::{Arch, Profile};
 
 pub use crate::types::Choice;
@@ -119,6 +120,7 @@ pub struct Policies {
     pub swiotlb_addr: SwiotlbAddr,
     pub walk_flush: WalkFlushKind,
     pub unmap_split: SplitKind,
+    pub block_unmap: BlockUnmap,
     pub invalidation: Invalidation,
 }
 
@@ -195,6 +197,16 @@ fn unmap_split_preset(k: KernelVersion, _: &Target) -> SplitKind {
         SplitKind::UnmapPages
     } else {
         SplitKind::PerPage
+    }
+}
+
+/// 6.13 retired `arm_lpae_split_blk_unmap()` (commit 33729a5fc0ca, in the Arm SMMU updates
+/// for 6.13): a partial unmap of a block WARNs once and unmaps nothing.
+fn block_unmap_preset(k: KernelVersion, _: &Target) -> BlockUnmap {
+    if k >= KernelVersion(6, 13) {
+        BlockUnmap::Refuse
+    } else {
+        BlockUnmap::Split
     }
 }
 
@@ -340,6 +352,14 @@ pub static REGISTRY: &[PolicyDef] = &[
         "iommu core: one driver call per page (per-page, <= 5.14) or per run of pages (unmap-pages, 5.15)"
     ),
     policy_def!(
+        block_unmap,
+        BlockUnmap,
+        block_unmap_preset,
+        iommu_only,
+        "refuse from 6.13, split before",
+        "io-pgtable-arm unmap of part of a block: replace the block by a table mapping the rest (split, <= 6.12) or WARN once and unmap nothing (refuse, 6.13)"
+    ),
+    policy_def!(
         invalidation,
         Invalidation,
         invalidation_preset,
@@ -371,6 +391,7 @@ impl Policies {
             swiotlb_addr: swiotlb_addr_preset(kernel, t),
             walk_flush: walk_flush_preset(kernel, t),
             unmap_split: unmap_split_preset(kernel, t),
+            block_unmap: block_unmap_preset(kernel, t),
             invalidation: invalidation_preset(kernel, t),
         }
     }

@@ -262,7 +262,10 @@ pub fn iommu_domain_alloc(
     hw.enter("iommu_domain_alloc");
     let r = (|| {
         let walk_sync = (!cfg.coherent_walk).then(|| arch_dma(profile, p));
-        let pcfg = IoPgtableCfg::new(cfg.granule, cfg.ias);
+        let pcfg = IoPgtableCfg {
+            block_unmap: p.block_unmap,
+            ..IoPgtableCfg::new(cfg.granule, cfg.ias)
+        };
         let t = ArmLpaeIoPgtable::new(hw, pcfg, mem, walk_sync)?;
         let ops: Box<dyn IommuFlushOps> = match cfg.smmu {
             SmmuModel::Mmu500 => Box::new(ArmSmmuDomain::new(hw, 1, p.walk_flush.ops())),

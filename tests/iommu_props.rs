@@ -3,8 +3,8 @@
 
 use dmasim::hw::recorder::Recorder;
 use dmasim::iommu::arm_smmu::{ArmSmmuDomain, ByAsid, ByVa, WalkFlush};
-use dmasim::iommu::core::{IommuDomain, PerPage, UnmapPages, UnmapSplit};
-use dmasim::iommu::io_pgtable_arm::{ArmLpaeIoPgtable, IoPgtableCfg};
+use dmasim::iommu::core::{IommuDomain, PerPage, UnmapPages, UnmapSplit, iommu_pgsize};
+use dmasim::iommu::io_pgtable_arm::{ArmLpaeIoPgtable, BlockUnmap, IoPgtableCfg};
 use dmasim::iommu::iova::IovaDomain;
 use dmasim::iommu::{IommuError, Prot};
 use dmasim::mm::physmem::PhysMem;
@@ -29,10 +29,14 @@ enum Op {
 /// IOVA window in granules; positions are biased towards block boundaries so that blocks, splits
 /// and table frees all happen.
 fn op(window: u64, block: u64) -> impl Strategy<Value = Op> {
+    // Most operations land in a few blocks, so that they meet each other: a block mapped over
+    // pages, a page unmapped out of a block, a table freed under a block.
+    let near = 8 * block;
     let pos = prop_oneof![
-        0..window,
-        (0..window / block).prop_map(move |b| b * block),
-        (1..window / block).prop_map(move |b| b * block - 1),
+        1 => 0..window,
+        2 => 0..near,
+        2 => (0..8u64).prop_map(move |b| b * block),
+        1 => (1..8u64).prop_map(move |b| b * block - 1),
     ];
     let len = prop_oneof![
         1..40u64,
@@ -53,20 +57,134 @@ fn op(window: u64, block: u64) -> impl Strategy<Value = Op> {
 
 fn domain(
     r: &mut Recorder,
-    granule: u64,
-    ias: u32,
+    cfg: IoPgtableCfg,
     walk: Box<dyn WalkFlush>,
     split: Box<dyn UnmapSplit>,
 ) -> IommuDomain {
     let mem = PhysMem::single(PhysAddr(0x1000_0000_0000), 1 << 30).shared();
-    let t = ArmLpaeIoPgtable::new(r, IoPgtableCfg::new(granule, ias), mem, None).unwrap();
+    let t = ArmLpaeIoPgtable::new(r, cfg, mem, None).unwrap();
     IommuDomain::new(r, t, Box::new(ArmSmmuDomain::new(r, 1, walk)), split)
+}
+
+/// The reference: granule page -> (physical granule, size in granules of the leaf mapping it).
+/// Leaf sizes matter because the kernel's rules do: a block over smaller leaves replaces their
+/// table, a block over a block of its own size (or any map under a larger one) is `-EEXIST`,
+/// and unmapping part of a block splits it (<= 6.12) or is refused (6.13).
+type Reference = BTreeMap<u64, (u64, u64)>;
+
+fn remove_range(reference: &mut Reference, from: u64, to: u64) {
+    let keys: Vec<u64> = reference.range(from..to).map(|(k, _)| *k).collect();
+    for k in keys {
+        reference.remove(&k);
+    }
+}
+
+/// `iommu_map()` of `len` granules at `at` to `pa`, as the kernel's rules have it: the core's
+/// page-size steps, then per slot in address order. On a refusal, everything from `at` up to the
+/// refusing slot is gone (what this call had mapped is unmapped again; tables it replaced on the
+/// way stay freed); the rest is untouched.
+fn reference_map(
+    reference: &mut Reference,
+    bitmap: u64,
+    g: u64,
+    at: u64,
+    len: u64,
+    pa: u64,
+) -> bool {
+    let (mut a, mut p, mut left) = (at, pa, len);
+    while left > 0 {
+        let (pgsize, count) = iommu_pgsize(bitmap, a * g, p * g, left * g);
+        let pg = pgsize / g;
+        for k in 0..count {
+            let slot = a + k * pg;
+            if reference
+                .range(slot..slot + pg)
+                .any(|(_, &(_, leaf))| leaf >= pg)
+            {
+                remove_range(reference, at, slot);
+                return false;
+            }
+            // A table under this slot (smaller leaves) is replaced, whatever it maps.
+            remove_range(reference, slot, slot + pg);
+            for i in 0..pg {
+                reference.insert(slot + i, (p + k * pg + i, pg));
+            }
+        }
+        a += count * pg;
+        p += count * pg;
+        left -= count * pg;
+    }
+    true
+}
+
+/// `arm_lpae_split_blk_unmap()`: the block of `size` granules at `base` becomes leaves of the
+/// next level; the one holding `slot` is removed (if `pg` is that size) or split again.
+fn reference_split(
+    reference: &mut Reference,
+    per_table: u64,
+    base: u64,
+    size: u64,
+    slot: u64,
+    pg: u64,
+) {
+    let s = size / per_table;
+    for sub in (base..base + size).step_by(s as usize) {
+        if (sub..sub + s).contains(&slot) {
+            if s == pg {
+                remove_range(reference, sub, sub + s);
+            } else {
+                reference_split(reference, per_table, sub, s, slot, pg);
+            }
+        } else {
+            for k in sub..sub + s {
+                if let Some(e) = reference.get_mut(&k) {
+                    e.1 = s;
+                }
+            }
+        }
+    }
+}
+
+/// `iommu_unmap()` of a fully mapped range: the granules it reports unmapped.
+fn reference_unmap(
+    reference: &mut Reference,
+    bitmap: u64,
+    g: u64,
+    block_unmap: BlockUnmap,
+    at: u64,
+    len: u64,
+) -> u64 {
+    let (mut a, mut left) = (at, len);
+    let per_table = g / 8;
+    while left > 0 {
+        let (pgsize, count) = iommu_pgsize(bitmap, a * g, a * g, left * g);
+        let pg = pgsize / g;
+        for k in 0..count {
+            let slot = a + k * pg;
+            let leaf = reference[&slot].1;
+            if leaf > pg {
+                match block_unmap {
+                    BlockUnmap::Split => {
+                        let base = slot / leaf * leaf;
+                        reference_split(reference, per_table, base, leaf, slot, pg);
+                    }
+                    BlockUnmap::Refuse => return slot - at,
+                }
+            } else {
+                remove_range(reference, slot, slot + pg);
+            }
+        }
+        a += count * pg;
+        left -= count * pg;
+    }
+    len
 }
 
 fn check_against_reference(
     granule: u64,
     ias: u32,
     per_page: bool,
+    block_unmap: BlockUnmap,
     ops: Vec<Op>,
 ) -> Result<(), TestCaseError> {
     let mut r = Recorder::new(64);
@@ -80,11 +198,15 @@ fn check_against_reference(
     } else {
         Box::new(ByAsid)
     };
-    let mut d = domain(&mut r, granule, ias, walk, split);
+    let cfg = IoPgtableCfg {
+        block_unmap,
+        ..IoPgtableCfg::new(granule, ias)
+    };
+    let mut d = domain(&mut r, cfg, walk, split);
     let g = granule;
+    let bitmap = d.pgsize_bitmap();
     let window = (1u64 << ias.min(34)) / g;
-    // granule page -> physical granule
-    let mut reference: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut reference: Reference = BTreeMap::new();
     for op in ops {
         match op {
             Op::Map { at, len, pa } => {
@@ -92,7 +214,6 @@ fn check_against_reference(
                 if at + len > window {
                     continue;
                 }
-                let overlaps = reference.range(at..at + len).next().is_some();
                 let res = d.iommu_map(
                     &mut r,
                     IovaAddr(at * g),
@@ -100,13 +221,10 @@ fn check_against_reference(
                     len * g,
                     Prot::RW,
                 );
-                if overlaps {
-                    prop_assert!(matches!(res, Err(IommuError::Exists(_))), "{res:?}");
-                } else {
+                if reference_map(&mut reference, bitmap, g, at, len, pa) {
                     prop_assert_eq!(res, Ok(()));
-                    for i in 0..len {
-                        reference.insert(at + i, pa + i);
-                    }
+                } else {
+                    prop_assert!(matches!(res, Err(IommuError::Exists(_))), "{res:?}");
                 }
             }
             Op::Unmap { at, len } => {
@@ -116,9 +234,19 @@ fn check_against_reference(
                 let mapped = reference.range(at..at + len).count() as u64;
                 if mapped == len {
                     let res = d.iommu_unmap(&mut r, IovaAddr(at * g), len * g);
-                    prop_assert_eq!(res, Ok(len * g));
-                    for i in 0..len {
-                        reference.remove(&(at + i));
+                    let done = reference_unmap(&mut reference, bitmap, g, block_unmap, at, len);
+                    if done == len {
+                        prop_assert_eq!(res, Ok(len * g));
+                    } else if done == 0 {
+                        prop_assert!(
+                            matches!(res, Err(IommuError::PartialBlock { .. })),
+                            "{res:?}"
+                        );
+                    } else {
+                        prop_assert!(
+                            matches!(res, Err(IommuError::ShortUnmap { unmapped, .. }) if unmapped == done * g),
+                            "{res:?}, expected {done} granules"
+                        );
                     }
                 } else if mapped == 0 {
                     // All holes: the kernel may still free an empty table it meets at block size
@@ -126,7 +254,7 @@ fn check_against_reference(
                     let _ = d.iommu_unmap(&mut r, IovaAddr(at * g), len * g);
                 }
                 // A range partly mapped is left alone: the kernel frees a whole table met at block
-                // size whatever it maps, which a page-level reference cannot follow.
+                // size whatever it maps, which a leaf-level reference cannot follow.
             }
         }
         prop_assert_eq!(
@@ -135,10 +263,12 @@ fn check_against_reference(
             "leaked or lost a table"
         );
     }
-    for (&iova, &pa) in &reference {
+    for (&iova, &(pa, leaf)) in &reference {
         prop_assert_eq!(
-            d.pgtable.walk(iova * g + 5).map(|w| w.0),
-            Some(PhysAddr(pa * g + 5))
+            d.pgtable.walk(iova * g + 5),
+            Some((PhysAddr(pa * g + 5), leaf * g)),
+            "granule {:#x}",
+            iova
         );
     }
     // Sample the holes too.
@@ -147,15 +277,13 @@ fn check_against_reference(
             prop_assert_eq!(d.pgtable.walk(probe * g), None);
         }
     }
-    // Unmap every run that is left, then free: nothing may remain.
-    let mut runs: Vec<(u64, u64)> = Vec::new();
-    for &p in reference.keys() {
-        match runs.last_mut() {
-            Some((s, l)) if *s + *l == p => *l += 1,
-            _ => runs.push((p, 1)),
-        }
-    }
-    for (s, l) in runs {
+    // Unmap every leaf that is left, then free: nothing may remain.
+    let leaves: Vec<(u64, u64)> = reference
+        .iter()
+        .filter(|(k, (_, leaf))| *k % leaf == 0)
+        .map(|(k, (_, leaf))| (*k, *leaf))
+        .collect();
+    for (s, l) in leaves {
         prop_assert_eq!(d.iommu_unmap(&mut r, IovaAddr(s * g), l * g), Ok(l * g));
     }
     prop_assert_eq!(d.pgtable.mem().allocations(), d.pgtable.count_tables());
@@ -166,25 +294,33 @@ fn check_against_reference(
     Ok(())
 }
 
+fn rule(refuse: bool) -> BlockUnmap {
+    if refuse {
+        BlockUnmap::Refuse
+    } else {
+        BlockUnmap::Split
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
     #[test]
-    fn pgtable_4k_matches_reference(per_page: bool, ias in prop::sample::select(vec![32u32, 39, 48]),
+    fn pgtable_4k_matches_reference(per_page: bool, refuse: bool, ias in prop::sample::select(vec![32u32, 39, 48]),
                                     ops in prop::collection::vec(op(1 << 22, 512), 1..40)) {
-        check_against_reference(4096, ias, per_page, ops)?;
+        check_against_reference(4096, ias, per_page, rule(refuse), ops)?;
     }
 
     #[test]
-    fn pgtable_16k_matches_reference(per_page: bool, ias in prop::sample::select(vec![36u32, 47]),
+    fn pgtable_16k_matches_reference(per_page: bool, refuse: bool, ias in prop::sample::select(vec![36u32, 47]),
                                      ops in prop::collection::vec(op(1 << 20, 2048), 1..30)) {
-        check_against_reference(16384, ias, per_page, ops)?;
+        check_against_reference(16384, ias, per_page, rule(refuse), ops)?;
     }
 
     #[test]
-    fn pgtable_64k_matches_reference(per_page: bool, ias in prop::sample::select(vec![34u32, 42, 48]),
+    fn pgtable_64k_matches_reference(per_page: bool, refuse: bool, ias in prop::sample::select(vec![34u32, 42, 48]),
                                      ops in prop::collection::vec(op(1 << 18, 8192), 1..20)) {
-        check_against_reference(65536, ias, per_page, ops)?;
+        check_against_reference(65536, ias, per_page, rule(refuse), ops)?;
     }
 }
 

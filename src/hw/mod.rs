@@ -164,10 +164,13 @@ pub enum Counter {
     FqQueued,
     /// Whole-domain flushes of the flush queue (`fq_flush_iotlb`).
     FqFlush,
+    /// Kernel warnings (`WARN_ON`) the modelled code raised: misuse the kernel reports and
+    /// survives, such as mapping over a live leaf or unmapping a hole. Costs no modelled time.
+    Warn,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 25] = [
+    pub const ALL: [Counter; 26] = [
         Counter::CacheCleanLine,
         Counter::CacheInvalLine,
         Counter::CacheCleanInvalLine,
@@ -193,6 +196,7 @@ impl Counter {
         Counter::IovaFree,
         Counter::FqQueued,
         Counter::FqFlush,
+        Counter::Warn,
     ];
     pub const N: usize = Counter::ALL.len();
 
@@ -224,6 +228,7 @@ impl Counter {
             Counter::IovaFree => "iova_free",
             Counter::FqQueued => "fq_queued",
             Counter::FqFlush => "fq_flush",
+            Counter::Warn => "warn",
         }
     }
 
@@ -259,6 +264,7 @@ impl Counter {
             (Counter::IovaFree, _) => "free_iova_fast",
             (Counter::FqQueued, _) => "queue_iova",
             (Counter::FqFlush, _) => "fq_flush_iotlb",
+            (Counter::Warn, _) => "WARN",
         }
     }
 }

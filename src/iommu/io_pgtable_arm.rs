@@ -14,19 +14,24 @@
 //! and, for a non-coherent walker, the software bit 55 that marks a table entry already cleaned
 //! (`ARM_LPAE_PTE_SW_SYNC`). Blocks are 1G/2M (4K granule), 32M (16K) and 512M (64K).
 //!
-//! Release modelled: 5.15 to 6.15. `__arm_lpae_unmap` clears entries one at a time; a table entry
-//! whose whole range is being removed is freed with `tlb_flush_walk(iova, size, granule)`, a leaf
-//! gets `tlb_add_page(iova, size)` (unless the gather is queued, i.e. lazy), a partial unmap of a
-//! block splits it. One call handles at most the run of entries left in one table and returns the
-//! short count; the caller loops. With `pgcount == 1` this is exactly 5.14's `__arm_lpae_unmap`.
-//! For a non-coherent walker every PTE write is cleaned to PoC as it is made (5.15); 6.1+ cleans
-//! a run of cleared PTEs at once, which this model does not do. From 6.16 every cleared entry is
-//! gathered with `tlb_add_page`, tables included, and partial block unmaps are refused; not modelled.
+//! Release modelled: 5.15 to 6.12 in full (`pgcount == 1` gives 5.14's `__arm_lpae_unmap`),
+//! and 6.13 to 7.1 for what this model exercises. `__arm_lpae_unmap` clears entries one at a
+//! time; a table entry whose whole range is being removed is freed with
+//! `tlb_flush_walk(iova, size, granule)`, a leaf gets `tlb_add_page(iova, size)` (unless the
+//! gather is queued, i.e. lazy). One call handles at most the run of entries left in one table
+//! and returns the short count; the caller loops. A partial unmap of a block splits it up to 6.12
+//! and is refused from 6.13 ([`BlockUnmap`]). `arm_lpae_init_pte` (every release) refuses a leaf
+//! already present (`-EEXIST`, WARN) and replaces a table, whatever it still maps, by unmapping
+//! it with no gather (one walk flush, the subtree freed) before writing the block; within one
+//! call the entries are taken in order, so a refused call may already have freed the tables of
+//! the entries before the leaf. Not modelled: 6.1+ cleans a run of cleared PTEs at once for a
+//! non-coherent walker (this model cleans each as it is written, as 5.15 does); later releases
+//! also gather a `tlb_add_page` for every cleared entry, tables included.
 //!
-//! Divergences (documented, deliberate): the kernel replaces a table with a block mapping
-//! even when the table still maps pages (it unmaps the table first); we refuse that as `-EEXIST`
-//! when the table holds any leaf, and replace it, as the kernel does, when it is empty. Misaligned
-//! IOVA or PA, and unsupported page sizes, are errors rather than WARNs.
+//! Every `WARN_ON` of the kernel's code paths modelled here is counted ([`Counter::Warn`]):
+//! a leaf met on the way to map, a hole met while unmapping, an unsupported page size or count,
+//! an address outside the table. Misaligned IOVA or PA are errors without a WARN (the iommu
+//! core refuses them first, with `pr_err`).
 //!
 //! Invariants: every table reachable from the top-level table is a live [`PhysMem`] allocation of
 //! the granule size (the top level: `8 << pgd_bits` rounded up to a page), and every live
@@ -78,6 +83,28 @@ struct Costs {
     iova_to_phys: SwCost,
 }
 
+/// What `__arm_lpae_unmap()` does when asked to unmap part of a block (a leaf larger than the
+/// size being unmapped) — the `block_unmap` policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlockUnmap {
+    /// ≤ 6.12: `arm_lpae_split_blk_unmap()` replaces the block by a table of the next level
+    /// that maps the rest.
+    Split,
+    /// 6.13 (commit 33729a5fc0ca, "Remove split on unmap behavior"): `WARN_ONCE` and 0 bytes;
+    /// the block stays mapped.
+    Refuse,
+}
+
+impl crate::types::Choice for BlockUnmap {
+    const ALL: &'static [Self] = &[BlockUnmap::Split, BlockUnmap::Refuse];
+    fn name(self) -> &'static str {
+        match self {
+            BlockUnmap::Split => "split",
+            BlockUnmap::Refuse => "refuse",
+        }
+    }
+}
+
 /// `struct io_pgtable_cfg`, the parts a stage-1 LPAE table uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IoPgtableCfg {
@@ -91,6 +118,8 @@ pub struct IoPgtableCfg {
     pub node: u32,
     /// `IO_PGTABLE_QUIRK_ARM_NS`: non-secure output.
     pub quirk_ns: bool,
+    /// The release's rule for a partial unmap of a block.
+    pub block_unmap: BlockUnmap,
 }
 
 impl IoPgtableCfg {
@@ -101,6 +130,7 @@ impl IoPgtableCfg {
             oas: 48,
             node: 0,
             quirk_ns: false,
+            block_unmap: BlockUnmap::Split,
         }
     }
 }
@@ -122,6 +152,8 @@ pub struct ArmLpaeIoPgtable {
     costs: Costs,
     scratch: Vec<u8>,
     pte_scratch: Vec<u64>,
+    /// The partial-block `WARN_ONCE` has fired (once per boot; a table is the model's boot).
+    warned_partial_block: bool,
 }
 
 impl ArmLpaeIoPgtable {
@@ -180,6 +212,7 @@ impl ArmLpaeIoPgtable {
             costs,
             scratch: Vec::new(),
             pte_scratch: Vec::new(),
+            warned_partial_block: false,
         };
         t.sync_new_table(hw, pgd, pgd_size);
         Ok(t)
@@ -382,17 +415,6 @@ impl ArmLpaeIoPgtable {
         self.free_table_pages(hw, table, size);
     }
 
-    /// Whether any valid leaf lies below a table entry.
-    fn subtree_has_leaf(&mut self, lvl: u32, table: PhysAddr) -> bool {
-        let mut ptes = Vec::new();
-        self.read_ptes(table, self.table_size(lvl) / 8, &mut ptes);
-        ptes.iter().any(|&pte| {
-            Self::pte_is_leaf(pte, lvl)
-                || (Self::pte_is_table(pte, lvl)
-                    && self.subtree_has_leaf(lvl + 1, self.pte_to_paddr(pte)))
-        })
-    }
-
     fn check_pgsize(&self, pgsize: u64, pgcount: u64) -> Result<(), IommuError> {
         if pgcount == 0 {
             return Err(IommuError::Empty);
@@ -429,18 +451,13 @@ impl ArmLpaeIoPgtable {
         Ok(())
     }
 
-    /// `arm_lpae_map_pages()`: map up to `pgcount` pages of `pgsize` at `iova` to `paddr`. Maps at
-    /// most the entries left in one table and returns the bytes mapped; the caller loops.
-    #[allow(clippy::too_many_arguments)]
-    pub fn map_pages(
-        &mut self,
-        hw: &mut dyn DeviceHw,
-        tlb: &mut dyn IommuFlushOps,
+    /// The checks `arm_lpae_map_pages()` makes before walking; returns the bytes asked for.
+    fn check_map(
+        &self,
         iova: IovaAddr,
         paddr: PhysAddr,
         pgsize: u64,
         pgcount: u64,
-        prot: Prot,
     ) -> Result<u64, IommuError> {
         self.check_pgsize(pgsize, pgcount)?;
         let size = pgsize.checked_mul(pgcount).ok_or(IommuError::OutOfRange {
@@ -470,6 +487,24 @@ impl ArmLpaeIoPgtable {
                 bits: self.cfg.oas,
             });
         }
+        Ok(size)
+    }
+
+    /// `arm_lpae_map_pages()`: map up to `pgcount` pages of `pgsize` at `iova` to `paddr`. Maps at
+    /// most the entries left in one table and returns the bytes mapped; the caller loops.
+    #[allow(clippy::too_many_arguments)]
+    pub fn map_pages(
+        &mut self,
+        hw: &mut dyn DeviceHw,
+        tlb: &mut dyn IommuFlushOps,
+        iova: IovaAddr,
+        paddr: PhysAddr,
+        pgsize: u64,
+        pgcount: u64,
+        prot: Prot,
+    ) -> Result<u64, IommuError> {
+        self.check_map(iova, paddr, pgsize, pgcount)
+            .inspect_err(|e| warn_on(hw, e))?;
         // No access at all: the kernel maps nothing and reports success.
         if !prot.contains(Prot::READ) && !prot.contains(Prot::WRITE) {
             return Ok(0);
@@ -529,6 +564,8 @@ impl ArmLpaeIoPgtable {
         } else if Self::pte_is_table(pte, lvl) {
             self.pte_to_paddr(pte)
         } else {
+            // A block on the way down: the kernel WARNs and wants an unmap first.
+            hw.count(Counter::Warn, 1);
             return Err(IommuError::Exists(IovaAddr(iova)));
         };
         self.lpae_map(hw, tlb, iova, paddr, size, pgcount, attrs, lvl + 1, child)
@@ -583,23 +620,18 @@ impl ArmLpaeIoPgtable {
         ptes: &[u64],
     ) -> Result<(), IommuError> {
         let sz = self.block_size(lvl);
+        // In entry order, as the kernel checks them: a leaf refuses the whole call, but only
+        // after the tables of the entries before it have been replaced (freed with their walk
+        // flushed), so a refused call can still have removed mappings.
         for (i, &pte) in ptes.iter().enumerate() {
             let at = iova + i as u64 * sz;
             if Self::pte_is_leaf(pte, lvl) {
+                hw.count(Counter::Warn, 1);
                 return Err(IommuError::Exists(IovaAddr(at)));
             }
             if Self::pte_is_table(pte, lvl) {
-                let child = self.pte_to_paddr(pte);
-                if self.subtree_has_leaf(lvl + 1, child) {
-                    return Err(IommuError::Exists(IovaAddr(at)));
-                }
-            }
-        }
-        for (i, &pte) in ptes.iter().enumerate() {
-            if Self::pte_is_table(pte, lvl) {
-                // An empty table left behind by page-sized unmaps: free it (and flush its walk)
-                // before the block goes in, as the kernel does.
-                let at = iova + i as u64 * sz;
+                // A block over a table: the table goes, whatever it still maps (pages included),
+                // through the unmap path with no gather: one walk flush, no leaf invalidations.
                 let mut g = IommuIotlbGather::new();
                 let r = self.lpae_unmap(hw, tlb, &mut g, at, sz, 1, lvl, table);
                 debug_assert_eq!(r, sz);
@@ -632,8 +664,9 @@ impl ArmLpaeIoPgtable {
         pgsize: u64,
         pgcount: u64,
     ) -> Result<u64, IommuError> {
-        self.check_pgsize(pgsize, pgcount)?;
-        self.check_iova(iova.0, pgsize, pgsize)?;
+        self.check_pgsize(pgsize, pgcount)
+            .and_then(|()| self.check_iova(iova.0, pgsize, pgsize))
+            .inspect_err(|e| warn_on(hw, e))?;
         hw.enter("arm_lpae_unmap_pages");
         hw.count(Counter::PgtableUnmapCall, 1);
         hw.sw(self.costs.unmap_pages);
@@ -648,10 +681,12 @@ impl ArmLpaeIoPgtable {
             self.pgd,
         );
         hw.leave();
-        if n == 0 {
-            Err(IommuError::NotMapped(iova))
-        } else {
+        if n > 0 {
             Ok(n)
+        } else if let Some((_, block)) = self.walk(iova.0).filter(|&(_, b)| b > pgsize) {
+            Err(IommuError::PartialBlock { iova, block })
+        } else {
+            Err(IommuError::NotMapped(iova))
         }
     }
 
@@ -669,6 +704,7 @@ impl ArmLpaeIoPgtable {
         table: PhysAddr,
     ) -> u64 {
         if lvl == ARM_LPAE_MAX_LEVELS {
+            hw.count(Counter::Warn, 1);
             return 0;
         }
         hw.sw(self.costs.walk_level);
@@ -676,6 +712,8 @@ impl ArmLpaeIoPgtable {
         let ptep = PhysAddr(table.0 + idx * 8);
         let pte = self.read_pte(ptep);
         if pte == 0 {
+            // `WARN_ON(!pte)`: unmapping a hole.
+            hw.count(Counter::Warn, 1);
             return 0;
         }
         if size == self.block_size(lvl) {
@@ -685,6 +723,8 @@ impl ArmLpaeIoPgtable {
             let mut i = 0u64;
             for &pte in &ptes {
                 if pte == 0 {
+                    // A hole after the first entry: WARN, and the run stops short.
+                    hw.count(Counter::Warn, 1);
                     break;
                 }
                 let at = iova + i * size;
@@ -711,7 +751,18 @@ impl ArmLpaeIoPgtable {
             return i * size;
         }
         if Self::pte_is_leaf(pte, lvl) {
-            return self.split_blk_unmap(hw, tlb, gather, iova, size, pte, lvl + 1, ptep, pgcount);
+            return match self.cfg.block_unmap {
+                BlockUnmap::Split => {
+                    self.split_blk_unmap(hw, tlb, gather, iova, size, pte, lvl + 1, ptep, pgcount)
+                }
+                BlockUnmap::Refuse => {
+                    if !self.warned_partial_block {
+                        self.warned_partial_block = true;
+                        hw.count(Counter::Warn, 1);
+                    }
+                    0
+                }
+            };
         }
         let child = self.pte_to_paddr(pte);
         self.lpae_unmap(hw, tlb, gather, iova, size, pgcount, lvl + 1, child)
@@ -851,6 +902,17 @@ impl ArmLpaeIoPgtable {
     pub fn free(mut self, hw: &mut dyn Hw) {
         let (lvl, pgd) = (self.start_level, self.pgd);
         self.free_pgtable(hw, lvl, pgd);
+    }
+}
+
+/// The io-pgtable entry checks are `WARN_ON`s: an unsupported page size or count, an address
+/// outside the table's range. (Misalignment is the iommu core's to refuse, without a WARN.)
+fn warn_on(hw: &mut dyn DeviceHw, e: &IommuError) {
+    if matches!(
+        e,
+        IommuError::BadPageSize { .. } | IommuError::Empty | IommuError::OutOfRange { .. }
+    ) {
+        hw.count(Counter::Warn, 1);
     }
 }
 
@@ -1024,6 +1086,83 @@ mod tests {
         );
     }
 
+    /// Map 4K at 0x200000, then 2M at 0x200000: the kernel frees the level-3 table that still
+    /// maps the page (one walk flush: 512 TLBIVA by VA on an MMU-500 without the Qualcomm
+    /// preference) and installs the block, with no WARN.
+    #[test]
+    fn a_block_replaces_a_table_that_still_maps_pages() {
+        let mut r = Recorder::new(64);
+        let mut f = ArmSmmuDomain::new(&r, 1, Box::new(ByVa));
+        let mut t = table(&mut r, 0x1000, 48);
+        let map = |t: &mut ArmLpaeIoPgtable, r: &mut Recorder, f: &mut ArmSmmuDomain, pa, sz| {
+            t.map_pages(r, f, IovaAddr(0x20_0000), PhysAddr(pa), sz, 1, Prot::RW)
+        };
+        map(&mut t, &mut r, &mut f, 0x8000_5000, 4096).unwrap();
+        assert_eq!(t.count_tables(), 4);
+        r.reset();
+        assert_eq!(
+            map(&mut t, &mut r, &mut f, 0x8020_0000, 2 << 20),
+            Ok(2 << 20)
+        );
+        assert_eq!(r.count_of(Counter::SmmuTlbiva), 512);
+        assert_eq!(r.count_of(Counter::SmmuTlbsync), 1);
+        assert_eq!(r.count_of(Counter::Warn), 0);
+        assert_eq!(t.count_tables(), 3, "the level-3 table is gone");
+        assert_eq!(t.mem().allocations(), 3, "and freed");
+        assert_eq!(t.walk(0x20_0123), Some((PhysAddr(0x8020_0123), 2 << 20)));
+        // Now a leaf is there: mapping over it is refused with a WARN.
+        assert_eq!(
+            map(&mut t, &mut r, &mut f, 0x8040_0000, 2 << 20),
+            Err(IommuError::Exists(IovaAddr(0x20_0000)))
+        );
+        assert_eq!(r.count_of(Counter::Warn), 1);
+    }
+
+    /// In one call the entries are checked in order: the tables before a leaf are replaced
+    /// (their mappings lost) before the leaf refuses the call, and nothing is installed.
+    #[test]
+    fn a_refused_block_run_has_already_freed_the_tables_before_the_leaf() {
+        let mut r = Recorder::new(64);
+        let mut f = ArmSmmuDomain::new(&r, 1, Box::new(ByVa));
+        let mut t = table(&mut r, 0x1000, 48);
+        let (a, b) = (0x4000_0000u64, 0x4020_0000u64);
+        t.map_pages(
+            &mut r,
+            &mut f,
+            IovaAddr(a),
+            PhysAddr(0x9000_0000),
+            4096,
+            1,
+            Prot::RW,
+        )
+        .unwrap();
+        t.map_pages(
+            &mut r,
+            &mut f,
+            IovaAddr(b),
+            PhysAddr(0x9000_0000),
+            2 << 20,
+            1,
+            Prot::RW,
+        )
+        .unwrap();
+        r.reset();
+        let e = t.map_pages(
+            &mut r,
+            &mut f,
+            IovaAddr(a),
+            PhysAddr(0),
+            2 << 20,
+            2,
+            Prot::RW,
+        );
+        assert_eq!(e, Err(IommuError::Exists(IovaAddr(b))));
+        assert_eq!(r.count_of(Counter::SmmuTlbiva), 512, "one walk flush");
+        assert_eq!(r.count_of(Counter::Warn), 1);
+        assert_eq!(t.walk(a), None, "the page under the replaced table is gone");
+        assert_eq!(t.walk(b), Some((PhysAddr(0x9000_0000), 2 << 20)));
+    }
+
     #[test]
     fn map_over_a_mapping_is_refused_and_unmap_of_a_hole_is_an_error() {
         let mut r = Recorder::new(64);
@@ -1049,25 +1188,17 @@ mod tests {
             Prot::RW,
         );
         assert_eq!(e, Err(IommuError::Exists(IovaAddr(0x20_2000))));
-        // A block over a table that still maps pages is refused too.
-        let e = t.map_pages(
-            &mut r,
-            &mut f,
-            IovaAddr(0x20_0000),
-            PhysAddr(0x8000_0000),
-            2 << 20,
-            1,
-            Prot::RW,
-        );
-        assert_eq!(e, Err(IommuError::Exists(IovaAddr(0x20_0000))));
+        assert_eq!(r.count_of(Counter::Warn), 1);
         let mut g = IommuIotlbGather::new();
         let e = t.unmap_pages(&mut r, &mut f, &mut g, IovaAddr(0x40_0000), 4096, 1);
         assert_eq!(e, Err(IommuError::NotMapped(IovaAddr(0x40_0000))));
-        // A run that meets a hole stops there.
+        assert_eq!(r.count_of(Counter::Warn), 2);
+        // A run that meets a hole stops there, with a WARN.
         assert_eq!(
             t.unmap_pages(&mut r, &mut f, &mut g, IovaAddr(0x20_0000), 4096, 8),
             Ok(4 * 4096)
         );
+        assert_eq!(r.count_of(Counter::Warn), 3);
         assert!(matches!(
             t.map_pages(
                 &mut r,

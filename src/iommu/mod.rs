@@ -61,6 +61,11 @@ pub enum IommuError {
     /// The kernel WARNs and returns 0 bytes unmapped.
     #[error("IOVA {0} is not mapped")]
     NotMapped(IovaAddr),
+    /// 6.13 on: unmapping part of a block is refused (`WARN_ONCE`, 0 bytes).
+    #[error(
+        "IOVA {iova} is inside a {block:#x}-byte block; a partial unmap of a block is not allowed"
+    )]
+    PartialBlock { iova: IovaAddr, block: u64 },
     #[error("zero-length or zero-count request")]
     Empty,
     #[error("out of memory for page tables: {0}")]
