@@ -135,6 +135,13 @@ impl IoPgtableCfg {
     }
 }
 
+/// Live tables and valid leaves per level of a table (see [`ArmLpaeIoPgtable::shape`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PgtableShape {
+    pub tables: [u64; ARM_LPAE_MAX_LEVELS as usize],
+    pub leaves: [u64; ARM_LPAE_MAX_LEVELS as usize],
+}
+
 /// `struct arm_lpae_io_pgtable`.
 #[derive(Debug)]
 pub struct ArmLpaeIoPgtable {
@@ -896,6 +903,29 @@ impl ArmLpaeIoPgtable {
             .filter(|&pte| Self::pte_is_table(pte, lvl))
             .map(|pte| self.count_from(lvl + 1, self.pte_to_paddr(pte)))
             .sum::<usize>()
+    }
+
+    /// The table's shape: live tables and valid leaves at each level (index = level, 0..=3;
+    /// levels above the start level stay 0). Reads memory only; charges nothing.
+    pub fn shape(&self) -> PgtableShape {
+        let mut sh = PgtableShape::default();
+        self.shape_from(self.start_level, self.pgd, &mut sh);
+        sh
+    }
+
+    fn shape_from(&self, lvl: u32, table: PhysAddr, sh: &mut PgtableShape) {
+        let size = self.table_size(lvl);
+        let mut buf = vec![0u8; size as usize];
+        self.mem.borrow().read(table, &mut buf);
+        sh.tables[lvl as usize] += 1;
+        for c in buf.chunks_exact(8) {
+            let pte = u64::from_le_bytes(c.try_into().unwrap_or([0; 8]));
+            if Self::pte_is_leaf(pte, lvl) {
+                sh.leaves[lvl as usize] += 1;
+            } else if Self::pte_is_table(pte, lvl) {
+                self.shape_from(lvl + 1, self.pte_to_paddr(pte), sh);
+            }
+        }
     }
 
     /// Release every table, the top level included (`free_io_pgtable_ops`).

@@ -86,6 +86,19 @@ pub enum IommuError {
     SyncTimeout,
 }
 
+impl IommuError {
+    /// The errno the kernel returns for this failure (negative, by name).
+    pub fn errno(&self) -> &'static str {
+        match self {
+            IommuError::Exists(_) => "-EEXIST",
+            IommuError::OutOfRange { .. } => "-ERANGE",
+            IommuError::NoMem(_) | IommuError::IovaExhausted { .. } => "-ENOMEM",
+            IommuError::SyncTimeout => "-ETIMEDOUT",
+            _ => "-EINVAL",
+        }
+    }
+}
+
 /// `IOMMU_READ`, `IOMMU_WRITE`, ... (include/linux/iommu.h).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Prot(pub u32);
@@ -100,6 +113,28 @@ impl Prot {
     pub const MMIO: Prot = Prot(1 << 4);
     pub const PRIV: Prot = Prot(1 << 5);
     pub const RW: Prot = Prot(Self::READ.0 | Self::WRITE.0);
+
+    /// The flags by the names scenarios and reports use for them.
+    pub const FLAGS: &'static [(&'static str, Prot)] = &[
+        ("read", Prot::READ),
+        ("write", Prot::WRITE),
+        ("cache", Prot::CACHE),
+        ("noexec", Prot::NOEXEC),
+        ("mmio", Prot::MMIO),
+        ("priv", Prot::PRIV),
+    ];
+
+    pub fn flag(name: &str) -> Option<Prot> {
+        Self::FLAGS.iter().find(|(n, _)| *n == name).map(|f| f.1)
+    }
+
+    pub fn names(self) -> Vec<&'static str> {
+        Self::FLAGS
+            .iter()
+            .filter(|(_, f)| self.contains(*f))
+            .map(|(n, _)| *n)
+            .collect()
+    }
 
     pub fn contains(self, o: Prot) -> bool {
         self.0 & o.0 == o.0

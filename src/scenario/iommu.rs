@@ -25,7 +25,8 @@ use crate::hw::model::{Model, SmmuKind};
 use crate::hw::{Counter, Hw};
 use crate::input::{InputError, parse_size};
 use crate::iommu::iova::IovaDomain;
-use crate::iommu::{IommuError, Prot};
+use crate::iommu::io_pgtable_arm::PgtableShape;
+use crate::iommu::{IommuError, IommuIotlbGather, Prot};
 use crate::platform::Profile;
 use crate::report::{
     FORMAT_VERSION, HeadDoc, StackDoc, breakdown_docs, counts_map, header, human_ns, ns, refusals,
@@ -57,7 +58,9 @@ pub const OPS: super::Kind = super::Kind {
 /// Workload kinds this module runs.
 pub const KINDS: &[&str] = &["iommu_sweep", "iommu_ops"];
 /// Largest single mapping a scenario may ask for (the model keeps every PTE).
-pub const MAX_MAP: u64 = 4 << 30;
+pub const MAX_MAP: u64 = 64 << 30;
+/// Most elements in an explicit sg list.
+pub const MAX_SG: usize = 4096;
 /// Most operations in an `iommu_ops` list.
 pub const MAX_OPS: usize = 1000;
 /// Most iterations of an IOMMU workload.
@@ -96,6 +99,8 @@ struct OpsSection {
     iterations: Spanned<i64>,
     #[serde(default)]
     op: Vec<OpSection>,
+    /// Report the page table's shape after each operation.
+    pgtable_shape: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -108,6 +113,18 @@ struct OpSection {
     layout: Option<Spanned<String>>,
     name: Option<Spanned<String>>,
     of: Option<Spanned<String>>,
+    phys: Option<Spanned<toml::Value>>,
+    sg: Option<Spanned<Vec<SgSection>>>,
+    prot: Option<Spanned<Vec<String>>>,
+    queued: Option<Spanned<bool>>,
+}
+
+/// One element of an explicit sg list.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SgSection {
+    phys: toml::Value,
+    size: toml::Value,
 }
 
 /// How the pages behind one mapping sit in physical memory.
@@ -143,28 +160,88 @@ pub enum IovaSpec {
     Alloc,
 }
 
+/// Which iommu core call a map operation makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MapCall {
+    /// `iommu_map_sg()` of an sg list (`op = "map"`).
+    MapSg,
+    /// `iommu_map()` of one physically contiguous range (`op = "iommu_map"`).
+    Map,
+}
+
+/// Where the pages of a mapping sit in physical memory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Phys {
+    /// Generated: `element`-sized pieces in the mapping's own window, laid out as `layout`.
+    Generated { element: u64, layout: Layout },
+    /// One contiguous run from this address (`phys = ...`).
+    At(u64),
+    /// An explicit sg list: `(physical address, length)` per element (`sg = [...]`).
+    Sg(Vec<(u64, u64)>),
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MapOp {
     pub name: Option<String>,
+    pub call: MapCall,
     pub iova: IovaSpec,
     pub size: u64,
-    pub element: u64,
-    pub layout: Layout,
+    pub phys: Phys,
+    pub prot: Prot,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
     Map(MapOp),
-    /// Unmap `[iova, iova + size)`.
+    /// Unmap `[iova, iova + size)`: `iommu_unmap`, or with `fast = Some(queued)`,
+    /// `iommu_unmap_fast` into the run's gather.
     UnmapRange {
         iova: u64,
         size: u64,
+        fast: Option<bool>,
     },
     /// Unmap everything the map op at this index mapped (and free its IOVA if allocated).
     UnmapOf {
         index: usize,
         name: String,
+        fast: Option<bool>,
     },
+    /// `iommu_iotlb_sync()` of the run's gather, which then starts empty.
+    IotlbSync,
+    /// `iommu_flush_iotlb_all()`.
+    FlushIotlbAll,
+    /// `iommu_iova_to_phys()` of a fixed IOVA, or of the start of a named mapping.
+    IovaToPhys { at: IovaAt },
+}
+
+/// The IOVA an `iova_to_phys` translates.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IovaAt {
+    Fixed(u64),
+    /// The current IOVA of the named map op, plus an offset.
+    Of { index: usize, name: String },
+}
+
+impl Op {
+    /// The iommu core call this operation makes: the stable name in reports and JSON.
+    pub fn call(&self) -> &'static str {
+        match self {
+            Op::Map(MapOp {
+                call: MapCall::MapSg,
+                ..
+            }) => "iommu_map_sg",
+            Op::Map(MapOp {
+                call: MapCall::Map, ..
+            }) => "iommu_map",
+            Op::UnmapRange { fast: None, .. } | Op::UnmapOf { fast: None, .. } => "iommu_unmap",
+            Op::UnmapRange { fast: Some(_), .. } | Op::UnmapOf { fast: Some(_), .. } => {
+                "iommu_unmap_fast"
+            }
+            Op::IotlbSync => "iommu_iotlb_sync",
+            Op::FlushIotlbAll => "iommu_flush_iotlb_all",
+            Op::IovaToPhys { .. } => "iommu_iova_to_phys",
+        }
+    }
 }
 
 /// `iommu_sweep`: for each size, a fresh domain, then `iterations` times `iommu_map_sg` of an sg
@@ -178,11 +255,13 @@ pub struct Sweep {
     pub iterations: u32,
 }
 
-/// `iommu_ops`: an explicit list of map and unmap operations, repeated `iterations` times.
+/// `iommu_ops`: an explicit list of iommu core operations, repeated `iterations` times.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Ops {
     pub ops: Vec<Op>,
     pub iterations: u32,
+    /// Record the page table's shape after each operation.
+    pub pgtable_shape: bool,
 }
 
 impl Ops {
@@ -467,7 +546,11 @@ fn parse_ops(
     for (i, o) in w.op.iter().enumerate() {
         ops.push(parse_op(c, o, i, &ops, iommu)?);
     }
-    Ok(Workload::IommuOps(Ops { ops, iterations }))
+    Ok(Workload::IommuOps(Ops {
+        ops,
+        iterations,
+        pgtable_shape: w.pgtable_shape.unwrap_or(false),
+    }))
 }
 
 pub(crate) fn platform_smmu(p: &Profile) -> Option<SmmuModel> {
@@ -479,6 +562,75 @@ pub(crate) fn platform_smmu(p: &Profile) -> Option<SmmuModel> {
     })
 }
 
+/// The operation names an `iommu_ops` list accepts, in the order help texts give them.
+pub const OP_NAMES: &[&str] = &[
+    "map",
+    "iommu_map",
+    "unmap",
+    "unmap_fast",
+    "iotlb_sync",
+    "flush_iotlb_all",
+    "iova_to_phys",
+];
+
+/// Which keys each operation takes (besides `op`).
+fn op_keys(op: &str) -> &'static [&'static str] {
+    match op {
+        "map" => &["name", "iova", "size", "element", "layout", "phys", "sg", "prot"],
+        "iommu_map" => &["name", "iova", "size", "phys", "prot"],
+        "unmap" => &["iova", "size", "of"],
+        "unmap_fast" => &["iova", "size", "of", "queued"],
+        "iova_to_phys" => &["iova", "of"],
+        _ => &[],
+    }
+}
+
+/// A physical address: an integer or a hex string, below 2^64.
+fn phys_addr(c: &Ctx, v: &toml::Value, span: std::ops::Range<usize>, key: &str) -> Result<u64, InputError> {
+    let bad = || {
+        c.err(
+            span.clone(),
+            key,
+            format!("expected a physical address such as \"0x80000000\", found {v}"),
+        )
+    };
+    match v {
+        toml::Value::Integer(i) if *i >= 0 => Ok(*i as u64),
+        toml::Value::String(s) => {
+            let t = s.trim().replace('_', "");
+            match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+                Some(h) => u64::from_str_radix(h, 16).map_err(|_| bad()),
+                None => parse_size(&t).ok_or_else(bad),
+            }
+        }
+        _ => Err(bad()),
+    }
+}
+
+/// A size of an `iommu_ops` operation: non-zero and at most [`MAX_MAP`]. Alignment is the
+/// kernel's to check (a misaligned request is refused with `-EINVAL`, a result).
+fn op_size(c: &Ctx, v: &toml::Value, span: std::ops::Range<usize>, key: &str) -> Result<u64, InputError> {
+    let n = c.size(v, span.clone(), key)?;
+    if n == 0 || n > MAX_MAP {
+        return Err(c.err(span, key, format!("must be 1 to {MAX_MAP} bytes, found {n}")));
+    }
+    Ok(n)
+}
+
+/// The named map op earlier in the list.
+fn named_map(c: &Ctx, earlier: &[Op], of: &Spanned<String>, key: &str) -> Result<usize, InputError> {
+    earlier
+        .iter()
+        .position(|e| matches!(e, Op::Map(m) if m.name.as_deref() == Some(of.get_ref())))
+        .ok_or_else(|| {
+            c.err(
+                of.span(),
+                key,
+                format!("no earlier map is named `{}`", of.get_ref()),
+            )
+        })
+}
+
 fn parse_op(
     c: &Ctx,
     o: &OpSection,
@@ -487,124 +639,234 @@ fn parse_op(
     cfg: &IommuConfig,
 ) -> Result<Op, InputError> {
     let key = |k: &str| format!("workload.op[{i}].{k}");
-    let refuse = |what: Option<std::ops::Range<usize>>, k: &str, why: &str| match what {
-        Some(span) => Err(c.err(span, &key(k), why.to_string())),
-        None => Ok(()),
-    };
-    match o.op.get_ref().as_str() {
-        "map" => {
-            refuse(
-                o.of.as_ref().map(|s| s.span()),
-                "of",
-                "only an unmap names a mapping with `of`",
-            )?;
-            let Some(sz) = &o.size else {
-                return Err(c.err(o.op.span(), &key("size"), "missing: a map needs a size"));
-            };
-            let size = c.granule_size(sz.get_ref(), sz.span(), &key("size"), cfg.granule)?;
-            let element = element(c, &o.element, &key("element"), cfg.granule)?;
-            if !size.is_multiple_of(element) {
-                return Err(c.err(
-                    sz.span(),
-                    &key("size"),
-                    format!("{size} bytes is not a whole number of {element}-byte elements"),
-                ));
-            }
-            let iova = match &o.iova {
-                None => IovaSpec::Alloc,
-                Some(v) => c.iova(v, &key("iova"))?,
-            };
-            if let (IovaSpec::Fixed(a), Some(v)) = (iova, &o.iova) {
-                c.check_range(v.span(), &key("iova"), a, size, cfg)?;
-            }
-            let name = match &o.name {
-                Some(n) => {
-                    let dup = earlier
-                        .iter()
-                        .any(|e| matches!(e, Op::Map(m) if m.name.as_deref() == Some(n.get_ref())));
-                    if dup {
-                        return Err(c.err(
-                            n.span(),
-                            &key("name"),
-                            format!("a mapping named `{}` was already declared", n.get_ref()),
-                        ));
-                    }
-                    Some(n.get_ref().clone())
-                }
-                None => None,
-            };
-            Ok(Op::Map(MapOp {
-                name,
-                iova,
-                size,
-                element,
-                layout: layout(c, &o.layout, &key("layout"))?,
-            }))
-        }
-        "unmap" => {
-            refuse(
-                o.element.as_ref().map(|s| s.span()),
-                "element",
-                "only a map has elements",
-            )?;
-            refuse(
-                o.layout.as_ref().map(|s| s.span()),
-                "layout",
-                "only a map has a layout",
-            )?;
-            refuse(
-                o.name.as_ref().map(|s| s.span()),
-                "name",
-                "only a map is named; an unmap refers to one with `of`",
-            )?;
-            match (&o.of, &o.iova, &o.size) {
-                (Some(of), None, None) => {
-                    let index = earlier
-                        .iter()
-                        .position(
-                            |e| matches!(e, Op::Map(m) if m.name.as_deref() == Some(of.get_ref())),
-                        )
-                        .ok_or_else(|| {
-                            c.err(
-                                of.span(),
-                                &key("of"),
-                                format!("no earlier map is named `{}`", of.get_ref()),
-                            )
-                        })?;
-                    Ok(Op::UnmapOf {
-                        index,
-                        name: of.get_ref().clone(),
-                    })
-                }
-                (None, Some(v), Some(sz)) => {
-                    let size =
-                        c.granule_size(sz.get_ref(), sz.span(), &key("size"), cfg.granule)?;
-                    let iova = match c.iova(v, &key("iova"))? {
-                        IovaSpec::Fixed(a) => a,
-                        IovaSpec::Alloc => {
-                            return Err(c.err(
-                                v.span(),
-                                &key("iova"),
-                                "an unmap needs an address; to unmap an allocated mapping use `of = \"name\"`",
-                            ));
-                        }
-                    };
-                    c.check_range(v.span(), &key("iova"), iova, size, cfg)?;
-                    Ok(Op::UnmapRange { iova, size })
-                }
-                _ => Err(c.err(
-                    o.op.span(),
-                    &key("op"),
-                    "an unmap takes either `of = \"name\"` or both `iova` and `size`",
-                )),
-            }
-        }
-        other => Err(c.err(
+    let name = o.op.get_ref().as_str();
+    if !OP_NAMES.contains(&name) {
+        return Err(c.err(
             o.op.span(),
             &key("op"),
-            format!("unknown operation `{other}`; choose map or unmap"),
-        )),
+            format!("unknown operation `{name}`; choose one of: {}", OP_NAMES.join(", ")),
+        ));
     }
+    // Keys the operation does not take are mistakes, named with what it does take.
+    let given: [(&str, Option<std::ops::Range<usize>>); 10] = [
+        ("iova", o.iova.as_ref().map(|v| v.span())),
+        ("size", o.size.as_ref().map(|v| v.span())),
+        ("element", o.element.as_ref().map(|v| v.span())),
+        ("layout", o.layout.as_ref().map(|v| v.span())),
+        ("name", o.name.as_ref().map(|v| v.span())),
+        ("of", o.of.as_ref().map(|v| v.span())),
+        ("phys", o.phys.as_ref().map(|v| v.span())),
+        ("sg", o.sg.as_ref().map(|v| v.span())),
+        ("prot", o.prot.as_ref().map(|v| v.span())),
+        ("queued", o.queued.as_ref().map(|v| v.span())),
+    ];
+    let takes = op_keys(name);
+    for (k, span) in given {
+        if let Some(span) = span
+            && !takes.contains(&k)
+        {
+            let what = if takes.is_empty() {
+                "takes no other key".to_string()
+            } else {
+                format!("takes {}", takes.join(", "))
+            };
+            return Err(c.err(span, &key(k), format!("`{name}` {what}")));
+        }
+    }
+    let fixed_iova = |v: &Spanned<toml::Value>, size: u64| -> Result<u64, InputError> {
+        match c.iova(v, &key("iova"))? {
+            IovaSpec::Fixed(a) if a.checked_add(size).is_some() => Ok(a),
+            IovaSpec::Fixed(a) => Err(c.err(
+                v.span(),
+                &key("iova"),
+                format!("IOVA {a:#x} + {size:#x} passes 2^64"),
+            )),
+            IovaSpec::Alloc => Err(c.err(
+                v.span(),
+                &key("iova"),
+                format!("`{name}` needs an address; to name an allocated mapping use `of = \"name\"`"),
+            )),
+        }
+    };
+    let fast = (name == "unmap_fast").then(|| o.queued.as_ref().is_some_and(|q| *q.get_ref()));
+    match name {
+        "map" | "iommu_map" => parse_map(c, o, i, earlier, cfg, name),
+        "unmap" | "unmap_fast" => match (&o.of, &o.iova, &o.size) {
+            (Some(of), None, None) => Ok(Op::UnmapOf {
+                index: named_map(c, earlier, of, &key("of"))?,
+                name: of.get_ref().clone(),
+                fast,
+            }),
+            (None, Some(v), Some(sz)) => {
+                let size = op_size(c, sz.get_ref(), sz.span(), &key("size"))?;
+                let iova = fixed_iova(v, size)?;
+                Ok(Op::UnmapRange { iova, size, fast })
+            }
+            _ => Err(c.err(
+                o.op.span(),
+                &key("op"),
+                format!("`{name}` takes either `of = \"name\"` or both `iova` and `size`"),
+            )),
+        },
+        "iova_to_phys" => match (&o.of, &o.iova) {
+            (Some(of), None) => Ok(Op::IovaToPhys {
+                at: IovaAt::Of {
+                    index: named_map(c, earlier, of, &key("of"))?,
+                    name: of.get_ref().clone(),
+                },
+            }),
+            (None, Some(v)) => Ok(Op::IovaToPhys {
+                at: IovaAt::Fixed(fixed_iova(v, 0)?),
+            }),
+            _ => Err(c.err(
+                o.op.span(),
+                &key("op"),
+                "`iova_to_phys` takes either `of = \"name\"` or `iova`",
+            )),
+        },
+        "iotlb_sync" => Ok(Op::IotlbSync),
+        _ => Ok(Op::FlushIotlbAll),
+    }
+}
+
+fn parse_map(
+    c: &Ctx,
+    o: &OpSection,
+    i: usize,
+    earlier: &[Op],
+    cfg: &IommuConfig,
+    op: &str,
+) -> Result<Op, InputError> {
+    let key = |k: &str| format!("workload.op[{i}].{k}");
+    let call = if op == "map" { MapCall::MapSg } else { MapCall::Map };
+    let (phys, size) = match (&o.sg, &o.phys) {
+        (Some(sg), _) => {
+            let span = sg.span();
+            if o.phys.is_some() || o.size.is_some() || o.element.is_some() || o.layout.is_some() {
+                return Err(c.err(
+                    span,
+                    &key("sg"),
+                    "an explicit sg list gives every element's address and size: drop phys, size, element and layout",
+                ));
+            }
+            let list = sg.get_ref();
+            if list.is_empty() || list.len() > MAX_SG {
+                return Err(c.err(span, &key("sg"), format!("must have 1 to {MAX_SG} elements")));
+            }
+            let mut els = Vec::new();
+            let mut total = 0u64;
+            for (j, e) in list.iter().enumerate() {
+                let k = key(&format!("sg[{j}]"));
+                let pa = phys_addr(c, &e.phys, span.clone(), &format!("{k}.phys"))?;
+                let len = op_size(c, &e.size, span.clone(), &format!("{k}.size"))?;
+                if pa.checked_add(len).is_none() {
+                    return Err(c.err(span.clone(), &k, format!("{pa:#x} + {len:#x} passes 2^64")));
+                }
+                total = total.checked_add(len).filter(|&t| t <= MAX_MAP).ok_or_else(|| {
+                    c.err(span.clone(), &key("sg"), format!("at most {MAX_MAP} bytes in all"))
+                })?;
+                els.push((pa, len));
+            }
+            (Phys::Sg(els), total)
+        }
+        (None, phys) => {
+            let Some(sz) = &o.size else {
+                return Err(c.err(o.op.span(), &key("size"), "missing: a map needs a size (or an sg list)"));
+            };
+            let size = op_size(c, sz.get_ref(), sz.span(), &key("size"))?;
+            match phys {
+                Some(p) => {
+                    if o.element.is_some() || o.layout.is_some() {
+                        return Err(c.err(
+                            p.span(),
+                            &key("phys"),
+                            "one contiguous run from `phys`: drop element and layout (or give an sg list)",
+                        ));
+                    }
+                    let pa = phys_addr(c, p.get_ref(), p.span(), &key("phys"))?;
+                    if pa.checked_add(size).is_none() {
+                        return Err(c.err(p.span(), &key("phys"), format!("{pa:#x} + {size:#x} passes 2^64")));
+                    }
+                    (Phys::At(pa), size)
+                }
+                None => {
+                    let element = match &o.element {
+                        None => cfg.granule.min(size),
+                        Some(e) => op_size(c, e.get_ref(), e.span(), &key("element"))?,
+                    };
+                    if !size.is_multiple_of(element) {
+                        return Err(c.err(
+                            sz.span(),
+                            &key("size"),
+                            format!("{size} bytes is not a whole number of {element}-byte elements"),
+                        ));
+                    }
+                    let layout = match call {
+                        MapCall::MapSg => layout(c, &o.layout, &key("layout"))?,
+                        MapCall::Map => Layout::Contiguous,
+                    };
+                    (Phys::Generated { element, layout }, size)
+                }
+            }
+        }
+    };
+    let iova = match &o.iova {
+        None => IovaSpec::Alloc,
+        Some(v) => match c.iova(v, &key("iova"))? {
+            IovaSpec::Fixed(a) if a.checked_add(size).is_none() => {
+                return Err(c.err(v.span(), &key("iova"), format!("IOVA {a:#x} + {size:#x} passes 2^64")));
+            }
+            x => x,
+        },
+    };
+    let prot = match &o.prot {
+        None => Prot::RW,
+        Some(list) => {
+            let mut p = Prot(0);
+            for f in list.get_ref() {
+                p = p.union(Prot::flag(f).ok_or_else(|| {
+                    let names: Vec<&str> = Prot::FLAGS.iter().map(|f| f.0).collect();
+                    c.err(
+                        list.span(),
+                        &key("prot"),
+                        format!("unknown flag `{f}`; choose from: {}", names.join(", ")),
+                    )
+                })?);
+            }
+            if !p.contains(Prot::READ) && !p.contains(Prot::WRITE) {
+                return Err(c.err(
+                    list.span(),
+                    &key("prot"),
+                    "needs read or write: with neither, io-pgtable-arm maps nothing and reports success, and 5.15's __iommu_map never finishes",
+                ));
+            }
+            p
+        }
+    };
+    let name = match &o.name {
+        Some(n) => {
+            let dup = earlier
+                .iter()
+                .any(|e| matches!(e, Op::Map(m) if m.name.as_deref() == Some(n.get_ref())));
+            if dup {
+                return Err(c.err(
+                    n.span(),
+                    &key("name"),
+                    format!("a mapping named `{}` was already declared", n.get_ref()),
+                ));
+            }
+            Some(n.get_ref().clone())
+        }
+        None => None,
+    };
+    Ok(Op::Map(MapOp {
+        name,
+        call,
+        iova,
+        size,
+        phys,
+        prot,
+    }))
 }
 
 /// One operation's (or one sweep row's) figures over the run.
@@ -624,6 +886,13 @@ pub struct OpStat {
     /// Calls the modelled kernel refused, and the first refusal in its words.
     pub errors: u64,
     pub first_error: Option<String>,
+    /// What the last call returned, as the kernel returns it (`0`, `-EEXIST`, bytes unmapped,
+    /// a physical address, `void`).
+    pub returned: Option<String>,
+    /// Bytes the last call mapped or unmapped.
+    pub bytes_done: u64,
+    /// The page table's shape after the last call, when the scenario asks for it.
+    pub shape: Option<PgtableShape>,
 }
 
 impl OpStat {
@@ -750,8 +1019,18 @@ impl Meter {
             counts: [0; Counter::N],
             errors: 0,
             first_error: None,
+            returned: None,
+            bytes_done: 0,
+            shape: None,
         });
         self.ops.len() - 1
+    }
+
+    /// Record what the call at `slot` returned and the bytes it moved.
+    fn returned(&mut self, slot: usize, returned: String, bytes: u64) {
+        let o = &mut self.ops[slot];
+        o.returned = Some(returned);
+        o.bytes_done = bytes;
     }
 }
 
@@ -791,7 +1070,7 @@ pub fn run(s: &Scenario) -> Result<IommuRunResult, String> {
                 m.ops[unmap].iova = w.iova;
             }
         }
-        Workload::IommuOps(w) => run_ops(&mut hw, &mut m, s, &cfg, &w.ops, w.iterations)?,
+        Workload::IommuOps(w) => run_ops(&mut hw, &mut m, s, &cfg, w)?,
         other => {
             return Err(format!(
                 "scenario `{}` is a {} workload, not an IOMMU one",
@@ -813,14 +1092,65 @@ pub fn run(s: &Scenario) -> Result<IommuRunResult, String> {
     })
 }
 
+/// The sg list (physical start, length) of map op `i`.
+fn map_segments(i: usize, m: &MapOp) -> Vec<(PhysAddr, u64)> {
+    match &m.phys {
+        Phys::Generated { element, layout } => segments(data_base(i, m.size), m.size, *element, *layout),
+        Phys::At(pa) => vec![(PhysAddr(*pa), m.size)],
+        Phys::Sg(list) => list.iter().map(|&(pa, len)| (PhysAddr(pa), len)).collect(),
+    }
+}
+
+/// The label of op `i` in tables and JSON.
+fn op_label(i: usize, o: &Op, ops: &[Op]) -> String {
+    let name_of = |index: usize| match &ops[index] {
+        Op::Map(m) => m.name.clone().unwrap_or_default(),
+        _ => String::new(),
+    };
+    match o {
+        Op::Map(m) => {
+            let verb = match m.call {
+                MapCall::MapSg => "map",
+                MapCall::Map => "iommu_map",
+            };
+            format!("op[{i}] {verb} {}", size_label(m.size))
+        }
+        Op::UnmapRange { size, fast, .. } => format!(
+            "op[{i}] {} {}",
+            if fast.is_some() { "unmap_fast" } else { "unmap" },
+            size_label(*size)
+        ),
+        Op::UnmapOf { index, fast, .. } => format!(
+            "op[{i}] {} {}",
+            if fast.is_some() { "unmap_fast" } else { "unmap" },
+            name_of(*index)
+        ),
+        Op::IotlbSync => format!("op[{i}] iotlb_sync"),
+        Op::FlushIotlbAll => format!("op[{i}] flush_iotlb_all"),
+        Op::IovaToPhys { at: IovaAt::Fixed(a) } => format!("op[{i}] iova_to_phys {a:#x}"),
+        Op::IovaToPhys {
+            at: IovaAt::Of { name, .. },
+        } => format!("op[{i}] iova_to_phys {name}"),
+    }
+}
+
+/// What `iommu_unmap` / `iommu_unmap_fast` returns: the bytes unmapped (0 when refused).
+fn unmapped(r: &Result<u64, IommuError>) -> u64 {
+    match r {
+        Ok(b) => *b,
+        Err(IommuError::ShortUnmap { unmapped, .. }) => *unmapped,
+        Err(_) => 0,
+    }
+}
+
 fn run_ops(
     hw: &mut Model,
     m: &mut Meter,
     s: &Scenario,
     cfg: &IommuConfig,
-    ops: &[Op],
-    iterations: u32,
+    w: &Ops,
 ) -> Result<(), String> {
+    let ops = &w.ops;
     let mapped: u64 = ops
         .iter()
         .map(|o| match o {
@@ -834,36 +1164,35 @@ fn run_ops(
     let shift = cfg.granule.trailing_zeros();
     let limit_pfn = ((1u64 << cfg.ias) >> shift) - 1;
     for (i, o) in ops.iter().enumerate() {
-        let (label, call, bytes) = match o {
-            Op::Map(mo) => (
-                format!("op[{i}] map {}", size_label(mo.size)),
-                "iommu_map_sg",
-                mo.size,
-            ),
-            Op::UnmapRange { size, .. } => (
-                format!("op[{i}] unmap {}", size_label(*size)),
-                "iommu_unmap",
-                *size,
-            ),
-            Op::UnmapOf { index, name } => {
-                let size = match &ops[*index] {
-                    Op::Map(mo) => mo.size,
-                    _ => 0,
-                };
-                (format!("op[{i}] unmap {name}"), "iommu_unmap", size)
-            }
+        let bytes = match o {
+            Op::Map(mo) => mo.size,
+            Op::UnmapRange { size, .. } => *size,
+            Op::UnmapOf { index, .. } => match &ops[*index] {
+                Op::Map(mo) => mo.size,
+                _ => 0,
+            },
+            _ => 0,
         };
-        m.slot(label, call, bytes);
+        m.slot(op_label(i, o, ops), o.call(), bytes);
     }
+    let segs: Vec<Vec<(PhysAddr, u64)>> = ops
+        .iter()
+        .enumerate()
+        .map(|(i, o)| match o {
+            Op::Map(mo) if mo.call == MapCall::MapSg => map_segments(i, mo),
+            _ => Vec::new(),
+        })
+        .collect();
+    // The gather `iommu_unmap_fast` collects into, until an `iotlb_sync`.
+    let mut gather = IommuIotlbGather::new();
     // Where each map op's mapping currently lives (and whether its IOVA came from the allocator).
     let mut live: Vec<Option<(u64, bool)>> = vec![None; ops.len()];
-    for it in 0..iterations {
+    for it in 0..w.iterations {
         for (i, o) in ops.iter().enumerate() {
-            let at = |e: IommuError| format!("iteration {it}: {e}");
+            let at = |e: &IommuError| format!("iteration {it}: {e}");
             match o {
                 Op::Map(mo) => {
-                    let segs = segments(data_base(i, mo.size), mo.size, mo.element, mo.layout);
-                    let pages = mo.size >> shift;
+                    let pages = mo.size.div_ceil(cfg.granule);
                     let r = m.time(hw, i, |hw| {
                         let (iova, alloc) = match mo.iova {
                             IovaSpec::Fixed(a) => (a, false),
@@ -872,19 +1201,38 @@ fn run_ops(
                                 (pfn << shift, true)
                             }
                         };
-                        let r = d.iommu_map_sg(hw, IovaAddr(iova), &segs, Prot::RW);
+                        let r = match mo.call {
+                            MapCall::MapSg => d.iommu_map_sg(hw, IovaAddr(iova), &segs[i], mo.prot),
+                            MapCall::Map => {
+                                let pa = match mo.phys {
+                                    Phys::At(pa) => pa,
+                                    _ => data_base(i, mo.size),
+                                };
+                                d.iommu_map(hw, IovaAddr(iova), PhysAddr(pa), mo.size, mo.prot)
+                                    .map(|()| mo.size)
+                            }
+                        };
                         if r.is_err() && alloc {
                             let _ = iovad.free_iova_fast(hw, 0, iova >> shift, pages);
                         }
-                        r.map(|_| (iova, alloc))
+                        r.map(|b| (iova, alloc, b))
                     });
-                    let (iova, alloc) = match r {
+                    let (iova, alloc, b) = match r {
                         Ok(x) => x,
                         Err(e) => {
-                            m.refused(i, at(e));
+                            m.returned(i, e.errno().to_string(), 0);
+                            m.refused(i, at(&e));
                             continue;
                         }
                     };
+                    m.returned(
+                        i,
+                        match mo.call {
+                            MapCall::MapSg => b.to_string(),
+                            MapCall::Map => "0".to_string(),
+                        },
+                        b,
+                    );
                     if live[i].is_some() {
                         m.refused(
                             i,
@@ -896,36 +1244,83 @@ fn run_ops(
                     live[i] = Some((iova, alloc));
                     m.ops[i].iova = iova;
                 }
-                Op::UnmapRange { iova, size } => {
-                    if let Err(e) = m.time(hw, i, |hw| d.iommu_unmap(hw, IovaAddr(*iova), *size)) {
-                        m.refused(i, at(e));
+                Op::UnmapRange { iova, size, fast } => {
+                    let r = m.time(hw, i, |hw| match fast {
+                        None => d.iommu_unmap(hw, IovaAddr(*iova), *size),
+                        Some(queued) => {
+                            gather.queued = *queued;
+                            d.iommu_unmap_fast(hw, IovaAddr(*iova), *size, &mut gather)
+                        }
+                    });
+                    m.returned(i, unmapped(&r).to_string(), unmapped(&r));
+                    if let Err(e) = r {
+                        m.refused(i, at(&e));
                     }
                     m.ops[i].iova = *iova;
                     // A fixed-IOVA mapping that started in the range is gone (or cut short).
                     for l in live.iter_mut() {
-                        if l.is_some_and(|(a, alloc)| !alloc && a >= *iova && a < *iova + *size) {
+                        if l.is_some_and(|(a, alloc)| !alloc && a >= *iova && a - *iova < *size) {
                             *l = None;
                         }
                     }
                 }
-                Op::UnmapOf { index, name } => {
+                Op::UnmapOf { index, name, fast } => {
                     let Some((iova, alloc)) = live[*index].take() else {
                         m.refused(i, format!("iteration {it}: mapping `{name}` is not mapped"));
                         continue;
                     };
                     let size = m.ops[*index].bytes;
                     let r = m.time(hw, i, |hw| {
-                        let r = d.iommu_unmap(hw, IovaAddr(iova), size);
+                        let r = match fast {
+                            None => d.iommu_unmap(hw, IovaAddr(iova), size),
+                            Some(queued) => {
+                                gather.queued = *queued;
+                                d.iommu_unmap_fast(hw, IovaAddr(iova), size, &mut gather)
+                            }
+                        };
                         if alloc {
-                            iovad.free_iova_fast(hw, 0, iova >> shift, size >> shift)?;
+                            iovad.free_iova_fast(hw, 0, iova >> shift, size.div_ceil(cfg.granule))?;
                         }
                         r
                     });
+                    m.returned(i, unmapped(&r).to_string(), unmapped(&r));
                     if let Err(e) = r {
-                        m.refused(i, at(e));
+                        m.refused(i, at(&e));
                     }
                     m.ops[i].iova = iova;
                 }
+                Op::IotlbSync => {
+                    m.time(hw, i, |hw| d.iotlb_sync(hw, &mut gather));
+                    gather = IommuIotlbGather::new();
+                    m.returned(i, "void".to_string(), 0);
+                }
+                Op::FlushIotlbAll => {
+                    m.time(hw, i, |hw| d.flush_iotlb_all(hw));
+                    m.returned(i, "void".to_string(), 0);
+                }
+                Op::IovaToPhys { at } => {
+                    let iova = match at {
+                        IovaAt::Fixed(a) => *a,
+                        IovaAt::Of { index, .. } => match live[*index] {
+                            Some((a, _)) => a,
+                            None => {
+                                m.refused(i, format!("iteration {it}: the mapping is not mapped"));
+                                continue;
+                            }
+                        },
+                    };
+                    let pa = m.time(hw, i, |hw| {
+                        hw.enter("iommu_iova_to_phys");
+                        let pa = d.iova_to_phys(hw, IovaAddr(iova));
+                        hw.leave();
+                        pa
+                    });
+                    m.ops[i].iova = iova;
+                    m.returned(i, pa.map_or("0".to_string(), |p| format!("{:#x}", p.0)), 0);
+                }
+            }
+            if w.pgtable_shape {
+                m.ops[i].shape = Some(d.pgtable.shape());
             }
         }
     }
@@ -949,6 +1344,136 @@ struct IommuOpDoc {
     /// Calls the modelled kernel refused, and the first refusal.
     refused: u64,
     first_refusal: Option<String>,
+    /// What the last call returned, as the kernel returns it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    returned: Option<String>,
+    /// Bytes the last call mapped or unmapped.
+    bytes_done: u64,
+    /// What the operation asks for (`iommu_ops` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    geometry: Option<GeometryDoc>,
+    /// The page table after the last call (`pgtable_shape = true`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pgtable: Option<ShapeDoc>,
+}
+
+/// An `iommu_ops` operation as the scenario gives it.
+#[derive(Serialize)]
+struct GeometryDoc {
+    op: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    /// A hex address, or "alloc".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    iova: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    size: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    of: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    element: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    layout: Option<&'static str>,
+    /// Contiguous from this physical address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    phys: Option<String>,
+    /// An explicit sg list: (physical address, length) per element.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sg: Option<Vec<(String, u64)>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prot: Option<Vec<&'static str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    queued: Option<bool>,
+}
+
+/// Live tables and valid leaves per level (keys are level numbers).
+#[derive(Serialize)]
+struct ShapeDoc {
+    table_pages: u64,
+    tables: BTreeMap<String, u64>,
+    leaves: BTreeMap<String, u64>,
+}
+
+fn shape_doc(sh: &PgtableShape) -> ShapeDoc {
+    let per_level = |v: &[u64]| {
+        v.iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(l, n)| (l.to_string(), *n))
+            .collect()
+    };
+    ShapeDoc {
+        table_pages: sh.tables.iter().sum(),
+        tables: per_level(&sh.tables),
+        leaves: per_level(&sh.leaves),
+    }
+}
+
+fn geometry_doc(o: &Op, ops: &[Op]) -> GeometryDoc {
+    let name_of = |index: usize| match &ops[index] {
+        Op::Map(m) => m.name.clone(),
+        _ => None,
+    };
+    let mut g = GeometryDoc {
+        op: match o {
+            Op::Map(MapOp {
+                call: MapCall::MapSg,
+                ..
+            }) => "map",
+            Op::Map(_) => "iommu_map",
+            Op::UnmapRange { fast: None, .. } | Op::UnmapOf { fast: None, .. } => "unmap",
+            Op::UnmapRange { .. } | Op::UnmapOf { .. } => "unmap_fast",
+            Op::IotlbSync => "iotlb_sync",
+            Op::FlushIotlbAll => "flush_iotlb_all",
+            Op::IovaToPhys { .. } => "iova_to_phys",
+        },
+        name: None,
+        iova: None,
+        size: None,
+        of: None,
+        element: None,
+        layout: None,
+        phys: None,
+        sg: None,
+        prot: None,
+        queued: None,
+    };
+    match o {
+        Op::Map(m) => {
+            g.name = m.name.clone();
+            g.iova = Some(match m.iova {
+                IovaSpec::Fixed(a) => format!("{a:#x}"),
+                IovaSpec::Alloc => "alloc".to_string(),
+            });
+            g.size = Some(m.size);
+            match &m.phys {
+                Phys::Generated { element, layout } => {
+                    g.element = Some(*element);
+                    g.layout = Some(layout.name());
+                }
+                Phys::At(pa) => g.phys = Some(format!("{pa:#x}")),
+                Phys::Sg(list) => {
+                    g.sg = Some(list.iter().map(|(pa, l)| (format!("{pa:#x}"), *l)).collect())
+                }
+            }
+            g.prot = Some(m.prot.names());
+        }
+        Op::UnmapRange { iova, size, fast } => {
+            g.iova = Some(format!("{iova:#x}"));
+            g.size = Some(*size);
+            g.queued = *fast;
+        }
+        Op::UnmapOf { index, fast, .. } => {
+            g.of = name_of(*index);
+            g.queued = *fast;
+        }
+        Op::IovaToPhys { at: IovaAt::Fixed(a) } => g.iova = Some(format!("{a:#x}")),
+        Op::IovaToPhys {
+            at: IovaAt::Of { name, .. },
+        } => g.of = Some(name.clone()),
+        Op::IotlbSync | Op::FlushIotlbAll => {}
+    }
+    g
 }
 
 #[derive(Serialize)]
@@ -1004,7 +1529,8 @@ pub fn json(r: &IommuRunResult) -> serde_json::Value {
         ops: r
             .ops
             .iter()
-            .map(|o| IommuOpDoc {
+            .enumerate()
+            .map(|(i, o)| IommuOpDoc {
                 label: o.label.clone(),
                 call: o.call,
                 bytes: o.bytes,
@@ -1015,6 +1541,13 @@ pub fn json(r: &IommuRunResult) -> serde_json::Value {
                 operations_per_call: per_call_map(o),
                 refused: o.errors,
                 first_refusal: o.first_error.clone(),
+                returned: o.returned.clone(),
+                bytes_done: o.bytes_done,
+                geometry: match &r.workload {
+                    Workload::IommuOps(w) => w.ops.get(i).map(|op| geometry_doc(op, &w.ops)),
+                    _ => None,
+                },
+                pgtable: o.shape.as_ref().map(shape_doc),
             })
             .collect(),
         operations: counts_map(&r.counts),
@@ -1045,6 +1578,8 @@ const IOMMU_COLUMNS: &[(Counter, &str)] = &[
     (Counter::CmdqSync, "CMD_SYNC"),
     (Counter::PgtableMapCall, "map call"),
     (Counter::PgtableUnmapCall, "unmap call"),
+    (Counter::CacheCleanLine, "PTE clean"),
+    (Counter::Warn, "WARN"),
 ];
 
 /// The `dmasim run` terminal table of an IOMMU scenario.
@@ -1073,15 +1608,20 @@ pub fn table(r: &IommuRunResult) -> String {
         .iter()
         .filter(|(c, _)| r.ops.iter().any(|op| op.counts[*c as usize] > 0))
         .collect();
-    let _ = write!(o, "\n{:<20} {:>7} {:>14}", "operation", "calls", "mean");
+    let width = r.ops.iter().map(|op| op.label.len()).max().unwrap_or(0).max(20);
+    let returns = r.ops.iter().any(|op| op.returned.is_some());
+    let _ = write!(o, "\n{:<width$} {:>7} {:>14}", "operation", "calls", "mean");
     for (_, h) in &cols {
         let _ = write!(o, " {h:>10}");
+    }
+    if returns {
+        let _ = write!(o, " {:>14}", "returned");
     }
     let _ = writeln!(o);
     for op in &r.ops {
         let _ = write!(
             o,
-            "{:<20} {:>7} {:>14}",
+            "{:<width$} {:>7} {:>14}",
             op.label,
             op.calls,
             human_ns(op.mean_ns())
@@ -1089,9 +1629,46 @@ pub fn table(r: &IommuRunResult) -> String {
         for (c, _) in &cols {
             let _ = write!(o, " {:>10}", trim_float(op.per_call(*c)));
         }
+        if returns {
+            let _ = write!(o, " {:>14}", op.returned.as_deref().unwrap_or("-"));
+        }
         let _ = writeln!(o);
     }
-    let _ = writeln!(o, "(operation counts are per call)");
+    let _ = writeln!(
+        o,
+        "(operation counts are per call{})",
+        if returns {
+            "; `returned` is the last call's return value, as the kernel gives it"
+        } else {
+            ""
+        }
+    );
+    if r.ops.iter().any(|op| op.shape.is_some()) {
+        let _ = writeln!(o, "\npage table after each operation (last iteration)");
+        for op in &r.ops {
+            if let Some(sh) = &op.shape {
+                let lv = |v: &[u64]| {
+                    v.iter()
+                        .enumerate()
+                        .filter(|(_, n)| **n > 0)
+                        .map(|(l, n)| format!("L{l} {n}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                let _ = writeln!(
+                    o,
+                    "{:<width$}  tables: {}; leaves: {}",
+                    op.label,
+                    lv(&sh.tables),
+                    if sh.leaves.iter().any(|n| *n > 0) {
+                        lv(&sh.leaves)
+                    } else {
+                        "none".to_string()
+                    }
+                );
+            }
+        }
+    }
     refusals(
         &mut o,
         r.ops
