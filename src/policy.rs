@@ -167,11 +167,7 @@ fn dir_rules_preset(k: KernelVersion, _: &Target) -> DirRules {
 }
 
 fn swiotlb_rules_preset(k: KernelVersion, _: &Target) -> SwiotlbRules {
-    if k >= KernelVersion(6, 0) {
-        SwiotlbRules::Linux6_0
-    } else {
-        SwiotlbRules::Linux3_6
-    }
+    SwiotlbRules::of(k.0, k.1)
 }
 
 fn swiotlb_addr_preset(k: KernelVersion, _: &Target) -> SwiotlbAddr {
@@ -324,8 +320,8 @@ pub static REGISTRY: &[PolicyDef] = &[
         SwiotlbRules,
         swiotlb_rules_preset,
         swiotlb_only,
-        "6.0 from 6.0, 3.6 before",
-        "swiotlb pool and bounce rules: one pool lock, next fit (3.6; on x86-64 the 2012 swiotlb_dma_ops) or areas with their own locks (6.0)"
+        "the newest of 3.6, 4.11, 5.0, 5.12, 5.17, 5.18, 6.0, 6.3, 6.9 not after the release",
+        "swiotlb pool and bounce rules of the release that last changed them: one pool lock and next fit (3.6; page stride from a page 4.11; through dma-direct 5.0, before which x86-64 runs lib/swiotlb.c's swiotlb_dma_ops), min_align_mask (5.12), copy at map in every direction (5.17, and under SKIP_CPU_SYNC 5.18), areas with their own locks (6.0), bitwise alignment from an unaligned start (6.3), alloc_align_mask aligning the slot (6.9)"
     ),
     policy_def!(
         swiotlb_addr,
@@ -480,11 +476,26 @@ mod tests {
         assert!(KernelVersion(5, 9) < KernelVersion(5, 10));
         assert_eq!(p(KernelVersion(3, 6)).swiotlb_addr, SwiotlbAddr::Virt);
         assert_eq!(p(KernelVersion(3, 7)).swiotlb_addr, SwiotlbAddr::Phys);
-        assert_eq!(
-            p(KernelVersion(5, 19)).swiotlb_rules,
-            SwiotlbRules::Linux3_6
-        );
-        assert_eq!(p(KernelVersion(6, 0)).swiotlb_rules, SwiotlbRules::Linux6_0);
+        for (k, rules) in [
+            (KernelVersion(3, 6), SwiotlbRules::Linux3_6),
+            (KernelVersion(4, 10), SwiotlbRules::Linux3_6),
+            (KernelVersion(4, 11), SwiotlbRules::Linux4_11),
+            (KernelVersion(4, 20), SwiotlbRules::Linux4_11),
+            (KernelVersion(5, 0), SwiotlbRules::Linux5_0),
+            (KernelVersion(5, 11), SwiotlbRules::Linux5_0),
+            (KernelVersion(5, 12), SwiotlbRules::Linux5_12),
+            (KernelVersion(5, 16), SwiotlbRules::Linux5_12),
+            (KernelVersion(5, 17), SwiotlbRules::Linux5_17),
+            (KernelVersion(5, 19), SwiotlbRules::Linux5_18),
+            (KernelVersion(6, 0), SwiotlbRules::Linux6_0),
+            (KernelVersion(6, 2), SwiotlbRules::Linux6_0),
+            (KernelVersion(6, 3), SwiotlbRules::Linux6_3),
+            (KernelVersion(6, 8), SwiotlbRules::Linux6_3),
+            (KernelVersion(6, 9), SwiotlbRules::Linux6_9),
+            (LATEST, SwiotlbRules::Linux6_9),
+        ] {
+            assert_eq!(p(k).swiotlb_rules, rules, "{k}");
+        }
         let q = Policies::preset(KernelVersion(5, 14), &mmu500(SmmuImpl::Qcom));
         assert_eq!(
             (q.walk_flush, q.unmap_split),
