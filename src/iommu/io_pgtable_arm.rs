@@ -22,6 +22,9 @@
 //! For a non-coherent walker every PTE write is cleaned to PoC as it is made (5.15); 6.1+ cleans
 //! a run of cleared PTEs at once, which this model does not do. From 6.16 every cleared entry is
 //! gathered with `tlb_add_page`, tables included, and partial block unmaps are refused; not modelled.
+//! `arm_lpae_map()` / `arm_lpae_map_pages()` end every call that reaches the walk with `wmb()`
+//! (the same in every release read, 5.14 to 7.1); one that returns early (no R/W access, a bad
+//! size) issues none.
 //!
 //! Divergences (documented, deliberate): the kernel replaces a table with a block mapping
 //! even when the table still maps pages (it unmaps the table first); we refuse that as `-EEXIST`
@@ -489,6 +492,9 @@ impl ArmLpaeIoPgtable {
             self.start_level,
             self.pgd,
         );
+        // Every call that reached the walk ends with wmb(), whatever it returned, so no table
+        // walk for the new IOVA can start before the PTE stores are visible.
+        hw.wmb();
         hw.leave();
         r
     }
