@@ -437,3 +437,19 @@ fn an_iommu_scenario_needs_the_profile_to_price_wmb() {
     let o = dmasim(&["run", &b]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+#[test]
+fn the_smmuv3_policy_is_refused_on_an_mmu_500() {
+    let e = input_error(
+        &dmasim(&[
+            "run",
+            "scenarios/iommu-ops.toml",
+            "--policy",
+            "smmuv3_inv=7.1",
+        ]),
+        "<argument>",
+        None,
+        "--policy smmuv3_inv",
+    );
+    assert!(e.contains("not an SMMUv3"), "{e}");
+}
