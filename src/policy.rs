@@ -20,6 +20,7 @@ use crate::dma::swiotlb::x86_2012::SwiotlbAddr;
 use crate::dma::sync_policy::SyncKind;
 use crate::hw::model::{SmmuImpl, SmmuKind};
 use crate::iommu::arm_smmu::WalkFlushKind;
+use crate::iommu::arm_smmu_v3::SmmuV3Rules;
 use crate::iommu::core::SplitKind;
 use crate::iommu::dma_fq::Invalidation;
 use crate::iommu::io_pgtable_arm::BlockUnmap;
@@ -119,6 +120,7 @@ pub struct Policies {
     pub swiotlb_rules: SwiotlbRules,
     pub swiotlb_addr: SwiotlbAddr,
     pub walk_flush: WalkFlushKind,
+    pub smmuv3_inv: SmmuV3Rules,
     pub unmap_split: SplitKind,
     pub block_unmap: BlockUnmap,
     pub invalidation: Invalidation,
@@ -185,6 +187,23 @@ fn walk_flush_preset(k: KernelVersion, t: &Target) -> WalkFlushKind {
         WalkFlushKind::Asid
     } else {
         WalkFlushKind::ByVa
+    }
+}
+
+/// arm-smmu-v3's invalidation code by release (read in the 5.14, 5.15, 6.1, 6.6, 7.0 and 7.1
+/// sources): range commands from 5.7, ASID + sync in one list from 5.15, TTL for leaves only from
+/// 6.6, large ranges as one ASID invalidation in common code from 7.1.
+fn smmuv3_inv_preset(k: KernelVersion, _: &Target) -> SmmuV3Rules {
+    if k >= KernelVersion(7, 1) {
+        SmmuV3Rules::Linux7_1
+    } else if k >= KernelVersion(6, 6) {
+        SmmuV3Rules::Linux6_6
+    } else if k >= KernelVersion(5, 15) {
+        SmmuV3Rules::Linux5_15
+    } else if k >= KernelVersion(5, 7) {
+        SmmuV3Rules::Linux5_7
+    } else {
+        SmmuV3Rules::Linux5_4
     }
 }
 
@@ -276,6 +295,17 @@ fn mmu500_only(t: &Target) -> Result<(), String> {
     }
 }
 
+fn smmuv3_only(t: &Target) -> Result<(), String> {
+    iommu_only(t)?;
+    match t.smmu {
+        Some((SmmuKind::SmmuV3, _)) => Ok(()),
+        _ => Err(
+            "it is arm-smmu-v3's invalidation code, and the platform's SMMU is not an SMMUv3"
+                .into(),
+        ),
+    }
+}
+
 macro_rules! policy_def {
     ($field:ident, $ty:ty, $preset:ident, $applies:ident, $rule:expr, $desc:expr) => {
         PolicyDef {
@@ -340,6 +370,14 @@ pub static REGISTRY: &[PolicyDef] = &[
         "arm-smmu (MMU-500) flush of a freed table's walk: a TLBIVA per granule (by-va) or one TLBIASID (asid, 5.15's flush_walk_prefer_tlbiasid)"
     ),
     policy_def!(
+        smmuv3_inv,
+        SmmuV3Rules,
+        smmuv3_inv_preset,
+        smmuv3_only,
+        "the release that introduced the code: 5.4, 5.7, 5.15, 6.6, 7.1 (earlier releases get 5.4's)",
+        "arm-smmu-v3 invalidation: range commands on SMMUv3.2 (5.7), ASID+sync in one command list (5.15), TTL for leaves only (6.6), ranges of 1 << (log2(granule) - 3) granules or more as one CMD_TLBI_NH_ASID without range invalidation (7.1)"
+    ),
+    policy_def!(
         unmap_split,
         SplitKind,
         unmap_split_preset,
@@ -386,6 +424,7 @@ impl Policies {
             swiotlb_rules: swiotlb_rules_preset(kernel, t),
             swiotlb_addr: swiotlb_addr_preset(kernel, t),
             walk_flush: walk_flush_preset(kernel, t),
+            smmuv3_inv: smmuv3_inv_preset(kernel, t),
             unmap_split: unmap_split_preset(kernel, t),
             block_unmap: block_unmap_preset(kernel, t),
             invalidation: invalidation_preset(kernel, t),
@@ -515,6 +554,34 @@ mod tests {
             assert_eq!(arm.walk_flush, WalkFlushKind::ByVa, "{k}");
             assert_eq!(arm.unmap_split, SplitKind::UnmapPages, "{k}");
         }
+    }
+
+    /// arm-smmu-v3's rules change at 5.7, 5.15, 6.6 and 7.1 (sources of 5.14, 5.15, 6.1, 6.6,
+    /// 7.0 and 7.1 read), on an SMMUv3 only.
+    #[test]
+    fn smmuv3_rules_follow_the_releases_that_changed_them() {
+        let t = Target {
+            arch: Arch::Arm64,
+            smmu: Some((SmmuKind::SmmuV3, SmmuImpl::Arm)),
+            iommu: true,
+            swiotlb: false,
+            dma_api: true,
+        };
+        let r = |a, b| Policies::preset(KernelVersion(a, b), &t).smmuv3_inv;
+        assert_eq!(r(3, 7), SmmuV3Rules::Linux5_4);
+        assert_eq!(r(5, 6), SmmuV3Rules::Linux5_4);
+        assert_eq!(r(5, 7), SmmuV3Rules::Linux5_7);
+        assert_eq!(r(5, 14), SmmuV3Rules::Linux5_7);
+        assert_eq!(r(5, 15), SmmuV3Rules::Linux5_15);
+        assert_eq!(r(6, 1), SmmuV3Rules::Linux5_15);
+        assert_eq!(r(6, 5), SmmuV3Rules::Linux5_15);
+        assert_eq!(r(6, 6), SmmuV3Rules::Linux6_6);
+        assert_eq!(r(7, 0), SmmuV3Rules::Linux6_6);
+        assert_eq!(r(7, 1), SmmuV3Rules::Linux7_1);
+        let d = def("smmuv3_inv").unwrap();
+        assert!(d.applies(&t).is_ok());
+        assert!(d.applies(&mmu500(SmmuImpl::Qcom)).is_err());
+        assert!(d.applies(&ARM).is_err());
     }
 
     #[test]

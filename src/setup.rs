@@ -271,14 +271,19 @@ pub fn iommu_domain_alloc(
         };
         let t = ArmLpaeIoPgtable::new(hw, pcfg, mem, walk_sync)?;
         let ops: Box<dyn IommuFlushOps> = match cfg.smmu {
-            SmmuModel::Mmu500 => Box::new(ArmSmmuDomain::new(hw, 1, p.walk_flush.ops())),
-            SmmuModel::SmmuV3 { range_inv } => Box::new(ArmSmmuV3Domain::new(
-                hw,
-                1,
-                cfg.granule,
-                SmmuV3Features { range_inv },
-                Cmdq::new(8),
-            )?),
+            SmmuModel::Mmu500 => Box::new(
+                ArmSmmuDomain::new(hw, 1, p.walk_flush.ops()).with_coherent_walk(cfg.coherent_walk),
+            ),
+            SmmuModel::SmmuV3 { range_inv } => Box::new(
+                ArmSmmuV3Domain::new(
+                    hw,
+                    1,
+                    cfg.granule,
+                    SmmuV3Features { range_inv },
+                    Cmdq::new(8),
+                )?
+                .with_rules(p.smmuv3_inv),
+            ),
         };
         Ok(IommuDomain::new(hw, t, ops, p.unmap_split.ops()))
     })();

@@ -135,3 +135,39 @@ size = "4M"
     assert_eq!(u.per_call(Counter::SmmuTlbsync), 2.0);
     assert_eq!(u.per_call(Counter::PgtableUnmapCall), 256.0 + 1.0 + 256.0);
 }
+
+/// #8 item 3 on SM8150 (non-coherent walker): one `wmb()` per `arm_lpae_map` call (one per
+/// 4 KB page on 5.14, before and after alike), one per `TLBIASID` in the after and 5.15 rows
+/// (`arm_smmu_tlb_inv_context_s1`), and none in the before rows' TLBIVA walk flushes and TLBIVAL
+/// leaves, which `arm_smmu_tlb_inv_range_s1` fences only for a coherent walker.
+#[test]
+fn the_wmbs_of_map_and_tlbiasid_are_counted() {
+    let rows = rows();
+    for (size, pages, tables) in [
+        ("4K", 1, 0),
+        ("1M", 256, 0),
+        ("2M", 512, 1),
+        ("32M", 8192, 16),
+    ] {
+        for when in ["before", "after"] {
+            assert_eq!(
+                n(row(&rows, &format!("map_sg.{size}.{when}")), "wmb"),
+                pages,
+                "{size} {when}"
+            );
+        }
+        assert_eq!(
+            n(row(&rows, &format!("unmap.{size}.before")), "wmb"),
+            0,
+            "{size}"
+        );
+        let after = row(&rows, &format!("unmap.{size}.after"));
+        assert_eq!(n(after, "wmb"), tables, "{size}");
+        assert_eq!(n(after, "wmb"), n(after, "tlbiasid"), "{size}");
+        assert_eq!(
+            n(row(&rows, &format!("unmap.{size}.5.15")), "wmb"),
+            tables,
+            "{size}"
+        );
+    }
+}

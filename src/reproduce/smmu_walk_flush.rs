@@ -49,6 +49,7 @@ const DETAIL: &[(Counter, &str)] = &[
     (Counter::SmmuTlbsync, "tlbsync"),
     (Counter::SmmuTlbstatusRead, "tlbstatus_reads"),
     (Counter::Udelay, "udelays"),
+    (Counter::Wmb, "wmb"),
     (Counter::PgtableMapCall, "driver_map_calls"),
     (Counter::PgtableUnmapCall, "driver_unmap_calls"),
 ];

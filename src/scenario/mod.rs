@@ -811,6 +811,8 @@ impl Scenario {
             self.profile.require_copy("a bounce workload")?;
         }
         if let Some(cfg) = self.iommu.as_mut() {
+            self.profile
+                .require_wmb(&format!("scenario `{}` (an [iommu] domain)", self.name))?;
             let Some(p) = iommu::platform_smmu(&self.profile) else {
                 return Err(InputError {
                     file: self.profile.origin.clone(),
