@@ -411,3 +411,45 @@ fn a_clock_that_would_wrap_is_an_error_not_a_small_number() {
     assert!(e.contains("2^64 ps"), "{e}");
     assert!(!e.contains("panicked"), "{e}");
 }
+
+#[test]
+fn an_iommu_scenario_needs_the_profile_to_price_wmb() {
+    let t = Scratch::new("wmb");
+    let profile = include_str!("../profiles/sm8150.toml");
+    let without: String = profile
+        .lines()
+        .filter(|l| !l.starts_with("wmb = "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_ne!(without.len(), profile.len(), "sm8150 prices wmb");
+    let p = t.file("p.toml", &without);
+    let s = t.file(
+        "s.toml",
+        &OPS.replace("platform = \"sm8150\"", "platform = \"p.toml\""),
+    );
+    let e = input_error(&dmasim(&["run", &s]), &p, None, "barrier.wmb");
+    assert!(e.contains("wmb()"), "{e}");
+    // Without an [iommu] domain nothing issues wmb(), so the same profile runs.
+    let b = t.file(
+        "b.toml",
+        &BATCHED.replace("platform = \"dimensity9500\"", "platform = \"p.toml\""),
+    );
+    let o = dmasim(&["run", &b]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn the_smmuv3_policy_is_refused_on_an_mmu_500() {
+    let e = input_error(
+        &dmasim(&[
+            "run",
+            "scenarios/iommu-ops.toml",
+            "--policy",
+            "smmuv3_inv=7.1",
+        ]),
+        "<argument>",
+        None,
+        "--policy smmuv3_inv",
+    );
+    assert!(e.contains("not an SMMUv3"), "{e}");
+}

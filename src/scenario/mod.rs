@@ -772,13 +772,13 @@ impl Scenario {
         let file = |line: Option<usize>| Origin::File(line);
         if let Some(n) = self.swiotlb.areas
             && n != 1
-            && (self.policies.swiotlb_rules == crate::dma::swiotlb::Release::Linux3_6)
+            && !self.policies.swiotlb_rules.has_areas()
         {
             return Err(self.error(
                 &file(self.lines.areas),
                 "swiotlb.areas",
                 format!(
-                    "{n} areas, but swiotlb under 3.6's rules (Linux {}, swiotlb_rules={}) has one pool lock and no areas; areas came with 6.0",
+                    "{n} areas, but swiotlb before 6.0 (Linux {}, swiotlb_rules={}) has one pool lock and no areas; areas came with 6.0",
                     self.kernel,
                     crate::types::Choice::name(self.policies.swiotlb_rules)
                 ),
@@ -811,6 +811,8 @@ impl Scenario {
             self.profile.require_copy("a bounce workload")?;
         }
         if let Some(cfg) = self.iommu.as_mut() {
+            self.profile
+                .require_wmb(&format!("scenario `{}` (an [iommu] domain)", self.name))?;
             let Some(p) = iommu::platform_smmu(&self.profile) else {
                 return Err(InputError {
                     file: self.profile.origin.clone(),
@@ -873,8 +875,8 @@ impl Scenario {
     }
 
     /// Which `dma_map_ops` the kernel gives this scenario's device: iommu-dma behind an
-    /// IOMMU; a bounce pool where the workload needs one (the 2012 x86-64 ops under 3.6's
-    /// rules); dma-direct otherwise.
+    /// IOMMU; a bounce pool where the workload needs one (on x86-64 before 5.0, lib/swiotlb.c's
+    /// own `swiotlb_dma_ops`; dma-direct over the pool otherwise); dma-direct otherwise.
     pub fn dma_ops(&self) -> DmaOpsKind {
         if self.iommu.is_some() {
             return DmaOpsKind::IommuDma;
@@ -882,8 +884,10 @@ impl Scenario {
         if !self.workload.uses_swiotlb() {
             return DmaOpsKind::Direct;
         }
+        // lib/swiotlb.c's own ops served x86-64 until 5.0, when they were merged into dma-direct
+        // ("dma-direct: merge swiotlb_dma_ops into the dma_direct code").
         match (self.profile.arch(), self.policies.swiotlb_rules) {
-            (Arch::X86_64, crate::dma::swiotlb::Release::Linux3_6) => DmaOpsKind::Swiotlb2012,
+            (Arch::X86_64, rules) if rules.own_dma_ops() => DmaOpsKind::Swiotlb2012(rules),
             (_, rules) => DmaOpsKind::DirectSwiotlb(rules),
         }
     }
@@ -968,7 +972,9 @@ impl Scenario {
                 DmaOpsKind::DirectSwiotlb(_) => {
                     layers.extend([Layer::DmaDirect, Layer::Swiotlb, Layer::SwiotlbPool])
                 }
-                DmaOpsKind::Swiotlb2012 => layers.extend([Layer::Swiotlb2012, Layer::SwiotlbPool]),
+                DmaOpsKind::Swiotlb2012(_) => {
+                    layers.extend([Layer::Swiotlb2012, Layer::SwiotlbPool])
+                }
                 DmaOpsKind::IommuDma => {
                     layers.extend([Layer::IommuDma, Layer::Iova]);
                     if self.policies.invalidation == crate::iommu::dma_fq::Invalidation::Lazy {
