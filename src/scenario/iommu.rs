@@ -24,8 +24,8 @@ use crate::hw::calls::{StackRow, stack_rows};
 use crate::hw::model::{Model, SmmuKind};
 use crate::hw::{Counter, Hw};
 use crate::input::{InputError, parse_size};
-use crate::iommu::iova::IovaDomain;
 use crate::iommu::io_pgtable_arm::PgtableShape;
+use crate::iommu::iova::IovaDomain;
 use crate::iommu::{IommuError, IommuIotlbGather, Prot};
 use crate::platform::Profile;
 use crate::report::{
@@ -211,7 +211,9 @@ pub enum Op {
     /// `iommu_flush_iotlb_all()`.
     FlushIotlbAll,
     /// `iommu_iova_to_phys()` of a fixed IOVA, or of the start of a named mapping.
-    IovaToPhys { at: IovaAt },
+    IovaToPhys {
+        at: IovaAt,
+    },
 }
 
 /// The IOVA an `iova_to_phys` translates.
@@ -219,7 +221,10 @@ pub enum Op {
 pub enum IovaAt {
     Fixed(u64),
     /// The current IOVA of the named map op, plus an offset.
-    Of { index: usize, name: String },
+    Of {
+        index: usize,
+        name: String,
+    },
 }
 
 impl Op {
@@ -576,7 +581,9 @@ pub const OP_NAMES: &[&str] = &[
 /// Which keys each operation takes (besides `op`).
 fn op_keys(op: &str) -> &'static [&'static str] {
     match op {
-        "map" => &["name", "iova", "size", "element", "layout", "phys", "sg", "prot"],
+        "map" => &[
+            "name", "iova", "size", "element", "layout", "phys", "sg", "prot",
+        ],
         "iommu_map" => &["name", "iova", "size", "phys", "prot"],
         "unmap" => &["iova", "size", "of"],
         "unmap_fast" => &["iova", "size", "of", "queued"],
@@ -586,7 +593,12 @@ fn op_keys(op: &str) -> &'static [&'static str] {
 }
 
 /// A physical address: an integer or a hex string, below 2^64.
-fn phys_addr(c: &Ctx, v: &toml::Value, span: std::ops::Range<usize>, key: &str) -> Result<u64, InputError> {
+fn phys_addr(
+    c: &Ctx,
+    v: &toml::Value,
+    span: std::ops::Range<usize>,
+    key: &str,
+) -> Result<u64, InputError> {
     let bad = || {
         c.err(
             span.clone(),
@@ -609,16 +621,30 @@ fn phys_addr(c: &Ctx, v: &toml::Value, span: std::ops::Range<usize>, key: &str) 
 
 /// A size of an `iommu_ops` operation: non-zero and at most [`MAX_MAP`]. Alignment is the
 /// kernel's to check (a misaligned request is refused with `-EINVAL`, a result).
-fn op_size(c: &Ctx, v: &toml::Value, span: std::ops::Range<usize>, key: &str) -> Result<u64, InputError> {
+fn op_size(
+    c: &Ctx,
+    v: &toml::Value,
+    span: std::ops::Range<usize>,
+    key: &str,
+) -> Result<u64, InputError> {
     let n = c.size(v, span.clone(), key)?;
     if n == 0 || n > MAX_MAP {
-        return Err(c.err(span, key, format!("must be 1 to {MAX_MAP} bytes, found {n}")));
+        return Err(c.err(
+            span,
+            key,
+            format!("must be 1 to {MAX_MAP} bytes, found {n}"),
+        ));
     }
     Ok(n)
 }
 
 /// The named map op earlier in the list.
-fn named_map(c: &Ctx, earlier: &[Op], of: &Spanned<String>, key: &str) -> Result<usize, InputError> {
+fn named_map(
+    c: &Ctx,
+    earlier: &[Op],
+    of: &Spanned<String>,
+    key: &str,
+) -> Result<usize, InputError> {
     earlier
         .iter()
         .position(|e| matches!(e, Op::Map(m) if m.name.as_deref() == Some(of.get_ref())))
@@ -644,7 +670,10 @@ fn parse_op(
         return Err(c.err(
             o.op.span(),
             &key("op"),
-            format!("unknown operation `{name}`; choose one of: {}", OP_NAMES.join(", ")),
+            format!(
+                "unknown operation `{name}`; choose one of: {}",
+                OP_NAMES.join(", ")
+            ),
         ));
     }
     // Keys the operation does not take are mistakes, named with what it does take.
@@ -684,7 +713,9 @@ fn parse_op(
             IovaSpec::Alloc => Err(c.err(
                 v.span(),
                 &key("iova"),
-                format!("`{name}` needs an address; to name an allocated mapping use `of = \"name\"`"),
+                format!(
+                    "`{name}` needs an address; to name an allocated mapping use `of = \"name\"`"
+                ),
             )),
         }
     };
@@ -738,7 +769,11 @@ fn parse_map(
     op: &str,
 ) -> Result<Op, InputError> {
     let key = |k: &str| format!("workload.op[{i}].{k}");
-    let call = if op == "map" { MapCall::MapSg } else { MapCall::Map };
+    let call = if op == "map" {
+        MapCall::MapSg
+    } else {
+        MapCall::Map
+    };
     let (phys, size) = match (&o.sg, &o.phys) {
         (Some(sg), _) => {
             let span = sg.span();
@@ -751,7 +786,11 @@ fn parse_map(
             }
             let list = sg.get_ref();
             if list.is_empty() || list.len() > MAX_SG {
-                return Err(c.err(span, &key("sg"), format!("must have 1 to {MAX_SG} elements")));
+                return Err(c.err(
+                    span,
+                    &key("sg"),
+                    format!("must have 1 to {MAX_SG} elements"),
+                ));
             }
             let mut els = Vec::new();
             let mut total = 0u64;
@@ -762,16 +801,27 @@ fn parse_map(
                 if pa.checked_add(len).is_none() {
                     return Err(c.err(span.clone(), &k, format!("{pa:#x} + {len:#x} passes 2^64")));
                 }
-                total = total.checked_add(len).filter(|&t| t <= MAX_MAP).ok_or_else(|| {
-                    c.err(span.clone(), &key("sg"), format!("at most {MAX_MAP} bytes in all"))
-                })?;
+                total = total
+                    .checked_add(len)
+                    .filter(|&t| t <= MAX_MAP)
+                    .ok_or_else(|| {
+                        c.err(
+                            span.clone(),
+                            &key("sg"),
+                            format!("at most {MAX_MAP} bytes in all"),
+                        )
+                    })?;
                 els.push((pa, len));
             }
             (Phys::Sg(els), total)
         }
         (None, phys) => {
             let Some(sz) = &o.size else {
-                return Err(c.err(o.op.span(), &key("size"), "missing: a map needs a size (or an sg list)"));
+                return Err(c.err(
+                    o.op.span(),
+                    &key("size"),
+                    "missing: a map needs a size (or an sg list)",
+                ));
             };
             let size = op_size(c, sz.get_ref(), sz.span(), &key("size"))?;
             match phys {
@@ -785,7 +835,11 @@ fn parse_map(
                     }
                     let pa = phys_addr(c, p.get_ref(), p.span(), &key("phys"))?;
                     if pa.checked_add(size).is_none() {
-                        return Err(c.err(p.span(), &key("phys"), format!("{pa:#x} + {size:#x} passes 2^64")));
+                        return Err(c.err(
+                            p.span(),
+                            &key("phys"),
+                            format!("{pa:#x} + {size:#x} passes 2^64"),
+                        ));
                     }
                     (Phys::At(pa), size)
                 }
@@ -798,7 +852,9 @@ fn parse_map(
                         return Err(c.err(
                             sz.span(),
                             &key("size"),
-                            format!("{size} bytes is not a whole number of {element}-byte elements"),
+                            format!(
+                                "{size} bytes is not a whole number of {element}-byte elements"
+                            ),
                         ));
                     }
                     let layout = match call {
@@ -814,7 +870,11 @@ fn parse_map(
         None => IovaSpec::Alloc,
         Some(v) => match c.iova(v, &key("iova"))? {
             IovaSpec::Fixed(a) if a.checked_add(size).is_none() => {
-                return Err(c.err(v.span(), &key("iova"), format!("IOVA {a:#x} + {size:#x} passes 2^64")));
+                return Err(c.err(
+                    v.span(),
+                    &key("iova"),
+                    format!("IOVA {a:#x} + {size:#x} passes 2^64"),
+                ));
             }
             x => x,
         },
@@ -1095,7 +1155,9 @@ pub fn run(s: &Scenario) -> Result<IommuRunResult, String> {
 /// The sg list (physical start, length) of map op `i`.
 fn map_segments(i: usize, m: &MapOp) -> Vec<(PhysAddr, u64)> {
     match &m.phys {
-        Phys::Generated { element, layout } => segments(data_base(i, m.size), m.size, *element, *layout),
+        Phys::Generated { element, layout } => {
+            segments(data_base(i, m.size), m.size, *element, *layout)
+        }
         Phys::At(pa) => vec![(PhysAddr(*pa), m.size)],
         Phys::Sg(list) => list.iter().map(|&(pa, len)| (PhysAddr(pa), len)).collect(),
     }
@@ -1117,17 +1179,27 @@ fn op_label(i: usize, o: &Op, ops: &[Op]) -> String {
         }
         Op::UnmapRange { size, fast, .. } => format!(
             "op[{i}] {} {}",
-            if fast.is_some() { "unmap_fast" } else { "unmap" },
+            if fast.is_some() {
+                "unmap_fast"
+            } else {
+                "unmap"
+            },
             size_label(*size)
         ),
         Op::UnmapOf { index, fast, .. } => format!(
             "op[{i}] {} {}",
-            if fast.is_some() { "unmap_fast" } else { "unmap" },
+            if fast.is_some() {
+                "unmap_fast"
+            } else {
+                "unmap"
+            },
             name_of(*index)
         ),
         Op::IotlbSync => format!("op[{i}] iotlb_sync"),
         Op::FlushIotlbAll => format!("op[{i}] flush_iotlb_all"),
-        Op::IovaToPhys { at: IovaAt::Fixed(a) } => format!("op[{i}] iova_to_phys {a:#x}"),
+        Op::IovaToPhys {
+            at: IovaAt::Fixed(a),
+        } => format!("op[{i}] iova_to_phys {a:#x}"),
         Op::IovaToPhys {
             at: IovaAt::Of { name, .. },
         } => format!("op[{i}] iova_to_phys {name}"),
@@ -1190,133 +1262,147 @@ fn run_ops(
     for it in 0..w.iterations {
         for (i, o) in ops.iter().enumerate() {
             let at = |e: &IommuError| format!("iteration {it}: {e}");
-            match o {
-                Op::Map(mo) => {
-                    let pages = mo.size.div_ceil(cfg.granule);
-                    let r = m.time(hw, i, |hw| {
-                        let (iova, alloc) = match mo.iova {
-                            IovaSpec::Fixed(a) => (a, false),
-                            IovaSpec::Alloc => {
-                                let pfn = iovad.alloc_iova_fast(hw, 0, pages, limit_pfn, true)?;
-                                (pfn << shift, true)
+            'op: {
+                match o {
+                    Op::Map(mo) => {
+                        let pages = mo.size.div_ceil(cfg.granule);
+                        let r = m.time(hw, i, |hw| {
+                            let (iova, alloc) = match mo.iova {
+                                IovaSpec::Fixed(a) => (a, false),
+                                IovaSpec::Alloc => {
+                                    let pfn =
+                                        iovad.alloc_iova_fast(hw, 0, pages, limit_pfn, true)?;
+                                    (pfn << shift, true)
+                                }
+                            };
+                            let r = match mo.call {
+                                MapCall::MapSg => {
+                                    d.iommu_map_sg(hw, IovaAddr(iova), &segs[i], mo.prot)
+                                }
+                                MapCall::Map => {
+                                    let pa = match mo.phys {
+                                        Phys::At(pa) => pa,
+                                        _ => data_base(i, mo.size),
+                                    };
+                                    d.iommu_map(hw, IovaAddr(iova), PhysAddr(pa), mo.size, mo.prot)
+                                        .map(|()| mo.size)
+                                }
+                            };
+                            if r.is_err() && alloc {
+                                let _ = iovad.free_iova_fast(hw, 0, iova >> shift, pages);
+                            }
+                            r.map(|b| (iova, alloc, b))
+                        });
+                        let (iova, alloc, b) = match r {
+                            Ok(x) => x,
+                            Err(e) => {
+                                m.returned(i, e.errno().to_string(), 0);
+                                m.refused(i, at(&e));
+                                break 'op;
                             }
                         };
-                        let r = match mo.call {
-                            MapCall::MapSg => d.iommu_map_sg(hw, IovaAddr(iova), &segs[i], mo.prot),
-                            MapCall::Map => {
-                                let pa = match mo.phys {
-                                    Phys::At(pa) => pa,
-                                    _ => data_base(i, mo.size),
-                                };
-                                d.iommu_map(hw, IovaAddr(iova), PhysAddr(pa), mo.size, mo.prot)
-                                    .map(|()| mo.size)
-                            }
-                        };
-                        if r.is_err() && alloc {
-                            let _ = iovad.free_iova_fast(hw, 0, iova >> shift, pages);
-                        }
-                        r.map(|b| (iova, alloc, b))
-                    });
-                    let (iova, alloc, b) = match r {
-                        Ok(x) => x,
-                        Err(e) => {
-                            m.returned(i, e.errno().to_string(), 0);
-                            m.refused(i, at(&e));
-                            continue;
-                        }
-                    };
-                    m.returned(
-                        i,
-                        match mo.call {
-                            MapCall::MapSg => b.to_string(),
-                            MapCall::Map => "0".to_string(),
-                        },
-                        b,
-                    );
-                    if live[i].is_some() {
-                        m.refused(
+                        m.returned(
+                            i,
+                            match mo.call {
+                                MapCall::MapSg => b.to_string(),
+                                MapCall::Map => "0".to_string(),
+                            },
+                            b,
+                        );
+                        if live[i].is_some() {
+                            m.refused(
                             i,
                             format!(
                                 "iteration {it}: mapped again while its previous mapping is still live (leaked)"
                             ),
                         );
-                    }
-                    live[i] = Some((iova, alloc));
-                    m.ops[i].iova = iova;
-                }
-                Op::UnmapRange { iova, size, fast } => {
-                    let r = m.time(hw, i, |hw| match fast {
-                        None => d.iommu_unmap(hw, IovaAddr(*iova), *size),
-                        Some(queued) => {
-                            gather.queued = *queued;
-                            d.iommu_unmap_fast(hw, IovaAddr(*iova), *size, &mut gather)
                         }
-                    });
-                    m.returned(i, unmapped(&r).to_string(), unmapped(&r));
-                    if let Err(e) = r {
-                        m.refused(i, at(&e));
+                        live[i] = Some((iova, alloc));
+                        m.ops[i].iova = iova;
                     }
-                    m.ops[i].iova = *iova;
-                    // A fixed-IOVA mapping that started in the range is gone (or cut short).
-                    for l in live.iter_mut() {
-                        if l.is_some_and(|(a, alloc)| !alloc && a >= *iova && a - *iova < *size) {
-                            *l = None;
-                        }
-                    }
-                }
-                Op::UnmapOf { index, name, fast } => {
-                    let Some((iova, alloc)) = live[*index].take() else {
-                        m.refused(i, format!("iteration {it}: mapping `{name}` is not mapped"));
-                        continue;
-                    };
-                    let size = m.ops[*index].bytes;
-                    let r = m.time(hw, i, |hw| {
-                        let r = match fast {
-                            None => d.iommu_unmap(hw, IovaAddr(iova), size),
+                    Op::UnmapRange { iova, size, fast } => {
+                        let r = m.time(hw, i, |hw| match fast {
+                            None => d.iommu_unmap(hw, IovaAddr(*iova), *size),
                             Some(queued) => {
                                 gather.queued = *queued;
-                                d.iommu_unmap_fast(hw, IovaAddr(iova), size, &mut gather)
+                                d.iommu_unmap_fast(hw, IovaAddr(*iova), *size, &mut gather)
                             }
-                        };
-                        if alloc {
-                            iovad.free_iova_fast(hw, 0, iova >> shift, size.div_ceil(cfg.granule))?;
+                        });
+                        m.returned(i, unmapped(&r).to_string(), unmapped(&r));
+                        if let Err(e) = r {
+                            m.refused(i, at(&e));
                         }
-                        r
-                    });
-                    m.returned(i, unmapped(&r).to_string(), unmapped(&r));
-                    if let Err(e) = r {
-                        m.refused(i, at(&e));
-                    }
-                    m.ops[i].iova = iova;
-                }
-                Op::IotlbSync => {
-                    m.time(hw, i, |hw| d.iotlb_sync(hw, &mut gather));
-                    gather = IommuIotlbGather::new();
-                    m.returned(i, "void".to_string(), 0);
-                }
-                Op::FlushIotlbAll => {
-                    m.time(hw, i, |hw| d.flush_iotlb_all(hw));
-                    m.returned(i, "void".to_string(), 0);
-                }
-                Op::IovaToPhys { at } => {
-                    let iova = match at {
-                        IovaAt::Fixed(a) => *a,
-                        IovaAt::Of { index, .. } => match live[*index] {
-                            Some((a, _)) => a,
-                            None => {
-                                m.refused(i, format!("iteration {it}: the mapping is not mapped"));
-                                continue;
+                        m.ops[i].iova = *iova;
+                        // A fixed-IOVA mapping that started in the range is gone (or cut short).
+                        for l in live.iter_mut() {
+                            if l.is_some_and(|(a, alloc)| !alloc && a >= *iova && a - *iova < *size)
+                            {
+                                *l = None;
                             }
-                        },
-                    };
-                    let pa = m.time(hw, i, |hw| {
-                        hw.enter("iommu_iova_to_phys");
-                        let pa = d.iova_to_phys(hw, IovaAddr(iova));
-                        hw.leave();
-                        pa
-                    });
-                    m.ops[i].iova = iova;
-                    m.returned(i, pa.map_or("0".to_string(), |p| format!("{:#x}", p.0)), 0);
+                        }
+                    }
+                    Op::UnmapOf { index, name, fast } => {
+                        let Some((iova, alloc)) = live[*index].take() else {
+                            m.refused(i, format!("iteration {it}: mapping `{name}` is not mapped"));
+                            break 'op;
+                        };
+                        let size = m.ops[*index].bytes;
+                        let r = m.time(hw, i, |hw| {
+                            let r = match fast {
+                                None => d.iommu_unmap(hw, IovaAddr(iova), size),
+                                Some(queued) => {
+                                    gather.queued = *queued;
+                                    d.iommu_unmap_fast(hw, IovaAddr(iova), size, &mut gather)
+                                }
+                            };
+                            if alloc {
+                                iovad.free_iova_fast(
+                                    hw,
+                                    0,
+                                    iova >> shift,
+                                    size.div_ceil(cfg.granule),
+                                )?;
+                            }
+                            r
+                        });
+                        m.returned(i, unmapped(&r).to_string(), unmapped(&r));
+                        if let Err(e) = r {
+                            m.refused(i, at(&e));
+                        }
+                        m.ops[i].iova = iova;
+                    }
+                    Op::IotlbSync => {
+                        m.time(hw, i, |hw| d.iotlb_sync(hw, &mut gather));
+                        gather = IommuIotlbGather::new();
+                        m.returned(i, "void".to_string(), 0);
+                    }
+                    Op::FlushIotlbAll => {
+                        m.time(hw, i, |hw| d.flush_iotlb_all(hw));
+                        m.returned(i, "void".to_string(), 0);
+                    }
+                    Op::IovaToPhys { at } => {
+                        let iova = match at {
+                            IovaAt::Fixed(a) => *a,
+                            IovaAt::Of { index, .. } => match live[*index] {
+                                Some((a, _)) => a,
+                                None => {
+                                    m.refused(
+                                        i,
+                                        format!("iteration {it}: the mapping is not mapped"),
+                                    );
+                                    break 'op;
+                                }
+                            },
+                        };
+                        let pa = m.time(hw, i, |hw| {
+                            hw.enter("iommu_iova_to_phys");
+                            let pa = d.iova_to_phys(hw, IovaAddr(iova));
+                            hw.leave();
+                            pa
+                        });
+                        m.ops[i].iova = iova;
+                        m.returned(i, pa.map_or("0".to_string(), |p| format!("{:#x}", p.0)), 0);
+                    }
                 }
             }
             if w.pgtable_shape {
@@ -1453,7 +1539,11 @@ fn geometry_doc(o: &Op, ops: &[Op]) -> GeometryDoc {
                 }
                 Phys::At(pa) => g.phys = Some(format!("{pa:#x}")),
                 Phys::Sg(list) => {
-                    g.sg = Some(list.iter().map(|(pa, l)| (format!("{pa:#x}"), *l)).collect())
+                    g.sg = Some(
+                        list.iter()
+                            .map(|(pa, l)| (format!("{pa:#x}"), *l))
+                            .collect(),
+                    )
                 }
             }
             g.prot = Some(m.prot.names());
@@ -1467,7 +1557,9 @@ fn geometry_doc(o: &Op, ops: &[Op]) -> GeometryDoc {
             g.of = name_of(*index);
             g.queued = *fast;
         }
-        Op::IovaToPhys { at: IovaAt::Fixed(a) } => g.iova = Some(format!("{a:#x}")),
+        Op::IovaToPhys {
+            at: IovaAt::Fixed(a),
+        } => g.iova = Some(format!("{a:#x}")),
         Op::IovaToPhys {
             at: IovaAt::Of { name, .. },
         } => g.of = Some(name.clone()),
@@ -1578,6 +1670,7 @@ const IOMMU_COLUMNS: &[(Counter, &str)] = &[
     (Counter::CmdqSync, "CMD_SYNC"),
     (Counter::PgtableMapCall, "map call"),
     (Counter::PgtableUnmapCall, "unmap call"),
+    (Counter::Wmb, "wmb"),
     (Counter::CacheCleanLine, "PTE clean"),
     (Counter::Warn, "WARN"),
 ];
@@ -1608,7 +1701,13 @@ pub fn table(r: &IommuRunResult) -> String {
         .iter()
         .filter(|(c, _)| r.ops.iter().any(|op| op.counts[*c as usize] > 0))
         .collect();
-    let width = r.ops.iter().map(|op| op.label.len()).max().unwrap_or(0).max(20);
+    let width = r
+        .ops
+        .iter()
+        .map(|op| op.label.len())
+        .max()
+        .unwrap_or(0)
+        .max(20);
     let returns = r.ops.iter().any(|op| op.returned.is_some());
     let _ = write!(o, "\n{:<width$} {:>7} {:>14}", "operation", "calls", "mean");
     for (_, h) in &cols {
