@@ -633,8 +633,13 @@ impl Scenario {
 
     /// Run on another platform (`--platform`): presets follow the new hardware.
     pub fn set_platform(&mut self, name: &str) -> Result<(), InputError> {
+        self.set_profile(Profile::load(name)?)
+    }
+
+    /// Run on a profile already loaded (a caller that holds its text, such as the fuzz targets).
+    pub fn set_profile(&mut self, profile: Profile) -> Result<(), InputError> {
         let before = self.clone();
-        self.profile = Profile::load(name)?;
+        self.profile = profile;
         self.lines.platform = None;
         self.resolve_or(before)
     }
