@@ -424,6 +424,36 @@ fn parse_then_run(
     }
 }
 
+/// Values at the edges of their documented ranges, in combinations the mutations rarely reach,
+/// each of which once overflowed (or could): they must run, or be refused, without a panic.
+#[test]
+fn edge_values_run_or_are_refused_without_overflow() {
+    let streaming_behind_iommu = |buffer: &str, entry: &str, calls: &str| {
+        format!(
+            "[scenario]\nname = \"edge\"\nplatform = \"sm8150\"\nkernel = \"5.15\"\n\
+             [device]\nname = \"d\"\ncoherent = false\ndma_mask_bits = 64\n\
+             [iommu]\ngranule = \"4K\"\nias = 48\n\
+             [workload]\nkind = \"streaming\"\nbuffer = \"{buffer}\"\nentry = \"{entry}\"\n\
+             direction = \"bidirectional\"\ncalls = \"{calls}\"\niterations = 2\n"
+        )
+    };
+    // Entries longer than iommu-dma's max_seg_size (64 KiB): __finalise_sg's unsigned
+    // `max_len - cur_len` wraps, as in the kernel (it overflowed in the model's u64).
+    for (buffer, entry) in [("4G", "1G"), ("2G", "1G"), ("1M", "128K")] {
+        for calls in ["map_sg+unmap_sg", "sync_sg_for_device+for_cpu"] {
+            let text = streaming_behind_iommu(buffer, entry, calls);
+            let s = Scenario::parse("edge.toml", &text, Path::new(".")).unwrap();
+            s.check_work(1_000_000_000).unwrap();
+            let r = std::panic::catch_unwind(|| scenario::execute(&s).map(|o| o.json()));
+            assert!(
+                matches!(r, Ok(Ok(_))),
+                "{buffer} in {entry} entries, {calls}: {:?}",
+                r.map(|x| x.err())
+            );
+        }
+    }
+}
+
 #[test]
 fn overflow_checks_are_on() {
     let x: u8 = std::hint::black_box(255);
