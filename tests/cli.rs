@@ -3,6 +3,7 @@
 //! directory.
 
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
@@ -733,8 +734,11 @@ fn a_long_run_shows_progress_on_a_terminal_and_nowhere_else() {
         &*s,
         &*out
     );
+    // In a process group of its own: script(1) signals its whole group when it fails, which
+    // must not reach the test harness.
     let Ok(t) = Command::new("script")
         .args(["-qec", &cmd, "/dev/null"])
+        .process_group(0)
         .output()
     else {
         eprintln!("no `script` command here: the terminal half of this test did not run");
