@@ -10,7 +10,7 @@
 //! | 1  | the tool could not finish for a reason that is not the input: an I/O error writing the output, a serialisation failure |
 //! | 2  | bad input: a profile, scenario or argument (one message naming the file, line and key; clap's usage errors exit 2 too), or a host measurement that cannot run as asked on this machine ([`HostError`]: an option out of range for it, an instruction its CPU lacks) |
 //! | 3  | the modelled kernel refused to set the machine up (a swiotlb pool that does not fit, a receive ring that cannot be mapped), so there is no result; calls it refuses *during* a run are part of the result and exit 0 |
-//! | 70 | a bug in dmasim: a panic, caught (`EX_SOFTWARE` from sysexits.h) |
+//! | 70 | a bug in dmasim: a panic, caught (`EX_SOFTWARE` from sysexits.h); an integer overflow is one, as release builds check for it |
 //!
 //! A [`HostError`] is classed with bad input rather than as an environment failure because it is
 //! always found before anything is measured and always means the request must change (another
