@@ -302,20 +302,23 @@ impl IommuDma {
         layout: &[(u64, u64)],
         iova: u64,
     ) -> usize {
-        let max_len = u64::from(self.max_seg_size);
-        let (mut cur, mut cur_len, mut count) = (0usize, 0u64, 0usize);
+        // The kernel's lengths here are `unsigned int`, and so are these: an entry longer than
+        // `max_seg_size` (a driver bug DMA-API debug reports) makes `max_len - cur_len` wrap,
+        // so the merge goes ahead and the sum wraps too, as it does in the kernel.
+        let max_len = self.max_seg_size;
+        let (mut cur, mut cur_len, mut count) = (0usize, 0u32, 0usize);
         let mut dma_addr = iova;
         for (i, &(s_iova_off, s_iova_len)) in layout.iter().enumerate() {
             hw.sw(self.costs.sg_entry);
-            let s_length = u64::from(sgt.entries[i].length);
+            let s_length = sgt.entries[i].length;
             sgt.entries[i].dma_address = DmaAddr::MAPPING_ERROR;
             sgt.entries[i].dma_length = 0;
             if cur_len != 0
                 && s_iova_off == 0
                 && dma_addr & dev.seg_boundary_mask != 0
-                && max_len - cur_len >= s_length
+                && max_len.wrapping_sub(cur_len) >= s_length
             {
-                cur_len += s_length;
+                cur_len = cur_len.wrapping_add(s_length);
             } else {
                 if i > 0 {
                     cur += 1;
@@ -324,9 +327,9 @@ impl IommuDma {
                 count += 1;
                 sgt.entries[cur].dma_address = DmaAddr(dma_addr + s_iova_off);
             }
-            sgt.entries[cur].dma_length = cur_len as u32;
+            sgt.entries[cur].dma_length = cur_len;
             dma_addr += s_iova_len;
-            if s_length + s_iova_off < s_iova_len {
+            if u64::from(s_length) + s_iova_off < s_iova_len {
                 cur_len = 0;
             }
         }

@@ -17,6 +17,7 @@
 pub mod bounce;
 pub mod forwarding;
 pub mod iommu;
+pub mod progress;
 pub mod streaming;
 
 use crate::hw::sw_costs::{Layer, SwKey};
@@ -203,7 +204,8 @@ pub const DEFAULT_MAX_WORK: u128 = 20_000_000_000;
 /// Steps one page mapped and unmapped through the io-pgtable costs, in the units of a cache line
 /// maintained (measured: a PTE's walk, write, clean and invalidation take about that much longer).
 const IOMMU_PAGE_STEPS: u128 = 100;
-/// Runs estimated above this many steps say so on standard error before they start.
+/// Runs estimated above this many steps say so on standard error before they start, and show
+/// their progress there when it is a terminal.
 pub const WARN_WORK: u128 = 1_000_000_000;
 
 /// Largest swiotlb pool a scenario may set up (the model keeps a slot table entry per 2 KiB).
@@ -633,8 +635,13 @@ impl Scenario {
 
     /// Run on another platform (`--platform`): presets follow the new hardware.
     pub fn set_platform(&mut self, name: &str) -> Result<(), InputError> {
+        self.set_profile(Profile::load(name)?)
+    }
+
+    /// Run on a profile already loaded (a caller that holds its text, such as the fuzz targets).
+    pub fn set_profile(&mut self, profile: Profile) -> Result<(), InputError> {
         let before = self.clone();
-        self.profile = Profile::load(name)?;
+        self.profile = profile;
         self.lines.platform = None;
         self.resolve_or(before)
     }
@@ -944,6 +951,18 @@ impl Scenario {
                     .sum();
                 IOMMU_PAGE_STEPS * pages * u128::from(o.iterations)
             }
+        }
+    }
+
+    /// The outer steps the run counts with [`progress::advance`]: iterations (per size, for a
+    /// sweep or a bounce workload), or packets.
+    pub fn progress_total(&self) -> u64 {
+        match &self.workload {
+            Workload::Streaming(w) => u64::from(w.iterations),
+            Workload::Forwarding(f) => f.packets,
+            Workload::Bounce(b) => b.sizes.len() as u64 * u64::from(b.iterations),
+            Workload::IommuSweep(w) => w.sizes.len() as u64 * u64::from(w.iterations),
+            Workload::IommuOps(o) => u64::from(o.iterations),
         }
     }
 
