@@ -65,11 +65,17 @@ fn the_shipped_api_scenario_runs_to_the_end_and_reports_each_result() {
     // unmap_fast invalidates each block by VA as it goes (arm-smmu writes TLBIVAL at once) but
     // leaves the sync to iotlb_sync.
     assert_eq!(
-        (n(&r.ops[6], Counter::SmmuTlbival), n(&r.ops[6], Counter::SmmuTlbsync)),
+        (
+            n(&r.ops[6], Counter::SmmuTlbival),
+            n(&r.ops[6], Counter::SmmuTlbsync)
+        ),
         (6, 0)
     );
     assert_eq!(
-        (n(&r.ops[7], Counter::SmmuTlbival), n(&r.ops[7], Counter::SmmuTlbsync)),
+        (
+            n(&r.ops[7], Counter::SmmuTlbival),
+            n(&r.ops[7], Counter::SmmuTlbsync)
+        ),
         (0, 1)
     );
     assert_eq!(r.ops[8].shape.unwrap().leaves, [0; 4]);
@@ -170,7 +176,12 @@ fn a_partial_unmap_of_a_block_splits_it_until_6_12_and_is_refused_from_6_13() {
     let r = run(&block_over_table("6.13", "4K", "2M", 48, 0x20_0000));
     let u = &r.ops[3];
     assert_eq!((ret(u), u.errors, n(u, Counter::Warn)), ("0", 1, 1));
-    assert!(u.first_error.as_deref().unwrap().contains("partial unmap of a block"));
+    assert!(
+        u.first_error
+            .as_deref()
+            .unwrap()
+            .contains("partial unmap of a block")
+    );
     assert_eq!(u.shape.unwrap().leaves, [0, 0, 1, 0], "the block stays");
     assert_eq!(ret(&r.ops[4]), "0x900000234");
 }
@@ -207,4 +218,70 @@ fn granule_bytes(g: &str) -> u64 {
         "16K" => 16384,
         _ => 65536,
     }
+}
+
+#[test]
+fn what_the_kernel_refuses_is_a_result_with_its_errno_and_warns() {
+    let text = r#"
+[scenario]
+name = "refusals"
+platform = "sm8150"
+kernel = "6.6"
+
+[iommu]
+granule = "4K"
+ias = 40
+
+[workload]
+kind = "iommu_ops"
+iterations = 1
+
+[[workload.op]]
+op = "iommu_map"                  # misaligned: the core refuses with pr_err, no WARN
+iova = "0x1000800"
+size = "4K"
+
+[[workload.op]]
+op = "iommu_map"                  # beyond the 40-bit input range: io-pgtable WARNs, -ERANGE
+iova = "0x10000000000"
+size = "4K"
+
+[[workload.op]]
+op = "unmap"                      # a hole: WARN, 0 bytes
+iova = "0x2000000"
+size = "8K"
+
+[[workload.op]]
+op = "iova_to_phys"
+iova = "0x2000000"
+
+[[workload.op]]
+op = "map"
+iova = "0x3000000"
+sg = [{ phys = "0x880000000", size = "8K" }, { phys = "0x880400000", size = "4K" }]
+
+[[workload.op]]
+op = "unmap"                      # mapped 8K + 4K, then a hole: short; the run of 4 pages stops
+                                  # at the hole (WARN) and the core's next call starts on it (WARN)
+iova = "0x3000000"
+size = "16K"
+"#;
+    let r = run(text);
+    let got: Vec<(&str, u64, u64)> = r
+        .ops
+        .iter()
+        .map(|o| (ret(o), o.errors, n(o, Counter::Warn)))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("-EINVAL", 1, 0),
+            ("-ERANGE", 1, 1),
+            ("0", 1, 1),
+            ("0", 0, 0),
+            ("12288", 0, 0),
+            ("12288", 1, 2),
+        ]
+    );
+    assert_eq!(r.ops[0].iova, 0x100_0800, "a refused map reports the IOVA it asked for");
 }

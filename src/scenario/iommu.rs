@@ -9,15 +9,20 @@
 //!
 //! Two workload kinds: `iommu_sweep` (for each size, a fresh domain, then `iterations` times
 //! `iommu_map_sg` of an sg list of `element`-sized pieces at a fixed IOVA and `iommu_unmap` of the
-//! whole range — seed 001's experiment) and `iommu_ops` (an explicit list of map and unmap
-//! operations, at given IOVAs or at IOVAs from the allocator, repeated `iterations` times).
+//! whole range — seed 001's experiment) and `iommu_ops` (an explicit list of iommu core calls —
+//! `iommu_map_sg` of generated or explicit sg lists, `iommu_map`, `iommu_unmap`,
+//! `iommu_unmap_fast` into one gather and `iommu_iotlb_sync` of it, `iommu_flush_iotlb_all`,
+//! `iommu_iova_to_phys` — at given IOVAs or at IOVAs from the allocator, with given physical
+//! addresses and `prot`, repeated `iterations` times).
 //!
-//! Invariants: a scenario that parses has every size a multiple of the granule, every IOVA range
-//! inside the input address space, an SMMU model the platform prices, and every `unmap.of`
-//! naming an earlier map; a misuse that only running can reveal (mapping over a live mapping,
-//! unmapping a hole) is reported as the kernel would (`-EEXIST`, a WARN and 0 bytes), as an error,
-//! never a panic. Each operation's time is the Model clock's advance across it; its counts are
-//! the ledger's difference across it, so per-operation figures and the breakdown agree.
+//! Invariants: a scenario that parses has an SMMU model the platform prices, every `of` naming an
+//! earlier map, and no address range past 2^64; a sweep also has every size a multiple of the
+//! granule and every IOVA range inside the input address space. What the modelled kernel refuses
+//! (mapping over a live leaf, a misaligned or out-of-range request, unmapping a hole or part of a
+//! block from 6.13) is a result: each operation records what its last call returned as the kernel
+//! would return it, the refusal is counted, and the run goes on; never a panic. Each operation's
+//! time is the Model clock's advance across it; its counts are the ledger's difference across it,
+//! so per-operation figures and the breakdown agree.
 
 use super::{Ctx, RunInfo, Scenario, Shared, Workload, progress};
 use crate::hw::calls::{StackRow, stack_rows};
@@ -1297,6 +1302,9 @@ fn run_ops(
                         let (iova, alloc, b) = match r {
                             Ok(x) => x,
                             Err(e) => {
+                                if let IovaSpec::Fixed(a) = mo.iova {
+                                    m.ops[i].iova = a;
+                                }
                                 m.returned(i, e.errno().to_string(), 0);
                                 m.refused(i, at(&e));
                                 break 'op;
