@@ -185,7 +185,7 @@ registry! {
     SwiotlbUnmapPage => "swiotlb_unmap_page", "swiotlb_unmap_page", [Swiotlb2012],
         "per unmap: the call on to unmap_single";
     InsnUnmapSingle => "insn.unmap_single", "unmap_single", [Swiotlb2012],
-        "per instruction unmap_single executes (frame, BUG_ON; virt: 4 saved registers and the is_swiotlb_buffer call; phys: the inlined range check)";
+        "per instruction unmap_single executes (frame, BUG_ON; virt: the saved registers and the is_swiotlb_buffer call; phys: the inlined range check), groups counted in [code.swiotlb_2012]";
     SwiotlbSyncSingleForCpu => "swiotlb_sync_single_for_cpu", "swiotlb_sync_single_for_cpu",
         [Swiotlb2012],
         "per sync_single_for_cpu: the call on to swiotlb_sync_single";
@@ -193,12 +193,12 @@ registry! {
         "swiotlb_sync_single_for_device", [Swiotlb2012],
         "per sync_single_for_device: the call on to swiotlb_sync_single";
     InsnSwiotlbSyncSingle => "insn.swiotlb_sync_single", "swiotlb_sync_single", [Swiotlb2012],
-        "per instruction swiotlb_sync_single executes (frame, BUG_ON; virt: 5 saved registers and the is_swiotlb_buffer call; phys: the inlined range check)";
+        "per instruction swiotlb_sync_single executes (frame, BUG_ON; virt: the saved registers and the is_swiotlb_buffer call; phys: the inlined range check), groups counted in [code.swiotlb_2012]";
     IsSwiotlbBuffer => "is_swiotlb_buffer", "is_swiotlb_buffer", [Swiotlb2012],
         "per out-of-line is_swiotlb_buffer call (virt only): its frame, its two __phys_addr call sites, two compares";
     InsnSwiotlbDmaMappingError => "insn.swiotlb_dma_mapping_error",
         "swiotlb_dma_mapping_error", [Swiotlb2012],
-        "per instruction swiotlb_dma_mapping_error executes (frame, compare; virt: a saved register and the __phys_addr call)";
+        "per instruction swiotlb_dma_mapping_error executes (frame, compare; virt: the saved register and the __phys_addr call), groups counted in [code.swiotlb_2012]";
     PhysAddr => "__phys_addr", "__phys_addr", [Swiotlb2012],
         "per out-of-line __phys_addr call (virt only): call, kernel-text/direct-map test, subtract";
     SwiotlbTblSyncSingle => "swiotlb_tbl_sync_single", "swiotlb_tbl_sync_single", [Swiotlb2012],
@@ -294,6 +294,17 @@ impl SwKey {
     /// The profile `[sw]` key.
     pub fn name(self) -> &'static str {
         self.decl().name
+    }
+
+    /// Whether the cost is per instruction of a function whose instruction groups a profile's
+    /// `[code.swiotlb_2012]` counts (the functions the 3.7 swiotlb series changed).
+    pub fn per_instruction(self) -> bool {
+        matches!(
+            self,
+            SwKey::InsnUnmapSingle
+                | SwKey::InsnSwiotlbSyncSingle
+                | SwKey::InsnSwiotlbDmaMappingError
+        )
     }
 
     /// The key a profile spells `name`, if any.

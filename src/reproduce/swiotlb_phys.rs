@@ -186,21 +186,21 @@ pub fn run() -> Result<Report, InputError> {
         before.per_packet_through(Counter::PhysAddrCall, "swiotlb_dma_mapping_error"),
         before.per_packet(Counter::PhysAddrCall),
     );
-    use crate::dma::swiotlb::x86_2012::insn;
-    let head = insn::FRAME + insn::BUG_ON_DIR;
-    let call = insn::CALL + insn::TEST_RESULT;
+    let insns = crate::setup::swiotlb_2012_insns(&base.profile);
+    let (sync, unmap, err) = (
+        insns.sync_single(),
+        insns.unmap_single(),
+        insns.mapping_error(),
+    );
     let insn_note = format!(
-        "what 3.7 removes from the callers is counted in instructions from the 3.6 and 3.7 lib/swiotlb.c source as GCC of 2012 would compile it (-O2, frame pointers, no shrink-wrapping), not from a disassembly: swiotlb_sync_single {} -> {} ({} callee-saved registers and the is_swiotlb_buffer call go, the inlined range check comes), unmap_single {} -> {}, swiotlb_dma_mapping_error {} -> {}; each function keeps its cycles per instruction across the releases. Functions the series did not change keep their time per call",
-        head + insn::SYNC_SINGLE_LIVE * insn::SAVED_REG + call,
-        head + insn::RANGE_CHECK,
-        insn::SYNC_SINGLE_LIVE,
-        head + insn::UNMAP_SINGLE_LIVE * insn::SAVED_REG + call,
-        head + insn::RANGE_CHECK,
-        insn::FRAME
-            + insn::COMPARE_RESULT
-            + insn::MAPPING_ERROR_LIVE * insn::SAVED_REG
-            + insn::CALL,
-        insn::FRAME + insn::COMPARE_RESULT,
+        "what 3.7 removes from the callers is counted in instructions from the 3.6 and 3.7 lib/swiotlb.c source as GCC of 2012 would compile it (-O2, frame pointers, no shrink-wrapping), not from a disassembly (the profile's [code.swiotlb_2012]): swiotlb_sync_single {} -> {} ({} callee-saved registers and the is_swiotlb_buffer call go, the inlined range check comes), unmap_single {} -> {}, swiotlb_dma_mapping_error {} -> {}; each function keeps its cycles per instruction across the releases. Functions the series did not change keep their time per call",
+        sync.virt(),
+        sync.phys(),
+        insns.sync_single_live,
+        unmap.virt(),
+        unmap.phys(),
+        err.virt(),
+        err.phys(),
     );
     let cpus = before.workload.cpus;
     let freq = base.profile.file.platform.cpu_freq_mhz.value.get_ref();

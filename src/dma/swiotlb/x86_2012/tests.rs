@@ -295,6 +295,13 @@ fn model_time_and_per_symbol_profile_follow_the_calls_made() {
     ] {
         params.sw.insert(k.to_string(), ps);
     }
+    // The instruction groups as the built-in profile counts them.
+    let profile = crate::platform::Profile::load("x86-2012-ixgbe").unwrap();
+    let insns = crate::setup::swiotlb_2012_insns(&profile);
+    assert_eq!(
+        (insns.frame, insns.sync_single_live, insns.range_check),
+        (4, 5, 4)
+    );
     let mut per_policy = Vec::new();
     for policy in ["virt", "phys"] {
         let mem = machine();
@@ -304,6 +311,7 @@ fn model_time_and_per_symbol_profile_follow_the_calls_made() {
             mem,
             &Swiotlb2012Config {
                 size: 1 << 20,
+                insns,
                 ..Swiotlb2012Config::default()
             },
             <SwiotlbAddr as crate::types::Choice>::parse(policy)
