@@ -255,7 +255,7 @@ pub fn setup_dma_ops(m: &mut Machine, s: &DeviceSetup, cpus: u32) -> Result<DmaA
                     release,
                     insns: swiotlb_2012_insns(s.profile),
                 },
-                p.swiotlb_addr.bookkeeping(&m.hw),
+                p.swiotlb_addr.bookkeeping(&m.hw, p.phys_addr),
             )
             .map_err(|e| SetupError::Swiotlb(e.to_string()))?,
         ),
@@ -277,7 +277,8 @@ pub fn setup_dma_ops(m: &mut Machine, s: &DeviceSetup, cpus: u32) -> Result<DmaA
             Box::new(dma)
         }
     };
-    Ok(DmaApi::new(&m.hw, s.device.clone(), ops))
+    let pa = p.phys_addr.implementation(&m.hw);
+    Ok(DmaApi::new(&m.hw, s.device.clone(), ops).with_phys_addr(pa))
 }
 
 /// `iommu_domain_alloc()` → `alloc_io_pgtable_ops()`: a fresh domain with its top-level table in

@@ -16,8 +16,9 @@
 //!
 //! - [`VirtAddrs`] (≤ 3.6): `io_tlb_start`, `io_tlb_end`, `io_tlb_overflow_buffer` and the slot
 //!   addresses handed between the helpers are kernel virtual addresses. Every `virt_to_phys` /
-//!   `swiotlb_virt_to_bus` on them is a call to the out-of-line `__phys_addr` (a frame, a charge
-//!   and a [`Counter::PhysAddrCall`]). Going the other way (`phys_to_virt`) is an inline add.
+//!   `swiotlb_virt_to_bus` on them is a `__pa()`: in 3.6 a call to the out-of-line `__phys_addr`
+//!   (a frame, a charge and a `Counter::PhysAddrCall`; [`crate::arch::x86::physaddr`]). Going
+//!   the other way (`phys_to_virt`) is an inline add.
 //!   Per call path, exactly as 3.6's code makes them:
 //!   `is_swiotlb_buffer` 2 (1 when the address is below the pool: `&&` stops early);
 //!   `unmap_single` and `swiotlb_sync_single` = their `is_swiotlb_buffer`;
@@ -38,17 +39,17 @@
 
 use super::pool::{INVALID_PHYS_ADDR, IoTlbMem, PoolCosts, SlotRequest, SwiotlbError};
 use super::{Areas, BounceDir, IO_TLB_OVERFLOW, IO_TLB_SHIFT, IO_TLB_SIZE, Release, memcpy};
+use crate::arch::x86::physaddr::{self, PhysAddrFn, PhysAddrKind};
 use crate::device::Device;
 use crate::dma::direct::dma_capable;
 use crate::dma::{DmaError, DmaMapOps};
-use crate::hw::{Counter, DeviceHw, Hw, SwCost, SwKey};
+use crate::hw::{DeviceHw, Hw, SwCost, SwKey};
 use crate::mm::physmem::SharedPhysMem;
 use crate::scatterlist::SgTable;
 use crate::types::{DmaAddr, DmaAttrs, DmaDirection, PhysAddr};
 use std::fmt::Debug;
 
-/// x86-64's `PAGE_OFFSET` in 2012: the direct map of physical memory starts here.
-pub const PAGE_OFFSET: u64 = 0xffff_8800_0000_0000;
+pub use crate::arch::x86::physaddr::PAGE_OFFSET;
 
 /// An address as the pool's bookkeeping stores it: virtual under [`VirtAddrs`], physical under
 /// [`PhysAddrs`].
@@ -70,17 +71,16 @@ pub trait Bookkeeping: Debug {
     fn translation_out_of_line(&self) -> bool;
 }
 
-/// ≤ 3.6: virtual addresses, translated by an out-of-line `__phys_addr` call each time.
-#[derive(Clone, Copy, Debug)]
+/// ≤ 3.6: virtual addresses, translated by `__pa()` each time — the out-of-line `__phys_addr`
+/// in the releases that had this bookkeeping (the `phys_addr` policy decides).
+#[derive(Debug)]
 pub struct VirtAddrs {
-    phys_addr: SwCost,
+    pa: Box<dyn PhysAddrFn>,
 }
 
 impl VirtAddrs {
-    pub fn new(hw: &dyn Hw) -> VirtAddrs {
-        VirtAddrs {
-            phys_addr: hw.sw_cost(SwKey::PhysAddr),
-        }
+    pub fn new(pa: Box<dyn PhysAddrFn>) -> VirtAddrs {
+        VirtAddrs { pa }
     }
 }
 
@@ -89,20 +89,16 @@ impl Bookkeeping for VirtAddrs {
         "virt"
     }
     fn keep(&self, phys: PhysAddr) -> Kept {
-        Kept(PAGE_OFFSET.wrapping_add(phys.0))
+        Kept(physaddr::va(phys))
     }
     fn to_phys(&self, hw: &mut dyn Hw, kept: Kept) -> PhysAddr {
-        hw.enter("__phys_addr");
-        hw.sw(self.phys_addr);
-        hw.count(Counter::PhysAddrCall, 1);
-        hw.leave();
-        PhysAddr(kept.0.wrapping_sub(PAGE_OFFSET))
+        self.pa.pa(hw, kept.0)
     }
     fn is_swiotlb_buffer_out_of_line(&self) -> bool {
         true
     }
     fn translation_out_of_line(&self) -> bool {
-        true
+        self.pa.out_of_line()
     }
 }
 
@@ -148,10 +144,11 @@ impl crate::types::Choice for SwiotlbAddr {
 }
 
 impl SwiotlbAddr {
-    /// The bookkeeping implementation, chosen once at setup.
-    pub fn bookkeeping(self, hw: &dyn Hw) -> Box<dyn Bookkeeping> {
+    /// The bookkeeping implementation, chosen once at setup, translating with the release's
+    /// `__pa()`.
+    pub fn bookkeeping(self, hw: &dyn Hw, pa: PhysAddrKind) -> Box<dyn Bookkeeping> {
         match self {
-            SwiotlbAddr::Virt => Box::new(VirtAddrs::new(hw)),
+            SwiotlbAddr::Virt => Box::new(VirtAddrs::new(pa.implementation(hw))),
             SwiotlbAddr::Phys => Box::new(PhysAddrs),
         }
     }
