@@ -15,6 +15,7 @@
 //! [`Policies`] once, in the order reports print them.
 
 use crate::arch::arm64::DirRules;
+use crate::arch::x86::physaddr::PhysAddrKind;
 use crate::dma::swiotlb::Release as SwiotlbRules;
 use crate::dma::swiotlb::x86_2012::SwiotlbAddr;
 use crate::dma::sync_policy::SyncKind;
@@ -119,6 +120,7 @@ pub struct Policies {
     pub arm64_dir_rules: DirRules,
     pub swiotlb_rules: SwiotlbRules,
     pub swiotlb_addr: SwiotlbAddr,
+    pub phys_addr: PhysAddrKind,
     pub walk_flush: WalkFlushKind,
     pub smmuv3_inv: SmmuV3Rules,
     pub unmap_split: SplitKind,
@@ -177,6 +179,16 @@ fn swiotlb_addr_preset(k: KernelVersion, _: &Target) -> SwiotlbAddr {
         SwiotlbAddr::Phys
     } else {
         SwiotlbAddr::Virt
+    }
+}
+
+/// x86-64's `__phys_addr` is out of line until 3.9 inlines it (without `CONFIG_DEBUG_VIRTUAL`);
+/// every other architecture's `__pa()` is inline arithmetic in every modelled release.
+fn phys_addr_preset(k: KernelVersion, t: &Target) -> PhysAddrKind {
+    if t.arch == Arch::X86_64 && k < KernelVersion(3, 9) {
+        PhysAddrKind::Call
+    } else {
+        PhysAddrKind::Inline
     }
 }
 
@@ -244,6 +256,16 @@ fn arm64_only(t: &Target) -> Result<(), String> {
         Arch::Arm64 => Ok(()),
         a => Err(format!(
             "it is arm64's rule, and the platform is {}",
+            a.name()
+        )),
+    }
+}
+
+fn x86_only(t: &Target) -> Result<(), String> {
+    match t.arch {
+        Arch::X86_64 => Ok(()),
+        a => Err(format!(
+            "it is x86-64's __pa(), and the platform is {}",
             a.name()
         )),
     }
@@ -362,6 +384,14 @@ pub static REGISTRY: &[PolicyDef] = &[
         "the 2012 swiotlb keeps its pool addresses virtual, translated by __phys_addr calls (virt, <= 3.6), or physical (phys, 3.7)"
     ),
     policy_def!(
+        phys_addr,
+        PhysAddrKind,
+        phys_addr_preset,
+        x86_only,
+        "call before 3.9, inline from 3.9 (x86-64)",
+        "x86-64 __pa() (virt_to_page, virt_to_phys): a call to the out-of-line __phys_addr (call, <= 3.8) or arithmetic inlined into the caller (inline, 3.9 without CONFIG_DEBUG_VIRTUAL); dma_map_single, the 2012 swiotlb's virtual bookkeeping and the forwarding path's skb frees translate through it"
+    ),
+    policy_def!(
         walk_flush,
         WalkFlushKind,
         walk_flush_preset,
@@ -423,6 +453,7 @@ impl Policies {
             arm64_dir_rules: dir_rules_preset(kernel, t),
             swiotlb_rules: swiotlb_rules_preset(kernel, t),
             swiotlb_addr: swiotlb_addr_preset(kernel, t),
+            phys_addr: phys_addr_preset(kernel, t),
             walk_flush: walk_flush_preset(kernel, t),
             smmuv3_inv: smmuv3_inv_preset(kernel, t),
             unmap_split: unmap_split_preset(kernel, t),
@@ -515,6 +546,22 @@ mod tests {
         assert!(KernelVersion(5, 9) < KernelVersion(5, 10));
         assert_eq!(p(KernelVersion(3, 6)).swiotlb_addr, SwiotlbAddr::Virt);
         assert_eq!(p(KernelVersion(3, 7)).swiotlb_addr, SwiotlbAddr::Phys);
+        // __phys_addr: out of line on x86-64 to 3.8, inline from 3.9; never a call on arm64.
+        let x86 = Target {
+            arch: Arch::X86_64,
+            ..ARM
+        };
+        for (k, want) in [
+            (KernelVersion(3, 6), PhysAddrKind::Call),
+            (KernelVersion(3, 8), PhysAddrKind::Call),
+            (KernelVersion(3, 9), PhysAddrKind::Inline),
+            (KernelVersion(6, 0), PhysAddrKind::Inline),
+        ] {
+            assert_eq!(Policies::preset(k, &x86).phys_addr, want, "{k}");
+        }
+        assert_eq!(p(KernelVersion(3, 7)).phys_addr, PhysAddrKind::Inline);
+        assert!(def("phys_addr").unwrap().applies(&ARM).is_err());
+        assert!(def("phys_addr").unwrap().applies(&x86).is_ok());
         for (k, rules) in [
             (KernelVersion(3, 6), SwiotlbRules::Linux3_6),
             (KernelVersion(4, 10), SwiotlbRules::Linux3_6),

@@ -24,7 +24,7 @@ use crate::device::Device;
 use crate::dma::DmaMapOps;
 use crate::dma::direct::DmaDirect;
 use crate::dma::mapping::DmaApi;
-use crate::dma::swiotlb::x86_2012::{Swiotlb2012Config, Swiotlb2012Ops};
+use crate::dma::swiotlb::x86_2012::{InsnGroups, Swiotlb2012Config, Swiotlb2012Ops};
 use crate::dma::swiotlb::{Areas, Release, Swiotlb, SwiotlbConfig};
 use crate::hw::model::Model;
 use crate::hw::model::SmmuKind;
@@ -193,6 +193,33 @@ impl DmaOpsKind {
 /// device's ops bounce): the device `s` describes, with its ops, on machine `m`. `cpus` sizes
 /// the per-CPU structures (swiotlb areas, IOVA magazines); swiotlb's pool and an IOMMU domain's
 /// tables come from node 0.
+/// The instruction groups of lib/swiotlb.c 3.6/3.7 as the profile counts them
+/// (`[code.swiotlb_2012]`); none when it has no such section, which it may only omit when it
+/// prices no function per instruction.
+pub fn swiotlb_2012_insns(profile: &Profile) -> InsnGroups {
+    let Some(c) = profile
+        .file
+        .code
+        .as_ref()
+        .and_then(|c| c.swiotlb_2012.as_ref())
+    else {
+        return InsnGroups::default();
+    };
+    let n = crate::platform::Swiotlb2012Code::count;
+    InsnGroups {
+        frame: n(&c.frame),
+        bug_on_dir: n(&c.bug_on_dir),
+        saved_reg: n(&c.saved_reg),
+        call: n(&c.call),
+        test_result: n(&c.test_result),
+        range_check: n(&c.range_check),
+        compare_result: n(&c.compare_result),
+        sync_single_live: n(&c.sync_single_live),
+        unmap_single_live: n(&c.unmap_single_live),
+        mapping_error_live: n(&c.mapping_error_live),
+    }
+}
+
 pub fn setup_dma_ops(m: &mut Machine, s: &DeviceSetup, cpus: u32) -> Result<DmaApi, SetupError> {
     let p = s.policies;
     let ops: Box<dyn DmaMapOps> = match s.ops {
@@ -226,8 +253,9 @@ pub fn setup_dma_ops(m: &mut Machine, s: &DeviceSetup, cpus: u32) -> Result<DmaA
                     node: 0,
                     force: s.swiotlb.force,
                     release,
+                    insns: swiotlb_2012_insns(s.profile),
                 },
-                p.swiotlb_addr.bookkeeping(&m.hw),
+                p.swiotlb_addr.bookkeeping(&m.hw, p.phys_addr),
             )
             .map_err(|e| SetupError::Swiotlb(e.to_string()))?,
         ),
@@ -249,7 +277,8 @@ pub fn setup_dma_ops(m: &mut Machine, s: &DeviceSetup, cpus: u32) -> Result<DmaA
             Box::new(dma)
         }
     };
-    Ok(DmaApi::new(&m.hw, s.device.clone(), ops))
+    let pa = p.phys_addr.implementation(&m.hw);
+    Ok(DmaApi::new(&m.hw, s.device.clone(), ops).with_phys_addr(pa))
 }
 
 /// `iommu_domain_alloc()` → `alloc_io_pgtable_ops()`: a fresh domain with its top-level table in

@@ -6,15 +6,15 @@ is needed: one probe run of scenarios/ixgbe-forwarding.toml under 3.6, with ever
 to the same probe value, gives how many units of each cost a packet charges to each symbol (calls,
 or instructions for the `insn.*` costs). The CPU time per packet is cpus / before throughput (both
 from the profile and data/published/swiotlb-phys.toml); each symbol's cost is its published share
-of that time divided by its units; `ip_forward_path` is what remains. Nothing from the after rows
-is read. With --write the values are put into the profile (sources are left as they are).
+of that time divided by its units (for `__phys_addr`: every call a packet makes, from swiotlb and
+from the packet path alike); `ip_forward_path` is what remains. Nothing from the after rows is read. With --write the values are put into the profile (sources are left as they are).
 
     cargo build --release && tools/fit_swiotlb_phys.py profiles/x86-2012-ixgbe.toml [--write]
 """
-import json, re, subprocess, sys, tomllib
+import json, os, re, subprocess, sys, tomllib
 
 ROOT = __file__.rsplit('/tools/', 1)[0]
-BIN = f'{ROOT}/target/release/dmasim'
+BIN = os.path.join(os.environ.get('CARGO_TARGET_DIR', f'{ROOT}/target'), 'release', 'dmasim')
 SCENARIO = f'{ROOT}/scenarios/ixgbe-forwarding.toml'
 SYMBOLS = {  # profile [sw] key -> the symbol whose self time it is, as perf names it
     'swiotlb_map_page': 'swiotlb_map_page',

@@ -6,6 +6,11 @@
 //! ([`crate::hostbench`]). Every direction gets the same instruction: the one the user picked.
 //!
 //! Invariant: "complete" means an SFENCE after the range, as `clflush_cache_range` does.
+//!
+//! [`physaddr`] is x86-64's `__pa()`, which the DMA API front, the 2012 swiotlb and the packet
+//! path of the forwarding workload go through.
+
+pub mod physaddr;
 
 use super::{ArchDma, by_line_op};
 use crate::hw::{CacheOp, Hw};

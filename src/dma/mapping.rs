@@ -5,9 +5,17 @@
 //! `dma_sync_sg_for_{cpu,device}`. Each opens a frame named after the API call and dispatches to the
 //! device's `dma_map_ops` (dma-direct, or iommu-dma once a domain is attached).
 //!
+//! `dma_map_single()` is include/asm-generic/dma-mapping-common.h's `dma_map_single_attrs()` of
+//! the 3.x releases: it turns the buffer's kernel virtual address into a page with
+//! `virt_to_page()` for `ops->map_page`, and evaluates `virt_to_page()` once more as the argument
+//! of `debug_dma_map_page()` — an empty inline without `CONFIG_DMA_API_DEBUG`, but while `__pa()`
+//! is an out-of-line call (x86-64 before 3.9) the compiler must still make that call. Both go
+//! through the release's `__pa()` ([`crate::arch::x86::physaddr`]; inline arithmetic elsewhere).
+//!
 //! Invariant: every call leaves the call stack as it found it.
 
 use super::{DmaError, DmaMapOps};
+use crate::arch::x86::physaddr::{self, Inline, PhysAddrFn};
 use crate::device::Device;
 use crate::hw::{DeviceHw, Hw, SwCost, SwKey};
 use crate::scatterlist::SgTable;
@@ -18,6 +26,7 @@ pub struct DmaApi {
     pub dev: Device,
     pub ops: Box<dyn DmaMapOps>,
     call: SwCost,
+    pa: Box<dyn PhysAddrFn>,
 }
 
 impl DmaApi {
@@ -27,7 +36,15 @@ impl DmaApi {
             dev,
             ops,
             call: hw.sw_cost(SwKey::DmaApiCall),
+            pa: Box::new(Inline),
         }
+    }
+
+    /// The release's `__pa()`, which `dma_map_single()` translates the buffer with (inline
+    /// arithmetic unless set).
+    pub fn with_phys_addr(mut self, pa: Box<dyn PhysAddrFn>) -> DmaApi {
+        self.pa = pa;
+        self
     }
 
     fn frame<T>(
@@ -79,9 +96,18 @@ impl DmaApi {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) -> Result<DmaAddr, DmaError> {
-        self.frame(hw, "dma_map_single", |ops, hw, dev| {
-            ops.map_page(hw, dev, phys, size, dir, attrs)
-        })
+        hw.enter("dma_map_single");
+        hw.sw(self.call);
+        let virt = physaddr::va(phys);
+        let offset = virt & (crate::scatterlist::PAGE_SIZE - 1);
+        let page = self.pa.virt_to_page(hw, virt);
+        let r = self
+            .ops
+            .map_page(hw, &self.dev, PhysAddr(page.0 | offset), size, dir, attrs);
+        // debug_dma_map_page(dev, virt_to_page(ptr), ...): the stub is empty, its argument is not.
+        let _ = self.pa.virt_to_page(hw, virt);
+        hw.leave();
+        r
     }
 
     /// `dma_unmap_single()`, served by the ops' `unmap_page`.

@@ -8,13 +8,21 @@
 //!
 //! What it models: the rx ring's buffers as real pages, page reuse decided deterministically at
 //! `rx_reuse_percent`, and the routed packet's path through the rest of the stack as one named
-//! cost (`ip_forward_path`). The driver gets a typed config and the device's DMA API handle from
-//! setup; it never sees the scenario.
+//! cost (`ip_forward_path`). Of that path it runs what goes through x86-64's `__pa()`, which 3.6
+//! calls out of line: `dma_map_single()` of the frame on transmit (two `virt_to_page()`, see
+//! [`crate::dma::mapping`]) and, when the transmit completes, `dev_kfree_skb_any()` freeing the
+//! skb: `skb_free_head()`'s `virt_to_head_page()` of the page-fragment head
+//! (`netdev_alloc_frag()` since 3.5) and `kmem_cache_free()`'s `virt_to_head_page()` of the
+//! `struct sk_buff` (SLUB; SLAB's `cache_free_alien()` on a NUMA machine makes the same call).
+//! Nothing else of net/core, net/ipv4 or ixgbe's own code in 3.6 translates an address on this
+//! path (the rx head is copied from a page, pages are freed by `struct page`). The driver gets a
+//! typed config and the device's DMA API handle from setup; it never sees the scenario.
 //!
 //! Invariants: every charge is made by running the calls; each packet's tx buffer is unmapped in
 //! the iteration it was mapped; a failed rx page mapping at open is the kernel's refusal, returned
 //! as an error, never a panic.
 
+use crate::arch::x86::physaddr::{self, PhysAddrFn, PhysAddrKind};
 use crate::dma::DmaError;
 use crate::dma::mapping::DmaApi;
 use crate::hw::calls::CallTimer;
@@ -37,7 +45,13 @@ pub struct IxgbeConfig {
     pub packet_bytes: u32,
     /// Share of received pages the driver can hand back to the device (page reuse).
     pub rx_reuse_percent: u32,
+    /// The release's `__pa()`, for the skb frees.
+    pub phys_addr: PhysAddrKind,
 }
+
+/// Slab objects of `skbuff_head_cache` per page: `struct sk_buff` is 232 bytes on 3.6 x86-64, so
+/// SLUB's kmalloc-style rounding gives 256-byte objects.
+const SKBS_PER_PAGE: u64 = PAGE_SIZE / 256;
 
 /// Below 4 GiB, where swiotlb's pool is allocated at boot (`alloc_bootmem_low_pages`).
 pub const LOW_MEMORY: u64 = 0x1000_0000;
@@ -59,9 +73,12 @@ pub struct Forwarder {
     mem: SharedPhysMem,
     rx: Vec<RxBuffer>,
     next_to_clean: usize,
-    /// Linear skb data areas the routed packets are sent from, cycled.
+    /// Linear skb data areas the routed packets are sent from, cycled (each the skb's head).
     tx: Vec<PhysAddr>,
+    /// The `struct sk_buff` of each tx slot, in `skbuff_head_cache`'s slab pages.
+    skbs: Vec<PhysAddr>,
     next_tx: usize,
+    pa: Box<dyn PhysAddrFn>,
     packet_bytes: u64,
     reuse_percent: u32,
     reuse_acc: u32,
@@ -84,12 +101,14 @@ impl Forwarder {
         let rx_ring = cfg.rx_ring as usize;
         let mut fw = Forwarder {
             route: hw.sw_cost(SwKey::IpForwardPath),
+            pa: cfg.phys_addr.implementation(&hw),
             hw,
             api,
             mem,
             rx: Vec::with_capacity(rx_ring),
             next_to_clean: 0,
             tx: Vec::with_capacity(rx_ring),
+            skbs: Vec::with_capacity(rx_ring),
             next_tx: 0,
             packet_bytes: u64::from(cfg.packet_bytes),
             reuse_percent: cfg.rx_reuse_percent,
@@ -110,14 +129,24 @@ impl Forwarder {
             let data = fw.alloc_page()?;
             fw.tx.push(data);
         }
+        for _ in 0..(rx_ring as u64).div_ceil(SKBS_PER_PAGE) {
+            let slab = fw.alloc_page()?;
+            for i in 0..SKBS_PER_PAGE {
+                if fw.skbs.len() < rx_ring {
+                    fw.skbs
+                        .push(PhysAddr(slab.0 + i * (PAGE_SIZE / SKBS_PER_PAGE)));
+                }
+            }
+        }
         fw.clear();
         Ok(fw)
     }
 
-    /// Memory the machine needs: the pool below 4 GiB (node 0), the ring's and the tx data
-    /// pages above it (node 1).
+    /// Memory the machine needs: the pool below 4 GiB (node 0), the ring's, the tx data and the
+    /// sk_buff slab pages above it (node 1).
     pub fn memory(cfg: &IxgbeConfig, pool_bytes: u64) -> Vec<NodeRange> {
-        let high = (2 * u64::from(cfg.rx_ring) + 16) * PAGE_SIZE;
+        let ring = u64::from(cfg.rx_ring);
+        let high = (2 * ring + ring.div_ceil(SKBS_PER_PAGE) + 16) * PAGE_SIZE;
         vec![
             NodeRange {
                 node: 0,
@@ -170,6 +199,27 @@ impl Forwarder {
             )));
         }
         Ok(dma)
+    }
+
+    /// `dev_kfree_skb_any()` of the skb sent from tx slot `slot`, as far as it translates
+    /// addresses: `skb_free_head()` puts the head's page (`virt_to_head_page(skb->head)`), then
+    /// `kfree_skbmem()` gives the `struct sk_buff` back to its slab (`kmem_cache_free()` →
+    /// `virt_to_head_page(skb)`). The rest of the free is in `ip_forward_path`.
+    fn free_skb(&mut self, slot: usize) {
+        let (head, skb) = (self.tx[slot], self.skbs[slot]);
+        let hw = &mut self.hw;
+        hw.enter("consume_skb");
+        hw.enter("skb_release_data");
+        let head_page = self.pa.virt_to_page(hw, physaddr::va(head));
+        hw.leave();
+        hw.enter("kmem_cache_free");
+        let slab_page = self.pa.virt_to_page(hw, physaddr::va(skb));
+        hw.leave();
+        hw.leave();
+        debug_assert_eq!(
+            (head_page, slab_page),
+            (head.align_down(PAGE_SIZE), skb.align_down(PAGE_SIZE))
+        );
     }
 
     /// Whether the page just received into can be handed back (deterministic at the workload's
@@ -232,14 +282,15 @@ impl Forwarder {
         self.hw.sw(self.route);
         self.hw.leave();
 
-        let data = self.tx[self.next_tx];
-        self.next_tx = (self.next_tx + 1) % self.tx.len();
+        let slot = self.next_tx;
+        let data = self.tx[slot];
+        self.next_tx = (slot + 1) % self.tx.len();
         let len = self.packet_bytes;
         self.hw.enter("ixgbe_xmit_frame_ring");
         let mapped = {
             let (api, hw, t) = (&mut self.api, &mut self.hw, &mut self.timer);
             let r = t.time(hw, "dma_map_single", |hw| {
-                api.map_page(hw, data, len, DmaDirection::ToDevice, DmaAttrs::NONE)
+                api.map_single(hw, data, len, DmaDirection::ToDevice, DmaAttrs::NONE)
             });
             match r {
                 Ok(dma) => {
@@ -253,13 +304,21 @@ impl Forwarder {
         match mapped {
             Some(dma) => {
                 self.hw.enter("ixgbe_clean_tx_irq");
+                // 3.6 frees the skb before unmapping its head.
+                self.free_skb(slot);
                 let (api, hw, t) = (&mut self.api, &mut self.hw, &mut self.timer);
                 t.time(hw, "dma_unmap_single", |hw| {
                     api.unmap_page(hw, dma, len, DmaDirection::ToDevice, DmaAttrs::NONE)
                 });
                 self.hw.leave();
             }
-            None => self.dropped += 1,
+            None => {
+                // ixgbe_tx_map's dma_error path frees the skb too.
+                self.hw.enter("ixgbe_xmit_frame_ring");
+                self.free_skb(slot);
+                self.hw.leave();
+                self.dropped += 1;
+            }
         }
 
         if !reuse {

@@ -43,10 +43,12 @@ pub enum Layer {
     DmaFq,
     /// The routed-packet path of the forwarding workload (net/ipv4, the ixgbe driver).
     IpForward,
+    /// x86-64's out-of-line `__phys_addr` (arch/x86/mm/physaddr.c, up to 3.8).
+    X86PhysAddr,
 }
 
 impl Layer {
-    pub const ALL: [Layer; 13] = [
+    pub const ALL: [Layer; 14] = [
         Layer::DmaApi,
         Layer::DmaDirect,
         Layer::Swiotlb,
@@ -60,6 +62,7 @@ impl Layer {
         Layer::Iova,
         Layer::DmaFq,
         Layer::IpForward,
+        Layer::X86PhysAddr,
     ];
 
     /// Short stable name, for output.
@@ -78,6 +81,7 @@ impl Layer {
             Layer::Iova => "iova",
             Layer::DmaFq => "dma-fq",
             Layer::IpForward => "ip-forward",
+            Layer::X86PhysAddr => "x86-physaddr",
         }
     }
 
@@ -97,6 +101,7 @@ impl Layer {
             Layer::Iova => "iommu::iova",
             Layer::DmaFq => "iommu::dma_fq",
             Layer::IpForward => "drivers::ixgbe",
+            Layer::X86PhysAddr => "arch::x86::physaddr",
         }
     }
 }
@@ -185,7 +190,7 @@ registry! {
     SwiotlbUnmapPage => "swiotlb_unmap_page", "swiotlb_unmap_page", [Swiotlb2012],
         "per unmap: the call on to unmap_single";
     InsnUnmapSingle => "insn.unmap_single", "unmap_single", [Swiotlb2012],
-        "per instruction unmap_single executes (frame, BUG_ON; virt: 4 saved registers and the is_swiotlb_buffer call; phys: the inlined range check)";
+        "per instruction unmap_single executes (frame, BUG_ON; virt: the saved registers and the is_swiotlb_buffer call; phys: the inlined range check), groups counted in [code.swiotlb_2012]";
     SwiotlbSyncSingleForCpu => "swiotlb_sync_single_for_cpu", "swiotlb_sync_single_for_cpu",
         [Swiotlb2012],
         "per sync_single_for_cpu: the call on to swiotlb_sync_single";
@@ -193,14 +198,14 @@ registry! {
         "swiotlb_sync_single_for_device", [Swiotlb2012],
         "per sync_single_for_device: the call on to swiotlb_sync_single";
     InsnSwiotlbSyncSingle => "insn.swiotlb_sync_single", "swiotlb_sync_single", [Swiotlb2012],
-        "per instruction swiotlb_sync_single executes (frame, BUG_ON; virt: 5 saved registers and the is_swiotlb_buffer call; phys: the inlined range check)";
+        "per instruction swiotlb_sync_single executes (frame, BUG_ON; virt: the saved registers and the is_swiotlb_buffer call; phys: the inlined range check), groups counted in [code.swiotlb_2012]";
     IsSwiotlbBuffer => "is_swiotlb_buffer", "is_swiotlb_buffer", [Swiotlb2012],
         "per out-of-line is_swiotlb_buffer call (virt only): its frame, its two __phys_addr call sites, two compares";
     InsnSwiotlbDmaMappingError => "insn.swiotlb_dma_mapping_error",
         "swiotlb_dma_mapping_error", [Swiotlb2012],
-        "per instruction swiotlb_dma_mapping_error executes (frame, compare; virt: a saved register and the __phys_addr call)";
-    PhysAddr => "__phys_addr", "__phys_addr", [Swiotlb2012],
-        "per out-of-line __phys_addr call (virt only): call, kernel-text/direct-map test, subtract";
+        "per instruction swiotlb_dma_mapping_error executes (frame, compare; virt: the saved register and the __phys_addr call), groups counted in [code.swiotlb_2012]";
+    PhysAddr => "__phys_addr", "__phys_addr", [X86PhysAddr],
+        "per out-of-line __phys_addr call (x86-64 up to 3.8: the 2012 swiotlb's virt bookkeeping, dma_map_single, skb frees): kernel-text/direct-map test, subtract, return";
     SwiotlbTblSyncSingle => "swiotlb_tbl_sync_single", "swiotlb_tbl_sync_single", [Swiotlb2012],
         "per bounced sync: orig_addr lookup";
 
@@ -294,6 +299,17 @@ impl SwKey {
     /// The profile `[sw]` key.
     pub fn name(self) -> &'static str {
         self.decl().name
+    }
+
+    /// Whether the cost is per instruction of a function whose instruction groups a profile's
+    /// `[code.swiotlb_2012]` counts (the functions the 3.7 swiotlb series changed).
+    pub fn per_instruction(self) -> bool {
+        matches!(
+            self,
+            SwKey::InsnUnmapSingle
+                | SwKey::InsnSwiotlbSyncSingle
+                | SwKey::InsnSwiotlbDmaMappingError
+        )
     }
 
     /// The key a profile spells `name`, if any.
@@ -404,6 +420,10 @@ mod tests {
             ),
             ("iommu/iova.rs", include_str!("../iommu/iova.rs")),
             ("drivers/ixgbe.rs", include_str!("../drivers/ixgbe.rs")),
+            (
+                "arch/x86/physaddr.rs",
+                include_str!("../arch/x86/physaddr.rs"),
+            ),
         ];
         for (file, text) in sources {
             assert!(

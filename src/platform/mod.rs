@@ -137,6 +137,68 @@ pub struct MemorySpec {
     pub copy: Option<CopySpec>,
 }
 
+/// Instructions per group of lib/swiotlb.c (Linux 3.6/3.7) as the platform's compiler emits it
+/// (`[code.swiotlb_2012]`): the groups the functions the 3.7 series changed execute on the
+/// unbounced path. Each is a whole number with its source (how it was counted).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Swiotlb2012Code {
+    /// Frame set-up and return.
+    pub frame: Param,
+    /// `BUG_ON(dir == DMA_NONE)`.
+    pub bug_on_dir: Param,
+    /// One value kept in a callee-saved register across an out-of-line call.
+    pub saved_reg: Param,
+    /// An out-of-line call: the argument and the call.
+    pub call: Param,
+    /// Using a predicate's result.
+    pub test_result: Param,
+    /// `is_swiotlb_buffer()` inlined (3.7).
+    pub range_check: Param,
+    /// `swiotlb_dma_mapping_error()`'s comparison.
+    pub compare_result: Param,
+    /// Values `swiotlb_sync_single` (3.6) keeps live across its `is_swiotlb_buffer` call.
+    pub sync_single_live: Param,
+    /// Values `unmap_single` (3.6) keeps live across its `is_swiotlb_buffer` call.
+    pub unmap_single_live: Param,
+    /// Values `swiotlb_dma_mapping_error` (3.6) keeps live across its `__phys_addr` call.
+    pub mapping_error_live: Param,
+}
+
+impl Swiotlb2012Code {
+    /// Every group with its key, in file order.
+    pub fn groups(&self) -> [(&'static str, &Param); 10] {
+        [
+            ("frame", &self.frame),
+            ("bug_on_dir", &self.bug_on_dir),
+            ("saved_reg", &self.saved_reg),
+            ("call", &self.call),
+            ("test_result", &self.test_result),
+            ("range_check", &self.range_check),
+            ("compare_result", &self.compare_result),
+            ("sync_single_live", &self.sync_single_live),
+            ("unmap_single_live", &self.unmap_single_live),
+            ("mapping_error_live", &self.mapping_error_live),
+        ]
+    }
+
+    /// A group's count (checked at parse to be a whole number).
+    pub fn count(p: &Param) -> u64 {
+        *p.value.get_ref() as u64
+    }
+}
+
+/// The optional `[code]` section: instruction counts of kernel code as compiled for the platform,
+/// for the functions the model prices per instruction.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CodeSpec {
+    pub swiotlb_2012: Option<Swiotlb2012Code>,
+}
+
+/// The most instructions one group may count.
+pub const MAX_GROUP_INSNS: f64 = 1000.0;
+
 /// The profile file as written.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -149,6 +211,8 @@ pub struct ProfileFile {
     /// Named software costs, by [`SwKey`] name; a key that names none is refused.
     #[serde(default)]
     pub sw: BTreeMap<Spanned<String>, Cost>,
+    /// Optional: instruction counts for the costs `[sw]` gives per instruction.
+    pub code: Option<CodeSpec>,
     pub smmu: Option<SmmuSpec>,
 }
 
@@ -359,6 +423,15 @@ impl Profile {
         }
         for (k, c) in &f.sw {
             out.push(cost_info(&format!("sw.{}", k.get_ref()), c));
+        }
+        if let Some(c) = f.code.as_ref().and_then(|c| c.swiotlb_2012.as_ref()) {
+            for (k, p) in c.groups() {
+                out.push(param_info(
+                    &format!("code.swiotlb_2012.{k}"),
+                    p,
+                    "instructions",
+                ));
+            }
         }
         if let Some(sm) = &f.smmu {
             for (k, c) in smmu_costs(sm) {
@@ -608,6 +681,7 @@ fn resolve(origin: &str, text: &str, f: &ProfileFile) -> Result<ModelParams, Inp
         }
         sw.insert(name.clone(), r.cost(&format!("sw.{name}"), c)?);
     }
+    resolve_code(&r, f)?;
     let smmu = match &f.smmu {
         Some(sm) => Some(resolve_smmu(&r, sm)?),
         None => None,
@@ -631,6 +705,44 @@ fn resolve(origin: &str, text: &str, f: &ProfileFile) -> Result<ModelParams, Inp
         copy,
         smmu,
     })
+}
+
+/// Check `[code]`: whole instruction counts, and present wherever `[sw]` prices a function per
+/// instruction (a per-instruction cost with nothing to count would silently charge nothing).
+fn resolve_code(r: &Resolver, f: &ProfileFile) -> Result<(), InputError> {
+    let code = f.code.as_ref().and_then(|c| c.swiotlb_2012.as_ref());
+    if let Some(c) = code {
+        for (k, p) in c.groups() {
+            let key = format!("code.swiotlb_2012.{k}");
+            let n = r.param(&key, p)?;
+            if n.fract() != 0.0 || n > MAX_GROUP_INSNS {
+                return Err(InputError::at(
+                    r.origin,
+                    r.text,
+                    Some(p.value.span()),
+                    &format!("{key}.value"),
+                    format!(
+                        "must be a whole number of instructions from 0 to {MAX_GROUP_INSNS}, found {n}"
+                    ),
+                ));
+            }
+        }
+    } else if let Some((k, _)) =
+        f.sw.iter()
+            .find(|(k, _)| SwKey::from_name(k.get_ref()).is_some_and(|key| key.per_instruction()))
+    {
+        return Err(InputError::at(
+            r.origin,
+            r.text,
+            Some(k.span()),
+            "code.swiotlb_2012",
+            format!(
+                "`sw.{}` is a cost per instruction, so the profile must count the instructions: add a [code.swiotlb_2012] section (docs/profiles.md)",
+                k.get_ref()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn resolve_smmu(r: &Resolver, s: &SmmuSpec) -> Result<SmmuParams, InputError> {
@@ -955,5 +1067,51 @@ sync = { ns = 50, source = "test" }
         );
         let e = Profile::parse("t.toml", &text).unwrap_err();
         assert_eq!(e.key.as_deref(), Some("barrier.cost.source"), "{e}");
+    }
+
+    #[test]
+    fn per_instruction_costs_need_their_instruction_counts() {
+        let insn = format!(
+            "{MINIMAL}\n[sw]\n\"insn.unmap_single\" = {{ cycles = 1, source = \"test\" }}\n"
+        );
+        let e = Profile::parse("t.toml", &insn).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("code.swiotlb_2012"), "{e}");
+        assert!(e.to_string().contains("t.toml:"), "{e}");
+        // The built-in profile counts them; every group is listed with its source.
+        let text = BUILTIN
+            .iter()
+            .find(|(n, _)| *n == "x86-2012-ixgbe")
+            .unwrap()
+            .1;
+        let p = Profile::parse("x.toml", text).unwrap();
+        let groups: Vec<_> = p
+            .params()
+            .into_iter()
+            .filter(|i| i.key.starts_with("code.swiotlb_2012."))
+            .collect();
+        assert_eq!(groups.len(), 10);
+        assert!(groups.iter().all(|g| g.source.starts_with("counted:")));
+        // A count must be a whole number, and within bounds.
+        for (bad, want) in [
+            ("4.5", "whole number"),
+            ("1e6", "whole number"),
+            ("-1", "non-negative"),
+        ] {
+            let t = text.replacen(
+                "frame = { value = 4,",
+                &format!("frame = {{ value = {bad},"),
+                1,
+            );
+            let e = Profile::parse("x.toml", &t).unwrap_err();
+            assert_eq!(
+                e.key.as_deref(),
+                Some("code.swiotlb_2012.frame.value"),
+                "{e}"
+            );
+            assert!(e.to_string().contains(want), "{bad}: {e}");
+        }
+        // An unknown group is refused by name.
+        let t = text.replacen("frame = { value = 4,", "frames = { value = 4,", 1);
+        assert!(Profile::parse("x.toml", &t).is_err());
     }
 }

@@ -27,6 +27,7 @@
 //! same iteration it was mapped.
 
 use super::{Ctx, RunInfo, Scenario, Shared, Workload, progress};
+use crate::arch::x86::physaddr::PhysAddrKind;
 use crate::device::Device;
 use crate::drivers::ixgbe::IxgbeConfig;
 use crate::hw::Counter;
@@ -79,12 +80,13 @@ pub struct Forwarding {
 }
 
 impl Forwarding {
-    /// The driver's configuration.
-    pub fn ixgbe(&self) -> IxgbeConfig {
+    /// The driver's configuration, with the release's `__pa()` (`phys_addr` policy).
+    pub fn ixgbe(&self, phys_addr: PhysAddrKind) -> IxgbeConfig {
         IxgbeConfig {
             rx_ring: self.rx_ring,
             packet_bytes: self.packet_bytes,
             rx_reuse_percent: self.rx_reuse_percent,
+            phys_addr,
         }
     }
 }
@@ -241,7 +243,7 @@ impl ForwardingResult {
 /// Set up the machine and open the driver: swiotlb's pool below 4 GiB, the device's ops from
 /// setup, the rx ring filled (not counted).
 pub fn forwarder(s: &Scenario, f: &Forwarding) -> Result<Forwarder, SetupError> {
-    let cfg = f.ixgbe();
+    let cfg = f.ixgbe(s.policies.phys_addr);
     let mut m = Machine::boot(&s.profile, Forwarder::memory(&cfg, s.swiotlb.size));
     let api = setup_dma_ops(&mut m, &s.device_setup(), f.cpus)?;
     Forwarder::new(m, api, &cfg).map_err(|e| SetupError::Driver(e.to_string()))

@@ -1016,6 +1016,13 @@ impl Scenario {
         if let Workload::Forwarding(_) = self.workload {
             layers.push(Layer::IpForward);
         }
+        // x86-64's __pa() is a call up to 3.8: dma_map_single, the 2012 swiotlb's virtual
+        // bookkeeping and the forwarding path's skb frees make it.
+        let translates =
+            self.workload.uses_dma_api() || matches!(self.workload, Workload::Forwarding(_));
+        if translates && self.policies.phys_addr == crate::arch::x86::physaddr::PhysAddrKind::Call {
+            layers.push(Layer::X86PhysAddr);
+        }
         SwKey::charged_by(&layers)
     }
 

@@ -5,6 +5,7 @@ use super::tests::{HIGH, machine, pattern, read};
 use super::x86_2012::{Swiotlb2012Config, Swiotlb2012Ops, SwiotlbAddr};
 use super::*;
 use crate::arch::arm64::{Arm64, DirRules};
+use crate::arch::x86::physaddr::PhysAddrKind;
 use crate::dma::DmaMapOps;
 use crate::dma::direct::DmaDirect;
 use crate::dma::sync_policy::{Batched, PerEntry, SyncPolicy};
@@ -191,7 +192,7 @@ proptest! {
     ) {
         let mem = machine();
         let r0 = Recorder::new(64);
-        let book = if virt { SwiotlbAddr::Virt } else { SwiotlbAddr::Phys }.bookkeeping(&r0);
+        let book = if virt { SwiotlbAddr::Virt } else { SwiotlbAddr::Phys }.bookkeeping(&r0, PhysAddrKind::Call);
         let o = std::cell::RefCell::new(
             Swiotlb2012Ops::new(&r0, mem.clone(), &Swiotlb2012Config { size: 4 << 20, ..Default::default() }, book).unwrap(),
         );

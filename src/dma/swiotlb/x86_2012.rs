@@ -16,8 +16,9 @@
 //!
 //! - [`VirtAddrs`] (≤ 3.6): `io_tlb_start`, `io_tlb_end`, `io_tlb_overflow_buffer` and the slot
 //!   addresses handed between the helpers are kernel virtual addresses. Every `virt_to_phys` /
-//!   `swiotlb_virt_to_bus` on them is a call to the out-of-line `__phys_addr` (a frame, a charge
-//!   and a [`Counter::PhysAddrCall`]). Going the other way (`phys_to_virt`) is an inline add.
+//!   `swiotlb_virt_to_bus` on them is a `__pa()`: in 3.6 a call to the out-of-line `__phys_addr`
+//!   (a frame, a charge and a `Counter::PhysAddrCall`; [`crate::arch::x86::physaddr`]). Going
+//!   the other way (`phys_to_virt`) is an inline add.
 //!   Per call path, exactly as 3.6's code makes them:
 //!   `is_swiotlb_buffer` 2 (1 when the address is below the pool: `&&` stops early);
 //!   `unmap_single` and `swiotlb_sync_single` = their `is_swiotlb_buffer`;
@@ -28,26 +29,27 @@
 //!   `is_swiotlb_buffer` small enough to be inlined (no frame).
 //!
 //! What the callers lose is charged where it runs: `swiotlb_sync_single`, `unmap_single` and
-//! `swiotlb_dma_mapping_error` are priced per instruction, by the groups in [`insn`] (frame,
-//! registers kept across an out-of-line call, the call itself, the inlined range check), so under
-//! `phys` their own time shrinks by the instructions 3.7's code no longer has, not by a factor.
+//! `swiotlb_dma_mapping_error` are priced per instruction, by the groups of [`InsnGroups`] (frame,
+//! registers kept across an out-of-line call, the call itself, the inlined range check; counted
+//! in the profile's `[code.swiotlb_2012]`), so under `phys` their own time shrinks by the
+//! instructions 3.7's code no longer has, not by a factor.
 //!
 //! Invariants: as [`super`]; and the count of `__phys_addr` calls on a path is whatever running
 //! that path produced — no table of counts exists.
 
 use super::pool::{INVALID_PHYS_ADDR, IoTlbMem, PoolCosts, SlotRequest, SwiotlbError};
 use super::{Areas, BounceDir, IO_TLB_OVERFLOW, IO_TLB_SHIFT, IO_TLB_SIZE, Release, memcpy};
+use crate::arch::x86::physaddr::{self, PhysAddrFn, PhysAddrKind};
 use crate::device::Device;
 use crate::dma::direct::dma_capable;
 use crate::dma::{DmaError, DmaMapOps};
-use crate::hw::{Counter, DeviceHw, Hw, SwCost, SwKey};
+use crate::hw::{DeviceHw, Hw, SwCost, SwKey};
 use crate::mm::physmem::SharedPhysMem;
 use crate::scatterlist::SgTable;
 use crate::types::{DmaAddr, DmaAttrs, DmaDirection, PhysAddr};
 use std::fmt::Debug;
 
-/// x86-64's `PAGE_OFFSET` in 2012: the direct map of physical memory starts here.
-pub const PAGE_OFFSET: u64 = 0xffff_8800_0000_0000;
+pub use crate::arch::x86::physaddr::PAGE_OFFSET;
 
 /// An address as the pool's bookkeeping stores it: virtual under [`VirtAddrs`], physical under
 /// [`PhysAddrs`].
@@ -69,17 +71,16 @@ pub trait Bookkeeping: Debug {
     fn translation_out_of_line(&self) -> bool;
 }
 
-/// ≤ 3.6: virtual addresses, translated by an out-of-line `__phys_addr` call each time.
-#[derive(Clone, Copy, Debug)]
+/// ≤ 3.6: virtual addresses, translated by `__pa()` each time — the out-of-line `__phys_addr`
+/// in the releases that had this bookkeeping (the `phys_addr` policy decides).
+#[derive(Debug)]
 pub struct VirtAddrs {
-    phys_addr: SwCost,
+    pa: Box<dyn PhysAddrFn>,
 }
 
 impl VirtAddrs {
-    pub fn new(hw: &dyn Hw) -> VirtAddrs {
-        VirtAddrs {
-            phys_addr: hw.sw_cost(SwKey::PhysAddr),
-        }
+    pub fn new(pa: Box<dyn PhysAddrFn>) -> VirtAddrs {
+        VirtAddrs { pa }
     }
 }
 
@@ -88,20 +89,16 @@ impl Bookkeeping for VirtAddrs {
         "virt"
     }
     fn keep(&self, phys: PhysAddr) -> Kept {
-        Kept(PAGE_OFFSET.wrapping_add(phys.0))
+        Kept(physaddr::va(phys))
     }
     fn to_phys(&self, hw: &mut dyn Hw, kept: Kept) -> PhysAddr {
-        hw.enter("__phys_addr");
-        hw.sw(self.phys_addr);
-        hw.count(Counter::PhysAddrCall, 1);
-        hw.leave();
-        PhysAddr(kept.0.wrapping_sub(PAGE_OFFSET))
+        self.pa.pa(hw, kept.0)
     }
     fn is_swiotlb_buffer_out_of_line(&self) -> bool {
         true
     }
     fn translation_out_of_line(&self) -> bool {
-        true
+        self.pa.out_of_line()
     }
 }
 
@@ -147,10 +144,11 @@ impl crate::types::Choice for SwiotlbAddr {
 }
 
 impl SwiotlbAddr {
-    /// The bookkeeping implementation, chosen once at setup.
-    pub fn bookkeeping(self, hw: &dyn Hw) -> Box<dyn Bookkeeping> {
+    /// The bookkeeping implementation, chosen once at setup, translating with the release's
+    /// `__pa()`.
+    pub fn bookkeeping(self, hw: &dyn Hw, pa: PhysAddrKind) -> Box<dyn Bookkeeping> {
         match self {
-            SwiotlbAddr::Virt => Box::new(VirtAddrs::new(hw)),
+            SwiotlbAddr::Virt => Box::new(VirtAddrs::new(pa.implementation(hw))),
             SwiotlbAddr::Phys => Box::new(PhysAddrs),
         }
     }
@@ -164,36 +162,84 @@ pub enum SyncTarget {
 }
 
 /// Instructions the 2012 functions whose code the 3.7 series changed execute on the unbounced
-/// path, by group, as GCC -O2 with `CONFIG_FRAME_POINTER` and without shrink-wrapping (GCC before
-/// 4.8, the compilers of 2012) emits lib/swiotlb.c for x86-64. Counted from the 3.6 and 3.7 C
-/// source, not from a disassembly. Each group is charged at the per-instruction cost of the
-/// function it runs in (`insn.<function>` in a profile's `[sw]` table), so a group one release
-/// drops takes its time out of the symbol perf would have seen it in, and nowhere else.
-pub mod insn {
-    /// Frame set-up and return: `push %rbp; mov %rsp,%rbp; pop %rbp; ret`.
-    pub const FRAME: u64 = 4;
+/// path, by group, as the platform's compiler emits lib/swiotlb.c: the profile's
+/// `[code.swiotlb_2012]`, where each count has its source (for the x86-2012-ixgbe profile: GCC
+/// -O2 with `CONFIG_FRAME_POINTER` and without shrink-wrapping, counted from the 3.6 and 3.7 C
+/// source). Each group is charged at the per-instruction cost of the function it runs in
+/// (`insn.<function>` in a profile's `[sw]` table), so a group one release drops takes its time
+/// out of the symbol perf would have seen it in, and nothing else.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InsnGroups {
+    /// Frame set-up and return (`push %rbp; mov %rsp,%rbp; pop %rbp; ret`).
+    pub frame: u64,
     /// `BUG_ON(dir == DMA_NONE)`: compare and branch.
-    pub const BUG_ON_DIR: u64 = 2;
-    /// One value kept in a callee-saved register across an out-of-line call: the prologue's push,
-    /// the move into it, the epilogue's pop. Without shrink-wrapping these run on every path of a
-    /// function that makes the call on any path.
-    pub const SAVED_REG: u64 = 3;
+    pub bug_on_dir: u64,
+    /// One value kept in a callee-saved register across an out-of-line call: the prologue's
+    /// push, the move into it, the epilogue's pop. Without shrink-wrapping these run on every
+    /// path of a function that makes the call on any path.
+    pub saved_reg: u64,
     /// An out-of-line call: the argument into `%rdi`, the `call`.
-    pub const CALL: u64 = 2;
+    pub call: u64,
     /// Using a predicate's result: `test %eax,%eax; jne`.
-    pub const TEST_RESULT: u64 = 2;
-    /// `is_swiotlb_buffer()` inlined (3.7): `cmp io_tlb_start(%rip); jb; cmp io_tlb_end(%rip); jae`.
-    pub const RANGE_CHECK: u64 = 4;
+    pub test_result: u64,
+    /// `is_swiotlb_buffer()` inlined (3.7): two compares against the pool bounds, two branches.
+    pub range_check: u64,
     /// `swiotlb_dma_mapping_error()`'s comparison: `cmp; sete; movzbl`.
-    pub const COMPARE_RESULT: u64 = 3;
-    /// Values `swiotlb_sync_single` (3.6) keeps live across its `is_swiotlb_buffer` call: `hwdev`,
-    /// `paddr`, `size`, `dir` and `target`, all needed by the `swiotlb_tbl_sync_single` call after it.
-    pub const SYNC_SINGLE_LIVE: u64 = 5;
-    /// Values `unmap_single` (3.6) keeps live across its `is_swiotlb_buffer` call: `hwdev`, `paddr`,
-    /// `size` and `dir`, for `swiotlb_tbl_unmap_single`.
-    pub const UNMAP_SINGLE_LIVE: u64 = 4;
-    /// Values `swiotlb_dma_mapping_error` (3.6) keeps live across its `__phys_addr` call: `dma_addr`.
-    pub const MAPPING_ERROR_LIVE: u64 = 1;
+    pub compare_result: u64,
+    /// Values `swiotlb_sync_single` (3.6) keeps live across its `is_swiotlb_buffer` call.
+    pub sync_single_live: u64,
+    /// Values `unmap_single` (3.6) keeps live across its `is_swiotlb_buffer` call.
+    pub unmap_single_live: u64,
+    /// Values `swiotlb_dma_mapping_error` (3.6) keeps live across its `__phys_addr` call.
+    pub mapping_error_live: u64,
+}
+
+/// One function's instructions per call: what both releases execute, what the out-of-line call
+/// adds (≤ 3.6), what the inlined check adds (3.7).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FnInsns {
+    pub common: u64,
+    pub out_of_line: u64,
+    pub inline: u64,
+}
+
+impl FnInsns {
+    /// Instructions per call under the virtual (≤ 3.6) bookkeeping.
+    pub fn virt(&self) -> u64 {
+        self.common + self.out_of_line
+    }
+    /// Instructions per call under the physical (3.7) bookkeeping.
+    pub fn phys(&self) -> u64 {
+        self.common + self.inline
+    }
+}
+
+impl InsnGroups {
+    /// `swiotlb_sync_single`: frame and `BUG_ON`; 3.6 keeps its live values across the
+    /// `is_swiotlb_buffer` call, makes it and tests the result; 3.7 has the range check inline.
+    pub fn sync_single(&self) -> FnInsns {
+        self.predicate_caller(self.sync_single_live)
+    }
+    /// `unmap_single`: as `swiotlb_sync_single`, with its own live values.
+    pub fn unmap_single(&self) -> FnInsns {
+        self.predicate_caller(self.unmap_single_live)
+    }
+    /// `swiotlb_dma_mapping_error`: frame and comparison; 3.6 keeps `dma_addr` across the
+    /// `__phys_addr` call of the overflow buffer's address and makes it.
+    pub fn mapping_error(&self) -> FnInsns {
+        FnInsns {
+            common: self.frame + self.compare_result,
+            out_of_line: self.mapping_error_live * self.saved_reg + self.call,
+            inline: 0,
+        }
+    }
+    fn predicate_caller(&self, live: u64) -> FnInsns {
+        FnInsns {
+            common: self.frame + self.bug_on_dir,
+            out_of_line: live * self.saved_reg + self.call + self.test_result,
+            inline: self.range_check,
+        }
+    }
 }
 
 /// What one function costs per call under each bookkeeping, from its instruction groups.
@@ -209,12 +255,12 @@ struct Groups {
 }
 
 impl Groups {
-    fn resolve(hw: &dyn Hw, per_insn: SwKey, common: u64, out_of_line: u64, inline: u64) -> Groups {
+    fn resolve(hw: &dyn Hw, per_insn: SwKey, n: FnInsns) -> Groups {
         let per = hw.sw_cost(per_insn).0;
         Groups {
-            common: SwCost(per * common),
-            out_of_line: SwCost(per * out_of_line),
-            inline: SwCost(per * inline),
+            common: SwCost(per.saturating_mul(n.common)),
+            out_of_line: SwCost(per.saturating_mul(n.out_of_line)),
+            inline: SwCost(per.saturating_mul(n.inline)),
         }
     }
 }
@@ -248,6 +294,9 @@ pub struct Swiotlb2012Config {
     /// The pool's rules: [`Release::Linux3_6`] or [`Release::Linux4_11`], the releases that
     /// still had these ops on x86-64.
     pub release: Release,
+    /// The instruction groups of the functions priced per instruction (the profile's
+    /// `[code.swiotlb_2012]`; none counted by default).
+    pub insns: InsnGroups,
 }
 
 impl Default for Swiotlb2012Config {
@@ -257,6 +306,7 @@ impl Default for Swiotlb2012Config {
             node: 0,
             force: false,
             release: Release::Linux3_6,
+            insns: InsnGroups::default(),
         }
     }
 }
@@ -318,29 +368,19 @@ impl Swiotlb2012Ops {
                 pool: PoolCosts::resolve(hw),
                 map_page: hw.sw_cost(SwKey::SwiotlbMapPage),
                 unmap_page: hw.sw_cost(SwKey::SwiotlbUnmapPage),
-                unmap_single: Groups::resolve(
-                    hw,
-                    SwKey::InsnUnmapSingle,
-                    insn::FRAME + insn::BUG_ON_DIR,
-                    insn::UNMAP_SINGLE_LIVE * insn::SAVED_REG + insn::CALL + insn::TEST_RESULT,
-                    insn::RANGE_CHECK,
-                ),
+                unmap_single: Groups::resolve(hw, SwKey::InsnUnmapSingle, cfg.insns.unmap_single()),
                 sync_single_for_cpu: hw.sw_cost(SwKey::SwiotlbSyncSingleForCpu),
                 sync_single_for_device: hw.sw_cost(SwKey::SwiotlbSyncSingleForDevice),
                 sync_single: Groups::resolve(
                     hw,
                     SwKey::InsnSwiotlbSyncSingle,
-                    insn::FRAME + insn::BUG_ON_DIR,
-                    insn::SYNC_SINGLE_LIVE * insn::SAVED_REG + insn::CALL + insn::TEST_RESULT,
-                    insn::RANGE_CHECK,
+                    cfg.insns.sync_single(),
                 ),
                 is_swiotlb_buffer: hw.sw_cost(SwKey::IsSwiotlbBuffer),
                 mapping_error: Groups::resolve(
                     hw,
                     SwKey::InsnSwiotlbDmaMappingError,
-                    insn::FRAME + insn::COMPARE_RESULT,
-                    insn::MAPPING_ERROR_LIVE * insn::SAVED_REG + insn::CALL,
-                    0,
+                    cfg.insns.mapping_error(),
                 ),
                 tbl_map_single: hw.sw_cost(SwKey::SwiotlbTblMapSingle),
                 tbl_unmap_single: hw.sw_cost(SwKey::SwiotlbTblUnmapSingle),

@@ -4,6 +4,7 @@ use super::*;
 use crate::dma::mapping::DmaApi;
 use crate::dma::swiotlb::IO_TLB_MAX_MAPPING;
 use crate::dma::swiotlb::tests::{HIGH, LOW, machine, pattern, read};
+use crate::hw::Counter;
 use crate::hw::recorder::Recorder;
 use crate::mm::physmem::{NodeRange, PhysMem};
 
@@ -18,7 +19,7 @@ fn ops(mem: &SharedPhysMem, policy: &str, size: u64) -> Swiotlb2012Ops {
         },
         <SwiotlbAddr as crate::types::Choice>::parse(policy)
             .unwrap()
-            .bookkeeping(&r),
+            .bookkeeping(&r, PhysAddrKind::Call),
     )
     .unwrap()
 }
@@ -119,7 +120,7 @@ fn below_the_pool_is_swiotlb_buffer_stops_after_one_translation() {
         },
         <SwiotlbAddr as crate::types::Choice>::parse("virt")
             .unwrap()
-            .bookkeeping(&r0),
+            .bookkeeping(&r0, PhysAddrKind::Call),
     )
     .unwrap();
     let mut r = Recorder::new(64);
@@ -295,6 +296,19 @@ fn model_time_and_per_symbol_profile_follow_the_calls_made() {
     ] {
         params.sw.insert(k.to_string(), ps);
     }
+    // Test input: the groups as the x86-2012-ixgbe profile counts them.
+    let insns = InsnGroups {
+        frame: 4,
+        bug_on_dir: 2,
+        saved_reg: 3,
+        call: 2,
+        test_result: 2,
+        range_check: 4,
+        compare_result: 3,
+        sync_single_live: 5,
+        unmap_single_live: 4,
+        mapping_error_live: 1,
+    };
     let mut per_policy = Vec::new();
     for policy in ["virt", "phys"] {
         let mem = machine();
@@ -304,11 +318,12 @@ fn model_time_and_per_symbol_profile_follow_the_calls_made() {
             mem,
             &Swiotlb2012Config {
                 size: 1 << 20,
+                insns,
                 ..Swiotlb2012Config::default()
             },
             <SwiotlbAddr as crate::types::Choice>::parse(policy)
                 .unwrap()
-                .bookkeeping(&m),
+                .bookkeeping(&m, PhysAddrKind::Call),
         )
         .unwrap();
         let mut m = m;

@@ -1,0 +1,139 @@
+//! x86-64's `__pa()`: the physical address behind a kernel virtual address.
+//!
+//! Kernel counterpart: arch/x86/mm/physaddr.c `__phys_addr()` — out of line on x86-64 up to 3.8
+//! (declared plain `extern` in asm/page_64_types.h, so the compiler can neither drop nor merge a
+//! call) — and, from 3.9 ("x86: Improve __phys_addr performance by making use of carry flags and
+//! inlining"), `__phys_addr_nodebug()` inlined into its callers without `CONFIG_DEBUG_VIRTUAL`;
+//! asm/page.h `__pa()` / `virt_to_page()` and mm.h `virt_to_head_page()`, which all go through it.
+//!
+//! What it models: the direct map (`PAGE_OFFSET` + physical address, `__va()` an inline add) and
+//! the translation back, as the release compiles it: [`OutOfLine`] enters `__phys_addr`, charges
+//! its cost (`__phys_addr` in a profile's `[sw]`) and counts a [`Counter::PhysAddrCall`];
+//! [`Inline`] is a few instructions of the caller's own, charged with the caller.
+//!
+//! Invariants: a translation's result is exact for every direct-map address whatever the policy;
+//! the count of `__phys_addr` calls is whatever the callers' code made, one per `__pa()` evaluated.
+
+use crate::hw::{Counter, Hw, SwCost, SwKey};
+use crate::types::PhysAddr;
+use std::fmt::Debug;
+
+/// x86-64's `PAGE_OFFSET` of the 3.x releases: the direct map of physical memory starts here.
+pub const PAGE_OFFSET: u64 = 0xffff_8800_0000_0000;
+
+const PAGE_MASK: u64 = !(crate::scatterlist::PAGE_SIZE - 1);
+
+/// `__va()`: the direct-map address of `phys` (inline in every release).
+pub fn va(phys: PhysAddr) -> u64 {
+    PAGE_OFFSET.wrapping_add(phys.0)
+}
+
+/// How a release turns a kernel virtual address into a physical one.
+pub trait PhysAddrFn: Debug {
+    /// `__pa(virt)`. Without `CONFIG_DEBUG_VIRTUAL` nothing checks the address: one below
+    /// `PAGE_OFFSET` gives a meaningless result, as in the kernel, never a panic.
+    fn pa(&self, hw: &mut dyn Hw, virt: u64) -> PhysAddr;
+    /// Whether `__pa()` is a call of its own (for which a caller sets up an argument and keeps
+    /// its live values), or arithmetic inlined into the caller.
+    fn out_of_line(&self) -> bool;
+
+    /// `virt_to_page()` (and `virt_to_head_page()` for an order-0 page): the page `virt` lies in,
+    /// as the physical address of its first byte.
+    fn virt_to_page(&self, hw: &mut dyn Hw, virt: u64) -> PhysAddr {
+        PhysAddr(self.pa(hw, virt).0 & PAGE_MASK)
+    }
+}
+
+/// ≤ 3.8: every `__pa()` calls `__phys_addr`.
+#[derive(Clone, Copy, Debug)]
+pub struct OutOfLine {
+    cost: SwCost,
+}
+
+impl OutOfLine {
+    pub fn new(hw: &dyn Hw) -> OutOfLine {
+        OutOfLine {
+            cost: hw.sw_cost(SwKey::PhysAddr),
+        }
+    }
+}
+
+impl PhysAddrFn for OutOfLine {
+    fn pa(&self, hw: &mut dyn Hw, virt: u64) -> PhysAddr {
+        hw.enter("__phys_addr");
+        hw.sw(self.cost);
+        hw.count(Counter::PhysAddrCall, 1);
+        hw.leave();
+        PhysAddr(virt.wrapping_sub(PAGE_OFFSET))
+    }
+    fn out_of_line(&self) -> bool {
+        true
+    }
+}
+
+/// 3.9 on (and every other architecture the model runs): inline arithmetic, no call.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Inline;
+
+impl PhysAddrFn for Inline {
+    fn pa(&self, _hw: &mut dyn Hw, virt: u64) -> PhysAddr {
+        PhysAddr(virt.wrapping_sub(PAGE_OFFSET))
+    }
+    fn out_of_line(&self) -> bool {
+        false
+    }
+}
+
+/// The `phys_addr` policy: whether x86-64's `__pa()` calls the out-of-line `__phys_addr`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PhysAddrKind {
+    /// ≤ 3.8: a call to `__phys_addr` per `__pa()` ([`OutOfLine`]).
+    Call,
+    /// 3.9 on: inlined ([`Inline`]).
+    Inline,
+}
+
+impl crate::types::Choice for PhysAddrKind {
+    const ALL: &'static [Self] = &[PhysAddrKind::Call, PhysAddrKind::Inline];
+    fn name(self) -> &'static str {
+        match self {
+            PhysAddrKind::Call => "call",
+            PhysAddrKind::Inline => "inline",
+        }
+    }
+}
+
+impl PhysAddrKind {
+    /// The implementation, chosen once at setup.
+    pub fn implementation(self, hw: &dyn Hw) -> Box<dyn PhysAddrFn> {
+        match self {
+            PhysAddrKind::Call => Box::new(OutOfLine::new(hw)),
+            PhysAddrKind::Inline => Box::new(Inline),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hw::recorder::Recorder;
+
+    #[test]
+    fn out_of_line_translations_are_calls_inline_ones_are_not() {
+        let mut r = Recorder::new(64);
+        let phys = PhysAddr(0x1_0000_0a3c);
+        for (kind, calls) in [(PhysAddrKind::Call, 2), (PhysAddrKind::Inline, 0)] {
+            let before = r.counts[Counter::PhysAddrCall as usize];
+            let pa = kind.implementation(&r);
+            assert_eq!(pa.pa(&mut r, va(phys)), phys);
+            assert_eq!(pa.virt_to_page(&mut r, va(phys)), PhysAddr(0x1_0000_0000));
+            assert_eq!(pa.out_of_line(), kind == PhysAddrKind::Call);
+            assert_eq!(r.counts[Counter::PhysAddrCall as usize] - before, calls);
+        }
+        // An address below the direct map wraps as the kernel's subtraction does.
+        assert_eq!(
+            Inline.pa(&mut r, 0x1000),
+            PhysAddr(0x1000u64.wrapping_sub(PAGE_OFFSET))
+        );
+    }
+}
