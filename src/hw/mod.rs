@@ -167,10 +167,12 @@ pub enum Counter {
     /// Kernel warnings (`WARN_ON`) the modelled code raised: misuse the kernel reports and
     /// survives, such as mapping over a live leaf or unmapping a hole. Costs no modelled time.
     Warn,
+    /// `iommu_iova_to_phys()` lookups: a walk of the page table by the CPU.
+    IovaToPhys,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 26] = [
+    pub const ALL: [Counter; 27] = [
         Counter::CacheCleanLine,
         Counter::CacheInvalLine,
         Counter::CacheCleanInvalLine,
@@ -197,6 +199,7 @@ impl Counter {
         Counter::FqQueued,
         Counter::FqFlush,
         Counter::Warn,
+        Counter::IovaToPhys,
     ];
     pub const N: usize = Counter::ALL.len();
 
@@ -229,6 +232,7 @@ impl Counter {
             Counter::FqQueued => "fq_queued",
             Counter::FqFlush => "fq_flush",
             Counter::Warn => "warn",
+            Counter::IovaToPhys => "iova_to_phys",
         }
     }
 
@@ -265,6 +269,7 @@ impl Counter {
             (Counter::FqQueued, _) => "queue_iova",
             (Counter::FqFlush, _) => "fq_flush_iotlb",
             (Counter::Warn, _) => "WARN",
+            (Counter::IovaToPhys, _) => "iova_to_phys walk",
         }
     }
 }

@@ -22,6 +22,14 @@
 //! buffers under `single`. 7.1 batched none of them — each region is followed by its own
 //! `arch_sync_dma_flush()` — only the unmerged v2 series would have.
 //!
+//! `iommu_dma_unmap_page` follows the release's [`UnmapLookup`]: 5.10 looks the physical
+//! address up (`iommu_iova_to_phys`, a walk of the table) only for a non-coherent device's sync
+//! and never checks it; 5.11 adds a lookup for every device before unmapping (for swiotlb's
+//! untrusted-device bounce buffers), which WARNs and returns — nothing unmapped, no IOVA
+//! freed — when nothing is mapped there; 5.15 keeps that one lookup and check for every device
+//! and syncs from it. `__iommu_dma_unmap` WARNs when the unmap comes back short and frees the
+//! IOVA all the same. Every WARN is counted ([`Counter::Warn`]).
+//!
 //! When the device's segment boundary (`dma_get_seg_boundary`) is smaller than the list, an entry
 //! that would straddle a boundary is pushed to the next one by padding the entry before it (whose
 //! mapping grows by the pad, as in the kernel); the IOVA range is then aligned to at least the
@@ -36,18 +44,47 @@
 
 use super::core::IommuDomain;
 use super::dma_fq::{FlushQueue, FqStats, Invalidation};
-use super::iova::IovaDomain;
+use super::iova::{IovaDomain, IovaRules};
 use super::{IommuError, IommuIotlbGather, Prot};
 use crate::arch::ArchDma;
 use crate::device::Device;
 use crate::dma::sync_policy::{SyncPaths, SyncPolicy};
 use crate::dma::{DmaError, DmaMapOps};
-use crate::hw::{DeviceHw, Hw, SwCost, SwKey};
+use crate::hw::{Counter, DeviceHw, Hw, SwCost, SwKey};
 use crate::scatterlist::SgTable;
 use crate::types::{DmaAddr, DmaAttrs, DmaDirection, IovaAddr, PhysAddr};
 
 /// `dma_get_max_seg_size()` for a device without `dma_parms`.
 pub const DEFAULT_MAX_SEG_SIZE: u64 = 64 << 10;
+
+/// Which lookups `iommu_dma_unmap_page()` makes — the `unmap_lookup` policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnmapLookup {
+    /// 5.10: `iommu_dma_sync_single_for_cpu` looks up a non-coherent device's buffer (unless
+    /// `DMA_ATTR_SKIP_CPU_SYNC`) and uses the answer unchecked; then `__iommu_dma_unmap`.
+    Linux5_10,
+    /// 5.11–5.14: that sync, then `__iommu_dma_unmap_swiotlb` looks up again for every device
+    /// and WARNs and returns when nothing is mapped.
+    Linux5_11,
+    /// 5.15 ("iommu/dma: Fold _swiotlb helpers into callers") to 7.1: one lookup for every
+    /// device, the same WARN and return, and the sync from that address.
+    Linux5_15,
+}
+
+impl crate::types::Choice for UnmapLookup {
+    const ALL: &'static [Self] = &[
+        UnmapLookup::Linux5_10,
+        UnmapLookup::Linux5_11,
+        UnmapLookup::Linux5_15,
+    ];
+    fn name(self) -> &'static str {
+        match self {
+            UnmapLookup::Linux5_10 => "5.10",
+            UnmapLookup::Linux5_11 => "5.11",
+            UnmapLookup::Linux5_15 => "5.15",
+        }
+    }
+}
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Costs {
@@ -71,6 +108,7 @@ pub struct IommuDma {
     /// DMA-API misuse and unexpected failures, as the kernel would WARN them.
     pub warnings: Vec<String>,
     invalidation: Invalidation,
+    unmap_lookup: UnmapLookup,
     /// The cookie's flush queue; present once the domain has been made lazy.
     fq: Option<FlushQueue>,
     costs: Costs,
@@ -110,6 +148,7 @@ impl IommuDma {
             cpu: 0,
             warnings: Vec::new(),
             invalidation: Invalidation::Strict,
+            unmap_lookup: UnmapLookup::Linux5_15,
             fq: None,
             costs: Costs {
                 map: hw.sw_cost(SwKey::IommuDmaMap),
@@ -134,6 +173,14 @@ impl IommuDma {
 
     pub fn invalidation(&self) -> Invalidation {
         self.invalidation
+    }
+
+    /// The release's IOVA allocator rules and `unmap_page` lookups, chosen once at setup (a
+    /// new domain starts with the newest of both).
+    pub fn with_release_rules(mut self, iova: IovaRules, unmap_lookup: UnmapLookup) -> IommuDma {
+        self.iovad = self.iovad.with_rules(iova);
+        self.unmap_lookup = unmap_lookup;
+        self
     }
 
     /// The flush queue, if the domain has been lazy.
@@ -175,6 +222,11 @@ impl IommuDma {
         let pfn = self
             .iovad
             .alloc_iova_fast(hw, self.cpu, size >> shift, limit >> shift, true)?;
+        if pfn == 0 {
+            return Err(IommuError::IovaZero {
+                pages: size >> shift,
+            });
+        }
         Ok(pfn << shift)
     }
 
@@ -204,12 +256,18 @@ impl IommuDma {
             .iommu_unmap_fast(hw, IovaAddr(start), size, &mut gather)
         {
             Ok(n) if n == size => {}
-            Ok(n) => self.warnings.push(format!(
-                "unmap of {start:#x}+{size:#x} removed only {n:#x} bytes"
-            )),
-            Err(e) => self
-                .warnings
-                .push(format!("unmap of {start:#x}+{size:#x}: {e}")),
+            // WARN_ON(unmapped != size), and on to free the IOVA all the same.
+            Ok(n) => {
+                hw.count(Counter::Warn, 1);
+                self.warnings.push(format!(
+                    "unmap of {start:#x}+{size:#x} removed only {n:#x} bytes"
+                ))
+            }
+            Err(e) => {
+                hw.count(Counter::Warn, 1);
+                self.warnings
+                    .push(format!("unmap of {start:#x}+{size:#x}: {e}"))
+            }
         }
         let shift = self.iovad.shift();
         if gather.queued {
@@ -401,12 +459,29 @@ impl DmaMapOps for IommuDma {
         self.fq_timer(hw);
         hw.enter("iommu_dma_unmap_page");
         hw.sw(self.costs.unmap);
-        if !dev.is_dma_coherent() && !attrs.contains(DmaAttrs::SKIP_CPU_SYNC) {
-            match self.domain.iova_to_phys(hw, IovaAddr(addr.0)) {
+        let sync = !dev.is_dma_coherent() && !attrs.contains(DmaAttrs::SKIP_CPU_SYNC);
+        let iova = IovaAddr(addr.0);
+        // 5.10 and 5.11's iommu_dma_sync_single_for_cpu(): its own lookup, unchecked.
+        if sync && self.unmap_lookup != UnmapLookup::Linux5_15 {
+            match self.domain.iova_to_phys(hw, iova) {
                 Some(phys) => self.for_cpu(hw, self.sync.single, phys, size, dir),
-                None => self
-                    .warnings
-                    .push(format!("unmap_page of {addr}, which is not mapped")),
+                None => self.warnings.push(format!(
+                    "unmap_page of {addr}, which is not mapped: the sync is given physical address 0"
+                )),
+            }
+        }
+        if self.unmap_lookup != UnmapLookup::Linux5_10 {
+            let Some(phys) = self.domain.iova_to_phys(hw, iova) else {
+                // if (WARN_ON(!phys)) return;
+                hw.count(Counter::Warn, 1);
+                self.warnings.push(format!(
+                    "unmap_page of {addr}, which is not mapped: nothing unmapped"
+                ));
+                hw.leave();
+                return;
+            };
+            if sync && self.unmap_lookup == UnmapLookup::Linux5_15 {
+                self.for_cpu(hw, self.sync.single, phys, size, dir);
             }
         }
         self.iommu_dma_unmap(hw, addr.0, size);

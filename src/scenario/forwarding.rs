@@ -27,12 +27,12 @@
 //! same iteration it was mapped.
 
 use super::{Ctx, RunInfo, Scenario, Shared, Workload};
-use crate::device::Device;
+use crate::device::{Device, PCI_SEG_BOUNDARY};
 use crate::drivers::ixgbe::IxgbeConfig;
 use crate::hw::Counter;
 use crate::hw::calls::{CallStat, StackRow, stack_rows};
 use crate::input::InputError;
-use crate::setup::{Machine, SetupError, setup_dma_ops};
+use crate::setup::{DeviceSetup, Machine, SetupError, setup_dma_ops};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -243,7 +243,16 @@ impl ForwardingResult {
 pub fn forwarder(s: &Scenario, f: &Forwarding) -> Result<Forwarder, SetupError> {
     let cfg = f.ixgbe();
     let mut m = Machine::boot(&s.profile, Forwarder::memory(&cfg, s.swiotlb.size));
-    let api = setup_dma_ops(&mut m, &s.device_setup(), f.cpus)?;
+    // The NIC is a PCI function: the PCI core sets its segment boundary in every release.
+    let nic = Device {
+        dma_parms_seg_boundary: Some(PCI_SEG_BOUNDARY),
+        ..s.device.clone()
+    };
+    let setup = DeviceSetup {
+        device: &nic,
+        ..s.device_setup()
+    };
+    let api = setup_dma_ops(&mut m, &setup, f.cpus)?;
     Forwarder::new(m, api, &cfg).map_err(|e| SetupError::Driver(e.to_string()))
 }
 
