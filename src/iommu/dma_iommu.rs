@@ -360,20 +360,22 @@ impl IommuDma {
         layout: &[(u64, u64)],
         iova: u64,
     ) -> usize {
-        let max_len = u64::from(self.max_seg_size);
-        let (mut cur, mut cur_len, mut count) = (0usize, 0u64, 0usize);
+        // `unsigned int` in the kernel: a segment already longer than max_len (one entry above
+        // it) makes `max_len - cur_len` wrap, and the test passes.
+        let max_len = self.max_seg_size;
+        let (mut cur, mut cur_len, mut count) = (0usize, 0u32, 0usize);
         let mut dma_addr = iova;
         for (i, &(s_iova_off, s_iova_len)) in layout.iter().enumerate() {
             hw.sw(self.costs.sg_entry);
-            let s_length = u64::from(sgt.entries[i].length);
+            let s_length = sgt.entries[i].length;
             sgt.entries[i].dma_address = DmaAddr::MAPPING_ERROR;
             sgt.entries[i].dma_length = 0;
             if cur_len != 0
                 && s_iova_off == 0
                 && dma_addr & dev.seg_boundary_mask != 0
-                && max_len - cur_len >= s_length
+                && max_len.wrapping_sub(cur_len) >= s_length
             {
-                cur_len += s_length;
+                cur_len = cur_len.wrapping_add(s_length);
             } else {
                 if i > 0 {
                     cur += 1;
@@ -382,9 +384,9 @@ impl IommuDma {
                 count += 1;
                 sgt.entries[cur].dma_address = DmaAddr(dma_addr + s_iova_off);
             }
-            sgt.entries[cur].dma_length = cur_len as u32;
+            sgt.entries[cur].dma_length = cur_len;
             dma_addr += s_iova_len;
-            if s_length + s_iova_off < s_iova_len {
+            if u64::from(s_length) + s_iova_off < s_iova_len {
                 cur_len = 0;
             }
         }
@@ -827,6 +829,53 @@ mod tests {
         assert_eq!(d.domain.pgtable.walk(base + 0x10000), None);
     }
 
+    /// A 5 GiB list of 1, 2 and 2 GiB entries: under a 32-bit boundary (up to 5.9, or any
+    /// PCI device) the last entry would straddle 4 GiB, so the one before it is padded by
+    /// 1 GiB and the list takes 6 GiB of IOVA; from 5.10 a device with no boundary of its
+    /// own gets ULONG_MAX and the list is laid out back to back. (A list of at most 4 GiB
+    /// never differs: its IOVA range is aligned to its size, so no entry but the first can
+    /// start on a 4 GiB boundary.)
+    #[test]
+    fn the_default_segment_boundary_pads_a_list_across_4g_only_before_5_10() {
+        use crate::device::SegBoundary;
+        let gib = 1u64 << 30;
+        for (rule, third_at, mapped) in [
+            (SegBoundary::Bits32, 4 * gib, 6 * gib),
+            (SegBoundary::UlongMax, 3 * gib, 5 * gib),
+        ] {
+            let mut r = Recorder::new(64);
+            let mut d = iommu_dma(&mut r, false);
+            let dev = Device::new("d", true, 36).with_default_seg_boundary(rule);
+            let mut sgt = SgTable {
+                entries: vec![
+                    entry(0x10_0000_0000, 0, gib as u32),
+                    entry(0x20_0000_0000, 0, (2 * gib) as u32),
+                    entry(0x30_0000_0000, 0, (2 * gib) as u32),
+                ],
+                nents: 0,
+            };
+            let dir = DmaDirection::ToDevice;
+            // The entries exceed max_seg_size, so `max_len - cur_len` wraps (unsigned int) and
+            // the first two merge; the third starts a segment either way: at the 4 GiB
+            // boundary, or because 3 GiB + 2 GiB does not fit the wrapped room.
+            assert_eq!(d.map_sg(&mut r, &dev, &mut sgt, dir, DmaAttrs::NONE), Ok(2));
+            let base = sgt.entries[0].dma_address.0;
+            assert_eq!(base % (8 * gib), 0, "{rule:?}: aligned to the range's size");
+            assert_eq!(u64::from(sgt.entries[0].dma_length), 3 * gib);
+            assert_eq!(sgt.entries[1].dma_address.0, base + third_at, "{rule:?}");
+            assert_eq!(u64::from(sgt.entries[1].dma_length), 2 * gib);
+            let (lo, hi) = d.iovad.ranges().next().unwrap();
+            assert_eq!((hi - lo + 1) << 12, mapped, "{rule:?}");
+            // The pad is mapped too: the second entry's mapping runs on past its 2 GiB.
+            let past = d.domain.iova_to_phys(&mut r, IovaAddr(base + 3 * gib));
+            let want = (rule == SegBoundary::Bits32).then_some(PhysAddr(0x20_8000_0000));
+            assert_eq!(past, want.or(Some(PhysAddr(0x30_0000_0000))), "{rule:?}");
+            d.unmap_sg(&mut r, &dev, &mut sgt, dir, DmaAttrs::NONE);
+            assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+            assert_eq!(d.domain.iova_to_phys(&mut r, IovaAddr(base)), None);
+        }
+    }
+
     #[test]
     fn segments_stop_at_max_seg_size() {
         let mut r = Recorder::new(64);
@@ -934,6 +983,100 @@ mod tests {
                 "{kind:?}"
             );
         }
+    }
+
+    /// One map_page + unmap_page of a 4 KiB FROM_DEVICE buffer, then an unmap_page of the
+    /// same (now unmapped) address, on the Recorder: per unmap_page, (lookups, WARNs, unmap
+    /// calls into the page table, IOVA frees, lines invalidated).
+    fn unmap_page_counts(rel: UnmapLookup, coherent: bool) -> [[u64; 5]; 2] {
+        let mut r = Recorder::new(64);
+        let mut d = iommu_dma(&mut r, false)
+            .with_release_rules(crate::iommu::iova::IovaRelease::Linux6_2.rules(), rel);
+        let dev = Device::new("d", coherent, 36);
+        let dir = DmaDirection::FromDevice;
+        let a = d
+            .map_page(
+                &mut r,
+                &dev,
+                PhysAddr(0x8000_0000),
+                4096,
+                dir,
+                DmaAttrs::NONE,
+            )
+            .unwrap();
+        let mut out = [[0; 5]; 2];
+        for o in &mut out {
+            r.reset();
+            d.unmap_page(&mut r, &dev, a, 4096, dir, DmaAttrs::NONE);
+            *o = [
+                r.count_of(Counter::IovaToPhys),
+                r.count_of(Counter::Warn),
+                r.count_of(Counter::PgtableUnmapCall),
+                r.count_of(Counter::IovaFree),
+                r.lines(CacheOp::Inval),
+            ];
+        }
+        out
+    }
+
+    /// 5.10 looks up only for a non-coherent device's sync; 5.11–5.14 add a lookup for every
+    /// device, which refuses (WARN, nothing unmapped or freed) an address nothing maps; 5.15
+    /// on makes that one lookup serve the sync too. 5.10 goes on to unmap the hole: the page
+    /// table's WARN and `__iommu_dma_unmap`'s, then an IOVA free the model refuses (the
+    /// kernel's `free_iova_fast` would cache the pfn a second time).
+    #[test]
+    fn unmap_page_looks_up_the_address_as_each_release_does() {
+        use UnmapLookup::*;
+        for (rel, coherent, mapped, hole) in [
+            (Linux5_10, false, [1, 0, 1, 1, 64], [1, 2, 1, 0, 0]),
+            (Linux5_10, true, [0, 0, 1, 1, 0], [0, 2, 1, 0, 0]),
+            (Linux5_11, false, [2, 0, 1, 1, 64], [2, 1, 0, 0, 0]),
+            (Linux5_11, true, [1, 0, 1, 1, 0], [1, 1, 0, 0, 0]),
+            (Linux5_15, false, [1, 0, 1, 1, 64], [1, 1, 0, 0, 0]),
+            (Linux5_15, true, [1, 0, 1, 1, 0], [1, 1, 0, 0, 0]),
+        ] {
+            let got = unmap_page_counts(rel, coherent);
+            assert_eq!(got, [mapped, hole], "{rel:?}, coherent {coherent}");
+        }
+    }
+
+    /// Each lookup is a walk of the table charged at `arm_lpae_iova_to_phys`: a coherent
+    /// device's unmap_page pays one from 5.11, none in 5.10.
+    #[test]
+    fn each_lookup_charges_one_table_walk() {
+        use crate::hw::model::{Model, ModelParams};
+        use UnmapLookup::*;
+        let mut spent = Vec::new();
+        for rel in [Linux5_10, Linux5_11, Linux5_15] {
+            let mut p = ModelParams::default();
+            p.sw.insert("arm_lpae_iova_to_phys".into(), 40_000);
+            let mut m = Model::new(p);
+            let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
+            let t = ArmLpaeIoPgtable::new(&mut m, IoPgtableCfg::new(4096, 36), mem, None).unwrap();
+            let ops = Box::new(ArmSmmuDomain::new(&m, 1, Box::new(ByAsid)));
+            let dom = IommuDomain::new(&m, t, ops, Box::new(UnmapPages));
+            let arch = Box::new(Arm64::new(DirRules::Since5_19));
+            let mut d = IommuDma::new(&m, dom, 1, arch, SyncKind::PerEntry)
+                .unwrap()
+                .with_release_rules(crate::iommu::iova::IovaRelease::Linux6_2.rules(), rel);
+            let dev = Device::new("d", true, 36);
+            let dir = DmaDirection::ToDevice;
+            let a = d
+                .map_page(
+                    &mut m,
+                    &dev,
+                    PhysAddr(0x8000_0000),
+                    4096,
+                    dir,
+                    DmaAttrs::NONE,
+                )
+                .unwrap();
+            let t0 = m.ledger.total_ps();
+            d.unmap_page(&mut m, &dev, a, 4096, dir, DmaAttrs::NONE);
+            spent.push(m.ledger.total_ps() - t0);
+        }
+        assert_eq!(spent[1] - spent[0], 40_000);
+        assert_eq!(spent[2], spent[1]);
     }
 
     #[test]

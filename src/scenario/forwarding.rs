@@ -238,16 +238,21 @@ impl ForwardingResult {
     }
 }
 
+/// The scenario's device as the forwarding workload's NIC, a PCI function: `pci_device_add()`
+/// sets its segment boundary to 4 GiB in every release.
+pub fn nic(s: &Scenario) -> Device {
+    Device {
+        dma_parms_seg_boundary: Some(PCI_SEG_BOUNDARY),
+        ..s.device.clone()
+    }
+}
+
 /// Set up the machine and open the driver: swiotlb's pool below 4 GiB, the device's ops from
 /// setup, the rx ring filled (not counted).
 pub fn forwarder(s: &Scenario, f: &Forwarding) -> Result<Forwarder, SetupError> {
     let cfg = f.ixgbe();
     let mut m = Machine::boot(&s.profile, Forwarder::memory(&cfg, s.swiotlb.size));
-    // The NIC is a PCI function: the PCI core sets its segment boundary in every release.
-    let nic = Device {
-        dma_parms_seg_boundary: Some(PCI_SEG_BOUNDARY),
-        ..s.device.clone()
-    };
+    let nic = nic(s);
     let setup = DeviceSetup {
         device: &nic,
         ..s.device_setup()
