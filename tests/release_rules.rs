@@ -54,3 +54,67 @@ fn a_pci_nic_keeps_the_4g_boundary_the_pci_core_sets() {
         assert_eq!(boundary(&s, &setup), 0xffff_ffff, "{kernel:?}");
     }
 }
+
+const CAMERA: &str = r#"
+[scenario]
+name = "camera-behind-mmu500"
+platform = "sm8150"
+kernel = "5.15"
+
+[device]
+name = "camera"
+coherent = false
+dma_mask_bits = 36
+
+[iommu]
+granule = "4K"
+ias = 36
+
+[workload]
+kind = "streaming"
+buffer = "64K"
+entry = "4K"
+direction = "from_device"
+calls = "map_page+unmap_page"
+iterations = 2
+"#;
+
+/// `iova_to_phys` walks and WARNs per `dma_unmap_page`, end to end from `--kernel`.
+#[test]
+fn unmap_page_lookups_follow_the_release_end_to_end() {
+    use dmasim::hw::Counter;
+    use dmasim::scenario::{Outcome, execute};
+    for (kernel, coherent, lookups) in [
+        ((5, 10), false, 1.0),
+        ((5, 10), true, 0.0),
+        ((5, 14), false, 2.0),
+        ((5, 14), true, 1.0),
+        ((5, 15), false, 1.0),
+        ((5, 15), true, 1.0),
+    ] {
+        let text = CAMERA.replace(
+            "coherent = false",
+            if coherent {
+                "coherent = true"
+            } else {
+                "coherent = false"
+            },
+        );
+        let s = scenario(&text, kernel);
+        let Ok(Outcome::Streaming(r)) = execute(&s) else {
+            panic!("a streaming result")
+        };
+        let unmap = r.call("dma_unmap_page").unwrap();
+        assert_eq!(unmap.count, 32);
+        assert_eq!(
+            unmap.per_call(Counter::IovaToPhys),
+            lookups,
+            "{kernel:?} {coherent}"
+        );
+        assert_eq!(unmap.per_call(Counter::Warn), 0.0);
+        assert_eq!(unmap.per_call(Counter::IovaFree), 1.0);
+        // Whatever the lookups, the maintenance is the sync's: 64 lines per 4 KiB page.
+        let lines = if coherent { 0.0 } else { 64.0 };
+        assert_eq!(unmap.per_call(Counter::CacheInvalLine), lines);
+    }
+}
