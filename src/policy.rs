@@ -99,6 +99,10 @@ pub struct Target {
     pub swiotlb: bool,
     /// The workload drives a device through the DMA API (not the iommu core directly).
     pub dma_api: bool,
+    /// That device is a PCI function, whose bus sets its segment boundary in every release.
+    pub pci_device: bool,
+    /// The workload takes IOVAs from the allocator.
+    pub iova_alloc: bool,
 }
 
 impl Target {
@@ -109,7 +113,17 @@ impl Target {
             iommu,
             swiotlb,
             dma_api,
+            pci_device: false,
+            iova_alloc: false,
         }
+    }
+
+    pub fn with_pci_device(self, pci_device: bool) -> Target {
+        Target { pci_device, ..self }
+    }
+
+    pub fn with_iova_alloc(self, iova_alloc: bool) -> Target {
+        Target { iova_alloc, ..self }
     }
 }
 
@@ -310,6 +324,15 @@ fn iommu_only(t: &Target) -> Result<(), String> {
     }
 }
 
+fn iova_users(t: &Target) -> Result<(), String> {
+    iommu_only(t)?;
+    if t.iova_alloc {
+        Ok(())
+    } else {
+        Err("the workload maps at fixed IOVAs and never calls the IOVA allocator".into())
+    }
+}
+
 fn iommu_dma_only(t: &Target) -> Result<(), String> {
     iommu_only(t)?;
     if t.dma_api {
@@ -323,6 +346,12 @@ fn iommu_dma_only(t: &Target) -> Result<(), String> {
 fn seg_boundary_users(t: &Target) -> Result<(), String> {
     if !t.dma_api {
         return Err("the workload calls the iommu core directly: there is no device".into());
+    }
+    if t.pci_device {
+        return Err(
+            "the device is a PCI function: the PCI core sets its boundary (4 GiB) in every release"
+                .into(),
+        );
     }
     if t.iommu || t.swiotlb {
         Ok(())
@@ -435,7 +464,7 @@ pub static REGISTRY: &[PolicyDef] = &[
         iova,
         IovaRelease,
         iova_preset,
-        iommu_only,
+        iova_users,
         "the newest of 5.10, 5.11, 5.13, 5.18, 6.0, 6.2 at or below the release (5.10 before it)",
         "IOVA allocator rules, named by the release that introduced them: no retry, per-CPU-only exhaustion flush (5.10); a retry above the cached node with retry_pfn = pfn_hi + 1, wrapping at the anchor, from the anchor (5.11) or iova_find_limit (5.13); max32_alloc_size reset by any free below 4 GiB (5.18); 127-entry magazines (6.0); the retry's overflow fixed (6.2)"
     ),
@@ -453,7 +482,7 @@ pub static REGISTRY: &[PolicyDef] = &[
         seg_boundary_preset,
         seg_boundary_users,
         "ulong-max from 5.10, 32-bit before",
-        "dma_get_seg_boundary() of a device whose bus or driver set none: DMA_BIT_MASK(32) (32-bit, <= 5.9) or ULONG_MAX (ulong-max, 5.10); a PCI device (the forwarding workload's NIC) has 32-bit from the PCI core in every release"
+        "dma_get_seg_boundary() of a device whose bus or driver set none: DMA_BIT_MASK(32) (32-bit, <= 5.9) or ULONG_MAX (ulong-max, 5.10); a PCI device (the forwarding workload's NIC) has 4 GiB from the PCI core in every release, so the policy does not apply to it"
     ),
 ];
 
@@ -544,6 +573,8 @@ mod tests {
         iommu: false,
         swiotlb: false,
         dma_api: true,
+        pci_device: false,
+        iova_alloc: true,
     };
 
     fn mmu500(imp: SmmuImpl) -> Target {
@@ -553,6 +584,8 @@ mod tests {
             iommu: true,
             swiotlb: false,
             dma_api: false,
+            pci_device: false,
+            iova_alloc: false,
         }
     }
 
@@ -630,7 +663,17 @@ mod tests {
             ..ARM
         };
         assert!(def("seg_boundary").unwrap().applies(&bounce).is_ok());
-        assert!(def("iova").unwrap().applies(&mmu500(SmmuImpl::Arm)).is_ok());
+        let nic = bounce.with_pci_device(true);
+        assert!(def("seg_boundary").unwrap().applies(&nic).is_err());
+        let ops = mmu500(SmmuImpl::Arm).with_iova_alloc(true);
+        assert!(def("iova").unwrap().applies(&ops).is_ok());
+        // A sweep at fixed IOVAs never allocates one.
+        assert!(
+            def("iova")
+                .unwrap()
+                .applies(&mmu500(SmmuImpl::Arm))
+                .is_err()
+        );
         assert!(
             def("unmap_lookup")
                 .unwrap()
