@@ -10,7 +10,7 @@
 //! | 1  | the tool could not finish for a reason that is not the input: an I/O error writing the output, a serialisation failure |
 //! | 2  | bad input: a profile, scenario or argument (one message naming the file, line and key; clap's usage errors exit 2 too), or a host measurement that cannot run as asked on this machine ([`HostError`]: an option out of range for it, an instruction its CPU lacks) |
 //! | 3  | the modelled kernel refused to set the machine up (a swiotlb pool that does not fit, a receive ring that cannot be mapped), so there is no result; calls it refuses *during* a run are part of the result and exit 0 |
-//! | 70 | a bug in dmasim: a panic, caught (`EX_SOFTWARE` from sysexits.h) |
+//! | 70 | a bug in dmasim: a panic, caught (`EX_SOFTWARE` from sysexits.h); an integer overflow is one, as release builds check for it |
 //!
 //! A [`HostError`] is classed with bad input rather than as an environment failure because it is
 //! always found before anything is measured and always means the request must change (another
@@ -28,8 +28,10 @@ use dmasim::input::InputError;
 use dmasim::platform::{self, Profile};
 use dmasim::reproduce;
 use dmasim::scenario::{self, Scenario};
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 #[derive(Parser)]
 #[command(
@@ -114,9 +116,10 @@ enum Cmd {
         scenario: String,
         #[command(flatten)]
         overrides: Overrides,
-        /// Most model steps the run may take (the estimate is printed when it is large).
-        #[arg(long, default_value_t = scenario::DEFAULT_MAX_WORK)]
-        max_work: u128,
+        /// Most model steps the run may take, 1 or more (the estimate is printed when it is large).
+        #[arg(long, default_value_t = scenario::DEFAULT_MAX_WORK as u64,
+              value_parser = clap::value_parser!(u64).range(1..))]
+        max_work: u64,
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },
@@ -147,6 +150,49 @@ enum Cmd {
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },
+}
+
+/// A progress bar on standard error for a long run, drawn by a thread of its own that reads the
+/// runners' counter ([`scenario::progress`]) a few times a second: the run itself only counts its
+/// outer steps, and nothing it computes or prints depends on the bar. Shown only when standard
+/// error is a terminal, and cleared when the run ends, so no output byte changes.
+struct Progress {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Progress {
+    const POLL: std::time::Duration = std::time::Duration::from_millis(200);
+
+    fn start(total: u64) -> Progress {
+        let stop = Arc::new(AtomicBool::new(false));
+        let base = scenario::progress::done();
+        let bar = indicatif::ProgressBar::with_draw_target(
+            Some(total),
+            indicatif::ProgressDrawTarget::stderr(),
+        );
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:40}] {pos}/{len} (about {eta} left)",
+        ) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !flag.load(Ordering::Relaxed) {
+                bar.set_position(scenario::progress::done().saturating_sub(base).min(total));
+                std::thread::park_timeout(Self::POLL);
+            }
+            bar.finish_and_clear();
+        });
+        Progress { stop, thread }
+    }
+
+    /// Clear the bar before anything else is written.
+    fn finish(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.thread().unpark();
+        let _ = self.thread.join();
+    }
 }
 
 /// `EX_SOFTWARE` (sysexits.h): an internal software error.
@@ -307,14 +353,20 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
             let mut s = Scenario::load(&scenario)?;
             apply_overrides(&mut s, &overrides)?;
             warn_unpriced(&s.profile, &s.sw_keys(), &s.name);
-            s.check_work(max_work)?;
+            s.check_work(u128::from(max_work))?;
             if s.work() > scenario::WARN_WORK {
                 note(format_args!(
                     "note: about {} model steps: this run may take a while",
                     s.work()
                 ));
             }
-            let outcome = scenario::execute(&s).map_err(|e| match e {
+            let bar = (s.work() > scenario::WARN_WORK && io::stderr().is_terminal())
+                .then(|| Progress::start(s.progress_total()));
+            let outcome = scenario::execute(&s);
+            if let Some(bar) = bar {
+                bar.finish();
+            }
+            let outcome = outcome.map_err(|e| match e {
                 scenario::RunError::Refused(r) => anyhow::Error::from(r),
                 scenario::RunError::Input(i) => anyhow::Error::from(i),
             })?;

@@ -21,6 +21,7 @@ use crate::dma::swiotlb::x86_2012::SwiotlbAddr;
 use crate::dma::sync_policy::SyncKind;
 use crate::hw::model::{SmmuImpl, SmmuKind};
 use crate::iommu::arm_smmu::WalkFlushKind;
+use crate::iommu::arm_smmu_v3::SmmuV3Rules;
 use crate::iommu::core::SplitKind;
 use crate::iommu::dma_fq::Invalidation;
 use crate::iommu::dma_iommu::UnmapLookup;
@@ -136,6 +137,7 @@ pub struct Policies {
     pub swiotlb_rules: SwiotlbRules,
     pub swiotlb_addr: SwiotlbAddr,
     pub walk_flush: WalkFlushKind,
+    pub smmuv3_inv: SmmuV3Rules,
     pub unmap_split: SplitKind,
     pub block_unmap: BlockUnmap,
     pub invalidation: Invalidation,
@@ -187,11 +189,7 @@ fn dir_rules_preset(k: KernelVersion, _: &Target) -> DirRules {
 }
 
 fn swiotlb_rules_preset(k: KernelVersion, _: &Target) -> SwiotlbRules {
-    if k >= KernelVersion(6, 0) {
-        SwiotlbRules::Linux6_0
-    } else {
-        SwiotlbRules::Linux3_6
-    }
+    SwiotlbRules::of(k.0, k.1)
 }
 
 fn swiotlb_addr_preset(k: KernelVersion, _: &Target) -> SwiotlbAddr {
@@ -209,6 +207,23 @@ fn walk_flush_preset(k: KernelVersion, t: &Target) -> WalkFlushKind {
         WalkFlushKind::Asid
     } else {
         WalkFlushKind::ByVa
+    }
+}
+
+/// arm-smmu-v3's invalidation code by release (read in the 5.14, 5.15, 6.1, 6.6, 7.0 and 7.1
+/// sources): range commands from 5.7, ASID + sync in one list from 5.15, TTL for leaves only from
+/// 6.6, large ranges as one ASID invalidation in common code from 7.1.
+fn smmuv3_inv_preset(k: KernelVersion, _: &Target) -> SmmuV3Rules {
+    if k >= KernelVersion(7, 1) {
+        SmmuV3Rules::Linux7_1
+    } else if k >= KernelVersion(6, 6) {
+        SmmuV3Rules::Linux6_6
+    } else if k >= KernelVersion(5, 15) {
+        SmmuV3Rules::Linux5_15
+    } else if k >= KernelVersion(5, 7) {
+        SmmuV3Rules::Linux5_7
+    } else {
+        SmmuV3Rules::Linux5_4
     }
 }
 
@@ -373,6 +388,17 @@ fn mmu500_only(t: &Target) -> Result<(), String> {
     }
 }
 
+fn smmuv3_only(t: &Target) -> Result<(), String> {
+    iommu_only(t)?;
+    match t.smmu {
+        Some((SmmuKind::SmmuV3, _)) => Ok(()),
+        _ => Err(
+            "it is arm-smmu-v3's invalidation code, and the platform's SMMU is not an SMMUv3"
+                .into(),
+        ),
+    }
+}
+
 macro_rules! policy_def {
     ($field:ident, $ty:ty, $preset:ident, $applies:ident, $rule:expr, $desc:expr) => {
         PolicyDef {
@@ -417,8 +443,8 @@ pub static REGISTRY: &[PolicyDef] = &[
         SwiotlbRules,
         swiotlb_rules_preset,
         swiotlb_only,
-        "6.0 from 6.0, 3.6 before",
-        "swiotlb pool and bounce rules: one pool lock, next fit (3.6; on x86-64 the 2012 swiotlb_dma_ops) or areas with their own locks (6.0)"
+        "the newest of 3.6, 4.11, 5.0, 5.12, 5.17, 5.18, 6.0, 6.3, 6.9 not after the release",
+        "swiotlb pool and bounce rules of the release that last changed them: one pool lock and next fit (3.6; page stride from a page 4.11; through dma-direct 5.0, before which x86-64 runs lib/swiotlb.c's swiotlb_dma_ops), min_align_mask (5.12), copy at map in every direction (5.17, and under SKIP_CPU_SYNC 5.18), areas with their own locks (6.0), bitwise alignment from an unaligned start (6.3), alloc_align_mask aligning the slot (6.9)"
     ),
     policy_def!(
         swiotlb_addr,
@@ -435,6 +461,14 @@ pub static REGISTRY: &[PolicyDef] = &[
         mmu500_only,
         "asid from 5.15 on a Qualcomm MMU-500 ([smmu] impl = \"qcom\"), by-va otherwise",
         "arm-smmu (MMU-500) flush of a freed table's walk: a TLBIVA per granule (by-va) or one TLBIASID (asid, 5.15's flush_walk_prefer_tlbiasid)"
+    ),
+    policy_def!(
+        smmuv3_inv,
+        SmmuV3Rules,
+        smmuv3_inv_preset,
+        smmuv3_only,
+        "the release that introduced the code: 5.4, 5.7, 5.15, 6.6, 7.1 (earlier releases get 5.4's)",
+        "arm-smmu-v3 invalidation: range commands on SMMUv3.2 (5.7), ASID+sync in one command list (5.15), TTL for leaves only (6.6), ranges of 1 << (log2(granule) - 3) granules or more as one CMD_TLBI_NH_ASID without range invalidation (7.1)"
     ),
     policy_def!(
         unmap_split,
@@ -507,6 +541,7 @@ impl Policies {
             swiotlb_rules: swiotlb_rules_preset(kernel, t),
             swiotlb_addr: swiotlb_addr_preset(kernel, t),
             walk_flush: walk_flush_preset(kernel, t),
+            smmuv3_inv: smmuv3_inv_preset(kernel, t),
             unmap_split: unmap_split_preset(kernel, t),
             block_unmap: block_unmap_preset(kernel, t),
             invalidation: invalidation_preset(kernel, t),
@@ -604,11 +639,26 @@ mod tests {
         assert!(KernelVersion(5, 9) < KernelVersion(5, 10));
         assert_eq!(p(KernelVersion(3, 6)).swiotlb_addr, SwiotlbAddr::Virt);
         assert_eq!(p(KernelVersion(3, 7)).swiotlb_addr, SwiotlbAddr::Phys);
-        assert_eq!(
-            p(KernelVersion(5, 19)).swiotlb_rules,
-            SwiotlbRules::Linux3_6
-        );
-        assert_eq!(p(KernelVersion(6, 0)).swiotlb_rules, SwiotlbRules::Linux6_0);
+        for (k, rules) in [
+            (KernelVersion(3, 6), SwiotlbRules::Linux3_6),
+            (KernelVersion(4, 10), SwiotlbRules::Linux3_6),
+            (KernelVersion(4, 11), SwiotlbRules::Linux4_11),
+            (KernelVersion(4, 20), SwiotlbRules::Linux4_11),
+            (KernelVersion(5, 0), SwiotlbRules::Linux5_0),
+            (KernelVersion(5, 11), SwiotlbRules::Linux5_0),
+            (KernelVersion(5, 12), SwiotlbRules::Linux5_12),
+            (KernelVersion(5, 16), SwiotlbRules::Linux5_12),
+            (KernelVersion(5, 17), SwiotlbRules::Linux5_17),
+            (KernelVersion(5, 19), SwiotlbRules::Linux5_18),
+            (KernelVersion(6, 0), SwiotlbRules::Linux6_0),
+            (KernelVersion(6, 2), SwiotlbRules::Linux6_0),
+            (KernelVersion(6, 3), SwiotlbRules::Linux6_3),
+            (KernelVersion(6, 8), SwiotlbRules::Linux6_3),
+            (KernelVersion(6, 9), SwiotlbRules::Linux6_9),
+            (LATEST, SwiotlbRules::Linux6_9),
+        ] {
+            assert_eq!(p(k).swiotlb_rules, rules, "{k}");
+        }
         let q = Policies::preset(KernelVersion(5, 14), &mmu500(SmmuImpl::Qcom));
         assert_eq!(
             (q.walk_flush, q.unmap_split),
@@ -689,6 +739,36 @@ mod tests {
             assert_eq!(arm.walk_flush, WalkFlushKind::ByVa, "{k}");
             assert_eq!(arm.unmap_split, SplitKind::UnmapPages, "{k}");
         }
+    }
+
+    /// arm-smmu-v3's rules change at 5.7, 5.15, 6.6 and 7.1 (sources of 5.14, 5.15, 6.1, 6.6,
+    /// 7.0 and 7.1 read), on an SMMUv3 only.
+    #[test]
+    fn smmuv3_rules_follow_the_releases_that_changed_them() {
+        let t = Target {
+            arch: Arch::Arm64,
+            smmu: Some((SmmuKind::SmmuV3, SmmuImpl::Arm)),
+            iommu: true,
+            swiotlb: false,
+            dma_api: true,
+            pci_device: false,
+            iova_alloc: true,
+        };
+        let r = |a, b| Policies::preset(KernelVersion(a, b), &t).smmuv3_inv;
+        assert_eq!(r(3, 7), SmmuV3Rules::Linux5_4);
+        assert_eq!(r(5, 6), SmmuV3Rules::Linux5_4);
+        assert_eq!(r(5, 7), SmmuV3Rules::Linux5_7);
+        assert_eq!(r(5, 14), SmmuV3Rules::Linux5_7);
+        assert_eq!(r(5, 15), SmmuV3Rules::Linux5_15);
+        assert_eq!(r(6, 1), SmmuV3Rules::Linux5_15);
+        assert_eq!(r(6, 5), SmmuV3Rules::Linux5_15);
+        assert_eq!(r(6, 6), SmmuV3Rules::Linux6_6);
+        assert_eq!(r(7, 0), SmmuV3Rules::Linux6_6);
+        assert_eq!(r(7, 1), SmmuV3Rules::Linux7_1);
+        let d = def("smmuv3_inv").unwrap();
+        assert!(d.applies(&t).is_ok());
+        assert!(d.applies(&mmu500(SmmuImpl::Qcom)).is_err());
+        assert!(d.applies(&ARM).is_err());
     }
 
     #[test]

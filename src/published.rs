@@ -34,6 +34,18 @@ pub struct PublishedRow {
     pub bound: Option<String>,
 }
 
+/// A quantity of the published case that `reproduce` needs to restate it in the published unit
+/// (a rate, a buffer size), with where it comes from. Not a figure to compare with, and never an
+/// input of the model itself.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Condition {
+    pub id: String,
+    pub unit: String,
+    pub value: f64,
+    pub source: String,
+}
+
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Published {
@@ -41,6 +53,8 @@ pub struct Published {
     pub title: String,
     pub source: String,
     pub conditions: String,
+    #[serde(default, rename = "condition")]
+    pub condition_values: Vec<Condition>,
     #[serde(rename = "row")]
     pub rows: Vec<PublishedRow>,
 }
@@ -48,6 +62,10 @@ pub struct Published {
 impl Published {
     pub fn row(&self, id: &str) -> Option<&PublishedRow> {
         self.rows.iter().find(|r| r.id == id)
+    }
+
+    pub fn condition(&self, id: &str) -> Option<&Condition> {
+        self.condition_values.iter().find(|c| c.id == id)
     }
 }
 

@@ -2,7 +2,7 @@
 //! probe paths build it.
 //!
 //! Kernel counterpart: the boot-time `swiotlb_init()` (and 2012's `swiotlb_init` +
-//! `pci_swiotlb_detect` choosing `swiotlb_dma_ops` on x86-64), `arch_setup_dma_ops()` and
+//! `pci_swiotlb_detect` choosing `swiotlb_dma_ops` on x86-64, until 5.0), `arch_setup_dma_ops()` and
 //! `iommu_setup_dma_ops()` at probe (which `dma_map_ops` a device gets), and
 //! `iommu_domain_alloc()` → `alloc_io_pgtable_ops()` with the SMMU driver's flush ops and the
 //! iommu core's unmap split.
@@ -164,8 +164,9 @@ pub enum DmaOpsKind {
     Direct,
     /// dma-direct with a swiotlb pool under these rules.
     DirectSwiotlb(Release),
-    /// 2012's x86-64 `swiotlb_dma_ops` (one pool lock, `swiotlb_addr` bookkeeping).
-    Swiotlb2012,
+    /// lib/swiotlb.c's own `swiotlb_dma_ops`, as x86-64 had them until 5.0 (one pool lock,
+    /// `swiotlb_addr` bookkeeping), with the pool rules of that release.
+    Swiotlb2012(Release),
     /// iommu-dma over a domain of the scenario's `[iommu]`.
     IommuDma,
 }
@@ -178,8 +179,9 @@ impl DmaOpsKind {
             DmaOpsKind::DirectSwiotlb(r) => {
                 format!("dma-direct over swiotlb ({} rules)", r.name())
             }
-            DmaOpsKind::Swiotlb2012 => format!(
-                "2012 x86 swiotlb_dma_ops, one pool lock, swiotlb_addr={}",
+            DmaOpsKind::Swiotlb2012(r) => format!(
+                "x86 swiotlb_dma_ops ({} rules), one pool lock, swiotlb_addr={}",
+                r.name(),
                 crate::types::Choice::name(p.swiotlb_addr)
             ),
             DmaOpsKind::IommuDma => "iommu-dma".to_string(),
@@ -196,10 +198,10 @@ pub fn setup_dma_ops(m: &mut Machine, s: &DeviceSetup, cpus: u32) -> Result<DmaA
     let ops: Box<dyn DmaMapOps> = match s.ops {
         DmaOpsKind::Direct => Box::new(DmaDirect::new(&m.hw, arch_dma(s.profile, p), p.sync)),
         DmaOpsKind::DirectSwiotlb(release) => {
-            let areas = match (release, s.swiotlb.areas) {
-                (Release::Linux3_6, _) => Areas::Exact(1),
-                (_, Some(n)) => Areas::Exact(n),
-                (_, None) => Areas::PossibleCpus(cpus),
+            let areas = match (release.has_areas(), s.swiotlb.areas) {
+                (false, _) => Areas::Exact(1),
+                (true, Some(n)) => Areas::Exact(n),
+                (true, None) => Areas::PossibleCpus(cpus),
             };
             let pool = Swiotlb::new(
                 &m.hw,
@@ -215,7 +217,7 @@ pub fn setup_dma_ops(m: &mut Machine, s: &DeviceSetup, cpus: u32) -> Result<DmaA
             .map_err(|e| SetupError::Swiotlb(e.to_string()))?;
             Box::new(DmaDirect::new(&m.hw, arch_dma(s.profile, p), p.sync).with_swiotlb(pool))
         }
-        DmaOpsKind::Swiotlb2012 => Box::new(
+        DmaOpsKind::Swiotlb2012(release) => Box::new(
             Swiotlb2012Ops::new(
                 &m.hw,
                 m.mem.clone(),
@@ -223,6 +225,7 @@ pub fn setup_dma_ops(m: &mut Machine, s: &DeviceSetup, cpus: u32) -> Result<DmaA
                     size: s.swiotlb.size,
                     node: 0,
                     force: s.swiotlb.force,
+                    release,
                 },
                 p.swiotlb_addr.bookkeeping(&m.hw),
             )
@@ -270,14 +273,19 @@ pub fn iommu_domain_alloc(
         };
         let t = ArmLpaeIoPgtable::new(hw, pcfg, mem, walk_sync)?;
         let ops: Box<dyn IommuFlushOps> = match cfg.smmu {
-            SmmuModel::Mmu500 => Box::new(ArmSmmuDomain::new(hw, 1, p.walk_flush.ops())),
-            SmmuModel::SmmuV3 { range_inv } => Box::new(ArmSmmuV3Domain::new(
-                hw,
-                1,
-                cfg.granule,
-                SmmuV3Features { range_inv },
-                Cmdq::new(8),
-            )?),
+            SmmuModel::Mmu500 => Box::new(
+                ArmSmmuDomain::new(hw, 1, p.walk_flush.ops()).with_coherent_walk(cfg.coherent_walk),
+            ),
+            SmmuModel::SmmuV3 { range_inv } => Box::new(
+                ArmSmmuV3Domain::new(
+                    hw,
+                    1,
+                    cfg.granule,
+                    SmmuV3Features { range_inv },
+                    Cmdq::new(8),
+                )?
+                .with_rules(p.smmuv3_inv),
+            ),
         };
         Ok(IommuDomain::new(hw, t, ops, p.unmap_split.ops()))
     })();

@@ -44,7 +44,10 @@ fn before_areas_one_lock_takes_everything() {
     let text = BOUNCE.replace("kernel = \"6.0\"", "kernel = \"3.6\"");
     let r = run(&text);
     assert_eq!(r.nareas, 1);
-    assert!(r.implementation.contains("2012"), "{}", r.implementation);
+    assert_eq!(
+        r.implementation,
+        "x86 swiotlb_dma_ops (3.6 rules), one pool lock, swiotlb_addr=virt"
+    );
     for row in &r.rows {
         assert_eq!(row.locks, vec![640]);
         assert_eq!(row.busiest_lock_pct(), 100.0);
@@ -69,5 +72,30 @@ fn a_full_pool_is_the_kernels_mapping_error_not_a_panic() {
         assert!(big.peak_slots <= 512);
         // Everything mapped was unmapped: the next size starts from an empty pool.
         assert_eq!(r.rows[1].errors, 0, "{kernel}");
+    }
+}
+
+#[test]
+fn x86_bounces_through_its_own_swiotlb_ops_until_5_0_and_dma_direct_from_5_0() {
+    // 4.20 still has lib/swiotlb.c's swiotlb_dma_ops; 5.0 merged them into dma-direct, with the
+    // same one-lock pool; 6.0 brought the areas.
+    for (kernel, implementation, locks) in [
+        (
+            "4.20",
+            "x86 swiotlb_dma_ops (4.11 rules), one pool lock, swiotlb_addr=phys",
+            vec![640],
+        ),
+        ("5.0", "dma-direct over swiotlb (5.0 rules)", vec![640]),
+        ("5.19", "dma-direct over swiotlb (5.18 rules)", vec![640]),
+        ("6.0", "dma-direct over swiotlb (6.0 rules)", vec![160; 4]),
+    ] {
+        let text = BOUNCE.replace("kernel = \"6.0\"", &format!("kernel = \"{kernel}\""));
+        let r = run(&text);
+        assert_eq!(r.implementation, implementation, "{kernel}");
+        for row in &r.rows {
+            assert_eq!(row.locks, locks, "{kernel} {}", row.size);
+            assert_eq!(row.errors, 0);
+            assert_eq!(row.bounce_copies, 2 * row.maps);
+        }
     }
 }

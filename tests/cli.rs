@@ -3,6 +3,7 @@
 //! directory.
 
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
@@ -198,6 +199,17 @@ fn bad_arguments_exit_2() {
         vec!["reproduce", "no-such-experiment"],
         vec!["run", "scenarios/batched-sync.toml", "--format", "xml"],
         vec!["frobnicate"],
+        vec!["run", "scenarios/batched-sync.toml", "--max-work", "0"],
+        vec!["run", "scenarios/batched-sync.toml", "--max-work", "-1"],
+        vec![
+            "run",
+            "scenarios/batched-sync.toml",
+            "--max-work",
+            "18446744073709551616",
+        ],
+        vec!["hostbench", "--iterations", "0"],
+        vec!["hostbench", "--buffer", "99999999999999999999G"],
+        vec!["hostbench", "--entry", "0"],
     ] {
         let o = dmasim(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
@@ -697,6 +709,48 @@ fn scratch_paths_are_removed_when_the_guard_drops() {
     assert!(Path::new(&fp).is_file() && Path::new(&dp).is_dir());
     drop((f, d));
     assert!(!Path::new(&fp).exists() && !Path::new(&dp).exists());
+}
+
+/// A long run shows a progress bar when standard error is a terminal, and nothing but its one
+/// note in a pipe; its standard output is the same bytes either way.
+#[test]
+fn a_long_run_shows_progress_on_a_terminal_and_nowhere_else() {
+    // About 1.3e9 model steps (a second or two): over the size at which a run says so.
+    let text = include_str!("../scenarios/batched-sync.toml")
+        .replace("iterations = 200", "iterations = 4000");
+    let s = scratch("long.toml", &text);
+    let piped = dmasim(&["run", &s]);
+    let err = stderr(&piped);
+    assert!(piped.status.success(), "{err}");
+    assert!(err.contains("model steps"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(!err.contains('\r') && !err.contains('\x1b'), "{err:?}");
+    // `script` runs the command on a pseudo-terminal (standard error there), standard output
+    // still going to a file.
+    let out = scratch("long.out", "");
+    let cmd = format!(
+        "'{}' run '{}' > '{}'",
+        env!("CARGO_BIN_EXE_dmasim"),
+        &*s,
+        &*out
+    );
+    // In a process group of its own: script(1) signals its whole group when it fails, which
+    // must not reach the test harness.
+    let Ok(t) = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .process_group(0)
+        .output()
+    else {
+        eprintln!("no `script` command here: the terminal half of this test did not run");
+        return;
+    };
+    let term = String::from_utf8_lossy(&t.stdout);
+    assert!(t.status.success(), "{term}");
+    assert!(
+        term.contains("/4000"),
+        "no progress bar on the terminal: {term:?}"
+    );
+    assert_eq!(std::fs::read(&*out).unwrap(), piped.stdout);
 }
 
 /// Runs every other test of this file in a child process whose temp directory is a fresh, empty

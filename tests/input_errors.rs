@@ -395,6 +395,47 @@ fn runs_that_would_take_hours_are_refused_unless_asked_for() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("model steps"));
 }
 
+/// Issue #9's first finding: a cost of 1e300 ns ran with exit 0 and a clock that had wrapped to
+/// a smaller figure, and a frequency of 1e-300 MHz gave 92233720 ms; a line of 2^40 bytes passed.
+/// Each now exits 2 naming the profile, the line and the key.
+#[test]
+fn costs_frequencies_and_line_sizes_out_of_range_name_file_line_and_key() {
+    let t = Scratch::new("ranges");
+    let profile = include_str!("../profiles/dimensity9500.toml");
+    for (from, to, key) in [
+        (
+            "latency = { ns = 65.5",
+            "latency = { ns = 1e300",
+            "cache.clean.latency",
+        ),
+        (
+            "issue = { cycles = 1,",
+            "issue = { cycles = 1e300,",
+            "cache.clean.issue",
+        ),
+        (
+            "cpu_freq_mhz = { value = 2600",
+            "cpu_freq_mhz = { value = 1e-300",
+            "platform.cpu_freq_mhz.value",
+        ),
+        (
+            "line_bytes = { value = 64",
+            "line_bytes = { value = 1099511627776",
+            "cache.line_bytes.value",
+        ),
+    ] {
+        assert!(profile.contains(from), "{from}");
+        let text = profile.replacen(from, to, 1);
+        let p = t.file("p.toml", &text);
+        input_error(
+            &dmasim(&["run", "scenarios/batched-sync.toml", "--platform", &p]),
+            &p,
+            Some(line_of(&text, to)),
+            key,
+        );
+    }
+}
+
 #[test]
 fn a_clock_that_would_wrap_is_an_error_not_a_small_number() {
     let t = Scratch::new("clock");
@@ -410,4 +451,46 @@ fn a_clock_that_would_wrap_is_an_error_not_a_small_number() {
     assert_eq!(o.status.code(), Some(2), "{e}");
     assert!(e.contains("2^64 ps"), "{e}");
     assert!(!e.contains("panicked"), "{e}");
+}
+
+#[test]
+fn an_iommu_scenario_needs_the_profile_to_price_wmb() {
+    let t = Scratch::new("wmb");
+    let profile = include_str!("../profiles/sm8150.toml");
+    let without: String = profile
+        .lines()
+        .filter(|l| !l.starts_with("wmb = "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_ne!(without.len(), profile.len(), "sm8150 prices wmb");
+    let p = t.file("p.toml", &without);
+    let s = t.file(
+        "s.toml",
+        &OPS.replace("platform = \"sm8150\"", "platform = \"p.toml\""),
+    );
+    let e = input_error(&dmasim(&["run", &s]), &p, None, "barrier.wmb");
+    assert!(e.contains("wmb()"), "{e}");
+    // Without an [iommu] domain nothing issues wmb(), so the same profile runs.
+    let b = t.file(
+        "b.toml",
+        &BATCHED.replace("platform = \"dimensity9500\"", "platform = \"p.toml\""),
+    );
+    let o = dmasim(&["run", &b]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn the_smmuv3_policy_is_refused_on_an_mmu_500() {
+    let e = input_error(
+        &dmasim(&[
+            "run",
+            "scenarios/iommu-ops.toml",
+            "--policy",
+            "smmuv3_inv=7.1",
+        ]),
+        "<argument>",
+        None,
+        "--policy smmuv3_inv",
+    );
+    assert!(e.contains("not an SMMUv3"), "{e}");
 }

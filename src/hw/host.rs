@@ -9,6 +9,7 @@
 //! | `CleanInval`  | `CLFLUSHOPT` | `DC CIVAC` |
 //! | `Inval`       | (none)       | `DC IVAC` is EL1-only, so refused |
 //! | barrier       | `SFENCE`     | `DSB SY`   |
+//! | wmb           | `SFENCE`     | `DSB ST`   |
 //!
 //! Software costs ([`Hw::sw`]) are free here because the real CPU is already executing the
 //! software path; frames ([`Hw::enter`]/[`Hw::leave`]) are free so they do not perturb what is
@@ -378,6 +379,12 @@ mod insn {
         // SAFETY: SFENCE has no operands and no effect beyond ordering.
         unsafe { std::arch::asm!("sfence", options(nostack, preserves_flags)) };
     }
+
+    #[inline(always)]
+    pub fn wmb() {
+        // The kernel's x86-64 wmb() is SFENCE as well.
+        barrier();
+    }
 }
 
 #[cfg(target_arch = "aarch64")]
@@ -407,6 +414,12 @@ mod insn {
         // SAFETY: DSB SY has no operands; it waits for earlier maintenance to complete.
         unsafe { std::arch::asm!("dsb sy", options(nostack, preserves_flags)) };
     }
+
+    #[inline(always)]
+    pub fn wmb() {
+        // SAFETY: DSB ST has no operands; it waits for earlier stores to complete.
+        unsafe { std::arch::asm!("dsb st", options(nostack, preserves_flags)) };
+    }
 }
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
@@ -415,6 +428,7 @@ mod insn {
     pub unsafe fn clean_inval(_p: *const u8) {}
     pub unsafe fn clean(_p: *const u8) {}
     pub fn barrier() {}
+    pub fn wmb() {}
 }
 
 impl Hw for Host {
@@ -467,6 +481,14 @@ impl Hw for Host {
         }
         insn::barrier();
         self.barriers += 1;
+    }
+
+    // Nothing on the host path issues one (the iommu layer needs a DeviceHw); it runs the
+    // instruction all the same, so a future caller measures what it asks for.
+    fn wmb(&mut self) {
+        if !self.dry {
+            insn::wmb();
+        }
     }
 
     fn sw(&mut self, _cost: SwCost) {}

@@ -134,10 +134,16 @@ impl Ledger {
     /// own cost, and its count, touching the node once.
     #[inline]
     pub fn barrier(&mut self, wait_ps: u64, cost_ps: u64) {
+        self.barrier_as(Counter::Barrier, wait_ps, cost_ps);
+    }
+
+    /// As [`Ledger::barrier`], counted as `kind` (a `wmb()` is [`Counter::Wmb`]).
+    #[inline]
+    pub fn barrier_as(&mut self, kind: Counter, wait_ps: u64, cost_ps: u64) {
         let n = &mut self.nodes[self.cur as usize];
         n.wait_ps = n.wait_ps.saturating_add(wait_ps);
         n.self_ps = n.self_ps.saturating_add(cost_ps);
-        n.counts[Counter::Barrier as usize] += 1;
+        n.counts[kind as usize] += 1;
     }
 
     /// Charge a barrier's stall for completions to the current frame's wait pseudo-frame.

@@ -130,6 +130,8 @@ pub enum Counter {
     CacheInvalLine,
     CacheCleanInvalLine,
     Barrier,
+    /// A write barrier (`wmb()`: arm64 `DSB ST`, x86 `SFENCE`), counted apart from [`Counter::Barrier`].
+    Wmb,
     /// One bounce copy (`memcpy` in `swiotlb_bounce`), whatever its length.
     BounceCopy,
     /// Bytes moved by bounce copies.
@@ -172,11 +174,12 @@ pub enum Counter {
 }
 
 impl Counter {
-    pub const ALL: [Counter; 27] = [
+    pub const ALL: [Counter; 28] = [
         Counter::CacheCleanLine,
         Counter::CacheInvalLine,
         Counter::CacheCleanInvalLine,
         Counter::Barrier,
+        Counter::Wmb,
         Counter::BounceCopy,
         Counter::BounceCopyBytes,
         Counter::SpinLock,
@@ -210,6 +213,7 @@ impl Counter {
             Counter::CacheInvalLine => "cache_inval_line",
             Counter::CacheCleanInvalLine => "cache_clean_inval_line",
             Counter::Barrier => "barrier",
+            Counter::Wmb => "wmb",
             Counter::BounceCopy => "bounce_copy",
             Counter::BounceCopyBytes => "bounce_copy_bytes",
             Counter::SpinLock => "spin_lock",
@@ -243,10 +247,12 @@ impl Counter {
             (Counter::CacheInvalLine, Arch::Arm64) => "DC IVAC",
             (Counter::CacheCleanInvalLine, Arch::Arm64) => "DC CIVAC",
             (Counter::Barrier, Arch::Arm64) => "DSB SY",
+            (Counter::Wmb, Arch::Arm64) => "DSB ST",
             (Counter::CacheCleanLine, Arch::X86_64) => "CLWB",
             (Counter::CacheInvalLine, Arch::X86_64) => "(none)",
             (Counter::CacheCleanInvalLine, Arch::X86_64) => "CLFLUSHOPT",
             (Counter::Barrier, Arch::X86_64) => "SFENCE",
+            (Counter::Wmb, Arch::X86_64) => "SFENCE (wmb)",
             (Counter::BounceCopy, _) => "memcpy",
             (Counter::BounceCopyBytes, _) => "memcpy (bytes)",
             (Counter::SpinLock, _) => "spin_lock_irqsave",
@@ -288,6 +294,10 @@ pub trait Hw {
     fn cache_maint(&mut self, op: CacheOp, first: PhysAddr, lines: u64);
     /// A full barrier: returns once every outstanding maintenance operation has completed.
     fn barrier(&mut self);
+    /// The kernel's `wmb()` (arm64 `DSB ST`, x86 `SFENCE`): orders the CPU's earlier stores (page
+    /// table entries) before its later device writes, and like any DSB waits for whatever
+    /// maintenance is still outstanding. Priced apart from [`Hw::barrier`] (`barrier.wmb`).
+    fn wmb(&mut self);
     /// The kernel's own instructions along a named path.
     fn sw(&mut self, cost: SwCost);
     /// Resolve a named software cost once, so hot paths do not look names up. Only declared

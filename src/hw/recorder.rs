@@ -26,7 +26,8 @@ pub struct Recorder {
     pub counts: [u64; Counter::N],
     /// Every counted event as (stack, counter, n), in order.
     pub counted: Vec<(String, Counter, u64)>,
-    /// Every event in order, for ordering assertions: `maint`, `barrier`, `copy`, or a counter name.
+    /// Every event in order, for ordering assertions: `maint`, `barrier`, `wmb`, `copy`, or a
+    /// counter name (SMMU register writes and reads by theirs).
     pub events: Vec<&'static str>,
     stack: Vec<&'static str>,
     /// Device register writes and reads, in order.
@@ -92,6 +93,10 @@ impl Hw for Recorder {
         self.counts[Counter::Barrier as usize] += 1;
         self.events.push("barrier");
     }
+    fn wmb(&mut self) {
+        self.counts[Counter::Wmb as usize] += 1;
+        self.events.push("wmb");
+    }
     fn sw(&mut self, _cost: SwCost) {}
     fn sw_cost(&self, _key: SwKey) -> SwCost {
         SwCost(0)
@@ -122,10 +127,12 @@ impl SmmuPort for Recorder {
         }
         self.mmio.push(reg);
         self.counts[reg.counter() as usize] += 1;
+        self.events.push(reg.counter().name());
     }
     fn mmio_read(&mut self, reg: MmioReg) -> u64 {
         self.mmio.push(reg);
         self.counts[reg.counter() as usize] += 1;
+        self.events.push(reg.counter().name());
         if reg == MmioReg::SmmuTlbstatus && self.busy_left > 0 {
             self.busy_left -= 1;
             return SMMU_TLBSTATUS_GSACTIVE;

@@ -14,6 +14,12 @@
 //! ... doubling, until the SMMU reports done or a second has passed (then it gives up, as the
 //! kernel does, logging a timeout).
 //!
+//! Barriers (the same in every release read, 5.14 to 7.1): `arm_smmu_tlb_inv_context_s1()` issues
+//! `wmb()` before `TLBIASID`, because the register write may be relaxed and the PTEs the CPU
+//! cleared must be visible first; `arm_smmu_tlb_inv_range_s1()` issues one `wmb()` per call when
+//! the SMMU's table walker is coherent (`ARM_SMMU_FEAT_COHERENT_WALK`) and none otherwise, since
+//! io-pgtable's PTE cleaning for a non-coherent walker already ended with a DSB.
+//!
 //! Invariants: every invalidation register write is followed, before the invalidated memory can
 //! be reused, by a sync that observed completion (or a counted timeout).
 
@@ -123,6 +129,8 @@ struct Costs {
 #[derive(Debug)]
 pub struct ArmSmmuContext {
     pub asid: u16,
+    /// `ARM_SMMU_FEAT_COHERENT_WALK`: the table walker snoops CPU caches.
+    pub coherent_walk: bool,
     /// Syncs that ran out of poll budget (the kernel logs "TLB sync timed out").
     pub sync_timeouts: u64,
     costs: Costs,
@@ -143,6 +151,9 @@ impl ArmSmmuContext {
             return;
         }
         hw.sw(self.costs.inv_range);
+        if self.coherent_walk {
+            hw.wmb();
+        }
         let mut val = (iova >> 12) | (u64::from(self.asid) << 48);
         let mut left = size;
         loop {
@@ -156,9 +167,10 @@ impl ArmSmmuContext {
         }
     }
 
-    /// `arm_smmu_tlb_inv_context_s1()`: `TLBIASID`, then sync.
+    /// `arm_smmu_tlb_inv_context_s1()`: `wmb()`, `TLBIASID`, then sync.
     pub fn tlb_inv_context_s1(&mut self, hw: &mut dyn DeviceHw) {
         hw.enter("arm_smmu_tlb_inv_context_s1");
+        hw.wmb();
         hw.mmio_write(MmioReg::SmmuTlbiasid, u64::from(self.asid));
         self.tlb_sync_context(hw);
         hw.leave();
@@ -198,10 +210,12 @@ pub struct ArmSmmuDomain {
 }
 
 impl ArmSmmuDomain {
+    /// A domain on an SMMU whose table walker is not coherent (see [`Self::with_coherent_walk`]).
     pub fn new(hw: &dyn Hw, asid: u16, walk: Box<dyn WalkFlush>) -> ArmSmmuDomain {
         ArmSmmuDomain {
             cb: ArmSmmuContext {
                 asid,
+                coherent_walk: false,
                 sync_timeouts: 0,
                 costs: Costs {
                     inv_range: hw.sw_cost(SwKey::ArmSmmuTlbInvRange),
@@ -211,6 +225,12 @@ impl ArmSmmuDomain {
             },
             walk,
         }
+    }
+
+    /// The SMMU's `ARM_SMMU_FEAT_COHERENT_WALK`, read at probe.
+    pub fn with_coherent_walk(mut self, coherent: bool) -> ArmSmmuDomain {
+        self.cb.coherent_walk = coherent;
+        self
     }
 
     pub fn walk_flush(&self) -> &dyn WalkFlush {
@@ -312,5 +332,127 @@ mod tests {
         let mut g = IommuIotlbGather::new();
         d.tlb_add_page(&mut r, &mut g, 0x4000_0000, 2 << 20);
         assert_eq!(r.mmio, vec![MmioReg::SmmuTlbival]);
+    }
+
+    /// Item 3 of #8: `arm_smmu_tlb_inv_context_s1()` issues `wmb()` before `TLBIASID`, coherent
+    /// walker or not; 5.14 and 5.15 (and every release read up to 7.1) share it.
+    #[test]
+    fn context_invalidation_issues_a_wmb_before_tlbiasid() {
+        for coherent in [false, true] {
+            let mut r = Recorder::new(64);
+            let mut d = ArmSmmuDomain::new(&r, 3, Box::new(ByAsid)).with_coherent_walk(coherent);
+            d.tlb_flush_all(&mut r);
+            assert_eq!(
+                r.events,
+                vec![
+                    "wmb",
+                    "smmu_tlbiasid",
+                    "smmu_tlbsync",
+                    "smmu_tlbstatus_read"
+                ],
+                "coherent={coherent}"
+            );
+            // 5.15's walk flush by ASID goes through the same function: one wmb per freed table.
+            let mut r = Recorder::new(64);
+            for t in 0..16u64 {
+                d.tlb_flush_walk(&mut r, t << 21, 2 << 20, 4096);
+            }
+            assert_eq!(r.count_of(Counter::Wmb), 16);
+            assert_eq!(r.count_of(Counter::SmmuTlbiasid), 16);
+        }
+    }
+
+    /// `arm_smmu_tlb_inv_range_s1()` issues one `wmb()` per call on a coherent walker and none on
+    /// a non-coherent one (whose PTE cleaning already ended with a DSB).
+    #[test]
+    fn range_invalidation_issues_a_wmb_per_call_only_for_a_coherent_walker() {
+        for (coherent, wmbs) in [(false, 0), (true, 1)] {
+            let mut r = Recorder::new(64);
+            let mut d = ArmSmmuDomain::new(&r, 3, Box::new(ByVa)).with_coherent_walk(coherent);
+            d.tlb_flush_walk(&mut r, 0x20_0000, 2 << 20, 4096);
+            assert_eq!(r.count_of(Counter::Wmb), wmbs, "coherent={coherent}");
+            assert_eq!(r.count_of(Counter::SmmuTlbiva), 512);
+            if coherent {
+                assert_eq!(r.events[0], "wmb", "before the first TLBIVA");
+                assert_eq!(r.events[1], "smmu_tlbiva");
+            }
+            // Leaves: one call (and so one wmb when coherent) per page.
+            let mut r = Recorder::new(64);
+            let mut g = IommuIotlbGather::new();
+            for i in 0..5 {
+                d.tlb_add_page(&mut r, &mut g, 0x4000_0000 + i * 4096, 4096);
+            }
+            assert_eq!(r.count_of(Counter::SmmuTlbival), 5);
+            assert_eq!(r.count_of(Counter::Wmb), 5 * wmbs, "coherent={coherent}");
+        }
+    }
+
+    /// Item 3 of #8, io-pgtable side: `arm_lpae_map()` (5.14, one page per call) and
+    /// `arm_lpae_map_pages()` (5.15) end every call that reaches the walk with `wmb()`, an
+    /// `-EEXIST` included; a call with neither read nor write access returns before it.
+    #[test]
+    fn every_page_table_map_call_ends_with_a_wmb() {
+        use crate::iommu::Prot;
+        use crate::iommu::core::{IommuDomain, SplitKind};
+        use crate::iommu::io_pgtable_arm::{ArmLpaeIoPgtable, IoPgtableCfg};
+        use crate::mm::physmem::PhysMem;
+        use crate::types::{IovaAddr, PhysAddr};
+        let domain = |r: &mut Recorder, split: SplitKind| {
+            let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
+            let t = ArmLpaeIoPgtable::new(r, IoPgtableCfg::new(4096, 48), mem, None).unwrap();
+            let ops = Box::new(ArmSmmuDomain::new(r, 5, Box::new(ByVa)));
+            IommuDomain::new(r, t, ops, split.ops())
+        };
+        // 1 MB of scattered 4K elements: one driver map call, so one wmb, per page on both.
+        let segs: Vec<_> = (0..256u64)
+            .map(|i| (PhysAddr(0x8000_0000 + i * 8192), 4096))
+            .collect();
+        for split in [SplitKind::PerPage, SplitKind::UnmapPages] {
+            let mut r = Recorder::new(64);
+            let mut d = domain(&mut r, split);
+            let mut r = Recorder::new(64);
+            d.iommu_map_sg(&mut r, IovaAddr(1 << 32), &segs, Prot::RW)
+                .unwrap();
+            assert_eq!(r.count_of(Counter::PgtableMapCall), 256, "{split:?}");
+            assert_eq!(r.count_of(Counter::Wmb), 256, "{split:?}");
+        }
+        // 1 MB physically contiguous: 256 calls on 5.14, one map_pages call on 5.15.
+        for (split, calls) in [(SplitKind::PerPage, 256), (SplitKind::UnmapPages, 1)] {
+            let mut r = Recorder::new(64);
+            let mut d = domain(&mut r, split);
+            let mut r = Recorder::new(64);
+            d.iommu_map(
+                &mut r,
+                IovaAddr(1 << 32),
+                PhysAddr(0x8000_0000),
+                1 << 20,
+                Prot::RW,
+            )
+            .unwrap();
+            assert_eq!(r.count_of(Counter::Wmb), calls, "{split:?}");
+            assert_eq!(r.events.last(), Some(&"wmb"));
+            // Mapping over it again is refused (-EEXIST) after the walk: the wmb is still issued.
+            let mut r = Recorder::new(64);
+            let e = d.iommu_map(
+                &mut r,
+                IovaAddr(1 << 32),
+                PhysAddr(0x8000_0000),
+                4096,
+                Prot::RW,
+            );
+            assert!(e.is_err());
+            assert_eq!(r.count_of(Counter::Wmb), 1, "{split:?}");
+            // No access: arm_lpae_map returns 0 before the walk, with no barrier.
+            let mut r = Recorder::new(64);
+            d.iommu_map(
+                &mut r,
+                IovaAddr(2 << 32),
+                PhysAddr(0x8000_0000),
+                4096,
+                Prot::CACHE,
+            )
+            .unwrap();
+            assert_eq!(r.count_of(Counter::Wmb), 0, "{split:?}");
+        }
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! Kernel counterpart: drivers/iommu/arm/arm-smmu-v3/arm-smmu-v3.c — `arm_smmu_flush_ops`
 //! (`arm_smmu_tlb_inv_context`, `arm_smmu_tlb_inv_walk`, `arm_smmu_tlb_inv_page_nosync`),
-//! `arm_smmu_iotlb_sync`, `arm_smmu_tlb_inv_range_domain` / `__arm_smmu_tlb_inv_range`,
+//! `arm_smmu_iotlb_sync`, `arm_smmu_tlb_inv_range_domain` / `__arm_smmu_tlb_inv_range` (≤ 7.0) and
+//! `arm_smmu_domain_inv_range` / `arm_smmu_inv_size_too_big` (7.1), `arm_smmu_tlb_inv_asid`,
 //! `arm_smmu_cmdq_build_cmd`, `arm_smmu_cmdq_batch_add` / `arm_smmu_cmdq_batch_submit` and
 //! `arm_smmu_cmdq_issue_cmdlist`.
 //!
@@ -11,15 +12,25 @@
 //! `CMDQ_BATCH_ENTRIES`; a full batch is published without a sync, the last one with a
 //! `CMD_SYNC`, whose completion the CPU waits for. Leaf invalidations are gathered
 //! (`iommu_iotlb_gather_add_page`) and issued at `iotlb_sync` as one range; walk flushes are
-//! issued at once. Without range invalidation, a range is one `CMD_TLBI_NH_VA` per granule, and a
-//! range of `CMDQ_MAX_TLBI_OPS` granules or more becomes one `CMD_TLBI_NH_ASID` (the kernel does
-//! this on its SVA invalidation path since 6.7; the model applies it to every range, as the
-//! project's notes on seed 001 describe).
+//! issued at once. What each release does differs ([`SmmuV3Rules`], the `smmuv3_inv` policy):
 //!
-//! Not modelled: ATS (`arm_smmu_atc_inv_domain`), stage 2, the E2H `CMD_TLBI_EL2_*` opcodes,
+//! - a range is one `CMD_TLBI_NH_VA` per granule, except on SMMUv3.2 hardware from 5.7, where the
+//!   driver uses range commands (a few per range);
+//! - ≤ 5.14 `arm_smmu_tlb_inv_asid()` publishes `CMD_TLBI_NH_ASID` and then `CMD_SYNC` as two
+//!   command lists; 5.15 (`arm_smmu_cmdq_issue_cmd_with_sync`) publishes them as one;
+//! - ≤ 6.5 a range command carries the TTL of its granule even for a walk; from 6.6 only leaves
+//!   do, and a walk whose page count has NUM = 1 in its low five bits gets one more page;
+//! - from 7.1 (`arm_smmu_domain_inv_range`), without range invalidation, a range of
+//!   `1 << (log2(granule) - 3)` granules or more becomes one `CMD_TLBI_NH_ASID` (2 MB of 4K,
+//!   32 MB of 16K, 512 MB of 64K). Before 7.1 the kernel does this only on its SVA path (6.6,
+//!   commit d5afb4b47e13), which the model does not run: the io-pgtable path issues every
+//!   granule (512 commands for a 2 MB walk flush, 8192 for 32 MB).
+//!
+//! Not modelled: ATS (`arm_smmu_atc_inv_domain`), stage 2, the E2H `CMD_TLBI_EL2_*` opcodes, SVA,
 //! multiple producers racing on the queue, and waiting for queue space: the ring's consumer index
 //! catches up at every completed sync, and a batch that would overrun it is counted in
-//! [`CmdqStats::overruns`].
+//! [`CmdqStats::overruns`]. Releases before 5.4 issued each invalidation as its own command list
+//! (no batching); they run with 5.4's rules.
 //!
 //! Invariants: every command written is published (the doorbell is rung for every batch); after
 //! `iotlb_sync`, `tlb_flush_walk` or `tlb_flush_all` returns, a `CMD_SYNC` issued after every
@@ -30,8 +41,6 @@ use crate::hw::{DeviceHw, Hw, SmmuCmdKind, SwCost, SwKey};
 
 pub const CMDQ_ENT_DWORDS: usize = 2;
 pub const CMDQ_BATCH_ENTRIES: usize = 64;
-/// `1 << (PAGE_SHIFT - 3)` with 4K pages.
-pub const CMDQ_MAX_TLBI_OPS: u64 = 512;
 pub const CMDQ_TLBI_RANGE_NUM_MAX: u64 = 31;
 
 pub const CMDQ_OP_TLBI_NH_ASID: u64 = 0x11;
@@ -180,6 +189,75 @@ impl Cmdq {
     }
 }
 
+/// The release's command-queue invalidation code (the `smmuv3_inv` policy): each choice is named
+/// after the release that introduced its behaviour and holds until the next one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SmmuV3Rules {
+    /// 5.4–5.6: per-granule `CMD_TLBI_NH_VA` even on SMMUv3.2; ASID invalidation is two command
+    /// lists (`arm_smmu_cmdq_issue_cmd` then `arm_smmu_cmdq_issue_sync`).
+    Linux5_4,
+    /// 5.7–5.14: range invalidation on SMMUv3.2 (commit 6a481a95d4c1), TTL on every range.
+    Linux5_7,
+    /// 5.15–6.5: `CMD_TLBI_NH_ASID` + `CMD_SYNC` published as one list.
+    Linux5_15,
+    /// 6.6–7.0: TTL only for leaves; a walk never has both NUM and SCALE zero.
+    Linux6_6,
+    /// 7.1: `arm_smmu_domain_inv_range()` turns a range of `1 << (log2(granule) - 3)` granules or
+    /// more into one `CMD_TLBI_NH_ASID` when the SMMU has no range invalidation.
+    #[default]
+    Linux7_1,
+}
+
+impl crate::types::Choice for SmmuV3Rules {
+    const ALL: &'static [Self] = &[
+        SmmuV3Rules::Linux5_4,
+        SmmuV3Rules::Linux5_7,
+        SmmuV3Rules::Linux5_15,
+        SmmuV3Rules::Linux6_6,
+        SmmuV3Rules::Linux7_1,
+    ];
+    fn name(self) -> &'static str {
+        match self {
+            SmmuV3Rules::Linux5_4 => "5.4",
+            SmmuV3Rules::Linux5_7 => "5.7",
+            SmmuV3Rules::Linux5_15 => "5.15",
+            SmmuV3Rules::Linux6_6 => "6.6",
+            SmmuV3Rules::Linux7_1 => "7.1",
+        }
+    }
+}
+
+impl SmmuV3Rules {
+    /// The driver issues range commands when the SMMU has them (`ARM_SMMU_FEAT_RANGE_INV`).
+    fn uses_range_inv(self) -> bool {
+        self >= SmmuV3Rules::Linux5_7
+    }
+    /// `arm_smmu_tlb_inv_asid()` publishes the command and its sync as one list.
+    fn asid_with_sync(self) -> bool {
+        self >= SmmuV3Rules::Linux5_15
+    }
+    /// TTL is set for leaves only; a walk avoids NUM = SCALE = 0.
+    fn ttl_leaf_only(self) -> bool {
+        self >= SmmuV3Rules::Linux6_6
+    }
+    /// `arm_smmu_inv_size_too_big()` in the common invalidation path.
+    fn large_range_to_asid(self) -> bool {
+        self >= SmmuV3Rules::Linux7_1
+    }
+}
+
+impl PartialOrd for SmmuV3Rules {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for SmmuV3Rules {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (*self as u8).cmp(&(*other as u8))
+    }
+}
+
 /// SMMU features the driver reads from the ID registers at probe.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SmmuV3Features {
@@ -198,6 +276,8 @@ struct Costs {
 pub struct ArmSmmuV3Domain {
     pub asid: u16,
     pub features: SmmuV3Features,
+    /// The release's invalidation code.
+    pub rules: SmmuV3Rules,
     /// The domain's smallest page size (`__ffs(pgsize_bitmap)`), the range commands' TG.
     pub granule: u64,
     pub cmdq: Cmdq,
@@ -220,6 +300,7 @@ impl ArmSmmuV3Domain {
         Ok(ArmSmmuV3Domain {
             asid,
             features,
+            rules: SmmuV3Rules::default(),
             granule,
             cmdq,
             batch: Vec::with_capacity(CMDQ_BATCH_ENTRIES),
@@ -228,6 +309,12 @@ impl ArmSmmuV3Domain {
                 issue: hw.sw_cost(SwKey::ArmSmmuCmdqIssueCmdlist),
             },
         })
+    }
+
+    /// The invalidation code of the release that runs (the `smmuv3_inv` policy).
+    pub fn with_rules(mut self, rules: SmmuV3Rules) -> ArmSmmuV3Domain {
+        self.rules = rules;
+        self
     }
 
     /// `arm_smmu_cmdq_batch_add()`.
@@ -250,11 +337,27 @@ impl ArmSmmuV3Domain {
         self.batch.clear();
     }
 
-    /// `arm_smmu_tlb_inv_asid()`.
+    /// `arm_smmu_tlb_inv_asid()`: the command and its sync in one list (5.15), or the command,
+    /// then an empty list carrying the sync (≤ 5.14).
     fn tlb_inv_asid(&mut self, hw: &mut dyn DeviceHw) {
         hw.sw(self.costs.build);
         let cmd = [CmdqEnt::TlbiNhAsid { asid: self.asid }];
-        self.cmdq.issue_cmdlist(hw, self.costs.issue, &cmd, true);
+        if self.rules.asid_with_sync() {
+            self.cmdq.issue_cmdlist(hw, self.costs.issue, &cmd, true);
+        } else {
+            self.cmdq.issue_cmdlist(hw, self.costs.issue, &cmd, false);
+            self.cmdq.issue_cmdlist(hw, self.costs.issue, &[], true);
+        }
+    }
+
+    /// `arm_smmu_inv_size_too_big()` (7.1): without range invalidation, `1 << (log2(granule) - 3)`
+    /// granules or more (what one page of 8-byte entries at that granule would index).
+    fn inv_size_too_big(&self, size: u64, granule: u64) -> bool {
+        if self.features.range_inv {
+            return false;
+        }
+        let max_ops = 1u64 << (granule.trailing_zeros().saturating_sub(3));
+        size >= max_ops.saturating_mul(granule)
     }
 
     /// `arm_smmu_tlb_inv_range_domain()` / `__arm_smmu_tlb_inv_range()`.
@@ -269,21 +372,32 @@ impl ArmSmmuV3Domain {
         if size == 0 || granule < self.granule {
             return;
         }
-        hw.enter("arm_smmu_tlb_inv_range_domain");
-        if !self.features.range_inv && size / granule >= CMDQ_MAX_TLBI_OPS {
-            self.tlb_inv_asid(hw);
-            hw.leave();
-            return;
+        if self.rules.large_range_to_asid() {
+            hw.enter("arm_smmu_domain_inv_range");
+            if self.inv_size_too_big(size, granule) {
+                // The nsize opcode goes through the same batch as a range would.
+                hw.sw(self.costs.build);
+                self.batch.push(CmdqEnt::TlbiNhAsid { asid: self.asid });
+                self.batch_submit(hw);
+                hw.leave();
+                return;
+            }
+        } else {
+            hw.enter("arm_smmu_tlb_inv_range_domain");
         }
         let end = iova.saturating_add(size);
         let mut at = iova;
-        if self.features.range_inv {
+        if self.features.range_inv && self.rules.uses_range_inv() {
             let tg = self.granule.trailing_zeros() as u64;
             let mut num_pages = size >> tg;
             let tg_field = ((tg - 10) / 2) as u8;
+            let level_ttl = || (4 - (u64::from(granule.trailing_zeros()) - 3) / (tg - 3)) as u8;
             let mut ttl = 0u8;
-            if leaf {
-                ttl = (4 - (u64::from(granule.trailing_zeros()) - 3) / (tg - 3)) as u8;
+            if !self.rules.ttl_leaf_only() {
+                // ≤ 6.5: every range names its granule's level, walks included.
+                ttl = level_ttl();
+            } else if leaf {
+                ttl = level_ttl();
             } else if num_pages & CMDQ_TLBI_RANGE_NUM_MAX == 1 {
                 // Avoid a range command with both SCALE and NUM zero.
                 num_pages += 1;
@@ -499,5 +613,154 @@ mod tests {
         // Nothing gathered: nothing issued.
         d.iotlb_sync(&mut r, &mut g);
         assert_eq!(r.count_of(Counter::CmdqSync), 2);
+    }
+
+    use SmmuV3Rules::*;
+
+    /// A domain under `k`'s rules (the release presets are checked in `policy`'s tests).
+    fn dom_of(r: &Recorder, range_inv: bool, granule: u64, k: SmmuV3Rules) -> ArmSmmuV3Domain {
+        ArmSmmuV3Domain::new(r, 9, granule, SmmuV3Features { range_inv }, Cmdq::new(10))
+            .unwrap()
+            .with_rules(k)
+    }
+
+    /// Item 2 of #8: without range invalidation, a 2 MB walk flush is 512 `CMD_TLBI_NH_VA` in 8
+    /// command lists on every release up to 7.0 (5.15, 6.1, 6.6 read); 7.1's common
+    /// `arm_smmu_domain_inv_range()` makes it one `CMD_TLBI_NH_ASID`.
+    #[test]
+    fn a_2m_walk_flush_is_per_granule_until_7_0_and_one_asid_from_7_1() {
+        for k in [Linux5_4, Linux5_7, Linux5_15, Linux6_6] {
+            let mut r = Recorder::new(64);
+            let mut d = dom_of(&r, false, 4096, k);
+            d.tlb_flush_walk(&mut r, 0x4020_0000, 2 << 20, 4096);
+            assert_eq!(r.count_of(Counter::CmdqTlbiNhVa), 512, "{k:?}");
+            assert_eq!(r.count_of(Counter::CmdqTlbiNhAsid), 0, "{k:?}");
+            assert_eq!(r.count_of(Counter::CmdqSync), 1, "{k:?}");
+            assert_eq!(r.count_of(Counter::CmdqBatch), 8, "{k:?}");
+            assert_eq!(d.cmdq.bytes_written(), 513 * 16);
+        }
+        let mut r = Recorder::new(64);
+        let mut d = dom_of(&r, false, 4096, Linux7_1);
+        d.tlb_flush_walk(&mut r, 0x4020_0000, 2 << 20, 4096);
+        assert_eq!(
+            r.cmdq,
+            vec![vec![SmmuCmdKind::TlbiNhAsid, SmmuCmdKind::Sync]]
+        );
+        // One granule below the threshold stays per granule on 7.1 too.
+        let mut r = Recorder::new(64);
+        d.tlb_flush_walk(&mut r, 0x4020_0000, 511 * 4096, 4096);
+        assert_eq!(r.count_of(Counter::CmdqTlbiNhVa), 511);
+        assert_eq!(r.count_of(Counter::CmdqTlbiNhAsid), 0);
+    }
+
+    /// Seed 001's 32 MB unmap through the iommu core (5.15 `unmap_pages`, 16 freed tables):
+    /// 8192 `CMD_TLBI_NH_VA` in 128 lists with 16 syncs on 5.15 and 7.0; 16 ASID on 7.1.
+    #[test]
+    fn a_32m_unmap_is_8192_commands_on_5_15_and_7_0_and_16_asid_on_7_1() {
+        use crate::iommu::Prot;
+        use crate::iommu::core::{IommuDomain, UnmapPages};
+        use crate::iommu::io_pgtable_arm::{ArmLpaeIoPgtable, IoPgtableCfg};
+        use crate::mm::physmem::PhysMem;
+        use crate::types::{IovaAddr, PhysAddr};
+        for (k, va, asid, lists) in [
+            (Linux5_15, 8192, 0, 128),
+            (Linux6_6, 8192, 0, 128),
+            (Linux7_1, 0, 16, 16),
+        ] {
+            let mut r = Recorder::new(64);
+            let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
+            let t = ArmLpaeIoPgtable::new(&mut r, IoPgtableCfg::new(4096, 48), mem, None).unwrap();
+            let ops = Box::new(dom_of(&r, false, 4096, k));
+            let mut d = IommuDomain::new(&r, t, ops, Box::new(UnmapPages));
+            let segs: Vec<_> = (0..8192u64)
+                .map(|i| (PhysAddr(0x8000_0000 + i * 8192), 4096))
+                .collect();
+            d.iommu_map_sg(&mut r, IovaAddr(1 << 32), &segs, Prot::RW)
+                .unwrap();
+            let mut r = Recorder::new(64);
+            d.iommu_unmap(&mut r, IovaAddr(1 << 32), 32 << 20).unwrap();
+            assert_eq!(r.count_of(Counter::CmdqTlbiNhVa), va, "{k:?}");
+            assert_eq!(r.count_of(Counter::CmdqTlbiNhAsid), asid, "{k:?}");
+            assert_eq!(r.count_of(Counter::CmdqSync), 16, "{k:?}");
+            assert_eq!(r.count_of(Counter::CmdqBatch), lists, "{k:?}");
+        }
+    }
+
+    /// 7.1's threshold is `1 << (log2(granule) - 3)` granules of the granule passed: 8192 for a
+    /// 64K granule, so a 512 MB walk flush is one ASID but 4096 gathered 64K leaves are not.
+    #[test]
+    fn the_7_1_threshold_follows_the_granule() {
+        let mut r = Recorder::new(64);
+        let mut d = dom_of(&r, false, 0x10000, Linux7_1);
+        d.tlb_flush_walk(&mut r, 0, 512 << 20, 0x10000);
+        assert_eq!(r.count_of(Counter::CmdqTlbiNhAsid), 1);
+        assert_eq!(r.count_of(Counter::CmdqTlbiNhVa), 0);
+        let mut r = Recorder::new(64);
+        let mut g = IommuIotlbGather::new();
+        for i in 0..4096u64 {
+            d.tlb_add_page(&mut r, &mut g, i * 0x10000, 0x10000);
+        }
+        d.iotlb_sync(&mut r, &mut g);
+        assert_eq!(r.count_of(Counter::CmdqTlbiNhVa), 4096);
+        assert_eq!(r.count_of(Counter::CmdqTlbiNhAsid), 0);
+        assert_eq!(r.count_of(Counter::CmdqBatch), 64);
+    }
+
+    /// `arm_smmu_tlb_inv_asid()`: two command lists (the command, then the sync) on 5.14, one
+    /// from 5.15.
+    #[test]
+    fn asid_invalidation_is_two_lists_on_5_14_and_one_from_5_15() {
+        let mut r = Recorder::new(64);
+        let mut d = dom_of(&r, false, 4096, Linux5_7);
+        d.tlb_flush_all(&mut r);
+        assert_eq!(
+            r.cmdq,
+            vec![vec![SmmuCmdKind::TlbiNhAsid], vec![SmmuCmdKind::Sync]]
+        );
+        assert_eq!(d.cmdq.stats.batches, 2);
+        for k in [Linux5_15, Linux6_6, Linux7_1] {
+            let mut r = Recorder::new(64);
+            let mut d = dom_of(&r, false, 4096, k);
+            d.tlb_flush_all(&mut r);
+            assert_eq!(
+                r.cmdq,
+                vec![vec![SmmuCmdKind::TlbiNhAsid, SmmuCmdKind::Sync]],
+                "{k:?}"
+            );
+        }
+    }
+
+    /// SMMUv3.2 hardware: 5.6 still issues per granule; 5.7 issues range commands. Before 6.6 a
+    /// walk's range command carries TTL 3 (its 4K granule's level); from 6.6 only leaves do. 7.1
+    /// never turns a range into an ASID invalidation when range commands exist.
+    #[test]
+    fn range_invalidation_is_used_from_5_7_with_ttl_rules_by_release() {
+        let mut r = Recorder::new(64);
+        let mut d = dom_of(&r, true, 4096, Linux5_4);
+        d.tlb_flush_walk(&mut r, 0x4000_0000, 2 << 20, 4096);
+        assert_eq!(r.count_of(Counter::CmdqTlbiNhVa), 512);
+        for (k, ttl) in [(Linux5_7, 3), (Linux5_15, 3), (Linux6_6, 0), (Linux7_1, 0)] {
+            let mut r = Recorder::new(64);
+            let mut d = dom_of(&r, true, 4096, k);
+            d.tlb_flush_walk(&mut r, 0x4000_0000, 2 << 20, 4096);
+            assert_eq!(
+                r.cmdq,
+                vec![vec![SmmuCmdKind::TlbiNhVa, SmmuCmdKind::Sync]],
+                "{k:?}"
+            );
+            let e = d.cmdq.entry(0);
+            assert_eq!((e[1] >> 8) & 3, ttl, "TTL on {k:?}");
+            assert_eq!((e[0] >> 20) & 0x1f, 9, "SCALE on {k:?}");
+        }
+        // A 33-page walk: NUM = 1 in the low five bits. 6.1 issues 1 page (NUM 1, SCALE 0) and
+        // then 32 (SCALE 5); 6.6 rounds up to 34 pages, one command of 17 << 1.
+        for (k, n, first) in [(Linux5_15, 2, (0, 0)), (Linux6_6, 1, (16, 1))] {
+            let mut r = Recorder::new(64);
+            let mut d = dom_of(&r, true, 4096, k);
+            d.tlb_flush_walk(&mut r, 0, 33 * 4096, 4096);
+            assert_eq!(r.count_of(Counter::CmdqTlbiNhVa), n, "{k:?}");
+            let e = d.cmdq.entry(0);
+            assert_eq!(((e[0] >> 12) & 0x1f, (e[0] >> 20) & 0x1f), first, "{k:?}");
+        }
     }
 }

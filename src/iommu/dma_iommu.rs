@@ -360,8 +360,9 @@ impl IommuDma {
         layout: &[(u64, u64)],
         iova: u64,
     ) -> usize {
-        // `unsigned int` in the kernel: a segment already longer than max_len (one entry above
-        // it) makes `max_len - cur_len` wrap, and the test passes.
+        // The kernel's lengths here are `unsigned int`, and so are these: an entry longer than
+        // `max_seg_size` (a driver bug DMA-API debug reports) makes `max_len - cur_len` wrap,
+        // so the merge goes ahead and the sum wraps too, as it does in the kernel.
         let max_len = self.max_seg_size;
         let (mut cur, mut cur_len, mut count) = (0usize, 0u32, 0usize);
         let mut dma_addr = iova;

@@ -27,6 +27,9 @@
 //! the entries before the leaf. Not modelled: 6.1+ cleans a run of cleared PTEs at once for a
 //! non-coherent walker (this model cleans each as it is written, as 5.15 does); later releases
 //! also gather a `tlb_add_page` for every cleared entry, tables included.
+//! `arm_lpae_map()` / `arm_lpae_map_pages()` end every call that reaches the walk with `wmb()`
+//! (the same in every release read, 5.14 to 7.1); one that returns early (no R/W access, a bad
+//! size) issues none.
 //!
 //! Every `WARN_ON` of the kernel's code paths modelled here is counted ([`Counter::Warn`]):
 //! a leaf met on the way to map, a hole met while unmapping, an unsupported page size or count,
@@ -524,6 +527,9 @@ impl ArmLpaeIoPgtable {
             self.start_level,
             self.pgd,
         );
+        // Every call that reached the walk ends with wmb(), whatever it returned, so no table
+        // walk for the new IOVA can start before the PTE stores are visible.
+        hw.wmb();
         hw.leave();
         r
     }

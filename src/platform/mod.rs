@@ -72,6 +72,9 @@ pub struct CacheSpec {
 #[serde(deny_unknown_fields)]
 pub struct BarrierSpec {
     pub cost: Cost,
+    /// `wmb()` (arm64 `DSB ST`): io-pgtable's map and arm-smmu's invalidations issue it.
+    /// Optional: only scenarios with an `[iommu]` domain need it.
+    pub wmb: Option<Cost>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -244,6 +247,21 @@ impl Profile {
         Ok(())
     }
 
+    /// Fail unless the profile prices `wmb()` (`barrier.wmb`), which `why` issues.
+    pub fn require_wmb(&self, why: &str) -> Result<(), InputError> {
+        if self.model.wmb_ps.is_none() {
+            return Err(InputError {
+                file: self.origin.clone(),
+                line: None,
+                key: Some("barrier.wmb".to_string()),
+                message: format!(
+                    "missing, but {why} issues wmb() (io-pgtable's map, arm-smmu's invalidations)"
+                ),
+            });
+        }
+        Ok(())
+    }
+
     /// Fail unless the profile prices a memory copy (`[memory.copy]`), which `why` performs.
     pub fn require_copy(&self, why: &str) -> Result<(), InputError> {
         if self.model.copy.is_none() {
@@ -330,6 +348,9 @@ impl Profile {
             }
         }
         out.push(cost_info("barrier.cost", &f.barrier.cost));
+        if let Some(c) = &f.barrier.wmb {
+            out.push(cost_info("barrier.wmb", c));
+        }
         if let Some(c) = f.memory.as_ref().and_then(|m| m.copy.as_ref()) {
             if let Some(call) = &c.call {
                 out.push(cost_info("memory.copy.call", call));
@@ -562,6 +583,10 @@ fn resolve(origin: &str, text: &str, f: &ProfileFile) -> Result<ModelParams, Inp
         }
     }
     let barrier_ps = r.cost("barrier.cost", &f.barrier.cost)?;
+    let wmb_ps = match &f.barrier.wmb {
+        Some(c) => Some(r.cost("barrier.wmb", c)?),
+        None => None,
+    };
     let mut sw = BTreeMap::new();
     for (k, c) in &f.sw {
         let name = k.get_ref();
@@ -601,6 +626,7 @@ fn resolve(origin: &str, text: &str, f: &ProfileFile) -> Result<ModelParams, Inp
         line_bytes: line as u64,
         maint,
         barrier_ps,
+        wmb_ps,
         sw,
         copy,
         smmu,

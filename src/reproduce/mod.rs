@@ -164,6 +164,7 @@ fn commands(row: &Row) -> String {
         ("tlbsync", "TLBSYNC"),
         ("tlbstatus_reads", "STATUS"),
         ("udelays", "udelay"),
+        ("wmb", "wmb"),
         ("driver_unmap_calls", "unmap calls"),
     ];
     let parts: Vec<String> = SHOWN

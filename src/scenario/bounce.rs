@@ -19,7 +19,7 @@
 //! between sizes; a mapping the pool cannot hold is the kernel's mapping error (counted), never a
 //! panic.
 
-use super::{Ctx, RunInfo, Scenario, Shared, Workload};
+use super::{Ctx, RunInfo, Scenario, Shared, Workload, progress};
 use crate::device::Device;
 use crate::dma::mapping::DmaApi;
 use crate::dma::swiotlb::nr_slots;
@@ -291,6 +291,7 @@ pub fn run(s: &Scenario, b: &Bounce) -> Result<BounceResult, SetupError> {
                     api.unmap_page(hw, a, size, dir, attrs)
                 });
             }
+            progress::advance(1);
         }
         let total = |call: &str| {
             t.stats

@@ -26,7 +26,7 @@
 //! cleaned does not change the CPU time per packet, so each packet's tx buffer is unmapped in the
 //! same iteration it was mapped.
 
-use super::{Ctx, RunInfo, Scenario, Shared, Workload};
+use super::{Ctx, RunInfo, Scenario, Shared, Workload, progress};
 use crate::device::{Device, PCI_SEG_BOUNDARY};
 use crate::drivers::ixgbe::IxgbeConfig;
 use crate::hw::Counter;
@@ -261,11 +261,22 @@ pub fn forwarder(s: &Scenario, f: &Forwarding) -> Result<Forwarder, SetupError> 
     Forwarder::new(m, api, &cfg).map_err(|e| SetupError::Driver(e.to_string()))
 }
 
+/// Packets forwarded between two counts of progress.
+const PROGRESS_BLOCK: u64 = 1 << 16;
+
 /// Run a forwarding scenario on the Model.
 pub fn run(s: &Scenario, f: &Forwarding) -> Result<ForwardingResult, SetupError> {
     let mut fw = forwarder(s, f)?;
-    fw.forward(f.packets)
-        .map_err(|e| SetupError::Driver(e.to_string()))?;
+    // In blocks, so that progress is counted per block of packets rather than per packet;
+    // forwarding a+b packets is forwarding a, then b.
+    let mut left = f.packets;
+    while left > 0 {
+        let n = left.min(PROGRESS_BLOCK);
+        fw.forward(n)
+            .map_err(|e| SetupError::Driver(e.to_string()))?;
+        progress::advance(n);
+        left -= n;
+    }
     debug_assert!(fw.hw.ledger.depth_is_zero());
     let stacks = stack_rows(&fw.hw.ledger);
     Ok(ForwardingResult {

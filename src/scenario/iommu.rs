@@ -19,7 +19,7 @@
 //! never a panic. Each operation's time is the Model clock's advance across it; its counts are
 //! the ledger's difference across it, so per-operation figures and the breakdown agree.
 
-use super::{Ctx, RunInfo, Scenario, Shared, Workload};
+use super::{Ctx, RunInfo, Scenario, Shared, Workload, progress};
 use crate::hw::calls::{StackRow, stack_rows};
 use crate::hw::model::{Model, SmmuKind};
 use crate::hw::{Counter, Hw};
@@ -786,6 +786,7 @@ pub fn run(s: &Scenario) -> Result<IommuRunResult, String> {
                     if let Err(e) = r {
                         m.refused(unmap, format!("iteration {it}: {e}"));
                     }
+                    progress::advance(1);
                 }
                 m.ops[map].iova = w.iova;
                 m.ops[unmap].iova = w.iova;
@@ -929,6 +930,7 @@ fn run_ops(
                 }
             }
         }
+        progress::advance(1);
     }
     Ok(())
 }

@@ -17,6 +17,7 @@
 pub mod bounce;
 pub mod forwarding;
 pub mod iommu;
+pub mod progress;
 pub mod streaming;
 
 use crate::hw::sw_costs::{Layer, SwKey};
@@ -219,7 +220,8 @@ pub const DEFAULT_MAX_WORK: u128 = 20_000_000_000;
 /// Steps one page mapped and unmapped through the io-pgtable costs, in the units of a cache line
 /// maintained (measured: a PTE's walk, write, clean and invalidation take about that much longer).
 const IOMMU_PAGE_STEPS: u128 = 100;
-/// Runs estimated above this many steps say so on standard error before they start.
+/// Runs estimated above this many steps say so on standard error before they start, and show
+/// their progress there when it is a terminal.
 pub const WARN_WORK: u128 = 1_000_000_000;
 
 /// Largest swiotlb pool a scenario may set up (the model keeps a slot table entry per 2 KiB).
@@ -653,8 +655,13 @@ impl Scenario {
 
     /// Run on another platform (`--platform`): presets follow the new hardware.
     pub fn set_platform(&mut self, name: &str) -> Result<(), InputError> {
+        self.set_profile(Profile::load(name)?)
+    }
+
+    /// Run on a profile already loaded (a caller that holds its text, such as the fuzz targets).
+    pub fn set_profile(&mut self, profile: Profile) -> Result<(), InputError> {
         let before = self.clone();
-        self.profile = Profile::load(name)?;
+        self.profile = profile;
         self.lines.platform = None;
         self.resolve_or(before)
     }
@@ -792,13 +799,13 @@ impl Scenario {
         let file = |line: Option<usize>| Origin::File(line);
         if let Some(n) = self.swiotlb.areas
             && n != 1
-            && (self.policies.swiotlb_rules == crate::dma::swiotlb::Release::Linux3_6)
+            && !self.policies.swiotlb_rules.has_areas()
         {
             return Err(self.error(
                 &file(self.lines.areas),
                 "swiotlb.areas",
                 format!(
-                    "{n} areas, but swiotlb under 3.6's rules (Linux {}, swiotlb_rules={}) has one pool lock and no areas; areas came with 6.0",
+                    "{n} areas, but swiotlb before 6.0 (Linux {}, swiotlb_rules={}) has one pool lock and no areas; areas came with 6.0",
                     self.kernel,
                     crate::types::Choice::name(self.policies.swiotlb_rules)
                 ),
@@ -831,6 +838,8 @@ impl Scenario {
             self.profile.require_copy("a bounce workload")?;
         }
         if let Some(cfg) = self.iommu.as_mut() {
+            self.profile
+                .require_wmb(&format!("scenario `{}` (an [iommu] domain)", self.name))?;
             let Some(p) = iommu::platform_smmu(&self.profile) else {
                 return Err(InputError {
                     file: self.profile.origin.clone(),
@@ -893,8 +902,8 @@ impl Scenario {
     }
 
     /// Which `dma_map_ops` the kernel gives this scenario's device: iommu-dma behind an
-    /// IOMMU; a bounce pool where the workload needs one (the 2012 x86-64 ops under 3.6's
-    /// rules); dma-direct otherwise.
+    /// IOMMU; a bounce pool where the workload needs one (on x86-64 before 5.0, lib/swiotlb.c's
+    /// own `swiotlb_dma_ops`; dma-direct over the pool otherwise); dma-direct otherwise.
     pub fn dma_ops(&self) -> DmaOpsKind {
         if self.iommu.is_some() {
             return DmaOpsKind::IommuDma;
@@ -902,8 +911,10 @@ impl Scenario {
         if !self.workload.uses_swiotlb() {
             return DmaOpsKind::Direct;
         }
+        // lib/swiotlb.c's own ops served x86-64 until 5.0, when they were merged into dma-direct
+        // ("dma-direct: merge swiotlb_dma_ops into the dma_direct code").
         match (self.profile.arch(), self.policies.swiotlb_rules) {
-            (Arch::X86_64, crate::dma::swiotlb::Release::Linux3_6) => DmaOpsKind::Swiotlb2012,
+            (Arch::X86_64, rules) if rules.own_dma_ops() => DmaOpsKind::Swiotlb2012(rules),
             (_, rules) => DmaOpsKind::DirectSwiotlb(rules),
         }
     }
@@ -963,6 +974,18 @@ impl Scenario {
         }
     }
 
+    /// The outer steps the run counts with [`progress::advance`]: iterations (per size, for a
+    /// sweep or a bounce workload), or packets.
+    pub fn progress_total(&self) -> u64 {
+        match &self.workload {
+            Workload::Streaming(w) => u64::from(w.iterations),
+            Workload::Forwarding(f) => f.packets,
+            Workload::Bounce(b) => b.sizes.len() as u64 * u64::from(b.iterations),
+            Workload::IommuSweep(w) => w.sizes.len() as u64 * u64::from(w.iterations),
+            Workload::IommuOps(o) => u64::from(o.iterations),
+        }
+    }
+
     /// Refuse a run estimated above `max_work` steps (see [`DEFAULT_MAX_WORK`]).
     pub fn check_work(&self, max_work: u128) -> Result<(), InputError> {
         let w = self.work();
@@ -988,7 +1011,9 @@ impl Scenario {
                 DmaOpsKind::DirectSwiotlb(_) => {
                     layers.extend([Layer::DmaDirect, Layer::Swiotlb, Layer::SwiotlbPool])
                 }
-                DmaOpsKind::Swiotlb2012 => layers.extend([Layer::Swiotlb2012, Layer::SwiotlbPool]),
+                DmaOpsKind::Swiotlb2012(_) => {
+                    layers.extend([Layer::Swiotlb2012, Layer::SwiotlbPool])
+                }
                 DmaOpsKind::IommuDma => {
                     layers.extend([Layer::IommuDma, Layer::Iova]);
                     if self.policies.invalidation == crate::iommu::dma_fq::Invalidation::Lazy {

@@ -10,7 +10,7 @@
 //! the modelled kernel refuses is counted with its error, and the loop goes on as a driver
 //! would (a refused map is not unmapped).
 
-use super::{Ctx, RunInfo, Scenario, Shared, Workload};
+use super::{Ctx, RunInfo, Scenario, Shared, Workload, progress};
 use crate::device::Device;
 use crate::hw::Counter;
 use crate::hw::calls::{CallTimer, stack_rows};
@@ -291,6 +291,7 @@ pub fn run(s: &Scenario, w: &Streaming) -> Result<RunResult, SetupError> {
                         api.unmap_sg(hw, &mut sgt, dir, attrs)
                     });
                 }
+                progress::advance(1);
             }
         }
         Calls::SyncSg => {
@@ -307,6 +308,7 @@ pub fn run(s: &Scenario, w: &Streaming) -> Result<RunResult, SetupError> {
                     t.time(&mut hw, "dma_sync_sg_for_cpu", |hw| {
                         api.sync_sg_for_cpu(hw, &sgt, dir)
                     });
+                    progress::advance(1);
                 }
             }
         }
@@ -341,6 +343,7 @@ pub fn run(s: &Scenario, w: &Streaming) -> Result<RunResult, SetupError> {
                         });
                     }
                 }
+                progress::advance(1);
             }
         }
     }

@@ -17,12 +17,19 @@
 //!   `swiotlb_sync_single_for_{cpu,device}` → `swiotlb_sync_single`, `swiotlb_dma_mapping_error`,
 //!   with its two address-bookkeeping policies ([`x86_2012::Bookkeeping`]).
 //!
-//! Which release each choice models:
+//! Which release each choice models (the `swiotlb_rules` policy, [`Release`]; each holds until
+//! the next; the slot searches are in [`pool`]):
 //!
 //! | choice | models |
 //! |---|---|
 //! | [`Release::Linux3_6`] | lib/swiotlb.c of 3.6 (3.7 changed the bookkeeping below, not the pool): one pool lock, next fit from `io_tlb_index` with a 2-slot stride for mappings larger than a page, copy at map for TO_DEVICE and BIDIRECTIONAL only, unmap frees as many slots as the caller's size says, a 32 KiB overflow buffer handed out when the pool is full (by [`x86_2012::Swiotlb2012Ops`]; through dma-direct, which 3.6 did not have, a full pool is a mapping error) |
-//! | [`Release::Linux6_0`] | kernel/dma/swiotlb.c 6.0: areas with their own locks and indices, `min_align_mask` offsets and `alloc_align_mask`, page alignment for mappings of a page or more, per-slot `alloc_size`, copy at map in every direction (the info-leak fix that predates 6.0: a FROM_DEVICE mapping the device only partly writes must not hand stale pool bytes back to the CPU), map failure is `DMA_MAPPING_ERROR`; partial syncs behave as 6.0's `swiotlb_bounce` does, including its refusal of a sync that starts in a later slot below the `min_align_mask` offset |
+//! | [`Release::Linux4_11`] | 4.11: a mapping of a page exactly is page-strided too; map skips its copy under `DMA_ATTR_SKIP_CPU_SYNC` (4.10). x86-64 still runs [`x86_2012::Swiotlb2012Ops`] |
+//! | [`Release::Linux5_0`] | 5.0: the same pool, with swiotlb's ops merged into dma-direct: x86-64 bounces through [`Swiotlb::map`] |
+//! | [`Release::Linux5_12`] | 5.12: `min_align_mask` (the original's offset kept in the slot; the start aligned to the stride that mask implies, doubled for a page or more; slots compared on its bits above a slot), per-slot `alloc_size` freed at unmap |
+//! | [`Release::Linux5_17`], [`Release::Linux5_18`] | the info-leak fix: map copies the original in every direction unless SKIP_CPU_SYNC (5.17), then always (5.18) |
+//! | [`Release::Linux6_0`] | 6.0: areas with their own locks and indices, `alloc_align_mask` widening the stride, no comparison for a request with no original; `swiotlb_max_mapping_size` less the slots `min_align_mask` may skip; partial syncs behave as 6.0's `swiotlb_bounce` does, including its refusal of a sync that starts in a later slot below the `min_align_mask` offset. Map failure is `DMA_MAPPING_ERROR` from 5.0 on |
+//! | [`Release::Linux6_3`] | 6.3: alignment compared bit by bit against the original under `min_align_mask \| alloc_align_mask` (plus the page offset for a page or more) from the unaligned rotating index, one counted pass per area |
+//! | [`Release::Linux6_9`] | 6.9: `alloc_align_mask` aligns the slot itself, with or without an original; page alignment only when neither mask is given; `min_align_mask` compared on the bits the allocation's alignment does not keep |
 //! | `swiotlb_addr = virt` ([`x86_2012::VirtAddrs`]) | ≤ 3.6: `io_tlb_start`, `io_tlb_end` and `io_tlb_overflow_buffer` are kernel virtual addresses; every physical address needed on the map, unmap, sync, `is_swiotlb_buffer` and `dma_mapping_error` paths costs an out-of-line `__phys_addr` call, and `is_swiotlb_buffer` is an out-of-line function |
 //! | `swiotlb_addr = phys` ([`x86_2012::PhysAddrs`]) | 3.7 onward (Alexander Duyck's series): physical addresses throughout, no translation on those paths, `is_swiotlb_buffer` two compares inlined into its callers |
 //!
@@ -44,45 +51,141 @@ use crate::device::Device;
 use crate::hw::{Hw, SwCost, SwKey};
 use crate::mm::physmem::SharedPhysMem;
 use crate::types::{DmaAddr, DmaAttrs, DmaDirection, PhysAddr};
-use pool::{AreaSearch6_0, FindSlots, INVALID_PHYS_ADDR, NextFit3_6, PoolCosts, SlotRequest};
+pub use pool::NoSlots;
+use pool::{
+    AreaSearch6_3, AreaSearch6_9, FindSlots, INVALID_PHYS_ADDR, NextFit3_6, NextFit4_11, PoolCosts,
+    SlotRequest, StrideFit5_12, StrideFit6_0,
+};
 
-/// Which release's pool and bounce rules apply.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Which release's pool and bounce rules apply: each variant is the release that changed them,
+/// and holds until the next one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Release {
+    /// lib/swiotlb.c 3.6–4.10 ([`NextFit3_6`]): page stride above a page; on x86-64 the
+    /// library's own `swiotlb_dma_ops`.
     Linux3_6,
+    /// 4.11–4.20 ([`NextFit4_11`]): page stride from a page; map skips its copy under
+    /// `DMA_ATTR_SKIP_CPU_SYNC` (4.10); still `swiotlb_dma_ops` on x86-64.
+    Linux4_11,
+    /// 5.0–5.11: the same pool, reached through dma-direct on every architecture (the swiotlb ops
+    /// were merged into dma-direct, so x86-64 bounces through `swiotlb_map`).
+    Linux5_0,
+    /// 5.12–5.16 ([`StrideFit5_12`]): `min_align_mask` (offset kept, slots compared and strided),
+    /// per-slot `alloc_size` (unmap frees what map claimed, not what the caller says).
+    Linux5_12,
+    /// 5.17: map copies the original in every direction (the info-leak fix), unless
+    /// `DMA_ATTR_SKIP_CPU_SYNC`.
+    Linux5_17,
+    /// 5.18–5.19: map copies the original in always, `DMA_ATTR_SKIP_CPU_SYNC` or not.
+    Linux5_18,
+    /// 6.0–6.2 ([`StrideFit6_0`]): areas with their own locks and indices; `alloc_align_mask`.
     Linux6_0,
+    /// 6.3–6.8 ([`AreaSearch6_3`]): bitwise alignment against the original, unaligned start, one
+    /// bounded pass per area.
+    Linux6_3,
+    /// 6.9 on ([`AreaSearch6_9`]): `alloc_align_mask` aligns the slot itself.
+    Linux6_9,
 }
 
 /// The `swiotlb_rules` policy: which release's pool and bounce rules the swiotlb runs.
 impl crate::types::Choice for Release {
-    const ALL: &'static [Self] = &[Release::Linux3_6, Release::Linux6_0];
+    const ALL: &'static [Self] = &[
+        Release::Linux3_6,
+        Release::Linux4_11,
+        Release::Linux5_0,
+        Release::Linux5_12,
+        Release::Linux5_17,
+        Release::Linux5_18,
+        Release::Linux6_0,
+        Release::Linux6_3,
+        Release::Linux6_9,
+    ];
     fn name(self) -> &'static str {
         Release::name(self)
     }
 }
 
 impl Release {
-    fn search(self) -> Box<dyn FindSlots> {
+    /// The rules of kernel `major.minor`: the newest variant not after it.
+    pub fn of(major: u32, minor: u32) -> Release {
+        use crate::types::Choice;
+        Release::ALL
+            .iter()
+            .copied()
+            .rfind(|r| r.since() <= (major, minor))
+            .unwrap_or(Release::Linux3_6)
+    }
+
+    /// The release that brought these rules.
+    pub fn since(self) -> (u32, u32) {
         match self {
-            Release::Linux3_6 => Box::new(NextFit3_6),
-            Release::Linux6_0 => Box::new(AreaSearch6_0),
+            Release::Linux3_6 => (3, 6),
+            Release::Linux4_11 => (4, 11),
+            Release::Linux5_0 => (5, 0),
+            Release::Linux5_12 => (5, 12),
+            Release::Linux5_17 => (5, 17),
+            Release::Linux5_18 => (5, 18),
+            Release::Linux6_0 => (6, 0),
+            Release::Linux6_3 => (6, 3),
+            Release::Linux6_9 => (6, 9),
         }
     }
 
-    /// Whether `swiotlb_tbl_map_single` copies the original into the slots for `dir`.
-    pub fn copies_at_map(self, dir: DmaDirection) -> bool {
+    pub(crate) fn search(self) -> Box<dyn FindSlots> {
         match self {
-            Release::Linux3_6 => {
-                matches!(dir, DmaDirection::ToDevice | DmaDirection::Bidirectional)
-            }
-            Release::Linux6_0 => true,
+            Release::Linux3_6 => Box::new(NextFit3_6),
+            Release::Linux4_11 | Release::Linux5_0 => Box::new(NextFit4_11),
+            Release::Linux5_12 | Release::Linux5_17 | Release::Linux5_18 => Box::new(StrideFit5_12),
+            Release::Linux6_0 => Box::new(StrideFit6_0),
+            Release::Linux6_3 => Box::new(AreaSearch6_3),
+            Release::Linux6_9 => Box::new(AreaSearch6_9),
+        }
+    }
+
+    /// Whether the pool is split into areas with their own locks (6.0).
+    pub fn has_areas(self) -> bool {
+        self >= Release::Linux6_0
+    }
+
+    /// Whether swiotlb is its own `dma_map_ops` (lib/swiotlb.c's `swiotlb_dma_ops`, which x86-64
+    /// used until 5.0) rather than a library dma-direct calls.
+    pub fn own_dma_ops(self) -> bool {
+        self < Release::Linux5_0
+    }
+
+    /// Whether a bounce buffer keeps the original's offset under `min_align_mask` (5.12).
+    fn keeps_min_align(self) -> bool {
+        self >= Release::Linux5_12
+    }
+
+    /// Whether unmap frees the slots map recorded (5.12) or as many as the caller's size says.
+    fn frees_recorded_size(self) -> bool {
+        self >= Release::Linux5_12
+    }
+
+    /// Whether `swiotlb_tbl_map_single` copies the original into the slots for `dir`, `attrs`.
+    pub fn copies_at_map(self, dir: DmaDirection, attrs: DmaAttrs) -> bool {
+        let skip = attrs.contains(DmaAttrs::SKIP_CPU_SYNC);
+        let to_device = matches!(dir, DmaDirection::ToDevice | DmaDirection::Bidirectional);
+        match self {
+            Release::Linux3_6 => to_device,
+            Release::Linux4_11 | Release::Linux5_0 | Release::Linux5_12 => to_device && !skip,
+            Release::Linux5_17 => !skip,
+            Release::Linux5_18 | Release::Linux6_0 | Release::Linux6_3 | Release::Linux6_9 => true,
         }
     }
 
     pub fn name(self) -> &'static str {
         match self {
             Release::Linux3_6 => "3.6",
+            Release::Linux4_11 => "4.11",
+            Release::Linux5_0 => "5.0",
+            Release::Linux5_12 => "5.12",
+            Release::Linux5_17 => "5.17",
+            Release::Linux5_18 => "5.18",
             Release::Linux6_0 => "6.0",
+            Release::Linux6_3 => "6.3",
+            Release::Linux6_9 => "6.9",
         }
     }
 }
@@ -105,7 +208,7 @@ impl Default for SwiotlbConfig {
         SwiotlbConfig {
             size: IO_TLB_DEFAULT_SIZE,
             areas: Areas::PossibleCpus(1),
-            release: Release::Linux6_0,
+            release: Release::Linux6_9,
             node: 0,
             force: false,
         }
@@ -212,23 +315,23 @@ impl Swiotlb {
 
     /// `swiotlb_max_mapping_size()`: a segment, less (6.0) the slots a `min_align_mask` may skip.
     pub fn max_mapping_size(&self, dev: &Device) -> u64 {
-        match self.release {
-            Release::Linux3_6 => IO_TLB_MAX_MAPPING,
-            Release::Linux6_0 => {
-                IO_TLB_MAX_MAPPING
-                    - dev
-                        .min_align_mask
-                        .min(IO_TLB_MAX_MAPPING - 1)
-                        .next_multiple_of(IO_TLB_SIZE)
-            }
+        if self.release >= Release::Linux6_0 {
+            IO_TLB_MAX_MAPPING
+                - dev
+                    .min_align_mask
+                    .min(IO_TLB_MAX_MAPPING - 1)
+                    .next_multiple_of(IO_TLB_SIZE)
+        } else {
+            IO_TLB_MAX_MAPPING
         }
     }
 
     /// `swiotlb_align_offset()`: the part of the original's address a bounce buffer keeps (6.0).
     fn align_offset(&self, dev: &Device, addr: PhysAddr) -> u64 {
-        match self.release {
-            Release::Linux3_6 => 0,
-            Release::Linux6_0 => addr.0 & dev.min_align_mask & (IO_TLB_SIZE - 1),
+        if self.release.keeps_min_align() {
+            addr.0 & dev.min_align_mask & (IO_TLB_SIZE - 1)
+        } else {
+            0
         }
     }
 
@@ -299,7 +402,7 @@ impl Swiotlb {
         alloc_size: u64,
         alloc_align_mask: u64,
         dir: DmaDirection,
-        _attrs: DmaAttrs,
+        attrs: DmaAttrs,
     ) -> Result<PhysAddr, DmaError> {
         hw.enter("swiotlb_tbl_map_single");
         hw.sw(self.costs.tbl_map_single);
@@ -316,28 +419,39 @@ impl Swiotlb {
                 orig_addr: Some(orig),
                 alloc_size: total,
                 alloc_align_mask,
-                min_align_mask: match self.release {
-                    Release::Linux3_6 => 0,
-                    Release::Linux6_0 => dev.min_align_mask,
+                min_align_mask: if self.release.keeps_min_align() {
+                    dev.min_align_mask
+                } else {
+                    0
                 },
                 seg_boundary_mask: dev.seg_boundary_mask,
                 tbl_dma_addr: self.pool.start.0,
                 cpu: self.cpu,
             };
-            let Some(index) = self.pool.find_slots(hw, &self.costs.pool, &req) else {
-                return Err(DmaError::MappingError(format!(
-                    "{}: swiotlb buffer is full (sz: {alloc_size} bytes), total {} (slots), used {} (slots)",
-                    dev.name,
-                    self.pool.nslabs(),
-                    self.pool.table.used()
-                )));
+            let index = match self.pool.find_slots(hw, &self.costs.pool, &req) {
+                Ok(index) => index,
+                Err(NoSlots::Full) => {
+                    return Err(DmaError::MappingError(format!(
+                        "{}: swiotlb buffer is full (sz: {alloc_size} bytes), total {} (slots), used {} (slots)",
+                        dev.name,
+                        self.pool.nslabs(),
+                        self.pool.table.used()
+                    )));
+                }
+                Err(NoSlots::Spins) => {
+                    return Err(DmaError::MappingError(format!(
+                        "{}: swiotlb slot search (sz: {alloc_size} bytes) never ends: under {} rules the index steps past its start and the kernel spins with the lock held (the bounded search came in 6.3)",
+                        dev.name,
+                        self.release.name()
+                    )));
+                }
             };
             for i in 0..nr_slots(total) as usize {
                 self.pool.table.slots[index + i].orig_addr =
                     PhysAddr(orig.0.wrapping_add((i as u64) << IO_TLB_SHIFT));
             }
             let tlb = PhysAddr(self.pool.slot_addr(index).0 + offset);
-            if self.release.copies_at_map(dir) {
+            if self.release.copies_at_map(dir, attrs) {
                 self.bounce(hw, dev, tlb, mapping_size, BounceDir::ToDevice);
             }
             Ok(tlb)
@@ -383,9 +497,10 @@ impl Swiotlb {
         if slot.list != 0 {
             return;
         }
-        let nslots = match self.release {
-            Release::Linux3_6 => nr_slots(mapping_size),
-            Release::Linux6_0 => nr_slots(slot.alloc_size + offset),
+        let nslots = if self.release.frees_recorded_size() {
+            nr_slots(slot.alloc_size + offset)
+        } else {
+            nr_slots(mapping_size)
         };
         self.pool
             .table

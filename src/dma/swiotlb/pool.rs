@@ -266,10 +266,21 @@ pub struct SlotRequest {
     pub cpu: u32,
 }
 
+/// Why a search found no slots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoSlots {
+    /// Every candidate was looked at: nothing fits (the kernel's "swiotlb buffer is full").
+    Full,
+    /// The search loop can never end (5.12–6.2: after a misaligned candidate the index steps off
+    /// the stride and never meets the start again). The kernel spins there forever with the lock
+    /// held; the model stops once a candidate repeats, having charged every step to it.
+    Spins,
+}
+
 /// The slot search of one release.
 pub trait FindSlots: Debug {
     fn name(&self) -> &'static str;
-    /// Claim slots for `req` and return the first one's index, or `None` when nothing fits. Takes
+    /// Claim slots for `req` and return the first one's index, or why none were claimed. Takes
     /// (and counts) every lock the release takes, and charges every loop iteration.
     fn find_slots(
         &self,
@@ -277,29 +288,109 @@ pub trait FindSlots: Debug {
         hw: &mut dyn Hw,
         c: &PoolCosts,
         req: &SlotRequest,
-    ) -> Option<usize>;
+    ) -> Result<usize, NoSlots>;
     /// Whether this release has areas.
     fn has_areas(&self) -> bool;
 }
 
-/// Linux ≤ 5.x before areas, as in 3.6: one lock; next fit from `io_tlb_index` aligned up to the
-/// stride; stride 2 slots (page-aligned starts) when the mapping is larger than a page
-/// (`size > PAGE_SIZE`, strictly); the segment boundary skip; wrap to 0 at the end of the pool.
+/// lib/swiotlb.c 3.6–4.10: one lock; next fit from `io_tlb_index` aligned up to the stride;
+/// stride 2 slots (page-aligned starts) when the mapping is larger than a page (`size >
+/// PAGE_SIZE`, strictly); the segment boundary skip; wrap to 0 at the end of the pool.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NextFit3_6;
 
-/// Linux 6.0: `nareas` areas, each with its own lock and rotating index; the first area tried is
+/// 4.11–5.11 (lib/swiotlb.c, kernel/dma/swiotlb.c from 4.17): 3.6's search, but a mapping of a
+/// page exactly is page-aligned too (`alloc_size >= PAGE_SIZE`, Nikita Yushchenko's "swiotlb:
+/// ensure that page-sized mappings are page-aligned", 4.11).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NextFit4_11;
+
+/// 5.12–5.19 `find_slots()`: one lock; the start index aligned up to the stride; slots must
+/// match the original under `min_align_mask` (its bits above a slot only); the stride is the one
+/// that mask implies, doubled for allocations of a page or more; a misaligned candidate steps
+/// by one. The loop ends only when the index meets the start again (see [`NoSlots::Spins`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StrideFit5_12;
+
+/// 6.0–6.2 `swiotlb_do_find_slots()`: 5.12's search in each area under the area's lock, the
+/// stride at least the one `alloc_align_mask` implies (which the slot is not compared against),
+/// and no comparison at all for a request with no original (`swiotlb_alloc`), which still
+/// honours the stride. Areas are tried from the current CPU's on.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StrideFit6_0;
+
+/// 6.3–6.8: `nareas` areas, each with its own lock and rotating index; the first area tried is
 /// the current CPU's (`cpu & (nareas - 1)`) and the others follow in turn; slots must match the
 /// original's address bits under `min_align_mask | alloc_align_mask` (plus the page offset for
-/// allocations of a page or more), with the stride that alignment implies.
+/// allocations of a page or more), compared bit by bit, from an unaligned start, with the stride
+/// that alignment implies; at most one pass over the area's slots (`slots_checked`).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct AreaSearch6_0;
+pub struct AreaSearch6_3;
+
+/// 6.9 on: as 6.3, but `alloc_align_mask` is an alignment of the slot itself (checked with or
+/// without an original), page alignment for a page or more only when neither mask is given,
+/// and `min_align_mask` compared only on the bits the allocation's own alignment does not keep.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AreaSearch6_9;
 
 fn max_slots(boundary_mask: u64) -> u64 {
     if boundary_mask == u64::MAX {
         1 << (64 - IO_TLB_SHIFT)
     } else {
         nr_slots(boundary_mask + 1)
+    }
+}
+
+/// The next-fit search of 3.6 to 5.11 under the one pool lock; `page_from` is the smallest
+/// size that gets a page stride.
+fn next_fit(
+    t: &mut SlotTable,
+    hw: &mut dyn Hw,
+    c: &PoolCosts,
+    req: &SlotRequest,
+    page_from: u64,
+) -> Result<usize, NoSlots> {
+    let nslabs = t.nslabs();
+    let mask = req.seg_boundary_mask;
+    let tbl_dma_addr = req.tbl_dma_addr & mask;
+    let offset_slots = tbl_dma_addr.div_ceil(IO_TLB_SIZE);
+    let max_slots = max_slots(mask);
+    let nslots = nr_slots(req.alloc_size);
+    if nslots == 0 {
+        return Err(NoSlots::Full);
+    }
+    let stride = if req.alloc_size >= page_from {
+        (PAGE_SIZE / IO_TLB_SIZE) as usize
+    } else {
+        1
+    };
+    spin_lock_irqsave(hw, c);
+    t.areas[0].locks += 1;
+    let mut index = t.areas[0].index.div_ceil(stride) * stride;
+    if index >= nslabs {
+        index = 0;
+    }
+    let wrap = index;
+    let advance = |i: usize| if i + stride >= nslabs { 0 } else { i + stride };
+    loop {
+        while iommu_is_span_boundary(index as u64, nslots, offset_slots, max_slots) {
+            hw.sw(c.search_step);
+            index = advance(index);
+            if index == wrap {
+                return Err(NoSlots::Full);
+            }
+        }
+        hw.sw(c.search_step);
+        if u64::from(t.slots[index].list) >= nslots {
+            let n = nslots as usize;
+            t.claim(hw, c, index, n, req.alloc_size);
+            t.areas[0].index = if index + n < nslabs { index + n } else { 0 };
+            return Ok(index);
+        }
+        index = advance(index);
+        if index == wrap {
+            return Err(NoSlots::Full);
+        }
     }
 }
 
@@ -318,53 +409,75 @@ impl FindSlots for NextFit3_6 {
         hw: &mut dyn Hw,
         c: &PoolCosts,
         req: &SlotRequest,
-    ) -> Option<usize> {
-        let nslabs = t.nslabs();
-        let mask = req.seg_boundary_mask;
-        let tbl_dma_addr = req.tbl_dma_addr & mask;
-        let offset_slots = tbl_dma_addr.div_ceil(IO_TLB_SIZE);
-        let max_slots = max_slots(mask);
-        let nslots = nr_slots(req.alloc_size);
-        if nslots == 0 {
-            return None;
+    ) -> Result<usize, NoSlots> {
+        next_fit(t, hw, c, req, PAGE_SIZE + 1)
+    }
+}
+
+impl FindSlots for NextFit4_11 {
+    fn name(&self) -> &'static str {
+        "4.11"
+    }
+
+    fn has_areas(&self) -> bool {
+        false
+    }
+
+    fn find_slots(
+        &self,
+        t: &mut SlotTable,
+        hw: &mut dyn Hw,
+        c: &PoolCosts,
+        req: &SlotRequest,
+    ) -> Result<usize, NoSlots> {
+        next_fit(t, hw, c, req, PAGE_SIZE)
+    }
+}
+
+/// Tries the current CPU's area first, then each other in turn (`swiotlb_find_slots()`, 6.0 on).
+fn each_area(
+    t: &mut SlotTable,
+    hw: &mut dyn Hw,
+    cpu: u32,
+    mut one: impl FnMut(&mut SlotTable, &mut dyn Hw, usize) -> Result<usize, NoSlots>,
+) -> Result<usize, NoSlots> {
+    let nareas = t.areas.len();
+    let start = cpu as usize & (nareas - 1);
+    let mut i = start;
+    loop {
+        match one(t, hw, i) {
+            Ok(idx) => return Ok(idx),
+            Err(NoSlots::Spins) => return Err(NoSlots::Spins),
+            Err(NoSlots::Full) => {}
         }
-        let stride = if req.alloc_size > PAGE_SIZE {
-            (PAGE_SIZE / IO_TLB_SIZE) as usize
-        } else {
-            1
-        };
-        spin_lock_irqsave(hw, c);
-        t.areas[0].locks += 1;
-        let mut index = t.areas[0].index.div_ceil(stride) * stride;
-        if index >= nslabs {
-            index = 0;
-        }
-        let wrap = index;
-        let advance = |i: usize| if i + stride >= nslabs { 0 } else { i + stride };
-        loop {
-            while iommu_is_span_boundary(index as u64, nslots, offset_slots, max_slots) {
-                hw.sw(c.search_step);
-                index = advance(index);
-                if index == wrap {
-                    return None;
-                }
-            }
-            hw.sw(c.search_step);
-            if u64::from(t.slots[index].list) >= nslots {
-                let n = nslots as usize;
-                t.claim(hw, c, index, n, req.alloc_size);
-                t.areas[0].index = if index + n < nslabs { index + n } else { 0 };
-                return Some(index);
-            }
-            index = advance(index);
-            if index == wrap {
-                return None;
-            }
+        i = if i + 1 >= nareas { 0 } else { i + 1 };
+        if i == start {
+            return Err(NoSlots::Full);
         }
     }
 }
 
-impl FindSlots for AreaSearch6_0 {
+impl FindSlots for StrideFit5_12 {
+    fn name(&self) -> &'static str {
+        "5.12"
+    }
+
+    fn has_areas(&self) -> bool {
+        false
+    }
+
+    fn find_slots(
+        &self,
+        t: &mut SlotTable,
+        hw: &mut dyn Hw,
+        c: &PoolCosts,
+        req: &SlotRequest,
+    ) -> Result<usize, NoSlots> {
+        stride_fit(t, hw, c, req, 0, false)
+    }
+}
+
+impl FindSlots for StrideFit6_0 {
     fn name(&self) -> &'static str {
         "6.0"
     }
@@ -379,51 +492,187 @@ impl FindSlots for AreaSearch6_0 {
         hw: &mut dyn Hw,
         c: &PoolCosts,
         req: &SlotRequest,
-    ) -> Option<usize> {
-        let nareas = t.areas.len();
-        let start = req.cpu as usize & (nareas - 1);
-        let mut i = start;
-        loop {
-            if let Some(idx) = area_find_slots(t, hw, c, req, i) {
-                return Some(idx);
-            }
-            i = if i + 1 >= nareas { 0 } else { i + 1 };
-            if i == start {
-                return None;
-            }
-        }
+    ) -> Result<usize, NoSlots> {
+        each_area(t, hw, req.cpu, |t, hw, a| {
+            stride_fit(t, hw, c, req, a, true)
+        })
     }
 }
 
-/// `swiotlb_do_find_slots()` in one area, under that area's lock.
-fn area_find_slots(
+impl FindSlots for AreaSearch6_3 {
+    fn name(&self) -> &'static str {
+        "6.3"
+    }
+
+    fn has_areas(&self) -> bool {
+        true
+    }
+
+    fn find_slots(
+        &self,
+        t: &mut SlotTable,
+        hw: &mut dyn Hw,
+        c: &PoolCosts,
+        req: &SlotRequest,
+    ) -> Result<usize, NoSlots> {
+        each_area(t, hw, req.cpu, |t, hw, a| {
+            let mut align_mask = req.min_align_mask | req.alloc_align_mask;
+            if req.alloc_size >= PAGE_SIZE {
+                align_mask |= PAGE_SIZE - 1;
+            }
+            align_mask &= !(IO_TLB_SIZE - 1);
+            // Once an aligned slot is found, only every stride-th one after it can be aligned.
+            let stride = ((align_mask >> IO_TLB_SHIFT) + 1) as usize;
+            one_pass(t, hw, c, req, a, stride, |slot_bus| {
+                req.orig_addr
+                    .is_none_or(|o| slot_bus & align_mask == o.0 & align_mask)
+            })
+        })
+    }
+}
+
+impl FindSlots for AreaSearch6_9 {
+    fn name(&self) -> &'static str {
+        "6.9"
+    }
+
+    fn has_areas(&self) -> bool {
+        true
+    }
+
+    fn find_slots(
+        &self,
+        t: &mut SlotTable,
+        hw: &mut dyn Hw,
+        c: &PoolCosts,
+        req: &SlotRequest,
+    ) -> Result<usize, NoSlots> {
+        each_area(t, hw, req.cpu, |t, hw, a| {
+            let mut alloc_align_mask = req.alloc_align_mask;
+            let mut iotlb_align_mask = req.min_align_mask;
+            // Page alignment for a page or more survives only where no mask says otherwise.
+            if alloc_align_mask == 0 && iotlb_align_mask == 0 && req.alloc_size >= PAGE_SIZE {
+                alloc_align_mask = PAGE_SIZE - 1;
+            }
+            alloc_align_mask |= IO_TLB_SIZE - 1;
+            iotlb_align_mask &= !alloc_align_mask;
+            let stride = usize::try_from(max_slots(alloc_align_mask.max(iotlb_align_mask)))
+                .unwrap_or(usize::MAX);
+            one_pass(t, hw, c, req, a, stride, |slot_bus| {
+                slot_bus & alloc_align_mask == 0
+                    && req
+                        .orig_addr
+                        .is_none_or(|o| slot_bus & iotlb_align_mask == o.0 & iotlb_align_mask)
+            })
+        })
+    }
+}
+
+/// 5.12–6.2: the do-while search of one area (5.12: the whole pool), from the rotating index
+/// aligned up to the stride until the index meets that start again.
+fn stride_fit(
     t: &mut SlotTable,
     hw: &mut dyn Hw,
     c: &PoolCosts,
     req: &SlotRequest,
     area: usize,
-) -> Option<usize> {
+    since_6_0: bool,
+) -> Result<usize, NoSlots> {
     let boundary_mask = req.seg_boundary_mask;
     let tbl_dma_addr = req.tbl_dma_addr & boundary_mask;
     let max_slots = max_slots(boundary_mask);
-    let mut align_mask = req.min_align_mask | req.alloc_align_mask;
+    let iotlb_align_mask = req.min_align_mask & !(IO_TLB_SIZE - 1);
     let nslots = nr_slots(req.alloc_size);
     if nslots == 0 {
-        return None;
+        return Err(NoSlots::Full);
     }
+    let mut stride = (iotlb_align_mask >> IO_TLB_SHIFT).saturating_add(1);
     if req.alloc_size >= PAGE_SIZE {
-        align_mask |= PAGE_SIZE - 1;
+        stride = stride.max(stride << (PAGE_SIZE / IO_TLB_SIZE).trailing_zeros());
     }
-    align_mask &= !(IO_TLB_SIZE - 1);
-    // Once an aligned slot is found, only every stride-th one after it can be aligned too.
-    let stride = ((align_mask >> IO_TLB_SHIFT) + 1) as usize;
+    if since_6_0 {
+        stride = stride.max((req.alloc_align_mask >> IO_TLB_SHIFT).saturating_add(1));
+    }
+    let stride = usize::try_from(stride).unwrap_or(usize::MAX);
     let area_nslabs = t.area_nslabs;
     let wrap = |i: usize| if i >= area_nslabs { 0 } else { i };
 
     spin_lock_irqsave(hw, c);
     t.areas[area].locks += 1;
     if nslots > (area_nslabs - t.areas[area].used) as u64 {
-        return None;
+        return Err(NoSlots::Full);
+    }
+    let slot_base = area * area_nslabs;
+    let start = wrap(t.areas[area].index.div_ceil(stride).saturating_mul(stride));
+    let mut index = start;
+    // The loop's only state is `index`: once more candidates than slots were looked at, one
+    // repeated, and the kernel's loop goes round for ever.
+    let mut steps = 0usize;
+    loop {
+        if steps >= area_nslabs {
+            return Err(NoSlots::Spins);
+        }
+        steps += 1;
+        hw.sw(c.search_step);
+        let slot_index = slot_base + index;
+        let slot_bus = tbl_dma_addr.wrapping_add((slot_index as u64) << IO_TLB_SHIFT);
+        // 5.12 compares every request (with no original, against address 0); 6.0 only those
+        // with an original.
+        let orig = match req.orig_addr {
+            Some(o) => Some(o.0),
+            None if since_6_0 => None,
+            None => Some(0),
+        };
+        if let Some(o) = orig
+            && slot_bus & iotlb_align_mask != o & iotlb_align_mask
+        {
+            index = wrap(index + 1);
+        } else {
+            if !iommu_is_span_boundary(
+                slot_index as u64,
+                nslots,
+                tbl_dma_addr.div_ceil(IO_TLB_SIZE),
+                max_slots,
+            ) && u64::from(t.slots[slot_index].list) >= nslots
+            {
+                return Ok(claim_in_area(
+                    t, hw, c, req, area, slot_index, index, nslots,
+                ));
+            }
+            index = wrap(index.saturating_add(stride));
+        }
+        if index == start {
+            return Err(NoSlots::Full);
+        }
+    }
+}
+
+/// 6.3 on: one pass over the area from its rotating index, unaligned, counting the slots
+/// looked at (`slots_checked`); `aligned` says whether a slot's bus address may start the
+/// mapping.
+fn one_pass(
+    t: &mut SlotTable,
+    hw: &mut dyn Hw,
+    c: &PoolCosts,
+    req: &SlotRequest,
+    area: usize,
+    stride: usize,
+    aligned: impl Fn(u64) -> bool,
+) -> Result<usize, NoSlots> {
+    let boundary_mask = req.seg_boundary_mask;
+    let tbl_dma_addr = req.tbl_dma_addr & boundary_mask;
+    let max_slots = max_slots(boundary_mask);
+    let nslots = nr_slots(req.alloc_size);
+    if nslots == 0 {
+        return Err(NoSlots::Full);
+    }
+    let area_nslabs = t.area_nslabs;
+    let wrap = |i: usize| if i >= area_nslabs { 0 } else { i };
+
+    spin_lock_irqsave(hw, c);
+    t.areas[area].locks += 1;
+    if nslots > (area_nslabs - t.areas[area].used) as u64 {
+        return Err(NoSlots::Full);
     }
     let slot_base = area * area_nslabs;
     let mut index = t.areas[area].index;
@@ -432,9 +681,7 @@ fn area_find_slots(
         hw.sw(c.search_step);
         let slot_index = slot_base + index;
         let slot_bus = tbl_dma_addr.wrapping_add((slot_index as u64) << IO_TLB_SHIFT);
-        if let Some(orig) = req.orig_addr
-            && slot_bus & align_mask != orig.0 & align_mask
-        {
+        if !aligned(slot_bus) {
             index = wrap(index + 1);
             checked += 1;
             continue;
@@ -446,18 +693,40 @@ fn area_find_slots(
             max_slots,
         ) && u64::from(t.slots[slot_index].list) >= nslots
         {
-            let n = nslots as usize;
-            let offset = req
-                .orig_addr
-                .map_or(0, |o| o.0 & req.min_align_mask & (IO_TLB_SIZE - 1));
-            t.claim(hw, c, slot_index, n, req.alloc_size - offset);
-            t.areas[area].index = wrap(index + n);
-            return Some(slot_index);
+            return Ok(claim_in_area(
+                t, hw, c, req, area, slot_index, index, nslots,
+            ));
         }
-        index = wrap(index + stride);
-        checked += stride;
+        index = wrap(index.saturating_add(stride));
+        checked = checked.saturating_add(stride);
     }
-    None
+    Err(NoSlots::Full)
+}
+
+/// The "found:" block of 5.12 on: claim the run, record each slot's share of `alloc_size` less
+/// the `min_align_mask` offset in front, and move the area's index past the run.
+#[allow(clippy::too_many_arguments)]
+fn claim_in_area(
+    t: &mut SlotTable,
+    hw: &mut dyn Hw,
+    c: &PoolCosts,
+    req: &SlotRequest,
+    area: usize,
+    slot_index: usize,
+    index: usize,
+    nslots: u64,
+) -> usize {
+    let n = nslots as usize;
+    let offset = req
+        .orig_addr
+        .map_or(0, |o| o.0 & req.min_align_mask & (IO_TLB_SIZE - 1));
+    t.claim(hw, c, slot_index, n, req.alloc_size - offset);
+    t.areas[area].index = if index + n < t.area_nslabs {
+        index + n
+    } else {
+        0
+    };
+    slot_index
 }
 
 /// The pool: where it lives, its slots, and the release whose rules it follows.
@@ -533,7 +802,7 @@ impl IoTlbMem {
         hw: &mut dyn Hw,
         c: &PoolCosts,
         req: &SlotRequest,
-    ) -> Option<usize> {
+    ) -> Result<usize, NoSlots> {
         self.search.find_slots(&mut self.table, hw, c, req)
     }
 
@@ -577,7 +846,7 @@ mod tests {
     }
 
     fn find(p: &mut IoTlbMem, r: &mut Recorder, q: &SlotRequest) -> Option<usize> {
-        p.find_slots(r, &PoolCosts::default(), q)
+        p.find_slots(r, &PoolCosts::default(), q).ok()
     }
 
     fn release(p: &mut IoTlbMem, r: &mut Recorder, index: usize, size: u64) {
@@ -626,7 +895,7 @@ mod tests {
                 0,
                 MIB,
                 Areas::Exact(3),
-                Box::new(AreaSearch6_0)
+                Box::new(AreaSearch6_3)
             )),
             SwiotlbError::AreasNotPowerOfTwo(3)
         );
@@ -637,7 +906,7 @@ mod tests {
                 0,
                 MIB,
                 Areas::Exact(8),
-                Box::new(AreaSearch6_0)
+                Box::new(AreaSearch6_3)
             )),
             SwiotlbError::TooManyAreas { nareas: 8, .. }
         ));
@@ -669,7 +938,7 @@ mod tests {
         assert_eq!(Areas::PossibleCpus(6).resolve(), Ok(8));
         assert_eq!(Areas::PossibleCpus(0).resolve(), Ok(1));
         assert_eq!(Areas::PossibleCpus(8).resolve(), Ok(8));
-        let p = pool(4 * MIB, Areas::PossibleCpus(3), Box::new(AreaSearch6_0));
+        let p = pool(4 * MIB, Areas::PossibleCpus(3), Box::new(AreaSearch6_3));
         assert_eq!(p.nareas(), 4);
         assert_eq!(p.table.area_nslabs, 512);
     }
@@ -741,7 +1010,7 @@ mod tests {
         // aligns the slot, so each mapping of 3 slots leaves the 4th unused: 32 per segment.
         for (search, per_segment) in [
             (Box::new(NextFit3_6) as Box<dyn FindSlots>, 32),
-            (Box::new(AreaSearch6_0), 32),
+            (Box::new(AreaSearch6_3), 32),
         ] {
             let mut p = pool(MIB, Areas::Exact(1), search);
             let mut r = Recorder::new(64);
@@ -762,7 +1031,7 @@ mod tests {
 
     #[test]
     fn areas_start_at_the_cpus_area_and_fall_back_under_their_own_locks() {
-        let mut p = pool(MIB, Areas::Exact(4), Box::new(AreaSearch6_0));
+        let mut p = pool(MIB, Areas::Exact(4), Box::new(AreaSearch6_3));
         assert_eq!(p.table.area_nslabs, 128);
         let mut r = Recorder::new(64);
         let mut q = req(IO_TLB_MAX_MAPPING);
@@ -787,7 +1056,7 @@ mod tests {
 
     #[test]
     fn min_align_mask_keeps_the_low_bits_of_the_original() {
-        let mut p = pool(MIB, Areas::Exact(1), Box::new(AreaSearch6_0));
+        let mut p = pool(MIB, Areas::Exact(1), Box::new(AreaSearch6_3));
         let mut r = Recorder::new(64);
         // NVMe-style 4 KiB - 1 mask; original at page offset 0x800 + 0x10: the slot must sit at
         // an odd slot (bit 11 set) and the data 0x10 into it.
@@ -801,17 +1070,17 @@ mod tests {
     }
 
     #[test]
-    fn page_or_larger_allocations_are_page_aligned_in_6_0() {
-        let mut p = pool(MIB, Areas::Exact(1), Box::new(AreaSearch6_0));
+    fn page_or_larger_allocations_are_page_aligned_in_6_3() {
+        let mut p = pool(MIB, Areas::Exact(1), Box::new(AreaSearch6_3));
         let mut r = Recorder::new(64);
         assert_eq!(find(&mut p, &mut r, &req(100)), Some(0));
-        // A page exactly: 6.0 page-aligns (>= PAGE_SIZE), so slot 1 is skipped.
+        // A page exactly: 6.3 page-aligns (>= PAGE_SIZE), so slot 1 is skipped.
         assert_eq!(find(&mut p, &mut r, &req(4096)), Some(2));
         // With an original, a 16 KiB alloc_align_mask makes the slot share its low 14 bits.
         let mut q = req(4096);
         q.alloc_align_mask = 0x3fff;
         assert_eq!(find(&mut p, &mut r, &q), Some(8));
-        // 6.0 checks alignment only against an original: with none (swiotlb_alloc), the search
+        // 6.3 checks alignment only against an original: with none (swiotlb_alloc), the search
         // takes the first fit at the rotating index, stride or not.
         q.orig_addr = None;
         assert_eq!(find(&mut p, &mut r, &q), Some(10));
@@ -829,5 +1098,168 @@ mod tests {
         // First fit at the rotating index: one lock, one step.
         p.find_slots(&mut m, &c, &req(IO_TLB_SIZE)).unwrap();
         assert_eq!(m.now_ps(), 1 + 1000);
+    }
+
+    /// Every release's search, fresh, in a 1 MiB pool of one area.
+    fn searches() -> Vec<(&'static str, Box<dyn FindSlots>)> {
+        vec![
+            ("3.6", Box::new(NextFit3_6)),
+            ("4.11", Box::new(NextFit4_11)),
+            ("5.12", Box::new(StrideFit5_12)),
+            ("6.0", Box::new(StrideFit6_0)),
+            ("6.3", Box::new(AreaSearch6_3)),
+            ("6.9", Box::new(AreaSearch6_9)),
+        ]
+    }
+
+    /// Run one search with each loop iteration costing 1 ps and nothing else costing anything:
+    /// the clock then reads the iterations.
+    fn steps(p: &mut IoTlbMem, q: &SlotRequest) -> (Result<usize, NoSlots>, u64) {
+        let c = PoolCosts {
+            lock: SwCost(0),
+            search_step: SwCost(1),
+            slot_update: SwCost(0),
+        };
+        let mut m = crate::hw::model::Model::new(Default::default());
+        let r = p.find_slots(&mut m, &c, q);
+        (r, m.now_ps())
+    }
+
+    /// (slot, search iterations) of a second request after a first small one moved the index
+    /// to slot 1, per release.
+    fn after_one_small(q: &SlotRequest) -> Vec<(&'static str, Result<usize, NoSlots>, u64)> {
+        searches()
+            .into_iter()
+            .map(|(name, search)| {
+                let mut p = pool(MIB, Areas::Exact(1), search);
+                assert_eq!(steps(&mut p, &req(100)).0, Ok(0));
+                let (r, n) = steps(&mut p, q);
+                (name, r, n)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_page_exactly_is_page_strided_from_4_11_and_6_0_aligns_the_start_where_6_3_steps() {
+        // Index 1, a page: 3.6 strides only above a page (slot 1); 4.11 on page-align. 5.12 and
+        // 6.0 align the start up to the stride (one look); 6.3 starts unaligned at slot 1 and
+        // steps one slot to the aligned 2; 6.9 likewise against the slot's own alignment.
+        assert_eq!(
+            after_one_small(&req(4096)),
+            vec![
+                ("3.6", Ok(1), 1),
+                ("4.11", Ok(2), 1),
+                ("5.12", Ok(2), 1),
+                ("6.0", Ok(2), 1),
+                ("6.3", Ok(2), 2),
+                ("6.9", Ok(2), 2),
+            ]
+        );
+    }
+
+    #[test]
+    fn page_stride_compares_the_original_only_in_6_3_to_6_8() {
+        // A page from an original at a half-page offset, no min_align_mask: before 6.3 the page
+        // alignment is a stride of the slot, never compared with the original (slot 0); 6.3
+        // compares bit 11 bit by bit and needs an odd slot (slot 1); 6.9 aligns the slot again.
+        let mut q = req(4096);
+        q.orig_addr = Some(PhysAddr(0x1_0000_0800));
+        let got: Vec<_> = searches()
+            .into_iter()
+            .map(|(name, search)| {
+                let mut p = pool(MIB, Areas::Exact(1), search);
+                (name, steps(&mut p, &q))
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("3.6", (Ok(0), 1)),
+                ("4.11", (Ok(0), 1)),
+                ("5.12", (Ok(0), 1)),
+                ("6.0", (Ok(0), 1)),
+                ("6.3", (Ok(1), 2)),
+                ("6.9", (Ok(0), 1)),
+            ]
+        );
+    }
+
+    #[test]
+    fn with_no_original_6_0_still_honours_the_stride() {
+        // swiotlb_alloc-style: no original, a page with a 16 KiB alloc_align_mask, index at 1.
+        // 5.12 knows no alloc_align_mask (page stride: slot 2); 6.0 strides by 8 from the
+        // aligned start (slot 8, one look); 6.3 compares nothing without an original and takes
+        // slot 1; 6.9 checks the slot's own alignment and steps to 8.
+        let mut q = req(4096);
+        q.orig_addr = None;
+        q.alloc_align_mask = 0x3fff;
+        let got = after_one_small(&q);
+        assert_eq!(
+            got[2..],
+            [
+                ("5.12", Ok(2), 1),
+                ("6.0", Ok(8), 1),
+                ("6.3", Ok(1), 1),
+                ("6.9", Ok(8), 8),
+            ]
+        );
+    }
+
+    #[test]
+    fn min_align_mask_strides_the_same_from_5_12_and_is_unknown_before() {
+        // NVMe's 4 KiB - 1 mask, original at 0x810: the slot must be odd, the data 0x10 into it.
+        let mut q = req(100 + 0x10);
+        q.min_align_mask = 0xfff;
+        q.orig_addr = Some(PhysAddr(0x1_0000_0810));
+        let got: Vec<_> = searches()
+            .into_iter()
+            .map(|(name, search)| {
+                let mut p = pool(MIB, Areas::Exact(1), search);
+                let r = steps(&mut p, &q);
+                (name, r, p.table.slots[r.0.unwrap()].alloc_size)
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("3.6", (Ok(0), 1), 0x10 + 100),
+                ("4.11", (Ok(0), 1), 0x10 + 100),
+                ("5.12", (Ok(1), 2), 100),
+                ("6.0", (Ok(1), 2), 100),
+                ("6.3", (Ok(1), 2), 100),
+                ("6.9", (Ok(1), 2), 100),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_search_that_steps_off_its_stride_spins_until_6_3() {
+        // Every odd slot in use, every even one free: a request that must start at an odd slot
+        // (min_align_mask bit 11 set in the original) finds nothing. From index 2, 5.12–6.2 step
+        // to slot 3 and then by 2 through the odd slots, wrap to 0, step to 1, and go on through
+        // the odd slots for ever, never meeting the start (2) again: the kernel spins with the
+        // lock held (the model stops after a pass: 512 looks). 6.3 gives up after one counted
+        // pass: slot 2, the 255 odd slots above it, slot 0.
+        let mut q = req(100);
+        q.min_align_mask = 0xfff;
+        q.orig_addr = Some(PhysAddr(0x1_0000_0800));
+        for (name, search, want) in [
+            (
+                "5.12",
+                Box::new(StrideFit5_12) as Box<dyn FindSlots>,
+                (Err(NoSlots::Spins), 512),
+            ),
+            ("6.0", Box::new(StrideFit6_0), (Err(NoSlots::Spins), 512)),
+            ("6.3", Box::new(AreaSearch6_3), (Err(NoSlots::Full), 257)),
+            ("6.9", Box::new(AreaSearch6_9), (Err(NoSlots::Full), 257)),
+        ] {
+            let mut p = pool(MIB, Areas::Exact(1), search);
+            for i in 0..p.nslabs() {
+                p.table.slots[i].list = if i % 2 == 0 { 1 } else { 0 };
+            }
+            p.table.areas[0].used = p.nslabs() / 2;
+            p.table.areas[0].index = 2;
+            assert_eq!(steps(&mut p, &q), want, "{name}");
+        }
     }
 }

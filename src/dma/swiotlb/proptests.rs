@@ -119,9 +119,10 @@ fn direct(
     };
     let cfg = SwiotlbConfig {
         size,
-        areas: match release {
-            Release::Linux3_6 => Areas::Exact(1),
-            Release::Linux6_0 => Areas::Exact(areas),
+        areas: if release.has_areas() {
+            Areas::Exact(areas)
+        } else {
+            Areas::Exact(1)
         },
         release,
         ..SwiotlbConfig::default()
@@ -143,7 +144,7 @@ proptest! {
         areas in prop_oneof![Just(1u32), Just(2), Just(4)],
         cpu in 0u32..8,
     ) {
-        let release = if v6 { Release::Linux6_0 } else { Release::Linux3_6 };
+        let release = if v6 { Release::Linux6_3 } else { Release::Linux3_6 };
         let mem = machine();
         let d = std::cell::RefCell::new(direct(&mem, release, areas, batched, 4 << 20));
         d.borrow_mut().swiotlb_mut().unwrap().cpu = cpu;
@@ -156,7 +157,7 @@ proptest! {
         check_round_trips(
             &mem,
             &ops,
-            release.copies_at_map(DmaDirection::FromDevice),
+            release.copies_at_map(DmaDirection::FromDevice, DmaAttrs::NONE),
             |r, buf, o| {
                 // The only error there is: DmaError::MappingError.
                 d.borrow_mut()
@@ -214,7 +215,7 @@ proptest! {
         sizes in proptest::collection::vec(1u64..=IO_TLB_MAX_MAPPING + 4096, 1..40),
         v6 in any::<bool>(),
     ) {
-        let release = if v6 { Release::Linux6_0 } else { Release::Linux3_6 };
+        let release = if v6 { Release::Linux6_3 } else { Release::Linux3_6 };
         let mem = machine();
         let mut d = direct(&mem, release, 1, false, 4 * IO_TLB_MAX_MAPPING);
         let dev = Device::new("dev32", true, 32);

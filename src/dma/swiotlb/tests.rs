@@ -72,7 +72,7 @@ fn pristine(d: &DmaDirect) -> bool {
 #[test]
 fn to_device_bounces_the_buffer_and_unmap_leaves_it_alone() {
     let mem = machine();
-    let mut d = direct(&mem, cfg(Release::Linux6_0), false);
+    let mut d = direct(&mem, cfg(Release::Linux6_3), false);
     let dev = dev32(true);
     let buf = HIGH + 0x123;
     let data = pattern(5000, 7);
@@ -117,7 +117,7 @@ fn to_device_bounces_the_buffer_and_unmap_leaves_it_alone() {
 #[test]
 fn from_device_data_reaches_the_cpu_at_sync_and_unmap() {
     let mem = machine();
-    let mut d = direct(&mem, cfg(Release::Linux6_0), false);
+    let mut d = direct(&mem, cfg(Release::Linux6_3), false);
     let dev = dev32(true);
     let buf = HIGH + 0x40;
     let old = pattern(3000, 1);
@@ -245,7 +245,7 @@ fn linux_3_6_rules_leave_stale_pool_bytes_in_a_from_device_mapping() {
 #[test]
 fn bidirectional_sync_for_device_copies_the_cpus_changes_in() {
     let mem = machine();
-    let mut d = direct(&mem, cfg(Release::Linux6_0), false);
+    let mut d = direct(&mem, cfg(Release::Linux6_3), false);
     let dev = dev32(true);
     let buf = HIGH + 0x2000;
     mem.borrow_mut().write(PhysAddr(buf), &pattern(8192, 3));
@@ -280,7 +280,7 @@ fn bidirectional_sync_for_device_copies_the_cpus_changes_in() {
 fn maintenance_is_on_the_slot_and_completes_before_any_copy_out() {
     for batched in [false, true] {
         let mem = machine();
-        let mut d = direct(&mem, cfg(Release::Linux6_0), batched);
+        let mut d = direct(&mem, cfg(Release::Linux6_3), batched);
         let dev = dev32(false);
         let buf = HIGH + 0x1000;
         let mut r = Recorder::new(64);
@@ -336,7 +336,7 @@ fn maintenance_is_on_the_slot_and_completes_before_any_copy_out() {
 #[test]
 fn batched_map_sg_flushes_before_each_bounced_copy_out_only() {
     let mem = machine();
-    let mut d = direct(&mem, cfg(Release::Linux6_0), true);
+    let mut d = direct(&mem, cfg(Release::Linux6_3), true);
     let dev = dev32(false);
     let mut sgt = SgTable::from_contiguous(PhysAddr(HIGH), 4 * 4096, &[4096]);
     let mut r = Recorder::new(64);
@@ -369,7 +369,7 @@ fn batched_map_sg_flushes_before_each_bounced_copy_out_only() {
 #[test]
 fn forced_bouncing_per_device_and_global() {
     let mem = machine();
-    let mut d = direct(&mem, cfg(Release::Linux6_0), false);
+    let mut d = direct(&mem, cfg(Release::Linux6_3), false);
     let mut dev = Device::new("dev64", true, 64);
     let buf = PhysAddr(HIGH);
     let mut r = Recorder::new(64);
@@ -508,7 +508,7 @@ fn map_sg_failure_unwinds_bounced_entries() {
 #[test]
 fn locks_are_taken_by_map_and_unmap_not_by_sync() {
     let mem = machine();
-    let mut d = direct(&mem, cfg(Release::Linux6_0), false);
+    let mut d = direct(&mem, cfg(Release::Linux6_3), false);
     let dev = dev32(true);
     let mut r = Recorder::new(64);
     let dma = d
@@ -554,7 +554,7 @@ fn locks_are_taken_by_map_and_unmap_not_by_sync() {
 #[test]
 fn min_align_mask_offset_is_kept_in_the_slot() {
     let mem = machine();
-    let mut d = direct(&mem, cfg(Release::Linux6_0), false);
+    let mut d = direct(&mem, cfg(Release::Linux6_3), false);
     let mut dev = dev32(true);
     dev.min_align_mask = 0xfff;
     let buf = HIGH + 0x3a30;
@@ -609,14 +609,18 @@ fn min_align_mask_offset_is_kept_in_the_slot() {
 }
 
 #[test]
-fn a_whole_segment_needs_an_even_slot_in_6_0_but_not_in_3_6() {
-    for (release, fits) in [(Release::Linux3_6, true), (Release::Linux6_0, false)] {
+fn a_whole_segment_at_an_odd_half_page_fits_in_every_release_but_6_3_to_6_8() {
+    use crate::types::Choice;
+    for &release in Release::ALL {
+        let fits = release != Release::Linux6_3;
         let mem = machine();
         let mut d = direct(&mem, cfg(release), false);
         let dev = dev32(true);
         let mut r = Recorder::new(64);
-        // At page offset 0x800, 6.0 keeps bit 11 of the original (mappings of a page or more are
-        // "page aligned" relative to it), so the run must start at an odd slot: 127 slots at most.
+        // At page offset 0x800, 6.3–6.8 keep bit 11 of the original (mappings of a page or more
+        // are "page aligned" relative to it), so the run must start at an odd slot: 127 slots at
+        // most. Before, the page alignment was of the slot (a stride from an aligned start, and
+        // no comparison without a min_align_mask); from 6.9 it is again.
         let got = d.map_page(
             &mut r,
             &dev,
@@ -640,9 +644,10 @@ fn a_whole_segment_needs_an_even_slot_in_6_0_but_not_in_3_6() {
         let mut nvme = dev.clone();
         nvme.min_align_mask = 0xfff;
         let s = d.swiotlb().unwrap();
-        let want = match release {
-            Release::Linux3_6 => IO_TLB_MAX_MAPPING,
-            Release::Linux6_0 => IO_TLB_MAX_MAPPING - 4096,
+        let want = if release >= Release::Linux6_0 {
+            IO_TLB_MAX_MAPPING - 4096
+        } else {
+            IO_TLB_MAX_MAPPING
         };
         assert_eq!(s.max_mapping_size(&nvme), want);
         assert_eq!(s.max_mapping_size(&dev), IO_TLB_MAX_MAPPING);
@@ -652,7 +657,7 @@ fn a_whole_segment_needs_an_even_slot_in_6_0_but_not_in_3_6() {
 #[test]
 fn batched_to_device_unmap_of_a_bounce_buffer_waits_only_at_the_end() {
     let mem = machine();
-    let mut d = direct(&mem, cfg(Release::Linux6_0), true);
+    let mut d = direct(&mem, cfg(Release::Linux6_3), true);
     let dev = dev32(false);
     let mut r = Recorder::new(64);
     let dma = d
@@ -677,4 +682,163 @@ fn batched_to_device_unmap_of_a_bounce_buffer_waits_only_at_the_end() {
     // Nothing to invalidate and nothing to copy out: just the release and the call's flush.
     assert_eq!(r.events, vec!["spin_lock", "barrier"]);
     assert!(pristine(&d));
+}
+
+#[test]
+fn what_map_copies_in_changed_in_4_11_5_17_and_5_18() {
+    use crate::types::Choice;
+    // Bounce copies at map (an unmap with SKIP_CPU_SYNC copies nothing back), per release, for
+    // FROM_DEVICE, and for TO_DEVICE under DMA_ATTR_SKIP_CPU_SYNC.
+    let copies = |release: Release, dir: DmaDirection, attrs: DmaAttrs| {
+        let mem = machine();
+        let mut d = direct(&mem, cfg(release), false);
+        let dev = dev32(true);
+        let mut r = Recorder::new(64);
+        let a = d
+            .map_page(&mut r, &dev, PhysAddr(HIGH), 512, dir, attrs)
+            .unwrap();
+        let n = r.count_of(Counter::BounceCopy);
+        d.unmap_page(&mut r, &dev, a, 512, dir, DmaAttrs::SKIP_CPU_SYNC);
+        assert!(pristine(&d));
+        n
+    };
+    let got: Vec<_> = Release::ALL
+        .iter()
+        .map(|&rel| {
+            (
+                rel.name(),
+                copies(rel, DmaDirection::FromDevice, DmaAttrs::NONE),
+                copies(rel, DmaDirection::ToDevice, DmaAttrs::SKIP_CPU_SYNC),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("3.6", 0, 1),
+            ("4.11", 0, 0),
+            ("5.0", 0, 0),
+            ("5.12", 0, 0),
+            ("5.17", 1, 0),
+            ("5.18", 1, 1),
+            ("6.0", 1, 1),
+            ("6.3", 1, 1),
+            ("6.9", 1, 1),
+        ]
+    );
+}
+
+#[test]
+fn unmap_frees_what_the_caller_says_until_5_12_then_what_map_claimed() {
+    // Map 8 KiB (4 slots), unmap saying 2 KiB: before 5.12 one slot goes back and three leak;
+    // from 5.12 the slot's recorded alloc_size frees all four.
+    for (release, left) in [(Release::Linux5_0, 3), (Release::Linux5_12, 0)] {
+        let mem = machine();
+        let mut d = direct(&mem, cfg(release), false);
+        let dev = dev32(true);
+        let mut r = Recorder::new(64);
+        let a = d
+            .map_page(
+                &mut r,
+                &dev,
+                PhysAddr(HIGH),
+                8192,
+                DmaDirection::ToDevice,
+                DmaAttrs::NONE,
+            )
+            .unwrap();
+        assert_eq!(d.swiotlb().unwrap().pool().table.used(), 4);
+        d.unmap_page(
+            &mut r,
+            &dev,
+            a,
+            2048,
+            DmaDirection::ToDevice,
+            DmaAttrs::NONE,
+        );
+        assert_eq!(
+            d.swiotlb().unwrap().pool().table.used(),
+            left,
+            "{}",
+            release.name()
+        );
+    }
+}
+
+#[test]
+fn a_search_that_would_spin_is_a_mapping_error_naming_it() {
+    // NVMe-style device, original at bit 11: the run must start at an odd slot. With 6.0's
+    // rules and every odd slot taken, the kernel's loop never ends; the model reports it.
+    let mem = machine();
+    let mut c = cfg(Release::Linux6_0);
+    c.areas = Areas::Exact(1);
+    let mut d = direct(&mem, c, false);
+    let mut dev = dev32(true);
+    dev.min_align_mask = 0xfff;
+    let mut r = Recorder::new(64);
+    // 2 KiB mappings of originals at odd half pages take slots 1, 3, 5, ...: half the pool.
+    let n = d.swiotlb().unwrap().pool().nslabs();
+    for i in 0..n / 2 {
+        let o = PhysAddr(HIGH + (i as u64) * 4096 + 0x800);
+        d.map_page(
+            &mut r,
+            &dev,
+            o,
+            2048,
+            DmaDirection::ToDevice,
+            DmaAttrs::NONE,
+        )
+        .unwrap();
+    }
+    // Two at even half pages take slots 0 and 2 and leave the index at 3, so the next search
+    // starts at 4: it steps to 5 and strides through the taken odd slots for ever.
+    for o in [0x90_0000, 0x91_0000] {
+        d.map_page(
+            &mut r,
+            &dev,
+            PhysAddr(HIGH + o),
+            2048,
+            DmaDirection::ToDevice,
+            DmaAttrs::NONE,
+        )
+        .unwrap();
+    }
+    let e = d
+        .map_page(
+            &mut r,
+            &dev,
+            PhysAddr(HIGH + 0x80_0800),
+            100,
+            DmaDirection::ToDevice,
+            DmaAttrs::NONE,
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("never ends"), "{e}");
+    // 6.3's bounded pass says the pool is full instead.
+    let mut c = cfg(Release::Linux6_3);
+    c.areas = Areas::Exact(1);
+    let mut d = direct(&mem, c, false);
+    for i in 0..n / 2 {
+        let o = PhysAddr(HIGH + (i as u64) * 4096 + 0x800);
+        d.map_page(
+            &mut r,
+            &dev,
+            o,
+            2048,
+            DmaDirection::ToDevice,
+            DmaAttrs::NONE,
+        )
+        .unwrap();
+    }
+    let e = d
+        .map_page(
+            &mut r,
+            &dev,
+            PhysAddr(HIGH + 0x80_0800),
+            100,
+            DmaDirection::ToDevice,
+            DmaAttrs::NONE,
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("buffer is full"), "{e}");
 }

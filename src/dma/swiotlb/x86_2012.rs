@@ -35,7 +35,7 @@
 //! Invariants: as [`super`]; and the count of `__phys_addr` calls on a path is whatever running
 //! that path produced — no table of counts exists.
 
-use super::pool::{INVALID_PHYS_ADDR, IoTlbMem, NextFit3_6, PoolCosts, SlotRequest, SwiotlbError};
+use super::pool::{INVALID_PHYS_ADDR, IoTlbMem, PoolCosts, SlotRequest, SwiotlbError};
 use super::{Areas, BounceDir, IO_TLB_OVERFLOW, IO_TLB_SHIFT, IO_TLB_SIZE, Release, memcpy};
 use crate::device::Device;
 use crate::dma::direct::dma_capable;
@@ -245,6 +245,9 @@ pub struct Swiotlb2012Config {
     pub node: u32,
     /// `swiotlb=force`.
     pub force: bool,
+    /// The pool's rules: [`Release::Linux3_6`] or [`Release::Linux4_11`], the releases that
+    /// still had these ops on x86-64.
+    pub release: Release,
 }
 
 impl Default for Swiotlb2012Config {
@@ -253,6 +256,7 @@ impl Default for Swiotlb2012Config {
             size: super::IO_TLB_DEFAULT_SIZE,
             node: 0,
             force: false,
+            release: Release::Linux3_6,
         }
     }
 }
@@ -269,6 +273,7 @@ pub struct Swiotlb2012Ops {
     overflow_phys: PhysAddr,
     /// `swiotlb_force`.
     pub force: bool,
+    release: Release,
     costs: Costs,
 }
 
@@ -287,7 +292,7 @@ impl Swiotlb2012Ops {
                 cfg.node,
                 cfg.size,
                 Areas::Exact(1),
-                Box::new(NextFit3_6),
+                cfg.release.search(),
             )?;
             let overflow = match m.alloc(cfg.node, IO_TLB_OVERFLOW) {
                 Ok(a) => a,
@@ -308,6 +313,7 @@ impl Swiotlb2012Ops {
             mem,
             book,
             force: cfg.force,
+            release: cfg.release,
             costs: Costs {
                 pool: PoolCosts::resolve(hw),
                 map_page: hw.sw_cost(SwKey::SwiotlbMapPage),
@@ -417,6 +423,7 @@ impl Swiotlb2012Ops {
     }
 
     /// `swiotlb_tbl_map_single()`: `None` when no run of slots fits.
+    #[allow(clippy::too_many_arguments)]
     fn tbl_map_single(
         &mut self,
         hw: &mut dyn Hw,
@@ -425,6 +432,7 @@ impl Swiotlb2012Ops {
         phys: PhysAddr,
         size: u64,
         dir: DmaDirection,
+        attrs: DmaAttrs,
     ) -> Option<Kept> {
         hw.enter("swiotlb_tbl_map_single");
         hw.sw(self.costs.tbl_map_single);
@@ -437,14 +445,15 @@ impl Swiotlb2012Ops {
             tbl_dma_addr: tbl_dma_addr.0,
             cpu: 0,
         };
-        let found = self.pool.find_slots(hw, &self.costs.pool, &req);
+        // A next-fit search always ends: no run of slots fits, or one does.
+        let found = self.pool.find_slots(hw, &self.costs.pool, &req).ok();
         let r = found.map(|index| {
             for i in 0..super::nr_slots(size) as usize {
                 self.pool.table.slots[index + i].orig_addr =
                     PhysAddr(phys.0.wrapping_add((i as u64) << IO_TLB_SHIFT));
             }
             let kept = Kept(self.io_tlb_start.0 + ((index as u64) << IO_TLB_SHIFT));
-            if Release::Linux3_6.copies_at_map(dir) {
+            if self.release.copies_at_map(dir, attrs) {
                 self.bounce(hw, phys, kept, size, BounceDir::ToDevice);
             }
             kept
@@ -517,9 +526,10 @@ impl Swiotlb2012Ops {
         phys: PhysAddr,
         size: u64,
         dir: DmaDirection,
+        attrs: DmaAttrs,
     ) -> Option<Kept> {
         let start_dma_addr = self.book.to_phys(hw, self.io_tlb_start);
-        self.tbl_map_single(hw, dev, start_dma_addr, phys, size, dir)
+        self.tbl_map_single(hw, dev, start_dma_addr, phys, size, dir, attrs)
     }
 
     /// `unmap_single()`.
@@ -593,6 +603,7 @@ impl Swiotlb2012Ops {
         phys: PhysAddr,
         size: u64,
         dir: DmaDirection,
+        attrs: DmaAttrs,
     ) -> Result<DmaAddr, DmaError> {
         let dev_addr = DmaAddr(phys.0);
         if dma_capable(dev, dev_addr, size) && !self.force {
@@ -605,7 +616,7 @@ impl Swiotlb2012Ops {
                 dev.name
             )));
         }
-        let map = match self.map_single(hw, dev, phys, size, dir) {
+        let map = match self.map_single(hw, dev, phys, size, dir, attrs) {
             Some(m) => m,
             None => {
                 Self::swiotlb_full(dev, size, dir)?;
@@ -655,11 +666,11 @@ impl DmaMapOps for Swiotlb2012Ops {
         phys: PhysAddr,
         size: u64,
         dir: DmaDirection,
-        _attrs: DmaAttrs,
+        attrs: DmaAttrs,
     ) -> Result<DmaAddr, DmaError> {
         hw.enter("swiotlb_map_page");
         hw.sw(self.costs.map_page);
-        let r = self.map_page_inner(hw, dev, phys, size, dir);
+        let r = self.map_page_inner(hw, dev, phys, size, dir, attrs);
         hw.leave();
         r
     }
@@ -685,7 +696,7 @@ impl DmaMapOps for Swiotlb2012Ops {
         dev: &Device,
         sgt: &mut SgTable,
         dir: DmaDirection,
-        _attrs: DmaAttrs,
+        attrs: DmaAttrs,
     ) -> Result<usize, DmaError> {
         hw.enter("swiotlb_map_sg_attrs");
         let mut failed = None;
@@ -694,7 +705,7 @@ impl DmaMapOps for Swiotlb2012Ops {
             let (paddr, len) = (sgt.entries[i].phys(), u64::from(sgt.entries[i].length));
             let dev_addr = DmaAddr(paddr.0);
             let addr = if self.force || !dma_capable(dev, dev_addr, len) {
-                match self.map_single(hw, dev, paddr, len, dir) {
+                match self.map_single(hw, dev, paddr, len, dir, attrs) {
                     Some(map) => DmaAddr(self.book.to_phys(hw, map).0),
                     None => {
                         failed = Some(i);

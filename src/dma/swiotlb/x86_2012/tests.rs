@@ -115,6 +115,7 @@ fn below_the_pool_is_swiotlb_buffer_stops_after_one_translation() {
             size: 4 << 20,
             node: 1,
             force: false,
+            ..Default::default()
         },
         <SwiotlbAddr as crate::types::Choice>::parse("virt")
             .unwrap()
@@ -251,6 +252,7 @@ fn forced_bouncing_bounces_reachable_buffers() {
             size: 1 << 20,
             node: 0,
             force: true,
+            ..Default::default()
         },
         Box::new(PhysAddrs),
     )
