@@ -16,6 +16,7 @@
 
 use crate::arch::arm64::DirRules;
 use crate::arch::x86::physaddr::PhysAddrKind;
+use crate::device::SegBoundary;
 use crate::dma::swiotlb::Release as SwiotlbRules;
 use crate::dma::swiotlb::x86_2012::SwiotlbAddr;
 use crate::dma::sync_policy::SyncKind;
@@ -24,7 +25,9 @@ use crate::iommu::arm_smmu::WalkFlushKind;
 use crate::iommu::arm_smmu_v3::SmmuV3Rules;
 use crate::iommu::core::SplitKind;
 use crate::iommu::dma_fq::Invalidation;
+use crate::iommu::dma_iommu::UnmapLookup;
 use crate::iommu::io_pgtable_arm::BlockUnmap;
+use crate::iommu::iova::IovaRelease;
 use crate::platform::{Arch, Profile};
 
 pub use crate::types::Choice;
@@ -98,6 +101,10 @@ pub struct Target {
     pub swiotlb: bool,
     /// The workload drives a device through the DMA API (not the iommu core directly).
     pub dma_api: bool,
+    /// That device is a PCI function, whose bus sets its segment boundary in every release.
+    pub pci_device: bool,
+    /// The workload takes IOVAs from the allocator.
+    pub iova_alloc: bool,
 }
 
 impl Target {
@@ -108,7 +115,17 @@ impl Target {
             iommu,
             swiotlb,
             dma_api,
+            pci_device: false,
+            iova_alloc: false,
         }
+    }
+
+    pub fn with_pci_device(self, pci_device: bool) -> Target {
+        Target { pci_device, ..self }
+    }
+
+    pub fn with_iova_alloc(self, iova_alloc: bool) -> Target {
+        Target { iova_alloc, ..self }
     }
 }
 
@@ -126,6 +143,9 @@ pub struct Policies {
     pub unmap_split: SplitKind,
     pub block_unmap: BlockUnmap,
     pub invalidation: Invalidation,
+    pub iova: IovaRelease,
+    pub unmap_lookup: UnmapLookup,
+    pub seg_boundary: SegBoundary,
 }
 
 /// One policy in the registry.
@@ -243,6 +263,49 @@ fn invalidation_preset(_: KernelVersion, _: &Target) -> Invalidation {
     Invalidation::Strict
 }
 
+/// The IOVA allocator's rules change in 5.11 (the retry), 5.13 (`iova_find_limit`), 5.18 (the
+/// 32-bit free space estimate), 6.0 (127-entry magazines) and 6.2 (the retry's overflow fix);
+/// the allocators before 5.10 are not modelled and run 5.10's rules.
+fn iova_preset(k: KernelVersion, _: &Target) -> IovaRelease {
+    let v = |a, b| k >= KernelVersion(a, b);
+    if v(6, 2) {
+        IovaRelease::Linux6_2
+    } else if v(6, 0) {
+        IovaRelease::Linux6_0
+    } else if v(5, 18) {
+        IovaRelease::Linux5_18
+    } else if v(5, 13) {
+        IovaRelease::Linux5_13
+    } else if v(5, 11) {
+        IovaRelease::Linux5_11
+    } else {
+        IovaRelease::Linux5_10
+    }
+}
+
+/// `iommu_dma_unmap_page()`: 5.11 added a lookup for every device (swiotlb bouncing of
+/// untrusted devices, `__iommu_dma_unmap_swiotlb`) beside the sync's own; 5.15 folded the two
+/// into one ("iommu/dma: Fold _swiotlb helpers into callers").
+fn unmap_lookup_preset(k: KernelVersion, _: &Target) -> UnmapLookup {
+    if k >= KernelVersion(5, 15) {
+        UnmapLookup::Linux5_15
+    } else if k >= KernelVersion(5, 11) {
+        UnmapLookup::Linux5_11
+    } else {
+        UnmapLookup::Linux5_10
+    }
+}
+
+/// `dma_get_seg_boundary()` of a device whose bus and driver set none: `DMA_BIT_MASK(32)` up to
+/// 5.9, `ULONG_MAX` from 5.10 ("dma-mapping: set default segment_boundary_mask to ULONG_MAX").
+fn seg_boundary_preset(k: KernelVersion, _: &Target) -> SegBoundary {
+    if k >= KernelVersion(5, 10) {
+        SegBoundary::UlongMax
+    } else {
+        SegBoundary::Bits32
+    }
+}
+
 /// The release from which arm-smmu and arm-smmu-v3 offer lazy invalidation (`iommu.strict=0`,
 /// the flush queue used through `DOMAIN_ATTR_DMA_USE_FLUSH_QUEUE`).
 pub const LAZY_SINCE: KernelVersion = KernelVersion(5, 0);
@@ -298,12 +361,42 @@ fn iommu_only(t: &Target) -> Result<(), String> {
     }
 }
 
+fn iova_users(t: &Target) -> Result<(), String> {
+    iommu_only(t)?;
+    if t.iova_alloc {
+        Ok(())
+    } else {
+        Err("the workload maps at fixed IOVAs and never calls the IOVA allocator".into())
+    }
+}
+
 fn iommu_dma_only(t: &Target) -> Result<(), String> {
     iommu_only(t)?;
     if t.dma_api {
         Ok(())
     } else {
         Err("the workload calls the iommu core directly, whose iommu_unmap always invalidates and syncs; only iommu-dma (a device behind [iommu]) defers".to_string())
+    }
+}
+
+/// Where `dma_get_seg_boundary()` is read: iommu-dma's map_sg and swiotlb's slot search.
+fn seg_boundary_users(t: &Target) -> Result<(), String> {
+    if !t.dma_api {
+        return Err("the workload calls the iommu core directly: there is no device".into());
+    }
+    if t.pci_device {
+        return Err(
+            "the device is a PCI function: the PCI core sets its boundary (4 GiB) in every release"
+                .into(),
+        );
+    }
+    if t.iommu || t.swiotlb {
+        Ok(())
+    } else {
+        Err(
+            "only iommu-dma and swiotlb read the segment boundary, and the device uses neither"
+                .into(),
+        )
     }
 }
 
@@ -431,6 +524,30 @@ pub static REGISTRY: &[PolicyDef] = &[
         "strict on arm64 (IOMMU_DEFAULT_DMA_STRICT); lazy from 5.0 by iommu.strict=0",
         "iommu-dma unmap: invalidate and sync every unmap (strict) or queue the IOVA and flush the whole domain when the flush queue fills or its 10 ms timer fires (lazy, iommu.strict=0 / DMA-FQ)"
     ),
+    policy_def!(
+        iova,
+        IovaRelease,
+        iova_preset,
+        iova_users,
+        "the newest of 5.10, 5.11, 5.13, 5.18, 6.0, 6.2 at or below the release (5.10 before it)",
+        "IOVA allocator rules, named by the release that introduced them: no retry, per-CPU-only exhaustion flush (5.10); a retry above the cached node with retry_pfn = pfn_hi + 1, wrapping at the anchor, from the anchor (5.11) or iova_find_limit (5.13); max32_alloc_size reset by any free below 4 GiB (5.18); 127-entry magazines (6.0); the retry's overflow fixed (6.2)"
+    ),
+    policy_def!(
+        unmap_lookup,
+        UnmapLookup,
+        unmap_lookup_preset,
+        iommu_dma_only,
+        "5.15 from 5.15, 5.11 from 5.11, 5.10 before",
+        "iommu_dma_unmap_page's iova_to_phys: only a non-coherent device's sync looks it up, unchecked (5.10); the sync's lookup plus one for every device that WARNs and returns without unmapping when nothing is mapped (5.11); one lookup for every device, same WARN (5.15)"
+    ),
+    policy_def!(
+        seg_boundary,
+        SegBoundary,
+        seg_boundary_preset,
+        seg_boundary_users,
+        "ulong-max from 5.10, 32-bit before",
+        "dma_get_seg_boundary() of a device whose bus or driver set none: DMA_BIT_MASK(32) (32-bit, <= 5.9) or ULONG_MAX (ulong-max, 5.10); a PCI device (the forwarding workload's NIC) has 4 GiB from the PCI core in every release, so the policy does not apply to it"
+    ),
 ];
 
 /// The registry entry for `key`, or an error listing the known keys.
@@ -459,6 +576,9 @@ impl Policies {
             unmap_split: unmap_split_preset(kernel, t),
             block_unmap: block_unmap_preset(kernel, t),
             invalidation: invalidation_preset(kernel, t),
+            iova: iova_preset(kernel, t),
+            unmap_lookup: unmap_lookup_preset(kernel, t),
+            seg_boundary: seg_boundary_preset(kernel, t),
         }
     }
 
@@ -519,6 +639,8 @@ mod tests {
         iommu: false,
         swiotlb: false,
         dma_api: true,
+        pci_device: false,
+        iova_alloc: true,
     };
 
     fn mmu500(imp: SmmuImpl) -> Target {
@@ -528,6 +650,8 @@ mod tests {
             iommu: true,
             swiotlb: false,
             dma_api: false,
+            pci_device: false,
+            iova_alloc: false,
         }
     }
 
@@ -595,6 +719,67 @@ mod tests {
     }
 
     #[test]
+    fn iova_unmap_lookup_and_seg_boundary_presets_change_where_the_sources_do() {
+        let iova = |a, b| Policies::preset(KernelVersion(a, b), &ARM).iova;
+        let cases = [
+            ((4, 19), IovaRelease::Linux5_10),
+            ((5, 10), IovaRelease::Linux5_10),
+            ((5, 11), IovaRelease::Linux5_11),
+            ((5, 12), IovaRelease::Linux5_11),
+            ((5, 13), IovaRelease::Linux5_13),
+            ((5, 17), IovaRelease::Linux5_13),
+            ((5, 18), IovaRelease::Linux5_18),
+            ((5, 19), IovaRelease::Linux5_18),
+            ((6, 0), IovaRelease::Linux6_0),
+            ((6, 1), IovaRelease::Linux6_0),
+            ((6, 2), IovaRelease::Linux6_2),
+            ((7, 1), IovaRelease::Linux6_2),
+        ];
+        for ((a, b), want) in cases {
+            assert_eq!(iova(a, b), want, "{a}.{b}");
+        }
+        assert_eq!(iova(5, 19).rules().mag_size, 128);
+        assert_eq!(iova(6, 0).rules().mag_size, 127);
+        let lookup = |a, b| Policies::preset(KernelVersion(a, b), &ARM).unmap_lookup;
+        assert_eq!(lookup(5, 10), UnmapLookup::Linux5_10);
+        assert_eq!(lookup(5, 11), UnmapLookup::Linux5_11);
+        assert_eq!(lookup(5, 14), UnmapLookup::Linux5_11);
+        assert_eq!(lookup(5, 15), UnmapLookup::Linux5_15);
+        assert_eq!(lookup(7, 1), UnmapLookup::Linux5_15);
+        let seg = |a, b| Policies::preset(KernelVersion(a, b), &ARM).seg_boundary;
+        assert_eq!(seg(5, 9), SegBoundary::Bits32);
+        assert_eq!(seg(5, 10), SegBoundary::UlongMax);
+        // The boundary only applies where it is read.
+        let bare = Target {
+            dma_api: true,
+            ..ARM
+        };
+        assert!(def("seg_boundary").unwrap().applies(&bare).is_err());
+        let bounce = Target {
+            swiotlb: true,
+            ..ARM
+        };
+        assert!(def("seg_boundary").unwrap().applies(&bounce).is_ok());
+        let nic = bounce.with_pci_device(true);
+        assert!(def("seg_boundary").unwrap().applies(&nic).is_err());
+        let ops = mmu500(SmmuImpl::Arm).with_iova_alloc(true);
+        assert!(def("iova").unwrap().applies(&ops).is_ok());
+        // A sweep at fixed IOVAs never allocates one.
+        assert!(
+            def("iova")
+                .unwrap()
+                .applies(&mmu500(SmmuImpl::Arm))
+                .is_err()
+        );
+        assert!(
+            def("unmap_lookup")
+                .unwrap()
+                .applies(&mmu500(SmmuImpl::Arm))
+                .is_err()
+        );
+    }
+
+    #[test]
     fn the_asid_walk_flush_preset_is_qualcomms_only() {
         for k in [KernelVersion(5, 15), KernelVersion(6, 6), LATEST] {
             let arm = Policies::preset(k, &mmu500(SmmuImpl::Arm));
@@ -613,6 +798,8 @@ mod tests {
             iommu: true,
             swiotlb: false,
             dma_api: true,
+            pci_device: false,
+            iova_alloc: true,
         };
         let r = |a, b| Policies::preset(KernelVersion(a, b), &t).smmuv3_inv;
         assert_eq!(r(3, 7), SmmuV3Rules::Linux5_4);

@@ -273,7 +273,7 @@ pub fn policies_table(profile: &crate::platform::Profile) -> String {
         KernelVersion(7, 0),
         KernelVersion(7, 1),
     ];
-    let t = Target::of(profile, profile.model.smmu.is_some(), true, true);
+    let t = Target::of(profile, profile.model.smmu.is_some(), true, true).with_iova_alloc(true);
     let mut o = String::new();
     let _ = writeln!(
         o,

@@ -273,12 +273,14 @@ pub fn setup_dma_ops(m: &mut Machine, s: &DeviceSetup, cpus: u32) -> Result<DmaA
                 p.sync,
             )
             .map_err(SetupError::Domain)?
-            .with_invalidation(&m.hw, p.invalidation);
+            .with_invalidation(&m.hw, p.invalidation)
+            .with_release_rules(p.iova.rules(), p.unmap_lookup);
             Box::new(dma)
         }
     };
     let pa = p.phys_addr.implementation(&m.hw);
-    Ok(DmaApi::new(&m.hw, s.device.clone(), ops).with_phys_addr(pa))
+    let device = s.device.clone().with_default_seg_boundary(p.seg_boundary);
+    Ok(DmaApi::new(&m.hw, device, ops).with_phys_addr(pa))
 }
 
 /// `iommu_domain_alloc()` → `alloc_io_pgtable_ops()`: a fresh domain with its top-level table in

@@ -169,10 +169,12 @@ pub enum Counter {
     /// Kernel warnings (`WARN_ON`) the modelled code raised: misuse the kernel reports and
     /// survives, such as mapping over a live leaf or unmapping a hole. Costs no modelled time.
     Warn,
+    /// `iommu_iova_to_phys()` lookups: a walk of the page table by the CPU.
+    IovaToPhys,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 27] = [
+    pub const ALL: [Counter; 28] = [
         Counter::CacheCleanLine,
         Counter::CacheInvalLine,
         Counter::CacheCleanInvalLine,
@@ -200,6 +202,7 @@ impl Counter {
         Counter::FqQueued,
         Counter::FqFlush,
         Counter::Warn,
+        Counter::IovaToPhys,
     ];
     pub const N: usize = Counter::ALL.len();
 
@@ -233,6 +236,7 @@ impl Counter {
             Counter::FqQueued => "fq_queued",
             Counter::FqFlush => "fq_flush",
             Counter::Warn => "warn",
+            Counter::IovaToPhys => "iova_to_phys",
         }
     }
 
@@ -271,6 +275,7 @@ impl Counter {
             (Counter::FqQueued, _) => "queue_iova",
             (Counter::FqFlush, _) => "fq_flush_iotlb",
             (Counter::Warn, _) => "WARN",
+            (Counter::IovaToPhys, _) => "iova_to_phys walk",
         }
     }
 }

@@ -19,7 +19,7 @@
 
 use super::io_pgtable_arm::ArmLpaeIoPgtable;
 use super::{IommuError, IommuFlushOps, IommuIotlbGather, Prot};
-use crate::hw::{DeviceHw, Hw, SwCost, SwKey};
+use crate::hw::{Counter, DeviceHw, Hw, SwCost, SwKey};
 use crate::types::{IovaAddr, PhysAddr};
 use std::fmt::Debug;
 
@@ -397,8 +397,9 @@ impl IommuDomain {
         hw.leave();
     }
 
-    /// `iommu_iova_to_phys()`.
+    /// `iommu_iova_to_phys()`: a walk of the table, counted and charged.
     pub fn iova_to_phys(&self, hw: &mut dyn Hw, iova: IovaAddr) -> Option<PhysAddr> {
+        hw.count(Counter::IovaToPhys, 1);
         self.pgtable.iova_to_phys(hw, iova)
     }
 }

@@ -22,6 +22,14 @@
 //! buffers under `single`. 7.1 batched none of them — each region is followed by its own
 //! `arch_sync_dma_flush()` — only the unmerged v2 series would have.
 //!
+//! `iommu_dma_unmap_page` follows the release's [`UnmapLookup`]: 5.10 looks the physical
+//! address up (`iommu_iova_to_phys`, a walk of the table) only for a non-coherent device's sync
+//! and never checks it; 5.11 adds a lookup for every device before unmapping (for swiotlb's
+//! untrusted-device bounce buffers), which WARNs and returns — nothing unmapped, no IOVA
+//! freed — when nothing is mapped there; 5.15 keeps that one lookup and check for every device
+//! and syncs from it. `__iommu_dma_unmap` WARNs when the unmap comes back short and frees the
+//! IOVA all the same. Every WARN is counted ([`Counter::Warn`]).
+//!
 //! When the device's segment boundary (`dma_get_seg_boundary`) is smaller than the list, an entry
 //! that would straddle a boundary is pushed to the next one by padding the entry before it (whose
 //! mapping grows by the pad, as in the kernel); the IOVA range is then aligned to at least the
@@ -36,18 +44,47 @@
 
 use super::core::IommuDomain;
 use super::dma_fq::{FlushQueue, FqStats, Invalidation};
-use super::iova::IovaDomain;
+use super::iova::{IovaDomain, IovaRules};
 use super::{IommuError, IommuIotlbGather, Prot};
 use crate::arch::ArchDma;
 use crate::device::Device;
 use crate::dma::sync_policy::{SyncPaths, SyncPolicy};
 use crate::dma::{DmaError, DmaMapOps};
-use crate::hw::{DeviceHw, Hw, SwCost, SwKey};
+use crate::hw::{Counter, DeviceHw, Hw, SwCost, SwKey};
 use crate::scatterlist::SgTable;
 use crate::types::{DmaAddr, DmaAttrs, DmaDirection, IovaAddr, PhysAddr};
 
 /// `dma_get_max_seg_size()` for a device without `dma_parms`.
 pub const DEFAULT_MAX_SEG_SIZE: u64 = 64 << 10;
+
+/// Which lookups `iommu_dma_unmap_page()` makes — the `unmap_lookup` policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnmapLookup {
+    /// 5.10: `iommu_dma_sync_single_for_cpu` looks up a non-coherent device's buffer (unless
+    /// `DMA_ATTR_SKIP_CPU_SYNC`) and uses the answer unchecked; then `__iommu_dma_unmap`.
+    Linux5_10,
+    /// 5.11–5.14: that sync, then `__iommu_dma_unmap_swiotlb` looks up again for every device
+    /// and WARNs and returns when nothing is mapped.
+    Linux5_11,
+    /// 5.15 ("iommu/dma: Fold _swiotlb helpers into callers") to 7.1: one lookup for every
+    /// device, the same WARN and return, and the sync from that address.
+    Linux5_15,
+}
+
+impl crate::types::Choice for UnmapLookup {
+    const ALL: &'static [Self] = &[
+        UnmapLookup::Linux5_10,
+        UnmapLookup::Linux5_11,
+        UnmapLookup::Linux5_15,
+    ];
+    fn name(self) -> &'static str {
+        match self {
+            UnmapLookup::Linux5_10 => "5.10",
+            UnmapLookup::Linux5_11 => "5.11",
+            UnmapLookup::Linux5_15 => "5.15",
+        }
+    }
+}
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Costs {
@@ -71,6 +108,7 @@ pub struct IommuDma {
     /// DMA-API misuse and unexpected failures, as the kernel would WARN them.
     pub warnings: Vec<String>,
     invalidation: Invalidation,
+    unmap_lookup: UnmapLookup,
     /// The cookie's flush queue; present once the domain has been made lazy.
     fq: Option<FlushQueue>,
     costs: Costs,
@@ -110,6 +148,7 @@ impl IommuDma {
             cpu: 0,
             warnings: Vec::new(),
             invalidation: Invalidation::Strict,
+            unmap_lookup: UnmapLookup::Linux5_15,
             fq: None,
             costs: Costs {
                 map: hw.sw_cost(SwKey::IommuDmaMap),
@@ -134,6 +173,14 @@ impl IommuDma {
 
     pub fn invalidation(&self) -> Invalidation {
         self.invalidation
+    }
+
+    /// The release's IOVA allocator rules and `unmap_page` lookups, chosen once at setup (a
+    /// new domain starts with the newest of both).
+    pub fn with_release_rules(mut self, iova: IovaRules, unmap_lookup: UnmapLookup) -> IommuDma {
+        self.iovad = self.iovad.with_rules(iova);
+        self.unmap_lookup = unmap_lookup;
+        self
     }
 
     /// The flush queue, if the domain has been lazy.
@@ -175,6 +222,11 @@ impl IommuDma {
         let pfn = self
             .iovad
             .alloc_iova_fast(hw, self.cpu, size >> shift, limit >> shift, true)?;
+        if pfn == 0 {
+            return Err(IommuError::IovaZero {
+                pages: size >> shift,
+            });
+        }
         Ok(pfn << shift)
     }
 
@@ -204,12 +256,18 @@ impl IommuDma {
             .iommu_unmap_fast(hw, IovaAddr(start), size, &mut gather)
         {
             Ok(n) if n == size => {}
-            Ok(n) => self.warnings.push(format!(
-                "unmap of {start:#x}+{size:#x} removed only {n:#x} bytes"
-            )),
-            Err(e) => self
-                .warnings
-                .push(format!("unmap of {start:#x}+{size:#x}: {e}")),
+            // WARN_ON(unmapped != size), and on to free the IOVA all the same.
+            Ok(n) => {
+                hw.count(Counter::Warn, 1);
+                self.warnings.push(format!(
+                    "unmap of {start:#x}+{size:#x} removed only {n:#x} bytes"
+                ))
+            }
+            Err(e) => {
+                hw.count(Counter::Warn, 1);
+                self.warnings
+                    .push(format!("unmap of {start:#x}+{size:#x}: {e}"))
+            }
         }
         let shift = self.iovad.shift();
         if gather.queued {
@@ -404,12 +462,29 @@ impl DmaMapOps for IommuDma {
         self.fq_timer(hw);
         hw.enter("iommu_dma_unmap_page");
         hw.sw(self.costs.unmap);
-        if !dev.is_dma_coherent() && !attrs.contains(DmaAttrs::SKIP_CPU_SYNC) {
-            match self.domain.iova_to_phys(hw, IovaAddr(addr.0)) {
+        let sync = !dev.is_dma_coherent() && !attrs.contains(DmaAttrs::SKIP_CPU_SYNC);
+        let iova = IovaAddr(addr.0);
+        // 5.10 and 5.11's iommu_dma_sync_single_for_cpu(): its own lookup, unchecked.
+        if sync && self.unmap_lookup != UnmapLookup::Linux5_15 {
+            match self.domain.iova_to_phys(hw, iova) {
                 Some(phys) => self.for_cpu(hw, self.sync.single, phys, size, dir),
-                None => self
-                    .warnings
-                    .push(format!("unmap_page of {addr}, which is not mapped")),
+                None => self.warnings.push(format!(
+                    "unmap_page of {addr}, which is not mapped: the sync is given physical address 0"
+                )),
+            }
+        }
+        if self.unmap_lookup != UnmapLookup::Linux5_10 {
+            let Some(phys) = self.domain.iova_to_phys(hw, iova) else {
+                // if (WARN_ON(!phys)) return;
+                hw.count(Counter::Warn, 1);
+                self.warnings.push(format!(
+                    "unmap_page of {addr}, which is not mapped: nothing unmapped"
+                ));
+                hw.leave();
+                return;
+            };
+            if sync && self.unmap_lookup == UnmapLookup::Linux5_15 {
+                self.for_cpu(hw, self.sync.single, phys, size, dir);
             }
         }
         self.iommu_dma_unmap(hw, addr.0, size);
@@ -755,6 +830,53 @@ mod tests {
         assert_eq!(d.domain.pgtable.walk(base + 0x10000), None);
     }
 
+    /// A 5 GiB list of 1, 2 and 2 GiB entries: under a 32-bit boundary (up to 5.9, or any
+    /// PCI device) the last entry would straddle 4 GiB, so the one before it is padded by
+    /// 1 GiB and the list takes 6 GiB of IOVA; from 5.10 a device with no boundary of its
+    /// own gets ULONG_MAX and the list is laid out back to back. (A list of at most 4 GiB
+    /// never differs: its IOVA range is aligned to its size, so no entry but the first can
+    /// start on a 4 GiB boundary.)
+    #[test]
+    fn the_default_segment_boundary_pads_a_list_across_4g_only_before_5_10() {
+        use crate::device::SegBoundary;
+        let gib = 1u64 << 30;
+        for (rule, third_at, mapped) in [
+            (SegBoundary::Bits32, 4 * gib, 6 * gib),
+            (SegBoundary::UlongMax, 3 * gib, 5 * gib),
+        ] {
+            let mut r = Recorder::new(64);
+            let mut d = iommu_dma(&mut r, false);
+            let dev = Device::new("d", true, 36).with_default_seg_boundary(rule);
+            let mut sgt = SgTable {
+                entries: vec![
+                    entry(0x10_0000_0000, 0, gib as u32),
+                    entry(0x20_0000_0000, 0, (2 * gib) as u32),
+                    entry(0x30_0000_0000, 0, (2 * gib) as u32),
+                ],
+                nents: 0,
+            };
+            let dir = DmaDirection::ToDevice;
+            // The entries exceed max_seg_size, so `max_len - cur_len` wraps (unsigned int) and
+            // the first two merge; the third starts a segment either way: at the 4 GiB
+            // boundary, or because 3 GiB + 2 GiB does not fit the wrapped room.
+            assert_eq!(d.map_sg(&mut r, &dev, &mut sgt, dir, DmaAttrs::NONE), Ok(2));
+            let base = sgt.entries[0].dma_address.0;
+            assert_eq!(base % (8 * gib), 0, "{rule:?}: aligned to the range's size");
+            assert_eq!(u64::from(sgt.entries[0].dma_length), 3 * gib);
+            assert_eq!(sgt.entries[1].dma_address.0, base + third_at, "{rule:?}");
+            assert_eq!(u64::from(sgt.entries[1].dma_length), 2 * gib);
+            let (lo, hi) = d.iovad.ranges().next().unwrap();
+            assert_eq!((hi - lo + 1) << 12, mapped, "{rule:?}");
+            // The pad is mapped too: the second entry's mapping runs on past its 2 GiB.
+            let past = d.domain.iova_to_phys(&mut r, IovaAddr(base + 3 * gib));
+            let want = (rule == SegBoundary::Bits32).then_some(PhysAddr(0x20_8000_0000));
+            assert_eq!(past, want.or(Some(PhysAddr(0x30_0000_0000))), "{rule:?}");
+            d.unmap_sg(&mut r, &dev, &mut sgt, dir, DmaAttrs::NONE);
+            assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+            assert_eq!(d.domain.iova_to_phys(&mut r, IovaAddr(base)), None);
+        }
+    }
+
     #[test]
     fn segments_stop_at_max_seg_size() {
         let mut r = Recorder::new(64);
@@ -862,6 +984,100 @@ mod tests {
                 "{kind:?}"
             );
         }
+    }
+
+    /// One map_page + unmap_page of a 4 KiB FROM_DEVICE buffer, then an unmap_page of the
+    /// same (now unmapped) address, on the Recorder: per unmap_page, (lookups, WARNs, unmap
+    /// calls into the page table, IOVA frees, lines invalidated).
+    fn unmap_page_counts(rel: UnmapLookup, coherent: bool) -> [[u64; 5]; 2] {
+        let mut r = Recorder::new(64);
+        let mut d = iommu_dma(&mut r, false)
+            .with_release_rules(crate::iommu::iova::IovaRelease::Linux6_2.rules(), rel);
+        let dev = Device::new("d", coherent, 36);
+        let dir = DmaDirection::FromDevice;
+        let a = d
+            .map_page(
+                &mut r,
+                &dev,
+                PhysAddr(0x8000_0000),
+                4096,
+                dir,
+                DmaAttrs::NONE,
+            )
+            .unwrap();
+        let mut out = [[0; 5]; 2];
+        for o in &mut out {
+            r.reset();
+            d.unmap_page(&mut r, &dev, a, 4096, dir, DmaAttrs::NONE);
+            *o = [
+                r.count_of(Counter::IovaToPhys),
+                r.count_of(Counter::Warn),
+                r.count_of(Counter::PgtableUnmapCall),
+                r.count_of(Counter::IovaFree),
+                r.lines(CacheOp::Inval),
+            ];
+        }
+        out
+    }
+
+    /// 5.10 looks up only for a non-coherent device's sync; 5.11–5.14 add a lookup for every
+    /// device, which refuses (WARN, nothing unmapped or freed) an address nothing maps; 5.15
+    /// on makes that one lookup serve the sync too. 5.10 goes on to unmap the hole: the page
+    /// table's WARN and `__iommu_dma_unmap`'s, then an IOVA free the model refuses (the
+    /// kernel's `free_iova_fast` would cache the pfn a second time).
+    #[test]
+    fn unmap_page_looks_up_the_address_as_each_release_does() {
+        use UnmapLookup::*;
+        for (rel, coherent, mapped, hole) in [
+            (Linux5_10, false, [1, 0, 1, 1, 64], [1, 2, 1, 0, 0]),
+            (Linux5_10, true, [0, 0, 1, 1, 0], [0, 2, 1, 0, 0]),
+            (Linux5_11, false, [2, 0, 1, 1, 64], [2, 1, 0, 0, 0]),
+            (Linux5_11, true, [1, 0, 1, 1, 0], [1, 1, 0, 0, 0]),
+            (Linux5_15, false, [1, 0, 1, 1, 64], [1, 1, 0, 0, 0]),
+            (Linux5_15, true, [1, 0, 1, 1, 0], [1, 1, 0, 0, 0]),
+        ] {
+            let got = unmap_page_counts(rel, coherent);
+            assert_eq!(got, [mapped, hole], "{rel:?}, coherent {coherent}");
+        }
+    }
+
+    /// Each lookup is a walk of the table charged at `arm_lpae_iova_to_phys`: a coherent
+    /// device's unmap_page pays one from 5.11, none in 5.10.
+    #[test]
+    fn each_lookup_charges_one_table_walk() {
+        use crate::hw::model::{Model, ModelParams};
+        use UnmapLookup::*;
+        let mut spent = Vec::new();
+        for rel in [Linux5_10, Linux5_11, Linux5_15] {
+            let mut p = ModelParams::default();
+            p.sw.insert("arm_lpae_iova_to_phys".into(), 40_000);
+            let mut m = Model::new(p);
+            let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
+            let t = ArmLpaeIoPgtable::new(&mut m, IoPgtableCfg::new(4096, 36), mem, None).unwrap();
+            let ops = Box::new(ArmSmmuDomain::new(&m, 1, Box::new(ByAsid)));
+            let dom = IommuDomain::new(&m, t, ops, Box::new(UnmapPages));
+            let arch = Box::new(Arm64::new(DirRules::Since5_19));
+            let mut d = IommuDma::new(&m, dom, 1, arch, SyncKind::PerEntry)
+                .unwrap()
+                .with_release_rules(crate::iommu::iova::IovaRelease::Linux6_2.rules(), rel);
+            let dev = Device::new("d", true, 36);
+            let dir = DmaDirection::ToDevice;
+            let a = d
+                .map_page(
+                    &mut m,
+                    &dev,
+                    PhysAddr(0x8000_0000),
+                    4096,
+                    dir,
+                    DmaAttrs::NONE,
+                )
+                .unwrap();
+            let t0 = m.ledger.total_ps();
+            d.unmap_page(&mut m, &dev, a, 4096, dir, DmaAttrs::NONE);
+            spent.push(m.ledger.total_ps() - t0);
+        }
+        assert_eq!(spent[1] - spent[0], 40_000);
+        assert_eq!(spent[2], spent[1]);
     }
 
     #[test]

@@ -12,20 +12,42 @@
 //! aligns the range to its size rounded up to a power of two and walks the tree downwards from the
 //! cached node (the last allocation, or the node above the last free above it) to the first gap
 //! that fits below the limit; if that fails and the walk did not start at the limit, it retries
-//! once over the space above where it started, as 5.11+ does. `alloc_iova_fast` rounds sizes
+//! once over the space above where it started (from 5.11). `alloc_iova_fast` rounds sizes
 //! below 32 granules up to a power of two and serves sizes of up to 2^5 granules
 //! (`IOVA_RANGE_CACHE_MAX_SIZE` orders) from the per-CPU magazines first; `free_iova_fast` puts
 //! them back there, so a hot map/unmap loop rarely touches the tree. On exhaustion the fast path
-//! flushes every cached IOVA back to the tree and tries once more.
+//! flushes the cached IOVAs back to the tree (5.10: the per-CPU magazines only) and tries once
+//! more.
 //!
-//! Releases, mixed today: the range cache is 5.11–5.19's (`IOVA_MAG_SIZE` 128, a depot of at
-//! most `MAX_GLOBAL_MAGS` 32 magazines, full magazines beyond that freed back to the tree); the
-//! retry in `__alloc_and_insert_iova_range` is 6.2's (`retry_pfn = pfn_hi`, restarting from
-//! `iova_find_limit`). Not modelled yet, so every release runs this one (issue #8 item 7):
-//! 127-entry magazines from 6.0, the unbounded depot trimmed by delayed work from 6.5, no retry
-//! in 5.10, and `retry_pfn = pfn_hi + 1` (wrapping to 0 at the anchor) from 5.11 to 6.1.
+//! Releases: each behaviour that changed between 5.10 and 6.2 is a release rule ([`IovaRules`],
+//! chosen once at setup from the `iova` policy's [`IovaRelease`]); [`IovaDomain::new`] starts
+//! with the newest rules. Read from the sources of each release:
+//! - 5.10: no retry — one walk down from the cached node, and it may continue below `start_pfn`
+//!   (its loop does not test the low bound); on exhaustion `alloc_iova_fast` frees the per-CPU
+//!   magazines only, not the depot.
+//! - 5.11 (4e89dce72521, "Retry from last rb tree node if iova search fails"): when the walk
+//!   fails below the cached node, one more walk from the top over the space above it, starting
+//!   at the anchor, with `retry_pfn = pfn_hi + 1` — which wraps to 0 when the cached node is the
+//!   anchor, so an exhausted domain is walked twice and the second walk may hand out pfns below
+//!   `start_pfn` (pfn 0, which iommu-dma takes for a failure and never frees). The exhaustion
+//!   flush frees the depot too (`free_global_cached_iovas`).
+//! - 5.13 (371d7955e310, "Improve restart logic"): the retry starts at `iova_find_limit()`
+//!   instead of the anchor, so it no longer walks every node above a 32-bit limit.
+//! - 5.18 ("Improve 32-bit free space estimate"): any free below 4 GiB resets
+//!   `max32_alloc_size`; before, only a free that also moved `cached32_node` did.
+//! - 6.0 (b4c9bf178ace): `IOVA_MAG_SIZE` 127, so that a magazine (its count and pfns) fills
+//!   a 1 KiB slab object instead of spilling into a 2 KiB one.
+//! - 6.2 ("Fix alloc iova overflows issue", Fixes: 4e89dce72521): `retry_pfn = pfn_hi` and
+//!   `low_pfn = retry_pfn + 1`: no retry at all when the walk already started at the anchor.
 //!
-//! Invariants: allocated ranges never overlap and lie in `[start_pfn, limit]`; a cached pfn is
+//! Not modelled: 6.7's unbounded depot trimmed by delayed work (every release here keeps at
+//! most `MAX_GLOBAL_MAGS` magazines and frees the rest to the tree, as 5.10–6.6 do), and the
+//! allocators before 5.10 (releases before 5.10 run 5.10's rules). The tree is an ordered map
+//! standing in for the rbtree: the walks' node visits are exact, but `iova_find_limit`'s
+//! descent from the root has no rbtree shape to count, so it is charged as one step.
+//!
+//! Invariants: allocated ranges never overlap and lie in `[start_pfn, limit]`, except what the
+//! wrapped retry of 5.11–6.1 hands out below `start_pfn`; a cached pfn is
 //! still allocated in the tree (the cache only defers the free); the anchor is never allocated
 //! or freed.
 
@@ -33,7 +55,7 @@ use super::IommuError;
 use crate::hw::{Counter, Hw, SwCost, SwKey};
 use std::collections::BTreeMap;
 
-/// pfns per magazine.
+/// pfns per magazine up to 5.19; 127 from 6.0 ([`IovaRules::mag_size`]).
 pub const IOVA_MAG_SIZE: usize = 128;
 /// Orders cached: sizes of 2^0 .. 2^(IOVA_RANGE_CACHE_MAX_SIZE - 1) granules.
 pub const IOVA_RANGE_CACHE_MAX_SIZE: u32 = 6;
@@ -41,6 +63,84 @@ pub const IOVA_RANGE_CACHE_MAX_SIZE: u32 = 6;
 pub const MAX_GLOBAL_MAGS: usize = 32;
 /// The anchor node's pfn (`IOVA_ANCHOR`).
 const IOVA_ANCHOR: u64 = u64::MAX;
+
+/// Where `__alloc_and_insert_iova_range()`'s second walk starts, and from which pfn up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IovaRetry {
+    /// 5.10: no second walk.
+    None,
+    /// 5.11–5.12: `retry_pfn = pfn_hi + 1` (wrapping to 0 at the anchor), restart at the anchor.
+    WrapFromAnchor,
+    /// 5.13–6.1: `retry_pfn = pfn_hi + 1` (wrapping), restart at `iova_find_limit()`.
+    WrapFromLimit,
+    /// 6.2: `retry_pfn = pfn_hi`, `low_pfn = retry_pfn + 1`, restart at `iova_find_limit()`.
+    FromLimit,
+}
+
+/// The allocator's behaviour in one release (see the module header for the sources).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IovaRules {
+    /// `IOVA_MAG_SIZE`.
+    pub mag_size: usize,
+    pub retry: IovaRetry,
+    /// The exhaustion flush of `alloc_iova_fast` also empties the depot
+    /// (`free_global_cached_iovas`, 5.11).
+    pub flush_depot: bool,
+    /// Any free below 4 GiB resets `max32_alloc_size` (5.18); before, only one that moved
+    /// `cached32_node`.
+    pub max32_reset_on_free_below_4g: bool,
+}
+
+/// The `iova` policy: which release's allocator rules run, named by the release that
+/// introduced them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum IovaRelease {
+    Linux5_10,
+    Linux5_11,
+    Linux5_13,
+    Linux5_18,
+    Linux6_0,
+    Linux6_2,
+}
+
+impl IovaRelease {
+    /// The rules a release runs.
+    pub fn rules(self) -> IovaRules {
+        use IovaRelease::*;
+        IovaRules {
+            mag_size: if self >= Linux6_0 { 127 } else { IOVA_MAG_SIZE },
+            retry: match self {
+                Linux5_10 => IovaRetry::None,
+                Linux5_11 => IovaRetry::WrapFromAnchor,
+                Linux5_13 | Linux5_18 | Linux6_0 => IovaRetry::WrapFromLimit,
+                Linux6_2 => IovaRetry::FromLimit,
+            },
+            flush_depot: self >= Linux5_11,
+            max32_reset_on_free_below_4g: self >= Linux5_18,
+        }
+    }
+}
+
+impl crate::types::Choice for IovaRelease {
+    const ALL: &'static [Self] = &[
+        IovaRelease::Linux5_10,
+        IovaRelease::Linux5_11,
+        IovaRelease::Linux5_13,
+        IovaRelease::Linux5_18,
+        IovaRelease::Linux6_0,
+        IovaRelease::Linux6_2,
+    ];
+    fn name(self) -> &'static str {
+        match self {
+            IovaRelease::Linux5_10 => "5.10",
+            IovaRelease::Linux5_11 => "5.11",
+            IovaRelease::Linux5_13 => "5.13",
+            IovaRelease::Linux5_18 => "5.18",
+            IovaRelease::Linux6_0 => "6.0",
+            IovaRelease::Linux6_2 => "6.2",
+        }
+    }
+}
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Costs {
@@ -74,7 +174,13 @@ pub struct IovaStats {
     pub rcache_misses: u64,
     pub tree_allocs: u64,
     pub tree_frees: u64,
+    /// Nodes visited by the allocation walks (`__alloc_and_insert_iova_range`'s loop), each
+    /// charged one `iova_rbtree_step`.
     pub tree_steps: u64,
+    /// Second walks (the retry over the space above the cached node).
+    pub retries: u64,
+    /// `iova_find_limit()` descents from the root (a limit at or below 4 GiB), one step each.
+    pub find_limit_descents: u64,
     pub rcache_flushes: u64,
 }
 
@@ -91,6 +197,7 @@ pub struct IovaDomain {
     cached32_node: u64,
     max32_alloc_size: u64,
     rcaches: Vec<IovaRcache>,
+    rules: IovaRules,
     costs: Costs,
     pub stats: IovaStats,
 }
@@ -105,8 +212,9 @@ fn order_base_2(n: u64) -> u32 {
 }
 
 impl IovaDomain {
-    /// `init_iova_domain()` plus `iova_domain_init_rcaches()` for `ncpus` CPUs. `granule` is the
-    /// IOMMU page size; `start_pfn` the lowest allocatable pfn (the kernel keeps pfn 0 out).
+    /// `init_iova_domain()` plus `iova_domain_init_rcaches()` for `ncpus` CPUs, under the newest
+    /// modelled rules ([`IovaDomain::with_rules`] picks a release's). `granule` is the IOMMU page
+    /// size; `start_pfn` the lowest allocatable pfn (the kernel keeps pfn 0 out).
     pub fn new(
         hw: &dyn Hw,
         granule: u64,
@@ -133,6 +241,7 @@ impl IovaDomain {
                     cpus: vec![CpuRcache::default(); ncpus],
                 })
                 .collect(),
+            rules: IovaRelease::Linux6_2.rules(),
             costs: Costs {
                 hit: hw.sw_cost(SwKey::IovaRcacheHit),
                 miss: hw.sw_cost(SwKey::IovaRcacheMiss),
@@ -144,6 +253,17 @@ impl IovaDomain {
             },
             stats: IovaStats::default(),
         })
+    }
+
+    /// The same empty domain under a release's rules (chosen once, at setup).
+    pub fn with_rules(mut self, rules: IovaRules) -> IovaDomain {
+        debug_assert!(self.tree.len() == 1, "rules change on a domain in use");
+        self.rules = rules;
+        self
+    }
+
+    pub fn rules(&self) -> IovaRules {
+        self.rules
     }
 
     pub fn granule(&self) -> u64 {
@@ -198,11 +318,15 @@ impl IovaDomain {
         }
     }
 
-    /// `iova_find_limit()`: the lowest node at or above `limit_pfn`.
-    fn find_limit(&self, limit_pfn: u64) -> u64 {
+    /// `iova_find_limit()`: the node holding `limit_pfn`, else the lowest one above it. Above
+    /// 4 GiB the kernel does not search and starts at the anchor; below, it descends from the
+    /// root, charged as one step (see the module header).
+    fn find_limit(&mut self, hw: &mut dyn Hw, limit_pfn: u64) -> u64 {
         if limit_pfn > self.dma_32bit_pfn {
             return IOVA_ANCHOR;
         }
+        hw.sw(self.costs.step);
+        self.stats.find_limit_descents += 1;
         if let Some((&lo, _)) = self
             .tree
             .range(..limit_pfn)
@@ -217,7 +341,8 @@ impl IovaDomain {
             .map_or(IOVA_ANCHOR, |(&k, _)| k)
     }
 
-    /// `__alloc_and_insert_iova_range()`. `limit_pfn` is exclusive.
+    /// `__alloc_and_insert_iova_range()` under the domain's rules. `limit_pfn` is exclusive.
+    /// Every node the walks visit is counted and charged one step.
     fn alloc_and_insert(
         &mut self,
         hw: &mut dyn Hw,
@@ -233,30 +358,54 @@ impl IovaDomain {
         if limit_pfn <= self.dma_32bit_pfn && size >= self.max32_alloc_size {
             return None;
         }
+        let retry = self.rules.retry;
+        // 5.10's loop does not test the low bound: it walks on below start_pfn while the gap
+        // test fails, and only the final check refuses.
+        let loop_tests_low = retry != IovaRetry::None;
         let mut high_pfn = limit_pfn;
         let mut low_pfn = self.start_pfn;
-        let mut curr = Some(self.get_cached_node(limit_pfn));
-        let retry_pfn = curr.map_or(IOVA_ANCHOR, |k| self.tree[&k]);
+        let mut curr = self.get_cached_node(limit_pfn);
+        let cached_hi = self.tree[&curr];
+        // The pfn above which the second walk looks: the cached node's end, plus one in the
+        // releases that add it here (5.11–6.1), where the anchor's ~0 wraps to 0.
+        let retry_pfn = match retry {
+            IovaRetry::FromLimit => cached_hi,
+            _ => cached_hi.wrapping_add(1),
+        };
         loop {
             let mut new_pfn;
             loop {
                 hw.sw(self.costs.step);
                 self.stats.tree_steps += 1;
-                let c = curr.unwrap_or(IOVA_ANCHOR);
-                high_pfn = high_pfn.min(c);
+                high_pfn = high_pfn.min(curr);
                 new_pfn = high_pfn.wrapping_sub(size) & align_mask;
-                curr = self.tree.range(..c).next_back().map(|(&k, _)| k);
-                match curr {
-                    Some(p) if new_pfn <= self.tree[&p] && new_pfn >= low_pfn => continue,
+                let prev = self.tree.range(..curr).next_back().map(|(&k, &hi)| (k, hi));
+                match prev {
+                    Some((p, hi)) if new_pfn <= hi && (!loop_tests_low || new_pfn >= low_pfn) => {
+                        curr = p;
+                    }
                     _ => break,
                 }
             }
             if high_pfn < size || new_pfn < low_pfn {
                 if low_pfn == self.start_pfn && retry_pfn < limit_pfn {
-                    high_pfn = limit_pfn;
-                    low_pfn = retry_pfn + 1;
-                    curr = Some(self.find_limit(limit_pfn));
-                    continue;
+                    let (low, restart) = match retry {
+                        IovaRetry::None => (None, IOVA_ANCHOR),
+                        IovaRetry::WrapFromAnchor => (Some(retry_pfn), IOVA_ANCHOR),
+                        IovaRetry::WrapFromLimit => {
+                            (Some(retry_pfn), self.find_limit(hw, limit_pfn))
+                        }
+                        IovaRetry::FromLimit => {
+                            (Some(retry_pfn + 1), self.find_limit(hw, limit_pfn))
+                        }
+                    };
+                    if let Some(low) = low {
+                        self.stats.retries += 1;
+                        high_pfn = limit_pfn;
+                        low_pfn = low;
+                        curr = restart;
+                        continue;
+                    }
                 }
                 self.max32_alloc_size = size;
                 return None;
@@ -321,10 +470,17 @@ impl IovaDomain {
                 .next()
                 .map_or(IOVA_ANCHOR, |(&k, _)| k)
         };
-        if self.cached32_node == lo || (hi < self.dma_32bit_pfn && lo >= self.cached32_node) {
+        let moves_cached32 =
+            self.cached32_node == lo || (hi < self.dma_32bit_pfn && lo >= self.cached32_node);
+        if moves_cached32 {
             self.cached32_node = next();
         }
-        if lo < self.dma_32bit_pfn {
+        let resets_max32 = if self.rules.max32_reset_on_free_below_4g {
+            lo < self.dma_32bit_pfn
+        } else {
+            moves_cached32
+        };
+        if resets_max32 {
             self.max32_alloc_size = self.dma_32bit_pfn;
         }
         if lo >= self.cached_node {
@@ -365,7 +521,11 @@ impl IovaDomain {
             None => {
                 let mut r = self.alloc_iova(hw, size, limit_pfn, true);
                 if r.is_err() && flush_rcache {
-                    self.flush_rcaches(hw);
+                    if self.rules.flush_depot {
+                        self.flush_rcaches(hw);
+                    } else {
+                        self.flush_cpu_rcaches(hw);
+                    }
                     r = self.alloc_iova(hw, size, limit_pfn, true);
                 }
                 r
@@ -476,13 +636,14 @@ impl IovaDomain {
         hw.sw(self.costs.insert);
         let rc = &mut self.rcaches[order];
         let c = &mut rc.cpus[cpu];
+        let mag = self.rules.mag_size;
         let mut to_free = None;
-        if c.loaded.len() >= IOVA_MAG_SIZE {
-            if c.prev.len() < IOVA_MAG_SIZE {
+        if c.loaded.len() >= mag {
+            if c.prev.len() < mag {
                 std::mem::swap(&mut c.loaded, &mut c.prev);
             } else {
                 hw.sw(self.costs.depot);
-                let full = std::mem::replace(&mut c.loaded, Vec::with_capacity(IOVA_MAG_SIZE));
+                let full = std::mem::replace(&mut c.loaded, Vec::with_capacity(mag));
                 if rc.depot.len() < MAX_GLOBAL_MAGS {
                     rc.depot.push(full);
                 } else {
@@ -501,6 +662,16 @@ impl IovaDomain {
 
     /// `free_cpu_cached_iovas()` for every CPU and `free_global_cached_iovas()`.
     pub fn flush_rcaches(&mut self, hw: &mut dyn Hw) {
+        self.flush(hw, true);
+    }
+
+    /// `free_cpu_cached_iovas()` for every CPU alone: 5.10's exhaustion flush, which leaves
+    /// the depot's magazines where they are.
+    pub fn flush_cpu_rcaches(&mut self, hw: &mut dyn Hw) {
+        self.flush(hw, false);
+    }
+
+    fn flush(&mut self, hw: &mut dyn Hw, depot: bool) {
         self.stats.rcache_flushes += 1;
         let mut pfns = Vec::new();
         for rc in &mut self.rcaches {
@@ -508,8 +679,10 @@ impl IovaDomain {
                 pfns.append(&mut c.loaded);
                 pfns.append(&mut c.prev);
             }
-            for mut m in rc.depot.drain(..) {
-                pfns.append(&mut m);
+            if depot {
+                for mut m in rc.depot.drain(..) {
+                    pfns.append(&mut m);
+                }
             }
         }
         for p in pfns {
@@ -561,24 +734,153 @@ mod tests {
         assert_eq!(d.free_iova(&mut r, 100), Err(IommuError::IovaBadFree(100)));
     }
 
+    fn dom_of(r: &Recorder, start_pfn: u64, ncpus: usize, release: IovaRelease) -> IovaDomain {
+        IovaDomain::new(r, 4096, start_pfn, ncpus)
+            .unwrap()
+            .with_rules(release.rules())
+    }
+
+    use IovaRelease::*;
+
     #[test]
     fn retry_finds_space_above_the_cached_node() {
+        for rel in [
+            Linux5_10, Linux5_11, Linux5_13, Linux5_18, Linux6_0, Linux6_2,
+        ] {
+            let mut r = Recorder::new(64);
+            let mut d = dom_of(&r, 40, 1, rel);
+            assert_eq!(d.alloc_iova(&mut r, 2, 63, true), Ok(62));
+            // Aligned to 8 below 62: 48..=55, leaving 56..=61 free above the cached node.
+            assert_eq!(d.alloc_iova(&mut r, 8, 63, true), Ok(48));
+            assert_eq!(d.alloc_iova(&mut r, 4, 63, true), Ok(44));
+            assert_eq!(d.alloc_iova(&mut r, 4, 63, true), Ok(40));
+            // Nothing left below the cached node: from 5.11 the retry walks down from the
+            // limit; 5.10 has no retry.
+            let r5 = d.alloc_iova(&mut r, 4, 63, true);
+            if rel == Linux5_10 {
+                assert!(r5.is_err(), "{rel:?}");
+                continue;
+            }
+            assert_eq!(r5, Ok(56), "{rel:?}");
+            assert!(d.alloc_iova(&mut r, 4, 63, true).is_err());
+            // The failure recorded the size: a 32-bit request that large now fails at once.
+            let steps = d.stats.tree_steps;
+            assert!(d.alloc_iova(&mut r, 4, 63, true).is_err());
+            assert_eq!(d.stats.tree_steps, steps);
+            // Freeing 44 (not the cached node) resets that estimate only from 5.18.
+            d.free_iova(&mut r, 44).unwrap();
+            let again = d.alloc_iova(&mut r, 4, 63, true);
+            if rel >= Linux5_18 {
+                assert_eq!(again, Ok(44), "{rel:?}");
+            } else {
+                assert!(again.is_err(), "{rel:?}");
+                assert_eq!(
+                    d.stats.tree_steps, steps,
+                    "{rel:?}: refused before any walk"
+                );
+            }
+        }
+    }
+
+    /// pfns 1..=16 all allocated, then 16 freed: the 32-bit cached node is the anchor.
+    fn full_with_the_anchor_cached(rel: IovaRelease) -> (Recorder, IovaDomain) {
         let mut r = Recorder::new(64);
-        let mut d = IovaDomain::new(&r, 4096, 40, 1).unwrap();
-        assert_eq!(d.alloc_iova(&mut r, 2, 63, true), Ok(62));
-        // Aligned to 8 below 62: 48..=55, leaving 56..=61 free above the cached node.
-        assert_eq!(d.alloc_iova(&mut r, 8, 63, true), Ok(48));
-        assert_eq!(d.alloc_iova(&mut r, 4, 63, true), Ok(44));
-        assert_eq!(d.alloc_iova(&mut r, 4, 63, true), Ok(40));
-        // Nothing left below the cached node: the retry walks down from the limit.
-        assert_eq!(d.alloc_iova(&mut r, 4, 63, true), Ok(56));
-        assert!(d.alloc_iova(&mut r, 4, 63, true).is_err());
-        // The failure recorded the size: a 32-bit request that large now fails at once.
-        let steps = d.stats.tree_steps;
-        assert!(d.alloc_iova(&mut r, 4, 63, true).is_err());
-        assert_eq!(d.stats.tree_steps, steps);
-        d.free_iova(&mut r, 44).unwrap();
-        assert_eq!(d.alloc_iova(&mut r, 4, 63, true), Ok(44));
+        let mut d = dom_of(&r, 1, 1, rel);
+        for _ in 0..16 {
+            d.alloc_iova(&mut r, 1, 16, true).unwrap();
+        }
+        d.free_iova(&mut r, 16).unwrap();
+        d.stats = IovaStats::default();
+        (r, d)
+    }
+
+    /// An exhausted domain whose walk starts at the anchor: 5.11–6.1's `retry_pfn` wraps to 0,
+    /// so the whole tree is walked a second time (14 + 16 node visits, not 14); 5.10 walks
+    /// on below start_pfn instead (16 visits); 6.2 does not retry.
+    #[test]
+    fn exhaustion_from_the_anchor_walks_twice_from_5_11_to_6_1() {
+        for (rel, steps, retries, descents) in [
+            (Linux5_10, 16, 0, 0),
+            (Linux5_11, 30, 1, 0),
+            (Linux5_13, 30, 1, 1),
+            (Linux6_0, 30, 1, 1),
+            (Linux6_2, 14, 0, 0),
+        ] {
+            let (mut r, mut d) = full_with_the_anchor_cached(rel);
+            assert!(d.alloc_iova(&mut r, 2, 16, true).is_err(), "{rel:?}");
+            assert_eq!(
+                (
+                    d.stats.tree_steps,
+                    d.stats.retries,
+                    d.stats.find_limit_descents
+                ),
+                (steps, retries, descents),
+                "{rel:?}"
+            );
+        }
+    }
+
+    /// The same state, one granule below the freed top: the wrapped retry's low bound of 0
+    /// lets the second walk hand out pfn 0, below start_pfn (the bug 6.2 fixed).
+    #[test]
+    fn the_wrapped_retry_hands_out_pfn_0() {
+        for (rel, got, steps) in [
+            (Linux5_10, None, 16),
+            (Linux5_11, Some(0), 32),
+            (Linux5_13, Some(0), 32),
+            (Linux6_0, Some(0), 32),
+            (Linux6_2, None, 16),
+        ] {
+            let (mut r, mut d) = full_with_the_anchor_cached(rel);
+            assert_eq!(d.alloc_iova(&mut r, 1, 15, true).ok(), got, "{rel:?}");
+            assert_eq!(d.stats.tree_steps, steps, "{rel:?}");
+        }
+    }
+
+    /// A 32-bit retry with ten ranges above 4 GiB: 5.11/5.12 restart at the anchor and walk
+    /// past all ten; from 5.13 `iova_find_limit` starts at the lowest of them.
+    #[test]
+    fn the_retry_starts_at_iova_find_limit_from_5_13() {
+        let mut visits = Vec::new();
+        for rel in [Linux5_11, Linux5_13, Linux6_2] {
+            let mut r = Recorder::new(64);
+            let mut d = dom_of(&r, 40, 1, rel);
+            for _ in 0..10 {
+                d.alloc_iova(&mut r, 1, (1 << 24) - 1, true).unwrap();
+            }
+            for (size, at) in [(2, 62), (8, 48), (4, 44), (4, 40)] {
+                assert_eq!(d.alloc_iova(&mut r, size, 63, true), Ok(at));
+            }
+            d.stats = IovaStats::default();
+            assert_eq!(d.alloc_iova(&mut r, 4, 63, true), Ok(56), "{rel:?}");
+            assert_eq!(d.stats.retries, 1);
+            visits.push((d.stats.tree_steps, d.stats.find_limit_descents));
+        }
+        // First walk: 40 and nothing below it (1 visit). Retry from the anchor: the anchor,
+        // the ten high ranges, then 62 where 56 fits (12); from iova_find_limit: the lowest
+        // high range, then 62 (2), after one descent.
+        assert_eq!(visits, vec![(13, 0), (3, 1), (3, 1)]);
+    }
+
+    /// Each visit is charged one `iova_rbtree_step` on the model's clock, each descent one.
+    #[test]
+    fn every_visit_is_charged_one_step() {
+        use crate::hw::model::{Model, ModelParams};
+        for (rel, ps) in [(Linux6_2, 14_000), (Linux5_11, 30_000), (Linux5_13, 31_000)] {
+            let mut p = ModelParams::default();
+            p.sw.insert("iova_rbtree_step".into(), 1000);
+            let mut m = Model::new(p);
+            let mut d = IovaDomain::new(&m, 4096, 1, 1)
+                .unwrap()
+                .with_rules(rel.rules());
+            for _ in 0..16 {
+                d.alloc_iova(&mut m, 1, 16, true).unwrap();
+            }
+            d.free_iova(&mut m, 16).unwrap();
+            let t0 = m.ledger.total_ps();
+            assert!(d.alloc_iova(&mut m, 2, 16, true).is_err());
+            assert_eq!(m.ledger.total_ps() - t0, ps, "{rel:?}");
+        }
     }
 
     #[test]
@@ -604,26 +906,55 @@ mod tests {
         );
     }
 
+    /// 34 magazines (loaded, prev and a full depot of 32) fill, the next free sends one back to
+    /// the tree: 128 pfns each up to 5.19, 127 from 6.0.
     #[test]
     fn full_magazines_go_to_the_depot_then_back_to_the_tree() {
-        let (mut r, mut d) = dom();
-        let limit = (1u64 << 40 >> 12) - 1;
-        let n = IOVA_MAG_SIZE * (2 + MAX_GLOBAL_MAGS) + 5;
-        let pfns: Vec<u64> = (0..n)
-            .map(|_| d.alloc_iova_fast(&mut r, 0, 1, limit, true).unwrap())
-            .collect();
-        for &p in &pfns {
-            d.free_iova_fast(&mut r, 0, p, 1).unwrap();
+        for (rel, mag) in [(Linux5_18, 128usize), (Linux6_0, 127)] {
+            assert_eq!(rel.rules().mag_size, mag);
+            let mut r = Recorder::new(64);
+            let mut d = dom_of(&r, 1, 2, rel);
+            let limit = (1u64 << 40 >> 12) - 1;
+            let n = 128 * (2 + MAX_GLOBAL_MAGS) + 5;
+            let pfns: Vec<u64> = (0..n)
+                .map(|_| d.alloc_iova_fast(&mut r, 0, 1, limit, true).unwrap())
+                .collect();
+            for &p in &pfns {
+                d.free_iova_fast(&mut r, 0, p, 1).unwrap();
+            }
+            assert_eq!(d.stats.tree_frees, mag as u64, "{rel:?}");
+            assert_eq!(d.cached_pfns(), n - mag, "{rel:?}");
+            assert_eq!(d.ranges().count(), n - mag);
+            // Double free of a cached pfn is refused.
+            assert_eq!(
+                d.free_iova_fast(&mut r, 0, pfns[n - 1], 1),
+                Err(IommuError::IovaBadFree(pfns[n - 1]))
+            );
         }
-        // loaded, prev and 32 depot magazines hold (2 + 32) * 128; one magazine overflowed back.
-        assert_eq!(d.cached_pfns(), n - IOVA_MAG_SIZE);
-        assert_eq!(d.stats.tree_frees, IOVA_MAG_SIZE as u64);
-        assert_eq!(d.ranges().count(), n - IOVA_MAG_SIZE);
-        // Double free of a cached pfn is refused.
-        assert_eq!(
-            d.free_iova_fast(&mut r, 0, pfns[n - 1], 1),
-            Err(IommuError::IovaBadFree(pfns[n - 1]))
-        );
+    }
+
+    /// 400 singles cached on CPU 0 (two full magazines in the depot, 144 pfns in its own);
+    /// CPU 1's exhausted request flushes: 5.10 only the per-CPU magazines, 5.11 the depot too.
+    #[test]
+    fn the_exhaustion_flush_empties_the_depot_from_5_11() {
+        for (rel, freed, left) in [(Linux5_10, 144, 256), (Linux5_11, 400, 0)] {
+            let mut r = Recorder::new(64);
+            let mut d = dom_of(&r, 1, 2, rel);
+            let pfns: Vec<u64> = (0..400)
+                .map(|_| d.alloc_iova_fast(&mut r, 0, 1, 400, true).unwrap())
+                .collect();
+            for &p in &pfns {
+                d.free_iova_fast(&mut r, 0, p, 1).unwrap();
+            }
+            assert_eq!(d.cached_pfns(), 400);
+            assert!(
+                d.alloc_iova_fast(&mut r, 1, 2, 400, true).is_ok(),
+                "{rel:?}"
+            );
+            assert_eq!(d.stats.rcache_flushes, 1);
+            assert_eq!(d.stats.tree_frees, freed, "{rel:?}");
+            assert_eq!(d.cached_pfns(), left, "{rel:?}");
+        }
     }
 
     #[test]

@@ -72,6 +72,12 @@ pub enum IommuError {
     NoMem(#[from] PhysMemError),
     #[error("IOVA space exhausted: no free range of {pages} granules below pfn {limit_pfn:#x}")]
     IovaExhausted { pages: u64, limit_pfn: u64 },
+    /// 5.11–6.1: the wrapped retry handed out pfn 0, which iommu-dma takes for a failed
+    /// allocation (`if (!iova)`): the map fails and the range stays allocated.
+    #[error(
+        "the IOVA allocator handed out pfn 0 ({pages} granules), which iommu-dma takes for a failure; the range stays allocated"
+    )]
+    IovaZero { pages: u64 },
     #[error("no CPU {0} in this IOVA domain")]
     BadCpu(usize),
     #[error("free of IOVA pfn {0:#x} which is not allocated")]

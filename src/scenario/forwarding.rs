@@ -28,12 +28,12 @@
 
 use super::{Ctx, RunInfo, Scenario, Shared, Workload, progress};
 use crate::arch::x86::physaddr::PhysAddrKind;
-use crate::device::Device;
+use crate::device::{Device, PCI_SEG_BOUNDARY};
 use crate::drivers::ixgbe::IxgbeConfig;
 use crate::hw::Counter;
 use crate::hw::calls::{CallStat, StackRow, stack_rows};
 use crate::input::InputError;
-use crate::setup::{Machine, SetupError, setup_dma_ops};
+use crate::setup::{DeviceSetup, Machine, SetupError, setup_dma_ops};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -240,12 +240,26 @@ impl ForwardingResult {
     }
 }
 
+/// The scenario's device as the forwarding workload's NIC, a PCI function: `pci_device_add()`
+/// sets its segment boundary to 4 GiB in every release.
+pub fn nic(s: &Scenario) -> Device {
+    Device {
+        dma_parms_seg_boundary: Some(PCI_SEG_BOUNDARY),
+        ..s.device.clone()
+    }
+}
+
 /// Set up the machine and open the driver: swiotlb's pool below 4 GiB, the device's ops from
 /// setup, the rx ring filled (not counted).
 pub fn forwarder(s: &Scenario, f: &Forwarding) -> Result<Forwarder, SetupError> {
     let cfg = f.ixgbe(s.policies.phys_addr);
     let mut m = Machine::boot(&s.profile, Forwarder::memory(&cfg, s.swiotlb.size));
-    let api = setup_dma_ops(&mut m, &s.device_setup(), f.cpus)?;
+    let nic = nic(s);
+    let setup = DeviceSetup {
+        device: &nic,
+        ..s.device_setup()
+    };
+    let api = setup_dma_ops(&mut m, &setup, f.cpus)?;
     Forwarder::new(m, api, &cfg).map_err(|e| SetupError::Driver(e.to_string()))
 }
 

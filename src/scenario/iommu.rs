@@ -1237,8 +1237,9 @@ fn run_ops(
         })
         .sum();
     let mut d = new_domain(hw, s, cfg, mapped).map_err(|e| format!("domain: {e}"))?;
-    let mut iovad =
-        IovaDomain::new(hw, cfg.granule, 1, 1).map_err(|e| format!("IOVA domain: {e}"))?;
+    let mut iovad = IovaDomain::new(hw, cfg.granule, 1, 1)
+        .map_err(|e| format!("IOVA domain: {e}"))?
+        .with_rules(s.policies.iova.rules());
     let shift = cfg.granule.trailing_zeros();
     let limit_pfn = ((1u64 << cfg.ias) >> shift) - 1;
     for (i, o) in ops.iter().enumerate() {

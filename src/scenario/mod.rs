@@ -192,6 +192,22 @@ impl Workload {
     pub fn uses_swiotlb(&self) -> bool {
         matches!(self, Workload::Forwarding(_) | Workload::Bounce(_))
     }
+
+    /// Whether the device is a PCI function (the forwarding workload's NIC), whose bus sets
+    /// its segment boundary whatever the release.
+    pub fn pci_device(&self) -> bool {
+        matches!(self, Workload::Forwarding(_))
+    }
+
+    /// Whether the workload takes IOVAs from the allocator (behind an `[iommu]`): every DMA-API
+    /// workload through iommu-dma, an `iommu_ops` list with an `iova = "alloc"` map.
+    pub fn allocates_iovas(&self) -> bool {
+        match self {
+            Workload::IommuOps(o) => o.allocates_iovas(),
+            Workload::IommuSweep(_) => false,
+            _ => self.uses_dma_api(),
+        }
+    }
 }
 
 // Re-exported under their old paths: the kinds' types.
@@ -595,7 +611,9 @@ impl Scenario {
                     iommu.is_some(),
                     w.uses_swiotlb(),
                     w.uses_dma_api(),
-                ),
+                )
+                .with_pci_device(w.pci_device())
+                .with_iova_alloc(w.allocates_iovas()),
             ),
             profile,
             kernel,
@@ -631,6 +649,8 @@ impl Scenario {
             self.workload.uses_swiotlb(),
             self.workload.uses_dma_api(),
         )
+        .with_pci_device(self.workload.pci_device())
+        .with_iova_alloc(self.workload.allocates_iovas())
     }
 
     /// Run on another platform (`--platform`): presets follow the new hardware.
