@@ -283,5 +283,8 @@ size = "16K"
             ("12288", 1, 2),
         ]
     );
-    assert_eq!(r.ops[0].iova, 0x100_0800, "a refused map reports the IOVA it asked for");
+    assert_eq!(
+        r.ops[0].iova, 0x100_0800,
+        "a refused map reports the IOVA it asked for"
+    );
 }

@@ -1279,6 +1279,11 @@ fn run_ops(
                                 IovaSpec::Alloc => {
                                     let pfn =
                                         iovad.alloc_iova_fast(hw, 0, pages, limit_pfn, true)?;
+                                    // 0 is the allocator's failure value (5.11 to 6.1 can hand it
+                                    // out when the retry wraps): no IOVA; the range stays allocated.
+                                    if pfn == 0 {
+                                        return Err(IommuError::IovaZero { pages });
+                                    }
                                     (pfn << shift, true)
                                 }
                             };
