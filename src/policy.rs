@@ -73,10 +73,13 @@ impl KernelVersion {
         Ok(v)
     }
 
-    /// The oldest release that can run the modelled code for `arch` (arm64 was merged in 3.7).
+    /// The oldest release that can run the modelled code for `arch` (arm64 was merged in 3.7;
+    /// ARMv7's outer cache is modelled with 3.16's `l2c210_*` range functions, the 3.14/3.15
+    /// `l2x0_*` ones not yet).
     pub fn oldest_for(arch: Arch) -> KernelVersion {
         match arch {
             Arch::Arm64 => KernelVersion(3, 7),
+            Arch::Armv7 => KernelVersion(3, 16),
             Arch::X86_64 => OLDEST,
         }
     }

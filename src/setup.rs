@@ -18,6 +18,8 @@
 //! does not fit, a table that cannot be allocated) is a [`SetupError`], never a panic.
 
 use crate::arch::ArchDma;
+use crate::arch::arm::Arm32;
+use crate::arch::arm::cache_l2x0::{L2c210, OuterCacheFns};
 use crate::arch::arm64::Arm64;
 use crate::arch::x86::X86Flush;
 use crate::device::Device;
@@ -75,6 +77,14 @@ pub fn arch_dma(profile: &Profile, policies: &Policies) -> Box<dyn ArchDma> {
         Arch::X86_64 => Box::new(X86Flush {
             op: CacheOp::CleanInval,
         }),
+        // The profile's outer cache is a PL310 from r3p1 (checked when it was loaded), for which
+        // every modelled release (3.16+, `KernelVersion::oldest_for`) installs the L2C-210 ranges.
+        Arch::Armv7 => Box::new(Arm32::new(
+            profile
+                .model
+                .outer
+                .map(|_| Box::new(L2c210) as Box<dyn OuterCacheFns>),
+        )),
     }
 }
 

@@ -22,6 +22,8 @@ pub enum Arch {
     Arm64,
     #[serde(rename = "x86_64")]
     X86_64,
+    /// 32-bit ARMv7-A (`ARCH=arm`): Cortex-A9 and friends, with an outer cache beside the L1.
+    Armv7,
 }
 
 impl Arch {
@@ -29,6 +31,7 @@ impl Arch {
         match self {
             Arch::Arm64 => "arm64",
             Arch::X86_64 => "x86_64",
+            Arch::Armv7 => "armv7",
         }
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! Kernel counterparts: `arch_sync_dma_for_device()`, `arch_sync_dma_for_cpu()` and
 //! `arch_sync_dma_flush()` (include/linux/dma-map-ops.h) and their implementations:
-//! arch/arm64/mm/dma-mapping.c over arch/arm64/mm/cache.S ([`arm64`]); for host runs on x86-64, a
+//! arch/arm64/mm/dma-mapping.c over arch/arm64/mm/cache.S ([`arm64`]); arch/arm/mm/dma-mapping.c
+//! over cache-v7.S and the outer cache's cache-l2x0.c for 32-bit ARMv7 ([`arm`]); for host runs on x86-64, a
 //! CLFLUSHOPT/CLWB range loop ([`x86`]) — x86 Linux itself never needs this for DMA, but the
 //! instructions are what an x86 host can measure.
 //!
@@ -10,6 +11,7 @@
 //! helpers); with `complete = true` it also waits for it (the ≤ 7.0 helpers, ending in DSB).
 //! Whether anything is issued follows the architecture's direction rules, never the caller's.
 
+pub mod arm;
 pub mod arm64;
 pub mod x86;
 

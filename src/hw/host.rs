@@ -52,6 +52,8 @@ pub enum HostFault {
     OutOfRange { first: PhysAddr, lines: u64 },
     /// This CPU (or this privilege level) has no instruction for the operation.
     Unsupported(CacheOp),
+    /// An outer-cache (PL310) operation: its registers are not reachable from a host process.
+    NoOuterCache,
 }
 
 impl std::fmt::Display for HostFault {
@@ -64,6 +66,7 @@ impl std::fmt::Display for HostFault {
                 )
             }
             HostFault::Unsupported(op) => write!(f, "no host instruction for `{}`", op.key()),
+            HostFault::NoOuterCache => write!(f, "no outer cache is reachable from the host"),
         }
     }
 }
@@ -499,6 +502,16 @@ impl Hw for Host {
 
     fn line_bytes(&self) -> u64 {
         self.line
+    }
+
+    fn outer_line_op(&mut self, _op: CacheOp, _first: PhysAddr, lines: u64) {
+        if lines > 0 {
+            self.fault(HostFault::NoOuterCache);
+        }
+    }
+
+    fn outer_sync(&mut self) {
+        self.fault(HostFault::NoOuterCache);
     }
 
     fn now_ps(&self) -> u64 {

@@ -69,6 +69,15 @@ impl CacheOp {
             CacheOp::CleanInval => Counter::CacheCleanInvalLine,
         }
     }
+
+    /// The counter of this operation on an outer cache (one register write per line).
+    pub fn outer_counter(self) -> Counter {
+        match self {
+            CacheOp::Clean => Counter::OuterCleanLine,
+            CacheOp::Inval => Counter::OuterInvalLine,
+            CacheOp::CleanInval => Counter::OuterCleanInvalLine,
+        }
+    }
 }
 
 /// A device register the stack writes or polls (SMMUv2 / MMU-500 context-bank registers).
@@ -171,10 +180,18 @@ pub enum Counter {
     Warn,
     /// `iommu_iova_to_phys()` lookups: a walk of the page table by the CPU.
     IovaToPhys,
+    /// Outer-cache (PL310) clean-by-PA register writes (`L2X0_CLEAN_LINE_PA`), one per line.
+    OuterCleanLine,
+    /// Outer-cache invalidate-by-PA register writes (`L2X0_INV_LINE_PA`).
+    OuterInvalLine,
+    /// Outer-cache clean-and-invalidate-by-PA register writes (`L2X0_CLEAN_INV_LINE_PA`).
+    OuterCleanInvalLine,
+    /// Outer-cache `CACHE_SYNC` register writes.
+    OuterSync,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 28] = [
+    pub const ALL: [Counter; 32] = [
         Counter::CacheCleanLine,
         Counter::CacheInvalLine,
         Counter::CacheCleanInvalLine,
@@ -203,6 +220,10 @@ impl Counter {
         Counter::FqFlush,
         Counter::Warn,
         Counter::IovaToPhys,
+        Counter::OuterCleanLine,
+        Counter::OuterInvalLine,
+        Counter::OuterCleanInvalLine,
+        Counter::OuterSync,
     ];
     pub const N: usize = Counter::ALL.len();
 
@@ -237,6 +258,10 @@ impl Counter {
             Counter::FqFlush => "fq_flush",
             Counter::Warn => "warn",
             Counter::IovaToPhys => "iova_to_phys",
+            Counter::OuterCleanLine => "outer_clean_line",
+            Counter::OuterInvalLine => "outer_inval_line",
+            Counter::OuterCleanInvalLine => "outer_clean_inval_line",
+            Counter::OuterSync => "outer_sync",
         }
     }
 
@@ -253,6 +278,11 @@ impl Counter {
             (Counter::CacheCleanInvalLine, Arch::X86_64) => "CLFLUSHOPT",
             (Counter::Barrier, Arch::X86_64) => "SFENCE",
             (Counter::Wmb, Arch::X86_64) => "SFENCE (wmb)",
+            (Counter::CacheCleanLine, Arch::Armv7) => "DCCMVAC",
+            (Counter::CacheInvalLine, Arch::Armv7) => "DCIMVAC",
+            (Counter::CacheCleanInvalLine, Arch::Armv7) => "DCCIMVAC",
+            (Counter::Barrier, Arch::Armv7) => "DSB",
+            (Counter::Wmb, Arch::Armv7) => "DSB ST",
             (Counter::BounceCopy, _) => "memcpy",
             (Counter::BounceCopyBytes, _) => "memcpy (bytes)",
             (Counter::SpinLock, _) => "spin_lock_irqsave",
@@ -276,6 +306,10 @@ impl Counter {
             (Counter::FqFlush, _) => "fq_flush_iotlb",
             (Counter::Warn, _) => "WARN",
             (Counter::IovaToPhys, _) => "iova_to_phys walk",
+            (Counter::OuterCleanLine, _) => "L2X0_CLEAN_LINE_PA write",
+            (Counter::OuterInvalLine, _) => "L2X0_INV_LINE_PA write",
+            (Counter::OuterCleanInvalLine, _) => "L2X0_CLEAN_INV_LINE_PA write",
+            (Counter::OuterSync, _) => "L2X0_CACHE_SYNC write",
         }
     }
 }
@@ -325,6 +359,14 @@ pub trait Hw {
         }
         self.leave();
     }
+    /// Outer cache (ARMv7's PL310): `lines` posted register writes of `op` by physical address,
+    /// one per outer-cache line from the line containing `first` (`writel_relaxed` to
+    /// `L2X0_{CLEAN,INV,CLEAN_INV}_LINE_PA`). The PL310's by-PA operations are atomic: the
+    /// controller finishes one before it accepts the next write, so nothing is left outstanding.
+    /// No default body: a backend that cannot reach an outer cache must say so itself.
+    fn outer_line_op(&mut self, op: CacheOp, first: PhysAddr, lines: u64);
+    /// Outer cache: one write of the `CACHE_SYNC` register, which drains the controller's buffers.
+    fn outer_sync(&mut self);
     /// Current time on this backend's clock, in picoseconds.
     fn now_ps(&self) -> u64;
     /// A CPU copy of `bytes` between two buffers in memory (swiotlb's bounce `memcpy`). The bytes

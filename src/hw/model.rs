@@ -117,6 +117,17 @@ impl CopyCost {
     }
 }
 
+/// Outer-cache (PL310) costs, in picoseconds of CPU time. A by-PA line operation is atomic on
+/// the PL310: the controller takes the next register write only once the previous operation has
+/// finished, so a run of writes costs the CPU one full operation per line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OuterParams {
+    /// Per line, by [`CacheOp`]: one `L2X0_{CLEAN,INV,CLEAN_INV}_LINE_PA` write and its operation.
+    pub line_ps: [u64; 3],
+    /// One `CACHE_SYNC` write, until the controller has drained.
+    pub sync_ps: u64,
+}
+
 /// Everything the Model charges from, resolved from a profile.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ModelParams {
@@ -133,6 +144,9 @@ pub struct ModelParams {
     /// `None` when the profile has no `[memory.copy]`: copies are then counted but free, and a
     /// scenario that bounces should have been refused up front (`Profile::require_copy`).
     pub copy: Option<CopyCost>,
+    /// `None` when the profile has no `[outer_cache]`: an architecture that drives one (ARMv7
+    /// with a PL310) is then set up without it, as the kernel is when no L2C was probed.
+    pub outer: Option<OuterParams>,
 }
 
 impl ModelParams {
@@ -263,6 +277,21 @@ impl Hw for Model {
         self.params.line_bytes
     }
 
+    fn outer_line_op(&mut self, op: CacheOp, _first: PhysAddr, lines: u64) {
+        if lines == 0 {
+            return;
+        }
+        let per_line = self.params.outer.unwrap_or_default().line_ps[op as usize];
+        self.ledger.count(op.outer_counter(), lines);
+        self.advance(lines.saturating_mul(per_line));
+    }
+
+    fn outer_sync(&mut self) {
+        let ps = self.params.outer.unwrap_or_default().sync_ps;
+        self.ledger.count(Counter::OuterSync, 1);
+        self.advance(ps);
+    }
+
     fn now_ps(&self) -> u64 {
         self.now
     }
@@ -356,6 +385,7 @@ mod tests {
             sw: BTreeMap::new(),
             smmu: None,
             copy: None,
+            outer: None,
         }
     }
 

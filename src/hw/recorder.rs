@@ -17,6 +17,9 @@ pub struct Recorder {
     line: u64,
     /// (op, first line address, line count), one per `cache_maint` call.
     pub ops: Vec<(CacheOp, u64, u64)>,
+    /// Outer-cache register writes as (op, first line address, line count), one per
+    /// `outer_line_op` call (outer lines are 32 bytes, the PL310's).
+    pub outer_ops: Vec<(CacheOp, u64, u64)>,
     pub barriers: u64,
     /// Every frame entered, in order, as full stacks.
     pub frames: Vec<String>,
@@ -26,8 +29,8 @@ pub struct Recorder {
     pub counts: [u64; Counter::N],
     /// Every counted event as (stack, counter, n), in order.
     pub counted: Vec<(String, Counter, u64)>,
-    /// Every event in order, for ordering assertions: `maint`, `barrier`, `wmb`, `copy`, or a
-    /// counter name (SMMU register writes and reads by theirs).
+    /// Every event in order, for ordering assertions: `maint`, `barrier`, `wmb`, `copy`,
+    /// `outer_maint`, `outer_sync`, or a counter name (SMMU register writes and reads by theirs).
     pub events: Vec<&'static str>,
     stack: Vec<&'static str>,
     /// Device register writes and reads, in order.
@@ -103,6 +106,17 @@ impl Hw for Recorder {
     }
     fn line_bytes(&self) -> u64 {
         self.line
+    }
+    fn outer_line_op(&mut self, op: CacheOp, first: PhysAddr, lines: u64) {
+        if lines > 0 {
+            self.outer_ops.push((op, first.0 & !31, lines));
+            self.counts[op.outer_counter() as usize] += lines;
+            self.events.push("outer_maint");
+        }
+    }
+    fn outer_sync(&mut self) {
+        self.counts[Counter::OuterSync as usize] += 1;
+        self.events.push("outer_sync");
     }
     fn now_ps(&self) -> u64 {
         0

@@ -8,7 +8,9 @@
 //! `measured: <how>`); every cost is finite and non-negative; a profile that fails a check is an
 //! [`InputError`] naming the file, line and key. Built-in profiles are compiled into the binary.
 
-use crate::hw::model::{CopyCost, MaintCost, ModelParams, SmmuImpl, SmmuKind, SmmuParams};
+use crate::hw::model::{
+    CopyCost, MaintCost, ModelParams, OuterParams, SmmuImpl, SmmuKind, SmmuParams,
+};
 use crate::hw::{CacheOp, SwKey};
 use crate::input::{InputError, parse_toml};
 /// Re-exported so `platform::Arch` keeps naming it; it lives in [`crate::types`] so that `hw` can use
@@ -63,6 +65,11 @@ pub struct MaintSpec {
 #[serde(deny_unknown_fields)]
 pub struct CacheSpec {
     pub line_bytes: Param,
+    /// L1 data cache size per CPU, in KiB. Optional: only the cache model's later users need it;
+    /// when given, a power of two.
+    pub size_kib: Option<Param>,
+    /// L1 data cache associativity. Optional; when given, a power of two from 1 to 64.
+    pub ways: Option<Param>,
     pub clean: Option<MaintSpec>,
     pub inval: Option<MaintSpec>,
     pub clean_inval: Option<MaintSpec>,
@@ -120,6 +127,43 @@ pub struct SmmuSpec {
     /// SMMUv3 only: CPU time to write one 16-byte command into the queue.
     pub cmdq_write: Option<Cost>,
 }
+
+/// Which outer cache the platform has (`[outer_cache] kind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+pub enum OuterKindSpec {
+    /// Arm's L2C-310 (PL310), driven by arch/arm/mm/cache-l2x0.c.
+    #[serde(rename = "pl310")]
+    Pl310,
+}
+
+/// The optional `[outer_cache]` section (ARMv7 only): an L2 cache controller outside the CPU,
+/// maintained by physical address through its registers, and what each register write costs.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OuterCacheSpec {
+    pub kind: OuterKindSpec,
+    /// RTL revision from the `CACHE_ID` register, e.g. `"r3p2"`: it decides which errata
+    /// workarounds the kernel installs.
+    pub revision: Spanned<String>,
+    pub source: Spanned<String>,
+    /// Size in KiB (a power of two).
+    pub size_kib: Param,
+    /// Associativity (a power of two from 1 to 16).
+    pub ways: Param,
+    /// One `L2X0_CLEAN_LINE_PA` write and the line operation behind it.
+    pub clean_line: Cost,
+    /// One `L2X0_INV_LINE_PA` write and its operation.
+    pub inval_line: Cost,
+    /// One `L2X0_CLEAN_INV_LINE_PA` write and its operation.
+    pub clean_inval_line: Cost,
+    /// One `L2X0_CACHE_SYNC` write, until the controller has drained.
+    pub sync: Cost,
+}
+
+/// The outer-cache revisions whose kernel code dmasim models: those for which 3.16+'s
+/// `l2c310_fixup` installs no range-operation workaround (errata 588369, 727915 and 753970 all
+/// predate r3p1).
+pub const OUTER_REVISIONS: &[&str] = &["r3p1", "r3p2", "r3p3"];
 
 /// A CPU copy (`memcpy`, as swiotlb's bounce does it): a fixed cost per call plus a cost per byte.
 #[derive(Clone, Debug, Deserialize)]
@@ -214,6 +258,8 @@ pub struct ProfileFile {
     /// Optional: instruction counts for the costs `[sw]` gives per instruction.
     pub code: Option<CodeSpec>,
     pub smmu: Option<SmmuSpec>,
+    /// ARMv7 only: the outer (L2) cache controller.
+    pub outer_cache: Option<OuterCacheSpec>,
 }
 
 /// A loaded, checked profile.
@@ -438,6 +484,18 @@ impl Profile {
                 out.push(cost_info(&format!("smmu.{k}"), c));
             }
         }
+        if let Some(o) = &f.outer_cache {
+            out.push(param_info("outer_cache.size_kib", &o.size_kib, "KiB"));
+            out.push(param_info("outer_cache.ways", &o.ways, "ways"));
+            for (k, c) in [
+                ("clean_line", &o.clean_line),
+                ("inval_line", &o.inval_line),
+                ("clean_inval_line", &o.clean_inval_line),
+                ("sync", &o.sync),
+            ] {
+                out.push(cost_info(&format!("outer_cache.{k}"), c));
+            }
+        }
         out
     }
 }
@@ -607,6 +665,21 @@ impl Resolver<'_> {
         Ok((ns * per_ns).round() as u64)
     }
 
+    /// A whole power of two from 1 to `max`.
+    fn power_of_two(&self, key: &str, p: &Param, max: u64) -> Result<u64, InputError> {
+        let x = self.param(key, p)?;
+        if x < 1.0 || x > max as f64 || x.fract() != 0.0 || !(x as u64).is_power_of_two() {
+            return Err(InputError::at(
+                self.origin,
+                self.text,
+                Some(p.value.span()),
+                &format!("{key}.value"),
+                format!("must be a power of two from 1 to {max}, found {x}"),
+            ));
+        }
+        Ok(x as u64)
+    }
+
     fn maint(&self, key: &str, m: &MaintSpec) -> Result<MaintCost, InputError> {
         Ok(MaintCost {
             issue_ps: self.cost(&format!("{key}.issue"), &m.issue)?,
@@ -696,6 +769,18 @@ fn resolve(origin: &str, text: &str, f: &ProfileFile) -> Result<ModelParams, Inp
         }),
         None => None,
     };
+    for (key, p, max) in [
+        ("cache.size_kib", &f.cache.size_kib, 1u64 << 20),
+        ("cache.ways", &f.cache.ways, 64),
+    ] {
+        if let Some(p) = p {
+            r.power_of_two(key, p, max)?;
+        }
+    }
+    let outer = match &f.outer_cache {
+        Some(o) => Some(resolve_outer(&r, f.platform.arch, o)?),
+        None => None,
+    };
     Ok(ModelParams {
         line_bytes: line as u64,
         maint,
@@ -704,6 +789,54 @@ fn resolve(origin: &str, text: &str, f: &ProfileFile) -> Result<ModelParams, Inp
         sw,
         copy,
         smmu,
+        outer,
+    })
+}
+
+fn resolve_outer(r: &Resolver, arch: Arch, o: &OuterCacheSpec) -> Result<OuterParams, InputError> {
+    r.source("outer_cache", &o.source)?;
+    if arch != Arch::Armv7 {
+        return Err(InputError::at(
+            r.origin,
+            r.text,
+            Some(o.source.span()),
+            "outer_cache",
+            format!(
+                "an outer cache is driven by ARMv7's cache-l2x0.c, and the platform is {}",
+                arch.name()
+            ),
+        ));
+    }
+    let rev = o.revision.get_ref();
+    if !OUTER_REVISIONS.contains(&rev.as_str()) {
+        return Err(InputError::at(
+            r.origin,
+            r.text,
+            Some(o.revision.span()),
+            "outer_cache.revision",
+            format!(
+                "PL310 revision `{rev}` is not modelled (its errata workarounds are not); modelled: {}",
+                OUTER_REVISIONS.join(", ")
+            ),
+        ));
+    }
+    r.power_of_two("outer_cache.size_kib", &o.size_kib, 1 << 16)?;
+    r.power_of_two("outer_cache.ways", &o.ways, 16)?;
+    let mut line_ps = [0; 3];
+    for (op, key, c) in [
+        (CacheOp::Clean, "outer_cache.clean_line", &o.clean_line),
+        (CacheOp::Inval, "outer_cache.inval_line", &o.inval_line),
+        (
+            CacheOp::CleanInval,
+            "outer_cache.clean_inval_line",
+            &o.clean_inval_line,
+        ),
+    ] {
+        line_ps[op as usize] = r.cost(key, c)?;
+    }
+    Ok(OuterParams {
+        line_ps,
+        sync_ps: r.cost("outer_cache.sync", &o.sync)?,
     })
 }
 
