@@ -85,6 +85,19 @@ impl KernelVersion {
     }
 }
 
+impl KernelVersion {
+    /// Why [`KernelVersion::oldest_for`] is what it is, for error messages.
+    pub fn oldest_reason(arch: Arch) -> String {
+        let oldest = KernelVersion::oldest_for(arch);
+        match arch {
+            Arch::Armv7 => format!(
+                "dmasim models ARMv7's outer cache with the L2C-210 range functions of {oldest} and later (the 3.14/3.15 l2x0 ones are not modelled yet)"
+            ),
+            a => format!("{} support was merged in {oldest}", a.name()),
+        }
+    }
+}
+
 impl std::fmt::Display for KernelVersion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}.{}", self.0, self.1)

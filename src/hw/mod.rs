@@ -306,10 +306,12 @@ impl Counter {
             (Counter::FqFlush, _) => "fq_flush_iotlb",
             (Counter::Warn, _) => "WARN",
             (Counter::IovaToPhys, _) => "iova_to_phys walk",
-            (Counter::OuterCleanLine, _) => "L2X0_CLEAN_LINE_PA write",
-            (Counter::OuterInvalLine, _) => "L2X0_INV_LINE_PA write",
-            (Counter::OuterCleanInvalLine, _) => "L2X0_CLEAN_INV_LINE_PA write",
-            (Counter::OuterSync, _) => "L2X0_CACHE_SYNC write",
+            // Register writes (L2X0_CLEAN_LINE_PA, _INV_LINE_PA, _CLEAN_INV_LINE_PA, _CACHE_SYNC),
+            // short enough for the tables' instruction column.
+            (Counter::OuterCleanLine, _) => "L2 CLEAN_PA",
+            (Counter::OuterInvalLine, _) => "L2 INV_PA",
+            (Counter::OuterCleanInvalLine, _) => "L2 CLNINV_PA",
+            (Counter::OuterSync, _) => "L2 SYNC",
         }
     }
 }

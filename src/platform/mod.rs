@@ -31,6 +31,7 @@ const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../profiles/x86-2012-ixgbe.toml"),
     ),
     ("sm8150", include_str!("../../profiles/sm8150.toml")),
+    ("zynq7000", include_str!("../../profiles/zynq7000.toml")),
 ];
 
 /// A plain value with its source.

@@ -746,10 +746,10 @@ impl Scenario {
                 &self.kernel_origin,
                 "scenario.kernel",
                 format!(
-                    "Linux {} cannot run on platform `{}`: {} support was merged in {oldest}",
+                    "Linux {} cannot run on platform `{}`: {}",
                     self.kernel,
                     self.profile.name(),
-                    t.arch.name()
+                    KernelVersion::oldest_reason(t.arch)
                 ),
             ));
         }
