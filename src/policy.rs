@@ -86,12 +86,28 @@ impl KernelVersion {
 }
 
 impl KernelVersion {
-    /// Why [`KernelVersion::oldest_for`] is what it is, for error messages.
-    pub fn oldest_reason(arch: Arch) -> String {
+    /// The newest release whose code dmasim models for `arch`: ARMv7's cache-v7.S and
+    /// dma-mapping.c are read as 3.16–4.0 have them (later releases changed `v7_dma_inv_range`'s
+    /// edge lines and moved ARM onto dma-direct), so newer ones are refused rather than guessed.
+    pub fn newest_for(arch: Arch) -> KernelVersion {
+        match arch {
+            Arch::Armv7 => KernelVersion(4, 0),
+            Arch::Arm64 | Arch::X86_64 => LATEST,
+        }
+    }
+
+    /// Whether `arch` runs this release's modelled code.
+    pub fn modelled_on(self, arch: Arch) -> bool {
+        (KernelVersion::oldest_for(arch)..=KernelVersion::newest_for(arch)).contains(&self)
+    }
+
+    /// Why this release is outside [`KernelVersion::modelled_on`] for `arch`, for error messages.
+    pub fn unmodelled_reason(self, arch: Arch) -> String {
         let oldest = KernelVersion::oldest_for(arch);
+        let newest = KernelVersion::newest_for(arch);
         match arch {
             Arch::Armv7 => format!(
-                "dmasim models ARMv7's outer cache with the L2C-210 range functions of {oldest} and later (the 3.14/3.15 l2x0 ones are not modelled yet)"
+                "dmasim models ARMv7 with the code of {oldest} to {newest} (the 3.14/3.15 l2x0 outer-cache functions and later releases' cache-v7.S are not modelled yet)"
             ),
             a => format!("{} support was merged in {oldest}", a.name()),
         }

@@ -292,7 +292,7 @@ pub fn policies_table(profile: &crate::platform::Profile) -> String {
     for d in REGISTRY {
         let _ = write!(o, "{:<16}", d.key);
         for &k in RELEASES {
-            let v = if d.applies(&t).is_ok() && k >= KernelVersion::oldest_for(t.arch) {
+            let v = if d.applies(&t).is_ok() && k.modelled_on(t.arch) {
                 d.preset(k, &t)
             } else {
                 "-"

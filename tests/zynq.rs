@@ -136,3 +136,11 @@ fn bad_outer_cache_input_names_line_and_key() {
         assert!(e.line.is_some(), "{e}");
     }
 }
+
+#[test]
+fn armv7_is_refused_after_4_0() {
+    let mut s = Scenario::parse("s.toml", SCENARIO, std::path::Path::new(".")).unwrap();
+    let e = s.set_kernel(KernelVersion(4, 1)).unwrap_err();
+    assert!(e.to_string().contains("4.0"), "{e}");
+    assert!(s.set_kernel(KernelVersion(4, 0)).is_ok());
+}

@@ -740,8 +740,7 @@ impl Scenario {
             ));
         }
         let t = self.target();
-        let oldest = KernelVersion::oldest_for(t.arch);
-        if self.kernel < oldest {
+        if !self.kernel.modelled_on(t.arch) {
             return Err(self.error(
                 &self.kernel_origin,
                 "scenario.kernel",
@@ -749,7 +748,7 @@ impl Scenario {
                     "Linux {} cannot run on platform `{}`: {}",
                     self.kernel,
                     self.profile.name(),
-                    KernelVersion::oldest_reason(t.arch)
+                    self.kernel.unmodelled_reason(t.arch)
                 ),
             ));
         }

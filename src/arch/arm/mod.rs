@@ -16,7 +16,7 @@
 //! Invariants: a lowmem buffer is one `dmac_*_area` call whatever its length
 //! (`dma_cache_maint_page` splits only highmem pages, which the model does not have); every L1
 //! helper ends with its own `dsb st`, so `complete = false` (7.1's issue-only hooks, which ARM32
-//! of these releases does not have) changes nothing; a platform without an outer cache skips the
+//! of these releases does not have) changes nothing and `flush` issues nothing; a platform without an outer cache skips the
 //! `outer_*` calls, as the kernel's NULL `outer_cache` hooks do.
 
 pub mod cache_l2x0;
@@ -101,11 +101,8 @@ impl ArchDma for Arm32 {
         self.dma_page_dev_to_cpu(hw, paddr, size, dir);
     }
 
-    fn flush(&self, hw: &mut dyn Hw) {
-        hw.enter("arch_sync_dma_flush");
-        hw.barrier();
-        hw.leave();
-    }
+    /// Nothing: ARM has no `arch_sync_dma_flush()`, every helper above completed its own work.
+    fn flush(&self, _hw: &mut dyn Hw) {}
 
     fn required_ops(&self) -> &'static [CacheOp] {
         &[CacheOp::Clean, CacheOp::Inval, CacheOp::CleanInval]
