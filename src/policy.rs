@@ -88,7 +88,8 @@ impl KernelVersion {
 impl KernelVersion {
     /// The newest release whose code dmasim models for `arch`: ARMv7's cache-v7.S and
     /// dma-mapping.c are read as 3.16–4.0 have them (later releases changed `v7_dma_inv_range`'s
-    /// edge lines and moved ARM onto dma-direct), so newer ones are refused rather than guessed.
+    /// edge lines: 6.10's steps past a cleaned first line and may invalidate none), so newer ones
+    /// are refused rather than guessed.
     pub fn newest_for(arch: Arch) -> KernelVersion {
         match arch {
             Arch::Armv7 => KernelVersion(4, 0),
