@@ -555,6 +555,20 @@ mod tests {
         }
     }
 
+    /// A host process cannot reach a PL310: outer-cache operations are faults, never silently
+    /// free, and an empty run is not one.
+    #[test]
+    fn outer_cache_operations_are_faults() {
+        let Some(mut h) = host(8192, CacheOp::CleanInval) else {
+            return;
+        };
+        h.outer_line_op(CacheOp::Clean, BASE, 0);
+        assert_eq!(h.faults(), (0, None));
+        h.outer_line_op(CacheOp::Clean, BASE, 4);
+        h.outer_sync();
+        assert_eq!(h.faults(), (2, Some(HostFault::NoOuterCache)));
+    }
+
     #[test]
     fn refuses_out_of_range_without_panicking() {
         let Some(mut h) = host(8192, CacheOp::CleanInval) else {

@@ -389,6 +389,34 @@ mod tests {
         }
     }
 
+    /// Outer-cache writes cost the CPU their whole operation per line (PL310 by-PA operations are
+    /// atomic) and leave nothing outstanding for a barrier; each is counted.
+    #[test]
+    fn outer_cache_writes_charge_per_line_and_per_sync() {
+        let mut p = params(1_000, 50_000, 0, 7_000);
+        p.outer = Some(OuterParams {
+            line_ps: [30_000, 20_000, 40_000],
+            sync_ps: 90_000,
+        });
+        let mut m = Model::new(p);
+        m.outer_line_op(CacheOp::Clean, PhysAddr(0), 100);
+        assert_eq!(m.now_ps(), 3_000_000);
+        m.outer_line_op(CacheOp::Inval, PhysAddr(0), 0);
+        assert_eq!(m.now_ps(), 3_000_000);
+        m.outer_line_op(CacheOp::CleanInval, PhysAddr(0), 2);
+        m.outer_sync();
+        assert_eq!(m.now_ps(), 3_000_000 + 80_000 + 90_000);
+        // Nothing outstanding: a barrier costs only itself.
+        m.barrier();
+        assert_eq!(m.now_ps(), 3_170_000 + 7_000);
+        let t = m.ledger.totals();
+        assert_eq!(t[Counter::OuterCleanLine as usize], 100);
+        assert_eq!(t[Counter::OuterInvalLine as usize], 0);
+        assert_eq!(t[Counter::OuterCleanInvalLine as usize], 2);
+        assert_eq!(t[Counter::OuterSync as usize], 1);
+        assert_eq!(m.ledger.total_ps(), m.now_ps());
+    }
+
     #[test]
     fn tlbstatus_reads_busy_until_prior_invalidations_and_the_sync_complete() {
         let mut p = params(1, 1, 0, 1);
