@@ -13,7 +13,7 @@
 //! Invariants: every figure is a run's own; the settings run in the order the user gave them;
 //! at most two keys and [`MAX_VALUES`] values per key, so a sweep's size is known before it runs.
 
-use crate::compare::{self, CompareError, Comparison, Variant};
+use crate::compare::{self, CompareError, Comparison, Variant, unit_for};
 use crate::input::InputError;
 use crate::plot::{Chart, Series};
 use crate::scenario::Scenario;
@@ -153,18 +153,6 @@ pub fn run(
         sweeps: sweeps.to_vec(),
         points,
     })
-}
-
-fn unit_for(max_ns: f64) -> (&'static str, f64) {
-    if max_ns >= 1e9 {
-        ("s", 1e9)
-    } else if max_ns >= 1e6 {
-        ("ms", 1e6)
-    } else if max_ns >= 1e3 {
-        ("µs", 1e3)
-    } else {
-        ("ns", 1.0)
-    }
 }
 
 /// The calls any setting made, in the order first met.
