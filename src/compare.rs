@@ -308,7 +308,7 @@ fn change_cell(a: Option<f64>, b: Option<f64>) -> String {
 }
 
 /// One unit for a whole column of times (ns, µs, ms or s), chosen by its largest value.
-fn unit_for(max_ns: f64) -> (&'static str, f64) {
+pub fn unit_for(max_ns: f64) -> (&'static str, f64) {
     if max_ns >= 1e9 {
         ("s", 1e9)
     } else if max_ns >= 1e6 {

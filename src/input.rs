@@ -238,6 +238,82 @@ pub fn parse_size(s: &str) -> Option<u64> {
     n.checked_mul(mult)
 }
 
+/// `--set KEY=VALUE`: `text` with the dotted `key` given `value`, everything else kept as
+/// written (comments, order, the lines of every other key). The value is read as TOML where it
+/// reads as one of the type the key already has (any type for a new key), and as a string
+/// otherwise, so `--set workload.entry=64K` and `--set scenario.kernel=7.1` need no quotes.
+/// Missing tables are created.
+pub fn set_key(file: &str, text: &str, key: &str, value: &str) -> Result<String, InputError> {
+    let arg = |m: String| InputError::new("<argument>", format!("--set {key}={value}: {m}"));
+    let mut doc: toml_edit::DocumentMut = text
+        .parse()
+        .map_err(|e: toml_edit::TomlError| InputError::new(file, e.message().to_string()))?;
+    let path: Vec<&str> = key.split('.').map(str::trim).collect();
+    if path.iter().any(|p| p.is_empty()) {
+        return Err(arg("the key is empty or has an empty part".into()));
+    }
+    let (last, tables) = path.split_last().expect("split gives one part at least");
+    let mut item = doc.as_item_mut();
+    for (i, t) in tables.iter().enumerate() {
+        let table = item
+            .as_table_like_mut()
+            .ok_or_else(|| arg(format!("`{}` is not a table", path[..i].join("."))))?;
+        if table.get(t).is_none() {
+            table.insert(t, toml_edit::Item::Table(toml_edit::Table::new()));
+        }
+        item = table.get_mut(t).expect("inserted above");
+    }
+    let table = item
+        .as_table_like_mut()
+        .ok_or_else(|| arg(format!("`{}` is not a table", tables.join("."))))?;
+    let old = table.get(last).and_then(|i| i.as_value()).cloned();
+    let parsed = value.parse::<toml_edit::Value>().ok();
+    let same_type = |a: &toml_edit::Value, b: &toml_edit::Value| {
+        std::mem::discriminant(a) == std::mem::discriminant(b)
+    };
+    let v = match (parsed, &old) {
+        (Some(p), Some(o)) if same_type(&p, o) => p,
+        (Some(p), None) => p,
+        _ => toml_edit::Value::from(value),
+    };
+    match table.get_mut(last) {
+        Some(slot) if slot.is_value() => {
+            let decor = slot.as_value().map(|v| v.decor().clone());
+            *slot = toml_edit::Item::Value(v);
+            if let (Some(d), Some(v)) = (decor, slot.as_value_mut()) {
+                *v.decor_mut() = d;
+            }
+        }
+        Some(_) => return Err(arg(format!("`{key}` is a table, not a value"))),
+        None => {
+            table.insert(last, toml_edit::Item::Value(v));
+        }
+    }
+    Ok(doc.to_string())
+}
+
+/// Which line of an original text each line of an edited one came from (`None` for a line the
+/// edit inserted), so an error in the edited text names the line the user wrote.
+pub fn line_map(original: &str, edited: &str) -> Vec<Option<usize>> {
+    let old: Vec<&str> = original.lines().collect();
+    let new: Vec<&str> = edited.lines().collect();
+    let mut map = Vec::with_capacity(new.len());
+    let mut i = 0;
+    for j in 0..new.len() {
+        let more_new = new.len() - j > old.len().saturating_sub(i);
+        if i < old.len() && new[j] == old[i] {
+            map.push(Some(i + 1));
+            i += 1;
+        } else if more_new && (i >= old.len() || new.get(j + 1) == old.get(i)) {
+            map.push(None);
+        } else {
+            map.push((i < old.len()).then_some(i + 1));
+            i += 1;
+        }
+    }
+    map
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,5 +380,45 @@ mod tests {
         assert_eq!(parse_size("-1"), None);
         assert_eq!(parse_size("3 parsecs"), None);
         assert_eq!(parse_size("99999999999999999999G"), None);
+    }
+
+    #[test]
+    fn set_key_keeps_the_rest_and_the_types() {
+        let text = "# c\n[scenario]\nkernel = \"7.0\" # why\n\n[workload]\nentry = \"4K\"\niterations = 10\n";
+        let t = set_key("f", text, "scenario.kernel", "7.1").unwrap();
+        assert!(t.contains("kernel = \"7.1\" # why"), "{t}");
+        let t = set_key("f", &t, "workload.iterations", "20").unwrap();
+        assert!(t.contains("iterations = 20\n"), "{t}");
+        let t = set_key("f", &t, "workload.entry", "64K").unwrap();
+        assert!(t.contains("entry = \"64K\""), "{t}");
+        let t = set_key("f", &t, "workload.sizes", "[4096, 8192]").unwrap();
+        assert!(t.contains("sizes = [4096, 8192]"), "{t}");
+        let t2 = set_key("f", &t, "device.coherent", "true").unwrap();
+        assert!(
+            t2.contains("[device]") && t2.contains("coherent = true"),
+            "{t2}"
+        );
+        assert!(t2.starts_with("# c\n[scenario]"), "{t2}");
+        for bad in ["", "workload.", "workload.entry.x"] {
+            let e = set_key("f", text, bad, "1").unwrap_err();
+            assert_eq!(e.file, "<argument>", "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn line_map_follows_inserted_and_changed_lines() {
+        let old = "a\nb\nc\nd\n";
+        assert_eq!(
+            line_map(old, "a\nB\nc\nd\n"),
+            [Some(1), Some(2), Some(3), Some(4)]
+        );
+        assert_eq!(
+            line_map(old, "a\nb\nx\nc\nd\n"),
+            [Some(1), Some(2), None, Some(3), Some(4)]
+        );
+        assert_eq!(
+            line_map(old, "a\nb\nc\nd\ne\n"),
+            [Some(1), Some(2), Some(3), Some(4), None]
+        );
     }
 }

@@ -54,15 +54,21 @@ enum Format {
 
 #[derive(clap::Args)]
 struct Overrides {
-    /// Platform profile: a built-in name (see `dmasim platforms`) or a profile file.
+    /// Platform profile: a built-in name (see `dmasim platforms`) or a profile file. Several
+    /// (repeated) with --sweep make one curve each.
     #[arg(long)]
-    platform: Option<String>,
-    /// Kernel release whose policies to use, e.g. 7.0 or 7.1.
+    platform: Vec<String>,
+    /// Kernel release whose policies to use, e.g. 7.0 or 7.1. Several (repeated) with --sweep make
+    /// one curve each; without it, see `dmasim compare`.
     #[arg(long)]
-    kernel: Option<String>,
+    kernel: Vec<String>,
     /// Override a policy: key=value (repeatable, or comma separated), e.g. sync=batched.
     #[arg(long = "policy")]
     policy: Vec<String>,
+    /// Set any scenario key before it is read: KEY=VALUE with a dotted key, e.g.
+    /// workload.entry=64K or workload.iterations=10 (repeatable).
+    #[arg(long = "set")]
+    set: Vec<String>,
 }
 
 #[derive(clap::Args)]
@@ -120,6 +126,13 @@ enum Cmd {
         #[arg(long, default_value_t = scenario::DEFAULT_MAX_WORK as u64,
               value_parser = clap::value_parser!(u64).range(1..))]
         max_work: u64,
+        /// Run once per value of a scenario key: KEY=V1,V2,... (one or two keys), each call's
+        /// time per value and per --kernel/--platform given.
+        #[arg(long)]
+        sweep: Vec<String>,
+        /// With --sweep: also write an SVG plot of each call's time against the swept value.
+        #[arg(long)]
+        plot: Option<String>,
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },
@@ -141,6 +154,9 @@ enum Cmd {
         /// A policy override applied to every variant: key=value (repeatable).
         #[arg(long = "policy")]
         policy: Vec<String>,
+        /// Set any scenario key for every variant: KEY=VALUE (repeatable), as for `run`.
+        #[arg(long = "set")]
+        set: Vec<String>,
         /// Most model steps each variant's run may take.
         #[arg(long, default_value_t = scenario::DEFAULT_MAX_WORK as u64,
               value_parser = clap::value_parser!(u64).range(1..))]
@@ -308,10 +324,15 @@ fn warn_unpriced(p: &Profile, keys: &[dmasim::hw::SwKey], scenario: &str) {
 }
 
 fn apply_overrides(s: &mut Scenario, o: &Overrides) -> Result<(), InputError> {
-    if let Some(p) = &o.platform {
+    if o.platform.len() > 1 || o.kernel.len() > 1 {
+        return Err(arg_error(
+            "several --kernel or --platform values: put them side by side with `dmasim compare`, or give --sweep",
+        ));
+    }
+    if let Some(p) = o.platform.first() {
         s.set_platform(p)?;
     }
-    if let Some(k) = &o.kernel {
+    if let Some(k) = o.kernel.first() {
         s.set_kernel_str(k)?;
     }
     for p in &o.policy {
@@ -375,9 +396,67 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
             scenario,
             overrides,
             max_work,
+            sweep,
+            plot,
             format,
+        } if !sweep.is_empty() => {
+            let sweeps = dmasim::sweep::sweeps_from(&sweep)?;
+            let variants = if overrides.kernel.len() > 1 || overrides.platform.len() > 1 {
+                dmasim::compare::variants_from(&[], &overrides.platform, &overrides.kernel)?
+            } else {
+                // One curve: the scenario as written, or under the one release/platform given.
+                vec![dmasim::compare::Variant {
+                    platform: overrides.platform.first().cloned(),
+                    kernel: overrides.kernel.first().cloned(),
+                    policies: Vec::new(),
+                }]
+            };
+            if format == Format::Folded {
+                return Err(
+                    arg_error("--format folded applies to a single run or to `compare`").into(),
+                );
+            }
+            let check = |t: &Scenario| t.check_work(u128::from(max_work));
+            let r = dmasim::sweep::run(
+                &scenario,
+                &overrides.set,
+                &overrides.policy,
+                &sweeps,
+                &variants,
+                &check,
+            )
+            .map_err(|e| match e {
+                dmasim::compare::CompareError::Input(i) => anyhow::Error::from(i),
+                dmasim::compare::CompareError::Refused { label, refused } => {
+                    anyhow::Error::from(scenario::Refused {
+                        file: refused.file,
+                        message: format!("variant `{label}`: {}", refused.message),
+                    })
+                }
+            })?;
+            if let Some(path) = &plot {
+                let svg = dmasim::plot::svg(&dmasim::sweep::charts(&r));
+                std::fs::write(path, svg)
+                    .map_err(|e| InputError::new(path, format!("cannot write plot: {e}")))?;
+                note(format_args!("wrote {path}"));
+            }
+            match format {
+                Format::Json => print_json(out, &dmasim::sweep::json(&r))?,
+                _ => write!(out, "{}", dmasim::sweep::table(&r))?,
+            }
+        }
+        Cmd::Run {
+            scenario,
+            overrides,
+            max_work,
+            plot,
+            format,
+            ..
         } => {
-            let mut s = Scenario::load(&scenario)?;
+            if plot.is_some() {
+                return Err(arg_error("--plot draws a sweep: give --sweep KEY=V1,V2,...").into());
+            }
+            let mut s = Scenario::load_with(&scenario, &overrides.set)?;
             apply_overrides(&mut s, &overrides)?;
             warn_unpriced(&s.profile, &s.sw_keys(), &s.name);
             s.check_work(u128::from(max_work))?;
@@ -409,10 +488,11 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
             platform,
             variant,
             policy,
+            set,
             max_work,
             format,
         } => {
-            let mut s = Scenario::load(&scenario)?;
+            let mut s = Scenario::load_with(&scenario, &set)?;
             for p in &policy {
                 s.set_policies(p)?;
             }

@@ -493,6 +493,44 @@ impl Scenario {
         Scenario::parse(path, &text, &dir)
     }
 
+    /// Read a scenario file with `--set KEY=VALUE` edits applied first ([`crate::input::set_key`]).
+    /// An error in a key the user set names the argument; any other names the line as written
+    /// in the file.
+    pub fn load_with(path: &str, sets: &[String]) -> Result<Scenario, InputError> {
+        if sets.is_empty() {
+            return Scenario::load(path);
+        }
+        let text = crate::input::read_input(path, "scenario")?;
+        let mut edited = text.clone();
+        let mut keys = Vec::new();
+        for s in sets {
+            let (k, v) = s.split_once('=').ok_or_else(|| {
+                InputError::new(
+                    "<argument>",
+                    format!("--set: `{s}` is not KEY=VALUE (e.g. workload.entry=64K)"),
+                )
+            })?;
+            edited = crate::input::set_key(path, &edited, k.trim(), v.trim())?;
+            keys.push((k.trim().to_string(), s.clone()));
+        }
+        let dir = std::path::Path::new(path)
+            .parent()
+            .map(|p| p.to_path_buf())
+            .unwrap_or_default();
+        Scenario::parse(path, &edited, &dir).map_err(|mut e| {
+            let set = e.key.as_ref().and_then(|ek| {
+                keys.iter()
+                    .find(|(k, _)| ek == k || ek.starts_with(&format!("{k}.")))
+            });
+            if let Some((_, arg)) = set {
+                return InputError::new("<argument>", format!("--set {arg}: {}", e.message));
+            }
+            let map = crate::input::line_map(&text, &edited);
+            e.line = e.line.and_then(|l| map.get(l - 1).copied().flatten());
+            e
+        })
+    }
+
     pub fn parse(file: &str, text: &str, dir: &std::path::Path) -> Result<Scenario, InputError> {
         let c = Ctx { file, text };
         let doc = parse_document(file, text)?;

@@ -1,0 +1,421 @@
+//! `dmasim run --sweep KEY=V1,V2,...`: one scenario over a range of settings, per variant.
+//!
+//! Kernel counterpart: none — the loop a user would otherwise write around `dmasim run` and a
+//! text editor.
+//!
+//! What it does: for every value of the swept key (every combination, for two keys) the scenario
+//! is read again with that key set ([`crate::input::set_key`], so the value goes through the same
+//! checks as one written in the file), then run under each variant through
+//! [`crate::compare::compare`]; the result is each call's mean time per setting and variant, as a
+//! table, a JSON document, and a plot ([`crate::plot`]) with one panel per call and one curve per
+//! variant (and per value of a second swept key).
+//!
+//! Invariants: every figure is a run's own; the settings run in the order the user gave them;
+//! at most two keys and [`MAX_VALUES`] values per key, so a sweep's size is known before it runs.
+
+use crate::compare::{self, CompareError, Comparison, Variant, unit_for};
+use crate::input::InputError;
+use crate::plot::{Chart, Series};
+use crate::scenario::Scenario;
+use serde_json::{Value, json};
+use std::fmt::Write as _;
+
+/// Most values one swept key may take.
+pub const MAX_VALUES: usize = 64;
+
+/// One swept key and its values, as the user wrote them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sweep {
+    pub key: String,
+    pub values: Vec<String>,
+}
+
+impl Sweep {
+    /// `workload.entry=4K,16K,64K`.
+    pub fn parse(spec: &str) -> Result<Sweep, InputError> {
+        let arg = |m: String| InputError::new("<argument>", format!("--sweep {spec}: {m}"));
+        let (key, values) = spec
+            .split_once('=')
+            .ok_or_else(|| arg("not KEY=V1,V2,... (e.g. workload.entry=4K,16K,64K)".into()))?;
+        let key = key.trim();
+        if key.is_empty() {
+            return Err(arg("no key".into()));
+        }
+        let values: Vec<String> = values.split(',').map(|v| v.trim().to_string()).collect();
+        if values.iter().any(String::is_empty) {
+            return Err(arg("an empty value".into()));
+        }
+        if values.len() > MAX_VALUES {
+            return Err(arg(format!(
+                "{} values: at most {MAX_VALUES} per key",
+                values.len()
+            )));
+        }
+        Ok(Sweep {
+            key: key.to_string(),
+            values,
+        })
+    }
+}
+
+/// The sweeps a command line asks for: one or two keys, each once.
+pub fn sweeps_from(specs: &[String]) -> Result<Vec<Sweep>, InputError> {
+    let sweeps: Vec<Sweep> = specs
+        .iter()
+        .map(|s| Sweep::parse(s))
+        .collect::<Result<_, _>>()?;
+    if sweeps.len() > 2 {
+        return Err(InputError::new(
+            "<argument>",
+            format!("--sweep: at most two keys (got {})", sweeps.len()),
+        ));
+    }
+    if sweeps.len() == 2 && sweeps[0].key == sweeps[1].key {
+        return Err(InputError::new(
+            "<argument>",
+            format!("--sweep: `{}` is swept twice", sweeps[0].key),
+        ));
+    }
+    Ok(sweeps)
+}
+
+/// One setting of the swept keys and the scenario's runs under it.
+#[derive(Clone, Debug)]
+pub struct Point {
+    /// (key, value) per swept key.
+    pub setting: Vec<(String, String)>,
+    pub comparison: Comparison,
+}
+
+/// A whole sweep.
+#[derive(Clone, Debug)]
+pub struct SweepResult {
+    pub scenario: String,
+    pub sweeps: Vec<Sweep>,
+    pub points: Vec<Point>,
+}
+
+/// Every setting, in the order given (the first key varies slowest).
+fn settings(sweeps: &[Sweep]) -> Vec<Vec<(String, String)>> {
+    let mut out = vec![Vec::new()];
+    for s in sweeps {
+        out = out
+            .into_iter()
+            .flat_map(|prefix| {
+                s.values.iter().map(move |v| {
+                    let mut p = prefix.clone();
+                    p.push((s.key.clone(), v.clone()));
+                    p
+                })
+            })
+            .collect();
+    }
+    out
+}
+
+/// Run the scenario at `path` (with the user's own `--set` edits and policies) at every setting
+/// of `sweeps`, under each variant. `check` sees each variant's scenario before anything runs
+/// (the work limit).
+pub fn run(
+    path: &str,
+    sets: &[String],
+    policies: &[String],
+    sweeps: &[Sweep],
+    variants: &[Variant],
+    check: &dyn Fn(&Scenario) -> Result<(), InputError>,
+) -> Result<SweepResult, CompareError> {
+    let mut scenarios = Vec::new();
+    for setting in settings(sweeps) {
+        let mut all = sets.to_vec();
+        all.extend(setting.iter().map(|(k, v)| format!("{k}={v}")));
+        let mut s = Scenario::load_with(path, &all)?;
+        for p in policies {
+            s.set_policies(p)?;
+        }
+        for v in variants {
+            let mut t = s.clone();
+            v.apply(&mut t)?;
+            check(&t)?;
+        }
+        scenarios.push((setting, s));
+    }
+    let mut points = Vec::with_capacity(scenarios.len());
+    let mut name = String::new();
+    for (setting, s) in scenarios {
+        name.clone_from(&s.name);
+        points.push(Point {
+            setting,
+            comparison: compare::compare(&s, variants)?,
+        });
+    }
+    Ok(SweepResult {
+        scenario: name,
+        sweeps: sweeps.to_vec(),
+        points,
+    })
+}
+
+/// The calls any setting made, in the order first met.
+fn call_names(r: &SweepResult) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for p in &r.points {
+        for c in &p.comparison.calls {
+            if !names.contains(&c.call) {
+                names.push(c.call.clone());
+            }
+        }
+    }
+    names
+}
+
+fn mean(p: &Point, call: &str, variant: usize) -> Option<f64> {
+    p.comparison
+        .calls
+        .iter()
+        .find(|c| c.call == call)
+        .and_then(|c| c.mean_ns(variant))
+}
+
+/// How each variant is named on a plot: its label, or with one variant, the release it ran.
+fn series_names(r: &SweepResult) -> Vec<String> {
+    let Some(first) = r.points.first() else {
+        return Vec::new();
+    };
+    let cols = &first.comparison.columns;
+    if cols.len() == 1 {
+        vec![format!("kernel {}", cols[0].outcome.info().policies.kernel)]
+    } else {
+        cols.iter().map(|c| c.label.clone()).collect()
+    }
+}
+
+/// The terminal table: per setting and call, the mean time per variant and the change against
+/// the first.
+pub fn table(r: &SweepResult) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "scenario   {}", r.scenario);
+    for s in &r.sweeps {
+        let _ = writeln!(o, "sweep      {} = {}", s.key, s.values.join(", "));
+    }
+    let names = series_names(r);
+    let n = names.len();
+    if let Some(first) = r.points.first() {
+        for (i, col) in first.comparison.columns.iter().enumerate() {
+            let info = col.outcome.info();
+            let _ = writeln!(
+                o,
+                "{:<10} {}: {} ({}), {}",
+                if i == 0 { "variants" } else { "" },
+                char::from(b'A' + (i % 26) as u8),
+                info.platform,
+                info.arch.name(),
+                info.policies.summary(&info.target)
+            );
+        }
+    }
+    let calls = call_names(r);
+    let max = r
+        .points
+        .iter()
+        .flat_map(|p| {
+            calls
+                .iter()
+                .flat_map(move |c| (0..n).filter_map(move |i| mean(p, c, i)))
+        })
+        .fold(0.0, f64::max);
+    let (unit, div) = unit_for(max);
+    let setting_w = r
+        .points
+        .iter()
+        .map(|p| setting_label(&p.setting).len())
+        .max()
+        .unwrap_or(0)
+        .max(8);
+    let call_w = calls.iter().map(String::len).max().unwrap_or(0).max(4);
+    let _ = write!(
+        o,
+        "\nmean time per call ({unit})\n{:<setting_w$}  {:<call_w$}",
+        "setting", "call"
+    );
+    for i in 0..n {
+        let _ = write!(o, " {:>12}", char::from(b'A' + (i % 26) as u8));
+    }
+    for i in 1..n {
+        let _ = write!(
+            o,
+            " {:>10}",
+            format!("{} vs A", char::from(b'A' + (i % 26) as u8))
+        );
+    }
+    let _ = writeln!(o);
+    for p in &r.points {
+        for c in &calls {
+            let _ = write!(o, "{:<setting_w$}  {c:<call_w$}", setting_label(&p.setting));
+            for i in 0..n {
+                let cell = mean(p, c, i).map_or("-".into(), |v| format!("{:.3}", v / div));
+                let _ = write!(o, " {cell:>12}");
+            }
+            for i in 1..n {
+                let cell = match (mean(p, c, 0), mean(p, c, i)) {
+                    (Some(a), Some(b)) => {
+                        compare::change_pct(a, b).map_or("-".into(), |x| format!("{x:+.1} %"))
+                    }
+                    _ => "-".into(),
+                };
+                let _ = write!(o, " {cell:>10}");
+            }
+            let _ = writeln!(o);
+        }
+    }
+    o
+}
+
+fn setting_label(s: &[(String, String)]) -> String {
+    s.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The JSON document: the sweep, the variants, and per setting each call's figures per variant.
+pub fn json(r: &SweepResult) -> Value {
+    let points: Vec<Value> = r
+        .points
+        .iter()
+        .map(|p| {
+            let setting: serde_json::Map<String, Value> = p
+                .setting
+                .iter()
+                .map(|(k, v)| (k.clone(), json!(v)))
+                .collect();
+            let c = compare::json(&p.comparison);
+            json!({
+                "setting": setting,
+                "calls": c["calls"],
+                "total_ps": p.comparison.columns.iter().map(|c| c.outcome.total_ps()).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let sweeps: Vec<Value> = r
+        .sweeps
+        .iter()
+        .map(|s| json!({ "key": s.key, "values": s.values }))
+        .collect();
+    json!({
+        "scenario": r.scenario,
+        "sweep": sweeps,
+        "variants": series_names(r),
+        "points": points,
+    })
+}
+
+/// One chart per call: x is the first swept key, one curve per variant (and per value of the
+/// second key), y the call's mean time.
+pub fn charts(r: &SweepResult) -> Vec<Chart> {
+    let Some(first) = r.sweeps.first() else {
+        return Vec::new();
+    };
+    let names = series_names(r);
+    let calls = call_names(r);
+    let n = names.len();
+    let max = r
+        .points
+        .iter()
+        .flat_map(|p| {
+            calls
+                .iter()
+                .flat_map(move |c| (0..n).filter_map(move |i| mean(p, c, i)))
+        })
+        .fold(0.0, f64::max);
+    let (unit, div) = unit_for(max);
+    let second = r.sweeps.get(1);
+    let inner: Vec<Option<&String>> = match second {
+        Some(s) => s.values.iter().map(Some).collect(),
+        None => vec![None],
+    };
+    calls
+        .iter()
+        .map(|call| {
+            let mut series = Vec::new();
+            for (vi, vname) in names.iter().enumerate() {
+                for v2 in &inner {
+                    let values = first
+                        .values
+                        .iter()
+                        .map(|v1| {
+                            let p = r.points.iter().find(|p| {
+                                p.setting[0].1 == *v1
+                                    && v2.is_none_or(|v2| {
+                                        p.setting.get(1).is_some_and(|s| s.1 == *v2)
+                                    })
+                            })?;
+                            mean(p, call, vi).map(|m| m / div)
+                        })
+                        .collect();
+                    let label = match (v2, second) {
+                        (Some(v2), Some(s)) => format!("{vname}, {}={v2}", s.key),
+                        _ => vname.clone(),
+                    };
+                    series.push(Series { label, values });
+                }
+            }
+            Chart {
+                title: format!("{} — {call}", r.scenario),
+                x_name: first.key.clone(),
+                x_labels: first.values.clone(),
+                y_name: format!("mean time per call ({unit})"),
+                series,
+            }
+        })
+        .collect()
+}
+
+/// Total picoseconds of every run, for a quick check that a sweep ran what it says.
+pub fn total_ps(r: &SweepResult) -> u64 {
+    r.points
+        .iter()
+        .flat_map(|p| p.comparison.columns.iter().map(|c| c.outcome.total_ps()))
+        .fold(0u64, u64::saturating_add)
+}
+
+/// Mean time of `call` at setting `i` under variant `v`, in ns (for tests and callers).
+pub fn mean_ns(r: &SweepResult, i: usize, call: &str, v: usize) -> Option<f64> {
+    r.points.get(i).and_then(|p| mean(p, call, v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_parse_and_limits_hold() {
+        let s = Sweep::parse("workload.entry=4K, 16K,64K").unwrap();
+        assert_eq!(s.key, "workload.entry");
+        assert_eq!(s.values, ["4K", "16K", "64K"]);
+        for bad in ["workload.entry", "=4K", "workload.entry=4K,,8K"] {
+            assert!(Sweep::parse(bad).is_err(), "{bad}");
+        }
+        let many = format!("k={}", vec!["1"; MAX_VALUES + 1].join(","));
+        assert!(Sweep::parse(&many).is_err());
+        let two = |a: &str, b: &str| sweeps_from(&[a.to_string(), b.to_string()]);
+        assert!(two("a=1", "a=2").is_err());
+        assert!(two("a=1", "b=2").is_ok());
+        assert!(sweeps_from(&["a=1".into(), "b=1".into(), "c=1".into()]).is_err());
+    }
+
+    #[test]
+    fn settings_vary_the_first_key_slowest() {
+        let s = settings(&[
+            Sweep {
+                key: "a".into(),
+                values: vec!["1".into(), "2".into()],
+            },
+            Sweep {
+                key: "b".into(),
+                values: vec!["x".into(), "y".into()],
+            },
+        ]);
+        let flat: Vec<String> = s.iter().map(|p| setting_label(p)).collect();
+        assert_eq!(flat, ["a=1, b=x", "a=1, b=y", "a=2, b=x", "a=2, b=y"]);
+    }
+}
