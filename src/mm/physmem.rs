@@ -493,4 +493,68 @@ mod tests {
         assert_eq!(m.node_of(a), Some(1));
         assert!(matches!(m.alloc(7, 4096), Err(PhysMemError::NoSuchNode(7))));
     }
+
+    #[test]
+    fn memblock_places_top_down_or_bottom_up_inside_the_range() {
+        let mut m = PhysMem::new(vec![
+            NodeRange {
+                node: 0,
+                start: PhysAddr(0),
+                size: 1 << 30,
+            },
+            NodeRange {
+                node: 1,
+                start: PhysAddr(1 << 30),
+                size: 1 << 30,
+            },
+        ]);
+        // Any node, top-down: the highest fit of all memory.
+        let a = m.memblock_alloc_range(None, 4 << 20, 4 << 20, 0, u64::MAX, true);
+        assert_eq!(a, Some(PhysAddr((2 << 30) - (4 << 20))));
+        // Node 0, below 512 MiB, top-down.
+        let b = m.memblock_alloc_range(Some(0), 2 << 20, 2 << 20, 0, 512 << 20, true);
+        assert_eq!(b, Some(PhysAddr((512 << 20) - (2 << 20))));
+        // Node 1, bottom-up from its start.
+        let c = m.memblock_alloc_range(Some(1), 2 << 20, 2 << 20, 0, u64::MAX, false);
+        assert_eq!(c, Some(PhysAddr(1 << 30)));
+        // A range no node has room in.
+        assert_eq!(
+            m.memblock_alloc_range(Some(0), 2 << 30, 4096, 0, u64::MAX, true),
+            None
+        );
+    }
+
+    #[test]
+    fn alloc_pages_node_walks_the_zonelist_below_the_zone_limit() {
+        let mut m = PhysMem::new(vec![
+            NodeRange {
+                node: 0,
+                start: PhysAddr(0),
+                size: 1 << 20,
+            },
+            NodeRange {
+                node: 1,
+                start: PhysAddr(1 << 30),
+                size: 1 << 20,
+            },
+            NodeRange {
+                node: 2,
+                start: PhysAddr(2 << 30),
+                size: 1 << 20,
+            },
+        ]);
+        m.set_zonelists(BTreeMap::from([(1, vec![1, 2, 0])]));
+        let a = m.alloc_pages_node(1, 8, None).unwrap();
+        assert_eq!(m.node_of(a), Some(1));
+        // Node 1 is full: the next block comes from node 2, its zonelist's second.
+        let b = m.alloc_pages_node(1, 8, None).unwrap();
+        assert_eq!(m.node_of(b), Some(2));
+        // Below a 1 GiB zone limit only node 0 qualifies.
+        let c = m.alloc_pages_node(1, 0, Some(1 << 30)).unwrap();
+        assert_eq!(m.node_of(c), Some(0));
+        // A node without a zonelist entry tries only itself.
+        assert_eq!(m.zonelist(0), vec![0]);
+        m.free(a, 1 << 20).unwrap();
+        assert_eq!(m.free_bytes(1), 1 << 20);
+    }
 }
