@@ -339,6 +339,39 @@ fn seg_boundary_preset(k: KernelVersion, _: &Target) -> SegBoundary {
     }
 }
 
+/// How a release reserves and hands out CMA for coherent allocations on `arch` (a release
+/// preset, not an overridable policy: the boot parameters a release lacks are refused at boot).
+/// Read in kernel/dma/contiguous.c, mm/cma.c and arch/arm64/mm/init.c of 5.10, 5.11, 5.12,
+/// 5.15, 6.0 and 6.6: per-NUMA CMA from 5.10, `numa_cma=` (reserved before the default area)
+/// from 6.6; 4 MiB minimum area alignment (`MAX_ORDER - 1`) until `CMA_MIN_ALIGNMENT_BYTES`
+/// (one 2 MiB pageblock) in 5.18; the bottom-up attempt above 4 GiB from 5.12; arm64's
+/// ZONE_DMA of 30 bits with the default area below 4 GiB in 5.10, ZONE_DMA of up to 32 bits
+/// (the default area's limit) from 5.11. Coherent allocation is modelled from 5.10.
+pub fn contiguous_rules(k: KernelVersion) -> crate::dma::contiguous::ContiguousRules {
+    use crate::dma::contiguous::{ContiguousRules, NumaCma};
+    use crate::mm::cma::CmaRules;
+    let v = |a, b| k >= KernelVersion(a, b);
+    ContiguousRules {
+        numa: if v(6, 6) {
+            NumaCma::NumaCma
+        } else if v(5, 10) {
+            NumaCma::PerNuma
+        } else {
+            NumaCma::None
+        },
+        cma: CmaRules {
+            min_align: if v(5, 18) { 2 << 20 } else { 4 << 20 },
+            bottom_up_above_4g: v(5, 12),
+        },
+        numa_first: v(6, 6),
+        zone_dma_bits: if v(5, 11) { 32 } else { 30 },
+        default_below_dma32: !v(5, 11),
+    }
+}
+
+/// The oldest release whose coherent-allocation path dmasim models.
+pub const COHERENT_SINCE: KernelVersion = KernelVersion(5, 10);
+
 /// The release from which arm-smmu and arm-smmu-v3 offer lazy invalidation (`iommu.strict=0`,
 /// the flush queue used through `DOMAIN_ATTR_DMA_USE_FLUSH_QUEUE`).
 pub const LAZY_SINCE: KernelVersion = KernelVersion(5, 0);

@@ -346,3 +346,51 @@ pub const TABLE_BASE: u64 = 0x8000_0000;
 pub fn table_bytes(mapped: u64) -> u64 {
     ((64 << 20) + mapped / 256).next_multiple_of(1 << 20)
 }
+
+/// Physical memory as the profile's topology lays it out: one range per node with memory, and
+/// each node's zonelist in the kernel's fallback order. A profile without `[numa]` gets
+/// `fallback` (one node).
+pub fn numa_memory(profile: &Profile, fallback: Vec<NodeRange>) -> PhysMem {
+    let Some(t) = &profile.numa else {
+        return PhysMem::new(fallback);
+    };
+    let mut mem = PhysMem::new(
+        t.memory_nodes()
+            .map(|n| NodeRange {
+                node: n.id,
+                start: PhysAddr(n.mem_base),
+                size: n.mem_size,
+            })
+            .collect(),
+    );
+    mem.set_zonelists(
+        t.memory_nodes()
+            .map(|n| {
+                let order = t
+                    .fallback_order(n.id)
+                    .into_iter()
+                    .filter(|&o| t.has_memory(o))
+                    .collect();
+                (n.id, order)
+            })
+            .collect(),
+    );
+    mem
+}
+
+/// Boot's CMA reservations (`dma_contiguous_reserve()` and the per-node areas, in the
+/// release's order) over `mem`, and the coherent allocator over them.
+pub fn dma_coherent_init(
+    mem: &mut PhysMem,
+    kernel: crate::policy::KernelVersion,
+    boot: &crate::dma::contiguous::CmaBoot,
+) -> crate::dma::coherent::DmaCoherent {
+    let nodes: Vec<u32> = mem.nodes().iter().map(|n| n.node).collect();
+    let cma = crate::dma::contiguous::Contiguous::reserve(
+        mem,
+        crate::policy::contiguous_rules(kernel),
+        boot,
+        &nodes,
+    );
+    crate::dma::coherent::DmaCoherent::new(cma, nodes.first().copied().unwrap_or(0))
+}

@@ -8,6 +8,8 @@
 //! SMMU, and any may be behind the API, so none can be handed a backend without a device side.
 //! dma-direct, which needs only the CPU, keeps inherent methods on [`crate::hw::Hw`] for the host.
 
+pub mod coherent;
+pub mod contiguous;
 pub mod direct;
 pub mod mapping;
 pub mod swiotlb;

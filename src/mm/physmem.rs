@@ -10,6 +10,11 @@
 //! order-n block), and can fail; frees coalesce. Bytes are stored sparsely per 4 KiB page and read
 //! as zero until written.
 //!
+//! Boot-time reservations (`memblock_alloc_range_nid()`: CMA areas) take a range of one node
+//! top-down or bottom-up between two addresses; `alloc_pages_node()` tries the nodes of the
+//! requested node's zonelist in order (nearest first, as the topology's SLIT orders them) below
+//! a zone's limit.
+//!
 //! Invariants: free ranges never overlap and never touch (they are coalesced); an address is either
 //! inside exactly one allocation or free; freeing something not allocated is an error, not a
 //! silent no-op.
@@ -52,6 +57,9 @@ pub struct PhysMem {
     /// start -> length of every live allocation.
     allocated: BTreeMap<u64, u64>,
     bytes: HashMap<u64, Box<[u8]>, std::hash::BuildHasherDefault<PfnHasher>>,
+    /// Per node id, the nodes its allocations fall back to, itself first (`node_zonelists`).
+    /// Empty for a node not listed: then its own node only.
+    zonelists: BTreeMap<u32, Vec<u32>>,
 }
 
 /// Page-frame numbers are dense small integers: a multiply-fold hash is enough and several times
@@ -87,11 +95,21 @@ impl PhysMem {
                 BTreeMap::from([(n.start.0, n.size)])
             })
             .collect();
+        let ids: Vec<u32> = nodes.iter().map(|n| n.node).collect();
+        let zonelists = ids
+            .iter()
+            .map(|&n| {
+                let mut z = vec![n];
+                z.extend(ids.iter().copied().filter(|&o| o != n));
+                (n, z)
+            })
+            .collect();
         PhysMem {
             nodes,
             free,
             allocated: BTreeMap::new(),
             bytes: HashMap::default(),
+            zonelists,
         }
     }
 
@@ -161,6 +179,153 @@ impl PhysMem {
         }
         self.allocated.insert(a, size);
         Ok(PhysAddr(a))
+    }
+
+    /// Set the order in which each node's page allocations fall back to other nodes
+    /// (`build_zonelists()`; see `platform::numa::Topology::fallback_order`).
+    pub fn set_zonelists(&mut self, zonelists: BTreeMap<u32, Vec<u32>>) {
+        self.zonelists = zonelists;
+    }
+
+    /// The nodes an allocation on `node` tries, in order.
+    pub fn zonelist(&self, node: u32) -> Vec<u32> {
+        self.zonelists
+            .get(&node)
+            .cloned()
+            .unwrap_or_else(|| vec![node])
+    }
+
+    /// Carve `[a, a + size)` out of free range `start` of node index `idx`.
+    fn take(&mut self, idx: usize, start: u64, a: u64, size: u64) {
+        let free = &mut self.free[idx];
+        let len = free.remove(&start).unwrap_or(0);
+        if a > start {
+            free.insert(start, a - start);
+        }
+        let end = a + size;
+        if end < start + len {
+            free.insert(end, start + len - end);
+        }
+        self.allocated.insert(a, size);
+    }
+
+    /// The place for `size` bytes at `align` inside `[lo, hi)` on node index `idx`: the highest
+    /// (`top_down`) or lowest fit among its free ranges, as (free range start, address).
+    fn fit(
+        &self,
+        idx: usize,
+        size: u64,
+        align: u64,
+        lo: u64,
+        hi: u64,
+        top_down: bool,
+    ) -> Option<(u64, u64)> {
+        let mut best: Option<(u64, u64)> = None;
+        for (&start, &len) in &self.free[idx] {
+            let s = start.max(lo);
+            let e = (start + len).min(hi);
+            if e <= s || e - s < size {
+                continue;
+            }
+            let a = if top_down {
+                (e - size) & !(align - 1)
+            } else {
+                match s.checked_add(align - 1) {
+                    Some(x) => x & !(align - 1),
+                    None => continue,
+                }
+            };
+            if a < s || a.checked_add(size).is_none_or(|x| x > e) {
+                continue;
+            }
+            let better = match best {
+                None => true,
+                Some((_, b)) => (top_down && a > b) || (!top_down && a < b),
+            };
+            if better {
+                best = Some((start, a));
+            }
+        }
+        best
+    }
+
+    /// `memblock_alloc_range_nid(size, align, start, end, nid, exact_nid = true)` at boot:
+    /// `size` bytes at `align` inside `[start, end)` on `node` (any node for `None`), the
+    /// highest fit when `top_down` (memblock's default direction), else the lowest.
+    pub fn memblock_alloc_range(
+        &mut self,
+        node: Option<u32>,
+        size: u64,
+        align: u64,
+        start: u64,
+        end: u64,
+        top_down: bool,
+    ) -> Option<PhysAddr> {
+        if size == 0 || !size.is_multiple_of(PAGE) || !align.is_power_of_two() {
+            return None;
+        }
+        let align = align.max(PAGE);
+        let mut best: Option<(usize, u64, u64)> = None;
+        for (idx, n) in self.nodes.iter().enumerate() {
+            if node.is_some_and(|want| want != n.node) {
+                continue;
+            }
+            if let Some((fs, a)) = self.fit(idx, size, align, start, end, top_down) {
+                let better = match best {
+                    None => true,
+                    Some((_, _, b)) => (top_down && a > b) || (!top_down && a < b),
+                };
+                if better {
+                    best = Some((idx, fs, a));
+                }
+            }
+        }
+        let (idx, fs, a) = best?;
+        self.take(idx, fs, a, size);
+        Some(PhysAddr(a))
+    }
+
+    /// `alloc_pages_node(node, gfp, order)`: `2^order` pages aligned to their size, below
+    /// `limit` (the highest zone `gfp` allows: ZONE_DMA's or ZONE_DMA32's end, or none), from
+    /// the first node of `node`'s zonelist that has such a block. The lowest fit of a node
+    /// stands for the buddy allocator's choice (which block a real buddy hands out depends on
+    /// history the model does not keep; the node and the zone are what the callers see).
+    pub fn alloc_pages_node(
+        &mut self,
+        node: u32,
+        order: u32,
+        limit: Option<u64>,
+    ) -> Result<PhysAddr, PhysMemError> {
+        let size = PAGE
+            .checked_shl(order)
+            .filter(|s| order < 40 && *s > 0)
+            .ok_or(PhysMemError::OutOfMemory {
+                node,
+                size: u64::MAX,
+                align: u64::MAX,
+            })?;
+        for n in self.zonelist(node) {
+            let Some(idx) = self.nodes.iter().position(|r| r.node == n) else {
+                continue;
+            };
+            if let Some((fs, a)) = self.fit(idx, size, size, 0, limit.unwrap_or(u64::MAX), false) {
+                self.take(idx, fs, a, size);
+                return Ok(PhysAddr(a));
+            }
+        }
+        Err(PhysMemError::OutOfMemory {
+            node,
+            size,
+            align: size,
+        })
+    }
+
+    /// Free bytes on `node`.
+    pub fn free_bytes(&self, node: u32) -> u64 {
+        self.nodes
+            .iter()
+            .position(|n| n.node == node)
+            .map_or(0, |i| self.free[i].values().sum())
     }
 
     /// Free an allocation made by [`PhysMem::alloc`] (the size must match, in whole pages).
@@ -327,5 +492,69 @@ mod tests {
         let a = m.alloc(1, 4096).unwrap();
         assert_eq!(m.node_of(a), Some(1));
         assert!(matches!(m.alloc(7, 4096), Err(PhysMemError::NoSuchNode(7))));
+    }
+
+    #[test]
+    fn memblock_places_top_down_or_bottom_up_inside_the_range() {
+        let mut m = PhysMem::new(vec![
+            NodeRange {
+                node: 0,
+                start: PhysAddr(0),
+                size: 1 << 30,
+            },
+            NodeRange {
+                node: 1,
+                start: PhysAddr(1 << 30),
+                size: 1 << 30,
+            },
+        ]);
+        // Any node, top-down: the highest fit of all memory.
+        let a = m.memblock_alloc_range(None, 4 << 20, 4 << 20, 0, u64::MAX, true);
+        assert_eq!(a, Some(PhysAddr((2 << 30) - (4 << 20))));
+        // Node 0, below 512 MiB, top-down.
+        let b = m.memblock_alloc_range(Some(0), 2 << 20, 2 << 20, 0, 512 << 20, true);
+        assert_eq!(b, Some(PhysAddr((512 << 20) - (2 << 20))));
+        // Node 1, bottom-up from its start.
+        let c = m.memblock_alloc_range(Some(1), 2 << 20, 2 << 20, 0, u64::MAX, false);
+        assert_eq!(c, Some(PhysAddr(1 << 30)));
+        // A range no node has room in.
+        assert_eq!(
+            m.memblock_alloc_range(Some(0), 2 << 30, 4096, 0, u64::MAX, true),
+            None
+        );
+    }
+
+    #[test]
+    fn alloc_pages_node_walks_the_zonelist_below_the_zone_limit() {
+        let mut m = PhysMem::new(vec![
+            NodeRange {
+                node: 0,
+                start: PhysAddr(0),
+                size: 1 << 20,
+            },
+            NodeRange {
+                node: 1,
+                start: PhysAddr(1 << 30),
+                size: 1 << 20,
+            },
+            NodeRange {
+                node: 2,
+                start: PhysAddr(2 << 30),
+                size: 1 << 20,
+            },
+        ]);
+        m.set_zonelists(BTreeMap::from([(1, vec![1, 2, 0])]));
+        let a = m.alloc_pages_node(1, 8, None).unwrap();
+        assert_eq!(m.node_of(a), Some(1));
+        // Node 1 is full: the next block comes from node 2, its zonelist's second.
+        let b = m.alloc_pages_node(1, 8, None).unwrap();
+        assert_eq!(m.node_of(b), Some(2));
+        // Below a 1 GiB zone limit only node 0 qualifies.
+        let c = m.alloc_pages_node(1, 0, Some(1 << 30)).unwrap();
+        assert_eq!(m.node_of(c), Some(0));
+        // A node without a zonelist entry tries only itself.
+        assert_eq!(m.zonelist(0), vec![0]);
+        m.free(a, 1 << 20).unwrap();
+        assert_eq!(m.free_bytes(1), 1 << 20);
     }
 }

@@ -21,6 +21,8 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use toml::Spanned;
 
+pub mod numa;
+
 /// Built-in profiles: (name, file name, TOML text).
 const BUILTIN: &[(&str, &str)] = &[
     (
@@ -33,6 +35,7 @@ const BUILTIN: &[(&str, &str)] = &[
     ),
     ("sm8150", include_str!("../../profiles/sm8150.toml")),
     ("zynq7000", include_str!("../../profiles/zynq7000.toml")),
+    ("kunpeng920", include_str!("../../profiles/kunpeng920.toml")),
 ];
 
 /// A plain value with its source.
@@ -316,6 +319,9 @@ pub struct ProfileFile {
     pub outer_cache: Option<OuterCacheSpec>,
     /// Optional: a functional model of the caches (line states) behind the maintenance costs.
     pub cache_model: Option<CacheModelSpec>,
+    /// Optional: the NUMA topology (nodes, SLIT, latencies, where the SMMUs and devices sit).
+    /// Without it the platform is one node, as before.
+    pub numa: Option<numa::NumaSpec>,
 }
 
 /// A loaded, checked profile.
@@ -327,6 +333,8 @@ pub struct Profile {
     pub model: ModelParams,
     /// `platform.cpus`, checked to be a whole number of at least 1.
     pub cpus: Option<u32>,
+    /// The checked `[numa]` section, if any.
+    pub numa: Option<numa::Topology>,
 }
 
 /// A parameter's resolved value and source, for reports.
@@ -371,11 +379,16 @@ impl Profile {
                 Some(n as u32)
             }
         };
+        let numa = match &file.numa {
+            Some(n) => Some(numa::resolve(origin, text, n)?),
+            None => None,
+        };
         Ok(Profile {
             origin: origin.to_string(),
             file,
             model,
             cpus,
+            numa,
         })
     }
 
@@ -574,6 +587,68 @@ impl Profile {
             out.push(cost_info("cache_model.l1_writeback", &m.l1_writeback));
             if let Some(c) = &m.l2_writeback {
                 out.push(cost_info("cache_model.l2_writeback", c));
+            }
+        }
+        if let (Some(n), Some(t)) = (&f.numa, &self.numa) {
+            for (i, (ns, node)) in n.node.iter().zip(&t.nodes).enumerate() {
+                out.push(ParamInfo {
+                    key: format!("numa.node[{i}]"),
+                    value: format!(
+                        "cpus \"{}\", memory {:#x} + {} MiB",
+                        ns.cpus.get_ref(),
+                        node.mem_base,
+                        node.mem_size >> 20
+                    ),
+                    source: ns.source.get_ref().clone(),
+                });
+            }
+            for (key, m, rows) in [
+                (
+                    "numa.distance",
+                    &n.distance,
+                    t.distance
+                        .iter()
+                        .map(|r| r.iter().map(|d| d.to_string()).collect::<Vec<_>>())
+                        .collect::<Vec<_>>(),
+                ),
+                (
+                    "numa.latency_ns",
+                    &n.latency_ns,
+                    t.latency_ps
+                        .iter()
+                        .map(|r| {
+                            r.iter()
+                                .map(|p| format!("{}", *p as f64 / 1000.0))
+                                .collect::<Vec<_>>()
+                        })
+                        .collect::<Vec<_>>(),
+                ),
+            ] {
+                let rows: Vec<String> =
+                    rows.iter().map(|r| format!("[{}]", r.join(", "))).collect();
+                out.push(ParamInfo {
+                    key: key.to_string(),
+                    value: rows.join(" "),
+                    source: m.source.get_ref().clone(),
+                });
+            }
+            for (s, i) in n.initiator.iter().zip(&t.initiators) {
+                let lat: Vec<String> = i
+                    .latency_ps
+                    .iter()
+                    .map(|p| format!("{}", *p as f64 / 1000.0))
+                    .collect();
+                out.push(ParamInfo {
+                    key: format!("numa.initiator.{}", i.name),
+                    value: format!(
+                        "{:?} on node {}, latency ns [{}]",
+                        i.kind,
+                        i.node,
+                        lat.join(", ")
+                    )
+                    .to_lowercase(),
+                    source: s.source.get_ref().clone(),
+                });
             }
         }
         out

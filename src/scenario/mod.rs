@@ -944,16 +944,29 @@ impl Scenario {
                 return Err(self.error(&file(self.lines.smmu), "iommu.smmu", msg));
             }
         }
-        // The platforms modelled so far have one memory node; a device on another is a
-        // mistake the input shows (per-node topology comes with the NUMA profiles).
-        if let Some(n) = self.device.numa_node
-            && n != 0
-        {
-            let msg = format!(
-                "node {n}, but platform `{}` has one memory node (node 0)",
-                self.profile.name()
-            );
-            return Err(self.error(&file(self.lines.numa_node), "device.numa_node", msg));
+        // A device sits on a node of the platform's topology that has memory (`dev_to_node()`
+        // names a node whose memory its coherent allocations prefer); a platform without
+        // `[numa]` has one node, 0.
+        if let Some(n) = self.device.numa_node {
+            let msg = match &self.profile.numa {
+                None if n != 0 => Some(format!(
+                    "node {n}, but platform `{}` has one memory node (node 0)",
+                    self.profile.name()
+                )),
+                Some(t) if n as usize >= t.nodes.len() => Some(format!(
+                    "node {n} is out of range: platform `{}` has nodes 0 to {}",
+                    self.profile.name(),
+                    t.nodes.len() - 1
+                )),
+                Some(t) if !t.has_memory(n) => Some(format!(
+                    "node {n} of platform `{}` has no memory: a device sits on a node with memory",
+                    self.profile.name()
+                )),
+                _ => None,
+            };
+            if let Some(msg) = msg {
+                return Err(self.error(&file(self.lines.numa_node), "device.numa_node", msg));
+            }
         }
         // A streaming buffer dma-direct cannot reach, with no bounce pool to fall back on, fails
         // every map: the input says so before anything runs.
