@@ -40,8 +40,22 @@ use std::sync::atomic::{AtomicBool, Ordering};
     about = "An executable model of the Linux DMA-mapping stack"
 )]
 struct Cli {
+    /// Quiet: no progress bar and no informational notes on standard error (warnings and errors
+    /// still show).
+    #[arg(short, long, global = true)]
+    quiet: bool,
     #[command(subcommand)]
     cmd: Cmd,
+}
+
+/// Set once from `-q` before anything runs; read where a note or the progress bar would show.
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+/// An informational line on standard error, unless `-q`.
+fn info(msg: std::fmt::Arguments) {
+    if !QUIET.load(Ordering::Relaxed) {
+        note(msg);
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -243,6 +257,7 @@ const EXIT_PANIC: u8 = 70;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    QUIET.store(cli.quiet, Ordering::Relaxed);
     // The default hook has already printed the panic message and location by the time the
     // unwind is caught; the closing line only says what the status means.
     let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -438,7 +453,7 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
                 let svg = dmasim::plot::svg(&dmasim::sweep::charts(&r));
                 std::fs::write(path, svg)
                     .map_err(|e| InputError::new(path, format!("cannot write plot: {e}")))?;
-                note(format_args!("wrote {path}"));
+                info(format_args!("wrote {path}"));
             }
             match format {
                 Format::Json => print_json(out, &dmasim::sweep::json(&r))?,
@@ -461,13 +476,15 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
             warn_unpriced(&s.profile, &s.sw_keys(), &s.name);
             s.check_work(u128::from(max_work))?;
             if s.work() > scenario::WARN_WORK {
-                note(format_args!(
+                info(format_args!(
                     "note: about {} model steps: this run may take a while",
                     s.work()
                 ));
             }
-            let bar = (s.work() > scenario::WARN_WORK && io::stderr().is_terminal())
-                .then(|| Progress::start(s.progress_total()));
+            let bar = (s.work() > scenario::WARN_WORK
+                && io::stderr().is_terminal()
+                && !QUIET.load(Ordering::Relaxed))
+            .then(|| Progress::start(s.progress_total()));
             let outcome = scenario::execute(&s);
             if let Some(bar) = bar {
                 bar.finish();
@@ -561,7 +578,7 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
                     std::fs::write(&path, text).map_err(|e| {
                         InputError::new(&path, format!("cannot write profile: {e}"))
                     })?;
-                    note(format_args!("wrote {path}"));
+                    info(format_args!("wrote {path}"));
                 }
                 None => write!(out, "{text}")?,
             }

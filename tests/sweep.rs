@@ -235,3 +235,38 @@ fn bad_sets_and_sweeps_exit_2_naming_the_argument() {
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
     }
 }
+
+#[test]
+fn quiet_silences_notes_but_not_errors() {
+    let dir = std::env::temp_dir().join(format!("dmasim-quiet-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let svg = dir.join("q.svg");
+    let svg = svg.to_str().expect("utf-8");
+    let args = [
+        "run",
+        SCENARIO,
+        "--sweep",
+        "workload.entry=4K,64K",
+        "--plot",
+        svg,
+    ];
+    let loud = dmasim(&args);
+    assert!(String::from_utf8_lossy(&loud.stderr).contains("wrote"));
+    let mut q = vec!["-q"];
+    q.extend(args);
+    let quiet = dmasim(&q);
+    let also = dmasim(&[&args[..], &["--quiet"]].concat());
+    std::fs::remove_dir_all(&dir).expect("clean up");
+    for o in [&quiet, &also] {
+        assert!(o.status.success());
+        assert!(
+            o.stderr.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(o.stdout, loud.stdout);
+    }
+    let err = dmasim(&["-q", "run", SCENARIO, "--set", "workload.nope=1"]);
+    assert_eq!(err.status.code(), Some(2));
+    assert!(!err.stderr.is_empty(), "errors still show under -q");
+}
