@@ -705,6 +705,52 @@ mod tests {
         assert_eq!(m.ledger.totals()[Counter::L1Writeback as usize], 16);
     }
 
+    /// A program's loop: uncached memory is one priced access each; cached memory pays its
+    /// L1 hits per access, a fill per missed line, and with prefetch only the part of a
+    /// sequential stream's fill the previous line's accesses did not cover.
+    #[test]
+    fn cpu_accesses_cost_by_memory_type_and_line_state() {
+        use crate::hw::memory::{MemCosts, MemType, TypeCosts};
+        let mut p = with_caches(params(10, 500, 0, 50), [1_000, 2_000]);
+        let mut mem = MemCosts {
+            fill_l2_ps: 300,
+            fill_memory_ps: 1_000,
+            ..MemCosts::default()
+        };
+        mem.types[MemType::Cached as usize] = Some(TypeCosts {
+            read: vec![(1, 10), (8, 12)],
+            write: vec![(1, 11)],
+        });
+        mem.types[MemType::NormalNc as usize] = Some(TypeCosts {
+            read: vec![(1, 100)],
+            write: vec![],
+        });
+        p.mem = Some(mem.clone());
+        let mut m = Model::new(p.clone());
+        m.cpu_access(Access::Read, MemType::NormalNc, 1, PhysAddr(0), 256);
+        assert_eq!(m.now_ps(), 256 * 100);
+        assert!(m.caches().unwrap().contents(0).is_empty(), "no allocation");
+        // Cached, cold, no prefetch: 4 lines of 64 bytes, each 64 hits and a fill from memory.
+        let t0 = m.now_ps();
+        m.cpu_access(Access::Read, MemType::Cached, 1, PhysAddr(0), 256);
+        assert_eq!(m.now_ps() - t0, 256 * 10 + 4 * 1_000);
+        // Again: all L1 hits.
+        let t1 = m.now_ps();
+        m.cpu_access(Access::Read, MemType::Cached, 8, PhysAddr(0), 256);
+        assert_eq!(m.now_ps() - t1, 32 * 12);
+        let t = m.ledger.totals();
+        assert_eq!(t[Counter::CpuAccess as usize], 256 + 256 + 32);
+        assert_eq!(t[Counter::LineFill as usize], 4);
+        // With prefetch: the first line's fill is exposed, each next line's fill less the
+        // 640 ps spent on the line before it.
+        mem.prefetch_next_line = true;
+        p.mem = Some(mem);
+        let mut m = Model::new(p);
+        m.cpu_access(Access::Read, MemType::Cached, 1, PhysAddr(0), 256);
+        assert_eq!(m.now_ps(), 256 * 10 + 1_000 + 3 * (1_000 - 640));
+        assert_eq!(m.ledger.total_ps(), m.now_ps());
+    }
+
     #[test]
     fn tlbstatus_reads_busy_until_prior_invalidations_and_the_sync_complete() {
         let mut p = params(1, 1, 0, 1);
