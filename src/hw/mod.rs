@@ -149,7 +149,7 @@ pub enum Counter {
     BounceCopyBytes,
     /// A spin lock taken (`spin_lock_irqsave` of the swiotlb pool or area lock).
     SpinLock,
-    /// An out-of-line `__phys_addr` call (x86-64 `virt_to_phys` before the 3.7 swiotlb series).
+    /// An out-of-line `__phys_addr` call (x86-64 `virt_to_phys` before the 3.8 swiotlb series).
     PhysAddrCall,
     SmmuTlbiva,
     SmmuTlbival,

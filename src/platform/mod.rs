@@ -241,8 +241,8 @@ pub struct MemorySpec {
     pub copy: Option<CopySpec>,
 }
 
-/// Instructions per group of lib/swiotlb.c (Linux 3.6/3.7) as the platform's compiler emits it
-/// (`[code.swiotlb_2012]`): the groups the functions the 3.7 series changed execute on the
+/// Instructions per group of lib/swiotlb.c (Linux 3.6/3.8) as the platform's compiler emits it
+/// (`[code.swiotlb_2012]`): the groups the functions the 3.8 series changed execute on the
 /// unbounced path. Each is a whole number with its source (how it was counted).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -257,7 +257,7 @@ pub struct Swiotlb2012Code {
     pub call: Param,
     /// Using a predicate's result.
     pub test_result: Param,
-    /// `is_swiotlb_buffer()` inlined (3.7).
+    /// `is_swiotlb_buffer()` inlined (3.8).
     pub range_check: Param,
     /// `swiotlb_dma_mapping_error()`'s comparison.
     pub compare_result: Param,
