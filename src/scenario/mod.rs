@@ -86,6 +86,7 @@ impl Outcome {
             Outcome::Forwarding(r) => &r.info,
             Outcome::Bounce(r) => &r.info,
             Outcome::Iommu(r) => &r.info,
+            Outcome::UserAccess(r) => &r.info,
         }
     }
 
@@ -120,6 +121,12 @@ impl Outcome {
                 .iter()
                 .map(|o| (o.label.clone(), o.calls, o.total_ps))
                 .collect(),
+            // The program's loop, once per iteration.
+            Outcome::UserAccess(r) => vec![(
+                format!("{} loop", r.workload.pattern.name()),
+                u64::from(r.workload.iterations),
+                r.total_ps,
+            )],
         }
     }
 
