@@ -25,6 +25,7 @@ pub mod cache;
 pub mod calls;
 pub mod host;
 pub mod ledger;
+pub mod memory;
 pub mod model;
 pub mod recorder;
 pub mod sw_costs;
@@ -195,10 +196,14 @@ pub enum Counter {
     /// Dirty lines written out of the L2 to memory by maintenance (the PL310's clean by PA, or a
     /// victim the L2 evicted to take a line an L1 clean wrote into it).
     L2Writeback,
+    /// Loads and stores a program issued (`user_access` workloads), of any size and type.
+    CpuAccess,
+    /// Of a program's accesses to cached memory, the L1 line fills (misses).
+    LineFill,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 34] = [
+    pub const ALL: [Counter; 36] = [
         Counter::CacheCleanLine,
         Counter::CacheInvalLine,
         Counter::CacheCleanInvalLine,
@@ -233,6 +238,8 @@ impl Counter {
         Counter::OuterSync,
         Counter::L1Writeback,
         Counter::L2Writeback,
+        Counter::CpuAccess,
+        Counter::LineFill,
     ];
     pub const N: usize = Counter::ALL.len();
 
@@ -273,6 +280,8 @@ impl Counter {
             Counter::OuterSync => "outer_sync",
             Counter::L1Writeback => "l1_writeback",
             Counter::L2Writeback => "l2_writeback",
+            Counter::CpuAccess => "cpu_access",
+            Counter::LineFill => "line_fill",
         }
     }
 
@@ -325,6 +334,8 @@ impl Counter {
             (Counter::OuterSync, _) => "L2 SYNC",
             (Counter::L1Writeback, _) => "L1 writeback",
             (Counter::L2Writeback, _) => "L2 writeback",
+            (Counter::CpuAccess, _) => "load/store",
+            (Counter::LineFill, _) => "L1 linefill",
         }
     }
 }
@@ -393,6 +404,18 @@ pub trait Hw {
     /// the lines' states follow (a write leaves them dirty); nothing is charged or counted, since
     /// the program's own time is not the DMA API's. Backends without a cache model ignore it.
     fn cpu_touch(&mut self, _a: cache::Access, _start: PhysAddr, _bytes: u64) {}
+    /// A program's loop of `size`-byte loads or stores over `[start, start + bytes)`, to memory
+    /// of type `mt`, charged: cached memory through the cache model (fills, writebacks), any
+    /// other type one bus transaction per access. Backends that cannot price it ignore it.
+    fn cpu_access(
+        &mut self,
+        _a: cache::Access,
+        _mt: memory::MemType,
+        _size: u64,
+        _start: PhysAddr,
+        _bytes: u64,
+    ) {
+    }
     /// Count `n` events of a kind that has no time of its own here (its time was charged through
     /// [`Hw::sw`]): a lock taken, an out-of-line translation call. Backends without counters ignore it.
     fn count(&mut self, _c: Counter, _n: u64) {}

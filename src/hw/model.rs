@@ -173,6 +173,9 @@ pub struct ModelParams {
     /// `None` when the profile has no `[cache_model]`: maintenance is then priced by operation
     /// alone, whatever the lines hold.
     pub caches: Option<CacheModelParams>,
+    /// `None` when the profile has no `[memory_type.*]`: a program's accesses cost nothing, and
+    /// a workload that makes them was refused up front.
+    pub mem: Option<super::memory::MemCosts>,
 }
 
 impl ModelParams {
@@ -430,6 +433,85 @@ impl Hw for Model {
             c.access_range(a, start.0, bytes);
         }
     }
+
+    fn cpu_access(
+        &mut self,
+        a: Access,
+        mt: super::memory::MemType,
+        size: u64,
+        start: PhysAddr,
+        bytes: u64,
+    ) {
+        if bytes == 0 || size == 0 {
+            return;
+        }
+        let mem = self.params.mem.clone().unwrap_or_default();
+        let per = mem
+            .of(mt)
+            .and_then(|c| c.cost(a == Access::Write, size))
+            .unwrap_or(0);
+        let line = self.params.line_bytes.max(1);
+        let end = start.0.saturating_add(bytes);
+        // The loop runs line by line: its accesses within each line, and for cached memory the
+        // line's fill (an L1 miss) and any dirty victims the fill displaced.
+        let mut caches = if mt == super::memory::MemType::Cached {
+            self.caches.take()
+        } else {
+            None
+        };
+        let (mut accesses, mut fills, mut ps, mut stall) = (0u64, 0u64, 0u64, 0u64);
+        let mut total = Effects::default();
+        let mut prev_line: Option<(u64, u64)> = None;
+        let mut lo = start.0;
+        while lo < end {
+            let next = (lo / line).saturating_add(1).saturating_mul(line).min(end);
+            let n = (next - lo).div_ceil(size);
+            let work = n.saturating_mul(per);
+            if let Some(c) = caches.as_mut() {
+                let l = c.line_of(lo);
+                let mut fx = Effects::default();
+                c.access(a, l, &mut fx);
+                // A miss that brought the line into the L1 (a store to a level that does not
+                // write-allocate goes on as a write, with no fill to wait for).
+                if fx.served[0] == 0 && c.state(0, l) != super::cache::LineState::Absent {
+                    fills += 1;
+                    let fill = if fx.served[1] > 0 && c.depth() > 1 {
+                        mem.fill_l2_ps
+                    } else {
+                        mem.fill_memory_ps
+                    };
+                    // A sequential stream's next line was prefetched while the loop worked on
+                    // the previous one: only what that work did not cover is exposed.
+                    let exposed = match prev_line {
+                        Some((p, took)) if mem.prefetch_next_line && p.wrapping_add(1) == l => {
+                            fill.saturating_sub(took)
+                        }
+                        _ => fill,
+                    };
+                    stall = stall.saturating_add(exposed);
+                }
+                stall = stall.saturating_add(self.writeback_work(&fx));
+                total.add(&fx);
+                prev_line = Some((l, work));
+            }
+            accesses = accesses.saturating_add(n);
+            ps = ps.saturating_add(work);
+            lo = next;
+        }
+        if caches.is_some() {
+            self.caches = caches;
+        }
+        self.ledger.count(Counter::CpuAccess, accesses);
+        if fills > 0 {
+            self.ledger.count(Counter::LineFill, fills);
+        }
+        self.count_writebacks(&total);
+        self.advance(ps);
+        if stall > 0 {
+            self.now = self.now.saturating_add(stall);
+            self.ledger.charge_wait(stall);
+        }
+    }
 }
 
 impl SmmuPort for Model {
@@ -511,6 +593,7 @@ mod tests {
             copy: None,
             outer: None,
             caches: None,
+            mem: None,
         }
     }
 
@@ -620,6 +703,52 @@ mod tests {
         m.cache_maint(CacheOp::Inval, PhysAddr(0), 1);
         assert_eq!(m.now_ps() - t2, 10);
         assert_eq!(m.ledger.totals()[Counter::L1Writeback as usize], 16);
+    }
+
+    /// A program's loop: uncached memory is one priced access each; cached memory pays its
+    /// L1 hits per access, a fill per missed line, and with prefetch only the part of a
+    /// sequential stream's fill the previous line's accesses did not cover.
+    #[test]
+    fn cpu_accesses_cost_by_memory_type_and_line_state() {
+        use crate::hw::memory::{MemCosts, MemType, TypeCosts};
+        let mut p = with_caches(params(10, 500, 0, 50), [1_000, 2_000]);
+        let mut mem = MemCosts {
+            fill_l2_ps: 300,
+            fill_memory_ps: 1_000,
+            ..MemCosts::default()
+        };
+        mem.types[MemType::Cached as usize] = Some(TypeCosts {
+            read: vec![(1, 10), (8, 12)],
+            write: vec![(1, 11)],
+        });
+        mem.types[MemType::NormalNc as usize] = Some(TypeCosts {
+            read: vec![(1, 100)],
+            write: vec![],
+        });
+        p.mem = Some(mem.clone());
+        let mut m = Model::new(p.clone());
+        m.cpu_access(Access::Read, MemType::NormalNc, 1, PhysAddr(0), 256);
+        assert_eq!(m.now_ps(), 256 * 100);
+        assert!(m.caches().unwrap().contents(0).is_empty(), "no allocation");
+        // Cached, cold, no prefetch: 4 lines of 64 bytes, each 64 hits and a fill from memory.
+        let t0 = m.now_ps();
+        m.cpu_access(Access::Read, MemType::Cached, 1, PhysAddr(0), 256);
+        assert_eq!(m.now_ps() - t0, 256 * 10 + 4 * 1_000);
+        // Again: all L1 hits.
+        let t1 = m.now_ps();
+        m.cpu_access(Access::Read, MemType::Cached, 8, PhysAddr(0), 256);
+        assert_eq!(m.now_ps() - t1, 32 * 12);
+        let t = m.ledger.totals();
+        assert_eq!(t[Counter::CpuAccess as usize], 256 + 256 + 32);
+        assert_eq!(t[Counter::LineFill as usize], 4);
+        // With prefetch: the first line's fill is exposed, each next line's fill less the
+        // 640 ps spent on the line before it.
+        mem.prefetch_next_line = true;
+        p.mem = Some(mem);
+        let mut m = Model::new(p);
+        m.cpu_access(Access::Read, MemType::Cached, 1, PhysAddr(0), 256);
+        assert_eq!(m.now_ps(), 256 * 10 + 1_000 + 3 * (1_000 - 640));
+        assert_eq!(m.ledger.total_ps(), m.now_ps());
     }
 
     #[test]

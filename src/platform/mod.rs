@@ -165,6 +165,9 @@ pub struct OuterCacheSpec {
     pub sync: Cost,
 }
 
+/// One `[memory_type.<name>]` section: its costs by key.
+pub type MemoryTypeCosts = BTreeMap<Spanned<String>, Cost>;
+
 /// A yes/no property with its source.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -215,6 +218,9 @@ pub struct CacheModelSpec {
     pub l1_writeback: Cost,
     /// Writing one dirty outer-cache line to memory. Required with `[outer_cache]`.
     pub l2_writeback: Option<Cost>,
+    /// Whether the L1 prefetches the next line of a sequential stream of CPU accesses (priced
+    /// by `[memory_type.cached]`'s fills). Optional: no prefetch if absent.
+    pub l1_prefetch: Option<FlagParam>,
 }
 
 /// The outer-cache revisions whose kernel code dmasim models: those for which 3.16+'s
@@ -322,6 +328,10 @@ pub struct ProfileFile {
     /// Optional: the NUMA topology (nodes, SLIT, latencies, where the SMMUs and devices sit).
     /// Without it the platform is one node, as before.
     pub numa: Option<numa::NumaSpec>,
+    /// Optional: what a program's loads and stores cost, per memory type (`cached`,
+    /// `normal_nc`, `device`, `strongly_ordered`): `read_N` / `write_N` per access of N bytes,
+    /// and for `cached` the L1 miss's `fill_l2` and `fill_memory`.
+    pub memory_type: Option<BTreeMap<Spanned<String>, MemoryTypeCosts>>,
 }
 
 /// A loaded, checked profile.
@@ -584,6 +594,9 @@ impl Profile {
             if let Some(p) = &m.l2_write_allocate {
                 out.push(flag("cache_model.l2_write_allocate", p));
             }
+            if let Some(p) = &m.l1_prefetch {
+                out.push(flag("cache_model.l1_prefetch", p));
+            }
             out.push(cost_info("cache_model.l1_writeback", &m.l1_writeback));
             if let Some(c) = &m.l2_writeback {
                 out.push(cost_info("cache_model.l2_writeback", c));
@@ -651,7 +664,47 @@ impl Profile {
                 });
             }
         }
+        for (t, costs) in f.memory_type.iter().flatten() {
+            for (k, c) in costs {
+                out.push(cost_info(
+                    &format!("memory_type.{}.{}", t.get_ref(), k.get_ref()),
+                    c,
+                ));
+            }
+        }
         out
+    }
+
+    /// Fail unless the profile prices `write`s (or reads) of `size` bytes to `t`, which `why`
+    /// makes; for cached memory, its line fills too.
+    pub fn require_access(
+        &self,
+        t: crate::hw::memory::MemType,
+        write: bool,
+        size: u64,
+        why: &str,
+    ) -> Result<(), InputError> {
+        let key = format!(
+            "memory_type.{}.{}_{size}",
+            t.key(),
+            if write { "write" } else { "read" }
+        );
+        let priced = self
+            .model
+            .mem
+            .as_ref()
+            .and_then(|m| m.of(t))
+            .and_then(|c| c.cost(write, size))
+            .is_some();
+        if !priced {
+            return Err(InputError {
+                file: self.origin.clone(),
+                line: None,
+                key: Some(key),
+                message: format!("missing, but {why} makes these accesses"),
+            });
+        }
+        Ok(())
     }
 }
 
@@ -940,6 +993,10 @@ fn resolve(origin: &str, text: &str, f: &ProfileFile) -> Result<ModelParams, Inp
         Some(m) => Some(resolve_cache_model(&r, f, m, line as u64)?),
         None => None,
     };
+    let mem = match &f.memory_type {
+        Some(t) => Some(resolve_memory_types(&r, f, t)?),
+        None => None,
+    };
     Ok(ModelParams {
         line_bytes: line as u64,
         maint,
@@ -950,7 +1007,86 @@ fn resolve(origin: &str, text: &str, f: &ProfileFile) -> Result<ModelParams, Inp
         smmu,
         outer,
         caches,
+        mem,
     })
+}
+
+/// `[memory_type.*]`: each type's costs by access size (sizes the architecture has), and the
+/// cached type's fills.
+fn resolve_memory_types(
+    r: &Resolver,
+    f: &ProfileFile,
+    types: &BTreeMap<Spanned<String>, MemoryTypeCosts>,
+) -> Result<crate::hw::memory::MemCosts, InputError> {
+    use crate::hw::memory::{MemCosts, MemType, TypeCosts, access_sizes};
+    let arch = f.platform.arch;
+    let mut out = MemCosts::default();
+    for (t, costs) in types {
+        let Some(mt) = MemType::from_key(t.get_ref()) else {
+            let names: Vec<&str> = MemType::ALL.iter().map(|m| m.key()).collect();
+            return Err(InputError::at(
+                r.origin,
+                r.text,
+                Some(t.span()),
+                &format!("memory_type.{}", t.get_ref()),
+                format!("unknown memory type; known: {}", names.join(", ")),
+            ));
+        };
+        let mut tc = TypeCosts::default();
+        for (k, c) in costs {
+            let key = format!("memory_type.{}.{}", t.get_ref(), k.get_ref());
+            let ps = r.cost(&key, c)?;
+            let name = k.get_ref().as_str();
+            let sized = name
+                .strip_prefix("read_")
+                .map(|n| (false, n))
+                .or_else(|| name.strip_prefix("write_").map(|n| (true, n)));
+            match (mt, name, sized) {
+                (MemType::Cached, "fill_l2", _) => out.fill_l2_ps = ps,
+                (MemType::Cached, "fill_memory", _) => out.fill_memory_ps = ps,
+                (_, _, Some((write, n))) => {
+                    let size = n
+                        .parse::<u64>()
+                        .ok()
+                        .filter(|s| access_sizes(arch).contains(s));
+                    let Some(size) = size else {
+                        return Err(InputError::at(
+                            r.origin,
+                            r.text,
+                            Some(k.span()),
+                            &key,
+                            format!(
+                                "{} has no access of `{n}` bytes; its sizes: {:?}",
+                                arch.name(),
+                                access_sizes(arch)
+                            ),
+                        ));
+                    };
+                    if write {
+                        tc.write.push((size, ps));
+                    } else {
+                        tc.read.push((size, ps));
+                    }
+                }
+                _ => {
+                    return Err(InputError::at(
+                        r.origin,
+                        r.text,
+                        Some(k.span()),
+                        &key,
+                        "unknown key: read_N or write_N (N bytes per access), and for `cached` fill_l2 and fill_memory",
+                    ));
+                }
+            }
+        }
+        out.types[mt as usize] = Some(tc);
+    }
+    out.prefetch_next_line = f
+        .cache_model
+        .as_ref()
+        .and_then(|m| m.l1_prefetch.as_ref())
+        .is_some_and(|p| *p.value.get_ref());
+    Ok(out)
 }
 
 /// `[cache_model]`: the levels' geometry from `[cache]` and `[outer_cache]`, checked to be one a

@@ -19,6 +19,7 @@ pub mod forwarding;
 pub mod iommu;
 pub mod progress;
 pub mod streaming;
+pub mod user_access;
 
 use crate::hw::sw_costs::{Layer, SwKey};
 use crate::input::{InputError, from_section, from_table, parse_document, parse_size};
@@ -41,6 +42,7 @@ pub enum Outcome {
     Forwarding(forwarding::ForwardingResult),
     Bounce(bounce::BounceResult),
     Iommu(iommu::IommuRunResult),
+    UserAccess(user_access::UserAccessResult),
 }
 
 impl Outcome {
@@ -51,6 +53,7 @@ impl Outcome {
             Outcome::Forwarding(r) => forwarding::table(r),
             Outcome::Bounce(r) => bounce::table(r),
             Outcome::Iommu(r) => iommu::table(r),
+            Outcome::UserAccess(r) => user_access::table(r),
         }
     }
 
@@ -61,6 +64,7 @@ impl Outcome {
             Outcome::Forwarding(r) => forwarding::json(r),
             Outcome::Bounce(r) => bounce::json(r),
             Outcome::Iommu(r) => iommu::json(r),
+            Outcome::UserAccess(r) => user_access::json(r),
         }
     }
 
@@ -71,6 +75,7 @@ impl Outcome {
             Outcome::Forwarding(r) => r.total_ps,
             Outcome::Bounce(r) => r.total_ps,
             Outcome::Iommu(r) => r.total_ps,
+            Outcome::UserAccess(r) => r.total_ps,
         }
     }
 
@@ -81,6 +86,7 @@ impl Outcome {
             Outcome::Forwarding(r) => &r.info,
             Outcome::Bounce(r) => &r.info,
             Outcome::Iommu(r) => &r.info,
+            Outcome::UserAccess(r) => &r.info,
         }
     }
 
@@ -115,6 +121,12 @@ impl Outcome {
                 .iter()
                 .map(|o| (o.label.clone(), o.calls, o.total_ps))
                 .collect(),
+            // The program's loop, once per iteration.
+            Outcome::UserAccess(r) => vec![(
+                format!("{} loop", r.workload.pattern.name()),
+                u64::from(r.workload.iterations),
+                r.total_ps,
+            )],
         }
     }
 
@@ -125,6 +137,7 @@ impl Outcome {
             Outcome::Forwarding(r) => &r.stacks,
             Outcome::Bounce(r) => &r.stacks,
             Outcome::Iommu(r) => &r.stacks,
+            Outcome::UserAccess(r) => &r.stacks,
         }
     }
 }
@@ -181,6 +194,7 @@ fn run_kind(s: &Scenario) -> Result<Outcome, Refused> {
         Workload::IommuSweep(_) | Workload::IommuOps(_) => {
             iommu::run(s).map(Outcome::Iommu).map_err(refused)
         }
+        Workload::UserAccess(u) => Ok(Outcome::UserAccess(user_access::run(s, u))),
     }
 }
 
@@ -198,6 +212,7 @@ pub static KINDS: &[Kind] = &[
     bounce::KIND,
     iommu::SWEEP,
     iommu::OPS,
+    user_access::KIND,
 ];
 
 /// What a kind's parser may need from the shared sections.
@@ -214,6 +229,7 @@ pub enum Workload {
     Bounce(bounce::Bounce),
     IommuSweep(iommu::Sweep),
     IommuOps(iommu::Ops),
+    UserAccess(user_access::UserAccess),
 }
 
 impl Workload {
@@ -224,12 +240,16 @@ impl Workload {
             Workload::Bounce(_) => "bounce",
             Workload::IommuSweep(_) => "iommu_sweep",
             Workload::IommuOps(_) => "iommu_ops",
+            Workload::UserAccess(_) => "user_access",
         }
     }
 
     /// Whether the workload drives a device through the DMA API (and so needs `[device]`).
     pub fn uses_dma_api(&self) -> bool {
-        !matches!(self, Workload::IommuSweep(_) | Workload::IommuOps(_))
+        !matches!(
+            self,
+            Workload::IommuSweep(_) | Workload::IommuOps(_) | Workload::UserAccess(_)
+        )
     }
 
     /// Whether the device's ops need a swiotlb pool.
@@ -918,6 +938,9 @@ impl Scenario {
         if let Workload::Bounce(_) = self.workload {
             self.profile.require_copy("a bounce workload")?;
         }
+        if let Workload::UserAccess(u) = &self.workload {
+            u.check(self)?;
+        }
         if let Some(cfg) = self.iommu.as_mut() {
             self.profile
                 .require_wmb(&format!("scenario `{}` (an [iommu] domain)", self.name))?;
@@ -1065,6 +1088,9 @@ impl Scenario {
                     .sum();
                 IOMMU_PAGE_STEPS * pages * u128::from(o.iterations)
             }
+            Workload::UserAccess(u) => {
+                2 * u128::from(u.buffer_bytes) / line * u128::from(u.iterations)
+            }
         }
     }
 
@@ -1077,6 +1103,7 @@ impl Scenario {
             Workload::Bounce(b) => b.sizes.len() as u64 * u64::from(b.iterations),
             Workload::IommuSweep(w) => w.sizes.len() as u64 * u64::from(w.iterations),
             Workload::IommuOps(o) => u64::from(o.iterations),
+            Workload::UserAccess(u) => u64::from(u.iterations),
         }
     }
 

@@ -21,6 +21,7 @@
 
 pub mod cache_l2x0;
 pub mod cache_v7;
+pub mod pgtable;
 
 use super::ArchDma;
 use crate::hw::{CacheOp, Hw};
