@@ -126,6 +126,10 @@ pub struct OuterParams {
     pub line_ps: [u64; 3],
     /// One `CACHE_SYNC` write, until the controller has drained.
     pub sync_ps: u64,
+    /// Per line of the cache walked by a whole-cache operation by way, by [`CacheOp`] (only
+    /// clean and clean+invalidate are done by way on the DMA paths): the CPU polls the way
+    /// register until the controller has visited every line.
+    pub way_line_ps: [u64; 3],
 }
 
 /// Everything the Model charges from, resolved from a profile.
@@ -286,6 +290,14 @@ impl Hw for Model {
         self.advance(lines.saturating_mul(per_line));
     }
 
+    fn outer_way_op(&mut self, op: CacheOp, lines: u64) {
+        let per_line = self.params.outer.unwrap_or_default().way_line_ps[op as usize];
+        if let Some(c) = op.outer_way_counter() {
+            self.ledger.count(c, 1);
+        }
+        self.advance(lines.saturating_mul(per_line));
+    }
+
     fn outer_sync(&mut self) {
         let ps = self.params.outer.unwrap_or_default().sync_ps;
         self.ledger.count(Counter::OuterSync, 1);
@@ -397,6 +409,7 @@ mod tests {
         p.outer = Some(OuterParams {
             line_ps: [30_000, 20_000, 40_000],
             sync_ps: 90_000,
+            way_line_ps: [5_000, 0, 6_000],
         });
         let mut m = Model::new(p);
         m.outer_line_op(CacheOp::Clean, PhysAddr(0), 100);
@@ -414,6 +427,28 @@ mod tests {
         assert_eq!(t[Counter::OuterInvalLine as usize], 0);
         assert_eq!(t[Counter::OuterCleanInvalLine as usize], 2);
         assert_eq!(t[Counter::OuterSync as usize], 1);
+        assert_eq!(m.ledger.total_ps(), m.now_ps());
+    }
+
+    /// A whole-cache operation by way costs the CPU the controller's walk of every line (it
+    /// polls the way register until done) and counts one operation, whatever the cache's size.
+    #[test]
+    fn outer_way_operations_charge_per_line_walked() {
+        let mut p = params(1_000, 50_000, 0, 7_000);
+        p.outer = Some(OuterParams {
+            line_ps: [30_000, 20_000, 40_000],
+            sync_ps: 90_000,
+            way_line_ps: [5_000, 0, 6_000],
+        });
+        let mut m = Model::new(p);
+        m.outer_way_op(CacheOp::Clean, 16384);
+        assert_eq!(m.now_ps(), 16384 * 5_000);
+        m.outer_way_op(CacheOp::CleanInval, 16384);
+        assert_eq!(m.now_ps(), 16384 * 11_000);
+        let t = m.ledger.totals();
+        assert_eq!(t[Counter::OuterCleanWay as usize], 1);
+        assert_eq!(t[Counter::OuterCleanInvalWay as usize], 1);
+        assert_eq!(t[Counter::OuterCleanLine as usize], 0);
         assert_eq!(m.ledger.total_ps(), m.now_ps());
     }
 

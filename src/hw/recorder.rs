@@ -12,7 +12,7 @@ use super::{CacheOp, Counter, Hw, SwCost, SwKey};
 use super::{MmioReg, SMMU_TLBSTATUS_GSACTIVE, SmmuCmdKind, SmmuPort};
 use crate::types::PhysAddr;
 
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct Recorder {
     line: u64,
     /// (op, first line address, line count), one per `cache_maint` call.
@@ -20,6 +20,8 @@ pub struct Recorder {
     /// Outer-cache register writes as (op, first line address, line count), one per
     /// `outer_line_op` call (outer lines are 32 bytes, the PL310's).
     pub outer_ops: Vec<(CacheOp, u64, u64)>,
+    /// Outer-cache operations by way, as (op, lines walked), one per `outer_way_op` call.
+    pub outer_ways: Vec<(CacheOp, u64)>,
     pub barriers: u64,
     /// Every frame entered, in order, as full stacks.
     pub frames: Vec<String>,
@@ -43,6 +45,30 @@ pub struct Recorder {
     /// already sees completion).
     pub busy_polls_per_sync: u64,
     busy_left: u64,
+}
+
+// By hand: `[u64; Counter::N]` is longer than the arrays `Default` is derived for.
+impl Default for Recorder {
+    fn default() -> Recorder {
+        Recorder {
+            line: 0,
+            ops: Vec::new(),
+            outer_ops: Vec::new(),
+            outer_ways: Vec::new(),
+            barriers: 0,
+            frames: Vec::new(),
+            copies: Vec::new(),
+            counts: [0; Counter::N],
+            counted: Vec::new(),
+            events: Vec::new(),
+            stack: Vec::new(),
+            mmio: Vec::new(),
+            cmdq: Vec::new(),
+            udelays: Vec::new(),
+            busy_polls_per_sync: 0,
+            busy_left: 0,
+        }
+    }
 }
 
 impl Recorder {
@@ -113,6 +139,13 @@ impl Hw for Recorder {
             self.counts[op.outer_counter() as usize] += lines;
             self.events.push("outer_maint");
         }
+    }
+    fn outer_way_op(&mut self, op: CacheOp, lines: u64) {
+        self.outer_ways.push((op, lines));
+        if let Some(c) = op.outer_way_counter() {
+            self.counts[c as usize] += 1;
+        }
+        self.events.push("outer_way");
     }
     fn outer_sync(&mut self) {
         self.counts[Counter::OuterSync as usize] += 1;
