@@ -47,11 +47,10 @@ pub struct Recorder {
     busy_left: u64,
 }
 
-// By hand: `[u64; Counter::N]` is longer than the arrays `Default` is derived for.
-impl Default for Recorder {
-    fn default() -> Recorder {
+impl Recorder {
+    pub fn new(line_bytes: u64) -> Recorder {
         Recorder {
-            line: 0,
+            line: line_bytes,
             ops: Vec::new(),
             outer_ops: Vec::new(),
             outer_ways: Vec::new(),
@@ -67,15 +66,6 @@ impl Default for Recorder {
             udelays: Vec::new(),
             busy_polls_per_sync: 0,
             busy_left: 0,
-        }
-    }
-}
-
-impl Recorder {
-    pub fn new(line_bytes: u64) -> Recorder {
-        Recorder {
-            line: line_bytes,
-            ..Recorder::default()
         }
     }
 
