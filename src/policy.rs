@@ -14,6 +14,8 @@
 //! where it is parsed, as an input error listing the choices); [`REGISTRY`] lists every field of
 //! [`Policies`] once, in the order reports print them.
 
+use crate::arch::arm::cache_l2x0::OuterRange;
+use crate::arch::arm::cache_v7::{Errata764369, V7Dsb};
 use crate::arch::arm64::DirRules;
 use crate::arch::x86::physaddr::PhysAddrKind;
 use crate::device::SegBoundary;
@@ -74,12 +76,12 @@ impl KernelVersion {
     }
 
     /// The oldest release that can run the modelled code for `arch` (arm64 was merged in 3.7;
-    /// ARMv7's outer cache is modelled with 3.16's `l2c210_*` range functions, the 3.14/3.15
-    /// `l2x0_*` ones not yet).
+    /// ARMv7 is modelled from 3.14, whose cache-l2x0.c still has the `l2x0_*` range functions
+    /// that 3.16 replaced: the `outer_range` policy).
     pub fn oldest_for(arch: Arch) -> KernelVersion {
         match arch {
             Arch::Arm64 => KernelVersion(3, 7),
-            Arch::Armv7 => KernelVersion(3, 16),
+            Arch::Armv7 => KernelVersion(3, 14),
             Arch::X86_64 => OLDEST,
         }
     }
@@ -108,7 +110,7 @@ impl KernelVersion {
         let newest = KernelVersion::newest_for(arch);
         match arch {
             Arch::Armv7 => format!(
-                "dmasim models ARMv7 with the code of {oldest} to {newest} (the 3.14/3.15 l2x0 outer-cache functions and later releases' cache-v7.S are not modelled yet)"
+                "dmasim models ARMv7 with the code of {oldest} to {newest} (earlier releases' cache-l2x0.c and later releases' cache-v7.S are not modelled)"
             ),
             a => format!("{} support was merged in {oldest}", a.name()),
         }
@@ -138,6 +140,8 @@ pub struct Target {
     pub pci_device: bool,
     /// The workload takes IOVAs from the allocator.
     pub iova_alloc: bool,
+    /// The platform has an outer cache (ARMv7's PL310).
+    pub outer_cache: bool,
 }
 
 impl Target {
@@ -150,6 +154,7 @@ impl Target {
             dma_api,
             pci_device: false,
             iova_alloc: false,
+            outer_cache: profile.model.outer.is_some(),
         }
     }
 
@@ -179,6 +184,9 @@ pub struct Policies {
     pub iova: IovaRelease,
     pub unmap_lookup: UnmapLookup,
     pub seg_boundary: SegBoundary,
+    pub outer_range: OuterRange,
+    pub v7_dsb: V7Dsb,
+    pub arm_errata_764369: Errata764369,
 }
 
 /// One policy in the registry.
@@ -372,12 +380,64 @@ pub fn contiguous_rules(k: KernelVersion) -> crate::dma::contiguous::ContiguousR
 /// The oldest release whose coherent-allocation path dmasim models.
 pub const COHERENT_SINCE: KernelVersion = KernelVersion(5, 10);
 
+/// cache-l2x0.c's PL310 range functions: 3.16's `l2c_*` rewrite replaced `l2x0_*` (read in
+/// 3.14.1, 3.15.5 and 3.16). Mainline mach-zynq selects no PL310 erratum in 3.14 or 3.15, and
+/// `multi_v7_defconfig` enables none, so no preset is `l2x0-588369`.
+fn outer_range_preset(k: KernelVersion, _: &Target) -> OuterRange {
+    if k >= KernelVersion(3, 16) {
+        OuterRange::L2c210
+    } else {
+        OuterRange::L2x0
+    }
+}
+
+/// cache-v7.S ends its DMA range loops with `dsb` in 3.14 and 3.15, `dsb st` from 3.16.
+fn v7_dsb_preset(k: KernelVersion, _: &Target) -> V7Dsb {
+    if k >= KernelVersion(3, 16) {
+        V7Dsb::DsbSt
+    } else {
+        V7Dsb::Dsb
+    }
+}
+
+/// `CONFIG_ARM_ERRATA_764369`: mach-zynq's Kconfig of 3.14–3.19 selects no erratum and
+/// `multi_v7_defconfig` does not enable it, so every preset leaves it off (a vendor
+/// configuration that enables it is `--policy arm_errata_764369=on`).
+fn arm_errata_764369_preset(_: KernelVersion, _: &Target) -> Errata764369 {
+    Errata764369::Off
+}
+
 /// The release from which arm-smmu and arm-smmu-v3 offer lazy invalidation (`iommu.strict=0`,
 /// the flush queue used through `DOMAIN_ATTR_DMA_USE_FLUSH_QUEUE`).
 pub const LAZY_SINCE: KernelVersion = KernelVersion(5, 0);
 
-fn everywhere(_: &Target) -> Result<(), String> {
-    Ok(())
+/// Where dma-direct or iommu-dma complete cache maintenance: not ARMv7's `arm_dma_ops`, whose
+/// every helper ends with its own barrier.
+fn not_arm_dma_ops(t: &Target) -> Result<(), String> {
+    if t.arch == Arch::Armv7 && !t.iommu && !t.swiotlb {
+        Err("ARMv7's arm_dma_ops complete every cache-v7.S loop with its own dsb".into())
+    } else {
+        Ok(())
+    }
+}
+
+fn armv7_only(t: &Target) -> Result<(), String> {
+    match t.arch {
+        Arch::Armv7 => Ok(()),
+        a => Err(format!(
+            "it is ARMv7's cache-v7.S, and the platform is {}",
+            a.name()
+        )),
+    }
+}
+
+fn outer_cache_only(t: &Target) -> Result<(), String> {
+    armv7_only(t)?;
+    if t.outer_cache {
+        Ok(())
+    } else {
+        Err("the platform has no outer cache ([outer_cache])".into())
+    }
 }
 
 fn arm64_only(t: &Target) -> Result<(), String> {
@@ -514,7 +574,7 @@ pub static REGISTRY: &[PolicyDef] = &[
         sync,
         SyncKind,
         sync_preset,
-        everywhere,
+        not_arm_dma_ops,
         "batched from 7.1, per-entry before",
         "cache-maintenance completion: a barrier per region everywhere (per-entry, <= 7.0); one per call in dma_direct_map_sg/unmap_sg only, every other path flushing per region (batched, 7.1 as merged); or dma-direct's sync_sg and iommu-dma's sg paths batched too (unmerged-v2, the v2 series as posted, never a preset)"
     ),
@@ -614,6 +674,30 @@ pub static REGISTRY: &[PolicyDef] = &[
         "ulong-max from 5.10, 32-bit before",
         "dma_get_seg_boundary() of a device whose bus or driver set none: DMA_BIT_MASK(32) (32-bit, <= 5.9) or ULONG_MAX (ulong-max, 5.10); a PCI device (the forwarding workload's NIC) has 4 GiB from the PCI core in every release, so the policy does not apply to it"
     ),
+    policy_def!(
+        outer_range,
+        OuterRange,
+        outer_range_preset,
+        outer_cache_only,
+        "l2c210 from 3.16, l2x0 before",
+        "PL310 range maintenance (cache-l2x0.c): l2x0_* with l2x0_lock taken with interrupts off, 4 KB blocks dropping and retaking it, clean/flush of at least the cache size as one whole-cache operation by way (l2x0, 3.14/3.15); the same with PL310_ERRATA_588369's clean-then-invalidate per flushed line (l2x0-588369, never a preset: mach-zynq does not select it); or one register write per line and a sync, no lock, no threshold (l2c210, 3.16)"
+    ),
+    policy_def!(
+        v7_dsb,
+        V7Dsb,
+        v7_dsb_preset,
+        armv7_only,
+        "dsb-st from 3.16, dsb before",
+        "the barrier that ends each cache-v7.S DMA range loop: a full dsb (3.14/3.15) or dsb st (3.16)"
+    ),
+    policy_def!(
+        arm_errata_764369,
+        Errata764369,
+        arm_errata_764369_preset,
+        armv7_only,
+        "off (mach-zynq selects no erratum in 3.14-3.19; multi_v7_defconfig enables none)",
+        "CONFIG_ARM_ERRATA_764369 (Cortex-A9 MPCore): a full dsb before each cache-v7.S DMA range loop (on), or none (off)"
+    ),
 ];
 
 /// The registry entry for `key`, or an error listing the known keys.
@@ -645,6 +729,9 @@ impl Policies {
             iova: iova_preset(kernel, t),
             unmap_lookup: unmap_lookup_preset(kernel, t),
             seg_boundary: seg_boundary_preset(kernel, t),
+            outer_range: outer_range_preset(kernel, t),
+            v7_dsb: v7_dsb_preset(kernel, t),
+            arm_errata_764369: arm_errata_764369_preset(kernel, t),
         }
     }
 
@@ -707,6 +794,7 @@ mod tests {
         dma_api: true,
         pci_device: false,
         iova_alloc: true,
+        outer_cache: false,
     };
 
     fn mmu500(imp: SmmuImpl) -> Target {
@@ -718,6 +806,7 @@ mod tests {
             dma_api: false,
             pci_device: false,
             iova_alloc: false,
+            outer_cache: false,
         }
     }
 
@@ -867,6 +956,7 @@ mod tests {
             dma_api: true,
             pci_device: false,
             iova_alloc: true,
+            outer_cache: false,
         };
         let r = |a, b| Policies::preset(KernelVersion(a, b), &t).smmuv3_inv;
         assert_eq!(r(3, 7), SmmuV3Rules::Linux5_4);
@@ -958,6 +1048,46 @@ mod tests {
             p.summary(&t)
                 .contains("walk_flush=by-va, unmap_split=unmap-pages")
         );
+    }
+
+    /// ARMv7's policies change at 3.16 (cache-l2x0.c's rewrite, cache-v7.S's `dsb st`), read in
+    /// 3.14.1, 3.15.5 and 3.16; none applies elsewhere, and the outer range needs an outer cache.
+    #[test]
+    fn armv7_presets_change_at_3_16() {
+        let zynq = Target {
+            arch: Arch::Armv7,
+            outer_cache: true,
+            iova_alloc: false,
+            ..ARM
+        };
+        let p = |a, b| Policies::preset(KernelVersion(a, b), &zynq);
+        for (k, range, dsb) in [
+            ((3, 14), OuterRange::L2x0, V7Dsb::Dsb),
+            ((3, 15), OuterRange::L2x0, V7Dsb::Dsb),
+            ((3, 16), OuterRange::L2c210, V7Dsb::DsbSt),
+            ((3, 19), OuterRange::L2c210, V7Dsb::DsbSt),
+            ((4, 0), OuterRange::L2c210, V7Dsb::DsbSt),
+        ] {
+            let q = p(k.0, k.1);
+            assert_eq!((q.outer_range, q.v7_dsb), (range, dsb), "{k:?}");
+            assert_eq!(q.arm_errata_764369, Errata764369::Off, "{k:?}");
+        }
+        for key in ["outer_range", "v7_dsb", "arm_errata_764369"] {
+            assert!(def(key).unwrap().applies(&zynq).is_ok(), "{key}");
+            assert!(def(key).unwrap().applies(&ARM).is_err(), "{key}");
+        }
+        let no_l2 = Target {
+            outer_cache: false,
+            ..zynq
+        };
+        assert!(def("outer_range").unwrap().applies(&no_l2).is_err());
+        assert!(def("v7_dsb").unwrap().applies(&no_l2).is_ok());
+        // arm_dma_ops complete their own maintenance: the completion policy does not act there.
+        assert!(def("sync").unwrap().applies(&zynq).is_err());
+        assert!(def("sync").unwrap().applies(&ARM).is_ok());
+        assert_eq!(KernelVersion::oldest_for(Arch::Armv7), KernelVersion(3, 14));
+        assert!(KernelVersion(3, 14).modelled_on(Arch::Armv7));
+        assert!(!KernelVersion(3, 13).modelled_on(Arch::Armv7));
     }
 
     #[test]

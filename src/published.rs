@@ -21,6 +21,10 @@ const FILES: &[(&str, &str)] = &[
         "swiotlb-phys",
         include_str!("../data/published/swiotlb-phys.toml"),
     ),
+    (
+        "zynq-coherent-streaming",
+        include_str!("../data/published/zynq-coherent-streaming.toml"),
+    ),
 ];
 
 #[derive(Clone, Debug, Deserialize)]

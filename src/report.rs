@@ -263,7 +263,15 @@ pub fn folded(stacks: &[StackRow]) -> String {
 /// release gets on `profile` (behind an IOMMU where the platform has one).
 pub fn policies_table(profile: &crate::platform::Profile) -> String {
     use crate::policy::{KernelVersion, REGISTRY, Target};
-    const RELEASES: &[KernelVersion] = &[
+    // ARMv7 is modelled for 3.14-4.0 only: its columns are the releases around its changes.
+    const ARMV7: &[KernelVersion] = &[
+        KernelVersion(3, 14),
+        KernelVersion(3, 15),
+        KernelVersion(3, 16),
+        KernelVersion(3, 19),
+        KernelVersion(4, 0),
+    ];
+    const OTHERS: &[KernelVersion] = &[
         KernelVersion(3, 6),
         KernelVersion(3, 7),
         KernelVersion(3, 8),
@@ -274,7 +282,16 @@ pub fn policies_table(profile: &crate::platform::Profile) -> String {
         KernelVersion(7, 0),
         KernelVersion(7, 1),
     ];
-    let t = Target::of(profile, profile.model.smmu.is_some(), true, true).with_iova_alloc(true);
+    // ARMv7's streaming device is served by arm_dma_ops, without a bounce pool.
+    let armv7 = profile.arch() == crate::platform::Arch::Armv7;
+    let t = Target::of(profile, profile.model.smmu.is_some(), !armv7, true).with_iova_alloc(true);
+    let releases = if armv7 { ARMV7 } else { OTHERS };
+    let w = REGISTRY
+        .iter()
+        .map(|d| d.key.len())
+        .max()
+        .unwrap_or(16)
+        .max(16);
     let mut o = String::new();
     let _ = writeln!(
         o,
@@ -285,14 +302,14 @@ pub fn policies_table(profile: &crate::platform::Profile) -> String {
             .map(|(k, i)| format!(", SMMU {k:?} by {}", i.name()))
             .unwrap_or_default()
     );
-    let _ = write!(o, "\n{:<16}", "policy");
-    for k in RELEASES {
+    let _ = write!(o, "\n{:<w$}", "policy");
+    for k in releases {
         let _ = write!(o, " {:>11}", k.to_string());
     }
     let _ = writeln!(o);
     for d in REGISTRY {
-        let _ = write!(o, "{:<16}", d.key);
-        for &k in RELEASES {
+        let _ = write!(o, "{:<w$}", d.key);
+        for &k in releases {
             let v = if d.applies(&t).is_ok() && k.modelled_on(t.arch) {
                 d.preset(k, &t)
             } else {

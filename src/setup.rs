@@ -19,11 +19,12 @@
 
 use crate::arch::ArchDma;
 use crate::arch::arm::Arm32;
-use crate::arch::arm::cache_l2x0::{L2c210, OuterCacheFns};
+use crate::arch::arm::cache_v7::CacheV7;
 use crate::arch::arm64::Arm64;
 use crate::arch::x86::X86Flush;
 use crate::device::Device;
 use crate::dma::DmaMapOps;
+use crate::dma::arm_dma::ArmDmaOps;
 use crate::dma::direct::DmaDirect;
 use crate::dma::mapping::DmaApi;
 use crate::dma::swiotlb::x86_2012::{InsnGroups, Swiotlb2012Config, Swiotlb2012Ops};
@@ -77,15 +78,27 @@ pub fn arch_dma(profile: &Profile, policies: &Policies) -> Box<dyn ArchDma> {
         Arch::X86_64 => Box::new(X86Flush {
             op: CacheOp::CleanInval,
         }),
-        // The profile's outer cache is a PL310 from r3p1 (checked when it was loaded), for which
-        // every modelled release (3.16+, `KernelVersion::oldest_for`) installs the L2C-210 ranges.
-        Arch::Armv7 => Box::new(Arm32::new(
-            profile
-                .model
-                .outer
-                .map(|_| Box::new(L2c210) as Box<dyn OuterCacheFns>),
-        )),
+        Arch::Armv7 => Box::new(arm32(profile, policies)),
     }
+}
+
+/// ARMv7's cache maintenance under the release's cache-v7.S and cache-l2x0.c: the outer cache
+/// is a PL310 from r3p1 (checked when the profile was loaded) of the profile's size
+/// (`l2x0_size`, which the kernel reads from `AUX_CTRL`).
+pub fn arm32(profile: &Profile, policies: &Policies) -> Arm32 {
+    let v7 = CacheV7 {
+        end: policies.v7_dsb,
+        errata_764369: policies.arm_errata_764369,
+    };
+    let outer = profile.model.outer.map(|_| {
+        let kib = profile
+            .file
+            .outer_cache
+            .as_ref()
+            .map_or(0, |o| *o.size_kib.value.get_ref() as u64);
+        policies.outer_range.fns(kib << 10)
+    });
+    Arm32::new(v7, outer)
 }
 
 /// The swiotlb pool a scenario sets up (`[swiotlb]`; defaults: 64 MiB, not forced, areas as the
@@ -179,6 +192,9 @@ pub enum DmaOpsKind {
     Swiotlb2012(Release),
     /// iommu-dma over a domain of the scenario's `[iommu]`.
     IommuDma,
+    /// 32-bit ARM's own ops (3.14–4.0): `arm_dma_ops`, or `arm_coherent_dma_ops` for a
+    /// `dma-coherent` device.
+    ArmDma,
 }
 
 impl DmaOpsKind {
@@ -195,6 +211,12 @@ impl DmaOpsKind {
                 crate::types::Choice::name(p.swiotlb_addr)
             ),
             DmaOpsKind::IommuDma => "iommu-dma".to_string(),
+            DmaOpsKind::ArmDma => format!(
+                "arm_dma_ops (outer_range={}, v7_dsb={}, arm_errata_764369={})",
+                crate::types::Choice::name(p.outer_range),
+                crate::types::Choice::name(p.v7_dsb),
+                crate::types::Choice::name(p.arm_errata_764369)
+            ),
         }
     }
 }
@@ -234,6 +256,7 @@ pub fn setup_dma_ops(m: &mut Machine, s: &DeviceSetup, cpus: u32) -> Result<DmaA
     let p = s.policies;
     let ops: Box<dyn DmaMapOps> = match s.ops {
         DmaOpsKind::Direct => Box::new(DmaDirect::new(&m.hw, arch_dma(s.profile, p), p.sync)),
+        DmaOpsKind::ArmDma => Box::new(ArmDmaOps::new(arm32(s.profile, p), s.device.coherent)),
         DmaOpsKind::DirectSwiotlb(release) => {
             let areas = match (release.has_areas(), s.swiotlb.areas) {
                 (false, _) => Areas::Exact(1),

@@ -48,8 +48,13 @@ fn counts_of(kernel: (u32, u32), call: &str, dir: DmaDirection) -> [u64; Counter
     .iter()
     .map(|&c| totals[c as usize])
     .sum();
-    // Time passes exactly when something was issued (the profile prices every operation).
-    assert_eq!(maint > 0, took > 0, "{call} {dir}: {took} ps");
+    // Maintenance takes time (the profile prices every operation); without any, only the API
+    // wrapper's own instructions run, well under the microsecond the seed's timings resolve.
+    if maint > 0 {
+        assert!(took > 1_000_000, "{call} {dir}: {took} ps");
+    } else {
+        assert!(took < 1_000_000, "{call} {dir}: {took} ps");
+    }
     totals
 }
 
@@ -95,10 +100,12 @@ fn for_cpu_from_device_invalidates_and_for_cpu_to_device_does_nothing() {
 }
 
 #[test]
-fn armv7_is_refused_before_3_16() {
+fn armv7_is_modelled_from_3_14() {
     let mut s = Scenario::parse("s.toml", SCENARIO, std::path::Path::new(".")).unwrap();
-    let e = s.set_kernel(KernelVersion(3, 14)).unwrap_err();
-    assert!(e.to_string().contains("3.16"), "{e}");
+    let e = s.set_kernel(KernelVersion(3, 13)).unwrap_err();
+    assert!(e.to_string().contains("3.14"), "{e}");
+    assert!(s.set_kernel(KernelVersion(3, 14)).is_ok());
+    assert!(s.set_kernel(KernelVersion(3, 15)).is_ok());
 }
 
 #[test]
@@ -143,6 +150,147 @@ fn armv7_is_refused_after_4_0() {
     let e = s.set_kernel(KernelVersion(4, 1)).unwrap_err();
     assert!(e.to_string().contains("4.0"), "{e}");
     assert!(s.set_kernel(KernelVersion(4, 0)).is_ok());
+}
+
+/// The counters one call issues on its own, for a 1 MB page-aligned buffer, under `kernel`,
+/// on a non-coherent or a `dma-coherent` device.
+fn call_counts(
+    kernel: (u32, u32),
+    coherent: bool,
+    call: &str,
+    dir: DmaDirection,
+) -> [u64; Counter::N] {
+    let text = SCENARIO.replace("coherent = false", &format!("coherent = {coherent}"));
+    let mut s = Scenario::parse("s.toml", &text, std::path::Path::new(".")).unwrap();
+    s.set_kernel(KernelVersion(kernel.0, kernel.1)).unwrap();
+    let node = NodeRange {
+        node: 0,
+        start: BUF,
+        size: 4 * MB,
+    };
+    let mut m = Machine::boot(&s.profile, vec![node]);
+    let mut api = setup_dma_ops(&mut m, &s.device_setup(), 1).unwrap();
+    m.hw.clear_ledger();
+    let attrs = DmaAttrs::default();
+    let addr = api.map_single(&mut m.hw, BUF, MB, dir, attrs).unwrap();
+    if call != "map" {
+        m.hw.clear_ledger();
+    }
+    match call {
+        "map" => {}
+        "unmap" => api.unmap_single(&mut m.hw, addr, MB, dir, attrs),
+        "for_device" => api.sync_single_for_device(&mut m.hw, addr, MB, dir),
+        "for_cpu" => api.sync_single_for_cpu(&mut m.hw, addr, MB, dir),
+        _ => unreachable!(),
+    }
+    m.hw.ledger.totals()
+}
+
+/// Every (call × direction) at L1 and at the PL310 for a 1 MB buffer, under 3.19 (l2c210_*
+/// ranges, `dsb st`) and 3.14 (l2x0_* ranges: lock per 4 KB block, clean of at least the
+/// cache's 512 KB by way; full `dsb`), and nothing at all on a coherent (ACP) device.
+#[test]
+fn every_call_and_direction_at_l1_and_l2_for_a_megabyte() {
+    use Counter::*;
+    use DmaDirection::*;
+    const N: u64 = 32768;
+    // What `__dma_page_cpu_to_dev` and `__dma_page_dev_to_cpu` issue for 1 MB, per release.
+    let cpu_to_dev = |k: (u32, u32), dir: DmaDirection| -> Vec<(Counter, u64)> {
+        let end = if k >= (3, 16) { Wmb } else { Barrier };
+        match (k >= (3, 16), dir) {
+            (true, FromDevice) => vec![
+                (CacheInvalLine, N),
+                (end, 1),
+                (OuterInvalLine, N),
+                (OuterSync, 1),
+            ],
+            (true, _) => vec![
+                (CacheCleanLine, N),
+                (end, 1),
+                (OuterCleanLine, N),
+                (OuterSync, 1),
+            ],
+            (false, FromDevice) => vec![
+                (CacheInvalLine, N),
+                (end, 1),
+                (OuterInvalLine, N),
+                (SpinLock, 256),
+                (OuterSync, 1),
+            ],
+            // 1 MB >= l2x0_size: l2x0_clean_all, one clean by way under the lock.
+            (false, _) => vec![
+                (CacheCleanLine, N),
+                (end, 1),
+                (OuterCleanWay, 1),
+                (SpinLock, 1),
+                (OuterSync, 1),
+            ],
+        }
+    };
+    let dev_to_cpu = |k: (u32, u32), dir: DmaDirection| -> Vec<(Counter, u64)> {
+        let end = if k >= (3, 16) { Wmb } else { Barrier };
+        match (k >= (3, 16), dir) {
+            (_, ToDevice) => vec![],
+            (true, _) => vec![
+                (OuterInvalLine, N),
+                (OuterSync, 1),
+                (CacheInvalLine, N),
+                (end, 1),
+            ],
+            (false, _) => vec![
+                (OuterInvalLine, N),
+                (SpinLock, 256),
+                (OuterSync, 1),
+                (CacheInvalLine, N),
+                (end, 1),
+            ],
+        }
+    };
+    for k in [(3, 14), (3, 15), (3, 16), (3, 19), (4, 0)] {
+        for dir in [ToDevice, FromDevice, Bidirectional] {
+            for (call, want) in [
+                ("map", cpu_to_dev(k, dir)),
+                ("for_device", cpu_to_dev(k, dir)),
+                ("unmap", dev_to_cpu(k, dir)),
+                ("for_cpu", dev_to_cpu(k, dir)),
+            ] {
+                let got = call_counts(k, false, call, dir);
+                let mut want_all = [0u64; Counter::N];
+                for (c, n) in &want {
+                    want_all[*c as usize] += n;
+                }
+                let diff: Vec<String> = Counter::ALL
+                    .iter()
+                    .filter(|c| got[**c as usize] != want_all[**c as usize])
+                    .map(|c| {
+                        format!(
+                            "{}: {} != {}",
+                            c.name(),
+                            got[*c as usize],
+                            want_all[*c as usize]
+                        )
+                    })
+                    .collect();
+                assert!(diff.is_empty(), "{k:?} {call} {dir}: {diff:?}");
+                // A coherent device (dma-coherent, Zynq's ACP) gets arm_coherent_dma_ops.
+                let coherent = call_counts(k, true, call, dir);
+                assert_eq!(
+                    coherent.iter().sum::<u64>(),
+                    0,
+                    "{k:?} {call} {dir} coherent"
+                );
+            }
+        }
+    }
+}
+
+/// for_cpu(TO_DEVICE) issues nothing and takes no modelled time, in every release.
+#[test]
+fn for_cpu_to_device_is_free_in_every_release() {
+    for k in [(3, 14), (3, 19)] {
+        let t = counts_of(k, "for_cpu", DmaDirection::ToDevice);
+        assert_eq!(t.iter().sum::<u64>(), 0, "{k:?}");
+    }
 }
 
 /// The functional cache model (`[cache_model]` of `zynq7000`): a TO_DEVICE clean of the 1 MB
@@ -243,4 +391,53 @@ fn the_streaming_workload_says_what_the_cpu_does_between_transfers() {
     let bad = SCENARIO.replace("iterations = 10", "iterations = 1\ncpu = \"scribble\"");
     let e = Scenario::parse("s.toml", &bad, std::path::Path::new(".")).unwrap_err();
     assert_eq!(e.key.as_deref(), Some("workload.cpu"), "{e}");
+}
+
+/// `dmasim reproduce zynq-coherent-streaming`: each of the eight published sync timings within
+/// 10 % of the one profile, at most four fitted cost keys, for_cpu(TO_DEVICE) free and with no
+/// operation, and the TO_DEVICE clean dearer than the FROM_DEVICE invalidate because of the
+/// writebacks its rows show (the same line operations otherwise).
+#[test]
+fn reproduce_the_eight_sync_timings_within_ten_percent() {
+    let r = dmasim::reproduce::zynq_coherent_streaming::run().unwrap();
+    let mut fitted = std::collections::BTreeSet::new();
+    let mut compared = 0;
+    for row in &r.rows {
+        fitted.extend(row.fitted_params.iter().cloned());
+        if row.id.ends_with("overhead_per_mb") {
+            assert!(row.model > 7.0, "{}", row.model);
+            continue;
+        }
+        let p = row.published.unwrap();
+        compared += 1;
+        if p == 0.0 {
+            // Only the API wrapper's own instructions: well under the microsecond printed.
+            assert!(row.model < 1.0, "{}: {}", row.id, row.model);
+            assert_eq!(
+                row.detail["operations"],
+                serde_json::json!({}),
+                "{}",
+                row.id
+            );
+        } else {
+            let e = (row.model - p) / p;
+            assert!(e.abs() < 0.10, "{}: {} vs {p}", row.id, row.model);
+        }
+    }
+    assert_eq!(compared, 8);
+    assert!(fitted.len() <= 4, "{fitted:?}");
+    let row = |id: &str| r.rows.iter().find(|x| x.id.ends_with(id)).unwrap();
+    let (to, from) = (
+        row("for_device.to_device.1"),
+        row("for_device.from_device.1"),
+    );
+    assert!(to.model > from.model * 1.4);
+    let ops = |r: &dmasim::reproduce::Row, k: &str| r.detail["operations"][k].as_u64().unwrap_or(0);
+    assert_eq!(ops(to, "cache_clean_line"), ops(from, "cache_inval_line"));
+    assert_eq!(ops(to, "outer_clean_line"), ops(from, "outer_inval_line"));
+    assert_eq!(
+        (ops(to, "l1_writeback"), ops(to, "l2_writeback")),
+        (1024, 16384)
+    );
+    assert_eq!(ops(from, "l1_writeback") + ops(from, "l2_writeback"), 0);
 }

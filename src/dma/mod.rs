@@ -1,6 +1,7 @@
 //! The DMA-mapping stack: the API front and the implementations behind `dma_map_ops`.
 //!
 //! Kernel counterpart: kernel/dma/ — mapping.c ([`mapping`]), direct.c and direct.h ([`direct`]),
+//! 3.x ARM's own `arm_dma_ops` from arch/arm/mm/dma-mapping.c ([`arm_dma`]),
 //! swiotlb.c and its 2012 ancestor lib/swiotlb.c ([`swiotlb`]), and the 7.1 batching of cache
 //! maintenance ([`sync_policy`]).
 //!
@@ -8,6 +9,7 @@
 //! SMMU, and any may be behind the API, so none can be handed a backend without a device side.
 //! dma-direct, which needs only the CPU, keeps inherent methods on [`crate::hw::Hw`] for the host.
 
+pub mod arm_dma;
 pub mod coherent;
 pub mod contiguous;
 pub mod direct;

@@ -514,6 +514,10 @@ impl Hw for Host {
         self.fault(HostFault::NoOuterCache);
     }
 
+    fn outer_way_op(&mut self, _op: CacheOp, _lines: u64) {
+        self.fault(HostFault::NoOuterCache);
+    }
+
     fn now_ps(&self) -> u64 {
         u64::try_from(self.epoch.elapsed().as_nanos())
             .unwrap_or(u64::MAX / 1000)

@@ -72,6 +72,16 @@ impl CacheOp {
         }
     }
 
+    /// The counter of this operation done by way on an outer cache (one per whole-cache
+    /// operation); an invalidate by way is only done at boot, so it has none.
+    pub fn outer_way_counter(self) -> Option<Counter> {
+        match self {
+            CacheOp::Clean => Some(Counter::OuterCleanWay),
+            CacheOp::CleanInval => Some(Counter::OuterCleanInvalWay),
+            CacheOp::Inval => None,
+        }
+    }
+
     /// The counter of this operation on an outer cache (one register write per line).
     pub fn outer_counter(self) -> Counter {
         match self {
@@ -190,6 +200,11 @@ pub enum Counter {
     OuterCleanInvalLine,
     /// Outer-cache `CACHE_SYNC` register writes.
     OuterSync,
+    /// Outer-cache clean-by-way operations (`L2X0_CLEAN_WAY` written with the way mask, then
+    /// polled until the controller has walked every line of those ways).
+    OuterCleanWay,
+    /// Outer-cache clean-and-invalidate-by-way operations (`L2X0_CLEAN_INV_WAY`).
+    OuterCleanInvalWay,
     /// Dirty lines a maintenance operation wrote out of the L1 (into the next level), with a
     /// functional cache model (`[cache_model]`); a clean of a clean or absent line writes none.
     L1Writeback,
@@ -203,7 +218,7 @@ pub enum Counter {
 }
 
 impl Counter {
-    pub const ALL: [Counter; 36] = [
+    pub const ALL: [Counter; 38] = [
         Counter::CacheCleanLine,
         Counter::CacheInvalLine,
         Counter::CacheCleanInvalLine,
@@ -236,6 +251,8 @@ impl Counter {
         Counter::OuterInvalLine,
         Counter::OuterCleanInvalLine,
         Counter::OuterSync,
+        Counter::OuterCleanWay,
+        Counter::OuterCleanInvalWay,
         Counter::L1Writeback,
         Counter::L2Writeback,
         Counter::CpuAccess,
@@ -278,6 +295,8 @@ impl Counter {
             Counter::OuterInvalLine => "outer_inval_line",
             Counter::OuterCleanInvalLine => "outer_clean_inval_line",
             Counter::OuterSync => "outer_sync",
+            Counter::OuterCleanWay => "outer_clean_way",
+            Counter::OuterCleanInvalWay => "outer_clean_inval_way",
             Counter::L1Writeback => "l1_writeback",
             Counter::L2Writeback => "l2_writeback",
             Counter::CpuAccess => "cpu_access",
@@ -332,6 +351,8 @@ impl Counter {
             (Counter::OuterInvalLine, _) => "L2 INV_PA",
             (Counter::OuterCleanInvalLine, _) => "L2 CLNINV_PA",
             (Counter::OuterSync, _) => "L2 SYNC",
+            (Counter::OuterCleanWay, _) => "L2 CLEAN_WAY",
+            (Counter::OuterCleanInvalWay, _) => "L2 CLNINV_WAY",
             (Counter::L1Writeback, _) => "L1 writeback",
             (Counter::L2Writeback, _) => "L2 writeback",
             (Counter::CpuAccess, _) => "load/store",
@@ -393,6 +414,11 @@ pub trait Hw {
     fn outer_line_op(&mut self, op: CacheOp, first: PhysAddr, lines: u64);
     /// Outer cache: one write of the `CACHE_SYNC` register, which drains the controller's buffers.
     fn outer_sync(&mut self);
+    /// Outer cache: a whole-cache operation by way (`L2X0_CLEAN_WAY` or `L2X0_CLEAN_INV_WAY`
+    /// written with the mask of every way, then `cache_wait_way` polling it until the controller
+    /// has walked all `lines` lines of those ways). `op` is [`CacheOp::Clean`] or
+    /// [`CacheOp::CleanInval`]; no default body, as for [`Hw::outer_line_op`].
+    fn outer_way_op(&mut self, op: CacheOp, lines: u64);
     /// Current time on this backend's clock, in picoseconds.
     fn now_ps(&self) -> u64;
     /// A CPU copy of `bytes` between two buffers in memory (swiotlb's bounce `memcpy`). The bytes

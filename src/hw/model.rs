@@ -149,6 +149,10 @@ pub struct OuterParams {
     pub line_ps: [u64; 3],
     /// One `CACHE_SYNC` write, until the controller has drained.
     pub sync_ps: u64,
+    /// Per line of the cache walked by a whole-cache operation by way, by [`CacheOp`] (only
+    /// clean and clean+invalidate are done by way on the DMA paths): the CPU polls the way
+    /// register until the controller has visited every line.
+    pub way_line_ps: [u64; 3],
 }
 
 /// Everything the Model charges from, resolved from a profile.
@@ -407,6 +411,29 @@ impl Hw for Model {
         self.advance(ps);
     }
 
+    fn outer_way_op(&mut self, op: CacheOp, lines: u64) {
+        let per_line = self.params.outer.unwrap_or_default().way_line_ps[op as usize];
+        if let Some(c) = op.outer_way_counter() {
+            self.ledger.count(c, 1);
+        }
+        let mut ps = lines.saturating_mul(per_line);
+        if let Some(mut caches) = self.caches.take() {
+            // The walk visits every line of every way: each line the outer levels hold gets the
+            // operation (a dirty one is written back), whatever address it caches. The CPU polls
+            // the way register until the walk, writebacks included, is over.
+            let mut fx = Effects::default();
+            for level in caches.outer_from()..caches.depth() {
+                for (line, _) in caches.contents(level) {
+                    caches.maint_outer(Maint::from(op), line, &mut fx);
+                }
+            }
+            self.caches = Some(caches);
+            ps = ps.saturating_add(self.writeback_work(&fx));
+            self.count_writebacks(&fx);
+        }
+        self.advance(ps);
+    }
+
     fn outer_sync(&mut self) {
         let ps = self.params.outer.unwrap_or_default().sync_ps;
         self.ledger.count(Counter::OuterSync, 1);
@@ -605,6 +632,7 @@ mod tests {
         p.outer = Some(OuterParams {
             line_ps: [30_000, 20_000, 40_000],
             sync_ps: 90_000,
+            way_line_ps: [5_000, 0, 6_000],
         });
         let mut m = Model::new(p);
         m.outer_line_op(CacheOp::Clean, PhysAddr(0), 100);
@@ -622,6 +650,28 @@ mod tests {
         assert_eq!(t[Counter::OuterInvalLine as usize], 0);
         assert_eq!(t[Counter::OuterCleanInvalLine as usize], 2);
         assert_eq!(t[Counter::OuterSync as usize], 1);
+        assert_eq!(m.ledger.total_ps(), m.now_ps());
+    }
+
+    /// A whole-cache operation by way costs the CPU the controller's walk of every line (it
+    /// polls the way register until done) and counts one operation, whatever the cache's size.
+    #[test]
+    fn outer_way_operations_charge_per_line_walked() {
+        let mut p = params(1_000, 50_000, 0, 7_000);
+        p.outer = Some(OuterParams {
+            line_ps: [30_000, 20_000, 40_000],
+            sync_ps: 90_000,
+            way_line_ps: [5_000, 0, 6_000],
+        });
+        let mut m = Model::new(p);
+        m.outer_way_op(CacheOp::Clean, 16384);
+        assert_eq!(m.now_ps(), 16384 * 5_000);
+        m.outer_way_op(CacheOp::CleanInval, 16384);
+        assert_eq!(m.now_ps(), 16384 * 11_000);
+        let t = m.ledger.totals();
+        assert_eq!(t[Counter::OuterCleanWay as usize], 1);
+        assert_eq!(t[Counter::OuterCleanInvalWay as usize], 1);
+        assert_eq!(t[Counter::OuterCleanLine as usize], 0);
         assert_eq!(m.ledger.total_ps(), m.now_ps());
     }
 
@@ -646,8 +696,28 @@ mod tests {
         p.outer = Some(OuterParams {
             line_ps: [30, 20, 40],
             sync_ps: 90,
+            way_line_ps: [5, 0, 6],
         });
         p
+    }
+
+    /// A clean by way writes back every dirty line the outer cache holds, wherever it is, and
+    /// leaves them clean: a second one costs only the walk.
+    #[test]
+    fn a_clean_by_way_writes_back_every_dirty_outer_line() {
+        let mut m = Model::new(with_caches(params(10, 500, 0, 50), [1_000, 2_000]));
+        // 128 dirty lines, the first 64 pushed out of the 4 KB L1 into the L2 dirty.
+        m.cpu_touch(Access::Write, PhysAddr(0), 128 * 64);
+        let before = m.ledger.totals()[Counter::L2Writeback as usize];
+        let t0 = m.now_ps();
+        m.outer_way_op(CacheOp::Clean, 1024);
+        let l2_wb = m.ledger.totals()[Counter::L2Writeback as usize] - before;
+        assert!(l2_wb >= 64, "{l2_wb}");
+        assert_eq!(m.now_ps() - t0, 1024 * 5 + l2_wb * 2_000);
+        let t1 = m.now_ps();
+        m.outer_way_op(CacheOp::Clean, 1024);
+        assert_eq!(m.now_ps() - t1, 1024 * 5);
+        assert_eq!(m.ledger.totals()[Counter::OuterCleanWay as usize], 2);
     }
 
     /// With nothing dirty, the line-by-line pipeline of the cache model charges exactly what the

@@ -20,6 +20,8 @@ pub struct Recorder {
     /// Outer-cache register writes as (op, first line address, line count), one per
     /// `outer_line_op` call (outer lines are 32 bytes, the PL310's).
     pub outer_ops: Vec<(CacheOp, u64, u64)>,
+    /// Outer-cache operations by way, as (op, lines walked), one per `outer_way_op` call.
+    pub outer_ways: Vec<(CacheOp, u64)>,
     pub barriers: u64,
     /// Every frame entered, in order, as full stacks.
     pub frames: Vec<String>,
@@ -51,6 +53,7 @@ impl Recorder {
             line: line_bytes,
             ops: Vec::new(),
             outer_ops: Vec::new(),
+            outer_ways: Vec::new(),
             barriers: 0,
             frames: Vec::new(),
             copies: Vec::new(),
@@ -126,6 +129,13 @@ impl Hw for Recorder {
             self.counts[op.outer_counter() as usize] += lines;
             self.events.push("outer_maint");
         }
+    }
+    fn outer_way_op(&mut self, op: CacheOp, lines: u64) {
+        self.outer_ways.push((op, lines));
+        if let Some(c) = op.outer_way_counter() {
+            self.counts[c as usize] += 1;
+        }
+        self.events.push("outer_way");
     }
     fn outer_sync(&mut self) {
         self.counts[Counter::OuterSync as usize] += 1;

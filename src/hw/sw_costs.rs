@@ -45,10 +45,12 @@ pub enum Layer {
     IpForward,
     /// x86-64's out-of-line `__phys_addr` (arch/x86/mm/physaddr.c, up to 3.8).
     X86PhysAddr,
+    /// 32-bit ARM's outer-cache driver behind `arm_dma_ops` (arch/arm/mm/cache-l2x0.c).
+    ArmDma,
 }
 
 impl Layer {
-    pub const ALL: [Layer; 14] = [
+    pub const ALL: [Layer; 15] = [
         Layer::DmaApi,
         Layer::DmaDirect,
         Layer::Swiotlb,
@@ -63,6 +65,7 @@ impl Layer {
         Layer::DmaFq,
         Layer::IpForward,
         Layer::X86PhysAddr,
+        Layer::ArmDma,
     ];
 
     /// Short stable name, for output.
@@ -82,6 +85,7 @@ impl Layer {
             Layer::DmaFq => "dma-fq",
             Layer::IpForward => "ip-forward",
             Layer::X86PhysAddr => "x86-physaddr",
+            Layer::ArmDma => "arm-dma",
         }
     }
 
@@ -102,6 +106,7 @@ impl Layer {
             Layer::DmaFq => "iommu::dma_fq",
             Layer::IpForward => "drivers::ixgbe",
             Layer::X86PhysAddr => "arch::x86::physaddr",
+            Layer::ArmDma => "arch::arm::cache_l2x0",
         }
     }
 }
@@ -284,6 +289,11 @@ registry! {
     FreeIova => "free_iova", "free_iova / __free_iova", [Iova],
         "tree free: find_iova, erase and rebalance, kmem_cache_free";
 
+    L2x0Lock => "l2x0_lock",
+        "raw_spin_lock_irqsave / raw_spin_unlock_irqrestore of l2x0_lock (cache-l2x0.c, 3.14/3.15)",
+        [ArmDma],
+        "the PL310 driver's lock taken with interrupts off and released, uncontended: once per l2x0_*_range call and once more per 4 KB block after the first";
+
     IpForwardPath => "ip_forward_path",
         "ip_rcv, ip_forward, ... (rx to tx, less DMA)",
         [IpForward],
@@ -423,6 +433,10 @@ mod tests {
             (
                 "arch/x86/physaddr.rs",
                 include_str!("../arch/x86/physaddr.rs"),
+            ),
+            (
+                "arch/arm/cache_l2x0.rs",
+                include_str!("../arch/arm/cache_l2x0.rs"),
             ),
         ];
         for (file, text) in sources {

@@ -163,6 +163,11 @@ pub struct OuterCacheSpec {
     pub clean_inval_line: Cost,
     /// One `L2X0_CACHE_SYNC` write, until the controller has drained.
     pub sync: Cost,
+    /// Per line of the cache walked by a clean by way (`L2X0_CLEAN_WAY`, the 3.14/3.15
+    /// `l2x0_clean_all` behind a clean of at least the cache's size).
+    pub clean_way_line: Cost,
+    /// Per line walked by a clean-and-invalidate by way (`L2X0_CLEAN_INV_WAY`, `l2x0_flush_all`).
+    pub clean_inval_way_line: Cost,
 }
 
 /// One `[memory_type.<name>]` section: its costs by key.
@@ -571,6 +576,8 @@ impl Profile {
                 ("inval_line", &o.inval_line),
                 ("clean_inval_line", &o.clean_inval_line),
                 ("sync", &o.sync),
+                ("clean_way_line", &o.clean_way_line),
+                ("clean_inval_way_line", &o.clean_inval_way_line),
             ] {
                 out.push(cost_info(&format!("outer_cache.{k}"), c));
             }
@@ -1249,9 +1256,15 @@ fn resolve_outer(r: &Resolver, arch: Arch, o: &OuterCacheSpec) -> Result<OuterPa
     ] {
         line_ps[op as usize] = r.cost(key, c)?;
     }
+    let mut way_line_ps = [0; 3];
+    way_line_ps[CacheOp::Clean as usize] =
+        r.cost("outer_cache.clean_way_line", &o.clean_way_line)?;
+    way_line_ps[CacheOp::CleanInval as usize] =
+        r.cost("outer_cache.clean_inval_way_line", &o.clean_inval_way_line)?;
     Ok(OuterParams {
         line_ps,
         sync_ps: r.cost("outer_cache.sync", &o.sync)?,
+        way_line_ps,
     })
 }
 

@@ -11,6 +11,7 @@
 pub mod batched_sync;
 pub mod smmu_walk_flush;
 pub mod swiotlb_phys;
+pub mod zynq_coherent_streaming;
 
 use crate::input::InputError;
 use crate::platform::Profile;
@@ -76,6 +77,11 @@ pub const EXPERIMENTS: &[Experiment] = &[
         name: "swiotlb-phys",
         summary: "seed 004: swiotlb by physical address (3.8) vs virtual (3.6), ixgbe routing on x86-64",
         run: swiotlb_phys::run,
+    },
+    Experiment {
+        name: "zynq-coherent-streaming",
+        summary: "seed 002: dma_sync_single_for_* of a 1 MB streaming block on a Zynq-7000 (ARMv7, PL310), 3.19",
+        run: zynq_coherent_streaming::run,
     },
 ];
 

@@ -1026,6 +1026,10 @@ impl Scenario {
             return DmaOpsKind::IommuDma;
         }
         if !self.workload.uses_swiotlb() {
+            // ARM had no dma-direct before 5.x; every modelled ARMv7 release has arm_dma_ops.
+            if self.profile.arch() == Arch::Armv7 {
+                return DmaOpsKind::ArmDma;
+            }
             return DmaOpsKind::Direct;
         }
         // lib/swiotlb.c's own ops served x86-64 until 5.0, when they were merged into dma-direct
@@ -1129,6 +1133,7 @@ impl Scenario {
             layers.push(Layer::DmaApi);
             match self.dma_ops() {
                 DmaOpsKind::Direct => layers.push(Layer::DmaDirect),
+                DmaOpsKind::ArmDma => layers.push(Layer::ArmDma),
                 DmaOpsKind::DirectSwiotlb(_) => {
                     layers.extend([Layer::DmaDirect, Layer::Swiotlb, Layer::SwiotlbPool])
                 }

@@ -1,9 +1,9 @@
 //! 32-bit ARM (ARMv7-A) cache maintenance for streaming DMA.
 //!
-//! Kernel counterpart: arch/arm/mm/dma-mapping.c of 3.16–4.0: `__dma_page_cpu_to_dev` (map and
+//! Kernel counterpart: arch/arm/mm/dma-mapping.c of 3.14–4.0: `__dma_page_cpu_to_dev` (map and
 //! sync_for_device) and `__dma_page_dev_to_cpu` (unmap and sync_for_cpu), over the CPU's
 //! `dmac_map_area` / `dmac_unmap_area` ([`cache_v7`]) and the outer cache's `outer_*_range`
-//! ([`cache_l2x0`]).
+//! ([`cache_l2x0`]); the `arm_dma_ops` that call them are `dma::arm_dma`.
 //!
 //! Direction rules: towards the device, the L1 by virtual address first (`dmac_map_area`:
 //! invalidate for FROM_DEVICE, clean otherwise), then the outer cache by physical address
@@ -15,9 +15,10 @@
 //!
 //! Invariants: a lowmem buffer is one `dmac_*_area` call whatever its length
 //! (`dma_cache_maint_page` splits only highmem pages, which the model does not have); every L1
-//! helper ends with its own `dsb st`, so `complete = false` (7.1's issue-only hooks, which ARM32
-//! of these releases does not have) changes nothing and `flush` issues nothing; a platform without an outer cache skips the
-//! `outer_*` calls, as the kernel's NULL `outer_cache` hooks do.
+//! helper ends with its own `dsb` (`dsb st` from 3.16), so `complete = false` (7.1's issue-only
+//! hooks, which ARM32 of these releases does not have) changes nothing and `flush` issues
+//! nothing; a platform without an outer cache skips the `outer_*` calls, as the kernel's NULL
+//! `outer_cache` hooks do.
 
 pub mod cache_l2x0;
 pub mod cache_v7;
@@ -27,16 +28,19 @@ use super::ArchDma;
 use crate::hw::{CacheOp, Hw};
 use crate::types::{DmaDirection, PhysAddr};
 use cache_l2x0::OuterCacheFns;
+use cache_v7::CacheV7;
 
 #[derive(Debug)]
 pub struct Arm32 {
+    /// cache-v7.S's range functions as the release and its configuration build them.
+    pub v7: CacheV7,
     /// The outer cache's `outer_cache_fns`, or `None` when the platform has none.
     pub outer: Option<Box<dyn OuterCacheFns>>,
 }
 
 impl Arm32 {
-    pub fn new(outer: Option<Box<dyn OuterCacheFns>>) -> Arm32 {
-        Arm32 { outer }
+    pub fn new(v7: CacheV7, outer: Option<Box<dyn OuterCacheFns>>) -> Arm32 {
+        Arm32 { v7, outer }
     }
 
     /// `__dma_page_cpu_to_dev`.
@@ -48,7 +52,7 @@ impl Arm32 {
         dir: DmaDirection,
     ) {
         hw.enter("__dma_page_cpu_to_dev");
-        cache_v7::v7_dma_map_area(hw, paddr, size, dir);
+        self.v7.v7_dma_map_area(hw, paddr, size, dir);
         if let Some(outer) = &self.outer {
             let end = PhysAddr(paddr.0.saturating_add(size));
             if dir == DmaDirection::FromDevice {
@@ -73,7 +77,7 @@ impl Arm32 {
             if let Some(outer) = &self.outer {
                 outer.inv_range(hw, paddr, PhysAddr(paddr.0.saturating_add(size)));
             }
-            cache_v7::v7_dma_unmap_area(hw, paddr, size, dir);
+            self.v7.v7_dma_unmap_area(hw, paddr, size, dir);
         }
         hw.leave();
     }
@@ -125,7 +129,7 @@ mod tests {
     const BUF: PhysAddr = PhysAddr(0x1000_0000);
 
     fn zynq() -> Arm32 {
-        Arm32::new(Some(Box::new(L2c210)))
+        Arm32::new(CacheV7::default(), Some(Box::new(L2c210)))
     }
 
     /// The operations one 1 MB call issues, as (L1 lines by op, outer lines by op, syncs, dsb st).
@@ -237,7 +241,7 @@ mod tests {
 
     #[test]
     fn without_an_outer_cache_only_l1_runs() {
-        let a = Arm32::new(None);
+        let a = Arm32::new(CacheV7::default(), None);
         let mut r = Recorder::new(32);
         a.sync_for_device(&mut r, BUF, MB, DmaDirection::ToDevice, true);
         a.sync_for_cpu(&mut r, BUF, MB, DmaDirection::FromDevice, true);
