@@ -17,6 +17,7 @@
 pub mod bounce;
 pub mod forwarding;
 pub mod iommu;
+pub mod pipeline;
 pub mod progress;
 pub mod streaming;
 
@@ -41,6 +42,7 @@ pub enum Outcome {
     Forwarding(forwarding::ForwardingResult),
     Bounce(bounce::BounceResult),
     Iommu(iommu::IommuRunResult),
+    Pipeline(pipeline::PipelineResult),
 }
 
 impl Outcome {
@@ -51,6 +53,7 @@ impl Outcome {
             Outcome::Forwarding(r) => forwarding::table(r),
             Outcome::Bounce(r) => bounce::table(r),
             Outcome::Iommu(r) => iommu::table(r),
+            Outcome::Pipeline(r) => pipeline::table(r),
         }
     }
 
@@ -61,6 +64,7 @@ impl Outcome {
             Outcome::Forwarding(r) => forwarding::json(r),
             Outcome::Bounce(r) => bounce::json(r),
             Outcome::Iommu(r) => iommu::json(r),
+            Outcome::Pipeline(r) => pipeline::json(r),
         }
     }
 
@@ -71,6 +75,7 @@ impl Outcome {
             Outcome::Forwarding(r) => r.total_ps,
             Outcome::Bounce(r) => r.total_ps,
             Outcome::Iommu(r) => r.total_ps,
+            Outcome::Pipeline(r) => r.total_ps,
         }
     }
 
@@ -81,6 +86,7 @@ impl Outcome {
             Outcome::Forwarding(r) => &r.stacks,
             Outcome::Bounce(r) => &r.stacks,
             Outcome::Iommu(r) => &r.stacks,
+            Outcome::Pipeline(r) => &r.stacks,
         }
     }
 }
@@ -137,6 +143,9 @@ fn run_kind(s: &Scenario) -> Result<Outcome, Refused> {
         Workload::IommuSweep(_) | Workload::IommuOps(_) => {
             iommu::run(s).map(Outcome::Iommu).map_err(refused)
         }
+        Workload::Pipeline(p) => pipeline::run(s, p)
+            .map(Outcome::Pipeline)
+            .map_err(|e| refused(e.to_string())),
     }
 }
 
@@ -154,6 +163,7 @@ pub static KINDS: &[Kind] = &[
     bounce::KIND,
     iommu::SWEEP,
     iommu::OPS,
+    pipeline::KIND,
 ];
 
 /// What a kind's parser may need from the shared sections.
@@ -170,6 +180,7 @@ pub enum Workload {
     Bounce(bounce::Bounce),
     IommuSweep(iommu::Sweep),
     IommuOps(iommu::Ops),
+    Pipeline(pipeline::Pipeline),
 }
 
 impl Workload {
@@ -180,6 +191,7 @@ impl Workload {
             Workload::Bounce(_) => "bounce",
             Workload::IommuSweep(_) => "iommu_sweep",
             Workload::IommuOps(_) => "iommu_ops",
+            Workload::Pipeline(_) => "pipeline",
         }
     }
 
@@ -836,6 +848,49 @@ impl Scenario {
         if let Workload::Bounce(_) = self.workload {
             self.profile.require_copy("a bounce workload")?;
         }
+        if let Workload::Pipeline(p) = &self.workload {
+            if self.iommu.is_some() {
+                return Err(self.error(
+                    &file(self.lines.kind),
+                    "iommu",
+                    "a pipeline's PL DMA engine does not sit behind an IOMMU in this model; remove [iommu]".to_string(),
+                ));
+            }
+            if p.coherence
+                .contains(&crate::drivers::pl_dma::Coherence::Acp)
+                && self.profile.acp_mb_s.is_none()
+            {
+                let msg = format!(
+                    "`acp` puts the engine on an accelerator coherency port, but platform `{}` has none (its profile has no `[acp]` section with `bandwidth_mb_s`)",
+                    self.profile.name()
+                );
+                return Err(self.error(&file(p.coherence_line), "workload.coherence", msg));
+            }
+            if p.coherence.iter().any(|c| c.copies()) {
+                self.profile.require_copy(
+                    "the pipeline's `bounce` option (copy_to_user / copy_from_user)",
+                )?;
+            }
+            {
+                let last = pipeline::DRAM_BASE.saturating_add(
+                    p.coherence
+                        .iter()
+                        .map(|&c| p.buffer_bytes(c))
+                        .max()
+                        .unwrap_or(0)
+                        .next_power_of_two()
+                        .saturating_mul(2)
+                        - 1,
+                );
+                if last > self.device.dma_mask {
+                    let msg = format!(
+                        "the pipeline's blocks may lie up to {last:#x}, above the device's mask {:#x}: raise the mask",
+                        self.device.dma_mask
+                    );
+                    return Err(self.error(&file(self.lines.mask), "device.dma_mask_bits", msg));
+                }
+            }
+        }
         if let Some(cfg) = self.iommu.as_mut() {
             self.profile
                 .require_wmb(&format!("scenario `{}` (an [iommu] domain)", self.name))?;
@@ -970,6 +1025,15 @@ impl Scenario {
                     .sum();
                 IOMMU_PAGE_STEPS * pages * u128::from(o.iterations)
             }
+            // Per block and buffer: every line synced twice at most, a copy of the bytes (a few
+            // lines' worth of steps per page), a page pinned.
+            Workload::Pipeline(p) => {
+                let bytes = u128::from(p.block_bytes);
+                let per = 2 * bytes / line + 8 * bytes / 4096 + 64;
+                per * p.flow.directions().len() as u128
+                    * u128::from(p.blocks)
+                    * p.coherence.len() as u128
+            }
         }
     }
 
@@ -982,6 +1046,7 @@ impl Scenario {
             Workload::Bounce(b) => b.sizes.len() as u64 * u64::from(b.iterations),
             Workload::IommuSweep(w) => w.sizes.len() as u64 * u64::from(w.iterations),
             Workload::IommuOps(o) => u64::from(o.iterations),
+            Workload::Pipeline(p) => p.blocks.saturating_mul(p.coherence.len() as u64),
         }
     }
 
@@ -1034,6 +1099,14 @@ impl Scenario {
         }
         if let Workload::Forwarding(_) = self.workload {
             layers.push(Layer::IpForward);
+        }
+        if let Workload::Pipeline(p) = &self.workload {
+            layers.push(Layer::PlDma);
+            if p.coherence
+                .contains(&crate::drivers::pl_dma::Coherence::UserPages)
+            {
+                layers.push(Layer::UserPages);
+            }
         }
         // x86-64's __pa() is a call up to 3.8: dma_map_single, the 2012 swiotlb's virtual
         // bookkeeping and the forwarding path's skb frees make it.
