@@ -871,24 +871,15 @@ impl Scenario {
                     "the pipeline's `bounce` option (copy_to_user / copy_from_user)",
                 )?;
             }
-            {
-                let last = pipeline::DRAM_BASE.saturating_add(
-                    p.coherence
-                        .iter()
-                        .map(|&c| p.buffer_bytes(c))
-                        .max()
-                        .unwrap_or(0)
-                        .next_power_of_two()
-                        .saturating_mul(2)
-                        - 1,
+            // Every buffer the driver allocates lies in the run's memory node; the device must
+            // reach all of it (dma-direct has no bounce pool here).
+            let last = pipeline::DRAM_BASE.saturating_add(p.node_bytes() - 1);
+            if last > self.device.dma_mask {
+                let msg = format!(
+                    "the pipeline's blocks may lie up to {last:#x}, above the device's mask {:#x}: raise the mask",
+                    self.device.dma_mask
                 );
-                if last > self.device.dma_mask {
-                    let msg = format!(
-                        "the pipeline's blocks may lie up to {last:#x}, above the device's mask {:#x}: raise the mask",
-                        self.device.dma_mask
-                    );
-                    return Err(self.error(&file(self.lines.mask), "device.dma_mask_bits", msg));
-                }
+                return Err(self.error(&file(self.lines.mask), "device.dma_mask_bits", msg));
             }
         }
         if let Some(cfg) = self.iommu.as_mut() {

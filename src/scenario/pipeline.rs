@@ -89,6 +89,17 @@ impl Pipeline {
         let per = if c.copies() { 2 } else { 1 };
         u64::from(self.queue_depth) * self.flow.directions().len() as u64 * per * self.block_bytes
     }
+
+    /// The memory node a run boots with: room for the largest option's buffers.
+    pub fn node_bytes(&self) -> u64 {
+        let need = self
+            .coherence
+            .iter()
+            .map(|&c| self.buffer_bytes(c))
+            .max()
+            .unwrap_or(0);
+        need.next_power_of_two().max(1 << 20) * 2
+    }
 }
 
 fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, _shared: &Shared) -> Result<Workload, InputError> {
@@ -456,13 +467,12 @@ fn transfer_ps(bytes: u64, mb_s: f64) -> u64 {
 }
 
 fn run_option(s: &Scenario, w: &Pipeline, c: Coherence) -> Result<OptionRun, SetupError> {
-    let need = w.buffer_bytes(c);
     let mut m = Machine::boot(
         &s.profile,
         vec![NodeRange {
             node: 0,
             start: PhysAddr(DRAM_BASE),
-            size: need.next_power_of_two().max(1 << 20) * 2,
+            size: w.node_bytes(),
         }],
     );
     let mut device = s.device.clone();
