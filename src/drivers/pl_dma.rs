@@ -249,6 +249,10 @@ pub struct PlDma {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OpenError(pub String);
 
+/// The ioctls as the per-call table names them (each includes the DMA API calls it makes).
+pub const ENQUEUE_IOCTL: &str = "ioctl(ENQUEUE_BLOCK)";
+pub const DEQUEUE_IOCTL: &str = "ioctl(DEQUEUE_BLOCK)";
+
 /// The frame of a DMA API call as the per-call table names it, with its direction.
 pub fn api_call_name(call: &str, dir: DmaDirection) -> &'static str {
     match (call, dir) {
@@ -374,7 +378,8 @@ impl PlDma {
     ) {
         let (block, used) = (self.cfg.block_bytes, self.cfg.used_bytes);
         for i in 0..self.slots[slot].len() {
-            hw.enter("ioctl(ENQUEUE_BLOCK)");
+            let t0 = hw.now_ps();
+            hw.enter(ENQUEUE_IOCTL);
             hw.sw(self.enqueue);
             let (dir, dma, phys) = {
                 let b = &self.slots[slot][i];
@@ -415,6 +420,7 @@ impl PlDma {
                 }
             }
             hw.leave();
+            timer.record(ENQUEUE_IOCTL, hw.now_ps() - t0);
         }
     }
 
@@ -449,7 +455,8 @@ impl PlDma {
     ) {
         let (block, used) = (self.cfg.block_bytes, self.cfg.used_bytes);
         for i in 0..self.slots[slot].len() {
-            hw.enter("ioctl(DEQUEUE_BLOCK)");
+            let t0 = hw.now_ps();
+            hw.enter(DEQUEUE_IOCTL);
             hw.sw(self.dequeue);
             let (dir, dma, phys) = {
                 let b = &self.slots[slot][i];
@@ -492,6 +499,7 @@ impl PlDma {
                 }
             }
             hw.leave();
+            timer.record(DEQUEUE_IOCTL, hw.now_ps() - t0);
         }
     }
 }

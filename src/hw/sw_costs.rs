@@ -444,6 +444,7 @@ mod tests {
             ),
             ("iommu/iova.rs", include_str!("../iommu/iova.rs")),
             ("drivers/ixgbe.rs", include_str!("../drivers/ixgbe.rs")),
+            ("drivers/pl_dma.rs", include_str!("../drivers/pl_dma.rs")),
             (
                 "arch/x86/physaddr.rs",
                 include_str!("../arch/x86/physaddr.rs"),
