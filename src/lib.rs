@@ -40,6 +40,7 @@
 
 pub mod arch;
 pub mod calibrate;
+pub mod compare;
 pub mod device;
 pub mod dma;
 pub mod drivers;

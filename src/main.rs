@@ -123,6 +123,33 @@ enum Cmd {
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },
+    /// Run one scenario under several variants and show them side by side: per call, per
+    /// operation and per call stack, each change against the first variant.
+    Compare {
+        /// The scenario (TOML; see docs/scenarios.md).
+        scenario: String,
+        /// A kernel release to compare (repeat: --kernel 7.0 --kernel 7.1).
+        #[arg(long)]
+        kernel: Vec<String>,
+        /// A platform to compare (repeat; with several --kernel, every combination runs).
+        #[arg(long)]
+        platform: Vec<String>,
+        /// One variant as key=value pairs, e.g. kernel=7.1,sync=unmerged-v2 (repeat; keys other
+        /// than kernel and platform are policies).
+        #[arg(long)]
+        variant: Vec<String>,
+        /// A policy override applied to every variant: key=value (repeatable).
+        #[arg(long = "policy")]
+        policy: Vec<String>,
+        /// Most model steps each variant's run may take.
+        #[arg(long, default_value_t = scenario::DEFAULT_MAX_WORK as u64,
+              value_parser = clap::value_parser!(u64).range(1..))]
+        max_work: u64,
+        /// table, json, or folded: the two variants' matched stacks as one differential folded
+        /// file (`stack A B`, for flamegraph.pl).
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
     /// Measure per-entry vs batched cache maintenance on this machine's real caches.
     Hostbench {
         #[command(flatten)]
@@ -374,6 +401,41 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
                 Format::Table => write!(out, "{}", outcome.table())?,
                 Format::Json => print_json(out, &outcome.json())?,
                 Format::Folded => write!(out, "{}", dmasim::report::folded(outcome.stacks()))?,
+            }
+        }
+        Cmd::Compare {
+            scenario,
+            kernel,
+            platform,
+            variant,
+            policy,
+            max_work,
+            format,
+        } => {
+            let mut s = Scenario::load(&scenario)?;
+            for p in &policy {
+                s.set_policies(p)?;
+            }
+            let variants = dmasim::compare::variants_from(&variant, &platform, &kernel)?;
+            // Each variant is checked for its size before any runs, as `run` does.
+            for v in &variants {
+                let mut t = s.clone();
+                v.apply(&mut t)?;
+                t.check_work(u128::from(max_work))?;
+            }
+            let c = dmasim::compare::compare(&s, &variants).map_err(|e| match e {
+                dmasim::compare::CompareError::Input(i) => anyhow::Error::from(i),
+                dmasim::compare::CompareError::Refused { label, refused } => {
+                    anyhow::Error::from(scenario::Refused {
+                        file: refused.file,
+                        message: format!("variant `{label}`: {}", refused.message),
+                    })
+                }
+            })?;
+            match format {
+                Format::Table => write!(out, "{}", dmasim::compare::table(&c))?,
+                Format::Json => print_json(out, &dmasim::compare::json(&c))?,
+                Format::Folded => write!(out, "{}", dmasim::compare::folded_pair(&c)?)?,
             }
         }
         Cmd::Policies { platform } => {

@@ -1,7 +1,7 @@
 //! Kernel behaviour as typed policies, with one registry and presets per release and platform.
 //!
 //! Kernel counterpart: the behaviour changes the seeds measure — 7.1's batched cache sync, 5.19's
-//! arm64 direction rules, 3.7's swiotlb bookkeeping, 6.0's swiotlb areas, 5.15's io-pgtable
+//! arm64 direction rules, 3.8's swiotlb bookkeeping, 6.0's swiotlb areas, 5.15's io-pgtable
 //! `unmap_pages` and Qualcomm's `flush_walk_prefer_tlbiasid`. A `--kernel X.Y` preset picks every
 //! policy as that release has it *on that platform* (where the kernel's choice depends on the
 //! hardware, the preset reads it from the profile); `--policy key=value` overrides one.
@@ -228,7 +228,7 @@ fn swiotlb_rules_preset(k: KernelVersion, _: &Target) -> SwiotlbRules {
 }
 
 fn swiotlb_addr_preset(k: KernelVersion, _: &Target) -> SwiotlbAddr {
-    if k >= KernelVersion(3, 7) {
+    if k >= KernelVersion(3, 8) {
         SwiotlbAddr::Phys
     } else {
         SwiotlbAddr::Virt
@@ -506,8 +506,8 @@ pub static REGISTRY: &[PolicyDef] = &[
         SwiotlbAddr,
         swiotlb_addr_preset,
         x86_swiotlb_only,
-        "phys from 3.7, virt before",
-        "the 2012 swiotlb keeps its pool addresses virtual, translated by __phys_addr calls (virt, <= 3.6), or physical (phys, 3.7)"
+        "phys from 3.8, virt before",
+        "the 2012 swiotlb keeps its pool addresses virtual, translated by __phys_addr calls (virt, <= 3.7), or physical (phys, 3.8: the series was merged for 3.8)"
     ),
     policy_def!(
         phys_addr,
@@ -702,7 +702,8 @@ mod tests {
         assert_eq!(p(KernelVersion(5, 18)).arm64_dir_rules, DirRules::Pre5_19);
         assert!(KernelVersion(5, 9) < KernelVersion(5, 10));
         assert_eq!(p(KernelVersion(3, 6)).swiotlb_addr, SwiotlbAddr::Virt);
-        assert_eq!(p(KernelVersion(3, 7)).swiotlb_addr, SwiotlbAddr::Phys);
+        assert_eq!(p(KernelVersion(3, 7)).swiotlb_addr, SwiotlbAddr::Virt);
+        assert_eq!(p(KernelVersion(3, 8)).swiotlb_addr, SwiotlbAddr::Phys);
         // __phys_addr: out of line on x86-64 to 3.8, inline from 3.9; never a call on arm64.
         let x86 = Target {
             arch: Arch::X86_64,

@@ -266,6 +266,7 @@ pub fn policies_table(profile: &crate::platform::Profile) -> String {
     const RELEASES: &[KernelVersion] = &[
         KernelVersion(3, 6),
         KernelVersion(3, 7),
+        KernelVersion(3, 8),
         KernelVersion(5, 14),
         KernelVersion(5, 15),
         KernelVersion(5, 19),

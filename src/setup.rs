@@ -203,7 +203,7 @@ impl DmaOpsKind {
 /// device's ops bounce): the device `s` describes, with its ops, on machine `m`. `cpus` sizes
 /// the per-CPU structures (swiotlb areas, IOVA magazines); swiotlb's pool and an IOMMU domain's
 /// tables come from node 0.
-/// The instruction groups of lib/swiotlb.c 3.6/3.7 as the profile counts them
+/// The instruction groups of lib/swiotlb.c 3.6/3.8 as the profile counts them
 /// (`[code.swiotlb_2012]`); none when it has no such section, which it may only omit when it
 /// prices no function per instruction.
 pub fn swiotlb_2012_insns(profile: &Profile) -> InsnGroups {

@@ -612,3 +612,82 @@ fn a_profile_acp_without_bandwidth_is_refused() {
         "acp.bandwidth_mb_s.value",
     );
 }
+
+/// A cache geometry that is not a power of two (size, ways, line), or whose ways of lines do not
+/// fit in its size, is refused where it is written when the profile runs a cache model.
+#[test]
+fn a_cache_geometry_that_is_not_a_power_of_two_is_refused_where_it_is_written() {
+    let t = Scratch::new("geometry");
+    let good = include_str!("../profiles/zynq7000.toml");
+    for (i, (from, to, key)) in [
+        (
+            "size_kib = { value = 32,",
+            "size_kib = { value = 48,",
+            "cache.size_kib.value",
+        ),
+        (
+            "ways = { value = 4,",
+            "ways = { value = 3,",
+            "cache.ways.value",
+        ),
+        (
+            "line_bytes = { value = 32,",
+            "line_bytes = { value = 24,",
+            "cache.line_bytes.value",
+        ),
+        // A power of two, but not the PL310's line: one line size for the whole model.
+        (
+            "line_bytes = { value = 32,",
+            "line_bytes = { value = 64,",
+            "cache.line_bytes.value",
+        ),
+        (
+            "size_kib = { value = 512,",
+            "size_kib = { value = 384,",
+            "outer_cache.size_kib.value",
+        ),
+        (
+            "ways = { value = 8,",
+            "ways = { value = 12,",
+            "outer_cache.ways.value",
+        ),
+        // 64 ways of 32 bytes is 2 KiB: more than a 1 KiB cache holds.
+        (
+            "size_kib = { value = 32,",
+            "size_kib = { value = 1,",
+            "cache.ways.value",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let text = good.replacen(from, to, 1);
+        let text = if i == 6 {
+            text.replacen("ways = { value = 4,", "ways = { value = 64,", 1)
+        } else {
+            text
+        };
+        assert_ne!(text, good, "{from}");
+        let f = t.file(&format!("p{i}.toml"), &text);
+        let needle = if i == 6 { "ways = { value = 64," } else { to };
+        input_error(
+            &dmasim(&["run", "scenarios/zynq-streaming.toml", "--platform", &f]),
+            &f,
+            Some(line_of(&text, needle)),
+            key,
+        );
+    }
+    // Without [cache_model] the L1's geometry is not needed, but what is given is still checked.
+    let plain = good.split("\n[cache_model]").next().unwrap().replacen(
+        "ways = { value = 4,",
+        "ways = { value = 5,",
+        1,
+    );
+    let f = t.file("plain.toml", &plain);
+    input_error(
+        &dmasim(&["run", "scenarios/zynq-streaming.toml", "--platform", &f]),
+        &f,
+        Some(line_of(&plain, "ways = { value = 5,")),
+        "cache.ways.value",
+    );
+}

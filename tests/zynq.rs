@@ -144,3 +144,103 @@ fn armv7_is_refused_after_4_0() {
     assert!(e.to_string().contains("4.0"), "{e}");
     assert!(s.set_kernel(KernelVersion(4, 0)).is_ok());
 }
+
+/// The functional cache model (`[cache_model]` of `zynq7000`): a TO_DEVICE clean of the 1 MB
+/// block just after the program wrote all of it writes back every dirty line — the 1024 the
+/// 32 KB L1 still holds into the PL310, then the 16384 the 512 KB PL310 holds to DDR (the
+/// first 512 KB went to DDR as the PL310 evicted them during the writes) — and costs more than
+/// the same clean again, with nothing written since, which writes back nothing.
+#[test]
+fn a_clean_after_a_write_costs_its_writebacks_and_a_second_clean_does_not() {
+    use dmasim::hw::cache::Access;
+    let s = Scenario::parse("s.toml", SCENARIO, std::path::Path::new(".")).unwrap();
+    let node = NodeRange {
+        node: 0,
+        start: BUF,
+        size: 4 * MB,
+    };
+    let mut m = Machine::boot(&s.profile, vec![node]);
+    let mut api = setup_dma_ops(&mut m, &s.device_setup(), 1).unwrap();
+    let dir = DmaDirection::ToDevice;
+    let addr = api
+        .map_single(&mut m.hw, BUF, MB, dir, DmaAttrs::default())
+        .unwrap();
+    let mut sync = |m: &mut Machine| {
+        m.hw.clear_ledger();
+        let t0 = m.hw.now_ps();
+        api.sync_single_for_device(&mut m.hw, addr, MB, dir);
+        (m.hw.now_ps() - t0, m.hw.ledger.totals())
+    };
+    m.hw.cpu_touch(Access::Write, BUF, MB);
+    let (written, t) = sync(&mut m);
+    assert_eq!(n(&t, Counter::L1Writeback), 1024);
+    assert_eq!(n(&t, Counter::L2Writeback), 16384);
+    assert_eq!(n(&t, Counter::CacheCleanLine), 32768);
+    assert_eq!(n(&t, Counter::OuterCleanLine), 32768);
+    let (again, t) = sync(&mut m);
+    assert_eq!(n(&t, Counter::L1Writeback), 0);
+    assert_eq!(n(&t, Counter::L2Writeback), 0);
+    assert_eq!(n(&t, Counter::CacheCleanLine), 32768);
+    assert!(again < written, "{again} ps vs {written} ps");
+    // What the writebacks cost, from the profile's own keys: 16384 PL310 writebacks to DDR on
+    // the CPU's time (atomic by-PA operations), and the L1's 1024 through its eviction buffer,
+    // which the issue of the 32768 DCCMVACs hides only in part.
+    let p = s.profile.model.caches.as_ref().unwrap();
+    assert!(
+        written - again >= 16384 * p.writeback_ps[1],
+        "{written} - {again}"
+    );
+    // Reading the buffer leaves it clean: the next clean writes back nothing either.
+    m.hw.cpu_touch(Access::Read, BUF, MB);
+    let (read, t) = sync(&mut m);
+    assert_eq!(n(&t, Counter::L1Writeback) + n(&t, Counter::L2Writeback), 0);
+    assert_eq!(read, again);
+}
+
+/// The same through the streaming workload's `cpu` key: a program that writes the block before
+/// each dma_sync_sg_for_device(TO_DEVICE) pays the writebacks on every call; one that touches
+/// nothing pays only the bare operations.
+#[test]
+fn the_streaming_workload_says_what_the_cpu_does_between_transfers() {
+    let run = |cpu: &str| {
+        let text = SCENARIO
+            .replace("direction = \"from_device\"", "direction = \"to_device\"")
+            .replace(
+                "iterations = 10",
+                &format!("iterations = 3\ncpu = \"{cpu}\""),
+            );
+        let s = Scenario::parse("s.toml", &text, std::path::Path::new(".")).unwrap();
+        let w = s.streaming().unwrap();
+        dmasim::scenario::streaming::run(&s, w).unwrap()
+    };
+    let (wrote, none, read) = (run("write_all"), run("none"), run("read_all"));
+    for r in [&wrote, &none, &read] {
+        // The same operations were issued whatever the CPU did.
+        assert_eq!(r.count(Counter::CacheCleanLine), 3 * 32768);
+        assert_eq!(r.count(Counter::OuterCleanLine), 3 * 32768);
+    }
+    assert_eq!(wrote.count(Counter::L1Writeback), 3 * 1024);
+    assert_eq!(wrote.count(Counter::L2Writeback), 3 * 16384);
+    assert_eq!(
+        none.count(Counter::L1Writeback) + none.count(Counter::L2Writeback),
+        0
+    );
+    assert_eq!(
+        read.count(Counter::L1Writeback) + read.count(Counter::L2Writeback),
+        0
+    );
+    let mean = |r: &dmasim::scenario::streaming::RunResult| {
+        r.call("dma_sync_sg_for_device").unwrap().mean_ns()
+    };
+    assert!(
+        mean(&wrote) > mean(&none),
+        "{} vs {}",
+        mean(&wrote),
+        mean(&none)
+    );
+    assert_eq!(mean(&read), mean(&none));
+    // An unknown value is refused by name.
+    let bad = SCENARIO.replace("iterations = 10", "iterations = 1\ncpu = \"scribble\"");
+    let e = Scenario::parse("s.toml", &bad, std::path::Path::new(".")).unwrap_err();
+    assert_eq!(e.key.as_deref(), Some("workload.cpu"), "{e}");
+}

@@ -145,7 +145,7 @@ fn the_bottleneck_moves_with_the_engines_bandwidth() {
 
 #[test]
 fn the_bottleneck_moves_with_the_cost_of_the_syncs() {
-    // The same streaming loop on a Zynq whose PL310 line operations cost a hundredth: the syncs
+    // The same streaming loop on a Zynq whose maintenance and writebacks cost a hundredth: the syncs
     // no longer hold the CPU back, and the engine becomes the limit.
     let cheap = PROFILE
         .replace("clean_line = { ns = 50", "clean_line = { ns = 0.5")
@@ -154,7 +154,9 @@ fn the_bottleneck_moves_with_the_cost_of_the_syncs() {
             "clean_inval_line = { ns = 50",
             "clean_inval_line = { ns = 0.5",
         )
-        .replace("issue = { cycles = 4", "issue = { cycles = 0.04");
+        .replace("issue = { cycles = 4", "issue = { cycles = 0.04")
+        .replace("l1_writeback = { ns = 40", "l1_writeback = { ns = 0.4")
+        .replace("l2_writeback = { ns = 60", "l2_writeback = { ns = 0.6");
     let mut s = scenario(STREAMING);
     let before = run(&s).runs[0].clone();
     s.set_profile(Profile::parse("cheap.toml", &cheap).unwrap())
@@ -273,4 +275,35 @@ fn the_run_is_deterministic_and_renders() {
     assert_eq!(j["options"].as_array().unwrap().len(), 7);
     assert!(j["options"][0]["user_read_ms_per_mb"].is_null());
     assert!(a.table().contains("best for the goal"));
+}
+
+#[test]
+fn a_block_user_space_wrote_costs_its_clean_more_than_the_invalidate() {
+    // With the profile's functional cache model, the block user space just wrote through its
+    // cached mapping is dirty: for_device(TO_DEVICE) writes those lines back, the FROM_DEVICE
+    // invalidates have nothing to write.
+    let r = only(STREAMING, "streaming");
+    let x = &r.runs[0];
+    let to = x.call("dma_sync_single_for_device(TO_DEVICE)").unwrap();
+    let from = x.call("dma_sync_single_for_device(FROM_DEVICE)").unwrap();
+    assert!(
+        to.total_ps > from.total_ps,
+        "{} vs {}",
+        to.total_ps,
+        from.total_ps
+    );
+    assert!(x.count(Counter::L1Writeback) > 0 && x.count(Counter::L2Writeback) > 0);
+    // A capture loop (the user only reads) leaves nothing dirty to write back.
+    let capture = only(
+        &STREAMING.replace("flow = \"loopback\"", "flow = \"from_device\""),
+        "streaming",
+    );
+    let c = &capture.runs[0];
+    assert_eq!(
+        c.count(Counter::L1Writeback) + c.count(Counter::L2Writeback),
+        0
+    );
+    // Through an uncached mapping the caches are never touched.
+    let wc = only(STREAMING, "write-combine");
+    assert_eq!(wc.runs[0].count(Counter::L1Writeback), 0);
 }

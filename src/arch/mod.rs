@@ -19,6 +19,37 @@ use crate::hw::{CacheOp, Hw};
 use crate::types::{DmaDirection, PhysAddr};
 use std::fmt::Debug;
 
+/// Frames whose names a release chose for the same work, and the stable name `dmasim compare`
+/// matches them by, so a diff across releases shows the work shrinking rather than one helper
+/// disappearing and another appearing. arm64's cache maintenance is one piece of work whatever
+/// the release calls it: ≤ 7.0 waits inside `dcache_clean_poc`, 7.1 issues with the `_nosync`
+/// helper and waits once in `arch_sync_dma_flush`; the `arch_sync_dma_for_*` wrappers around them
+/// belong to it too. ARMv7's outer cache is reached through `outer_*_range` whichever
+/// cache-l2x0.c implementation the release installs.
+pub static STABLE_FRAMES: &[(&str, &str)] = &[
+    ("arch_sync_dma_for_device", "cache maintenance"),
+    ("arch_sync_dma_for_cpu", "cache maintenance"),
+    ("arch_sync_dma_flush", "cache maintenance"),
+    ("dcache_clean_poc", "cache maintenance"),
+    ("dcache_clean_poc_nosync", "cache maintenance"),
+    ("dcache_inval_poc", "cache maintenance"),
+    ("dcache_inval_poc_nosync", "cache maintenance"),
+    ("l2c210_inv_range", "outer_inv_range"),
+    ("l2c210_clean_range", "outer_clean_range"),
+    ("l2c210_flush_range", "outer_flush_range"),
+    ("l2x0_inv_range", "outer_inv_range"),
+    ("l2x0_clean_range", "outer_clean_range"),
+    ("l2x0_flush_range", "outer_flush_range"),
+];
+
+/// The stable name of a frame ([`STABLE_FRAMES`]), or the frame itself.
+pub fn stable_frame(frame: &str) -> &str {
+    STABLE_FRAMES
+        .iter()
+        .find(|(f, _)| *f == frame)
+        .map_or(frame, |(_, s)| s)
+}
+
 /// What the DMA core asks of the architecture.
 pub trait ArchDma: Debug {
     /// CPU → device hand-over (map, sync_for_device).

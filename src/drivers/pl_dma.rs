@@ -21,9 +21,11 @@
 //! the CPU finished with it and dequeued only after the engine completed it. The CPU never
 //! computes its own time: every CPU step is the Model clock's advance across it; only the
 //! engine's transfer time comes from a bandwidth. User-space access to a block goes through
-//! [`user_access`], a hook for the functional cache model's access costs.
+//! [`user_access`]: the cache state follows it (a block user space wrote through a cached
+//! mapping is dirty when it is synced), its time is a hook for the cache model's access costs.
 
 use crate::dma::mapping::DmaApi;
+use crate::hw::cache::Access as CacheAccess;
 use crate::hw::model::Model;
 use crate::hw::{Hw, SwCost, SwKey};
 use crate::mm::physmem::SharedPhysMem;
@@ -194,11 +196,31 @@ pub enum Access {
     Write,
 }
 
-/// HOOK — user-space access to `bytes` of a block through `mem`: the functional cache model's
-/// user-access workload (memory types, access sizes, cache state) is to price it, and is not on
-/// this branch yet. Until it is, nothing is charged and the answer is `false`, which every report
-/// prints as "not charged"; the pipeline's runs then leave user access out of CPU time.
-pub fn user_access(_hw: &mut dyn Hw, _mem: UserMemory, _access: Access, _bytes: u64) -> bool {
+/// User space reading or writing `bytes` of a block at `start` through a mapping of type `mem`.
+///
+/// The cache state follows now: through a cached mapping the lines are read in, or left dirty
+/// by a write, in the functional cache model (`Hw::cpu_touch`, which charges nothing), so the
+/// sync that follows pays for the dirty lines it writes back; a non-cacheable or write-combined
+/// mapping bypasses the caches and leaves them as they were.
+///
+/// HOOK — the *time* user space spends (by memory type and access size: a byte loop over
+/// uncached memory, a memcpy over cached memory) is the cache model's user-access workload,
+/// which is not in this build. Until it is, nothing is charged and the answer is `false`, which
+/// every report prints as "not charged".
+pub fn user_access(
+    hw: &mut dyn Hw,
+    mem: UserMemory,
+    access: Access,
+    start: PhysAddr,
+    bytes: u64,
+) -> bool {
+    if mem == UserMemory::Cached {
+        let a = match access {
+            Access::Read => CacheAccess::Read,
+            Access::Write => CacheAccess::Write,
+        };
+        hw.cpu_touch(a, start, bytes);
+    }
     false
 }
 
@@ -347,9 +369,11 @@ impl PlDma {
         let used = self.cfg.used_bytes;
         let mem = self.cfg.coherence.user_memory();
         for i in 0..self.slots[slot].len() {
-            if self.slots[slot][i].dir == DmaDirection::ToDevice {
+            let b = &self.slots[slot][i];
+            if b.dir == DmaDirection::ToDevice {
+                let at = b.user.unwrap_or(b.phys);
                 hw.enter("user: write block");
-                self.user_access_charged |= user_access(hw, mem, Access::Write, used);
+                self.user_access_charged |= user_access(hw, mem, Access::Write, at, used);
                 hw.leave();
             }
         }
@@ -360,9 +384,11 @@ impl PlDma {
         let used = self.cfg.used_bytes;
         let mem = self.cfg.coherence.user_memory();
         for i in 0..self.slots[slot].len() {
-            if self.slots[slot][i].dir == DmaDirection::FromDevice {
+            let b = &self.slots[slot][i];
+            if b.dir == DmaDirection::FromDevice {
+                let at = b.user.unwrap_or(b.phys);
                 hw.enter("user: read block");
-                self.user_access_charged |= user_access(hw, mem, Access::Read, used);
+                self.user_access_charged |= user_access(hw, mem, Access::Read, at, used);
                 hw.leave();
             }
         }
@@ -403,6 +429,8 @@ impl PlDma {
                         let user = self.slots[slot][i].user.unwrap_or(phys);
                         hw.enter("copy_from_user");
                         self.mem.borrow_mut().copy(phys, user, used);
+                        // Reads the user's cached buffer; writes the non-cacheable block.
+                        hw.cpu_touch(CacheAccess::Read, user, used);
                         hw.copy(used);
                         hw.leave();
                     }
@@ -480,6 +508,8 @@ impl PlDma {
                         let user = self.slots[slot][i].user.unwrap_or(phys);
                         hw.enter("copy_to_user");
                         self.mem.borrow_mut().copy(user, phys, used);
+                        // Reads the non-cacheable block; writes the user's cached buffer.
+                        hw.cpu_touch(CacheAccess::Write, user, used);
                         hw.copy(used);
                         hw.leave();
                     }

@@ -21,6 +21,7 @@
 //! on the call stack that was current when it was made, so reports can break time down by kernel
 //! function. [`SmmuPort`] has no default bodies, so no backend answers the device side by accident.
 
+pub mod cache;
 pub mod calls;
 pub mod host;
 pub mod ledger;
@@ -147,7 +148,7 @@ pub enum Counter {
     BounceCopyBytes,
     /// A spin lock taken (`spin_lock_irqsave` of the swiotlb pool or area lock).
     SpinLock,
-    /// An out-of-line `__phys_addr` call (x86-64 `virt_to_phys` before the 3.7 swiotlb series).
+    /// An out-of-line `__phys_addr` call (x86-64 `virt_to_phys` before the 3.8 swiotlb series).
     PhysAddrCall,
     SmmuTlbiva,
     SmmuTlbival,
@@ -188,10 +189,16 @@ pub enum Counter {
     OuterCleanInvalLine,
     /// Outer-cache `CACHE_SYNC` register writes.
     OuterSync,
+    /// Dirty lines a maintenance operation wrote out of the L1 (into the next level), with a
+    /// functional cache model (`[cache_model]`); a clean of a clean or absent line writes none.
+    L1Writeback,
+    /// Dirty lines written out of the L2 to memory by maintenance (the PL310's clean by PA, or a
+    /// victim the L2 evicted to take a line an L1 clean wrote into it).
+    L2Writeback,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 32] = [
+    pub const ALL: [Counter; 34] = [
         Counter::CacheCleanLine,
         Counter::CacheInvalLine,
         Counter::CacheCleanInvalLine,
@@ -224,6 +231,8 @@ impl Counter {
         Counter::OuterInvalLine,
         Counter::OuterCleanInvalLine,
         Counter::OuterSync,
+        Counter::L1Writeback,
+        Counter::L2Writeback,
     ];
     pub const N: usize = Counter::ALL.len();
 
@@ -262,6 +271,8 @@ impl Counter {
             Counter::OuterInvalLine => "outer_inval_line",
             Counter::OuterCleanInvalLine => "outer_clean_inval_line",
             Counter::OuterSync => "outer_sync",
+            Counter::L1Writeback => "l1_writeback",
+            Counter::L2Writeback => "l2_writeback",
         }
     }
 
@@ -312,6 +323,8 @@ impl Counter {
             (Counter::OuterInvalLine, _) => "L2 INV_PA",
             (Counter::OuterCleanInvalLine, _) => "L2 CLNINV_PA",
             (Counter::OuterSync, _) => "L2 SYNC",
+            (Counter::L1Writeback, _) => "L1 writeback",
+            (Counter::L2Writeback, _) => "L2 writeback",
         }
     }
 }
@@ -375,6 +388,11 @@ pub trait Hw {
     /// themselves are moved by the caller in simulated memory; this charges and counts the copy.
     /// Backends that cannot price a copy ignore it.
     fn copy(&mut self, _bytes: u64) {}
+    /// A program (not the kernel's DMA code) reads or writes every byte of
+    /// `[start, start + bytes)` through the CPU caches. On a backend with a functional cache model
+    /// the lines' states follow (a write leaves them dirty); nothing is charged or counted, since
+    /// the program's own time is not the DMA API's. Backends without a cache model ignore it.
+    fn cpu_touch(&mut self, _a: cache::Access, _start: PhysAddr, _bytes: u64) {}
     /// Count `n` events of a kind that has no time of its own here (its time was charged through
     /// [`Hw::sw`]): a lock taken, an out-of-line translation call. Backends without counters ignore it.
     fn count(&mut self, _c: Counter, _n: u64) {}

@@ -18,16 +18,39 @@
 //! loop, not this backend, decides how often it looks and how long it sleeps between looks. That
 //! side is the [`SmmuPort`] impl; with no `[smmu]` section its costs are 0.
 //!
+//! With a functional cache model (the profile's `[cache_model]`), each line's operation also
+//! depends on the line's state ([`super::cache`]): a clean of a line that is dirty in the L1
+//! writes it back into the next level, which occupies the L1's one eviction buffer for
+//! `writeback_ps[0]` (Cortex-A9 TRM §7.1: one 32-byte eviction buffer), so a run of dirty lines
+//! is paced by their writebacks and the CPU stalls for the buffer (charged as a wait); a clean of
+//! a clean or absent line costs the bare operation. An outer (PL310) operation on a dirty line
+//! adds its writeback to DDR, `writeback_ps[1]`, to the CPU's time, the operation being atomic.
+//! Without `[cache_model]` nothing of this exists and every charge is as before.
+//!
 //! Invariants: time only moves forward; `pending` (the completion time of the newest outstanding
 //! operation) is never before the last barrier. Charges equal elapsed time: every picosecond the
 //! clock advances is attributed to exactly one call stack, so breakdowns sum to the total.
 
+use super::cache::{Access, Caches, Effects, HierarchySpec, Maint};
 use super::{
     CacheOp, Counter, Hw, Ledger, MmioReg, SMMU_TLBSTATUS_GSACTIVE, SmmuCmdKind, SmmuPort, SwCost,
     SwKey,
 };
 use crate::types::PhysAddr;
 use std::collections::BTreeMap;
+
+/// The functional cache model's shape and its writeback costs, from `[cache_model]`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CacheModelParams {
+    /// Levels innermost first: the L1 from `[cache]`, the outer cache from `[outer_cache]`.
+    pub hierarchy: HierarchySpec,
+    /// Picoseconds to write one dirty line out of each level (L1 into the next level, L2 to
+    /// memory), by level index.
+    pub writeback_ps: [u64; 2],
+}
+
+/// The writeback counter of each level.
+const WRITEBACK_COUNTERS: [Counter; 2] = [Counter::L1Writeback, Counter::L2Writeback];
 
 /// Cost of one cache-maintenance operation per line, in picoseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -147,6 +170,9 @@ pub struct ModelParams {
     /// `None` when the profile has no `[outer_cache]`: an architecture that drives one (ARMv7
     /// with a PL310) is then set up without it, as the kernel is when no L2C was probed.
     pub outer: Option<OuterParams>,
+    /// `None` when the profile has no `[cache_model]`: maintenance is then priced by operation
+    /// alone, whatever the lines hold.
+    pub caches: Option<CacheModelParams>,
 }
 
 impl ModelParams {
@@ -165,18 +191,94 @@ pub struct Model {
     smmu_busy_until: u64,
     /// When the most recent sync completes.
     smmu_sync_done: u64,
+    /// The functional caches, with `params.caches`.
+    caches: Option<Caches>,
+    /// When the L1's eviction buffer is next free (cache model only).
+    evict_free: u64,
     pub ledger: Ledger,
 }
 
 impl Model {
     pub fn new(params: ModelParams) -> Model {
+        let caches = params.caches.as_ref().map(|c| Caches::new(&c.hierarchy));
         Model {
             params,
             now: 0,
             pending: 0,
             smmu_busy_until: 0,
             smmu_sync_done: 0,
+            caches,
+            evict_free: 0,
             ledger: Ledger::default(),
+        }
+    }
+
+    /// The functional caches, when the profile has a `[cache_model]`.
+    pub fn caches(&self) -> Option<&Caches> {
+        self.caches.as_ref()
+    }
+
+    fn count_writebacks(&mut self, fx: &Effects) {
+        for (level, c) in WRITEBACK_COUNTERS.iter().enumerate() {
+            if fx.writebacks[level] > 0 {
+                self.ledger.count(*c, fx.writebacks[level]);
+            }
+        }
+    }
+
+    /// Picoseconds of writeback work in `fx`, by the levels' writeback costs.
+    fn writeback_work(&self, fx: &Effects) -> u64 {
+        let wb = self
+            .params
+            .caches
+            .as_ref()
+            .map(|c| c.writeback_ps)
+            .unwrap_or_default();
+        (0..wb.len()).fold(0u64, |acc, l| {
+            acc.saturating_add(fx.writebacks[l].saturating_mul(wb[l]))
+        })
+    }
+
+    /// [`Hw::cache_maint`] line by line through the cache model: the same pipeline as the
+    /// closed form (completion i = max(issue_i + latency, completion_{i-1} + interval)), plus, for
+    /// every line with writebacks, the eviction buffer: the line waits until the buffer is free,
+    /// then holds it for its writeback work.
+    fn cache_maint_modelled(&mut self, op: CacheOp, first: PhysAddr, lines: u64) {
+        let c = self.params.maint(op).unwrap_or_default();
+        let Some(mut caches) = self.caches.take() else {
+            return;
+        };
+        let line0 = caches.line_of(first.0);
+        let m = Maint::from(op);
+        let mut t = self.now;
+        let mut stall = 0u64;
+        let mut done = self.pending;
+        let mut total = Effects::default();
+        for i in 0..lines {
+            let mut fx = Effects::default();
+            caches.maint_inner(m, line0.saturating_add(i), &mut fx);
+            let work = self.writeback_work(&fx);
+            if work > 0 {
+                let start = t.max(self.evict_free);
+                stall = stall.saturating_add(start - t);
+                t = start;
+                self.evict_free = t.saturating_add(work);
+                self.pending = self.pending.max(self.evict_free);
+            }
+            done = t
+                .saturating_add(c.latency_ps)
+                .max(done.saturating_add(c.interval_ps));
+            t = t.saturating_add(c.issue_ps);
+            total.add(&fx);
+        }
+        self.caches = Some(caches);
+        self.pending = self.pending.max(done);
+        self.ledger.count(op.counter(), lines);
+        self.count_writebacks(&total);
+        self.advance(lines.saturating_mul(c.issue_ps));
+        if stall > 0 {
+            self.now = self.now.saturating_add(stall);
+            self.ledger.charge_wait(stall);
         }
     }
 
@@ -220,9 +322,12 @@ impl Hw for Model {
         self.ledger.leave();
     }
 
-    fn cache_maint(&mut self, op: CacheOp, _first: PhysAddr, lines: u64) {
+    fn cache_maint(&mut self, op: CacheOp, first: PhysAddr, lines: u64) {
         if lines == 0 {
             return;
+        }
+        if self.caches.is_some() {
+            return self.cache_maint_modelled(op, first, lines);
         }
         // A profile without this op was rejected when the scenario was set up (see
         // `platform::Profile::require_ops`); charging nothing here would hide that, so fall back to
@@ -277,13 +382,26 @@ impl Hw for Model {
         self.params.line_bytes
     }
 
-    fn outer_line_op(&mut self, op: CacheOp, _first: PhysAddr, lines: u64) {
+    fn outer_line_op(&mut self, op: CacheOp, first: PhysAddr, lines: u64) {
         if lines == 0 {
             return;
         }
         let per_line = self.params.outer.unwrap_or_default().line_ps[op as usize];
         self.ledger.count(op.outer_counter(), lines);
-        self.advance(lines.saturating_mul(per_line));
+        let mut ps = lines.saturating_mul(per_line);
+        if let Some(mut caches) = self.caches.take() {
+            // Atomic on the PL310: the CPU's next register write waits for this line's
+            // writeback to DDR as well.
+            let line0 = caches.line_of(first.0);
+            let mut fx = Effects::default();
+            for i in 0..lines {
+                caches.maint_outer(Maint::from(op), line0.saturating_add(i), &mut fx);
+            }
+            self.caches = Some(caches);
+            ps = ps.saturating_add(self.writeback_work(&fx));
+            self.count_writebacks(&fx);
+        }
+        self.advance(ps);
     }
 
     fn outer_sync(&mut self) {
@@ -305,6 +423,12 @@ impl Hw for Model {
 
     fn count(&mut self, c: Counter, n: u64) {
         self.ledger.count(c, n);
+    }
+
+    fn cpu_touch(&mut self, a: Access, start: PhysAddr, bytes: u64) {
+        if let Some(c) = self.caches.as_mut() {
+            c.access_range(a, start.0, bytes);
+        }
     }
 }
 
@@ -386,6 +510,7 @@ mod tests {
             smmu: None,
             copy: None,
             outer: None,
+            caches: None,
         }
     }
 
@@ -415,6 +540,86 @@ mod tests {
         assert_eq!(t[Counter::OuterCleanInvalLine as usize], 2);
         assert_eq!(t[Counter::OuterSync as usize], 1);
         assert_eq!(m.ledger.total_ps(), m.now_ps());
+    }
+
+    fn with_caches(mut p: ModelParams, wb: [u64; 2]) -> ModelParams {
+        use crate::hw::cache::{Geometry, LevelSpec};
+        let level = |name, size_bytes, ways| LevelSpec {
+            name,
+            geometry: Geometry {
+                line_bytes: 64,
+                size_bytes,
+                ways,
+            },
+            write_allocate: true,
+        };
+        p.caches = Some(CacheModelParams {
+            hierarchy: HierarchySpec {
+                levels: vec![level("L1", 4096, 4), level("L2", 65536, 8)],
+                outer_from: 1,
+            },
+            writeback_ps: wb,
+        });
+        p.outer = Some(OuterParams {
+            line_ps: [30, 20, 40],
+            sync_ps: 90,
+        });
+        p
+    }
+
+    /// With nothing dirty, the line-by-line pipeline of the cache model charges exactly what the
+    /// closed form does without one, for every op and interval.
+    #[test]
+    fn clean_lines_cost_the_bare_operation_with_or_without_a_cache_model() {
+        for interval in [0, 5, 100] {
+            let base = params(10, 500, interval, 50);
+            let mut plain = Model::new(base.clone());
+            let mut cached = Model::new(with_caches(base, [1_000, 2_000]));
+            cached.cpu_touch(Access::Read, PhysAddr(0), 8192);
+            for m in [&mut plain, &mut cached] {
+                for op in CacheOp::ALL {
+                    m.cache_maint(op, PhysAddr(0), 64);
+                    m.barrier();
+                    m.cache_maint(op, PhysAddr(4096), 3);
+                    m.cache_maint(op, PhysAddr(4096), 5);
+                    m.wmb();
+                }
+            }
+            assert_eq!(plain.now_ps(), cached.now_ps(), "interval {interval}");
+            assert_eq!(cached.ledger.totals()[Counter::L1Writeback as usize], 0);
+        }
+    }
+
+    /// Dirty lines are paced by the one eviction buffer: 16 dirty lines with a 1000 ps
+    /// writeback each and a 10 ps issue take 15 stalls of 990 ps, the last writeback done 1000 ps
+    /// after its issue; the PL310 then pays its writeback per dirty line on the CPU's time.
+    #[test]
+    fn dirty_lines_cost_their_writebacks_at_each_level() {
+        let mut m = Model::new(with_caches(params(10, 500, 0, 50), [1_000, 2_000]));
+        m.cpu_touch(Access::Write, PhysAddr(0), 16 * 64);
+        m.cache_maint(CacheOp::Clean, PhysAddr(0), 16);
+        assert_eq!(m.now_ps(), 16 * 10 + 15 * 990);
+        m.barrier();
+        // The last line issued at 15 * 1000 (after its stall): its writeback ends 1000 later.
+        assert_eq!(m.now_ps(), 15 * 1000 + 1000 + 50);
+        let t0 = m.now_ps();
+        m.outer_line_op(CacheOp::Clean, PhysAddr(0), 16);
+        assert_eq!(m.now_ps() - t0, 16 * (30 + 2_000));
+        let t = m.ledger.totals();
+        assert_eq!(t[Counter::L1Writeback as usize], 16);
+        assert_eq!(t[Counter::L2Writeback as usize], 16);
+        assert_eq!(m.ledger.total_ps(), m.now_ps());
+        // Clean everywhere now: the same two operations cost the bare operations.
+        let t1 = m.now_ps();
+        m.cache_maint(CacheOp::Clean, PhysAddr(0), 16);
+        m.outer_line_op(CacheOp::Clean, PhysAddr(0), 16);
+        assert_eq!(m.now_ps() - t1, 16 * 10 + 16 * 30);
+        // An invalidate of dirty lines writes nothing back and costs its issue only.
+        m.cpu_touch(Access::Write, PhysAddr(0), 64);
+        let t2 = m.now_ps();
+        m.cache_maint(CacheOp::Inval, PhysAddr(0), 1);
+        assert_eq!(m.now_ps() - t2, 10);
+        assert_eq!(m.ledger.totals()[Counter::L1Writeback as usize], 16);
     }
 
     #[test]

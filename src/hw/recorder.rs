@@ -12,7 +12,7 @@ use super::{CacheOp, Counter, Hw, SwCost, SwKey};
 use super::{MmioReg, SMMU_TLBSTATUS_GSACTIVE, SmmuCmdKind, SmmuPort};
 use crate::types::PhysAddr;
 
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct Recorder {
     line: u64,
     /// (op, first line address, line count), one per `cache_maint` call.
@@ -49,7 +49,20 @@ impl Recorder {
     pub fn new(line_bytes: u64) -> Recorder {
         Recorder {
             line: line_bytes,
-            ..Recorder::default()
+            ops: Vec::new(),
+            outer_ops: Vec::new(),
+            barriers: 0,
+            frames: Vec::new(),
+            copies: Vec::new(),
+            counts: [0; Counter::N],
+            counted: Vec::new(),
+            events: Vec::new(),
+            stack: Vec::new(),
+            mmio: Vec::new(),
+            cmdq: Vec::new(),
+            udelays: Vec::new(),
+            busy_polls_per_sync: 0,
+            busy_left: 0,
         }
     }
 

@@ -25,7 +25,7 @@ pub enum Layer {
     Swiotlb,
     /// The swiotlb slot allocator and its lock, both releases.
     SwiotlbPool,
-    /// The 2012 x86-64 `swiotlb_dma_ops` (lib/swiotlb.c, Linux 3.6/3.7).
+    /// The 2012 x86-64 `swiotlb_dma_ops` (lib/swiotlb.c, Linux 3.6/3.8).
     Swiotlb2012,
     /// The DMA-API glue over an IOMMU domain (drivers/iommu/dma-iommu.c).
     IommuDma,
@@ -326,7 +326,7 @@ impl SwKey {
     }
 
     /// Whether the cost is per instruction of a function whose instruction groups a profile's
-    /// `[code.swiotlb_2012]` counts (the functions the 3.7 swiotlb series changed).
+    /// `[code.swiotlb_2012]` counts (the functions the 3.8 swiotlb series changed).
     pub fn per_instruction(self) -> bool {
         matches!(
             self,

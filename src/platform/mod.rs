@@ -8,8 +8,9 @@
 //! `measured: <how>`); every cost is finite and non-negative; a profile that fails a check is an
 //! [`InputError`] naming the file, line and key. Built-in profiles are compiled into the binary.
 
+use crate::hw::cache::{Geometry, HierarchySpec, LevelSpec};
 use crate::hw::model::{
-    CopyCost, MaintCost, ModelParams, OuterParams, SmmuImpl, SmmuKind, SmmuParams,
+    CacheModelParams, CopyCost, MaintCost, ModelParams, OuterParams, SmmuImpl, SmmuKind, SmmuParams,
 };
 use crate::hw::{CacheOp, SwKey};
 use crate::input::{InputError, parse_toml};
@@ -161,6 +162,58 @@ pub struct OuterCacheSpec {
     pub sync: Cost,
 }
 
+/// A yes/no property with its source.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlagParam {
+    pub value: Spanned<bool>,
+    pub source: Spanned<String>,
+}
+
+/// How the L1 and the outer cache share lines (`[cache_model] inclusion`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+pub enum InclusionSpec {
+    /// Neither inclusive nor exclusive: a Cortex-A9 with a PL310 outside exclusive mode.
+    #[serde(rename = "neither")]
+    Neither,
+    /// The L2 holds every L1 line (not modelled yet: refused).
+    #[serde(rename = "inclusive")]
+    Inclusive,
+    /// A line is in the L1 or the L2, never both (PL310 and A9 both in exclusive mode; not
+    /// modelled yet: refused).
+    #[serde(rename = "exclusive")]
+    Exclusive,
+}
+
+/// Replacement policy (`[cache_model] replacement`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+pub enum ReplacementSpec {
+    /// Lowest free way, else round-robin per set.
+    #[serde(rename = "round_robin")]
+    RoundRobin,
+}
+
+/// The optional `[cache_model]` section: run a functional model of the CPU caches (each line
+/// absent, clean or dirty), so maintenance is priced by what the lines hold. Its levels are the
+/// L1 of `[cache]` (which then needs `size_kib` and `ways`) and the `[outer_cache]`, if any.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheModelSpec {
+    pub inclusion: Spanned<InclusionSpec>,
+    pub replacement: Spanned<ReplacementSpec>,
+    /// Why this inclusion and replacement (a citation or an assumption).
+    pub source: Spanned<String>,
+    /// Whether a write miss allocates in the L1.
+    pub l1_write_allocate: FlagParam,
+    /// Whether a write (a store that missed a non-allocating L1, or a dirty L1 line written
+    /// back) allocates in the outer cache. Required with `[outer_cache]`.
+    pub l2_write_allocate: Option<FlagParam>,
+    /// Writing one dirty L1 line out (into the outer cache, or to memory without one).
+    pub l1_writeback: Cost,
+    /// Writing one dirty outer-cache line to memory. Required with `[outer_cache]`.
+    pub l2_writeback: Option<Cost>,
+}
+
 /// The outer-cache revisions whose kernel code dmasim models: those for which 3.16+'s
 /// `l2c310_fixup` installs no range-operation workaround (errata 588369, 727915 and 753970 all
 /// predate r3p1).
@@ -195,8 +248,8 @@ pub struct AcpSpec {
 /// The largest port bandwidth a profile may give, in MB/s (1 TB/s).
 pub const MAX_PORT_MB_S: f64 = 1e6;
 
-/// Instructions per group of lib/swiotlb.c (Linux 3.6/3.7) as the platform's compiler emits it
-/// (`[code.swiotlb_2012]`): the groups the functions the 3.7 series changed execute on the
+/// Instructions per group of lib/swiotlb.c (Linux 3.6/3.8) as the platform's compiler emits it
+/// (`[code.swiotlb_2012]`): the groups the functions the 3.8 series changed execute on the
 /// unbounced path. Each is a whole number with its source (how it was counted).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -211,7 +264,7 @@ pub struct Swiotlb2012Code {
     pub call: Param,
     /// Using a predicate's result.
     pub test_result: Param,
-    /// `is_swiotlb_buffer()` inlined (3.7).
+    /// `is_swiotlb_buffer()` inlined (3.8).
     pub range_check: Param,
     /// `swiotlb_dma_mapping_error()`'s comparison.
     pub compare_result: Param,
@@ -276,6 +329,8 @@ pub struct ProfileFile {
     pub outer_cache: Option<OuterCacheSpec>,
     /// Optional: an accelerator coherency port for DMA masters (Zynq-7000's ACP).
     pub acp: Option<AcpSpec>,
+    /// Optional: a functional model of the caches (line states) behind the maintenance costs.
+    pub cache_model: Option<CacheModelSpec>,
 }
 
 /// A loaded, checked profile.
@@ -537,6 +592,30 @@ impl Profile {
                 ("sync", &o.sync),
             ] {
                 out.push(cost_info(&format!("outer_cache.{k}"), c));
+            }
+        }
+        if let Some(m) = &f.cache_model {
+            out.push(ParamInfo {
+                key: "cache_model".into(),
+                value: format!(
+                    "{:?} inclusion, {:?} replacement",
+                    m.inclusion.get_ref(),
+                    m.replacement.get_ref()
+                ),
+                source: m.source.get_ref().clone(),
+            });
+            let flag = |key: &str, p: &FlagParam| ParamInfo {
+                key: key.to_string(),
+                value: p.value.get_ref().to_string(),
+                source: p.source.get_ref().clone(),
+            };
+            out.push(flag("cache_model.l1_write_allocate", &m.l1_write_allocate));
+            if let Some(p) = &m.l2_write_allocate {
+                out.push(flag("cache_model.l2_write_allocate", p));
+            }
+            out.push(cost_info("cache_model.l1_writeback", &m.l1_writeback));
+            if let Some(c) = &m.l2_writeback {
+                out.push(cost_info("cache_model.l2_writeback", c));
             }
         }
         out
@@ -824,6 +903,10 @@ fn resolve(origin: &str, text: &str, f: &ProfileFile) -> Result<ModelParams, Inp
         Some(o) => Some(resolve_outer(&r, f.platform.arch, o)?),
         None => None,
     };
+    let caches = match &f.cache_model {
+        Some(m) => Some(resolve_cache_model(&r, f, m, line as u64)?),
+        None => None,
+    };
     Ok(ModelParams {
         line_bytes: line as u64,
         maint,
@@ -833,6 +916,126 @@ fn resolve(origin: &str, text: &str, f: &ProfileFile) -> Result<ModelParams, Inp
         copy,
         smmu,
         outer,
+        caches,
+    })
+}
+
+/// `[cache_model]`: the levels' geometry from `[cache]` and `[outer_cache]`, checked to be one a
+/// cache can have, and the writeback costs.
+fn resolve_cache_model(
+    r: &Resolver,
+    f: &ProfileFile,
+    m: &CacheModelSpec,
+    line: u64,
+) -> Result<CacheModelParams, InputError> {
+    r.source("cache_model", &m.source)?;
+    let at = |span: std::ops::Range<usize>, key: &str, msg: String| {
+        InputError::at(r.origin, r.text, Some(span), key, msg)
+    };
+    if *m.inclusion.get_ref() != InclusionSpec::Neither {
+        return Err(at(
+            m.inclusion.span(),
+            "cache_model.inclusion",
+            "only \"neither\" (non-inclusive, non-exclusive: a Cortex-A9 with a PL310 outside exclusive mode) is modelled".into(),
+        ));
+    }
+    r.source("cache_model.l1_write_allocate", &m.l1_write_allocate.source)?;
+    let need = |p: &Option<Param>, key: &str| {
+        p.clone().ok_or_else(|| {
+            at(
+                m.source.span(),
+                key,
+                format!("missing, but [cache_model] takes the L1's geometry from `{key}`"),
+            )
+        })
+    };
+    let size_kib = r.power_of_two(
+        "cache.size_kib",
+        &need(&f.cache.size_kib, "cache.size_kib")?,
+        1 << 20,
+    )?;
+    let ways_p = need(&f.cache.ways, "cache.ways")?;
+    let ways = r.power_of_two("cache.ways", &ways_p, 64)?;
+    let l1 = Geometry {
+        line_bytes: line,
+        size_bytes: size_kib << 10,
+        ways,
+    };
+    if !l1.is_valid() {
+        return Err(at(
+            ways_p.value.span(),
+            "cache.ways.value",
+            format!("{ways} ways of {line}-byte lines do not fit in {size_kib} KiB"),
+        ));
+    }
+    let mut levels = vec![LevelSpec {
+        name: "L1",
+        geometry: l1,
+        write_allocate: *m.l1_write_allocate.value.get_ref(),
+    }];
+    let l1_wb = r.cost("cache_model.l1_writeback", &m.l1_writeback)?;
+    let mut l2_wb = 0;
+    if let Some(o) = &f.outer_cache {
+        let outer_line = crate::arch::arm::cache_l2x0::CACHE_LINE_SIZE;
+        if line != outer_line {
+            return Err(at(
+                f.cache.line_bytes.value.span(),
+                "cache.line_bytes.value",
+                format!(
+                    "the cache model needs the L1 and the outer cache to share one line size, and the PL310's is {outer_line} bytes"
+                ),
+            ));
+        }
+        let size = r.power_of_two("outer_cache.size_kib", &o.size_kib, 1 << 16)?;
+        let oways = r.power_of_two("outer_cache.ways", &o.ways, 16)?;
+        let geometry = Geometry {
+            line_bytes: line,
+            size_bytes: size << 10,
+            ways: oways,
+        };
+        if !geometry.is_valid() {
+            return Err(at(
+                o.ways.value.span(),
+                "outer_cache.ways.value",
+                format!("{oways} ways of {line}-byte lines do not fit in {size} KiB"),
+            ));
+        }
+        let wa = m.l2_write_allocate.as_ref().ok_or_else(|| {
+            at(
+                m.source.span(),
+                "cache_model.l2_write_allocate",
+                "missing: with an [outer_cache], say whether it allocates on a write".into(),
+            )
+        })?;
+        r.source("cache_model.l2_write_allocate", &wa.source)?;
+        let c = m.l2_writeback.as_ref().ok_or_else(|| {
+            at(
+                m.source.span(),
+                "cache_model.l2_writeback",
+                "missing: with an [outer_cache], the cost of writing one of its dirty lines to memory".into(),
+            )
+        })?;
+        l2_wb = r.cost("cache_model.l2_writeback", c)?;
+        levels.push(LevelSpec {
+            name: "L2",
+            geometry,
+            write_allocate: *wa.value.get_ref(),
+        });
+    } else if let Some(c) = &m.l2_writeback {
+        return Err(at(
+            c.source.span(),
+            "cache_model.l2_writeback",
+            "the platform has no [outer_cache]: there is no L2 level to write back from".into(),
+        ));
+    }
+    let outer_from = if f.outer_cache.is_some() {
+        1
+    } else {
+        levels.len()
+    };
+    Ok(CacheModelParams {
+        hierarchy: HierarchySpec { levels, outer_from },
+        writeback_ps: [l1_wb, l2_wb],
     })
 }
 

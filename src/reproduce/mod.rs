@@ -74,7 +74,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
     },
     Experiment {
         name: "swiotlb-phys",
-        summary: "seed 004: swiotlb by physical address (3.7) vs virtual (3.6), ixgbe routing on x86-64",
+        summary: "seed 004: swiotlb by physical address (3.8) vs virtual (3.6), ixgbe routing on x86-64",
         run: swiotlb_phys::run,
     },
 ];

@@ -1,8 +1,8 @@
-//! Seed 004: swiotlb keeps its pool by physical address (Alexander Duyck's series, Linux 3.7).
+//! Seed 004: swiotlb keeps its pool by physical address (Alexander Duyck's series, Linux 3.8).
 //!
 //! Runs the built-in forwarding scenario (scenarios/ixgbe-forwarding.toml: small packets routed
 //! between ixgbe ports on the x86-2012-ixgbe profile, nothing bounced) under the 3.6 policies
-//! (`swiotlb_addr = virt`) and the 3.7 policies (`phys`), and compares packets per second and the
+//! (`swiotlb_addr = virt`) and the 3.8 policies (`phys`), and compares packets per second and the
 //! per-symbol perf profile — each symbol's self time as a share of all cycles — with the seed's.
 //! The profile was fitted on the before rows only; the after rows are predictions.
 
@@ -137,7 +137,7 @@ pub fn run() -> Result<Report, InputError> {
     let base = scenario()?;
     let published = crate::published::get("swiotlb-phys").expect("embedded");
     let before = run_under(&base, KernelVersion(3, 6))?;
-    let after = run_under(&base, KernelVersion(3, 7))?;
+    let after = run_under(&base, KernelVersion(3, 8))?;
     let b = RowBuilder {
         published: &published,
         profile: &base.profile,
@@ -153,7 +153,7 @@ pub fn run() -> Result<Report, InputError> {
         (
             "throughput.after",
             &after,
-            "packets routed per second, 3.7 (swiotlb_addr=phys)",
+            "packets routed per second, 3.8 (swiotlb_addr=phys)",
         ),
     ] {
         let mut row = b.row(id, "Mpps", what, r.mpps());
@@ -245,7 +245,7 @@ pub fn run() -> Result<Report, InputError> {
     let after_error =
         (after.mpps() / published_value(&published, "throughput.after") - 1.0) * 100.0;
     let closing_note = format!(
-        "the after throughput misses the published rate by {after_error:+.2} %. Looked for a mechanism the series removes that the model lacks, and found none: lib/swiotlb.c's unbounced paths (swiotlb_map_page, unmap_single, swiotlb_sync_single and its wrappers, swiotlb_dma_mapping_error, is_swiotlb_buffer), arch/x86/kernel/pci-swiotlb.c, asm/dma-mapping.h, asm-generic/dma-mapping-common.h, arch/x86/mm/physaddr.c and ixgbe's DMA calls are the same C in 3.6.5 and 3.7.2 (3.7.2's lib/swiotlb.c does not have the series yet: it still keeps virtual addresses, so the modelled '3.7' is the series as posted), and the series (lib/swiotlb.c, include/linux/swiotlb.h, drivers/xen/swiotlb-xen.c only) changes nothing outside swiotlb, so the packet path's four __phys_addr calls stay. The seed's own after profile does not close the gap either: its swiotlb_* shares imply a smaller saving than its rates, and its text calls the gain 'roughly 5%' where the rates give {:.1} %",
+        "the after throughput misses the published rate by {after_error:+.2} %. Looked for a mechanism the series removes that the model lacks, and found none: lib/swiotlb.c's unbounced paths (swiotlb_map_page, unmap_single, swiotlb_sync_single and its wrappers, swiotlb_dma_mapping_error, is_swiotlb_buffer), arch/x86/kernel/pci-swiotlb.c, asm/dma-mapping.h, asm-generic/dma-mapping-common.h, arch/x86/mm/physaddr.c and ixgbe's DMA calls are the same C in 3.6.5 and 3.7.2, the last release without the series (merged for 3.8: 3.7.2's lib/swiotlb.c still keeps virtual addresses, 3.8's keeps physical ones; the after row runs 3.8's presets, which differ from 3.6's on x86-64 only in swiotlb_addr), and the series (lib/swiotlb.c, include/linux/swiotlb.h, drivers/xen/swiotlb-xen.c only) changes nothing outside swiotlb, so the packet path's four __phys_addr calls stay. The seed's own after profile does not close the gap either: its swiotlb_* shares imply a smaller saving than its rates, and its text calls the gain 'roughly 5%' where the rates give {:.1} %",
         (published_value(&published, "throughput.after")
             / published_value(&published, "throughput.before")
             - 1.0)
@@ -258,7 +258,7 @@ pub fn run() -> Result<Report, InputError> {
         insns.mapping_error(),
     );
     let insn_note = format!(
-        "what 3.7 removes from the callers is counted in instructions from the 3.6 and 3.7 lib/swiotlb.c source as GCC of 2012 would compile it (-O2, frame pointers, no shrink-wrapping), not from a disassembly (the profile's [code.swiotlb_2012]): swiotlb_sync_single {} -> {} ({} callee-saved registers and the is_swiotlb_buffer call go, the inlined range check comes), unmap_single {} -> {}, swiotlb_dma_mapping_error {} -> {}; each function keeps its cycles per instruction across the releases. Functions the series did not change keep their time per call",
+        "what 3.8 removes from the callers is counted in instructions from the 3.6 and 3.8 lib/swiotlb.c source as GCC of 2012 would compile it (-O2, frame pointers, no shrink-wrapping), not from a disassembly (the profile's [code.swiotlb_2012]): swiotlb_sync_single {} -> {} ({} callee-saved registers and the is_swiotlb_buffer call go, the inlined range check comes), unmap_single {} -> {}, swiotlb_dma_mapping_error {} -> {}; each function keeps its cycles per instruction across the releases. Functions the series did not change keep their time per call",
         sync.virt(),
         sync.phys(),
         insns.sync_single_live,

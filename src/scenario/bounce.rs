@@ -4,7 +4,7 @@
 //! under `swiotlb=force`): every `dma_map_page` claims slots in the bounce pool and copies, every
 //! `dma_unmap_page` copies back and frees them. Which code runs depends on the release: from 6.0
 //! dma-direct falls back to kernel/dma/swiotlb.c with its areas; before 6.0 on x86-64 the device's
-//! ops are 2012's `swiotlb_dma_ops` (one pool lock; the `swiotlb_addr` policy picks 3.6 or 3.7
+//! ops are 2012's `swiotlb_dma_ops` (one pool lock; the `swiotlb_addr` policy picks 3.6 or 3.8
 //! bookkeeping); before 6.0 elsewhere, dma-direct over the pool with 3.6's rules.
 //!
 //! What it models: for each mapping size, `cpus` CPUs each map `in_flight` buffers and then unmap

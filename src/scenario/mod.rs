@@ -79,6 +79,65 @@ impl Outcome {
         }
     }
 
+    /// Which scenario ran where, under which policies.
+    pub fn info(&self) -> &RunInfo {
+        match self {
+            Outcome::Streaming(r) => &r.info,
+            Outcome::Forwarding(r) => &r.info,
+            Outcome::Bounce(r) => &r.info,
+            Outcome::Iommu(r) => &r.info,
+            Outcome::Pipeline(r) => &r.info,
+        }
+    }
+
+    /// Every timed call of the run as (name, calls, total ps), in the order the kind reports
+    /// them: the DMA API calls, or per size a bounce workload's map and unmap, or an IOMMU
+    /// workload's operations by label.
+    pub fn call_totals(&self) -> Vec<(String, u64, u64)> {
+        match self {
+            Outcome::Streaming(r) => r
+                .calls
+                .iter()
+                .map(|c| (c.call.to_string(), c.count, c.total_ps))
+                .collect(),
+            Outcome::Forwarding(r) => r
+                .calls
+                .iter()
+                .map(|c| (c.call.to_string(), c.count, c.total_ps))
+                .collect(),
+            Outcome::Bounce(r) => r
+                .rows
+                .iter()
+                .flat_map(|row| {
+                    let size = crate::report::human_bytes(row.size);
+                    [
+                        (format!("map {size}"), row.maps, row.map_ps),
+                        (format!("unmap {size}"), row.maps, row.unmap_ps),
+                    ]
+                })
+                .collect(),
+            Outcome::Iommu(r) => r
+                .ops
+                .iter()
+                .map(|o| (o.label.clone(), o.calls, o.total_ps))
+                .collect(),
+            // Per option: its ioctls and the DMA API calls inside them.
+            Outcome::Pipeline(r) => r
+                .runs
+                .iter()
+                .flat_map(|x| {
+                    x.calls.iter().map(move |c| {
+                        (
+                            format!("{} {}", x.coherence.name(), c.call),
+                            c.count,
+                            c.total_ps,
+                        )
+                    })
+                })
+                .collect(),
+        }
+    }
+
     /// The call stacks, for folded output.
     pub fn stacks(&self) -> &[StackRow] {
         match self {

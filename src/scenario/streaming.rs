@@ -12,8 +12,9 @@
 
 use super::{Ctx, RunInfo, Scenario, Shared, Workload, progress};
 use crate::device::Device;
-use crate::hw::Counter;
+use crate::hw::cache::Access;
 use crate::hw::calls::{CallTimer, stack_rows};
+use crate::hw::{Counter, Hw};
 use crate::input::InputError;
 use crate::mm::physmem::NodeRange;
 use crate::scatterlist::SgTable;
@@ -56,6 +57,51 @@ struct Section {
     attrs: Option<Spanned<Vec<String>>>,
     direction: Option<Spanned<String>>,
     iterations: Option<Spanned<i64>>,
+    cpu: Option<Spanned<String>>,
+}
+
+/// What the program does to the buffer between DMA transfers (`cpu`): before each for-device
+/// step (map, `dma_sync_*_for_device`), after the previous for-CPU step. With a functional cache
+/// model (`[cache_model]`) the lines' states follow; otherwise it changes nothing. The program's
+/// own time is not charged: the workload times the DMA API.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum CpuTouch {
+    /// Nothing: the buffer's lines stay as the maintenance left them.
+    #[default]
+    None,
+    /// Reads every byte (a consumer of data the device wrote).
+    ReadAll,
+    /// Writes every byte (a producer filling the buffer for the device).
+    WriteAll,
+}
+
+impl CpuTouch {
+    pub const NAMES: &[&str] = &["none", "read_all", "write_all"];
+
+    pub fn parse(s: &str) -> Option<CpuTouch> {
+        match s {
+            "none" => Some(CpuTouch::None),
+            "read_all" => Some(CpuTouch::ReadAll),
+            "write_all" => Some(CpuTouch::WriteAll),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CpuTouch::None => "none",
+            CpuTouch::ReadAll => "read_all",
+            CpuTouch::WriteAll => "write_all",
+        }
+    }
+
+    fn apply(self, hw: &mut dyn Hw, start: PhysAddr, bytes: u64) {
+        match self {
+            CpuTouch::None => {}
+            CpuTouch::ReadAll => hw.cpu_touch(Access::Read, start, bytes),
+            CpuTouch::WriteAll => hw.cpu_touch(Access::Write, start, bytes),
+        }
+    }
 }
 
 /// Which DMA API calls a streaming workload makes each iteration.
@@ -110,6 +156,8 @@ pub struct Streaming {
     pub iterations: u32,
     /// `DMA_ATTR_*` passed to map and unmap calls.
     pub attrs: DmaAttrs,
+    /// What the program does to the buffer between transfers.
+    pub cpu: CpuTouch,
 }
 
 fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, _shared: &Shared) -> Result<Workload, InputError> {
@@ -218,6 +266,20 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, _shared: &Shared) -> Result<Wor
             }
         }
     }
+    let cpu = match &w.cpu {
+        None => CpuTouch::None,
+        Some(v) => CpuTouch::parse(v.get_ref()).ok_or_else(|| {
+            c.err(
+                v.span(),
+                "workload.cpu",
+                format!(
+                    "unknown CPU access `{}`; choose one of: {}",
+                    v.get_ref(),
+                    CpuTouch::NAMES.join(", ")
+                ),
+            )
+        })?,
+    };
     Ok(Workload::Streaming(Streaming {
         buffer_bytes,
         entry_bytes,
@@ -225,6 +287,7 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, _shared: &Shared) -> Result<Wor
         calls,
         iterations,
         attrs,
+        cpu,
     }))
 }
 
@@ -279,10 +342,12 @@ pub fn run(s: &Scenario, w: &Streaming) -> Result<RunResult, SetupError> {
     let mut sgt = SgTable::from_contiguous(buf, w.buffer_bytes, &w.entry_bytes);
     let (dir, attrs) = (w.direction, w.attrs);
     let mut t = CallTimer::default();
+    let touch = |hw: &mut dyn Hw| w.cpu.apply(hw, buf, w.buffer_bytes);
 
     match w.calls {
         Calls::MapUnmapSg => {
             for _ in 0..w.iterations {
+                touch(&mut hw);
                 let mapped = t.time_result(&mut hw, "dma_map_sg", |hw| {
                     api.map_sg(hw, &mut sgt, dir, attrs)
                 });
@@ -302,6 +367,7 @@ pub fn run(s: &Scenario, w: &Streaming) -> Result<RunResult, SetupError> {
                 hw.clear_ledger();
                 t.clear();
                 for _ in 0..w.iterations {
+                    touch(&mut hw);
                     t.time(&mut hw, "dma_sync_sg_for_device", |hw| {
                         api.sync_sg_for_device(hw, &sgt, dir)
                     });
@@ -326,6 +392,7 @@ pub fn run(s: &Scenario, w: &Streaming) -> Result<RunResult, SetupError> {
                 .collect();
             for _ in 0..w.iterations {
                 for &(phys, len) in &regions {
+                    w.cpu.apply(&mut hw, phys, len);
                     let addr = t.time_result(&mut hw, map, |hw| {
                         if single {
                             api.map_single(hw, phys, len, dir, attrs)
@@ -389,6 +456,12 @@ struct WorkloadDoc {
     direction: &'static str,
     iterations: u32,
     attrs: Vec<&'static str>,
+    #[serde(skip_serializing_if = "is_none")]
+    cpu: &'static str,
+}
+
+fn is_none(c: &&'static str) -> bool {
+    *c == CpuTouch::None.name()
 }
 
 /// The `dmasim run --format json` document.
@@ -406,6 +479,7 @@ pub fn json(r: &RunResult) -> serde_json::Value {
             direction: r.workload.direction.name(),
             iterations: r.workload.iterations,
             attrs: attr_names(r.workload.attrs),
+            cpu: r.workload.cpu.name(),
         },
         calls: r.calls.iter().map(call_doc).collect(),
         operations: counts_map(&r.counts),
@@ -440,7 +514,7 @@ pub fn table(r: &RunResult) -> String {
         .collect();
     let _ = writeln!(
         o,
-        "workload   {} of {} in {} entries ({}), {}{}, {} iterations",
+        "workload   {} of {} in {} entries ({}), {}{}{}, {} iterations",
         w.calls.name(),
         human_bytes(w.buffer_bytes),
         sizes.join("/"),
@@ -450,6 +524,10 @@ pub fn table(r: &RunResult) -> String {
             .iter()
             .map(|a| format!(", {a}"))
             .collect::<String>(),
+        match w.cpu {
+            CpuTouch::None => String::new(),
+            c => format!(", cpu {}", c.name()),
+        },
         w.iterations
     );
     let _ = writeln!(o, "\n{:<28} {:>10} {:>14}", "call", "count", "mean");

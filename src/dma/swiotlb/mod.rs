@@ -1,7 +1,7 @@
 //! swiotlb: bounce buffering for devices that cannot reach a buffer (or must not).
 //!
 //! Kernel counterparts: kernel/dma/swiotlb.c (5.0 onward; areas from 6.0) and its ancestor
-//! lib/swiotlb.c (2.6.x–4.x, here as of 3.6 and 3.7).
+//! lib/swiotlb.c (2.6.x–4.x, here as of 3.6 and 3.8).
 //!
 //! What it models: a pool of 2 KiB slots in simulated physical memory ([`pool`]); a mapping claims
 //! a run of slots, records where each slot's bytes came from (`orig_addr`), and copies real bytes
@@ -22,7 +22,7 @@
 //!
 //! | choice | models |
 //! |---|---|
-//! | [`Release::Linux3_6`] | lib/swiotlb.c of 3.6 (3.7 changed the bookkeeping below, not the pool): one pool lock, next fit from `io_tlb_index` with a 2-slot stride for mappings larger than a page, copy at map for TO_DEVICE and BIDIRECTIONAL only, unmap frees as many slots as the caller's size says, a 32 KiB overflow buffer handed out when the pool is full (by [`x86_2012::Swiotlb2012Ops`]; through dma-direct, which 3.6 did not have, a full pool is a mapping error) |
+//! | [`Release::Linux3_6`] | lib/swiotlb.c of 3.6 (3.8 changed the bookkeeping below, not the pool): one pool lock, next fit from `io_tlb_index` with a 2-slot stride for mappings larger than a page, copy at map for TO_DEVICE and BIDIRECTIONAL only, unmap frees as many slots as the caller's size says, a 32 KiB overflow buffer handed out when the pool is full (by [`x86_2012::Swiotlb2012Ops`]; through dma-direct, which 3.6 did not have, a full pool is a mapping error) |
 //! | [`Release::Linux4_11`] | 4.11: a mapping of a page exactly is page-strided too; map skips its copy under `DMA_ATTR_SKIP_CPU_SYNC` (4.10). x86-64 still runs [`x86_2012::Swiotlb2012Ops`] |
 //! | [`Release::Linux5_0`] | 5.0: the same pool, with swiotlb's ops merged into dma-direct: x86-64 bounces through [`Swiotlb::map`] |
 //! | [`Release::Linux5_12`] | 5.12: `min_align_mask` (the original's offset kept in the slot; the start aligned to the stride that mask implies, doubled for a page or more; slots compared on its bits above a slot), per-slot `alloc_size` freed at unmap |
@@ -31,7 +31,7 @@
 //! | [`Release::Linux6_3`] | 6.3: alignment compared bit by bit against the original under `min_align_mask \| alloc_align_mask` (plus the page offset for a page or more) from the unaligned rotating index, one counted pass per area |
 //! | [`Release::Linux6_9`] | 6.9: `alloc_align_mask` aligns the slot itself, with or without an original; page alignment only when neither mask is given; `min_align_mask` compared on the bits the allocation's alignment does not keep |
 //! | `swiotlb_addr = virt` ([`x86_2012::VirtAddrs`]) | ≤ 3.6: `io_tlb_start`, `io_tlb_end` and `io_tlb_overflow_buffer` are kernel virtual addresses; every physical address needed on the map, unmap, sync, `is_swiotlb_buffer` and `dma_mapping_error` paths costs an out-of-line `__phys_addr` call, and `is_swiotlb_buffer` is an out-of-line function |
-//! | `swiotlb_addr = phys` ([`x86_2012::PhysAddrs`]) | 3.7 onward (Alexander Duyck's series): physical addresses throughout, no translation on those paths, `is_swiotlb_buffer` two compares inlined into its callers |
+//! | `swiotlb_addr = phys` ([`x86_2012::PhysAddrs`]) | 3.8 onward (Alexander Duyck's series): physical addresses throughout, no translation on those paths, `is_swiotlb_buffer` two compares inlined into its callers |
 //!
 //! Invariants: every slot claimed by a map is released by the matching unmap; a failed map claims
 //! nothing; nothing a caller passes (sizes up to any value, addresses outside the pool, unmaps of

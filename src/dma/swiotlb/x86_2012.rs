@@ -1,6 +1,6 @@
 //! swiotlb as x86-64's `dma_map_ops` in 2012, with its two address-bookkeeping policies.
 //!
-//! Kernel counterpart: lib/swiotlb.c of Linux 3.6 and 3.7 as `swiotlb_dma_ops`
+//! Kernel counterpart: lib/swiotlb.c of Linux 3.6 and 3.8 as `swiotlb_dma_ops`
 //! (arch/x86/kernel/pci-swiotlb.c): `swiotlb_map_page`, `swiotlb_unmap_page` → `unmap_single`,
 //! `swiotlb_sync_single_for_{cpu,device}` → `swiotlb_sync_single`, `swiotlb_map_sg_attrs`,
 //! `swiotlb_unmap_sg_attrs`, `swiotlb_sync_sg_for_{cpu,device}`, `swiotlb_dma_mapping_error`, over
@@ -25,14 +25,14 @@
 //!   `swiotlb_map_page` 0 unbounced, 2 bounced (`map_single`'s `io_tlb_start`, then the slot),
 //!   2 when the pool is full (`io_tlb_start`, then the overflow buffer);
 //!   `swiotlb_dma_mapping_error` 1.
-//! - [`PhysAddrs`] (3.7 on): the same paths with physical addresses: no `__phys_addr` at all, and
+//! - [`PhysAddrs`] (3.8 on): the same paths with physical addresses: no `__phys_addr` at all, and
 //!   `is_swiotlb_buffer` small enough to be inlined (no frame).
 //!
 //! What the callers lose is charged where it runs: `swiotlb_sync_single`, `unmap_single` and
 //! `swiotlb_dma_mapping_error` are priced per instruction, by the groups of [`InsnGroups`] (frame,
 //! registers kept across an out-of-line call, the call itself, the inlined range check; counted
 //! in the profile's `[code.swiotlb_2012]`), so under `phys` their own time shrinks by the
-//! instructions 3.7's code no longer has, not by a factor.
+//! instructions 3.8's code no longer has, not by a factor.
 //!
 //! Invariants: as [`super`]; and the count of `__phys_addr` calls on a path is whatever running
 //! that path produced — no table of counts exists.
@@ -102,7 +102,7 @@ impl Bookkeeping for VirtAddrs {
     }
 }
 
-/// 3.7 on: physical addresses throughout.
+/// 3.8 on: physical addresses throughout.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PhysAddrs;
 
@@ -129,7 +129,7 @@ impl Bookkeeping for PhysAddrs {
 pub enum SwiotlbAddr {
     /// ≤ 3.6: virtual addresses, translated by `__phys_addr` calls ([`VirtAddrs`]).
     Virt,
-    /// 3.7: physical addresses ([`PhysAddrs`]).
+    /// 3.8: physical addresses ([`PhysAddrs`]).
     Phys,
 }
 
@@ -161,10 +161,10 @@ pub enum SyncTarget {
     ForDevice,
 }
 
-/// Instructions the 2012 functions whose code the 3.7 series changed execute on the unbounced
+/// Instructions the 2012 functions whose code the 3.8 series changed execute on the unbounced
 /// path, by group, as the platform's compiler emits lib/swiotlb.c: the profile's
 /// `[code.swiotlb_2012]`, where each count has its source (for the x86-2012-ixgbe profile: GCC
-/// -O2 with `CONFIG_FRAME_POINTER` and without shrink-wrapping, counted from the 3.6 and 3.7 C
+/// -O2 with `CONFIG_FRAME_POINTER` and without shrink-wrapping, counted from the 3.6 and 3.8 C
 /// source). Each group is charged at the per-instruction cost of the function it runs in
 /// (`insn.<function>` in a profile's `[sw]` table), so a group one release drops takes its time
 /// out of the symbol perf would have seen it in, and nothing else.
@@ -182,7 +182,7 @@ pub struct InsnGroups {
     pub call: u64,
     /// Using a predicate's result: `test %eax,%eax; jne`.
     pub test_result: u64,
-    /// `is_swiotlb_buffer()` inlined (3.7): two compares against the pool bounds, two branches.
+    /// `is_swiotlb_buffer()` inlined (3.8): two compares against the pool bounds, two branches.
     pub range_check: u64,
     /// `swiotlb_dma_mapping_error()`'s comparison: `cmp; sete; movzbl`.
     pub compare_result: u64,
@@ -195,7 +195,7 @@ pub struct InsnGroups {
 }
 
 /// One function's instructions per call: what both releases execute, what the out-of-line call
-/// adds (≤ 3.6), what the inlined check adds (3.7).
+/// adds (≤ 3.6), what the inlined check adds (3.8).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FnInsns {
     pub common: u64,
@@ -208,7 +208,7 @@ impl FnInsns {
     pub fn virt(&self) -> u64 {
         self.common + self.out_of_line
     }
-    /// Instructions per call under the physical (3.7) bookkeeping.
+    /// Instructions per call under the physical (3.8) bookkeeping.
     pub fn phys(&self) -> u64 {
         self.common + self.inline
     }
@@ -216,7 +216,7 @@ impl FnInsns {
 
 impl InsnGroups {
     /// `swiotlb_sync_single`: frame and `BUG_ON`; 3.6 keeps its live values across the
-    /// `is_swiotlb_buffer` call, makes it and tests the result; 3.7 has the range check inline.
+    /// `is_swiotlb_buffer` call, makes it and tests the result; 3.8 has the range check inline.
     pub fn sync_single(&self) -> FnInsns {
         self.predicate_caller(self.sync_single_live)
     }
@@ -250,7 +250,7 @@ struct Groups {
     /// ≤ 3.6: what the out-of-line call costs the caller (argument, call, result test, saved
     /// registers).
     out_of_line: SwCost,
-    /// 3.7: the inlined range check.
+    /// 3.8: the inlined range check.
     inline: SwCost,
 }
 
@@ -410,7 +410,7 @@ impl Swiotlb2012Ops {
 
     /// `is_swiotlb_buffer()`. C's `&&`: the end is translated only if the start compare passed.
     /// `caller` is the calling function's instruction groups: what the call costs it out of line
-    /// (≤ 3.6), or the range check it executes itself once the function is inlined (3.7); either
+    /// (≤ 3.6), or the range check it executes itself once the function is inlined (3.8); either
     /// is charged to the caller's frame, which is current here.
     fn is_swiotlb_buffer(&self, hw: &mut dyn Hw, caller: &Groups, paddr: PhysAddr) -> bool {
         let out_of_line = self.book.is_swiotlb_buffer_out_of_line();

@@ -1,0 +1,531 @@
+//! Functional CPU caches: which lines each level holds, and whether each is clean or dirty.
+//!
+//! Kernel counterpart: none — this is hardware state, the caches the kernel's maintenance loops
+//! (cache-v7.S, cache-l2x0.c, arm64's cache.S) act on. It is what makes a clean of a buffer the
+//! CPU has just written cost more than a clean of one it has not touched since the last clean,
+//! and what a later check for stale data stands on.
+//!
+//! What it models: a hierarchy of set-associative levels, each with its geometry from the
+//! platform profile (line size, size, ways). Every line is absent, clean or dirty; no data is
+//! held (the bytes live in simulated memory), only presence and state.
+//!
+//! - Levels `0..outer_from` are *inner*: reached by the CPU's maintenance by address
+//!   ([`Caches::maint_inner`]: `DCCMVAC`, `DC CVAC`, ...), which acts on every inner level down to
+//!   the first outer level (the point of coherency on arm64; the PL310 on ARMv7, which sees the
+//!   cleaned line arrive as a write). Levels from `outer_from` are *outer*: reached only by their
+//!   own controller's by-PA operations ([`Caches::maint_outer`]: the PL310's `L2X0_*_LINE_PA`).
+//! - Inclusion: neither inclusive nor exclusive (what a Cortex-A9 with a PL310 has unless both
+//!   are set to exclusive mode, which Zynq's Linux does not do). A read miss allocates the line
+//!   in every level on the way (read-allocate); an inner level evicting a line leaves the other
+//!   levels' copies alone; an outer operation does not look at the inner levels.
+//! - Writes: a level that write-allocates (the profile says, per level) takes a write miss as a
+//!   line fill then marks the line dirty; one that does not passes the write to the next level.
+//!   A dirty line leaving a level (a clean, or the eviction of a victim) is written into the next
+//!   level — dirty there if present, allocated dirty if that level write-allocates, passed on
+//!   otherwise — or to memory after the last level.
+//! - Replacement: deterministic round-robin per set, after the lowest-numbered invalid way (ARM's
+//!   rule for allocation when a way is free). The real Cortex-A9 L1 D-cache is pseudo-random
+//!   (A9 TRM §7.1.1); Zynq's Linux sets the PL310 to round-robin (aux control bit 25 in
+//!   `l2x0_of_init(0x02060000, ...)`, arch/arm/mach-zynq/common.c). Pseudo-random would make every
+//!   run depend on a seed for no gain in what the DMA paths exercise (whole buffers, streamed).
+//!
+//! Invariants: a line number is held at most once per level; a set never holds more than `ways`
+//! lines; the state of a line is a pure function of the sequence of operations applied (no
+//! randomness, no clock). Every level's line size is the same (the profile refuses otherwise),
+//! so one line number names the same bytes at every level.
+
+#[cfg(test)]
+mod proptests;
+
+/// Most levels a hierarchy may have.
+pub const MAX_LEVELS: usize = 4;
+
+/// A line's state at one level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LineState {
+    Absent,
+    Clean,
+    Dirty,
+}
+
+/// One level's shape, checked by the profile: every field a power of two, `size >= line * ways`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    pub line_bytes: u64,
+    pub size_bytes: u64,
+    pub ways: u64,
+}
+
+impl Geometry {
+    pub fn sets(&self) -> u64 {
+        self.size_bytes / (self.line_bytes * self.ways)
+    }
+
+    /// Whether the shape is one a cache can have (each part a power of two, at least one set).
+    pub fn is_valid(&self) -> bool {
+        self.line_bytes.is_power_of_two()
+            && self.size_bytes.is_power_of_two()
+            && self.ways.is_power_of_two()
+            && self
+                .line_bytes
+                .checked_mul(self.ways)
+                .is_some_and(|w| w <= self.size_bytes)
+    }
+}
+
+/// One level as the profile describes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LevelSpec {
+    /// `"L1"`, `"L2"`: for reports.
+    pub name: &'static str,
+    pub geometry: Geometry,
+    /// Whether a write miss allocates the line here.
+    pub write_allocate: bool,
+}
+
+/// A hierarchy's shape: its levels, innermost first, and where the outer levels start.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HierarchySpec {
+    pub levels: Vec<LevelSpec>,
+    /// Index of the first level reached only by outer (by-PA controller) operations;
+    /// `levels.len()` when every level is inner.
+    pub outer_from: usize,
+}
+
+/// What a maintenance operation does to a line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Maint {
+    /// Write a dirty line back to the next level, keep it clean.
+    Clean,
+    /// Discard the line, dirty or not.
+    Inval,
+    /// Both.
+    CleanInval,
+}
+
+impl From<crate::hw::CacheOp> for Maint {
+    fn from(op: crate::hw::CacheOp) -> Maint {
+        match op {
+            crate::hw::CacheOp::Clean => Maint::Clean,
+            crate::hw::CacheOp::Inval => Maint::Inval,
+            crate::hw::CacheOp::CleanInval => Maint::CleanInval,
+        }
+    }
+}
+
+/// A CPU data access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+/// What operations did, per level: dirty lines written out of it, and (CPU accesses) which level
+/// answered. Index `levels.len()` of `served` is memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Effects {
+    /// Dirty lines written out of each level (to the next level or to memory), for any reason.
+    pub writebacks: [u64; MAX_LEVELS],
+    /// CPU accesses answered by each level, or by memory (`served[levels]`).
+    pub served: [u64; MAX_LEVELS + 1],
+}
+
+impl Effects {
+    pub fn add(&mut self, o: &Effects) {
+        for (a, b) in self.writebacks.iter_mut().zip(o.writebacks) {
+            *a += b;
+        }
+        for (a, b) in self.served.iter_mut().zip(o.served) {
+            *a += b;
+        }
+    }
+}
+
+const EMPTY: u64 = u64::MAX;
+
+#[derive(Clone, Debug)]
+struct Level {
+    spec: LevelSpec,
+    set_mask: u64,
+    ways: usize,
+    /// Line number held by each (set, way), `EMPTY` when invalid.
+    tags: Vec<u64>,
+    dirty: Vec<bool>,
+    /// The way round-robin replaces next in each set.
+    next: Vec<u32>,
+}
+
+impl Level {
+    fn new(spec: LevelSpec) -> Level {
+        let sets = spec.geometry.sets() as usize;
+        let ways = spec.geometry.ways as usize;
+        Level {
+            spec,
+            set_mask: sets as u64 - 1,
+            ways,
+            tags: vec![EMPTY; sets * ways],
+            dirty: vec![false; sets * ways],
+            next: vec![0; sets],
+        }
+    }
+
+    fn set_of(&self, line: u64) -> usize {
+        (line & self.set_mask) as usize
+    }
+
+    fn find(&self, line: u64) -> Option<usize> {
+        let base = self.set_of(line) * self.ways;
+        (base..base + self.ways).find(|&i| self.tags[i] == line)
+    }
+
+    fn state(&self, line: u64) -> LineState {
+        match self.find(line) {
+            None => LineState::Absent,
+            Some(i) if self.dirty[i] => LineState::Dirty,
+            Some(_) => LineState::Clean,
+        }
+    }
+
+    /// Place an absent `line`; returns the slot and the victim it displaced (line, dirty).
+    fn insert(&mut self, line: u64, dirty: bool) -> (usize, Option<(u64, bool)>) {
+        let set = self.set_of(line);
+        let base = set * self.ways;
+        let (slot, victim) = match (base..base + self.ways).find(|&i| self.tags[i] == EMPTY) {
+            Some(i) => (i, None),
+            None => {
+                let way = self.next[set] as usize;
+                self.next[set] = ((way + 1) % self.ways) as u32;
+                let i = base + way;
+                (i, Some((self.tags[i], self.dirty[i])))
+            }
+        };
+        self.tags[slot] = line;
+        self.dirty[slot] = dirty;
+        (slot, victim)
+    }
+
+    fn remove(&mut self, slot: usize) {
+        self.tags[slot] = EMPTY;
+        self.dirty[slot] = false;
+    }
+
+    fn lines(&self) -> impl Iterator<Item = (u64, bool)> + '_ {
+        self.tags
+            .iter()
+            .zip(&self.dirty)
+            .filter(|(t, _)| **t != EMPTY)
+            .map(|(t, d)| (*t, *d))
+    }
+}
+
+/// The caches of one CPU and the outer caches behind it.
+#[derive(Clone, Debug)]
+pub struct Caches {
+    levels: Vec<Level>,
+    outer_from: usize,
+    shift: u32,
+}
+
+impl Caches {
+    /// Build empty caches. The spec must have been checked (the profile does): 1 to
+    /// [`MAX_LEVELS`] levels of valid geometry sharing one line size.
+    pub fn new(spec: &HierarchySpec) -> Caches {
+        assert!(!spec.levels.is_empty() && spec.levels.len() <= MAX_LEVELS);
+        let line = spec.levels[0].geometry.line_bytes;
+        for l in &spec.levels {
+            assert!(
+                l.geometry.is_valid() && l.geometry.line_bytes == line,
+                "{l:?}"
+            );
+        }
+        Caches {
+            levels: spec.levels.iter().copied().map(Level::new).collect(),
+            outer_from: spec.outer_from.min(spec.levels.len()),
+            shift: line.trailing_zeros(),
+        }
+    }
+
+    pub fn line_bytes(&self) -> u64 {
+        1 << self.shift
+    }
+
+    /// The line number holding byte address `addr`.
+    pub fn line_of(&self, addr: u64) -> u64 {
+        addr >> self.shift
+    }
+
+    pub fn depth(&self) -> usize {
+        self.levels.len()
+    }
+
+    pub fn outer_from(&self) -> usize {
+        self.outer_from
+    }
+
+    pub fn level_name(&self, level: usize) -> &'static str {
+        self.levels[level].spec.name
+    }
+
+    /// The state of `line` at `level`.
+    pub fn state(&self, level: usize, line: u64) -> LineState {
+        self.levels[level].state(line)
+    }
+
+    /// Every line `level` holds, with whether it is dirty, in no particular order.
+    pub fn contents(&self, level: usize) -> Vec<(u64, bool)> {
+        self.levels[level].lines().collect()
+    }
+
+    /// A dirty `line` leaves level `from - 1` into level `from` (or memory past the last).
+    fn write_into(&mut self, from: usize, line: u64, fx: &mut Effects) {
+        let Some(l) = self.levels.get_mut(from) else {
+            return;
+        };
+        if let Some(i) = l.find(line) {
+            l.dirty[i] = true;
+        } else if l.spec.write_allocate {
+            let (_, victim) = l.insert(line, true);
+            self.evicted(from, victim, fx);
+        } else {
+            self.write_into(from + 1, line, fx);
+        }
+    }
+
+    /// A victim displaced from `level`: a dirty one is written into the next level.
+    fn evicted(&mut self, level: usize, victim: Option<(u64, bool)>, fx: &mut Effects) {
+        if let Some((v, true)) = victim {
+            fx.writebacks[level] += 1;
+            self.write_into(level + 1, v, fx);
+        }
+    }
+
+    /// Bring `line` into every level above the one holding it (read-allocate); returns the
+    /// level that answered (`depth()` for memory).
+    fn fill(&mut self, line: u64, fx: &mut Effects) -> usize {
+        let from = (0..self.levels.len())
+            .find(|&k| self.levels[k].find(line).is_some())
+            .unwrap_or(self.levels.len());
+        for k in (0..from).rev() {
+            // An eviction further in can have written this line into level k meanwhile only if
+            // it was dirty above, and it was absent above: so it is still absent here.
+            let (_, victim) = self.levels[k].insert(line, false);
+            self.evicted(k, victim, fx);
+        }
+        from
+    }
+
+    /// One CPU access to `line`.
+    pub fn access(&mut self, a: Access, line: u64, fx: &mut Effects) {
+        match a {
+            Access::Read => {
+                let k = self.fill(line, fx);
+                fx.served[k] += 1;
+            }
+            Access::Write => {
+                if self.levels[0].spec.write_allocate || self.levels[0].find(line).is_some() {
+                    let k = if self.levels[0].find(line).is_some() {
+                        0
+                    } else {
+                        self.fill(line, fx)
+                    };
+                    fx.served[k] += 1;
+                    let i = self.levels[0].find(line).expect("just filled");
+                    self.levels[0].dirty[i] = true;
+                } else {
+                    // No allocation at L1: the store goes on to the next level as a write
+                    // (or to memory when there is none: `served[1]` is then memory).
+                    self.write_into(1, line, fx);
+                    fx.served[1] += 1;
+                }
+            }
+        }
+    }
+
+    /// CPU accesses to every line of `[start, start + bytes)`.
+    pub fn access_range(&mut self, a: Access, start: u64, bytes: u64) -> Effects {
+        let mut fx = Effects::default();
+        if bytes == 0 {
+            return fx;
+        }
+        let first = self.line_of(start);
+        let last = self.line_of(start.saturating_add(bytes - 1));
+        for line in first..=last {
+            self.access(a, line, &mut fx);
+        }
+        fx
+    }
+
+    fn maint_level(&mut self, level: usize, op: Maint, line: u64, fx: &mut Effects) {
+        let Some(i) = self.levels[level].find(line) else {
+            return;
+        };
+        let dirty = self.levels[level].dirty[i];
+        if dirty && op != Maint::Inval {
+            fx.writebacks[level] += 1;
+            self.levels[level].dirty[i] = false;
+            self.write_into(level + 1, line, fx);
+        }
+        if op != Maint::Clean {
+            // The write into the next level cannot have moved this line within this level.
+            self.levels[level].remove(i);
+        }
+    }
+
+    /// Maintenance by address on the inner levels (to the point of coherency): each inner level
+    /// in turn, innermost first, so a line cleaned out of L1 into an inner L2 is cleaned from
+    /// there too; a line cleaned out of the last inner level lands in the first outer level.
+    pub fn maint_inner(&mut self, op: Maint, line: u64, fx: &mut Effects) {
+        for level in 0..self.outer_from {
+            self.maint_level(level, op, line, fx);
+        }
+    }
+
+    /// The outer controller's by-PA operation on `line`, on every outer level.
+    pub fn maint_outer(&mut self, op: Maint, line: u64, fx: &mut Effects) {
+        for level in self.outer_from..self.levels.len() {
+            self.maint_level(level, op, line, fx);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A Cortex-A9 L1 (32 KB, 4-way) and a PL310 (512 KB, 8-way), 32-byte lines.
+    pub(crate) fn zynq() -> Caches {
+        let g = |size_bytes, ways| Geometry {
+            line_bytes: 32,
+            size_bytes,
+            ways,
+        };
+        Caches::new(&HierarchySpec {
+            levels: vec![
+                LevelSpec {
+                    name: "L1",
+                    geometry: g(32 << 10, 4),
+                    write_allocate: true,
+                },
+                LevelSpec {
+                    name: "L2",
+                    geometry: g(512 << 10, 8),
+                    write_allocate: true,
+                },
+            ],
+            outer_from: 1,
+        })
+    }
+
+    #[test]
+    fn geometry_of_the_zynq_levels() {
+        let c = zynq();
+        assert_eq!(c.levels[0].tags.len(), 1024);
+        assert_eq!(c.levels[0].set_mask, 255);
+        assert_eq!(c.levels[1].tags.len(), 16384);
+        assert_eq!(c.levels[1].set_mask, 2047);
+        assert!(
+            !Geometry {
+                line_bytes: 32,
+                size_bytes: 96 << 10,
+                ways: 4
+            }
+            .is_valid()
+        );
+        assert!(
+            !Geometry {
+                line_bytes: 64,
+                size_bytes: 128,
+                ways: 4
+            }
+            .is_valid()
+        );
+    }
+
+    #[test]
+    fn a_write_dirties_l1_and_a_clean_moves_it_to_l2() {
+        let mut c = zynq();
+        let mut fx = Effects::default();
+        c.access(Access::Write, 7, &mut fx);
+        assert_eq!(fx.served[2], 1, "a write miss fills from memory");
+        assert_eq!(c.state(0, 7), LineState::Dirty);
+        assert_eq!(c.state(1, 7), LineState::Clean, "read-allocated on the way");
+        let mut fx = Effects::default();
+        c.maint_inner(Maint::Clean, 7, &mut fx);
+        assert_eq!(fx.writebacks, [1, 0, 0, 0]);
+        assert_eq!(c.state(0, 7), LineState::Clean);
+        assert_eq!(c.state(1, 7), LineState::Dirty);
+        // The same clean again writes nothing back.
+        let mut fx = Effects::default();
+        c.maint_inner(Maint::Clean, 7, &mut fx);
+        assert_eq!(fx.writebacks, [0; 4]);
+        // The PL310 clean writes it to DDR; its invalidate then drops it.
+        c.maint_outer(Maint::Clean, 7, &mut fx);
+        assert_eq!(fx.writebacks, [0, 1, 0, 0]);
+        assert_eq!(c.state(1, 7), LineState::Clean);
+        c.maint_outer(Maint::Inval, 7, &mut fx);
+        assert_eq!(c.state(1, 7), LineState::Absent);
+        assert_eq!(
+            c.state(0, 7),
+            LineState::Clean,
+            "an outer op leaves L1 alone"
+        );
+    }
+
+    #[test]
+    fn an_invalidate_discards_dirty_data() {
+        let mut c = zynq();
+        let mut fx = Effects::default();
+        c.access(Access::Write, 3, &mut fx);
+        c.maint_inner(Maint::Inval, 3, &mut fx);
+        assert_eq!(c.state(0, 3), LineState::Absent);
+        assert_eq!(c.state(1, 3), LineState::Clean);
+        assert_eq!(fx.writebacks, [0; 4]);
+        c.access(Access::Write, 3, &mut fx);
+        c.maint_inner(Maint::CleanInval, 3, &mut fx);
+        assert_eq!(c.state(0, 3), LineState::Absent);
+        assert_eq!(c.state(1, 3), LineState::Dirty);
+        assert_eq!(fx.writebacks[0], 1);
+    }
+
+    #[test]
+    fn writing_a_megabyte_leaves_the_last_32k_dirty_in_l1_and_the_rest_in_l2() {
+        let mut c = zynq();
+        let fx = c.access_range(Access::Write, 0x1000_0000, 1 << 20);
+        // L1 holds 1024 lines: the other 31744 were evicted dirty into the PL310, which holds
+        // 16384 lines: 16384 of those were in turn written to DDR.
+        assert_eq!(fx.writebacks[0], 32768 - 1024);
+        assert_eq!(fx.served[2], 32768);
+        let l1 = c.contents(0);
+        assert_eq!(l1.len(), 1024);
+        assert!(l1.iter().all(|&(_, d)| d));
+        let l2 = c.contents(1);
+        assert_eq!(l2.len(), 16384);
+        let dirty_l2 = l2.iter().filter(|l| l.1).count() as u64;
+        // The PL310 holds the last 512 KB of the buffer; of those, the lines still in L1 are
+        // clean in L2 (read-allocated by the fill, never written back).
+        assert_eq!(dirty_l2, 16384 - 1024);
+        // Each of the first 16384 lines was evicted from the PL310 by the line 512 KB after it,
+        // long after L1 had written it back: all dirty.
+        assert_eq!(fx.writebacks[1], 16384);
+    }
+
+    #[test]
+    fn round_robin_after_invalid_ways() {
+        let mut c = zynq();
+        let mut fx = Effects::default();
+        // Five lines of one L1 set (stride 256 lines): the fifth replaces way 0.
+        for k in 0..5 {
+            c.access(Access::Read, k * 256, &mut fx);
+        }
+        assert_eq!(c.state(0, 0), LineState::Absent);
+        assert_eq!(c.state(0, 4 * 256), LineState::Clean);
+        // Free way 2; the next fill takes it, and round-robin goes on at way 1 after that.
+        c.maint_inner(Maint::Inval, 2 * 256, &mut fx);
+        c.access(Access::Read, 5 * 256, &mut fx);
+        c.access(Access::Read, 6 * 256, &mut fx);
+        assert_eq!(c.state(0, 256), LineState::Absent);
+        for k in [3, 4, 5, 6] {
+            assert_eq!(c.state(0, k * 256), LineState::Clean, "{k}");
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! `dmasim compare`: one scenario under several variants. The figures it shows are the runs'
+//! own (checked against `run` of each variant), frames are matched across releases so 7.1's
+//! cache maintenance is the same frame as 7.0's and shrinks, and bad requests exit 2.
+
+use std::process::{Command, Output};
+
+fn dmasim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dmasim"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("binary runs")
+}
+
+fn ok(args: &[&str]) -> String {
+    let o = dmasim(args);
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).expect("utf-8")
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    serde_json::from_str(&ok(args)).expect("json")
+}
+
+const SCENARIO: &str = "scenarios/batched-sync.toml";
+
+#[test]
+fn the_table_shows_calls_operations_and_matched_stacks_with_their_changes() {
+    let t = ok(&["compare", SCENARIO, "--kernel", "7.0", "--kernel", "7.1"]);
+    assert!(t.contains("A: dimensity9500 (arm64), kernel 7.0"), "{t}");
+    assert!(t.contains("B: dimensity9500 (arm64), kernel 7.1"), "{t}");
+    let line = |start: &str| {
+        t.lines()
+            .find(|l| l.trim_start().starts_with(start))
+            .unwrap_or_else(|| panic!("no `{start}` line in\n{t}"))
+            .to_string()
+    };
+    // One barrier per entry (7.0) against one per list (7.1): 1,024,000 DSB over the run
+    // against 400 (200 iterations x map + unmap).
+    let barrier = line("barrier ");
+    let cols: Vec<&str> = barrier.split_whitespace().collect();
+    assert_eq!(&cols[..3], ["barrier", "1024000", "400"], "{barrier}");
+    assert_eq!(cols[3], "-99.96", "{barrier}");
+    assert!(line("dma_map_sg ").contains('%'));
+    // The cache maintenance of map_sg is one frame in both releases.
+    let cm = t
+        .lines()
+        .find(|l| l.ends_with("dma_map_sg > dma_direct_map_sg > cache maintenance"))
+        .unwrap_or_else(|| panic!("no matched cache-maintenance row in\n{t}"));
+    assert!(cm.contains("-13.5 %"), "{cm}");
+    assert!(
+        !t.contains("_nosync") && !t.contains("arch_sync_dma_flush"),
+        "{t}"
+    );
+}
+
+#[test]
+fn the_figures_are_each_variants_own_run() {
+    let c = json(&[
+        "compare", SCENARIO, "--kernel", "7.0", "--kernel", "7.1", "--format", "json",
+    ]);
+    assert!(c["format_version"].is_u64());
+    for (i, k) in ["7.0", "7.1"].iter().enumerate() {
+        let r = json(&["run", SCENARIO, "--kernel", k, "--format", "json"]);
+        assert_eq!(c["variants"][i]["policies"], r["policies"], "{k}");
+        for call in c["calls"].as_array().expect("calls") {
+            let name = call["call"].as_str().expect("name");
+            let run_call = r["calls"]
+                .as_array()
+                .expect("run calls")
+                .iter()
+                .find(|x| x["call"] == name)
+                .unwrap_or_else(|| panic!("{name} not in run {k}"));
+            assert_eq!(call["count"][i], run_call["count"], "{k} {name}");
+            let ps = call["total_ps"][i].as_u64().expect("ps") as f64;
+            let run_ns = run_call["total_ns"].as_f64().expect("ns");
+            assert!(
+                (ps / 1000.0 - run_ns).abs() < 0.01,
+                "{k} {name}: {ps} ps vs {run_ns} ns"
+            );
+        }
+    }
+    let stacks = c["stacks"].as_array().expect("stacks");
+    assert!(stacks.iter().all(|s| s["stack"].is_array()));
+    // The matched stacks keep every picosecond of each run.
+    for i in 0..2 {
+        let sum: u64 = stacks
+            .iter()
+            .map(|s| s["values"][i].as_u64().expect("ps"))
+            .sum();
+        assert_eq!(
+            Some(sum),
+            c["variants"][i]["total_ps"].as_u64(),
+            "variant {i}"
+        );
+    }
+}
+
+#[test]
+fn the_folded_pair_is_one_differential_file_in_which_cache_maintenance_shrinks() {
+    let f = ok(&[
+        "compare", SCENARIO, "--kernel", "7.0", "--kernel", "7.1", "--format", "folded",
+    ]);
+    let mut cache = 0;
+    for line in f.lines() {
+        let cols: Vec<&str> = line.rsplitn(3, ' ').collect();
+        assert_eq!(cols.len(), 3, "{line}");
+        let (b, a): (u64, u64) = (cols[0].parse().expect("B"), cols[1].parse().expect("A"));
+        let stack = cols[2];
+        assert!(!stack.is_empty() && !stack.contains(" > "), "{line}");
+        if stack.ends_with(";cache maintenance") {
+            cache += 1;
+            assert!(b < a && b > 0, "{line}");
+        }
+    }
+    assert_eq!(
+        cache, 2,
+        "map and unmap each have one cache-maintenance frame:\n{f}"
+    );
+}
+
+#[test]
+fn variants_can_mix_releases_and_policies() {
+    let c = json(&[
+        "compare",
+        SCENARIO,
+        "--variant",
+        "kernel=7.1",
+        "--variant",
+        "kernel=7.1,sync=unmerged-v2",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(c["variants"][1]["label"], "kernel 7.1, sync=unmerged-v2");
+    assert_eq!(c["variants"][1]["policies"]["sync"], "unmerged-v2");
+}
+
+#[test]
+fn bad_requests_exit_2_with_one_message() {
+    for (args, needle) in [
+        (
+            vec!["compare", SCENARIO, "--kernel", "7.1"],
+            "at least two variants",
+        ),
+        (
+            vec![
+                "compare",
+                SCENARIO,
+                "--variant",
+                "kernel=7.0",
+                "--variant",
+                "kernel",
+            ],
+            "not key=value",
+        ),
+        (
+            vec![
+                "compare",
+                SCENARIO,
+                "--variant",
+                "kernel=7.0",
+                "--variant",
+                "kernel=9.9",
+            ],
+            "variant `kernel 9.9`",
+        ),
+        (
+            vec![
+                "compare", SCENARIO, "--kernel", "6.0", "--kernel", "7.0", "--kernel", "7.1",
+                "--format", "folded",
+            ],
+            "exactly two variants",
+        ),
+        (
+            vec![
+                "compare",
+                SCENARIO,
+                "--variant",
+                "kernel=7.0",
+                "--variant",
+                "nope=1",
+            ],
+            "nope",
+        ),
+    ] {
+        let o = dmasim(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(o.stdout.is_empty(), "{args:?}");
+    }
+}
