@@ -29,6 +29,7 @@ fn head(kind: &str) -> String {
         "forwarding" => include_str!("../scenarios/ixgbe-forwarding.toml"),
         "bounce" => include_str!("../scenarios/swiotlb-bounce.toml"),
         "iommu_ops" | "iommu_sweep" => include_str!("../scenarios/iommu-ops.toml"),
+        "pipeline" => include_str!("../scenarios/zynq-pipeline-streaming.toml"),
         _ => include_str!("../scenarios/batched-sync.toml"),
     };
     file.split("\n[workload]").next().unwrap().to_string() + "\n"

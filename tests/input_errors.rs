@@ -495,6 +495,124 @@ fn the_smmuv3_policy_is_refused_on_an_mmu_500() {
     assert!(e.contains("not an SMMUv3"), "{e}");
 }
 
+const PIPELINE: &str = include_str!("../scenarios/zynq-pipeline-streaming.toml");
+const ZYNQ: &str = include_str!("../profiles/zynq7000.toml");
+
+#[test]
+fn a_pipeline_option_the_platform_cannot_serve_is_refused_where_it_is_named() {
+    let t = Scratch::new("pipeline-acp");
+    // The same Zynq without its ACP: a profile file next to the scenario, minus the section.
+    let start = ZYNQ
+        .find("[acp]")
+        .expect("the zynq7000 profile has an [acp] section");
+    let end = start
+        + ZYNQ[start..]
+            .find("\n\n")
+            .expect("a blank line after [acp]");
+    let no_acp = format!("{}{}", &ZYNQ[..start], &ZYNQ[end..]);
+    t.file("noacp.toml", &no_acp);
+    let text = PIPELINE
+        .replace("platform = \"zynq7000\"", "platform = \"noacp.toml\"")
+        .replace(
+            "coherence = \"streaming\"",
+            "coherence = [\"streaming\", \"acp\"]",
+        );
+    let f = t.file("acp.toml", &text);
+    let e = input_error(
+        &dmasim(&["run", &f]),
+        &f,
+        Some(line_of(&text, "coherence =")),
+        "workload.coherence",
+    );
+    assert!(e.contains("accelerator coherency port"), "{e}");
+    // On the built-in zynq7000, which has one, the ACP runs; moved with --platform onto the
+    // profile without one, it is refused the same way.
+    let ok = t.file(
+        "ok.toml",
+        &PIPELINE.replace("coherence = \"streaming\"", "coherence = \"acp\""),
+    );
+    let o = dmasim(&["run", &ok]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = dmasim(&[
+        "run",
+        &ok,
+        "--platform",
+        &t.0.join("noacp.toml").to_string_lossy(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("workload.coherence"));
+}
+
+#[test]
+fn a_pipeline_with_an_unknown_option_or_no_bandwidth_is_refused() {
+    let t = Scratch::new("pipeline-bad");
+    let text = PIPELINE.replace("coherence = \"streaming\"", "coherence = \"snoopy\"");
+    let f = t.file("u.toml", &text);
+    let e = input_error(
+        &dmasim(&["run", &f]),
+        &f,
+        Some(line_of(&text, "snoopy")),
+        "workload.coherence",
+    );
+    assert!(e.contains("streaming-partial") && e.contains("acp"), "{e}");
+    for bad in ["0", "-5", "0.0", "\"fast\""] {
+        let text = PIPELINE.replace("device_mb_s = 600", &format!("device_mb_s = {bad}"));
+        let f = t.file("z.toml", &text);
+        let e = input_error(
+            &dmasim(&["run", &f]),
+            &f,
+            Some(line_of(&text, "device_mb_s")),
+            "workload.device_mb_s",
+        );
+        assert!(e.contains("above 0"), "{e}");
+    }
+    let text = PIPELINE.replace(
+        "device_mb_s = 600",
+        "device_mb_s = 600\nbytes_used = \"2M\"",
+    );
+    let f = t.file("b.toml", &text);
+    input_error(
+        &dmasim(&["run", &f]),
+        &f,
+        Some(line_of(&text, "bytes_used")),
+        "workload.bytes_used",
+    );
+    let text = PIPELINE.replace("flow = \"loopback\"", "flow = \"sideways\"");
+    let f = t.file("f.toml", &text);
+    input_error(
+        &dmasim(&["run", &f]),
+        &f,
+        Some(line_of(&text, "sideways")),
+        "workload.flow",
+    );
+}
+
+#[test]
+fn a_profile_acp_without_bandwidth_is_refused() {
+    let t = Scratch::new("acp-zero");
+    let bad = ZYNQ.replace(
+        "bandwidth_mb_s = { value = 1200",
+        "bandwidth_mb_s = { value = 0",
+    );
+    let f = t.file("p.toml", &bad);
+    input_error(
+        &dmasim(&[
+            "run",
+            "scenarios/zynq-pipeline-streaming.toml",
+            "--platform",
+            &f,
+        ]),
+        &f,
+        Some(line_of(&bad, "bandwidth_mb_s")),
+        "acp.bandwidth_mb_s.value",
+    );
+}
+
 /// A cache geometry that is not a power of two (size, ways, line), or whose ways of lines do not
 /// fit in its size, is refused where it is written when the profile runs a cache model.
 #[test]

@@ -5,3 +5,4 @@
 //! it; it never reads a scenario.
 
 pub mod ixgbe;
+pub mod pl_dma;

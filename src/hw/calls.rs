@@ -104,6 +104,14 @@ impl CallTimer {
         r
     }
 
+    /// Count one call whose time the caller measured across a stretch that itself contains
+    /// timed calls (an ioctl around the DMA API calls it makes).
+    pub fn record(&mut self, call: &'static str, ps: u64) {
+        let s = self.slot(call);
+        s.count += 1;
+        s.total_ps += ps;
+    }
+
     /// Time one call that may be refused; a refusal is recorded, not propagated.
     pub fn time_result<T, E: std::fmt::Display>(
         &mut self,

@@ -47,10 +47,14 @@ pub enum Layer {
     X86PhysAddr,
     /// 32-bit ARM's outer-cache driver behind `arm_dma_ops` (arch/arm/mm/cache-l2x0.c).
     ArmDma,
+    /// A block driver for a DMA engine in programmable logic (seed 002's IIO-style ioctls).
+    PlDma,
+    /// Pinning user pages and building a scatterlist of them (mm/gup.c, lib/scatterlist.c).
+    UserPages,
 }
 
 impl Layer {
-    pub const ALL: [Layer; 15] = [
+    pub const ALL: [Layer; 17] = [
         Layer::DmaApi,
         Layer::DmaDirect,
         Layer::Swiotlb,
@@ -66,6 +70,8 @@ impl Layer {
         Layer::IpForward,
         Layer::X86PhysAddr,
         Layer::ArmDma,
+        Layer::PlDma,
+        Layer::UserPages,
     ];
 
     /// Short stable name, for output.
@@ -86,6 +92,8 @@ impl Layer {
             Layer::IpForward => "ip-forward",
             Layer::X86PhysAddr => "x86-physaddr",
             Layer::ArmDma => "arm-dma",
+            Layer::PlDma => "pl-dma",
+            Layer::UserPages => "user-pages",
         }
     }
 
@@ -107,6 +115,7 @@ impl Layer {
             Layer::IpForward => "drivers::ixgbe",
             Layer::X86PhysAddr => "arch::x86::physaddr",
             Layer::ArmDma => "arch::arm::cache_l2x0",
+            Layer::PlDma | Layer::UserPages => "drivers::pl_dma",
         }
     }
 }
@@ -298,6 +307,21 @@ registry! {
         "ip_rcv, ip_forward, ... (rx to tx, less DMA)",
         [IpForward],
         "per routed packet: everything of the packet path the model does not run itself";
+
+    PlDmaEnqueue => "pl_dma_enqueue", "the driver's ioctl(ENQUEUE_BLOCK)", [PlDma],
+        "per block queued: syscall entry and exit, block lookup, the descriptor written to the PL engine (the DMA API calls it makes are charged apart)";
+    PlDmaDequeue => "pl_dma_dequeue", "the driver's ioctl(DEQUEUE_BLOCK)", [PlDma],
+        "per block taken back: syscall entry and exit, completion check, block hand-back (the DMA API calls it makes are charged apart)";
+    GetUserPagesPage => "get_user_pages_page", "get_user_pages (follow_page_mask, get_page)",
+        [UserPages],
+        "per user page pinned: page-table walk, fault-in check, reference taken";
+    PutPage => "put_page", "put_page (set_page_dirty_lock for pages the device wrote)",
+        [UserPages],
+        "per user page released after its DMA";
+    SgInitTableEntry => "sg_init_table_entry", "sg_init_table", [UserPages],
+        "per entry of the table: clearing it (memset) and the end mark";
+    SgSetPage => "sg_set_page", "sg_set_page", [UserPages],
+        "per entry: page link, offset and length stored";
 }
 
 impl SwKey {
@@ -430,6 +454,7 @@ mod tests {
             ),
             ("iommu/iova.rs", include_str!("../iommu/iova.rs")),
             ("drivers/ixgbe.rs", include_str!("../drivers/ixgbe.rs")),
+            ("drivers/pl_dma.rs", include_str!("../drivers/pl_dma.rs")),
             (
                 "arch/x86/physaddr.rs",
                 include_str!("../arch/x86/physaddr.rs"),

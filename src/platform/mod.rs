@@ -249,6 +249,19 @@ pub struct MemorySpec {
     pub copy: Option<CopySpec>,
 }
 
+/// The optional `[acp]` section: a coherent port into the CPU's cache hierarchy for DMA masters
+/// (the Zynq-7000's Accelerator Coherency Port), whose traffic the SCU snoops, so a device on it
+/// is `dma-coherent` and needs no cache maintenance; its own bandwidth limits such a device.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcpSpec {
+    /// The port's bandwidth, MB/s (10^6 bytes per second), more than 0.
+    pub bandwidth_mb_s: Param,
+}
+
+/// The largest port bandwidth a profile may give, in MB/s (1 TB/s).
+pub const MAX_PORT_MB_S: f64 = 1e6;
+
 /// Instructions per group of lib/swiotlb.c (Linux 3.6/3.8) as the platform's compiler emits it
 /// (`[code.swiotlb_2012]`): the groups the functions the 3.8 series changed execute on the
 /// unbounced path. Each is a whole number with its source (how it was counted).
@@ -328,6 +341,8 @@ pub struct ProfileFile {
     pub smmu: Option<SmmuSpec>,
     /// ARMv7 only: the outer (L2) cache controller.
     pub outer_cache: Option<OuterCacheSpec>,
+    /// Optional: an accelerator coherency port for DMA masters (Zynq-7000's ACP).
+    pub acp: Option<AcpSpec>,
     /// Optional: a functional model of the caches (line states) behind the maintenance costs.
     pub cache_model: Option<CacheModelSpec>,
     /// Optional: the NUMA topology (nodes, SLIT, latencies, where the SMMUs and devices sit).
@@ -350,6 +365,8 @@ pub struct Profile {
     pub cpus: Option<u32>,
     /// The checked `[numa]` section, if any.
     pub numa: Option<numa::Topology>,
+    /// `acp.bandwidth_mb_s`, checked to be more than 0 and at most [`MAX_PORT_MB_S`].
+    pub acp_mb_s: Option<f64>,
 }
 
 /// A parameter's resolved value and source, for reports.
@@ -398,12 +415,34 @@ impl Profile {
             Some(n) => Some(numa::resolve(origin, text, n)?),
             None => None,
         };
+        let acp_mb_s = match &file.acp {
+            None => None,
+            Some(a) => {
+                let r = Resolver {
+                    origin,
+                    text,
+                    freq_mhz: 1.0,
+                };
+                let bw = r.param("acp.bandwidth_mb_s", &a.bandwidth_mb_s)?;
+                if bw <= 0.0 || bw > MAX_PORT_MB_S {
+                    return Err(InputError::at(
+                        origin,
+                        text,
+                        Some(a.bandwidth_mb_s.value.span()),
+                        "acp.bandwidth_mb_s.value",
+                        format!("must be more than 0 and at most {MAX_PORT_MB_S} MB/s, found {bw}"),
+                    ));
+                }
+                Some(bw)
+            }
+        };
         Ok(Profile {
             origin: origin.to_string(),
             file,
             model,
             cpus,
             numa,
+            acp_mb_s,
         })
     }
 
@@ -553,6 +592,9 @@ impl Profile {
         }
         for (k, c) in &f.sw {
             out.push(cost_info(&format!("sw.{}", k.get_ref()), c));
+        }
+        if let Some(a) = &f.acp {
+            out.push(param_info("acp.bandwidth_mb_s", &a.bandwidth_mb_s, "MB/s"));
         }
         if let Some(c) = f.code.as_ref().and_then(|c| c.swiotlb_2012.as_ref()) {
             for (k, p) in c.groups() {

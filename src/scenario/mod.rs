@@ -17,6 +17,7 @@
 pub mod bounce;
 pub mod forwarding;
 pub mod iommu;
+pub mod pipeline;
 pub mod progress;
 pub mod streaming;
 pub mod user_access;
@@ -43,6 +44,7 @@ pub enum Outcome {
     Bounce(bounce::BounceResult),
     Iommu(iommu::IommuRunResult),
     UserAccess(user_access::UserAccessResult),
+    Pipeline(pipeline::PipelineResult),
 }
 
 impl Outcome {
@@ -54,6 +56,7 @@ impl Outcome {
             Outcome::Bounce(r) => bounce::table(r),
             Outcome::Iommu(r) => iommu::table(r),
             Outcome::UserAccess(r) => user_access::table(r),
+            Outcome::Pipeline(r) => pipeline::table(r),
         }
     }
 
@@ -65,6 +68,7 @@ impl Outcome {
             Outcome::Bounce(r) => bounce::json(r),
             Outcome::Iommu(r) => iommu::json(r),
             Outcome::UserAccess(r) => user_access::json(r),
+            Outcome::Pipeline(r) => pipeline::json(r),
         }
     }
 
@@ -76,6 +80,7 @@ impl Outcome {
             Outcome::Bounce(r) => r.total_ps,
             Outcome::Iommu(r) => r.total_ps,
             Outcome::UserAccess(r) => r.total_ps,
+            Outcome::Pipeline(r) => r.total_ps,
         }
     }
 
@@ -87,6 +92,7 @@ impl Outcome {
             Outcome::Bounce(r) => &r.info,
             Outcome::Iommu(r) => &r.info,
             Outcome::UserAccess(r) => &r.info,
+            Outcome::Pipeline(r) => &r.info,
         }
     }
 
@@ -127,6 +133,20 @@ impl Outcome {
                 u64::from(r.workload.iterations),
                 r.total_ps,
             )],
+            // Per option: its ioctls and the DMA API calls inside them.
+            Outcome::Pipeline(r) => r
+                .runs
+                .iter()
+                .flat_map(|x| {
+                    x.calls.iter().map(move |c| {
+                        (
+                            format!("{} {}", x.coherence.name(), c.call),
+                            c.count,
+                            c.total_ps,
+                        )
+                    })
+                })
+                .collect(),
         }
     }
 
@@ -138,6 +158,7 @@ impl Outcome {
             Outcome::Bounce(r) => &r.stacks,
             Outcome::Iommu(r) => &r.stacks,
             Outcome::UserAccess(r) => &r.stacks,
+            Outcome::Pipeline(r) => &r.stacks,
         }
     }
 }
@@ -195,6 +216,9 @@ fn run_kind(s: &Scenario) -> Result<Outcome, Refused> {
             iommu::run(s).map(Outcome::Iommu).map_err(refused)
         }
         Workload::UserAccess(u) => Ok(Outcome::UserAccess(user_access::run(s, u))),
+        Workload::Pipeline(p) => pipeline::run(s, p)
+            .map(Outcome::Pipeline)
+            .map_err(|e| refused(e.to_string())),
     }
 }
 
@@ -213,6 +237,7 @@ pub static KINDS: &[Kind] = &[
     iommu::SWEEP,
     iommu::OPS,
     user_access::KIND,
+    pipeline::KIND,
 ];
 
 /// What a kind's parser may need from the shared sections.
@@ -230,6 +255,7 @@ pub enum Workload {
     IommuSweep(iommu::Sweep),
     IommuOps(iommu::Ops),
     UserAccess(user_access::UserAccess),
+    Pipeline(pipeline::Pipeline),
 }
 
 impl Workload {
@@ -241,6 +267,7 @@ impl Workload {
             Workload::IommuSweep(_) => "iommu_sweep",
             Workload::IommuOps(_) => "iommu_ops",
             Workload::UserAccess(_) => "user_access",
+            Workload::Pipeline(_) => "pipeline",
         }
     }
 
@@ -941,6 +968,40 @@ impl Scenario {
         if let Workload::UserAccess(u) = &self.workload {
             u.check(self)?;
         }
+        if let Workload::Pipeline(p) = &self.workload {
+            if self.iommu.is_some() {
+                return Err(self.error(
+                    &file(self.lines.kind),
+                    "iommu",
+                    "a pipeline's PL DMA engine does not sit behind an IOMMU in this model; remove [iommu]".to_string(),
+                ));
+            }
+            if p.coherence
+                .contains(&crate::drivers::pl_dma::Coherence::Acp)
+                && self.profile.acp_mb_s.is_none()
+            {
+                let msg = format!(
+                    "`acp` puts the engine on an accelerator coherency port, but platform `{}` has none (its profile has no `[acp]` section with `bandwidth_mb_s`)",
+                    self.profile.name()
+                );
+                return Err(self.error(&file(p.coherence_line), "workload.coherence", msg));
+            }
+            if p.coherence.iter().any(|c| c.copies()) {
+                self.profile.require_copy(
+                    "the pipeline's `bounce` option (copy_to_user / copy_from_user)",
+                )?;
+            }
+            // Every buffer the driver allocates lies in the run's memory node; the device must
+            // reach all of it (dma-direct has no bounce pool here).
+            let last = pipeline::DRAM_BASE.saturating_add(p.node_bytes() - 1);
+            if last > self.device.dma_mask {
+                let msg = format!(
+                    "the pipeline's blocks may lie up to {last:#x}, above the device's mask {:#x}: raise the mask",
+                    self.device.dma_mask
+                );
+                return Err(self.error(&file(self.lines.mask), "device.dma_mask_bits", msg));
+            }
+        }
         if let Some(cfg) = self.iommu.as_mut() {
             self.profile
                 .require_wmb(&format!("scenario `{}` (an [iommu] domain)", self.name))?;
@@ -1095,6 +1156,15 @@ impl Scenario {
             Workload::UserAccess(u) => {
                 2 * u128::from(u.buffer_bytes) / line * u128::from(u.iterations)
             }
+            // Per block and buffer: every line synced twice at most, a copy of the bytes (a few
+            // lines' worth of steps per page), a page pinned.
+            Workload::Pipeline(p) => {
+                let bytes = u128::from(p.block_bytes);
+                let per = 2 * bytes / line + 8 * bytes / 4096 + 64;
+                per * p.flow.directions().len() as u128
+                    * u128::from(p.blocks)
+                    * p.coherence.len() as u128
+            }
         }
     }
 
@@ -1108,6 +1178,7 @@ impl Scenario {
             Workload::IommuSweep(w) => w.sizes.len() as u64 * u64::from(w.iterations),
             Workload::IommuOps(o) => u64::from(o.iterations),
             Workload::UserAccess(u) => u64::from(u.iterations),
+            Workload::Pipeline(p) => p.blocks.saturating_mul(p.coherence.len() as u64),
         }
     }
 
@@ -1161,6 +1232,14 @@ impl Scenario {
         }
         if let Workload::Forwarding(_) = self.workload {
             layers.push(Layer::IpForward);
+        }
+        if let Workload::Pipeline(p) = &self.workload {
+            layers.push(Layer::PlDma);
+            if p.coherence
+                .contains(&crate::drivers::pl_dma::Coherence::UserPages)
+            {
+                layers.push(Layer::UserPages);
+            }
         }
         // x86-64's __pa() is a call up to 3.8: dma_map_single, the 2012 swiotlb's virtual
         // bookkeeping and the forwarding path's skb frees make it.
