@@ -16,6 +16,25 @@ const PROFILE: &str = include_str!("../profiles/zynq7000.toml");
 const MB: u64 = 1 << 20;
 const LINES_PER_MB: u64 = MB / 32;
 
+/// `text` with the number after every `key` divided by 100 (the profile's costs, whatever their
+/// fitted values).
+fn hundredth(text: &str, key: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(i) = rest.find(key) {
+        let (head, tail) = rest.split_at(i + key.len());
+        out.push_str(head);
+        let end = tail
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(tail.len());
+        let v: f64 = tail[..end].parse().expect("a number after the key");
+        out.push_str(&format!("{}", v / 100.0));
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
 fn scenario(text: &str) -> Scenario {
     Scenario::parse("s.toml", text, std::path::Path::new(".")).unwrap()
 }
@@ -70,8 +89,11 @@ fn the_streaming_design_is_cpu_bound_and_issues_the_seeds_four_syncs_per_block()
     assert_eq!(x.count(Counter::OuterInvalLine), blocks * 2 * LINES_PER_MB);
     assert_eq!(x.count(Counter::OuterSync), blocks * 3);
     assert_eq!(x.count(Counter::Wmb), blocks * 3);
+    // for_cpu(TO_DEVICE) issues no operation at all (only the API wrapper's own instructions).
     let to_cpu = x.call("dma_sync_single_for_cpu(TO_DEVICE)").unwrap();
-    assert_eq!((to_cpu.count, to_cpu.total_ps), (blocks, 0));
+    assert_eq!(to_cpu.count, blocks);
+    assert!(to_cpu.counts.iter().all(|&n| n == 0), "{:?}", to_cpu.counts);
+    assert!(to_cpu.total_ps < blocks * 100_000, "{} ps", to_cpu.total_ps);
     for c in [
         "dma_sync_single_for_device(TO_DEVICE)",
         "dma_sync_single_for_device(FROM_DEVICE)",
@@ -147,16 +169,17 @@ fn the_bottleneck_moves_with_the_engines_bandwidth() {
 fn the_bottleneck_moves_with_the_cost_of_the_syncs() {
     // The same streaming loop on a Zynq whose maintenance and writebacks cost a hundredth: the syncs
     // no longer hold the CPU back, and the engine becomes the limit.
-    let cheap = PROFILE
-        .replace("clean_line = { ns = 50", "clean_line = { ns = 0.5")
-        .replace("inval_line = { ns = 50", "inval_line = { ns = 0.5")
-        .replace(
-            "clean_inval_line = { ns = 50",
-            "clean_inval_line = { ns = 0.5",
-        )
-        .replace("issue = { cycles = 4", "issue = { cycles = 0.04")
-        .replace("l1_writeback = { ns = 40", "l1_writeback = { ns = 0.4")
-        .replace("l2_writeback = { ns = 60", "l2_writeback = { ns = 0.6");
+    let mut cheap = PROFILE.to_string();
+    for key in [
+        "clean_line = { ns = ",
+        "inval_line = { ns = ",
+        "clean_inval_line = { ns = ",
+        "issue = { cycles = ",
+        "l1_writeback = { ns = ",
+        "l2_writeback = { ns = ",
+    ] {
+        cheap = hundredth(&cheap, key);
+    }
     let mut s = scenario(STREAMING);
     let before = run(&s).runs[0].clone();
     s.set_profile(Profile::parse("cheap.toml", &cheap).unwrap())
@@ -306,4 +329,48 @@ fn a_block_user_space_wrote_costs_its_clean_more_than_the_invalidate() {
     // Through an uncached mapping the caches are never touched.
     let wc = only(STREAMING, "write-combine");
     assert_eq!(wc.runs[0].count(Counter::L1Writeback), 0);
+}
+
+#[test]
+fn charged_user_access_makes_the_uncached_mapping_pay_for_every_read() {
+    // The seed's first design, with the program reading and writing each block byte by byte (its
+    // test loop): through the coherent (Normal non-cacheable) mapping every byte is a bus
+    // transaction, through streaming's cached mapping one line fill per 32 bytes at most.
+    let text = OPTIONS
+        .replace(
+            r#"coherence = ["coherent", "streaming", "streaming-partial", "write-combine", "acp", "bounce", "user-pages"]"#,
+            r#"coherence = ["coherent", "streaming"]"#,
+        )
+        .replace("device_mb_s = 600", "device_mb_s = 600\nuser_access_bytes = 1");
+    let r = run(&scenario(&text));
+    let (coh, st) = (&r.runs[0], &r.runs[1]);
+    assert!(coh.user_access_charged && st.user_access_charged);
+    assert!(coh.split.user_read_ps > 0 && st.split.user_read_ps > 0);
+    assert!(
+        coh.split.user_read_ps > 10 * st.split.user_read_ps,
+        "uncached reads {} ps vs cached {} ps",
+        coh.split.user_read_ps,
+        st.split.user_read_ps
+    );
+    assert_eq!(
+        coh.count(Counter::LineFill),
+        0,
+        "uncached reads fill no line"
+    );
+    assert!(st.count(Counter::LineFill) > 0);
+    // Not charged (the default): the same runs spend nothing in user space.
+    let free = run(&scenario(
+        &text.replace("user_access_bytes = 1", "user_access_bytes = 0"),
+    ));
+    assert!(!free.runs[0].user_access_charged);
+    assert_eq!(free.runs[0].split.user_read_ps, 0);
+    // A size the CPU does not have is bad input.
+    let e = Scenario::parse(
+        "s.toml",
+        &text.replace("user_access_bytes = 1", "user_access_bytes = 16"),
+        std::path::Path::new("."),
+    )
+    .unwrap_err();
+    assert_eq!(e.key.as_deref(), Some("workload.user_access_bytes"), "{e}");
+    assert!(e.line.is_some(), "{e}");
 }

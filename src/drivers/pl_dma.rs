@@ -180,6 +180,18 @@ pub enum UserMemory {
 }
 
 impl UserMemory {
+    /// The memory type an ARMv7 3.16–4.0 kernel maps it with: `arm_dma_mmap`'s
+    /// `__get_dma_pgprot` for the coherent and write-combined buffers (both Normal non-cacheable,
+    /// bufferable), cacheable otherwise.
+    pub fn memory_type(self) -> crate::hw::memory::MemType {
+        use crate::arch::arm::pgtable::get_dma_pgprot;
+        match self {
+            UserMemory::Cached => crate::hw::memory::MemType::Cached,
+            UserMemory::DmaCoherent => get_dma_pgprot(false).memory_type(),
+            UserMemory::WriteCombine => get_dma_pgprot(true).memory_type(),
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             UserMemory::Cached => "cached",
@@ -196,32 +208,33 @@ pub enum Access {
     Write,
 }
 
-/// User space reading or writing `bytes` of a block at `start` through a mapping of type `mem`.
-///
-/// The cache state follows now: through a cached mapping the lines are read in, or left dirty
-/// by a write, in the functional cache model (`Hw::cpu_touch`, which charges nothing), so the
-/// sync that follows pays for the dirty lines it writes back; a non-cacheable or write-combined
-/// mapping bypasses the caches and leaves them as they were.
-///
-/// HOOK — the *time* user space spends (by memory type and access size: a byte loop over
-/// uncached memory, a memcpy over cached memory) is the cache model's user-access workload,
-/// which is not in this build. Until it is, nothing is charged and the answer is `false`, which
-/// every report prints as "not charged".
+/// User space reading or writing `bytes` of a block at `start` through a mapping of type `mem`,
+/// with loads or stores of `size` bytes, charged by the memory type the release's page tables
+/// give that mapping ([`UserMemory::memory_type`]) through `Hw::cpu_access`: a cached mapping
+/// through the functional cache model (fills, and lines a write leaves dirty, which the sync that
+/// follows pays to write back), any other a bus transaction per access. With `size` 0 the pass
+/// is not charged (the seed's accounting counts only the driver), but through a cached mapping
+/// the caches' state still follows it (`Hw::cpu_touch`). Returns whether it was charged.
 pub fn user_access(
     hw: &mut dyn Hw,
     mem: UserMemory,
     access: Access,
     start: PhysAddr,
     bytes: u64,
+    size: u64,
 ) -> bool {
-    if mem == UserMemory::Cached {
-        let a = match access {
-            Access::Read => CacheAccess::Read,
-            Access::Write => CacheAccess::Write,
-        };
-        hw.cpu_touch(a, start, bytes);
+    let a = match access {
+        Access::Read => CacheAccess::Read,
+        Access::Write => CacheAccess::Write,
+    };
+    if size == 0 {
+        if mem == UserMemory::Cached {
+            hw.cpu_touch(a, start, bytes);
+        }
+        return false;
     }
-    false
+    hw.cpu_access(a, mem.memory_type(), size, start, bytes);
+    true
 }
 
 /// The driver's typed configuration.
@@ -235,6 +248,8 @@ pub struct PlDmaConfig {
     pub used_bytes: u64,
     /// Slots the driver and user space cycle through (the queue depth).
     pub slots: u32,
+    /// Bytes per load or store of the user program's pass over a block (0: not charged).
+    pub user_access_bytes: u64,
 }
 
 /// One buffer of one slot.
@@ -367,13 +382,14 @@ impl PlDma {
     /// The user program's work on a slot before it is enqueued: it writes the bytes it sends.
     pub fn user_produce(&mut self, hw: &mut Model, slot: usize) {
         let used = self.cfg.used_bytes;
+        let size = self.cfg.user_access_bytes;
         let mem = self.cfg.coherence.user_memory();
         for i in 0..self.slots[slot].len() {
             let b = &self.slots[slot][i];
             if b.dir == DmaDirection::ToDevice {
                 let at = b.user.unwrap_or(b.phys);
                 hw.enter("user: write block");
-                self.user_access_charged |= user_access(hw, mem, Access::Write, at, used);
+                self.user_access_charged |= user_access(hw, mem, Access::Write, at, used, size);
                 hw.leave();
             }
         }
@@ -382,13 +398,14 @@ impl PlDma {
     /// The user program's work on a slot after it was dequeued: it reads the bytes it received.
     pub fn user_consume(&mut self, hw: &mut Model, slot: usize) {
         let used = self.cfg.used_bytes;
+        let size = self.cfg.user_access_bytes;
         let mem = self.cfg.coherence.user_memory();
         for i in 0..self.slots[slot].len() {
             let b = &self.slots[slot][i];
             if b.dir == DmaDirection::FromDevice {
                 let at = b.user.unwrap_or(b.phys);
                 hw.enter("user: read block");
-                self.user_access_charged |= user_access(hw, mem, Access::Read, at, used);
+                self.user_access_charged |= user_access(hw, mem, Access::Read, at, used, size);
                 hw.leave();
             }
         }

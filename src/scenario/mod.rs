@@ -969,6 +969,39 @@ impl Scenario {
             u.check(self)?;
         }
         if let Workload::Pipeline(p) = &self.workload {
+            // The user program's pass over each block: a size the CPU has, priced for every
+            // memory type and direction an option maps the blocks with.
+            let arch = self.profile.arch();
+            let size = p.user_access_bytes;
+            if size > 0 && !crate::hw::memory::access_sizes(arch).contains(&size) {
+                return Err(InputError {
+                    file: self.file.clone(),
+                    line: p.user_access_line,
+                    key: Some("workload.user_access_bytes".into()),
+                    message: format!(
+                        "{} has no {size}-byte access; its sizes: {:?}",
+                        arch.name(),
+                        crate::hw::memory::access_sizes(arch)
+                    ),
+                });
+            }
+            for &c in p.coherence.iter().filter(|_| size > 0) {
+                for d in p.flow.directions() {
+                    let write = *d == crate::types::DmaDirection::ToDevice;
+                    let why = format!(
+                        "the pipeline's `{}` option (user space {} each block through a {} mapping)",
+                        c.name(),
+                        if write { "writes" } else { "reads" },
+                        c.user_memory().name()
+                    );
+                    self.profile.require_access(
+                        c.user_memory().memory_type(),
+                        write,
+                        size,
+                        &why,
+                    )?;
+                }
+            }
             if self.iommu.is_some() {
                 return Err(self.error(
                     &file(self.lines.kind),
