@@ -402,13 +402,22 @@ fn reproduce_the_eight_sync_timings_within_ten_percent() {
     let r = dmasim::reproduce::zynq_coherent_streaming::run().unwrap();
     let mut fitted = std::collections::BTreeSet::new();
     let mut compared = 0;
+    let mut other_fits = std::collections::BTreeSet::new();
     for row in &r.rows {
-        fitted.extend(row.fitted_params.iter().cloned());
         if row.id.ends_with("overhead_per_mb") {
             assert!(row.model > 7.0, "{}", row.model);
             continue;
         }
         let p = row.published.unwrap();
+        // The pipeline's throughput and the byte loop: within 15 % (their own acceptance line),
+        // the byte loop with its own single fitted cost.
+        if row.id.contains("throughput") || row.id.contains("byte_loop") {
+            other_fits.extend(row.fitted_params.iter().cloned());
+            let e = (row.model - p) / p;
+            assert!(e.abs() < 0.15, "{}: {} vs {p}", row.id, row.model);
+            continue;
+        }
+        fitted.extend(row.fitted_params.iter().cloned());
         compared += 1;
         if p == 0.0 {
             // Only the API wrapper's own instructions: well under the microsecond printed.
@@ -426,6 +435,10 @@ fn reproduce_the_eight_sync_timings_within_ten_percent() {
     }
     assert_eq!(compared, 8);
     assert!(fitted.len() <= 4, "{fitted:?}");
+    assert_eq!(
+        other_fits.into_iter().collect::<Vec<_>>(),
+        ["memory_type.normal_nc.read_1".to_string()]
+    );
     let row = |id: &str| r.rows.iter().find(|x| x.id.ends_with(id)).unwrap();
     let (to, from) = (
         row("for_device.to_device.1"),

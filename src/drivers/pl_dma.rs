@@ -22,7 +22,8 @@
 //! computes its own time: every CPU step is the Model clock's advance across it; only the
 //! engine's transfer time comes from a bandwidth. User-space access to a block goes through
 //! [`user_access`]: the cache state follows it (a block user space wrote through a cached
-//! mapping is dirty when it is synced), its time is a hook for the cache model's access costs.
+//! mapping is dirty when it is synced), and with `user_access_bytes` its time is charged by the
+//! mapping's memory type.
 
 use crate::dma::mapping::DmaApi;
 use crate::hw::cache::Access as CacheAccess;

@@ -352,7 +352,7 @@ pub struct OptionRun {
     pub counts: [u64; Counter::N],
     pub stacks: Vec<StackRow>,
     pub split: CpuSplit,
-    /// Whether user access was charged (false until the cache model prices it).
+    /// Whether user access was charged (`user_access_bytes` above 0).
     pub user_access_charged: bool,
     /// Blocks whose bytes, as user space read them, were not what the engine wrote.
     pub data_errors: u64,
@@ -642,7 +642,7 @@ fn advise(runs: &[OptionRun]) -> Advice {
     }
     if !runs.iter().any(|r| r.user_access_charged) {
         why.push_str(
-            "; user-space access to the blocks is not charged in this build (the cache model's access costs are a hook), so an uncached or write-combined user mapping looks free here",
+            "; user space's own pass over the blocks is not charged (user_access_bytes = 0, the seed's accounting), so an uncached or write-combined user mapping looks free here: set user_access_bytes to price it",
         );
     }
     Advice {
@@ -690,7 +690,7 @@ struct OptionDoc {
     device_busy_fraction: f64,
     bottleneck: &'static str,
     cpu_split_ms_per_mb: BTreeMap<&'static str, f64>,
-    /// `null` while user access is not charged (the cache model's hook).
+    /// `null` when user access is not charged (`user_access_bytes = 0`).
     user_read_ms_per_mb: Option<f64>,
     user_write_ms_per_mb: Option<f64>,
     data_errors: u64,
@@ -807,7 +807,7 @@ pub fn table(r: &PipelineResult) -> String {
     if !charged {
         let _ = writeln!(
             o,
-            "(user access: a hook until the cache model prices reads and writes by memory type)"
+            "(user access not charged: user_access_bytes = 0, the driver's time only, as the seed counts)"
         );
     }
     for x in &r.runs {
