@@ -18,6 +18,17 @@
 //! loop, not this backend, decides how often it looks and how long it sleeps between looks. That
 //! side is the [`SmmuPort`] impl; with no `[smmu]` section its costs are 0.
 //!
+//! On a NUMA machine ([`NumaLines`], from the profile's `[numa] line_ns`) an SMMUv3's command
+//! queue has a home node, learnt from the `CMDQ_BASE` write at probe, and a command list runs
+//! its protocol against the topology (5.10–5.15 MSI polling, coherent SMMU): the CPU's stores
+//! into the queue need the line from its home (`dma_wmb()` before the doorbell waits for them;
+//! the misses of one list overlap, so one transfer per list); the SMMU reads the commands from
+//! the home node (one transfer per list, later lines prefetched behind it); a `CMD_SYNC`
+//! completes with the SMMU writing its MSI payload into the sync's slot (one transfer to the
+//! home node); the CPU spinning on that slot (`smp_cond_load_relaxed`) then reloads the line
+//! from its home. Each transfer is priced `line_ps[initiator's node][queue's node]`. Without
+//! `NumaLines` or before `CMDQ_BASE` is written, none of this is charged.
+//!
 //! With a functional cache model (the profile's `[cache_model]`), each line's operation also
 //! depends on the line's state ([`super::cache`]): a clean of a line that is dirty in the L1
 //! writes it back into the next level, which occupies the L1's one eviction buffer for
@@ -181,6 +192,37 @@ impl ModelParams {
     }
 }
 
+/// Where the SMMUv3 command queue's lines travel on a NUMA machine: each node's memory, the
+/// nodes of the running CPU and of the SMMU, and what one cache-line transfer costs between an
+/// initiator's node and a line's home node.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NumaLines {
+    /// `(base, size, node)` of each node's memory.
+    pub memory: Vec<(u64, u64, u32)>,
+    /// The node of the CPU that issues commands and polls for their completion.
+    pub cpu_node: u32,
+    pub smmu_node: u32,
+    /// `line_ps[initiator node][home node]`.
+    pub line_ps: Vec<Vec<u64>>,
+}
+
+impl NumaLines {
+    fn node_of(&self, phys: u64) -> Option<u32> {
+        self.memory
+            .iter()
+            .find(|(b, s, _)| phys >= *b && phys - b < *s)
+            .map(|t| t.2)
+    }
+
+    fn line(&self, from: u32, home: u32) -> u64 {
+        self.line_ps
+            .get(from as usize)
+            .and_then(|r| r.get(home as usize))
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
 /// The modelled machine: one CPU's clock plus the maintenance pipeline behind it.
 #[derive(Clone, Debug)]
 pub struct Model {
@@ -195,6 +237,10 @@ pub struct Model {
     caches: Option<Caches>,
     /// When the L1's eviction buffer is next free (cache model only).
     evict_free: u64,
+    /// The NUMA machine's line transfers, when the profile gives them.
+    numa: Option<NumaLines>,
+    /// The SMMUv3 command queue's home node, once `CMDQ_BASE` has been written.
+    cmdq_node: Option<u32>,
     pub ledger: Ledger,
 }
 
@@ -209,7 +255,35 @@ impl Model {
             smmu_sync_done: 0,
             caches,
             evict_free: 0,
+            numa: None,
+            cmdq_node: None,
             ledger: Ledger::default(),
+        }
+    }
+
+    /// Price the SMMUv3 queue's protocol against a NUMA topology (see the module header).
+    pub fn set_numa(&mut self, numa: NumaLines) {
+        self.numa = Some(numa);
+    }
+
+    /// The node the CPU making calls runs on, for a machine with [`NumaLines`].
+    pub fn set_cpu_node(&mut self, node: u32) {
+        if let Some(n) = &mut self.numa {
+            n.cpu_node = node;
+        }
+    }
+
+    /// The command queue's home node, as the SMMU learnt it from `CMDQ_BASE`.
+    pub fn cmdq_node(&self) -> Option<u32> {
+        self.cmdq_node
+    }
+
+    /// One line transfer of the command queue for the CPU and for the SMMU, in ps; `(0, 0)`
+    /// without a topology or before the queue's base is known.
+    fn cmdq_line_ps(&self) -> (u64, u64) {
+        match (&self.numa, self.cmdq_node) {
+            (Some(n), Some(q)) => (n.line(n.cpu_node, q), n.line(n.smmu_node, q)),
+            _ => (0, 0),
         }
     }
 
@@ -433,7 +507,7 @@ impl Hw for Model {
 }
 
 impl SmmuPort for Model {
-    fn mmio_write(&mut self, reg: MmioReg, _val: u64) {
+    fn mmio_write(&mut self, reg: MmioReg, val: u64) {
         let p = self.smmu();
         self.ledger.count(reg.counter(), 1);
         self.advance(p.mmio_write_ps);
@@ -442,6 +516,11 @@ impl SmmuPort for Model {
             MmioReg::SmmuTlbiasid => self.smmu_work(p.tlbi_asid_ps),
             MmioReg::SmmuTlbsync => self.smmu_sync(p.sync_ps),
             MmioReg::SmmuTlbstatus => {}
+            MmioReg::SmmuCmdqBase => {
+                // Q_BASE_ADDR_MASK: bits 51:5 hold the address; the low bits carry LOG2SIZE.
+                let base = val & 0x000f_ffff_ffff_ffe0;
+                self.cmdq_node = self.numa.as_ref().and_then(|n| n.node_of(base));
+            }
         }
     }
 
@@ -468,24 +547,40 @@ impl SmmuPort for Model {
             self.ledger.count(c.counter(), 1);
         }
         self.ledger.count(Counter::CmdqBatch, 1);
-        // Entries are written to memory, then the producer index is published by one write.
+        let (cpu_line, smmu_line) = self.cmdq_line_ps();
+        // Entries are written to memory (their line fetched from its home before dma_wmb()
+        // lets the doorbell go), then the producer index is published by one write.
         self.advance(
             (cmds.len() as u64)
                 .saturating_mul(p.cmdq_write_ps)
+                .saturating_add(cpu_line)
                 .saturating_add(p.mmio_write_ps),
         );
+        // The SMMU fetches the new commands from the queue's home node.
+        if !cmds.is_empty() {
+            self.smmu_work(smmu_line);
+        }
         for &c in cmds {
             match c {
                 SmmuCmdKind::TlbiNhVa => self.smmu_work(p.tlbi_va_ps),
                 SmmuCmdKind::TlbiNhAsid => self.smmu_work(p.tlbi_asid_ps),
-                SmmuCmdKind::Sync => self.smmu_sync(p.sync_ps),
+                // Its MSI write into the sync's slot reaches the home node after the sync.
+                SmmuCmdKind::Sync => self.smmu_sync(p.sync_ps.saturating_add(smmu_line)),
             }
         }
     }
 
     fn smmu_cmdq_wait_sync(&mut self) {
         // Reported like a barrier's stall: the wait, apart from the instructions that asked.
-        let wait = self.smmu_sync_done.saturating_sub(self.now);
+        // The polling CPU sees the MSI payload once the slot's line has come back from its
+        // home node.
+        let (cpu_line, _) = self.cmdq_line_ps();
+        let seen = if cpu_line > 0 {
+            self.smmu_sync_done.max(self.now).saturating_add(cpu_line)
+        } else {
+            self.smmu_sync_done
+        };
+        let wait = seen.saturating_sub(self.now);
         self.now = self.now.saturating_add(wait);
         self.ledger.charge_wait(wait);
     }
