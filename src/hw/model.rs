@@ -769,6 +769,69 @@ mod tests {
         assert_eq!(m.ledger.totals()[Counter::CmdqBatch as usize], 1);
     }
 
+    fn numa_model(cpu_node: u32, smmu_node: u32) -> Model {
+        let mut p = params(1, 1, 0, 1);
+        p.smmu = Some(SmmuParams {
+            kind: SmmuKind::SmmuV3,
+            mmio_write_ps: 10,
+            cmdq_write_ps: 5,
+            tlbi_va_ps: 40,
+            sync_ps: 100,
+            ..SmmuParams::default()
+        });
+        let mut m = Model::new(p);
+        m.set_numa(NumaLines {
+            memory: vec![(0, 1 << 30, 0), (1 << 30, 1 << 30, 1)],
+            cpu_node,
+            smmu_node,
+            line_ps: vec![vec![1_000, 7_000], vec![7_000, 1_000]],
+        });
+        m
+    }
+
+    /// The queue's home node comes from the CMDQ_BASE write, and a sync pays four line
+    /// transfers priced by where its initiators sit: the CPU's store and reload, the SMMU's
+    /// command read and MSI write.
+    #[test]
+    fn a_cmd_sync_pays_four_line_transfers_by_the_queues_home_node() {
+        let mut t = Vec::new();
+        for base in [0x1000u64, (1 << 30) + 0x1000] {
+            let mut m = numa_model(1, 1);
+            m.mmio_write(MmioReg::SmmuCmdqBase, base | 11);
+            let start = m.now_ps();
+            m.smmu_cmdq_issue(&[SmmuCmdKind::Sync]);
+            m.smmu_cmdq_wait_sync();
+            t.push(m.now_ps() - start);
+            assert_eq!(m.ledger.totals()[Counter::SmmuCmdqBase as usize], 1);
+        }
+        // Remote queue (node 0 from node 1): 5 + 7000 + 10, SMMU 7000 + 100 + 7000, reload 7000.
+        assert_eq!(t[0], 5 + 10 + 100 + 4 * 7_000);
+        assert_eq!(t[1], 5 + 10 + 100 + 4 * 1_000);
+        // The CPU on the queue's node and the SMMU away from it: two transfers of each kind.
+        let mut m = numa_model(0, 1);
+        m.mmio_write(MmioReg::SmmuCmdqBase, 0x1000);
+        let start = m.now_ps();
+        m.smmu_cmdq_issue(&[SmmuCmdKind::Sync]);
+        m.smmu_cmdq_wait_sync();
+        assert_eq!(m.now_ps() - start, 5 + 10 + 100 + 2 * 1_000 + 2 * 7_000);
+    }
+
+    /// Without a known queue base, or for an address on no node, nothing is priced by node.
+    #[test]
+    fn no_queue_base_no_line_transfers() {
+        for base in [None, Some(1u64 << 40)] {
+            let mut m = numa_model(1, 1);
+            if let Some(b) = base {
+                m.mmio_write(MmioReg::SmmuCmdqBase, b);
+            }
+            assert_eq!(m.cmdq_node(), None);
+            let start = m.now_ps();
+            m.smmu_cmdq_issue(&[SmmuCmdKind::Sync]);
+            m.smmu_cmdq_wait_sync();
+            assert_eq!(m.now_ps() - start, 5 + 10 + 100);
+        }
+    }
+
     #[test]
     fn wmb_is_priced_and_counted_apart_from_the_full_barrier() {
         let mut m = Model::new(params(10, 1000, 0, 50));
