@@ -154,6 +154,9 @@ pub struct IommuConfig {
     pub smmu: SmmuModel,
     /// The SMMU's table walker snoops CPU caches (`dma-coherent` on the SMMU node): no PTE cleaning.
     pub coherent_walk: bool,
+    /// `dev_to_node(iommu_dev)`: io-pgtable allocates its tables there
+    /// (`__arm_lpae_alloc_pages` → `alloc_pages_node`), falling back along the zonelist.
+    pub node: u32,
 }
 
 /// What setup needs to give a device its ops: the platform, the policies in effect, the device,
@@ -321,6 +324,7 @@ pub fn iommu_domain_alloc_with_cmdq(
         let walk_sync = (!cfg.coherent_walk).then(|| arch_dma(profile, p));
         let pcfg = IoPgtableCfg {
             block_unmap: p.block_unmap,
+            node: cfg.node,
             ..IoPgtableCfg::new(cfg.granule, cfg.ias)
         };
         let t = ArmLpaeIoPgtable::new(hw, pcfg, mem, walk_sync)?;

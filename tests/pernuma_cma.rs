@@ -134,5 +134,8 @@ fn reproduce_pernuma_cma_is_within_ten_percent_with_one_fitted_parameter() {
     assert!(u0.published.is_none() && u2.published.is_none());
     assert_eq!(u0.detail["cmd_tlbi_nh_va"], 1);
     assert_eq!(u0.detail["cmd_sync"], 1);
+    // io-pgtable's tables come from the SMMU's node whatever the CMA areas.
+    assert_eq!(u0.detail["pgtable_node"], 2);
+    assert_eq!(u2.detail["pgtable_node"], 2);
     assert!(u0.model > u2.model);
 }
