@@ -14,6 +14,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/published/batched-sync.toml"),
     ),
     (
+        "pernuma-cma",
+        include_str!("../data/published/pernuma-cma.toml"),
+    ),
+    (
         "smmu-walk-flush",
         include_str!("../data/published/smmu-walk-flush.toml"),
     ),

@@ -167,6 +167,9 @@ pub struct IommuConfig {
     pub smmu: SmmuModel,
     /// The SMMU's table walker snoops CPU caches (`dma-coherent` on the SMMU node): no PTE cleaning.
     pub coherent_walk: bool,
+    /// `dev_to_node(iommu_dev)`: io-pgtable allocates its tables there
+    /// (`__arm_lpae_alloc_pages` → `alloc_pages_node`), falling back along the zonelist.
+    pub node: u32,
 }
 
 /// What setup needs to give a device its ops: the platform, the policies in effect, the device,
@@ -326,11 +329,25 @@ pub fn iommu_domain_alloc(
     p: &Policies,
     mem: SharedPhysMem,
 ) -> Result<IommuDomain, SetupError> {
+    iommu_domain_alloc_with_cmdq(hw, cfg, profile, p, mem, Cmdq::new(8))
+}
+
+/// [`iommu_domain_alloc`] for an SMMUv3 whose command queue probe sized (`cmdq`; ignored for an
+/// MMU-500).
+pub fn iommu_domain_alloc_with_cmdq(
+    hw: &mut Model,
+    cfg: &IommuConfig,
+    profile: &Profile,
+    p: &Policies,
+    mem: SharedPhysMem,
+    cmdq: Cmdq,
+) -> Result<IommuDomain, SetupError> {
     hw.enter("iommu_domain_alloc");
     let r = (|| {
         let walk_sync = (!cfg.coherent_walk).then(|| arch_dma(profile, p));
         let pcfg = IoPgtableCfg {
             block_unmap: p.block_unmap,
+            node: cfg.node,
             ..IoPgtableCfg::new(cfg.granule, cfg.ias)
         };
         let t = ArmLpaeIoPgtable::new(hw, pcfg, mem, walk_sync)?;
@@ -339,14 +356,8 @@ pub fn iommu_domain_alloc(
                 ArmSmmuDomain::new(hw, 1, p.walk_flush.ops()).with_coherent_walk(cfg.coherent_walk),
             ),
             SmmuModel::SmmuV3 { range_inv } => Box::new(
-                ArmSmmuV3Domain::new(
-                    hw,
-                    1,
-                    cfg.granule,
-                    SmmuV3Features { range_inv },
-                    Cmdq::new(8),
-                )?
-                .with_rules(p.smmuv3_inv),
+                ArmSmmuV3Domain::new(hw, 1, cfg.granule, SmmuV3Features { range_inv }, cmdq)?
+                    .with_rules(p.smmuv3_inv),
             ),
         };
         Ok(IommuDomain::new(hw, t, ops, p.unmap_split.ops()))
@@ -399,6 +410,26 @@ pub fn numa_memory(profile: &Profile, fallback: Vec<NodeRange>) -> PhysMem {
             .collect(),
     );
     mem
+}
+
+/// The line transfers of the profile's topology (`[numa] line_ns`), with the CPU making calls on
+/// `cpu_node` and the SMMU on its initiator's node; `None` without them, and then the Model
+/// prices nothing by node.
+pub fn numa_lines(profile: &Profile, cpu_node: u32) -> Option<crate::hw::model::NumaLines> {
+    let t = profile.numa.as_ref()?;
+    let line_ps = t.line_ps.clone()?;
+    let smmu_node = t
+        .first_of(crate::platform::numa::InitiatorKind::Smmu)
+        .map_or(cpu_node, |i| i.node);
+    Some(crate::hw::model::NumaLines {
+        memory: t
+            .memory_nodes()
+            .map(|n| (n.mem_base, n.mem_size, n.id))
+            .collect(),
+        cpu_node,
+        smmu_node,
+        line_ps,
+    })
 }
 
 /// Boot's CMA reservations (`dma_contiguous_reserve()` and the per-node areas, in the

@@ -153,6 +153,34 @@ fn a_matrix_that_is_not_square_is_bad_input() {
 }
 
 #[test]
+fn a_line_ns_matrix_that_is_not_square_or_negative_is_bad_input() {
+    let t = Scratch::new("line");
+    let text = KUNPENG.replace(
+        "[115.6, 115.6, 34, 80], [115.6, 115.6, 80, 34]]",
+        "[115.6, 115.6, 34], [115.6, 115.6, 80, 34]]",
+    );
+    assert_ne!(text, KUNPENG);
+    let (o, p) = run_on(&t, &text, BATCHED);
+    let e = input_error(
+        &o,
+        &p,
+        line_of(&text, "[115.6, 115.6, 34], "),
+        "numa.line_ns.value[2]",
+    );
+    assert!(e.contains("not square"), "{e}");
+    let text = KUNPENG.replace("value = [[34, 80,", "value = [[-34, 80,");
+    assert_ne!(text, KUNPENG);
+    let (o, p) = run_on(&t, &text, BATCHED);
+    let e = input_error(
+        &o,
+        &p,
+        line_of(&text, "[[-34, 80,"),
+        "numa.line_ns.value[0][0]",
+    );
+    assert!(e.contains("non-negative"), "{e}");
+}
+
+#[test]
 fn a_device_on_a_node_without_memory_is_bad_input() {
     let t = Scratch::new("memless");
     // Node 2 without memory: the SMMU the profile puts there is refused.

@@ -105,6 +105,9 @@ pub enum MmioReg {
     SmmuTlbsync,
     /// `ARM_SMMU_CB_TLBSTATUS`: bit 0 (`GSACTIVE`) is set while a sync is still in progress.
     SmmuTlbstatus,
+    /// SMMUv3 `ARM_SMMU_CMDQ_BASE`: the command queue's physical address, written once at probe
+    /// (`arm_smmu_device_reset()`); from then on the SMMU reads commands from that memory.
+    SmmuCmdqBase,
 }
 
 impl MmioReg {
@@ -115,6 +118,7 @@ impl MmioReg {
             MmioReg::SmmuTlbiasid => Counter::SmmuTlbiasid,
             MmioReg::SmmuTlbsync => Counter::SmmuTlbsync,
             MmioReg::SmmuTlbstatus => Counter::SmmuTlbstatusRead,
+            MmioReg::SmmuCmdqBase => Counter::SmmuCmdqBase,
         }
     }
 }
@@ -166,6 +170,8 @@ pub enum Counter {
     SmmuTlbiasid,
     SmmuTlbsync,
     SmmuTlbstatusRead,
+    /// `ARM_SMMU_CMDQ_BASE` writes (one per probe).
+    SmmuCmdqBase,
     /// `udelay()` calls (each of any length).
     Udelay,
     CmdqTlbiNhVa,
@@ -218,7 +224,7 @@ pub enum Counter {
 }
 
 impl Counter {
-    pub const ALL: [Counter; 38] = [
+    pub const ALL: [Counter; 39] = [
         Counter::CacheCleanLine,
         Counter::CacheInvalLine,
         Counter::CacheCleanInvalLine,
@@ -233,6 +239,7 @@ impl Counter {
         Counter::SmmuTlbiasid,
         Counter::SmmuTlbsync,
         Counter::SmmuTlbstatusRead,
+        Counter::SmmuCmdqBase,
         Counter::Udelay,
         Counter::CmdqTlbiNhVa,
         Counter::CmdqTlbiNhAsid,
@@ -277,6 +284,7 @@ impl Counter {
             Counter::SmmuTlbiasid => "smmu_tlbiasid",
             Counter::SmmuTlbsync => "smmu_tlbsync",
             Counter::SmmuTlbstatusRead => "smmu_tlbstatus_read",
+            Counter::SmmuCmdqBase => "smmu_cmdq_base",
             Counter::Udelay => "udelay",
             Counter::CmdqTlbiNhVa => "cmdq_tlbi_nh_va",
             Counter::CmdqTlbiNhAsid => "cmdq_tlbi_nh_asid",
@@ -331,6 +339,7 @@ impl Counter {
             (Counter::SmmuTlbiasid, _) => "TLBIASID write",
             (Counter::SmmuTlbsync, _) => "TLBSYNC write",
             (Counter::SmmuTlbstatusRead, _) => "TLBSTATUS read",
+            (Counter::SmmuCmdqBase, _) => "CMDQ_BASE write",
             (Counter::Udelay, _) => "udelay()",
             (Counter::CmdqTlbiNhVa, _) => "CMD_TLBI_NH_VA",
             (Counter::CmdqTlbiNhAsid, _) => "CMD_TLBI_NH_ASID",

@@ -18,6 +18,17 @@
 //! loop, not this backend, decides how often it looks and how long it sleeps between looks. That
 //! side is the [`SmmuPort`] impl; with no `[smmu]` section its costs are 0.
 //!
+//! On a NUMA machine ([`NumaLines`], from the profile's `[numa] line_ns`) an SMMUv3's command
+//! queue has a home node, learnt from the `CMDQ_BASE` write at probe, and a command list runs
+//! its protocol against the topology (5.10–5.15 MSI polling, coherent SMMU): the CPU's stores
+//! into the queue need the line from its home (`dma_wmb()` before the doorbell waits for them;
+//! the misses of one list overlap, so one transfer per list); the SMMU reads the commands from
+//! the home node (one transfer per list, later lines prefetched behind it); a `CMD_SYNC`
+//! completes with the SMMU writing its MSI payload into the sync's slot (one transfer to the
+//! home node); the CPU spinning on that slot (`smp_cond_load_relaxed`) then reloads the line
+//! from its home. Each transfer is priced `line_ps[initiator's node][queue's node]`. Without
+//! `NumaLines` or before `CMDQ_BASE` is written, none of this is charged.
+//!
 //! With a functional cache model (the profile's `[cache_model]`), each line's operation also
 //! depends on the line's state ([`super::cache`]): a clean of a line that is dirty in the L1
 //! writes it back into the next level, which occupies the L1's one eviction buffer for
@@ -188,6 +199,37 @@ impl ModelParams {
     }
 }
 
+/// Where the SMMUv3 command queue's lines travel on a NUMA machine: each node's memory, the
+/// nodes of the running CPU and of the SMMU, and what one cache-line transfer costs between an
+/// initiator's node and a line's home node.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NumaLines {
+    /// `(base, size, node)` of each node's memory.
+    pub memory: Vec<(u64, u64, u32)>,
+    /// The node of the CPU that issues commands and polls for their completion.
+    pub cpu_node: u32,
+    pub smmu_node: u32,
+    /// `line_ps[initiator node][home node]`.
+    pub line_ps: Vec<Vec<u64>>,
+}
+
+impl NumaLines {
+    fn node_of(&self, phys: u64) -> Option<u32> {
+        self.memory
+            .iter()
+            .find(|(b, s, _)| phys >= *b && phys - b < *s)
+            .map(|t| t.2)
+    }
+
+    fn line(&self, from: u32, home: u32) -> u64 {
+        self.line_ps
+            .get(from as usize)
+            .and_then(|r| r.get(home as usize))
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
 /// The modelled machine: one CPU's clock plus the maintenance pipeline behind it.
 #[derive(Clone, Debug)]
 pub struct Model {
@@ -202,6 +244,10 @@ pub struct Model {
     caches: Option<Caches>,
     /// When the L1's eviction buffer is next free (cache model only).
     evict_free: u64,
+    /// The NUMA machine's line transfers, when the profile gives them.
+    numa: Option<NumaLines>,
+    /// The SMMUv3 command queue's home node, once `CMDQ_BASE` has been written.
+    cmdq_node: Option<u32>,
     pub ledger: Ledger,
 }
 
@@ -216,7 +262,35 @@ impl Model {
             smmu_sync_done: 0,
             caches,
             evict_free: 0,
+            numa: None,
+            cmdq_node: None,
             ledger: Ledger::default(),
+        }
+    }
+
+    /// Price the SMMUv3 queue's protocol against a NUMA topology (see the module header).
+    pub fn set_numa(&mut self, numa: NumaLines) {
+        self.numa = Some(numa);
+    }
+
+    /// The node the CPU making calls runs on, for a machine with [`NumaLines`].
+    pub fn set_cpu_node(&mut self, node: u32) {
+        if let Some(n) = &mut self.numa {
+            n.cpu_node = node;
+        }
+    }
+
+    /// The command queue's home node, as the SMMU learnt it from `CMDQ_BASE`.
+    pub fn cmdq_node(&self) -> Option<u32> {
+        self.cmdq_node
+    }
+
+    /// One line transfer of the command queue for the CPU and for the SMMU, in ps; `(0, 0)`
+    /// without a topology or before the queue's base is known.
+    fn cmdq_line_ps(&self) -> (u64, u64) {
+        match (&self.numa, self.cmdq_node) {
+            (Some(n), Some(q)) => (n.line(n.cpu_node, q), n.line(n.smmu_node, q)),
+            _ => (0, 0),
         }
     }
 
@@ -542,7 +616,7 @@ impl Hw for Model {
 }
 
 impl SmmuPort for Model {
-    fn mmio_write(&mut self, reg: MmioReg, _val: u64) {
+    fn mmio_write(&mut self, reg: MmioReg, val: u64) {
         let p = self.smmu();
         self.ledger.count(reg.counter(), 1);
         self.advance(p.mmio_write_ps);
@@ -551,6 +625,11 @@ impl SmmuPort for Model {
             MmioReg::SmmuTlbiasid => self.smmu_work(p.tlbi_asid_ps),
             MmioReg::SmmuTlbsync => self.smmu_sync(p.sync_ps),
             MmioReg::SmmuTlbstatus => {}
+            MmioReg::SmmuCmdqBase => {
+                // Q_BASE_ADDR_MASK: bits 51:5 hold the address; the low bits carry LOG2SIZE.
+                let base = val & 0x000f_ffff_ffff_ffe0;
+                self.cmdq_node = self.numa.as_ref().and_then(|n| n.node_of(base));
+            }
         }
     }
 
@@ -577,24 +656,40 @@ impl SmmuPort for Model {
             self.ledger.count(c.counter(), 1);
         }
         self.ledger.count(Counter::CmdqBatch, 1);
-        // Entries are written to memory, then the producer index is published by one write.
+        let (cpu_line, smmu_line) = self.cmdq_line_ps();
+        // Entries are written to memory (their line fetched from its home before dma_wmb()
+        // lets the doorbell go), then the producer index is published by one write.
         self.advance(
             (cmds.len() as u64)
                 .saturating_mul(p.cmdq_write_ps)
+                .saturating_add(cpu_line)
                 .saturating_add(p.mmio_write_ps),
         );
+        // The SMMU fetches the new commands from the queue's home node.
+        if !cmds.is_empty() {
+            self.smmu_work(smmu_line);
+        }
         for &c in cmds {
             match c {
                 SmmuCmdKind::TlbiNhVa => self.smmu_work(p.tlbi_va_ps),
                 SmmuCmdKind::TlbiNhAsid => self.smmu_work(p.tlbi_asid_ps),
-                SmmuCmdKind::Sync => self.smmu_sync(p.sync_ps),
+                // Its MSI write into the sync's slot reaches the home node after the sync.
+                SmmuCmdKind::Sync => self.smmu_sync(p.sync_ps.saturating_add(smmu_line)),
             }
         }
     }
 
     fn smmu_cmdq_wait_sync(&mut self) {
         // Reported like a barrier's stall: the wait, apart from the instructions that asked.
-        let wait = self.smmu_sync_done.saturating_sub(self.now);
+        // The polling CPU sees the MSI payload once the slot's line has come back from its
+        // home node.
+        let (cpu_line, _) = self.cmdq_line_ps();
+        let seen = if cpu_line > 0 {
+            self.smmu_sync_done.max(self.now).saturating_add(cpu_line)
+        } else {
+            self.smmu_sync_done
+        };
+        let wait = seen.saturating_sub(self.now);
         self.now = self.now.saturating_add(wait);
         self.ledger.charge_wait(wait);
     }
@@ -871,6 +966,69 @@ mod tests {
         assert_eq!(m.now_ps(), 205);
         assert_eq!(m.ledger.total_ps(), 205);
         assert_eq!(m.ledger.totals()[Counter::CmdqBatch as usize], 1);
+    }
+
+    fn numa_model(cpu_node: u32, smmu_node: u32) -> Model {
+        let mut p = params(1, 1, 0, 1);
+        p.smmu = Some(SmmuParams {
+            kind: SmmuKind::SmmuV3,
+            mmio_write_ps: 10,
+            cmdq_write_ps: 5,
+            tlbi_va_ps: 40,
+            sync_ps: 100,
+            ..SmmuParams::default()
+        });
+        let mut m = Model::new(p);
+        m.set_numa(NumaLines {
+            memory: vec![(0, 1 << 30, 0), (1 << 30, 1 << 30, 1)],
+            cpu_node,
+            smmu_node,
+            line_ps: vec![vec![1_000, 7_000], vec![7_000, 1_000]],
+        });
+        m
+    }
+
+    /// The queue's home node comes from the CMDQ_BASE write, and a sync pays four line
+    /// transfers priced by where its initiators sit: the CPU's store and reload, the SMMU's
+    /// command read and MSI write.
+    #[test]
+    fn a_cmd_sync_pays_four_line_transfers_by_the_queues_home_node() {
+        let mut t = Vec::new();
+        for base in [0x1000u64, (1 << 30) + 0x1000] {
+            let mut m = numa_model(1, 1);
+            m.mmio_write(MmioReg::SmmuCmdqBase, base | 11);
+            let start = m.now_ps();
+            m.smmu_cmdq_issue(&[SmmuCmdKind::Sync]);
+            m.smmu_cmdq_wait_sync();
+            t.push(m.now_ps() - start);
+            assert_eq!(m.ledger.totals()[Counter::SmmuCmdqBase as usize], 1);
+        }
+        // Remote queue (node 0 from node 1): 5 + 7000 + 10, SMMU 7000 + 100 + 7000, reload 7000.
+        assert_eq!(t[0], 5 + 10 + 100 + 4 * 7_000);
+        assert_eq!(t[1], 5 + 10 + 100 + 4 * 1_000);
+        // The CPU on the queue's node and the SMMU away from it: two transfers of each kind.
+        let mut m = numa_model(0, 1);
+        m.mmio_write(MmioReg::SmmuCmdqBase, 0x1000);
+        let start = m.now_ps();
+        m.smmu_cmdq_issue(&[SmmuCmdKind::Sync]);
+        m.smmu_cmdq_wait_sync();
+        assert_eq!(m.now_ps() - start, 5 + 10 + 100 + 2 * 1_000 + 2 * 7_000);
+    }
+
+    /// Without a known queue base, or for an address on no node, nothing is priced by node.
+    #[test]
+    fn no_queue_base_no_line_transfers() {
+        for base in [None, Some(1u64 << 40)] {
+            let mut m = numa_model(1, 1);
+            if let Some(b) = base {
+                m.mmio_write(MmioReg::SmmuCmdqBase, b);
+            }
+            assert_eq!(m.cmdq_node(), None);
+            let start = m.now_ps();
+            m.smmu_cmdq_issue(&[SmmuCmdKind::Sync]);
+            m.smmu_cmdq_wait_sync();
+            assert_eq!(m.now_ps() - start, 5 + 10 + 100);
+        }
     }
 
     #[test]

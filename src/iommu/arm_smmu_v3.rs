@@ -5,7 +5,9 @@
 //! `arm_smmu_iotlb_sync`, `arm_smmu_tlb_inv_range_domain` / `__arm_smmu_tlb_inv_range` (≤ 7.0) and
 //! `arm_smmu_domain_inv_range` / `arm_smmu_inv_size_too_big` (7.1), `arm_smmu_tlb_inv_asid`,
 //! `arm_smmu_cmdq_build_cmd`, `arm_smmu_cmdq_batch_add` / `arm_smmu_cmdq_batch_submit` and
-//! `arm_smmu_cmdq_issue_cmdlist`.
+//! `arm_smmu_cmdq_issue_cmdlist`; at probe `arm_smmu_init_structures()` (`arm_smmu_init_queues`
+//! → `arm_smmu_init_one_queue`, `arm_smmu_init_strtab_2lvl`) and the `CMDQ_BASE` write of
+//! `arm_smmu_device_reset()`.
 //!
 //! What it models: commands are built as 16-byte entries (opcode, ASID, address, and on SMMUv3.2
 //! the range fields TG/TTL/NUM/SCALE) and written into a ring in batches of
@@ -32,12 +34,23 @@
 //! [`CmdqStats::overruns`]. Releases before 5.4 issued each invalidation as its own command list
 //! (no batching); they run with 5.4's rules.
 //!
+//! Probe (5.10): the command queue, the event queue and the stream table's level-1 table come
+//! from `dmam_alloc_coherent()` for the SMMU's own device ([`arm_smmu_init_structures`]), so
+//! their nodes follow dma-direct's rules and the boot's CMA areas; a queue is sized from the
+//! hardware's IDR1 field capped at `Q_MAX_SZ_SHIFT`, halved while the allocation fails and the
+//! queue is at least a page. The PRI queue (SMMUs with PRI) and the level-2 stream tables
+//! (allocated when a master is added) are not modelled.
+//!
 //! Invariants: every command written is published (the doorbell is rung for every batch); after
 //! `iotlb_sync`, `tlb_flush_walk` or `tlb_flush_all` returns, a `CMD_SYNC` issued after every
 //! command of that operation has completed.
 
 use super::{IommuError, IommuFlushOps, IommuIotlbGather, iommu_iotlb_gather_add_page};
-use crate::hw::{DeviceHw, Hw, SmmuCmdKind, SwCost, SwKey};
+use crate::device::Device;
+use crate::dma::coherent::{Allocation, CoherentError, DmaCoherent};
+use crate::dma::contiguous::Gfp;
+use crate::hw::{DeviceHw, Hw, MmioReg, SmmuCmdKind, SwCost, SwKey};
+use crate::mm::physmem::PhysMem;
 
 pub const CMDQ_ENT_DWORDS: usize = 2;
 pub const CMDQ_BATCH_ENTRIES: usize = 64;
@@ -49,6 +62,122 @@ pub const CMDQ_OP_CMD_SYNC: u64 = 0x46;
 const CMDQ_SYNC_0_CS_SEV: u64 = 2;
 const ARM_SMMU_SH_ISH: u64 = 3;
 const ARM_SMMU_MEMATTR_OIWB: u64 = 0xf;
+
+/// `Q_MAX_SZ_SHIFT` (5.10): `PAGE_SHIFT + MAX_ORDER - 1` with 4 KB pages and `MAX_ORDER` 11,
+/// the largest queue `dmam_alloc_coherent()` is asked for (4 MiB).
+pub const Q_MAX_SZ_SHIFT: u32 = 22;
+/// `CMDQ_ENT_SZ_SHIFT`, `EVTQ_ENT_SZ_SHIFT`: 16-byte commands, 32-byte events.
+pub const CMDQ_ENT_SZ_SHIFT: u32 = 4;
+pub const EVTQ_ENT_SZ_SHIFT: u32 = 5;
+/// `CMDQ_MAX_SZ_SHIFT`, `EVTQ_MAX_SZ_SHIFT`: log2 of the most entries a queue may have.
+pub const CMDQ_MAX_SZ_SHIFT: u32 = Q_MAX_SZ_SHIFT - CMDQ_ENT_SZ_SHIFT;
+pub const EVTQ_MAX_SZ_SHIFT: u32 = Q_MAX_SZ_SHIFT - EVTQ_ENT_SZ_SHIFT;
+/// `STRTAB_L1_SZ_SHIFT`, `STRTAB_SPLIT`, `STRTAB_L1_DESC_DWORDS`: the 2-level stream table's
+/// level-1 table is at most 1 MiB of 8-byte descriptors, each covering `1 << STRTAB_SPLIT` SIDs.
+pub const STRTAB_L1_SZ_SHIFT: u32 = 20;
+pub const STRTAB_SPLIT: u32 = 8;
+pub const STRTAB_L1_DESC_DWORDS: u32 = 1;
+/// `Q_BASE_LOG2SIZE` (bits 4:0) and `Q_BASE_ADDR_MASK` (bits 51:5) of a queue base register.
+const Q_BASE_ADDR_MASK: u64 = 0x000f_ffff_ffff_ffe0;
+
+/// What the driver reads from IDR1 at probe (`arm_smmu_device_hw_probe`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SmmuV3Idr1 {
+    /// IDR1.CMDQS: log2 of the most command-queue entries the SMMU supports.
+    pub cmdqs: u32,
+    /// IDR1.EVTQS.
+    pub evtqs: u32,
+    /// IDR1.SIDSIZE: stream ID bits.
+    pub sidsize: u32,
+}
+
+/// One queue's memory after probe.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueMem {
+    pub alloc: Allocation,
+    /// log2 of its entries (`llq.max_n_shift` after any halving).
+    pub max_n_shift: u32,
+}
+
+impl QueueMem {
+    /// The value `arm_smmu_device_reset()` writes to the queue's base register: RWA, address,
+    /// LOG2SIZE.
+    pub fn q_base(&self) -> u64 {
+        const Q_BASE_RWA: u64 = 1 << 62;
+        Q_BASE_RWA | (self.alloc.phys.0 & Q_BASE_ADDR_MASK) | u64::from(self.max_n_shift & 0x1f)
+    }
+}
+
+/// What `arm_smmu_init_structures()` allocated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SmmuV3Structures {
+    pub cmdq: QueueMem,
+    pub evtq: QueueMem,
+    /// The 2-level stream table's level-1 table.
+    pub strtab_l1: Allocation,
+}
+
+/// `arm_smmu_init_one_queue()`: `dmam_alloc_coherent()` of `(1 << max_n_shift) * ent` bytes,
+/// halving the queue while the allocation fails and it is at least a page.
+fn init_one_queue(
+    coh: &mut DmaCoherent,
+    mem: &mut PhysMem,
+    smmu: &Device,
+    mut max_n_shift: u32,
+    ent_sz_shift: u32,
+) -> Result<QueueMem, CoherentError> {
+    loop {
+        let qsz = 1u64 << (max_n_shift + ent_sz_shift);
+        match coh.alloc(mem, smmu, qsz, Gfp::KERNEL, true) {
+            Ok(alloc) => return Ok(QueueMem { alloc, max_n_shift }),
+            Err(e) if qsz < 4096 || max_n_shift == 0 => return Err(e),
+            Err(_) => max_n_shift -= 1,
+        }
+    }
+}
+
+/// `arm_smmu_init_structures()` for an SMMU without PRI, then the `CMDQ_BASE` write of
+/// `arm_smmu_device_reset()` that tells the SMMU where its commands live.
+pub fn arm_smmu_init_structures(
+    hw: &mut dyn DeviceHw,
+    coh: &mut DmaCoherent,
+    mem: &mut PhysMem,
+    smmu: &Device,
+    idr1: SmmuV3Idr1,
+) -> Result<SmmuV3Structures, CoherentError> {
+    hw.enter("arm_smmu_init_structures");
+    let r = (|| {
+        let cmdq = init_one_queue(
+            coh,
+            mem,
+            smmu,
+            idr1.cmdqs.min(CMDQ_MAX_SZ_SHIFT),
+            CMDQ_ENT_SZ_SHIFT,
+        )?;
+        let evtq = init_one_queue(
+            coh,
+            mem,
+            smmu,
+            idr1.evtqs.min(EVTQ_MAX_SZ_SHIFT),
+            EVTQ_ENT_SZ_SHIFT,
+        )?;
+        // arm_smmu_init_strtab_2lvl(): as many L1 descriptors as the SIDs need, capped.
+        let size = (STRTAB_L1_SZ_SHIFT - (STRTAB_L1_DESC_DWORDS.ilog2() + 3))
+            .min(idr1.sidsize.saturating_sub(STRTAB_SPLIT));
+        let l1size = (1u64 << size) * u64::from(STRTAB_L1_DESC_DWORDS) * 8;
+        let strtab_l1 = coh.alloc(mem, smmu, l1size, Gfp::KERNEL, true)?;
+        Ok(SmmuV3Structures {
+            cmdq,
+            evtq,
+            strtab_l1,
+        })
+    })();
+    if let Ok(s) = &r {
+        hw.mmio_write(MmioReg::SmmuCmdqBase, s.cmdq.q_base());
+    }
+    hw.leave();
+    r
+}
 
 /// `struct arm_smmu_cmdq_ent`, the commands this model issues.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -186,6 +315,14 @@ impl Cmdq {
             self.cons = self.prod;
         }
         hw.leave();
+    }
+}
+
+impl Cmdq {
+    /// `arm_smmu_cmdq_issue_sync()` (≤ 5.14): a command list holding only a `CMD_SYNC`, and the
+    /// wait for its completion.
+    pub fn issue_sync(&mut self, hw: &mut dyn DeviceHw, cost: SwCost) {
+        self.issue_cmdlist(hw, cost, &[], true);
     }
 }
 

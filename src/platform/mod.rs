@@ -694,6 +694,23 @@ impl Profile {
                     source: m.source.get_ref().clone(),
                 });
             }
+            if let (Some(m), Some(l)) = (&n.line_ns, &t.line_ps) {
+                let rows: Vec<String> = l
+                    .iter()
+                    .map(|r| {
+                        let v: Vec<String> = r
+                            .iter()
+                            .map(|p| format!("{}", *p as f64 / 1000.0))
+                            .collect();
+                        format!("[{}]", v.join(", "))
+                    })
+                    .collect();
+                out.push(ParamInfo {
+                    key: "numa.line_ns".to_string(),
+                    value: rows.join(" "),
+                    source: m.source.get_ref().clone(),
+                });
+            }
             for (s, i) in n.initiator.iter().zip(&t.initiators) {
                 let lat: Vec<String> = i
                     .latency_ps

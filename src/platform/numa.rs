@@ -12,7 +12,11 @@
 //! `i`-th `[[numa.node]]`; `distance` is the SLIT (N×N, 10 on the diagonal as ACPI requires,
 //! more than 10 off it); `latency_ns` is the CPU-to-memory access latency (N×N: a CPU of node
 //! `i` reading memory of node `j`); each `[[numa.initiator]]` (an SMMU, a device, a CPU
-//! cluster) sits on a node and may give its own row of latencies.
+//! cluster) sits on a node and may give its own row of latencies. The optional `line_ns` is the
+//! cost of moving one cache line homed on node `j` to an initiator on node `i` when the line is
+//! held in a cache, not DRAM (a line another agent just wrote: what a CPU polling a queue slot
+//! the SMMU writes, or the SMMU reading a command the CPU wrote, pays); an SMMU or device uses
+//! the row of its node.
 //!
 //! Invariants: every matrix is square over the nodes; every initiator sits on a node that has
 //! memory (a DMA master or SMMU on a memory-less node is a topology the kernel would map to
@@ -82,6 +86,9 @@ pub struct InitiatorSpec {
 pub struct NumaSpec {
     pub distance: MatrixSpec,
     pub latency_ns: MatrixSpec,
+    /// Cache-line transfer cost between nodes, in ns (optional: without it nothing is priced
+    /// by where a line is homed).
+    pub line_ns: Option<MatrixSpec>,
     pub node: Vec<NodeSpec>,
     #[serde(default)]
     pub initiator: Vec<InitiatorSpec>,
@@ -114,12 +121,23 @@ pub struct Topology {
     pub distance: Vec<Vec<u32>>,
     /// CPU-to-memory latency in ps, `latency_ps[cpu node][memory node]`.
     pub latency_ps: Vec<Vec<u64>>,
+    /// Cache-line transfer cost in ps, `line_ps[initiator node][home node]`, if the profile
+    /// gives one.
+    pub line_ps: Option<Vec<Vec<u64>>>,
     pub initiators: Vec<Initiator>,
 }
 
 const PAGE: u64 = 4096;
 
 impl Topology {
+    /// The node whose memory holds `phys` (`page_to_nid()`), if any node's does.
+    pub fn node_of(&self, phys: u64) -> Option<u32> {
+        self.nodes
+            .iter()
+            .find(|n| n.mem_size > 0 && phys >= n.mem_base && phys - n.mem_base < n.mem_size)
+            .map(|n| n.id)
+    }
+
     /// `node_distance(a, b)`.
     pub fn distance(&self, a: u32, b: u32) -> u32 {
         self.distance[a as usize][b as usize]
@@ -387,6 +405,20 @@ pub fn resolve(origin: &str, text: &str, n: &NumaSpec) -> Result<Topology, Input
             latency_ps[i][j] = ps(&format!("numa.latency_ns.value[{i}][{j}]"), span, v)?;
         }
     }
+    let line_ps = match &n.line_ns {
+        None => None,
+        Some(m) => {
+            let v = matrix("numa.line_ns", m)?;
+            let mut out = vec![vec![0u64; count]; count];
+            for (i, row) in v.iter().enumerate() {
+                for (j, &x) in row.iter().enumerate() {
+                    let span = m.value.get_ref()[i].get_ref()[j].span();
+                    out[i][j] = ps(&format!("numa.line_ns.value[{i}][{j}]"), span, x)?;
+                }
+            }
+            Some(out)
+        }
+    };
     if n.initiator.len() > MAX_INITIATORS {
         return Err(err(
             n.initiator[MAX_INITIATORS].name.span(),
@@ -464,6 +496,7 @@ pub fn resolve(origin: &str, text: &str, n: &NumaSpec) -> Result<Topology, Input
         nodes,
         distance,
         latency_ps,
+        line_ps,
         initiators,
     })
 }
@@ -495,6 +528,7 @@ mod tests {
                 .collect(),
             distance,
             latency_ps: vec![vec![0; n]; n],
+            line_ps: None,
             initiators: vec![],
         }
     }

@@ -9,6 +9,7 @@
 //! published figure is looked up by row id and only printed and compared.
 
 pub mod batched_sync;
+pub mod pernuma_cma;
 pub mod smmu_walk_flush;
 pub mod swiotlb_phys;
 pub mod zynq_coherent_streaming;
@@ -67,6 +68,11 @@ pub const EXPERIMENTS: &[Experiment] = &[
         name: "batched-sync",
         summary: "seed 000: arm64 one DSB per sg list (7.1) vs one per entry (7.0), Dimensity 9500",
         run: batched_sync::run,
+    },
+    Experiment {
+        name: "pernuma-cma",
+        summary: "seed 003: CMD_SYNC with the SMMUv3 queue on node 0 (default CMA) vs node 2 (cma_pernuma=, 5.10), Kunpeng 920",
+        run: pernuma_cma::run,
     },
     Experiment {
         name: "smmu-walk-flush",

@@ -422,6 +422,8 @@ pub(crate) fn parse_section(
             ias: ias as u32,
             smmu,
             coherent_walk: io.coherent_walk.unwrap_or(false),
+            // The tables come from table_memory(), one node.
+            node: 0,
         },
         smmu_given,
     ))
