@@ -118,12 +118,17 @@ impl HostGeometry {
 #[derive(Subcommand)]
 enum Cmd {
     /// List the built-in platform profiles.
-    Platforms,
+    Platforms {
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
     /// List every kernel policy: its choices, what it does, and its preset per release.
     Policies {
         /// Show the presets this platform gets (they can depend on its hardware).
         #[arg(long, default_value = "sm8150")]
         platform: String,
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
     },
     /// List every named software cost the model charges: the `[sw]` keys a profile may price.
     Costs {
@@ -402,11 +407,25 @@ fn costs_json() -> serde_json::Value {
 
 fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
     match cli.cmd {
-        Cmd::Platforms => {
-            for (name, desc) in platform::builtin_list() {
-                writeln!(out, "{name:<16} {desc}")?;
+        Cmd::Platforms { format } => match format {
+            Format::Table => {
+                for (name, desc) in platform::builtin_list() {
+                    writeln!(out, "{name:<16} {desc}")?;
+                }
             }
-        }
+            Format::Json => {
+                let list: Vec<serde_json::Value> = platform::builtin_list()
+                    .into_iter()
+                    .map(|(name, desc)| serde_json::json!({ "name": name, "description": desc }))
+                    .collect();
+                print_json(out, &serde_json::json!({ "platforms": list }))?;
+            }
+            Format::Folded => {
+                return Err(
+                    arg_error("--format folded applies to `run` and `compare` only").into(),
+                );
+            }
+        },
         Cmd::Run {
             scenario,
             overrides,
@@ -535,14 +554,26 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
                 Format::Folded => write!(out, "{}", dmasim::compare::folded_pair(&c)?)?,
             }
         }
-        Cmd::Policies { platform } => {
+        Cmd::Policies { platform, format } => {
             let profile = Profile::load(&platform)?;
-            write!(out, "{}", dmasim::report::policies_table(&profile))?;
+            match format {
+                Format::Table => write!(out, "{}", dmasim::report::policies_table(&profile))?,
+                Format::Json => print_json(out, &dmasim::report::policies_json(&profile))?,
+                Format::Folded => {
+                    return Err(
+                        arg_error("--format folded applies to `run` and `compare` only").into(),
+                    );
+                }
+            }
         }
         Cmd::Costs { format } => match format {
             Format::Table => write!(out, "{}", costs_table())?,
             Format::Json => print_json(out, &costs_json())?,
-            Format::Folded => return Err(arg_error("--format folded applies to `run` only").into()),
+            Format::Folded => {
+                return Err(
+                    arg_error("--format folded applies to `run` and `compare` only").into(),
+                );
+            }
         },
         Cmd::Hostbench {
             geometry,
@@ -560,7 +591,9 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
             match format {
                 Format::Table => write!(out, "{}", dmasim::hostbench::render_table(&r))?,
                 Format::Folded => {
-                    return Err(arg_error("--format folded applies to `run` only").into());
+                    return Err(
+                        arg_error("--format folded applies to `run` and `compare` only").into(),
+                    );
                 }
                 Format::Json => print_json(out, &serde_json::to_value(&r)?)?,
             }
@@ -603,7 +636,9 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
                 reports.push((e.run)()?);
             }
             if format == Format::Folded {
-                return Err(arg_error("--format folded applies to `run` only").into());
+                return Err(
+                    arg_error("--format folded applies to `run` and `compare` only").into(),
+                );
             }
             match format {
                 Format::Folded => unreachable!("refused above"),

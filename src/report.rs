@@ -259,10 +259,15 @@ pub fn folded(stacks: &[StackRow]) -> String {
     o
 }
 
-/// `dmasim policies`: every policy with its choices, meaning, preset rule, and the preset each
-/// release gets on `profile` (behind an IOMMU where the platform has one).
-pub fn policies_table(profile: &crate::platform::Profile) -> String {
-    use crate::policy::{KernelVersion, REGISTRY, Target};
+/// The releases `dmasim policies` shows for `profile`, and the target their presets are
+/// resolved for (behind an IOMMU where the platform has one).
+fn policy_columns(
+    profile: &crate::platform::Profile,
+) -> (
+    crate::policy::Target,
+    &'static [crate::policy::KernelVersion],
+) {
+    use crate::policy::{KernelVersion, Target};
     // ARMv7 is modelled for 3.14-4.0 only: its columns are the releases around its changes.
     const ARMV7: &[KernelVersion] = &[
         KernelVersion(3, 14),
@@ -285,7 +290,48 @@ pub fn policies_table(profile: &crate::platform::Profile) -> String {
     // ARMv7's streaming device is served by arm_dma_ops, without a bounce pool.
     let armv7 = profile.arch() == crate::platform::Arch::Armv7;
     let t = Target::of(profile, profile.model.smmu.is_some(), !armv7, true).with_iova_alloc(true);
-    let releases = if armv7 { ARMV7 } else { OTHERS };
+    (t, if armv7 { ARMV7 } else { OTHERS })
+}
+
+/// `dmasim policies --format json`: the same as the table, one object per policy with its
+/// choices, meaning, preset rule, whether it applies here, and its preset per release shown
+/// (`null` where it does not apply).
+pub fn policies_json(profile: &crate::platform::Profile) -> serde_json::Value {
+    use crate::policy::REGISTRY;
+    let (t, releases) = policy_columns(profile);
+    let policies: Vec<serde_json::Value> = REGISTRY
+        .iter()
+        .map(|d| {
+            let presets: serde_json::Map<String, serde_json::Value> = releases
+                .iter()
+                .map(|&k| {
+                    let v = (d.applies(&t).is_ok() && k.modelled_on(t.arch))
+                        .then(|| d.preset(k, &t).to_string());
+                    (k.to_string(), serde_json::json!(v))
+                })
+                .collect();
+            serde_json::json!({
+                "key": d.key,
+                "choices": (d.choices)(),
+                "description": d.description,
+                "preset_rule": d.preset_rule,
+                "not_here": d.applies(&t).err(),
+                "presets": presets,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "platform": profile.name(),
+        "arch": t.arch.name(),
+        "policies": policies,
+    })
+}
+
+/// `dmasim policies`: every policy with its choices, meaning, preset rule, and the preset each
+/// release gets on `profile` (behind an IOMMU where the platform has one).
+pub fn policies_table(profile: &crate::platform::Profile) -> String {
+    use crate::policy::REGISTRY;
+    let (t, releases) = policy_columns(profile);
     let w = REGISTRY
         .iter()
         .map(|d| d.key.len())
