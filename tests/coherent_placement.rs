@@ -36,8 +36,9 @@ fn smmu() -> Device {
 }
 
 /// A command queue larger than a page reaches CMA (arm-smmu-v3 sizes it from the hardware's
-/// CMDQS, capped at Q_MAX_SZ_SHIFT); 2^11 entries of 16 bytes, 32 KiB, is assumed here until
-/// the SMMUv3 probe is modelled (issue #11 item 4).
+/// CMDQS, capped at Q_MAX_SZ_SHIFT): 2^11 entries of 16 bytes, 32 KiB, the size the modelled probe
+/// gives kunpeng920's assumed IDR1 (`iommu::arm_smmu_v3::arm_smmu_init_structures`; tests/
+/// pernuma_cma.rs runs the probe itself).
 const CMDQ: u64 = 32 << 10;
 
 #[test]
