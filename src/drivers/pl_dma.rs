@@ -412,6 +412,15 @@ impl PlDma {
         }
     }
 
+    /// Bytes each sync covers: the bytes used for `streaming-partial`, the whole block otherwise.
+    fn sync_bytes(&self) -> u64 {
+        if self.cfg.coherence == Coherence::StreamingPartial {
+            self.cfg.used_bytes
+        } else {
+            self.cfg.block_bytes
+        }
+    }
+
     /// `ioctl(ENQUEUE_BLOCK)` for every buffer of `slot`: give it to the device. `timer` times
     /// the DMA API calls inside.
     pub fn enqueue(
@@ -420,7 +429,7 @@ impl PlDma {
         slot: usize,
         timer: &mut crate::hw::calls::CallTimer,
     ) {
-        let (block, used) = (self.cfg.block_bytes, self.cfg.used_bytes);
+        let used = self.cfg.used_bytes;
         for i in 0..self.slots[slot].len() {
             let t0 = hw.now_ps();
             hw.enter(ENQUEUE_IOCTL);
@@ -432,11 +441,7 @@ impl PlDma {
             match self.cfg.coherence {
                 Coherence::Coherent | Coherence::WriteCombine => {}
                 Coherence::Streaming | Coherence::Acp | Coherence::StreamingPartial => {
-                    let size = if self.cfg.coherence == Coherence::StreamingPartial {
-                        used
-                    } else {
-                        block
-                    };
+                    let size = self.sync_bytes();
                     let api = &mut self.api;
                     timer.time(hw, api_call_name("for_device", dir), |hw| {
                         api.sync_single_for_device(hw, dma, size, dir)
@@ -499,7 +504,7 @@ impl PlDma {
         slot: usize,
         timer: &mut crate::hw::calls::CallTimer,
     ) {
-        let (block, used) = (self.cfg.block_bytes, self.cfg.used_bytes);
+        let used = self.cfg.used_bytes;
         for i in 0..self.slots[slot].len() {
             let t0 = hw.now_ps();
             hw.enter(DEQUEUE_IOCTL);
@@ -511,11 +516,7 @@ impl PlDma {
             match self.cfg.coherence {
                 Coherence::Coherent | Coherence::WriteCombine => {}
                 Coherence::Streaming | Coherence::Acp | Coherence::StreamingPartial => {
-                    let size = if self.cfg.coherence == Coherence::StreamingPartial {
-                        used
-                    } else {
-                        block
-                    };
+                    let size = self.sync_bytes();
                     let api = &mut self.api;
                     timer.time(hw, api_call_name("for_cpu", dir), |hw| {
                         api.sync_single_for_cpu(hw, dma, size, dir)
