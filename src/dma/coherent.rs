@@ -371,3 +371,92 @@ impl DmaCoherent {
         Ok(managed.len())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dma::contiguous::CmaBoot;
+    use crate::mm::physmem::NodeRange;
+    use crate::policy::{KernelVersion, contiguous_rules};
+
+    const MIB: u64 = 1 << 20;
+
+    /// Two nodes: node 0 of 64 MiB at 0, node 1 of `node1` bytes above it; no CMA.
+    fn machine(node1: u64) -> (PhysMem, DmaCoherent) {
+        let mut mem = PhysMem::new(vec![
+            NodeRange {
+                node: 0,
+                start: PhysAddr(0),
+                size: 64 * MIB,
+            },
+            NodeRange {
+                node: 1,
+                start: PhysAddr(64 * MIB),
+                size: node1,
+            },
+        ]);
+        mem.set_zonelists([(0, vec![0, 1]), (1, vec![1, 0])].into_iter().collect());
+        let cma = Contiguous::reserve(
+            &mut mem,
+            contiguous_rules(KernelVersion(6, 6)),
+            &CmaBoot::default(),
+            &[0, 1],
+        );
+        (mem, DmaCoherent::new(cma, 0))
+    }
+
+    fn dev(node: u32) -> Device {
+        Device {
+            numa_node: Some(node),
+            ..Device::new("d", true, 64)
+        }
+    }
+
+    #[test]
+    fn remap_pages_come_in_the_largest_order_the_mask_and_the_count_allow() {
+        let (mut mem, mut c) = machine(64 * MIB);
+        // A 4K-granule domain: page sizes 4K, 2M, 1G -> orders 0, 9 (18 is above MAX_ORDER).
+        let mask = (4096u64 | (2 * MIB) | (1 << 30)) >> 12;
+        let got = c
+            .alloc_page_chunks(&mut mem, &dev(1), 4 * MIB + 8192, mask)
+            .unwrap();
+        let sizes: Vec<u64> = got.iter().map(|a| a.size).collect();
+        assert_eq!(sizes, vec![2 * MIB, 2 * MIB, 4096, 4096]);
+        assert!(got.iter().all(|a| a.node == 1));
+        assert!(got.iter().all(|a| a.served == Served::PageAllocator));
+        for a in &got {
+            c.free(&mut mem, &dev(1), a.phys, a.size).unwrap();
+        }
+        assert_eq!(mem.free_bytes(1), 64 * MIB);
+    }
+
+    #[test]
+    fn a_failed_order_is_dropped_and_the_pages_fall_back_along_the_zonelist() {
+        // Node 1 holds 1 MiB: no 2 MiB block anywhere on it; order 9 then comes from node 0,
+        // the next node of its zonelist.
+        let (mut mem, mut c) = machine(MIB);
+        let mask = (4096u64 | (2 * MIB)) >> 12;
+        let got = c
+            .alloc_page_chunks(&mut mem, &dev(1), 2 * MIB, mask)
+            .unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!((got[0].size, got[0].node), (2 * MIB, 0));
+        // Nothing fits: everything taken so far goes back, and the call fails.
+        let before = (mem.free_bytes(0), mem.free_bytes(1));
+        assert!(
+            c.alloc_page_chunks(&mut mem, &dev(1), 128 * MIB, mask)
+                .is_err()
+        );
+        assert_eq!((mem.free_bytes(0), mem.free_bytes(1)), before);
+    }
+
+    #[test]
+    fn dma_alloc_attrs_clears_the_callers_zone() {
+        let g = dma_alloc_attrs_gfp(Gfp {
+            dma32: true,
+            dma: true,
+            ..Gfp::KERNEL
+        });
+        assert_eq!(g, Gfp::KERNEL);
+    }
+}

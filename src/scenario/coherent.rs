@@ -625,6 +625,7 @@ pub const RING_STEPS: [&str; 4] = [
 pub struct CoherentResult {
     pub info: RunInfo,
     pub kernel: String,
+    pub cpu_node: u32,
     /// The areas boot reserved: (name, node, base, bytes).
     pub areas: Vec<(String, u32, u64, u64)>,
     /// What boot logged about CMA (reservations and failures).
@@ -952,6 +953,7 @@ pub fn run(s: &Scenario, w: &Coherent) -> Result<CoherentResult, String> {
     Ok(CoherentResult {
         info: s.run_info(),
         kernel,
+        cpu_node: w.cpu_node,
         areas,
         boot_log,
         ignored,
@@ -1066,7 +1068,7 @@ pub fn json(r: &CoherentResult) -> serde_json::Value {
         .collect();
     let doc = serde_json::json!({
         "format_version": FORMAT_VERSION,
-        "workload": { "kind": "coherent", "cpu_node": r.rings.first().map(|x| x.cpu_node) },
+        "workload": { "kind": "coherent", "cpu_node": r.cpu_node },
         "boot": {
             "areas": r.areas.iter().map(|(n, node, base, size)| serde_json::json!({
                 "name": n, "node": node, "base": format!("{base:#x}"), "bytes": size,
@@ -1231,4 +1233,35 @@ pub fn table(r: &CoherentResult) -> String {
     }
     stack_table(&mut o, "whole run", &r.stacks, r.total_ps, 1);
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gfp_flags_read_as_a_driver_writes_them() {
+        assert_eq!(parse_gfp("GFP_KERNEL"), Some(Gfp::KERNEL));
+        assert_eq!(parse_gfp("GFP_ATOMIC"), Some(Gfp::ATOMIC));
+        let g = parse_gfp("GFP_KERNEL | GFP_DMA32").unwrap();
+        assert!(g.blocking && g.dma32 && !g.dma);
+        assert_eq!(gfp_name(g), "GFP_KERNEL | GFP_DMA32");
+        for bad in [
+            "",
+            "GFP_DMA32",
+            "GFP_KERNEL | GFP_ATOMIC",
+            "GFP_KERNEL|GFP_DMA|GFP_DMA",
+            "kernel",
+        ] {
+            assert_eq!(parse_gfp(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_ring_slot_is_found_across_blocks() {
+        let blocks = [(PhysAddr(0x1000), 0x1000), (PhysAddr(0x9000), 0x1000)];
+        assert_eq!(phys_at(&blocks, 0), PhysAddr(0x1000));
+        assert_eq!(phys_at(&blocks, 0xff0), PhysAddr(0x1ff0));
+        assert_eq!(phys_at(&blocks, 0x1010), PhysAddr(0x9010));
+    }
 }
