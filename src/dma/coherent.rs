@@ -12,8 +12,14 @@
 //! reach go back; then `alloc_pages_node()` on the device's node (the CPU's node for a device
 //! without one), falling back along the zonelist, retried with GFP_DMA32 and then GFP_DMA when
 //! the pages it got lie above the mask. Every allocation records its node and what served it.
-//! Not yet: a non-coherent device's remap (`arch_dma_prep_coherent`, the atomic pools), a
-//! device's own `dev->cma_area`, and the iommu-dma allocation path.
+//! For a device behind an IOMMU, the memory of `iommu_dma_alloc()` (drivers/iommu/dma-iommu.c
+//! of 5.10 and 6.6) comes from here too: [`DmaCoherent::alloc_contiguous_pages`]
+//! (`iommu_dma_alloc_pages()`: `dma_alloc_contiguous()`, then `alloc_pages_node()` on the
+//! device's node, no zone — the IOMMU reaches any page) and [`DmaCoherent::alloc_page_chunks`]
+//! (`__iommu_dma_alloc_pages()`, the remapping path: pages in the largest chunks the domain's
+//! page sizes allow). The mapping is iommu-dma's ([`crate::iommu::dma_iommu`]).
+//! Not yet: a non-coherent device's remap (`arch_dma_prep_coherent`, the atomic pools) and a
+//! device's own `dev->cma_area`.
 //!
 //! Invariants: a live allocation is either a CMA area's or the page allocator's, never both;
 //! a free returns it to where it came from; a failed allocation leaves nothing allocated.
@@ -54,6 +60,17 @@ pub enum CoherentError {
     BadFree { device: String, phys: PhysAddr },
     #[error("{0}")]
     Cma(#[from] crate::mm::cma::CmaError),
+}
+
+/// `dma_alloc_attrs()` (kernel/dma/mapping.c, 5.10 and 6.6): the caller's zone flags are
+/// cleared ("let the implementation decide on the zone to allocate from"); dma-direct then
+/// picks the zone from the device's coherent mask, and iommu-dma needs none.
+pub fn dma_alloc_attrs_gfp(gfp: Gfp) -> Gfp {
+    Gfp {
+        dma: false,
+        dma32: false,
+        ..gfp
+    }
 }
 
 /// The coherent allocator of one machine: its CMA areas and the live allocations.
@@ -172,6 +189,115 @@ impl DmaCoherent {
         Ok(a)
     }
 
+    /// `iommu_dma_alloc_pages()` (5.10, 6.6) for a device behind an IOMMU: one contiguous
+    /// block from `dma_alloc_contiguous()` (the device's node area, then the default area), else
+    /// `alloc_pages_node(dev_to_node(dev), gfp, get_order(size))`. Unlike dma-direct no zone is
+    /// asked for: the device reaches the memory through the IOMMU, whatever its mask.
+    pub fn alloc_contiguous_pages(
+        &mut self,
+        mem: &mut PhysMem,
+        dev: &Device,
+        size: u64,
+        gfp: Gfp,
+    ) -> Result<Allocation, CoherentError> {
+        let fail = || CoherentError::NoMemory {
+            device: dev.name.clone(),
+            size,
+        };
+        let size = size
+            .max(1)
+            .checked_next_multiple_of(PAGE)
+            .ok_or_else(fail)?;
+        let gfp = Gfp {
+            dma: false,
+            dma32: false,
+            ..gfp
+        };
+        let (phys, served) = match self.cma.alloc(dev.numa_node, size, gfp) {
+            Some((p, area)) => (p, Served::Area(area)),
+            None => {
+                let nid = dev.numa_node.unwrap_or(self.cpu_node);
+                let p = mem
+                    .alloc_pages_node(nid, get_order(size), None)
+                    .map_err(|_| fail())?;
+                (p, Served::PageAllocator)
+            }
+        };
+        let a = Allocation {
+            device: dev.name.clone(),
+            phys,
+            size,
+            node: mem.node_of(phys).unwrap_or(0),
+            served,
+            zone: "",
+            managed: false,
+        };
+        self.live.push(a.clone());
+        Ok(a)
+    }
+
+    /// `__iommu_dma_alloc_pages(dev, count, order_mask, gfp)` (5.10, 6.6): the pages of `size`
+    /// from `alloc_pages_node(dev_to_node(dev))`, each time in the largest order of
+    /// `order_mask` (the domain's page sizes, at most `MAX_ORDER`) that the pages still needed
+    /// allow; an order that fails is dropped from the mask for the rest of the call. Never
+    /// CMA. On a failure everything taken so far goes back and the call fails. Each chunk is
+    /// one [`Allocation`] (the kernel splits it into single pages and frees them one by one;
+    /// the pages go back to the same place either way).
+    pub fn alloc_page_chunks(
+        &mut self,
+        mem: &mut PhysMem,
+        dev: &Device,
+        size: u64,
+        order_mask: u64,
+    ) -> Result<Vec<Allocation>, CoherentError> {
+        let fail = || CoherentError::NoMemory {
+            device: dev.name.clone(),
+            size,
+        };
+        let size = size
+            .max(1)
+            .checked_next_multiple_of(PAGE)
+            .ok_or_else(fail)?;
+        let nid = dev.numa_node.unwrap_or(self.cpu_node);
+        // 5.10: `order_mask &= (2U << MAX_ORDER) - 1` with MAX_ORDER 11; 6.6:
+        // `GENMASK(MAX_ORDER, 0)` with MAX_ORDER 10 (its meaning changed in 6.4): orders 0-10
+        // in both, as the largest block the buddy allocator hands out is 2^10 pages.
+        let mut order_mask = order_mask & ((1 << 11) - 1);
+        let mut count = size / PAGE;
+        let mut got: Vec<Allocation> = Vec::new();
+        while count > 0 {
+            order_mask &= (2u64 << count.ilog2()) - 1;
+            let mut chunk = None;
+            while order_mask != 0 {
+                let order = order_mask.ilog2();
+                if let Ok(p) = mem.alloc_pages_node(nid, order, None) {
+                    chunk = Some((p, order));
+                    break;
+                }
+                order_mask &= !(1 << order);
+            }
+            let Some((phys, order)) = chunk else {
+                for a in got {
+                    mem.free(a.phys, a.size).map_err(|_| fail())?;
+                }
+                return Err(fail());
+            };
+            let bytes = PAGE << order;
+            got.push(Allocation {
+                device: dev.name.clone(),
+                phys,
+                size: bytes,
+                node: mem.node_of(phys).unwrap_or(0),
+                served: Served::PageAllocator,
+                zone: "",
+                managed: false,
+            });
+            count -= 1 << order;
+        }
+        self.live.extend(got.iter().cloned());
+        Ok(got)
+    }
+
     /// `dma_free_contiguous()`: to the area of the page's node, the default area, or the page
     /// allocator (`__free_pages(page, get_order(size))`).
     fn free_pages(
@@ -243,5 +369,94 @@ impl DmaCoherent {
             self.free(mem, dev, a.phys, a.size)?;
         }
         Ok(managed.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dma::contiguous::CmaBoot;
+    use crate::mm::physmem::NodeRange;
+    use crate::policy::{KernelVersion, contiguous_rules};
+
+    const MIB: u64 = 1 << 20;
+
+    /// Two nodes: node 0 of 64 MiB at 0, node 1 of `node1` bytes above it; no CMA.
+    fn machine(node1: u64) -> (PhysMem, DmaCoherent) {
+        let mut mem = PhysMem::new(vec![
+            NodeRange {
+                node: 0,
+                start: PhysAddr(0),
+                size: 64 * MIB,
+            },
+            NodeRange {
+                node: 1,
+                start: PhysAddr(64 * MIB),
+                size: node1,
+            },
+        ]);
+        mem.set_zonelists([(0, vec![0, 1]), (1, vec![1, 0])].into_iter().collect());
+        let cma = Contiguous::reserve(
+            &mut mem,
+            contiguous_rules(KernelVersion(6, 6)),
+            &CmaBoot::default(),
+            &[0, 1],
+        );
+        (mem, DmaCoherent::new(cma, 0))
+    }
+
+    fn dev(node: u32) -> Device {
+        Device {
+            numa_node: Some(node),
+            ..Device::new("d", true, 64)
+        }
+    }
+
+    #[test]
+    fn remap_pages_come_in_the_largest_order_the_mask_and_the_count_allow() {
+        let (mut mem, mut c) = machine(64 * MIB);
+        // A 4K-granule domain: page sizes 4K, 2M, 1G -> orders 0, 9 (18 is above MAX_ORDER).
+        let mask = (4096u64 | (2 * MIB) | (1 << 30)) >> 12;
+        let got = c
+            .alloc_page_chunks(&mut mem, &dev(1), 4 * MIB + 8192, mask)
+            .unwrap();
+        let sizes: Vec<u64> = got.iter().map(|a| a.size).collect();
+        assert_eq!(sizes, vec![2 * MIB, 2 * MIB, 4096, 4096]);
+        assert!(got.iter().all(|a| a.node == 1));
+        assert!(got.iter().all(|a| a.served == Served::PageAllocator));
+        for a in &got {
+            c.free(&mut mem, &dev(1), a.phys, a.size).unwrap();
+        }
+        assert_eq!(mem.free_bytes(1), 64 * MIB);
+    }
+
+    #[test]
+    fn a_failed_order_is_dropped_and_the_pages_fall_back_along_the_zonelist() {
+        // Node 1 holds 1 MiB: no 2 MiB block anywhere on it; order 9 then comes from node 0,
+        // the next node of its zonelist.
+        let (mut mem, mut c) = machine(MIB);
+        let mask = (4096u64 | (2 * MIB)) >> 12;
+        let got = c
+            .alloc_page_chunks(&mut mem, &dev(1), 2 * MIB, mask)
+            .unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!((got[0].size, got[0].node), (2 * MIB, 0));
+        // Nothing fits: everything taken so far goes back, and the call fails.
+        let before = (mem.free_bytes(0), mem.free_bytes(1));
+        assert!(
+            c.alloc_page_chunks(&mut mem, &dev(1), 128 * MIB, mask)
+                .is_err()
+        );
+        assert_eq!((mem.free_bytes(0), mem.free_bytes(1)), before);
+    }
+
+    #[test]
+    fn dma_alloc_attrs_clears_the_callers_zone() {
+        let g = dma_alloc_attrs_gfp(Gfp {
+            dma32: true,
+            dma: true,
+            ..Gfp::KERNEL
+        });
+        assert_eq!(g, Gfp::KERNEL);
     }
 }

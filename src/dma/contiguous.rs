@@ -155,8 +155,28 @@ pub struct Contiguous {
     /// What boot printed about the areas: each reservation, and every failure or parameter the
     /// release ignored.
     pub log: Vec<String>,
-    /// Parameters the release does not have, with why (the run reports them as refused).
-    pub refused: Vec<String>,
+    /// Parameters the release does not have: the kernel's `parse_args()` finds no handler,
+    /// so boot goes on without them (a run reports them as ignored, a result).
+    pub ignored: Vec<IgnoredParam>,
+}
+
+/// A CMA boot parameter the release does not know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IgnoredParam {
+    /// As written on the command line, with its `=`: `cma_pernuma=`, `numa_cma=`.
+    pub param: &'static str,
+    /// The release that introduced it.
+    pub since: &'static str,
+}
+
+impl IgnoredParam {
+    /// What a run reports, for the release `kernel` it ran.
+    pub fn describe(&self, kernel: &str) -> String {
+        format!(
+            "{} is not a parameter of {kernel}: ignored (it came in Linux {}; the kernel hands an unknown parameter on to init and reserves no area for it)",
+            self.param, self.since
+        )
+    }
 }
 
 /// Where a contiguous allocation came from.
@@ -209,15 +229,21 @@ impl Contiguous {
             pernuma: vec![None; max],
             numa: vec![None; max],
             log: Vec::new(),
-            refused: Vec::new(),
+            ignored: Vec::new(),
         };
         let has_pernuma = rules.numa != NumaCma::None;
         let has_numa = rules.numa == NumaCma::NumaCma;
         if boot.cma_pernuma.is_some() && !has_pernuma {
-            c.refused.push("cma_pernuma= is not a parameter of this release (per-NUMA CMA came in Linux 5.10): the kernel passes it on to init and reserves no per-node area".into());
+            c.ignored.push(IgnoredParam {
+                param: "cma_pernuma=",
+                since: "5.10",
+            });
         }
         if !boot.numa_cma.is_empty() && !has_numa {
-            c.refused.push("numa_cma= is not a parameter of this release (it came in Linux 6.6): the kernel passes it on to init and reserves no per-node area".into());
+            c.ignored.push(IgnoredParam {
+                param: "numa_cma=",
+                since: "6.6",
+            });
         }
         let pernuma = boot.cma_pernuma.filter(|_| has_pernuma).unwrap_or(0);
         let numa: Vec<(u32, u64)> = if has_numa {

@@ -221,10 +221,13 @@ pub enum Counter {
     CpuAccess,
     /// Of a program's accesses to cached memory, the L1 line fills (misses).
     LineFill,
+    /// Cache lines moved between an initiator (CPU, device) and a line's home node on a NUMA
+    /// machine ([`Hw::numa_line`]): a device ring's descriptors and completions.
+    NumaLine,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 39] = [
+    pub const ALL: [Counter; 40] = [
         Counter::CacheCleanLine,
         Counter::CacheInvalLine,
         Counter::CacheCleanInvalLine,
@@ -264,6 +267,7 @@ impl Counter {
         Counter::L2Writeback,
         Counter::CpuAccess,
         Counter::LineFill,
+        Counter::NumaLine,
     ];
     pub const N: usize = Counter::ALL.len();
 
@@ -309,6 +313,7 @@ impl Counter {
             Counter::L2Writeback => "l2_writeback",
             Counter::CpuAccess => "cpu_access",
             Counter::LineFill => "line_fill",
+            Counter::NumaLine => "numa_line",
         }
     }
 
@@ -366,6 +371,7 @@ impl Counter {
             (Counter::L2Writeback, _) => "L2 writeback",
             (Counter::CpuAccess, _) => "load/store",
             (Counter::LineFill, _) => "L1 linefill",
+            (Counter::NumaLine, _) => "line move",
         }
     }
 }
@@ -451,6 +457,12 @@ pub trait Hw {
         _bytes: u64,
     ) {
     }
+    /// `lines` cache lines homed on the node whose memory holds `home`, each moved to an
+    /// initiator (a CPU, a device) on node `from`, one after another: a device ring's
+    /// descriptor written by the CPU and read by the device, a completion the device writes
+    /// and the CPU polls. Priced by the topology's line transfers (`numa.line_ns`) and counted
+    /// ([`Counter::NumaLine`]); backends without a topology ignore it.
+    fn numa_line(&mut self, _from: u32, _home: PhysAddr, _lines: u64) {}
     /// Count `n` events of a kind that has no time of its own here (its time was charged through
     /// [`Hw::sw`]): a lock taken, an out-of-line translation call. Backends without counters ignore it.
     fn count(&mut self, _c: Counter, _n: u64) {}

@@ -529,6 +529,18 @@ impl Hw for Model {
         self.ledger.count(c, n);
     }
 
+    fn numa_line(&mut self, from: u32, home: PhysAddr, lines: u64) {
+        let Some(ps) = self
+            .numa
+            .as_ref()
+            .and_then(|n| Some(n.line(from, n.node_of(home.0)?)))
+        else {
+            return;
+        };
+        self.ledger.count(Counter::NumaLine, lines);
+        self.advance(ps.saturating_mul(lines));
+    }
+
     fn cpu_touch(&mut self, a: Access, start: PhysAddr, bytes: u64) {
         if let Some(c) = self.caches.as_mut() {
             c.access_range(a, start.0, bytes);

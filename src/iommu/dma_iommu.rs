@@ -35,6 +35,15 @@
 //! mapping grows by the pad, as in the kernel); the IOVA range is then aligned to at least the
 //! boundary, which the size-aligned allocation guarantees.
 //!
+//! Coherent allocations (`iommu_dma_alloc` / `iommu_dma_free`, 5.10 and 6.6, for a device
+//! whose DMA is coherent): a request that may block and is not `DMA_ATTR_FORCE_CONTIGUOUS`
+//! takes the remapping path (`iommu_dma_alloc_remap`: pages from `__iommu_dma_alloc_pages` on
+//! the device's node, never CMA, mapped with `iommu_map_sg` into one IOVA range); any other
+//! (atomic, or forced contiguous) takes `iommu_dma_alloc_pages` (`dma_alloc_contiguous`, then
+//! `alloc_pages_node`) and `__iommu_dma_map`. The pages come from
+//! [`crate::dma::coherent::DmaCoherent`]; the kernel's `vmap` of the remapped pages costs
+//! nothing here.
+//!
 //! Not modelled: swiotlb bouncing of untrusted devices, and PCI's 32-bit-first IOVA attempt.
 //!
 //! Invariants: a failed map leaves no IOVA allocated and nothing mapped; every unmap frees
@@ -48,9 +57,12 @@ use super::iova::{IovaDomain, IovaRules};
 use super::{IommuError, IommuIotlbGather, Prot};
 use crate::arch::ArchDma;
 use crate::device::Device;
+use crate::dma::coherent::{Allocation, DmaCoherent};
+use crate::dma::contiguous::Gfp;
 use crate::dma::sync_policy::{SyncPaths, SyncPolicy};
 use crate::dma::{DmaError, DmaMapOps};
 use crate::hw::{Counter, DeviceHw, Hw, SwCost, SwKey};
+use crate::mm::physmem::SharedPhysMem;
 use crate::scatterlist::SgTable;
 use crate::types::{DmaAddr, DmaAttrs, DmaDirection, IovaAddr, PhysAddr};
 
@@ -112,6 +124,18 @@ pub struct IommuDma {
     /// The cookie's flush queue; present once the domain has been made lazy.
     fq: Option<FlushQueue>,
     costs: Costs,
+}
+
+/// What `iommu_dma_alloc()` handed out: the pages, and the IOVA the device uses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IommuCoherent {
+    pub dma: DmaAddr,
+    /// Bytes mapped (the request aligned to the IOVA granule).
+    pub size: u64,
+    /// The memory, one entry per block the page allocator or a CMA area gave.
+    pub pages: Vec<Allocation>,
+    /// `iommu_dma_alloc_remap()`'s pages rather than one contiguous block.
+    pub remap: bool,
 }
 
 /// `dma_info_to_prot()`.
@@ -228,6 +252,130 @@ impl IommuDma {
             });
         }
         Ok(pfn << shift)
+    }
+
+    /// `iommu_dma_alloc(dev, size, gfp, attrs)` for a coherent device: the memory (see the
+    /// module header for which path), an IOVA range below the device's mask, and the mapping.
+    /// A failure at any step gives back what the earlier steps took.
+    #[allow(clippy::too_many_arguments)]
+    pub fn iommu_dma_alloc(
+        &mut self,
+        hw: &mut dyn DeviceHw,
+        coh: &mut DmaCoherent,
+        mem: &SharedPhysMem,
+        dev: &Device,
+        size: u64,
+        gfp: Gfp,
+        force_contiguous: bool,
+    ) -> Result<IommuCoherent, String> {
+        hw.enter("iommu_dma_alloc");
+        let r = self.alloc_inner(hw, coh, mem, dev, size, gfp, force_contiguous);
+        hw.leave();
+        r
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn alloc_inner(
+        &mut self,
+        hw: &mut dyn DeviceHw,
+        coh: &mut DmaCoherent,
+        mem: &SharedPhysMem,
+        dev: &Device,
+        size: u64,
+        gfp: Gfp,
+        force_contiguous: bool,
+    ) -> Result<IommuCoherent, String> {
+        let g = self.granule();
+        let remap = gfp.blocking && !force_contiguous;
+        let pages = {
+            let mut m = mem.borrow_mut();
+            if remap {
+                // The domain's smallest page size sets the allocation's granule.
+                let order_mask = self.domain.pgsize_bitmap() >> 12;
+                let size = size
+                    .max(1)
+                    .checked_next_multiple_of(g)
+                    .ok_or("size overflows")?;
+                coh.alloc_page_chunks(&mut m, dev, size, order_mask)
+            } else {
+                coh.alloc_contiguous_pages(&mut m, dev, size, gfp)
+                    .map(|a| vec![a])
+            }
+        }
+        .map_err(|e| e.to_string())?;
+        let total: u64 = pages.iter().map(|a| a.size).sum();
+        let mapped = total.next_multiple_of(g);
+        let give_back = |coh: &mut DmaCoherent| {
+            let mut m = mem.borrow_mut();
+            for a in &pages {
+                let _ = coh.free(&mut m, dev, a.phys, a.size);
+            }
+        };
+        let iova = match self.alloc_iova(hw, dev, mapped) {
+            Ok(i) => i,
+            Err(e) => {
+                give_back(coh);
+                return Err(e.to_string());
+            }
+        };
+        let prot = dma_info_to_prot(DmaDirection::Bidirectional, dev.is_dma_coherent());
+        let r = if remap {
+            let segs: Vec<(PhysAddr, u64)> = pages.iter().map(|a| (a.phys, a.size)).collect();
+            match self.domain.iommu_map_sg(hw, IovaAddr(iova), &segs, prot) {
+                Ok(n) if n < total => {
+                    Err(format!("iommu_map_sg mapped {n:#x} of {total:#x} bytes"))
+                }
+                Ok(_) => Ok(()),
+                Err(e) => Err(e.to_string()),
+            }
+        } else {
+            hw.enter("__iommu_dma_map");
+            let r = self
+                .domain
+                .iommu_map(hw, IovaAddr(iova), pages[0].phys, mapped, prot)
+                .map_err(|e| e.to_string());
+            hw.leave();
+            r
+        };
+        if let Err(e) = r {
+            let shift = self.iovad.shift();
+            let _ = self
+                .iovad
+                .free_iova_fast(hw, self.cpu, iova >> shift, mapped >> shift);
+            give_back(coh);
+            return Err(e);
+        }
+        Ok(IommuCoherent {
+            dma: DmaAddr(iova),
+            size: mapped,
+            pages,
+            remap,
+        })
+    }
+
+    /// `iommu_dma_free()`: unmap (strict: invalidate and sync; lazy: queue the IOVA), then give
+    /// the pages back where they came from. Returns where each block went.
+    pub fn iommu_dma_free(
+        &mut self,
+        hw: &mut dyn DeviceHw,
+        coh: &mut DmaCoherent,
+        mem: &SharedPhysMem,
+        dev: &Device,
+        a: &IommuCoherent,
+    ) -> Result<Vec<crate::dma::contiguous::Served>, String> {
+        hw.enter("iommu_dma_free");
+        self.iommu_dma_unmap(hw, a.dma.0, a.size);
+        let mut m = mem.borrow_mut();
+        let r = a
+            .pages
+            .iter()
+            .map(|p| {
+                coh.free(&mut m, dev, p.phys, p.size)
+                    .map_err(|e| e.to_string())
+            })
+            .collect();
+        hw.leave();
+        r
     }
 
     /// `__iommu_dma_unmap()`: unmap `[addr, addr + size)`; strict, invalidate and free its IOVA,

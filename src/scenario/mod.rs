@@ -15,6 +15,7 @@
 //! `--kernel`, `--policy`) go through the same checks. Running is deterministic.
 
 pub mod bounce;
+pub mod coherent;
 pub mod forwarding;
 pub mod iommu;
 pub mod pipeline;
@@ -22,6 +23,7 @@ pub mod progress;
 pub mod streaming;
 pub mod user_access;
 
+use crate::dma::contiguous::{CmaBoot, CmaCmdline, memparse, parse_numa_cma};
 use crate::hw::sw_costs::{Layer, SwKey};
 use crate::input::{InputError, from_section, from_table, parse_document, parse_size};
 use crate::platform::{Arch, Profile};
@@ -45,6 +47,7 @@ pub enum Outcome {
     Iommu(iommu::IommuRunResult),
     UserAccess(user_access::UserAccessResult),
     Pipeline(pipeline::PipelineResult),
+    Coherent(Box<coherent::CoherentResult>),
 }
 
 impl Outcome {
@@ -57,6 +60,7 @@ impl Outcome {
             Outcome::Iommu(r) => iommu::table(r),
             Outcome::UserAccess(r) => user_access::table(r),
             Outcome::Pipeline(r) => pipeline::table(r),
+            Outcome::Coherent(r) => coherent::table(r),
         }
     }
 
@@ -69,6 +73,7 @@ impl Outcome {
             Outcome::Iommu(r) => iommu::json(r),
             Outcome::UserAccess(r) => user_access::json(r),
             Outcome::Pipeline(r) => pipeline::json(r),
+            Outcome::Coherent(r) => coherent::json(r),
         }
     }
 
@@ -81,6 +86,7 @@ impl Outcome {
             Outcome::Iommu(r) => r.total_ps,
             Outcome::UserAccess(r) => r.total_ps,
             Outcome::Pipeline(r) => r.total_ps,
+            Outcome::Coherent(r) => r.total_ps,
         }
     }
 
@@ -93,6 +99,7 @@ impl Outcome {
             Outcome::Iommu(r) => &r.info,
             Outcome::UserAccess(r) => &r.info,
             Outcome::Pipeline(r) => &r.info,
+            Outcome::Coherent(r) => &r.info,
         }
     }
 
@@ -147,6 +154,8 @@ impl Outcome {
                     })
                 })
                 .collect(),
+            // Per allocation: its dma_alloc_coherent and, if freed, its dma_free_coherent.
+            Outcome::Coherent(r) => r.call_totals(),
         }
     }
 
@@ -159,6 +168,7 @@ impl Outcome {
             Outcome::Iommu(r) => &r.stacks,
             Outcome::UserAccess(r) => &r.stacks,
             Outcome::Pipeline(r) => &r.stacks,
+            Outcome::Coherent(r) => &r.stacks,
         }
     }
 }
@@ -219,6 +229,9 @@ fn run_kind(s: &Scenario) -> Result<Outcome, Refused> {
         Workload::Pipeline(p) => pipeline::run(s, p)
             .map(Outcome::Pipeline)
             .map_err(|e| refused(e.to_string())),
+        Workload::Coherent(c) => coherent::run(s, c)
+            .map(|r| Outcome::Coherent(Box::new(r)))
+            .map_err(refused),
     }
 }
 
@@ -238,6 +251,7 @@ pub static KINDS: &[Kind] = &[
     iommu::OPS,
     user_access::KIND,
     pipeline::KIND,
+    coherent::KIND,
 ];
 
 /// What a kind's parser may need from the shared sections.
@@ -256,6 +270,7 @@ pub enum Workload {
     IommuOps(iommu::Ops),
     UserAccess(user_access::UserAccess),
     Pipeline(pipeline::Pipeline),
+    Coherent(coherent::Coherent),
 }
 
 impl Workload {
@@ -268,15 +283,23 @@ impl Workload {
             Workload::IommuOps(_) => "iommu_ops",
             Workload::UserAccess(_) => "user_access",
             Workload::Pipeline(_) => "pipeline",
+            Workload::Coherent(_) => "coherent",
         }
     }
 
-    /// Whether the workload drives a device through the DMA API (and so needs `[device]`).
+    /// Whether the workload drives a device through the DMA API (and so needs `[device]`,
+    /// unless it names its own devices).
     pub fn uses_dma_api(&self) -> bool {
         !matches!(
             self,
             Workload::IommuSweep(_) | Workload::IommuOps(_) | Workload::UserAccess(_)
         )
+    }
+
+    /// Whether the workload names its devices itself (`[[workload.device]]`) instead of the
+    /// one `[device]`.
+    pub fn own_devices(&self) -> bool {
+        matches!(self, Workload::Coherent(_))
     }
 
     /// Whether the device's ops need a swiotlb pool.
@@ -343,6 +366,9 @@ struct Lines {
     kind: Option<usize>,
     mask: Option<usize>,
     numa_node: Option<usize>,
+    boot_cma: Option<usize>,
+    boot_cma_pernuma: Option<usize>,
+    boot_numa_cma: Option<usize>,
 }
 
 /// A checked scenario, ready to run.
@@ -365,6 +391,8 @@ pub struct Scenario {
     /// Whether `iommu.smmu` was given; if not, the platform's `[smmu]` decides.
     smmu_given: bool,
     pub workload: Workload,
+    /// The CMA boot parameters (`[boot]`), as the kernel's command line would give them.
+    pub boot: CmaBoot,
     lines: Lines,
 }
 
@@ -375,6 +403,16 @@ struct SharedFile {
     device: Option<DeviceSection>,
     swiotlb: Option<SwiotlbSection>,
     iommu: Option<iommu::IommuSection>,
+    boot: Option<BootSection>,
+}
+
+/// `[boot]`: kernel command-line parameters, written as on the command line (`cma = "64M@0-4G"`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BootSection {
+    cma: Option<Spanned<String>>,
+    cma_pernuma: Option<Spanned<String>>,
+    numa_cma: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -672,6 +710,19 @@ impl Scenario {
         let w = (kind.parse)(&c, workload, &shared)?;
 
         let device = match (&f.device, w.uses_dma_api()) {
+            (Some(_), true) if w.own_devices() => {
+                return Err(InputError::at(
+                    file,
+                    text,
+                    Some(kind_v.span()),
+                    "device",
+                    format!(
+                        "a {} workload names its devices in [[workload.device]]: remove [device]",
+                        w.kind()
+                    ),
+                ));
+            }
+            (None, true) if w.own_devices() => crate::device::Device::new("none", true, 64),
             (Some(d), true) => {
                 lines.mask = Some(c.line(d.dma_mask_bits.span()));
                 lines.numa_node = d.numa_node.as_ref().map(|n| c.line(n.span()));
@@ -726,6 +777,11 @@ impl Scenario {
             None => SwiotlbSpec::default(),
         };
 
+        let boot = match &f.boot {
+            Some(b) => boot_section(&c, b, &mut lines)?,
+            None => CmaBoot::default(),
+        };
+
         let (iommu, smmu_given) = match iommu_cfg {
             Some((cfg, given)) => (Some(cfg), given),
             None => (None, false),
@@ -753,6 +809,7 @@ impl Scenario {
             iommu,
             smmu_given,
             workload: w,
+            boot,
             lines,
         };
         s.resolve()?;
@@ -1085,6 +1142,10 @@ impl Scenario {
                 return Err(self.error(&file(self.lines.numa_node), "device.numa_node", msg));
             }
         }
+        if let Workload::Coherent(w) = &self.workload {
+            w.check(self)?;
+        }
+        self.check_boot()?;
         // A streaming buffer dma-direct cannot reach, with no bounce pool to fall back on, fails
         // every map: the input says so before anything runs.
         if let Workload::Streaming(w) = &self.workload
@@ -1108,6 +1169,97 @@ impl Scenario {
                 arch.required_ops(),
                 "a non-coherent SMMU table walker (PTE cleaning)",
             )?;
+        }
+        Ok(())
+    }
+
+    /// `[boot]` against the workload and the platform's memory. An area the scenario asks for
+    /// that is larger than the memory it must come from is bad input; one that fits in memory
+    /// but cannot be placed (other reservations, `@base`/`-limit`) is the kernel's result:
+    /// `cma_declare_contiguous_nid()` fails and boot logs it. A parameter the release lacks is
+    /// a result too (ignored at boot), so the release is not checked here.
+    fn check_boot(&self) -> Result<(), InputError> {
+        let b = &self.boot;
+        if *b == CmaBoot::default() {
+            return Ok(());
+        }
+        let first = [
+            self.lines.boot_cma,
+            self.lines.boot_cma_pernuma,
+            self.lines.boot_numa_cma,
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        if !matches!(self.workload, Workload::Coherent(_)) {
+            return Err(self.error(
+                &Origin::File(first),
+                "boot",
+                format!(
+                    "a {} workload allocates no coherent memory, so CMA boot parameters change nothing; [boot] applies to a coherent workload",
+                    self.workload.kind()
+                ),
+            ));
+        }
+        // The coherent kind's own check has required a topology.
+        let Some(t) = &self.profile.numa else {
+            return Ok(());
+        };
+        let mib = |n: u64| crate::report::human_bytes(n);
+        let at =
+            |line: Option<usize>, key: &str, msg: String| self.error(&Origin::File(line), key, msg);
+        if let Some(c) = b.cma {
+            let total: u64 = t.memory_nodes().map(|n| n.mem_size).sum();
+            if c.size > total {
+                return Err(at(
+                    self.lines.boot_cma,
+                    "boot.cma",
+                    format!(
+                        "an area of {} is larger than all of platform `{}`'s memory ({})",
+                        mib(c.size),
+                        self.profile.name(),
+                        mib(total)
+                    ),
+                ));
+            }
+        }
+        if let Some(size) = b.cma_pernuma
+            && let Some(n) = t.memory_nodes().find(|n| n.mem_size < size)
+        {
+            return Err(at(
+                self.lines.boot_cma_pernuma,
+                "boot.cma_pernuma",
+                format!(
+                    "an area of {} on every node, but node {} of platform `{}` has {} of memory",
+                    mib(size),
+                    n.id,
+                    self.profile.name(),
+                    mib(n.mem_size)
+                ),
+            ));
+        }
+        for &(node, size) in &b.numa_cma {
+            let line = self.lines.boot_numa_cma;
+            let msg = match t.nodes.get(node as usize) {
+                None => Some(format!(
+                    "node {node} is out of range: platform `{}` has nodes 0 to {}",
+                    self.profile.name(),
+                    t.nodes.len() - 1
+                )),
+                Some(n) if n.mem_size == 0 => Some(format!(
+                    "node {node} of platform `{}` has no memory: no area can be reserved there",
+                    self.profile.name()
+                )),
+                Some(n) if size > n.mem_size => Some(format!(
+                    "an area of {} is larger than node {node}'s memory ({})",
+                    mib(size),
+                    mib(n.mem_size)
+                )),
+                _ => None,
+            };
+            if let Some(msg) = msg {
+                return Err(at(line, "boot.numa_cma", msg));
+            }
         }
         Ok(())
     }
@@ -1198,6 +1350,7 @@ impl Scenario {
                     * u128::from(p.blocks)
                     * p.coherence.len() as u128
             }
+            Workload::Coherent(c) => c.work(),
         }
     }
 
@@ -1212,6 +1365,7 @@ impl Scenario {
             Workload::IommuOps(o) => u64::from(o.iterations),
             Workload::UserAccess(u) => u64::from(u.iterations),
             Workload::Pipeline(p) => p.blocks.saturating_mul(p.coherence.len() as u64),
+            Workload::Coherent(c) => c.allocs.len() as u64,
         }
     }
 
@@ -1322,6 +1476,41 @@ fn device(c: &Ctx, d: &DeviceSection) -> Result<crate::device::Device, InputErro
         device.numa_node = Some(v as u32);
     }
     Ok(device)
+}
+
+/// Read `[boot]` as the kernel reads its command line: `early_cma()`, `early_cma_pernuma()`
+/// (`memparse`), `early_numa_cma()`. Whether the release has each parameter, and whether the
+/// areas fit the platform's memory, are checked at resolve (an override can change both).
+fn boot_section(c: &Ctx, b: &BootSection, lines: &mut Lines) -> Result<CmaBoot, InputError> {
+    let mut boot = CmaBoot::default();
+    if let Some(v) = &b.cma {
+        lines.boot_cma = Some(c.line(v.span()));
+        boot.cma = Some(
+            CmaCmdline::parse(v.get_ref().trim()).map_err(|m| c.err(v.span(), "boot.cma", m))?,
+        );
+    }
+    if let Some(v) = &b.cma_pernuma {
+        lines.boot_cma_pernuma = Some(c.line(v.span()));
+        boot.cma_pernuma = match memparse(v.get_ref().trim()) {
+            Some((n, "")) => Some(n),
+            _ => {
+                return Err(c.err(
+                    v.span(),
+                    "boot.cma_pernuma",
+                    format!(
+                        "expected a size such as \"32M\" or \"0x2000000\", found \"{}\"",
+                        v.get_ref()
+                    ),
+                ));
+            }
+        };
+    }
+    if let Some(v) = &b.numa_cma {
+        lines.boot_numa_cma = Some(c.line(v.span()));
+        boot.numa_cma =
+            parse_numa_cma(v.get_ref().trim()).map_err(|m| c.err(v.span(), "boot.numa_cma", m))?;
+    }
+    Ok(boot)
 }
 
 fn swiotlb_spec(c: &Ctx, sec: &SwiotlbSection) -> Result<SwiotlbSpec, InputError> {
