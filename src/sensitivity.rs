@@ -305,7 +305,7 @@ pub fn scale(p: &mut Profile, key: &str, f: f64) -> bool {
 }
 
 /// Whether runs that issued `totals` (and went through the `[sw]` costs `sw`) used `key`.
-fn used(key: &str, totals: &[u64; Counter::N], sw: &[String]) -> bool {
+fn used(key: &str, totals: &[u64; Counter::N], sw: &[String], pipeline: bool) -> bool {
     let n = |c: Counter| totals[c as usize] > 0;
     let any = |cs: &[Counter]| cs.iter().any(|&c| n(c));
     if let Some(k) = key.strip_prefix("sw.") {
@@ -357,7 +357,7 @@ fn used(key: &str, totals: &[u64; Counter::N], sw: &[String]) -> bool {
         ["numa", "line_ns"] => any(&[Counter::CmdqSync, Counter::CmdqBatch]),
         // The ACP's rate paces a pipeline's engine; no counter says it ran, so a pipeline
         // scenario perturbs it and one that never used it shows under "moved nothing".
-        ["acp", "bandwidth_mb_s"] => true,
+        ["acp", "bandwidth_mb_s"] => pipeline,
         _ => false,
     }
 }
@@ -474,6 +474,9 @@ pub fn analyse(base: &Scenario, variants: &[Variant]) -> Result<Sensitivity, Com
 
     // The parameters: every variant's profile's, in the order first met.
     let used_counts = totals(&outcomes);
+    let pipeline = scenarios
+        .iter()
+        .any(|(_, s)| matches!(s.workload, scenario::Workload::Pipeline(_)));
     let mut sw: Vec<String> = Vec::new();
     for (_, s) in &scenarios {
         for k in s.sw_keys() {
@@ -498,7 +501,7 @@ pub fn analyse(base: &Scenario, variants: &[Variant]) -> Result<Sensitivity, Com
     // move; a user should still see that the answer was computed with it at 0.
     for op in CacheOp::ALL {
         let key = format!("cache.{}.interval", op.key());
-        if used(&key, &used_counts, &sw)
+        if used(&key, &used_counts, &sw, pipeline)
             && !keys.iter().any(|k| k.key == key)
             && scenarios
                 .iter()
@@ -515,7 +518,7 @@ pub fn analyse(base: &Scenario, variants: &[Variant]) -> Result<Sensitivity, Com
             not_perturbed.push((info.key, why));
             continue;
         }
-        if !used(&info.key, &used_counts, &sw) {
+        if !used(&info.key, &used_counts, &sw, pipeline) {
             continue;
         }
         let mut side = |f: f64| -> Result<Option<Vec<Option<f64>>>, CompareError> {
