@@ -57,6 +57,7 @@ pub mod report;
 pub mod reproduce;
 pub mod scatterlist;
 pub mod scenario;
+pub mod sensitivity;
 pub mod setup;
 pub mod sweep;
 pub mod types;

@@ -152,6 +152,10 @@ enum Cmd {
         /// With --sweep: also write an SVG plot of each call's time against the swept value.
         #[arg(long)]
         plot: Option<String>,
+        /// Rerun with each profile cost the run used at -10 % and +10 % and report, per call,
+        /// the elasticity of its mean time to each, ranked, with each parameter's source kind.
+        #[arg(long)]
+        sensitivity: bool,
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },
@@ -180,6 +184,11 @@ enum Cmd {
         #[arg(long, default_value_t = scenario::DEFAULT_MAX_WORK as u64,
               value_parser = clap::value_parser!(u64).range(1..))]
         max_work: u64,
+        /// Rerun every variant with each profile cost the runs used at -10 % and +10 % and
+        /// report the elasticity of each call's means and of its change against the first
+        /// variant (absolute and %), ranked, with each parameter's source kind.
+        #[arg(long)]
+        sensitivity: bool,
         /// table, json, or folded: the two variants' matched stacks as one differential folded
         /// file (`stack A B`, for flamegraph.pl).
         #[arg(long, value_enum, default_value = "table")]
@@ -280,6 +289,17 @@ impl Progress {
     }
 }
 
+/// Runs `work` with a [`Progress`] display over it (for a known `total` of outer steps, or a
+/// step counter when `None`), cleared before the caller writes anything.
+fn with_progress<T>(total: Option<u64>, work: impl FnOnce() -> T) -> T {
+    let bar = Progress::start(total);
+    let r = work();
+    if let Some(bar) = bar {
+        bar.finish();
+    }
+    r
+}
+
 /// `EX_SOFTWARE` (sysexits.h): an internal software error.
 const EXIT_PANIC: u8 = 70;
 
@@ -364,6 +384,37 @@ fn warn_unpriced(p: &Profile, keys: &[dmasim::hw::SwKey], scenario: &str) {
     if let Some(w) = p.unpriced_sw_warning(keys, &format!("scenario `{scenario}`")) {
         note(format_args!("warning: {w}"));
     }
+}
+
+/// A comparison's failure as the command reports it: a refused variant is named.
+fn compare_error(e: dmasim::compare::CompareError) -> anyhow::Error {
+    match e {
+        dmasim::compare::CompareError::Input(i) => anyhow::Error::from(i),
+        dmasim::compare::CompareError::Refused { label, refused } => {
+            anyhow::Error::from(scenario::Refused {
+                file: refused.file,
+                message: format!("variant `{label}`: {}", refused.message),
+            })
+        }
+    }
+}
+
+fn write_sensitivity(
+    out: &mut impl Write,
+    r: &dmasim::sensitivity::Sensitivity,
+    format: Format,
+) -> Result<()> {
+    match format {
+        Format::Table => write!(out, "{}", dmasim::sensitivity::table(r))?,
+        Format::Json => print_json(out, &dmasim::sensitivity::json(r))?,
+        Format::Folded => {
+            return Err(arg_error(
+                "--format folded writes call stacks; --sensitivity writes a table or JSON",
+            )
+            .into());
+        }
+    }
+    Ok(())
 }
 
 fn apply_overrides(s: &mut Scenario, o: &Overrides) -> Result<(), InputError> {
@@ -455,8 +506,15 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
             max_work,
             sweep,
             plot,
+            sensitivity,
             format,
         } if !sweep.is_empty() => {
+            if sensitivity {
+                return Err(arg_error(
+                    "--sensitivity analyses one run or one comparison: drop --sweep, or run --sensitivity at each value with --set",
+                )
+                .into());
+            }
             let sweeps = dmasim::sweep::sweeps_from(&sweep)?;
             let variants = if overrides.kernel.len() > 1 || overrides.platform.len() > 1 {
                 dmasim::compare::variants_from(&[], &overrides.platform, &overrides.kernel)?
@@ -474,27 +532,17 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
                 );
             }
             let check = |t: &Scenario| t.check_work(u128::from(max_work));
-            let bar = Progress::start(None);
-            let r = dmasim::sweep::run(
-                &scenario,
-                &overrides.set,
-                &overrides.policy,
-                &sweeps,
-                &variants,
-                &check,
-            );
-            if let Some(bar) = bar {
-                bar.finish();
-            }
-            let r = r.map_err(|e| match e {
-                dmasim::compare::CompareError::Input(i) => anyhow::Error::from(i),
-                dmasim::compare::CompareError::Refused { label, refused } => {
-                    anyhow::Error::from(scenario::Refused {
-                        file: refused.file,
-                        message: format!("variant `{label}`: {}", refused.message),
-                    })
-                }
-            })?;
+            let r = with_progress(None, || {
+                dmasim::sweep::run(
+                    &scenario,
+                    &overrides.set,
+                    &overrides.policy,
+                    &sweeps,
+                    &variants,
+                    &check,
+                )
+            });
+            let r = r.map_err(compare_error)?;
             if let Some(path) = &plot {
                 let svg = dmasim::plot::svg(&dmasim::sweep::charts(&r));
                 std::fs::write(path, svg)
@@ -511,6 +559,7 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
             overrides,
             max_work,
             plot,
+            sensitivity,
             format,
             ..
         } => {
@@ -521,17 +570,20 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
             apply_overrides(&mut s, &overrides)?;
             warn_unpriced(&s.profile, &s.sw_keys(), &s.name);
             s.check_work(u128::from(max_work))?;
+            if sensitivity {
+                let r = with_progress(None, || {
+                    dmasim::sensitivity::analyse(&s, &[dmasim::compare::Variant::default()])
+                });
+                let r = r.map_err(compare_error)?;
+                return write_sensitivity(out, &r, format);
+            }
             if s.work() > scenario::WARN_WORK {
                 info(format_args!(
                     "note: about {} model steps: this run may take a while",
                     s.work()
                 ));
             }
-            let bar = Progress::start(Some(s.progress_total()));
-            let outcome = scenario::execute(&s);
-            if let Some(bar) = bar {
-                bar.finish();
-            }
+            let outcome = with_progress(Some(s.progress_total()), || scenario::execute(&s));
             let outcome = outcome.map_err(|e| match e {
                 scenario::RunError::Refused(r) => anyhow::Error::from(r),
                 scenario::RunError::Input(i) => anyhow::Error::from(i),
@@ -550,6 +602,7 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
             policy,
             set,
             max_work,
+            sensitivity,
             format,
         } => {
             let mut s = Scenario::load_with(&scenario, &set)?;
@@ -563,21 +616,14 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
                 v.apply(&mut t)?;
                 t.check_work(u128::from(max_work))?;
             }
-            let total = s.progress_total().saturating_mul(variants.len() as u64);
-            let bar = Progress::start(Some(total));
-            let c = dmasim::compare::compare(&s, &variants);
-            if let Some(bar) = bar {
-                bar.finish();
+            if sensitivity {
+                let r = with_progress(None, || dmasim::sensitivity::analyse(&s, &variants));
+                let r = r.map_err(compare_error)?;
+                return write_sensitivity(out, &r, format);
             }
-            let c = c.map_err(|e| match e {
-                dmasim::compare::CompareError::Input(i) => anyhow::Error::from(i),
-                dmasim::compare::CompareError::Refused { label, refused } => {
-                    anyhow::Error::from(scenario::Refused {
-                        file: refused.file,
-                        message: format!("variant `{label}`: {}", refused.message),
-                    })
-                }
-            })?;
+            let total = s.progress_total().saturating_mul(variants.len() as u64);
+            let c = with_progress(Some(total), || dmasim::compare::compare(&s, &variants));
+            let c = c.map_err(compare_error)?;
             match format {
                 Format::Table => write!(out, "{}", dmasim::compare::table(&c))?,
                 Format::Json => print_json(out, &dmasim::compare::json(&c))?,

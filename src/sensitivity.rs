@@ -1,0 +1,933 @@
+//! `--sensitivity`: how much each headline result moves when one profile parameter moves ±10 %.
+//!
+//! Kernel counterpart: none — this answers the question a user with a borrowed or half-measured
+//! profile has before trusting an answer: which of the profile's numbers does it rest on, and
+//! which should be measured first.
+//!
+//! What it does: runs the scenario (under each variant, for a comparison) once as given, then,
+//! for every profile cost the base runs exercised, twice more with that one cost scaled by 1.1
+//! and by 0.9, in every variant at once. Each headline result — each call's mean time per
+//! variant, and for each variant after the first the absolute and the percentage change of that
+//! call against the first — gives an elasticity, the central difference
+//! `(y(+10 %) − y(−10 %)) / (0.2 · y)`: 1 means the result moves in proportion to the parameter,
+//! 0 that it does not depend on it. The reruns are whole runs of the model (the algorithms count,
+//! the profile prices), so an effect that is not linear in the parameter — a barrier that stops
+//! waiting once completions outpace issue — shows as it is; nothing here differentiates a
+//! formula.
+//!
+//! A parameter is perturbed in its resolved form (picoseconds, femtoseconds per byte, MB/s),
+//! which is the profile value times a fixed unit factor, so ±10 % of one is ±10 % of the other.
+//! Parameters that are not costs (line size, CPU count, cache geometry, instruction counts,
+//! yes/no properties) are not perturbed: a 10 % change of them is not a small change of the same
+//! machine. `platform.cpu_freq_mhz` is not perturbed on its own either: it is the clock every
+//! `cycles` cost is counted in, so moving it moves all of them together (its elasticity is minus
+//! the sum of theirs), and the report names them instead.
+//!
+//! Source kinds come from the source text's category as docs/profiles.md defines it: `measured:`
+//! is measured, `fit:` fitted, `held:` and `assumption:` held, and anything else (a manual, a
+//! datasheet, a kernel file, a `counted:` instruction count) cited.
+//!
+//! Invariants: the base runs are exactly the runs `run`/`compare` make; a parameter is perturbed
+//! only if the base runs issued the operation it prices (a non-zero count, or for a `[sw]` cost a
+//! layer the scenario goes through); every perturbed run is the same scenario with one resolved
+//! cost changed, in every variant alike.
+
+use crate::compare::{CompareError, Variant};
+use crate::hw::{CacheOp, Counter};
+use crate::platform::Profile;
+use crate::report::ns;
+use crate::scenario::{self, Outcome, RunError, Scenario};
+use serde_json::{Value, json};
+use std::fmt::Write as _;
+
+/// The relative step of each perturbation.
+pub const STEP: f64 = 0.10;
+
+/// Below this |elasticity| a result is called robust to a parameter: a 10 % error in the
+/// parameter moves the result by less than 1 %.
+pub const ROBUST: f64 = 0.1;
+
+/// Where a parameter's value comes from, by its source text (docs/profiles.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SourceKind {
+    /// `measured: ...` — taken on the machine (`dmasim calibrate` writes these).
+    Measured,
+    /// A manual, datasheet, paper or kernel file (and `counted:` instruction counts).
+    Cited,
+    /// `fit: <rows>` — chosen so that the model meets published rows.
+    Fitted,
+    /// `held: ...` or `assumption: ...` — a value set by judgement and kept fixed.
+    Held,
+}
+
+impl SourceKind {
+    pub fn of(source: &str) -> SourceKind {
+        let s = source.trim_start().to_ascii_lowercase();
+        if s.starts_with("measured") {
+            SourceKind::Measured
+        } else if s.starts_with("fit:") || s.starts_with("fit ") || s.starts_with("fitted") {
+            SourceKind::Fitted
+        } else if s.starts_with("held") || s.starts_with("assum") {
+            SourceKind::Held
+        } else {
+            SourceKind::Cited
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SourceKind::Measured => "measured",
+            SourceKind::Cited => "cited",
+            SourceKind::Fitted => "fitted",
+            SourceKind::Held => "held",
+        }
+    }
+}
+
+/// What a headline result is.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Measure {
+    /// The call's mean time under variant `v`, in ns.
+    Mean { v: usize },
+    /// The call's mean time under variant `v` minus under the first, in ns.
+    Change { v: usize },
+    /// The same change in percent of the first variant's mean.
+    ChangePct { v: usize },
+}
+
+/// One headline result of one call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Headline {
+    pub call: String,
+    pub measure: Measure,
+    /// Its value in the base runs (`None` when the call did not run in a variant it needs, or a
+    /// percentage of a zero mean).
+    pub base: Option<f64>,
+}
+
+/// One perturbed parameter and what it did to every headline.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParamEffect {
+    pub key: String,
+    /// The value as the (first) profile that has it writes it.
+    pub value: String,
+    pub source: String,
+    pub kind: SourceKind,
+    /// Per headline, its value with the parameter at −10 % and at +10 %.
+    pub minus: Vec<Option<f64>>,
+    pub plus: Vec<Option<f64>>,
+}
+
+impl ParamEffect {
+    /// The elasticity of headline `h` (whose base value is `base`).
+    pub fn elasticity(&self, h: usize, base: Option<f64>) -> Option<f64> {
+        match (self.minus[h], self.plus[h], base) {
+            (Some(m), Some(p), Some(b)) if b != 0.0 => Some((p - m) / (2.0 * STEP * b)),
+            _ => None,
+        }
+    }
+
+    /// Whether moving the parameter changed any headline at all.
+    fn moved(&self, base: &[Option<f64>]) -> bool {
+        base.iter()
+            .enumerate()
+            .any(|(h, b)| self.minus[h] != *b || self.plus[h] != *b)
+    }
+}
+
+/// The analysis of one scenario (under one or several variants).
+#[derive(Clone, Debug)]
+pub struct Sensitivity {
+    pub scenario: String,
+    /// The variants' labels (one, "as written", for a plain run).
+    pub variants: Vec<String>,
+    pub headlines: Vec<Headline>,
+    /// Parameters perturbed that moved some headline, in profile order.
+    pub params: Vec<ParamEffect>,
+    /// Parameters perturbed that moved nothing (a `[sw]` cost of a layer the run passed through
+    /// but whose function it never called).
+    pub no_effect: Vec<String>,
+    /// Parameters of the profiles not perturbed, with why.
+    pub not_perturbed: Vec<(String, &'static str)>,
+    /// Runs of the model made, the base runs included.
+    pub runs: usize,
+}
+
+/// Why a parameter is not perturbed, or `None` if it is a cost that can be.
+fn structural(key: &str) -> Option<&'static str> {
+    if key == "platform.cpu_freq_mhz" {
+        return Some("the clock of every `cycles` cost: moving it moves them all together");
+    }
+    let costs = [
+        "cache.",
+        "barrier.",
+        "memory.copy.",
+        "sw.",
+        "smmu.",
+        "outer_cache.",
+        "cache_model.l1_writeback",
+        "cache_model.l2_writeback",
+        "numa.line_ns",
+        "acp.bandwidth_mb_s",
+        "memory_type.",
+    ];
+    let geometry = [
+        "cache.line_bytes",
+        "outer_cache.size_kib",
+        "outer_cache.ways",
+    ];
+    if geometry.contains(&key) {
+        Some("geometry, not a cost")
+    } else if key.starts_with("code.") {
+        Some("an instruction count, not a cost")
+    } else if costs.iter().any(|c| key.starts_with(c)) {
+        None
+    } else {
+        Some("not a cost")
+    }
+}
+
+fn scale_ps(v: &mut u64, f: f64) {
+    // Resolved costs are a few seconds at most (docs/profiles.md ranges), far from where a
+    // float loses a picosecond; `as` saturates rather than wraps.
+    *v = (*v as f64 * f).round() as u64;
+}
+
+fn cache_op(key: &str) -> Option<CacheOp> {
+    CacheOp::ALL.into_iter().find(|o| o.key() == key)
+}
+
+/// Scale the resolved cost `key` of `p` by `f`; false if `p` has no such cost.
+pub fn scale(p: &mut Profile, key: &str, f: f64) -> bool {
+    let m = &mut p.model;
+    if let Some(k) = key.strip_prefix("sw.") {
+        return match m.sw.get_mut(k) {
+            Some(v) => {
+                scale_ps(v, f);
+                true
+            }
+            None => false,
+        };
+    }
+    let parts: Vec<&str> = key.split('.').collect();
+    let target: Option<&mut u64> = match parts.as_slice() {
+        ["cache", op, field] => cache_op(op)
+            .and_then(|op| m.maint[op as usize].as_mut())
+            .and_then(|c| match *field {
+                "issue" => Some(&mut c.issue_ps),
+                "latency" => Some(&mut c.latency_ps),
+                "interval" => Some(&mut c.interval_ps),
+                _ => None,
+            }),
+        ["barrier", "cost"] => Some(&mut m.barrier_ps),
+        ["barrier", "wmb"] => m.wmb_ps.as_mut(),
+        ["memory", "copy", "call"] => m.copy.as_mut().map(|c| &mut c.call_ps),
+        ["memory", "copy", "per_byte"] => m.copy.as_mut().map(|c| &mut c.per_byte_fs),
+        ["smmu", k] => m.smmu.as_mut().and_then(|s| match *k {
+            "mmio_write" => Some(&mut s.mmio_write_ps),
+            "mmio_read" => Some(&mut s.mmio_read_ps),
+            "tlbi_va" => Some(&mut s.tlbi_va_ps),
+            "tlbi_asid" => Some(&mut s.tlbi_asid_ps),
+            "sync" => Some(&mut s.sync_ps),
+            "cmdq_write" => Some(&mut s.cmdq_write_ps),
+            _ => None,
+        }),
+        ["outer_cache", k] => m.outer.as_mut().and_then(|o| match *k {
+            "sync" => Some(&mut o.sync_ps),
+            k => {
+                if let Some(op) = k.strip_suffix("_way_line").and_then(cache_op) {
+                    Some(&mut o.way_line_ps[op as usize])
+                } else {
+                    k.strip_suffix("_line")
+                        .and_then(cache_op)
+                        .map(|op| &mut o.line_ps[op as usize])
+                }
+            }
+        }),
+        ["cache_model", "l1_writeback"] => m.caches.as_mut().map(|c| &mut c.writeback_ps[0]),
+        ["cache_model", "l2_writeback"] => m.caches.as_mut().map(|c| &mut c.writeback_ps[1]),
+        ["memory_type", t, k] => {
+            let mem = m.mem.as_mut();
+            let t = crate::hw::memory::MemType::from_key(t);
+            match (mem, t, *k) {
+                (Some(mem), Some(crate::hw::memory::MemType::Cached), "fill_l2") => {
+                    Some(&mut mem.fill_l2_ps)
+                }
+                (Some(mem), Some(crate::hw::memory::MemType::Cached), "fill_memory") => {
+                    Some(&mut mem.fill_memory_ps)
+                }
+                (Some(mem), Some(t), k) => {
+                    let sized = k
+                        .strip_prefix("read_")
+                        .map(|n| (false, n))
+                        .or_else(|| k.strip_prefix("write_").map(|n| (true, n)));
+                    match (mem.types[t as usize].as_mut(), sized) {
+                        (Some(tc), Some((write, n))) => {
+                            let list = if write { &mut tc.write } else { &mut tc.read };
+                            n.parse::<u64>()
+                                .ok()
+                                .and_then(|size| list.iter_mut().find(|c| c.0 == size))
+                                .map(|c| &mut c.1)
+                        }
+                        _ => None,
+                    }
+                }
+                _ => None,
+            }
+        }
+        ["numa", "line_ns"] => {
+            return match p.numa.as_mut().and_then(|t| t.line_ps.as_mut()) {
+                Some(rows) => {
+                    rows.iter_mut().flatten().for_each(|v| scale_ps(v, f));
+                    true
+                }
+                None => false,
+            };
+        }
+        ["acp", "bandwidth_mb_s"] => {
+            return match p.acp_mb_s.as_mut() {
+                Some(v) => {
+                    *v *= f;
+                    true
+                }
+                None => false,
+            };
+        }
+        _ => None,
+    };
+    match target {
+        Some(v) => {
+            scale_ps(v, f);
+            true
+        }
+        None => false,
+    }
+}
+
+/// Whether runs that issued `totals` (and went through the `[sw]` costs `sw`) used `key`.
+fn used(key: &str, totals: &[u64; Counter::N], sw: &[String], pipeline: bool) -> bool {
+    let n = |c: Counter| totals[c as usize] > 0;
+    let any = |cs: &[Counter]| cs.iter().any(|&c| n(c));
+    if let Some(k) = key.strip_prefix("sw.") {
+        return sw.iter().any(|s| s == k);
+    }
+    let parts: Vec<&str> = key.split('.').collect();
+    match parts.as_slice() {
+        ["cache", op, _] => match cache_op(op) {
+            Some(CacheOp::Clean) => n(Counter::CacheCleanLine),
+            Some(CacheOp::Inval) => n(Counter::CacheInvalLine),
+            Some(CacheOp::CleanInval) => n(Counter::CacheCleanInvalLine),
+            None => false,
+        },
+        ["barrier", "cost"] => n(Counter::Barrier),
+        ["barrier", "wmb"] => n(Counter::Wmb),
+        ["memory", "copy", _] => n(Counter::BounceCopy),
+        ["smmu", "mmio_write"] => any(&[
+            Counter::SmmuTlbiva,
+            Counter::SmmuTlbival,
+            Counter::SmmuTlbiasid,
+            Counter::SmmuTlbsync,
+            Counter::SmmuCmdqBase,
+            Counter::CmdqBatch,
+        ]),
+        ["smmu", "mmio_read"] => n(Counter::SmmuTlbstatusRead),
+        ["smmu", "tlbi_va"] => any(&[
+            Counter::SmmuTlbiva,
+            Counter::SmmuTlbival,
+            Counter::CmdqTlbiNhVa,
+        ]),
+        ["smmu", "tlbi_asid"] => any(&[Counter::SmmuTlbiasid, Counter::CmdqTlbiNhAsid]),
+        ["smmu", "sync"] => any(&[Counter::SmmuTlbsync, Counter::CmdqSync]),
+        ["smmu", "cmdq_write"] => any(&[
+            Counter::CmdqTlbiNhVa,
+            Counter::CmdqTlbiNhAsid,
+            Counter::CmdqSync,
+        ]),
+        ["outer_cache", "clean_line"] => n(Counter::OuterCleanLine),
+        ["outer_cache", "inval_line"] => n(Counter::OuterInvalLine),
+        ["outer_cache", "clean_inval_line"] => n(Counter::OuterCleanInvalLine),
+        ["outer_cache", "sync"] => n(Counter::OuterSync),
+        ["outer_cache", "clean_way_line"] => n(Counter::OuterCleanWay),
+        ["outer_cache", "clean_inval_way_line"] => n(Counter::OuterCleanInvalWay),
+        ["cache_model", "l1_writeback"] => n(Counter::L1Writeback),
+        ["cache_model", "l2_writeback"] => n(Counter::L2Writeback),
+        ["memory_type", _, k] if k.starts_with("fill_") => n(Counter::LineFill),
+        ["memory_type", ..] => n(Counter::CpuAccess),
+        // The command queue's line transfers happen on its syncs and submissions.
+        ["numa", "line_ns"] => any(&[Counter::CmdqSync, Counter::CmdqBatch]),
+        // The ACP's rate paces a pipeline's engine; no counter says it ran, so a pipeline
+        // scenario perturbs it and one that never used it shows under "moved nothing".
+        ["acp", "bandwidth_mb_s"] => pipeline,
+        _ => false,
+    }
+}
+
+/// Whether two profiles charge the same for everything `scale` can move.
+fn same_costs(a: &Profile, b: &Profile) -> bool {
+    a.model == b.model
+        && a.acp_mb_s == b.acp_mb_s
+        && a.numa.as_ref().map(|t| &t.line_ps) == b.numa.as_ref().map(|t| &t.line_ps)
+}
+
+fn run(s: &Scenario, label: &str) -> Result<Outcome, CompareError> {
+    scenario::execute(s).map_err(|e| match e {
+        RunError::Input(i) => CompareError::Input(i),
+        RunError::Refused(r) => CompareError::Refused {
+            label: label.to_string(),
+            refused: r,
+        },
+    })
+}
+
+/// Each call's mean time (ns) per variant, in the order calls are first met.
+fn means(outcomes: &[Outcome]) -> Vec<(String, Vec<Option<f64>>)> {
+    let n = outcomes.len();
+    let mut rows: Vec<(String, Vec<u64>, Vec<u64>)> = Vec::new();
+    for (i, o) in outcomes.iter().enumerate() {
+        for (name, count, total) in o.call_totals() {
+            let j = match rows.iter().position(|r| r.0 == name) {
+                Some(j) => j,
+                None => {
+                    rows.push((name, vec![0; n], vec![0; n]));
+                    rows.len() - 1
+                }
+            };
+            rows[j].1[i] += count;
+            rows[j].2[i] = rows[j].2[i].saturating_add(total);
+        }
+    }
+    rows.into_iter()
+        .map(|(name, count, total)| {
+            let m = (0..n)
+                .map(|i| (count[i] > 0).then(|| ns(total[i]) / count[i] as f64))
+                .collect();
+            (name, m)
+        })
+        .collect()
+}
+
+/// The headline values of a set of runs, in the order of `headlines`.
+fn values(headlines: &[Headline], outcomes: &[Outcome]) -> Vec<Option<f64>> {
+    let m = means(outcomes);
+    headlines
+        .iter()
+        .map(|h| {
+            let row = &m.iter().find(|r| r.0 == h.call)?.1;
+            match h.measure {
+                Measure::Mean { v } => row[v],
+                Measure::Change { v } => Some(row[v]? - row[0]?),
+                Measure::ChangePct { v } => crate::compare::change_pct(row[0]?, row[v]?),
+            }
+        })
+        .collect()
+}
+
+fn totals(outcomes: &[Outcome]) -> [u64; Counter::N] {
+    let mut t = [0u64; Counter::N];
+    for o in outcomes {
+        for s in o.stacks() {
+            for (t, x) in t.iter_mut().zip(s.counts.iter()) {
+                *t = t.saturating_add(*x);
+            }
+        }
+    }
+    t
+}
+
+/// Run `base` under each variant (one variant for a plain run), then again with each cost the
+/// runs used at ±[`STEP`], and collect every headline's elasticity to each.
+pub fn analyse(base: &Scenario, variants: &[Variant]) -> Result<Sensitivity, CompareError> {
+    let mut scenarios = Vec::with_capacity(variants.len());
+    for v in variants {
+        let mut s = base.clone();
+        v.apply(&mut s)?;
+        scenarios.push((v.label(), s));
+    }
+    let run_all = |ss: &[(String, Scenario)]| -> Result<Vec<Outcome>, CompareError> {
+        ss.iter().map(|(l, s)| run(s, l)).collect()
+    };
+    let outcomes = run_all(&scenarios)?;
+    let mut runs = outcomes.len();
+
+    let nv = scenarios.len();
+    let mut headlines = Vec::new();
+    for (call, _) in means(&outcomes) {
+        let mut push = |measure| {
+            headlines.push(Headline {
+                call: call.clone(),
+                measure,
+                base: None,
+            })
+        };
+        for v in 0..nv {
+            push(Measure::Mean { v });
+        }
+        for v in 1..nv {
+            push(Measure::Change { v });
+            push(Measure::ChangePct { v });
+        }
+    }
+    let base_values = values(&headlines, &outcomes);
+    for (h, b) in headlines.iter_mut().zip(&base_values) {
+        h.base = *b;
+    }
+
+    // The parameters: every variant's profile's, in the order first met.
+    let used_counts = totals(&outcomes);
+    let pipeline = scenarios
+        .iter()
+        .any(|(_, s)| matches!(s.workload, scenario::Workload::Pipeline(_)));
+    let mut sw: Vec<String> = Vec::new();
+    for (_, s) in &scenarios {
+        for k in s.sw_keys() {
+            let k = k.name().to_string();
+            if !sw.contains(&k) {
+                sw.push(k);
+            }
+        }
+    }
+    let mut keys: Vec<crate::platform::ParamInfo> = Vec::new();
+    for (_, s) in &scenarios {
+        for p in s.profile.params() {
+            if !keys.iter().any(|k| k.key == p.key) {
+                keys.push(p);
+            }
+        }
+    }
+    let mut params = Vec::new();
+    let mut no_effect = Vec::new();
+    let mut not_perturbed = Vec::new();
+    // An operation's completion interval is optional and 0 when absent, which ±10 % cannot
+    // move; a user should still see that the answer was computed with it at 0.
+    for op in CacheOp::ALL {
+        let key = format!("cache.{}.interval", op.key());
+        if used(&key, &used_counts, &sw, pipeline)
+            && !keys.iter().any(|k| k.key == key)
+            && scenarios
+                .iter()
+                .any(|(_, s)| s.profile.model.maint(op).is_some())
+        {
+            not_perturbed.push((
+                key,
+                "absent, so 0: 10 % of nothing is nothing; give it a value to see its effect",
+            ));
+        }
+    }
+    for info in keys {
+        if let Some(why) = structural(&info.key) {
+            not_perturbed.push((info.key, why));
+            continue;
+        }
+        if !used(&info.key, &used_counts, &sw, pipeline) {
+            continue;
+        }
+        let mut side = |f: f64| -> Result<Option<Vec<Option<f64>>>, CompareError> {
+            let mut ss = scenarios.clone();
+            let mut any = false;
+            for ((_, s), (_, orig)) in ss.iter_mut().zip(&scenarios) {
+                any |=
+                    scale(&mut s.profile, &info.key, f) && !same_costs(&s.profile, &orig.profile);
+            }
+            if !any {
+                return Ok(None);
+            }
+            let o = run_all(&ss)?;
+            runs += o.len();
+            Ok(Some(values(&headlines, &o)))
+        };
+        let (Some(minus), Some(plus)) = (side(1.0 - STEP)?, side(1.0 + STEP)?) else {
+            not_perturbed.push((
+                info.key,
+                "0: 10 % of nothing is nothing; give it a value to see its effect",
+            ));
+            continue;
+        };
+        let e = ParamEffect {
+            kind: SourceKind::of(&info.source),
+            key: info.key,
+            value: info.value,
+            source: info.source,
+            minus,
+            plus,
+        };
+        if e.moved(&base_values) {
+            params.push(e);
+        } else {
+            no_effect.push(e.key);
+        }
+    }
+    Ok(Sensitivity {
+        scenario: base.name.clone(),
+        variants: scenarios.iter().map(|(l, _)| l.clone()).collect(),
+        headlines,
+        params,
+        no_effect,
+        not_perturbed,
+        runs,
+    })
+}
+
+fn letter(i: usize) -> char {
+    char::from(b'A' + (i % 26) as u8)
+}
+
+impl Headline {
+    /// A short column name: `A`, `B`, `B-A`, `B/A %`.
+    fn column(&self, variants: usize) -> String {
+        match self.measure {
+            Measure::Mean { .. } if variants == 1 => "mean".to_string(),
+            Measure::Mean { v } => format!("{}", letter(v)),
+            Measure::Change { v } => format!("{}-A", letter(v)),
+            Measure::ChangePct { v } => format!("{}/A %", letter(v)),
+        }
+    }
+
+    fn describe(&self, variants: &[String]) -> String {
+        match self.measure {
+            Measure::Mean { .. } if variants.len() == 1 => "mean time".to_string(),
+            Measure::Mean { v } => format!("mean time under {}", variants[v]),
+            Measure::Change { v } => format!("{} vs A, absolute change", letter(v)),
+            Measure::ChangePct { v } => format!("{} vs A, % change", letter(v)),
+        }
+    }
+
+    fn json_name(&self) -> &'static str {
+        match self.measure {
+            Measure::Mean { .. } => "mean_ns",
+            Measure::Change { .. } => "change_ns",
+            Measure::ChangePct { .. } => "change_pct",
+        }
+    }
+}
+
+impl Sensitivity {
+    /// Indices of the parameters, ranked by |elasticity| of headline `h` (largest first; a
+    /// parameter with no elasticity for it last, ties in profile order).
+    pub fn ranked(&self, h: usize) -> Vec<usize> {
+        let base = self.headlines[h].base;
+        let mut idx: Vec<usize> = (0..self.params.len()).collect();
+        let mag = |i: usize| self.params[i].elasticity(h, base).map(f64::abs);
+        idx.sort_by(|&a, &b| {
+            mag(b)
+                .unwrap_or(-1.0)
+                .partial_cmp(&mag(a).unwrap_or(-1.0))
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        idx
+    }
+
+    /// Per call, the headline indices that belong to it, in order.
+    fn by_call(&self) -> Vec<(&str, Vec<usize>)> {
+        let mut out: Vec<(&str, Vec<usize>)> = Vec::new();
+        for (i, h) in self.headlines.iter().enumerate() {
+            match out.iter_mut().find(|c| c.0 == h.call) {
+                Some(c) => c.1.push(i),
+                None => out.push((&h.call, vec![i])),
+            }
+        }
+        out
+    }
+
+    /// What to say about robustness of a change: the parameters the absolute change hardly
+    /// depends on but the percentage does, and whether the absolute change is robust to all.
+    fn robustness(&self, abs: usize, pct: usize) -> Vec<String> {
+        let (ba, bp) = (self.headlines[abs].base, self.headlines[pct].base);
+        let mut only_pct = Vec::new();
+        let mut abs_max: f64 = 0.0;
+        let mut pct_max: f64 = 0.0;
+        for p in &self.params {
+            let (ea, ep) = (p.elasticity(abs, ba), p.elasticity(pct, bp));
+            if let Some(ea) = ea {
+                abs_max = abs_max.max(ea.abs());
+            }
+            if let Some(ep) = ep {
+                pct_max = pct_max.max(ep.abs());
+            }
+            if let (Some(ea), Some(ep)) = (ea, ep)
+                && ea.abs() < ROBUST
+                && ep.abs() >= ROBUST
+            {
+                only_pct.push(format!("{} ({})", p.key, p.kind.name()));
+            }
+        }
+        let mut out = Vec::new();
+        if ba.is_none() || bp.is_none() {
+            return out;
+        }
+        if abs_max < ROBUST && pct_max >= ROBUST {
+            out.push(format!(
+                "the absolute change is robust (no parameter's |elasticity| reaches {ROBUST}) while the percentage is not: trust the time saved, not the percentage, until the parameters above are measured"
+            ));
+        } else if !only_pct.is_empty() {
+            out.push(format!(
+                "the absolute change hardly depends on {} (|elasticity| < {ROBUST}) while the percentage does: the time saved holds whatever {}, the percentage does not",
+                only_pct.join(", "),
+                if only_pct.len() == 1 { "its value is" } else { "their values are" }
+            ));
+        }
+        if abs_max >= ROBUST && pct_max < ROBUST {
+            out.push(format!(
+                "the percentage is robust (no parameter's |elasticity| reaches {ROBUST}) while the absolute change is not"
+            ));
+        }
+        out
+    }
+}
+
+fn fmt_e(e: Option<f64>) -> String {
+    match e {
+        Some(0.0) => "0".to_string(),
+        Some(e) => format!("{e:+.3}"),
+        None => "-".to_string(),
+    }
+}
+
+fn fmt_base(h: &Headline) -> String {
+    match (&h.measure, h.base) {
+        (_, None) => "-".into(),
+        (Measure::ChangePct { .. }, Some(b)) => format!("{b:+.2} %"),
+        (Measure::Change { .. }, Some(b)) => {
+            let (unit, div) = crate::compare::unit_for(b.abs());
+            format!("{:+.3} {unit}", b / div)
+        }
+        (Measure::Mean { .. }, Some(b)) => {
+            let (unit, div) = crate::compare::unit_for(b);
+            format!("{:.3} {unit}", b / div)
+        }
+    }
+}
+
+/// The terminal report.
+pub fn table(s: &Sensitivity) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "sensitivity   {}", s.scenario);
+    if s.variants.len() > 1 {
+        for (i, v) in s.variants.iter().enumerate() {
+            let _ = writeln!(
+                o,
+                "{:<13} {}: {v}",
+                if i == 0 { "variants" } else { "" },
+                letter(i)
+            );
+        }
+    }
+    let _ = writeln!(
+        o,
+        "each profile cost the run used, moved by -10 % and +10 % and the scenario re-run ({} runs);\n\
+         elasticity = (result at +10 % - result at -10 %) / (0.2 x result): 1 moves in proportion, 0 not at all",
+        s.runs
+    );
+    let kw = s
+        .params
+        .iter()
+        .map(|p| p.key.len())
+        .max()
+        .unwrap_or(0)
+        .max(24);
+    for (call, hs) in s.by_call() {
+        // Rank by the last headline: the % change of the last variant, or the mean of a run.
+        let rank_by = *hs.last().expect("a call has headlines");
+        let _ = writeln!(o, "\n{call}");
+        for &h in &hs {
+            let hd = &s.headlines[h];
+            let _ = writeln!(
+                o,
+                "  {:<8} {:<40} {}",
+                hd.column(s.variants.len()),
+                hd.describe(&s.variants),
+                fmt_base(hd)
+            );
+        }
+        let _ = write!(o, "  {:<kw$}  {:<8}", "parameter", "source");
+        for &h in &hs {
+            let _ = write!(o, " {:>9}", s.headlines[h].column(s.variants.len()));
+        }
+        let _ = writeln!(
+            o,
+            "   (elasticities, ranked by |{}|)",
+            s.headlines[rank_by].column(s.variants.len())
+        );
+        for i in s.ranked(rank_by) {
+            let p = &s.params[i];
+            // A parameter none of this call's results moved with belongs to another call.
+            if hs
+                .iter()
+                .all(|&h| p.minus[h] == s.headlines[h].base && p.plus[h] == s.headlines[h].base)
+            {
+                continue;
+            }
+            let _ = write!(o, "  {:<kw$}  {:<8}", p.key, p.kind.name());
+            for &h in &hs {
+                let _ = write!(o, " {:>9}", fmt_e(p.elasticity(h, s.headlines[h].base)));
+            }
+            let _ = writeln!(o);
+        }
+        // The parameter to measure first for each headline.
+        for &h in &hs {
+            if let Some(&top) = s.ranked(h).first()
+                && let Some(e) = s.params[top].elasticity(h, s.headlines[h].base)
+                && !matches!(s.headlines[h].measure, Measure::Mean { .. })
+            {
+                let p = &s.params[top];
+                let _ = writeln!(
+                    o,
+                    "  {} rests most on {} ({}, {}; elasticity {})",
+                    s.headlines[h].column(s.variants.len()),
+                    p.key,
+                    p.value,
+                    p.kind.name(),
+                    fmt_e(Some(e))
+                );
+            }
+        }
+        for v in 1..s.variants.len() {
+            let find = |m: Measure| hs.iter().copied().find(|&h| s.headlines[h].measure == m);
+            if let (Some(a), Some(p)) =
+                (find(Measure::Change { v }), find(Measure::ChangePct { v }))
+            {
+                for line in s.robustness(a, p) {
+                    let _ = writeln!(o, "  {}: {line}", letter(v));
+                }
+            }
+        }
+    }
+    if !s.no_effect.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nmoved nothing (perturbed; no call of the run reaches them): {}",
+            s.no_effect.join(", ")
+        );
+    }
+    if !s.not_perturbed.is_empty() {
+        let _ = writeln!(o, "not perturbed:");
+        let mut seen: Vec<&str> = Vec::new();
+        for &(_, why) in &s.not_perturbed {
+            if seen.contains(&why) {
+                continue;
+            }
+            seen.push(why);
+            let keys: Vec<&str> = s
+                .not_perturbed
+                .iter()
+                .filter(|p| p.1 == why)
+                .map(|p| p.0.as_str())
+                .collect();
+            let _ = writeln!(o, "  {} ({why})", keys.join(", "));
+        }
+    }
+    o
+}
+
+/// The JSON document (docs/output.md).
+pub fn json(s: &Sensitivity) -> Value {
+    let headlines: Vec<Value> = s
+        .headlines
+        .iter()
+        .enumerate()
+        .map(|(h, hd)| {
+            let variant = match hd.measure {
+                Measure::Mean { v } | Measure::Change { v } | Measure::ChangePct { v } => v,
+            };
+            let ranked: Vec<Value> = s
+                .ranked(h)
+                .into_iter()
+                .map(|i| {
+                    let p = &s.params[i];
+                    json!({
+                        "parameter": p.key,
+                        "source_kind": p.kind.name(),
+                        "elasticity": p.elasticity(h, hd.base),
+                        "minus_10": p.minus[h],
+                        "plus_10": p.plus[h],
+                    })
+                })
+                .collect();
+            json!({
+                "call": hd.call,
+                "measure": hd.json_name(),
+                "variant": variant,
+                "base": hd.base,
+                "elasticities": ranked,
+            })
+        })
+        .collect();
+    let params: Vec<Value> = s
+        .params
+        .iter()
+        .map(|p| {
+            json!({
+                "parameter": p.key,
+                "value": p.value,
+                "source": p.source,
+                "source_kind": p.kind.name(),
+            })
+        })
+        .collect();
+    let not: Vec<Value> = s
+        .not_perturbed
+        .iter()
+        .map(|(k, why)| json!({ "parameter": k, "why": why }))
+        .collect();
+    json!({
+        "format_version": crate::report::FORMAT_VERSION,
+        "scenario": s.scenario,
+        "variants": s.variants,
+        "step": STEP,
+        "runs": s.runs,
+        "parameters": params,
+        "headlines": headlines,
+        "moved_nothing": s.no_effect,
+        "not_perturbed": not,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn source_kinds_follow_the_documented_prefixes() {
+        assert_eq!(SourceKind::of("measured: 4K entries"), SourceKind::Measured);
+        assert_eq!(
+            SourceKind::of("fit: batched-sync/map_sg"),
+            SourceKind::Fitted
+        );
+        assert_eq!(SourceKind::of("held: one per cycle"), SourceKind::Held);
+        assert_eq!(SourceKind::of("assumption: as sm8150"), SourceKind::Held);
+        assert_eq!(SourceKind::of("UG585 table 3"), SourceKind::Cited);
+        assert_eq!(SourceKind::of("counted: 3.6 source"), SourceKind::Cited);
+    }
+
+    #[test]
+    fn only_costs_are_perturbed() {
+        assert!(structural("cache.line_bytes").is_some());
+        assert!(structural("platform.cpu_freq_mhz").is_some());
+        assert!(structural("code.swiotlb_2012.frame").is_some());
+        assert!(structural("cache_model.l1_write_allocate").is_some());
+        assert!(structural("cache.clean.latency").is_none());
+        assert!(structural("sw.insn.unmap_single").is_none());
+    }
+
+    #[test]
+    fn scaling_reaches_the_resolved_cost_and_nothing_else() {
+        let p = Profile::load("dimensity9500").unwrap();
+        let mut q = p.clone();
+        assert!(scale(&mut q, "cache.clean.latency", 1.1));
+        let (a, b) = (
+            p.model.maint(CacheOp::Clean).unwrap(),
+            q.model.maint(CacheOp::Clean).unwrap(),
+        );
+        assert_eq!(b.latency_ps, 72_050);
+        assert_eq!(a.latency_ps, 65_500);
+        assert_eq!(a.issue_ps, b.issue_ps);
+        assert_eq!(p.model.maint(CacheOp::Inval), q.model.maint(CacheOp::Inval));
+        let mut r = p.clone();
+        assert!(scale(&mut r, "sw.sg_next", 0.9));
+        assert_ne!(r.model.sw["sg_next"], p.model.sw["sg_next"]);
+        assert!(
+            !scale(&mut r, "smmu.sync", 1.1),
+            "dimensity9500 has no SMMU"
+        );
+        assert!(!scale(&mut r, "sw.no_such_cost", 1.1));
+    }
+}
