@@ -122,6 +122,11 @@ enum Cmd {
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },
+    /// List the shipped scenarios, runnable by name from any directory (`dmasim run batched-sync`).
+    Scenarios {
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
     /// List every kernel policy: its choices, what it does, and its preset per release.
     Policies {
         /// Show the presets this platform gets (they can depend on its hardware).
@@ -137,7 +142,8 @@ enum Cmd {
     },
     /// Run a scenario file on the model.
     Run {
-        /// The scenario (TOML; see docs/scenarios.md).
+        /// The scenario: a TOML file (see docs/scenarios.md) or a shipped scenario's name (see
+        /// `dmasim scenarios`).
         scenario: String,
         #[command(flatten)]
         overrides: Overrides,
@@ -158,7 +164,8 @@ enum Cmd {
     /// Run one scenario under several variants and show them side by side: per call, per
     /// operation and per call stack, each change against the first variant.
     Compare {
-        /// The scenario (TOML; see docs/scenarios.md).
+        /// The scenario: a TOML file (see docs/scenarios.md) or a shipped scenario's name (see
+        /// `dmasim scenarios`).
         scenario: String,
         /// A kernel release to compare (repeat: --kernel 7.0 --kernel 7.1).
         #[arg(long)]
@@ -426,6 +433,36 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
                 );
             }
         },
+        Cmd::Scenarios { format } => {
+            let list = scenario::builtin_list();
+            match format {
+                Format::Table => {
+                    let w = |f: &dyn Fn(&scenario::BuiltinInfo) -> usize| {
+                        list.iter().map(f).max().unwrap_or(0)
+                    };
+                    let (nw, kw, pw) = (
+                        w(&|i| i.name.len()),
+                        w(&|i| i.kind.len()),
+                        w(&|i| i.platform.len()),
+                    );
+                    for i in &list {
+                        writeln!(
+                            out,
+                            "{:<nw$}  {:<kw$}  {:<pw$}  {:<6} {}",
+                            i.name, i.kind, i.platform, i.kernel, i.description
+                        )?;
+                    }
+                }
+                Format::Json => {
+                    print_json(out, &serde_json::json!({ "scenarios": list }))?;
+                }
+                Format::Folded => {
+                    return Err(
+                        arg_error("--format folded applies to `run` and `compare` only").into(),
+                    );
+                }
+            }
+        }
         Cmd::Run {
             scenario,
             overrides,
