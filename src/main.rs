@@ -202,13 +202,19 @@ enum Cmd {
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },
-    /// Fit a profile to this machine from host measurements and write it as TOML.
+    /// Fit a profile to this machine from host measurements and write it as TOML: every
+    /// maintenance instruction user space can issue is measured (one with --instruction), and
+    /// what cannot be is held with its reason.
     Calibrate {
         #[command(flatten)]
         geometry: HostGeometry,
         /// Write the profile here instead of standard output.
         #[arg(long, short)]
         output: Option<String>,
+        /// table: the profile (TOML); json: a document with the measurements, the fit and the
+        /// profile text.
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
     },
     /// Recreate published experiments: published vs model, row by row.
     Reproduce {
@@ -635,22 +641,37 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
                 Format::Json => print_json(out, &serde_json::to_value(&r)?)?,
             }
         }
-        Cmd::Calibrate { geometry, output } => {
+        Cmd::Calibrate {
+            geometry,
+            output,
+            format,
+        } => {
+            if format == Format::Folded {
+                return Err(
+                    arg_error("--format folded applies to `run` and `compare` only").into(),
+                );
+            }
+            let instruction = match &geometry.instruction {
+                Some(_) => Some(geometry.instruction()?),
+                None => None,
+            };
             let opts = dmasim::calibrate::CalibrateOpts {
                 buffer_bytes: geometry.buffer,
                 entry_bytes: geometry.entry,
                 iterations: geometry.iterations,
-                instruction: geometry.instruction()?,
+                instruction,
             };
-            let text = dmasim::calibrate::calibrate(&opts)?;
-            match output {
-                Some(path) => {
-                    std::fs::write(&path, text).map_err(|e| {
-                        InputError::new(&path, format!("cannot write profile: {e}"))
-                    })?;
-                    info(format_args!("wrote {path}"));
-                }
-                None => write!(out, "{text}")?,
+            let c = dmasim::calibrate::measure_host(&opts)?;
+            let text = dmasim::calibrate::render_profile(&c);
+            if let Some(path) = &output {
+                std::fs::write(path, &text)
+                    .map_err(|e| InputError::new(path, format!("cannot write profile: {e}")))?;
+                info(format_args!("wrote {path}"));
+            }
+            match format {
+                Format::Json => print_json(out, &dmasim::calibrate::json(&c))?,
+                _ if output.is_none() => write!(out, "{text}")?,
+                _ => {}
             }
         }
         Cmd::Reproduce {
