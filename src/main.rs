@@ -122,6 +122,11 @@ enum Cmd {
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },
+    /// List the shipped scenarios, runnable by name from any directory (`dmasim run batched-sync`).
+    Scenarios {
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
     /// List every kernel policy: its choices, what it does, and its preset per release.
     Policies {
         /// Show the presets this platform gets (they can depend on its hardware).
@@ -137,7 +142,8 @@ enum Cmd {
     },
     /// Run a scenario file on the model.
     Run {
-        /// The scenario (TOML; see docs/scenarios.md).
+        /// The scenario: a TOML file (see docs/scenarios.md) or a shipped scenario's name (see
+        /// `dmasim scenarios`).
         scenario: String,
         #[command(flatten)]
         overrides: Overrides,
@@ -162,7 +168,8 @@ enum Cmd {
     /// Run one scenario under several variants and show them side by side: per call, per
     /// operation and per call stack, each change against the first variant.
     Compare {
-        /// The scenario (TOML; see docs/scenarios.md).
+        /// The scenario: a TOML file (see docs/scenarios.md) or a shipped scenario's name (see
+        /// `dmasim scenarios`).
         scenario: String,
         /// A kernel release to compare (repeat: --kernel 7.0 --kernel 7.1).
         #[arg(long)]
@@ -204,13 +211,19 @@ enum Cmd {
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },
-    /// Fit a profile to this machine from host measurements and write it as TOML.
+    /// Fit a profile to this machine from host measurements and write it as TOML: every
+    /// maintenance instruction user space can issue is measured (one with --instruction), and
+    /// what cannot be is held with its reason.
     Calibrate {
         #[command(flatten)]
         geometry: HostGeometry,
         /// Write the profile here instead of standard output.
         #[arg(long, short)]
         output: Option<String>,
+        /// table: the profile (TOML); json: a document with the measurements, the fit and the
+        /// profile text.
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
     },
     /// Recreate published experiments: published vs model, row by row.
     Reproduce {
@@ -500,6 +513,36 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
                 );
             }
         },
+        Cmd::Scenarios { format } => {
+            let list = scenario::builtin_list();
+            match format {
+                Format::Table => {
+                    let w = |f: &dyn Fn(&scenario::BuiltinInfo) -> usize| {
+                        list.iter().map(f).max().unwrap_or(0)
+                    };
+                    let (nw, kw, pw) = (
+                        w(&|i| i.name.len()),
+                        w(&|i| i.kind.len()),
+                        w(&|i| i.platform.len()),
+                    );
+                    for i in &list {
+                        writeln!(
+                            out,
+                            "{:<nw$}  {:<kw$}  {:<pw$}  {:<6} {}",
+                            i.name, i.kind, i.platform, i.kernel, i.description
+                        )?;
+                    }
+                }
+                Format::Json => {
+                    print_json(out, &serde_json::json!({ "scenarios": list }))?;
+                }
+                Format::Folded => {
+                    return Err(
+                        arg_error("--format folded applies to `run` and `compare` only").into(),
+                    );
+                }
+            }
+        }
         Cmd::Run {
             scenario,
             overrides,
@@ -674,22 +717,37 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
                 Format::Json => print_json(out, &serde_json::to_value(&r)?)?,
             }
         }
-        Cmd::Calibrate { geometry, output } => {
+        Cmd::Calibrate {
+            geometry,
+            output,
+            format,
+        } => {
+            if format == Format::Folded {
+                return Err(
+                    arg_error("--format folded applies to `run` and `compare` only").into(),
+                );
+            }
+            let instruction = match &geometry.instruction {
+                Some(_) => Some(geometry.instruction()?),
+                None => None,
+            };
             let opts = dmasim::calibrate::CalibrateOpts {
                 buffer_bytes: geometry.buffer,
                 entry_bytes: geometry.entry,
                 iterations: geometry.iterations,
-                instruction: geometry.instruction()?,
+                instruction,
             };
-            let text = dmasim::calibrate::calibrate(&opts)?;
-            match output {
-                Some(path) => {
-                    std::fs::write(&path, text).map_err(|e| {
-                        InputError::new(&path, format!("cannot write profile: {e}"))
-                    })?;
-                    info(format_args!("wrote {path}"));
-                }
-                None => write!(out, "{text}")?,
+            let c = dmasim::calibrate::measure_host(&opts)?;
+            let text = dmasim::calibrate::render_profile(&c);
+            if let Some(path) = &output {
+                std::fs::write(path, &text)
+                    .map_err(|e| InputError::new(path, format!("cannot write profile: {e}")))?;
+                info(format_args!("wrote {path}"));
+            }
+            match format {
+                Format::Json => print_json(out, &dmasim::calibrate::json(&c))?,
+                _ if output.is_none() => write!(out, "{text}")?,
+                _ => {}
             }
         }
         Cmd::Reproduce {

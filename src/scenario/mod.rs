@@ -567,15 +567,132 @@ impl Ctx<'_> {
     }
 }
 
+/// The shipped scenarios (`scenarios/*.toml`), compiled in so that `dmasim run NAME` works from any
+/// directory, as built-in platforms do: (name, TOML text). A test checks the list against the
+/// directory.
+pub const BUILTIN: &[(&str, &str)] = &[
+    (
+        "batched-sync",
+        include_str!("../../scenarios/batched-sync.toml"),
+    ),
+    ("iommu-api", include_str!("../../scenarios/iommu-api.toml")),
+    ("iommu-ops", include_str!("../../scenarios/iommu-ops.toml")),
+    (
+        "ixgbe-forwarding",
+        include_str!("../../scenarios/ixgbe-forwarding.toml"),
+    ),
+    (
+        "smmu-walk-flush",
+        include_str!("../../scenarios/smmu-walk-flush.toml"),
+    ),
+    (
+        "swiotlb-bounce",
+        include_str!("../../scenarios/swiotlb-bounce.toml"),
+    ),
+    (
+        "zynq-coherence-options",
+        include_str!("../../scenarios/zynq-coherence-options.toml"),
+    ),
+    (
+        "zynq-pipeline-coherent",
+        include_str!("../../scenarios/zynq-pipeline-coherent.toml"),
+    ),
+    (
+        "zynq-pipeline-streaming",
+        include_str!("../../scenarios/zynq-pipeline-streaming.toml"),
+    ),
+    (
+        "zynq-streaming",
+        include_str!("../../scenarios/zynq-streaming.toml"),
+    ),
+    (
+        "zynq-user-access",
+        include_str!("../../scenarios/zynq-user-access.toml"),
+    ),
+];
+
+/// A shipped scenario as `dmasim scenarios` lists it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct BuiltinInfo {
+    pub name: &'static str,
+    pub kind: String,
+    pub platform: String,
+    pub kernel: String,
+    /// The first sentence of the file's opening comment.
+    pub description: String,
+}
+
+/// Every shipped scenario, in name order: its kind, platform and release as the file gives them,
+/// and the first sentence of its opening comment.
+pub fn builtin_list() -> Vec<BuiltinInfo> {
+    BUILTIN
+        .iter()
+        .map(|(name, text)| {
+            let doc: toml::Table = toml::from_str(text).unwrap_or_default();
+            let get = |sec: &str, key: &str| {
+                doc.get(sec)
+                    .and_then(|t| t.get(key))
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("-")
+                    .to_string()
+            };
+            let comment: Vec<&str> = text
+                .lines()
+                .map_while(|l| l.strip_prefix('#'))
+                .map(str::trim)
+                .collect();
+            let comment = comment.join(" ");
+            let description = match comment.find(". ") {
+                Some(i) => comment[..=i].to_string(),
+                None => comment,
+            };
+            BuiltinInfo {
+                name,
+                kind: get("workload", "kind"),
+                platform: get("scenario", "platform"),
+                kernel: get("scenario", "kernel"),
+                description,
+            }
+        })
+        .collect()
+}
+
+/// A scenario's text and the directory its relative profile paths start from: the file when one
+/// exists at `path`, else the shipped scenario of that name (whose platforms are all built in).
+fn read_scenario(path: &str) -> Result<(String, String, std::path::PathBuf), InputError> {
+    let p = std::path::Path::new(path);
+    if !p.exists()
+        && let Some((name, text)) = BUILTIN.iter().find(|(n, _)| *n == path)
+    {
+        return Ok((
+            format!("builtin:{name}"),
+            (*text).to_string(),
+            std::path::PathBuf::new(),
+        ));
+    }
+    let text = crate::input::read_input(path, "scenario").map_err(|mut e| {
+        if !p.exists() {
+            e.message.push_str(&format!(
+                " (shipped scenarios, runnable by name: {})",
+                BUILTIN
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        e
+    })?;
+    let dir = p.parent().map(|d| d.to_path_buf()).unwrap_or_default();
+    Ok((path.to_string(), text, dir))
+}
+
 impl Scenario {
-    /// Read a scenario file. Its `platform` may be a built-in name or a path relative to the file.
+    /// Read a scenario: a file, or a shipped scenario by name (`dmasim scenarios`). A file's
+    /// `platform` may be a built-in name or a path relative to the file.
     pub fn load(path: &str) -> Result<Scenario, InputError> {
-        let text = crate::input::read_input(path, "scenario")?;
-        let dir = std::path::Path::new(path)
-            .parent()
-            .map(|p| p.to_path_buf())
-            .unwrap_or_default();
-        Scenario::parse(path, &text, &dir)
+        let (file, text, dir) = read_scenario(path)?;
+        Scenario::parse(&file, &text, &dir)
     }
 
     /// Read a scenario file with `--set KEY=VALUE` edits applied first ([`crate::input::set_key`]).
@@ -585,7 +702,8 @@ impl Scenario {
         if sets.is_empty() {
             return Scenario::load(path);
         }
-        let text = crate::input::read_input(path, "scenario")?;
+        let (file, text, dir) = read_scenario(path)?;
+        let path = file.as_str();
         let mut edited = text.clone();
         let mut keys = Vec::new();
         for s in sets {
@@ -598,10 +716,6 @@ impl Scenario {
             edited = crate::input::set_key(path, &edited, k.trim(), v.trim())?;
             keys.push((k.trim().to_string(), s.clone()));
         }
-        let dir = std::path::Path::new(path)
-            .parent()
-            .map(|p| p.to_path_buf())
-            .unwrap_or_default();
         Scenario::parse(path, &edited, &dir).map_err(|mut e| {
             let set = e.key.as_ref().and_then(|ek| {
                 keys.iter()
@@ -1727,5 +1841,46 @@ packets = 10
         }
         let e = parse(&FORWARDING.replace("packets = 10\n", "")).unwrap_err();
         assert_eq!(e.key.as_deref(), Some("workload.packets"), "{e}");
+    }
+
+    #[test]
+    fn every_shipped_scenario_is_built_in_under_its_file_name() {
+        let mut files: Vec<String> = std::fs::read_dir("scenarios")
+            .unwrap()
+            .filter_map(|e| {
+                let name = e.unwrap().file_name().into_string().unwrap();
+                name.strip_suffix(".toml").map(str::to_string)
+            })
+            .collect();
+        files.sort();
+        let names: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, files);
+        for (name, text) in BUILTIN {
+            let on_disk = std::fs::read_to_string(format!("scenarios/{name}.toml")).unwrap();
+            assert_eq!(*text, on_disk, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_shipped_scenario_loads_by_name_and_a_file_of_that_name_wins() {
+        let s = Scenario::load("batched-sync").unwrap();
+        assert_eq!(s.name, "batched-sync");
+        let info = builtin_list();
+        let b = info.iter().find(|i| i.name == "batched-sync").unwrap();
+        assert_eq!(
+            (b.kind.as_str(), b.platform.as_str()),
+            ("streaming", "dimensity9500")
+        );
+        assert!(b.description.ends_with('.'), "{}", b.description);
+        let e = Scenario::load("no-such-scenario").unwrap_err();
+        assert!(e.message.contains("batched-sync"), "{e}");
+        // A path that exists is read as the file, never replaced by the built-in.
+        let dir = std::env::temp_dir().join(format!("dmasim-builtin-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("batched-sync");
+        std::fs::write(&f, "not toml [").unwrap();
+        let r = Scenario::load(&f.to_string_lossy());
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(r.is_err());
     }
 }
