@@ -25,6 +25,8 @@ fn every_kind_counts_its_outer_steps() {
             "swiotlb-bounce",
             include_str!("../scenarios/swiotlb-bounce.toml"),
         ),
+        // One step per allocation.
+        ("pernuma-cma", include_str!("../scenarios/pernuma-cma.toml")),
     ] {
         // Few iterations, and a packet count that is not a whole number of counting blocks.
         let text = text

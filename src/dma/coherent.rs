@@ -78,7 +78,10 @@ pub struct DmaCoherent {
     pub cma: Contiguous,
     /// The node of the CPU making calls (`numa_mem_id()`), for a device without a node.
     pub cpu_node: u32,
-    live: Vec<Allocation>,
+    /// Live allocations by address (they never overlap), each with the sequence number of
+    /// its allocation: a free finds its allocation without a scan.
+    live: std::collections::BTreeMap<u64, (u64, Allocation)>,
+    next_seq: u64,
 }
 
 impl DmaCoherent {
@@ -86,13 +89,21 @@ impl DmaCoherent {
         DmaCoherent {
             cma,
             cpu_node,
-            live: Vec::new(),
+            live: std::collections::BTreeMap::new(),
+            next_seq: 0,
         }
     }
 
     /// Live allocations, oldest first.
-    pub fn live(&self) -> &[Allocation] {
-        &self.live
+    pub fn live(&self) -> Vec<&Allocation> {
+        let mut v: Vec<&(u64, Allocation)> = self.live.values().collect();
+        v.sort_by_key(|(seq, _)| *seq);
+        v.into_iter().map(|(_, a)| a).collect()
+    }
+
+    fn keep(&mut self, a: Allocation) {
+        self.live.insert(a.phys.0, (self.next_seq, a));
+        self.next_seq += 1;
     }
 
     /// `dma_coherent_ok()`: the whole buffer lies within the device's coherent mask.
@@ -185,7 +196,7 @@ impl DmaCoherent {
             },
             managed,
         };
-        self.live.push(a.clone());
+        self.keep(a.clone());
         Ok(a)
     }
 
@@ -232,7 +243,7 @@ impl DmaCoherent {
             zone: "",
             managed: false,
         };
-        self.live.push(a.clone());
+        self.keep(a.clone());
         Ok(a)
     }
 
@@ -294,7 +305,9 @@ impl DmaCoherent {
             });
             count -= 1 << order;
         }
-        self.live.extend(got.iter().cloned());
+        for a in &got {
+            self.keep(a.clone());
+        }
         Ok(got)
     }
 
@@ -326,17 +339,20 @@ impl DmaCoherent {
         size: u64,
     ) -> Result<Served, CoherentError> {
         let size = size.max(1).next_multiple_of(PAGE);
-        let Some(i) = self
+        let ours = self
             .live
-            .iter()
-            .position(|a| a.device == dev.name && a.phys == phys && a.size == size)
-        else {
+            .get(&phys.0)
+            .is_some_and(|(_, a)| a.device == dev.name && a.size == size);
+        let Some((_, a)) = (if ours {
+            self.live.remove(&phys.0)
+        } else {
+            None
+        }) else {
             return Err(CoherentError::BadFree {
                 device: dev.name.clone(),
                 phys,
             });
         };
-        let a = self.live.remove(i);
         let node = mem.node_of(phys).unwrap_or(0);
         match self.cma.release(node, phys, size)? {
             Some(area) => Ok(Served::Area(area)),
@@ -359,8 +375,8 @@ impl DmaCoherent {
         dev: &Device,
     ) -> Result<usize, CoherentError> {
         let managed: Vec<Allocation> = self
-            .live
-            .iter()
+            .live()
+            .into_iter()
             .rev()
             .filter(|a| a.managed && a.device == dev.name)
             .cloned()
@@ -448,6 +464,32 @@ mod tests {
                 .is_err()
         );
         assert_eq!((mem.free_bytes(0), mem.free_bytes(1)), before);
+    }
+
+    #[test]
+    fn a_free_of_another_devices_memory_is_refused_and_changes_nothing() {
+        let (mut mem, mut c) = machine(64 * MIB);
+        let a = c
+            .alloc(&mut mem, &dev(1), 8192, Gfp::KERNEL, false)
+            .unwrap();
+        let other = Device {
+            name: "other".into(),
+            ..dev(1)
+        };
+        assert!(matches!(
+            c.free(&mut mem, &other, a.phys, 8192),
+            Err(CoherentError::BadFree { .. })
+        ));
+        assert!(
+            c.free(&mut mem, &dev(1), a.phys, 4096).is_err(),
+            "wrong size"
+        );
+        assert_eq!(c.live().len(), 1);
+        assert_eq!(
+            c.free(&mut mem, &dev(1), a.phys, 8192).unwrap(),
+            Served::PageAllocator
+        );
+        assert!(c.live().is_empty());
     }
 
     #[test]

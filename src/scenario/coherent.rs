@@ -843,6 +843,7 @@ pub fn run(s: &Scenario, w: &Coherent) -> Result<CoherentResult, String> {
             Err(e) => Err(e.clone()),
         };
         live.push(got.ok());
+        super::progress::advance(1);
         rows.push(AllocRow {
             index,
             name: a.name.clone(),
