@@ -532,6 +532,173 @@ pub fn json(c: &Comparison) -> Value {
     })
 }
 
+/// Most segments of the breakdown plot: one colour each (the plot's palette has eight), so past
+/// this the largest stacks but one keep theirs and the rest are summed into one segment.
+const PLOT_STACKS: usize = 8;
+
+/// The comparison's pictures: each call's mean time per variant (bars, with the change against
+/// the first written at each bar), and each variant's self time split by matched call stack.
+pub fn charts(c: &Comparison) -> Vec<crate::plot::Panel> {
+    use crate::plot::{BarChart, BarGroup, Panel, Series, StackChart};
+    let n = c.columns.len();
+    let max = c
+        .calls
+        .iter()
+        .flat_map(|r| (0..n).filter_map(|i| r.mean_ns(i)))
+        .fold(0.0, f64::max);
+    let (unit, div) = unit_for(max);
+    let series: Vec<String> = c
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(i, col)| format!("{}: {}", letter(i), col.label))
+        .collect();
+    let groups = c
+        .calls
+        .iter()
+        .map(|r| BarGroup {
+            label: r.call.clone(),
+            values: (0..n).map(|i| r.mean_ns(i).map(|v| v / div)).collect(),
+            texts: (0..n)
+                .map(|i| match (i, r.mean_ns(i)) {
+                    (_, None) => "-".to_string(),
+                    (0, Some(v)) => format!("{:.3} {unit}", v / div),
+                    (_, Some(v)) => format!(
+                        "{:.3} {unit} ({})",
+                        v / div,
+                        change_cell(r.mean_ns(0), Some(v))
+                    ),
+                })
+                .collect(),
+        })
+        .collect();
+    let bars = Panel::Bars(BarChart {
+        title: format!("{}: mean time per call", c.scenario),
+        x_name: format!("{unit} per call"),
+        series: series.clone(),
+        groups,
+        signed: false,
+        band: None,
+        clip: None,
+    });
+
+    // The largest stacks (by their largest value in any variant) each get a segment.
+    let mut order: Vec<usize> = (0..c.stacks.len()).collect();
+    order.sort_by_key(|&j| std::cmp::Reverse(c.stacks[j].values.iter().copied().max()));
+    let keep = if order.len() <= PLOT_STACKS {
+        order.len()
+    } else {
+        PLOT_STACKS - 1
+    };
+    let (shown, rest) = order.split_at(keep);
+    let mut shown = shown.to_vec();
+    shown.sort_unstable();
+    let max = (0..n)
+        .map(|i| c.stacks.iter().map(|r| ns(r.values[i])).sum::<f64>())
+        .fold(0.0, f64::max);
+    let (unit, div) = unit_for(max);
+    let mut segments: Vec<Series> = shown
+        .iter()
+        .map(|&j| Series {
+            label: c.stacks[j].name.replace(';', " > "),
+            values: c.stacks[j]
+                .values
+                .iter()
+                .map(|&v| Some(ns(v) / div))
+                .collect(),
+        })
+        .collect();
+    if !rest.is_empty() {
+        segments.push(Series {
+            label: format!("{} other stacks", rest.len()),
+            values: (0..n)
+                .map(|i| Some(rest.iter().map(|&j| ns(c.stacks[j].values[i])).sum::<f64>() / div))
+                .collect(),
+        });
+    }
+    let stack = Panel::Stack(StackChart {
+        title: format!(
+            "{}: self time by call stack (whole run, frames matched across variants)",
+            c.scenario
+        ),
+        x_name: unit.to_string(),
+        bars: series,
+        segments,
+    });
+    vec![bars, stack]
+}
+
+/// A self-contained HTML page: the pictures, then the calls and operations as tables.
+pub fn html(c: &Comparison) -> String {
+    use crate::plot::{Section, Table};
+    let n = c.columns.len();
+    let mut head = vec!["call".to_string()];
+    head.extend((0..n).map(|i| format!("{} mean (ns)", letter(i))));
+    head.extend((1..n).map(|i| format!("{} vs A", letter(i))));
+    let rows = c
+        .calls
+        .iter()
+        .map(|r| {
+            let mut row = vec![r.call.clone()];
+            row.extend((0..n).map(|i| r.mean_ns(i).map_or("-".into(), |v| format!("{v:.3}"))));
+            row.extend((1..n).map(|i| change_cell(r.mean_ns(0), r.mean_ns(i))));
+            row
+        })
+        .collect();
+    let mut ohead = vec!["operation (whole run)".to_string()];
+    ohead.extend((0..n).map(letter));
+    ohead.extend((1..n).map(|i| format!("{} vs A", letter(i))));
+    let orows = c
+        .operations
+        .iter()
+        .map(|r| {
+            let mut row = vec![r.name.clone()];
+            row.extend(r.values.iter().map(|v| v.to_string()));
+            row.extend(
+                r.values[1..]
+                    .iter()
+                    .map(|v| change_cell(Some(r.values[0] as f64), Some(*v as f64))),
+            );
+            row
+        })
+        .collect();
+    let notes = c
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(i, col)| {
+            let info = col.outcome.info();
+            format!(
+                "{}: {} ({}), {}",
+                letter(i),
+                info.platform,
+                info.arch.name(),
+                info.policies.summary(&info.target)
+            )
+        })
+        .collect();
+    crate::plot::html(
+        &format!("dmasim compare: {}", c.scenario),
+        &[
+            Section {
+                heading: "Variants".into(),
+                notes,
+                panels: charts(c),
+                table: Some(Table { head, rows }),
+            },
+            Section {
+                heading: "Operations".into(),
+                notes: Vec::new(),
+                panels: Vec::new(),
+                table: Some(Table {
+                    head: ohead,
+                    rows: orows,
+                }),
+            },
+        ],
+    )
+}
+
 /// The matched stacks of two variants as one differential folded file: `stack A B` per line, the
 /// two-column form flamegraph.pl renders as a differential flame graph (what difffolded.pl
 /// writes), in picoseconds.

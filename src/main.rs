@@ -196,6 +196,11 @@ enum Cmd {
         /// variant (absolute and %), ranked, with each parameter's source kind.
         #[arg(long)]
         sensitivity: bool,
+        /// Also write the comparison's pictures: each call's time per variant and each
+        /// variant's time by call stack, as an SVG, or with a `.html` name as a self-contained
+        /// HTML page with the tables.
+        #[arg(long)]
+        plot: Option<String>,
         /// table, json, or folded: the two variants' matched stacks as one differential folded
         /// file (`stack A B`, for flamegraph.pl).
         #[arg(long, value_enum, default_value = "table")]
@@ -231,6 +236,10 @@ enum Cmd {
         experiment: Option<String>,
         #[arg(long)]
         list: bool,
+        /// Also write a report of published vs model per row with the error: with a `.html`
+        /// name a self-contained HTML page (plots and tables), otherwise an SVG of the plots.
+        #[arg(long)]
+        plot: Option<String>,
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },
@@ -397,6 +406,19 @@ fn warn_unpriced(p: &Profile, keys: &[dmasim::hw::SwKey], scenario: &str) {
     if let Some(w) = p.unpriced_sw_warning(keys, &format!("scenario `{scenario}`")) {
         note(format_args!("warning: {w}"));
     }
+}
+
+/// Whether a `--plot` path asks for an HTML page rather than an SVG.
+fn is_html(path: &str) -> bool {
+    let p = path.to_ascii_lowercase();
+    p.ends_with(".html") || p.ends_with(".htm")
+}
+
+fn write_plot(path: &str, doc: &str) -> Result<(), InputError> {
+    std::fs::write(path, doc)
+        .map_err(|e| InputError::new(path, format!("cannot write plot: {e}")))?;
+    info(format_args!("wrote {path}"));
+    Ok(())
 }
 
 /// A comparison's failure as the command reports it: a refused variant is named.
@@ -587,10 +609,12 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
             });
             let r = r.map_err(compare_error)?;
             if let Some(path) = &plot {
-                let svg = dmasim::plot::svg(&dmasim::sweep::charts(&r));
-                std::fs::write(path, svg)
-                    .map_err(|e| InputError::new(path, format!("cannot write plot: {e}")))?;
-                info(format_args!("wrote {path}"));
+                let doc = if is_html(path) {
+                    dmasim::sweep::html(&r)
+                } else {
+                    dmasim::plot::svg(&dmasim::sweep::charts(&r))
+                };
+                write_plot(path, &doc)?;
             }
             match format {
                 Format::Json => print_json(out, &dmasim::sweep::json(&r))?,
@@ -646,8 +670,15 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
             set,
             max_work,
             sensitivity,
+            plot,
             format,
         } => {
+            if sensitivity && plot.is_some() {
+                return Err(arg_error(
+                    "--plot draws the comparison itself: give it without --sensitivity",
+                )
+                .into());
+            }
             let mut s = Scenario::load_with(&scenario, &set)?;
             for p in &policy {
                 s.set_policies(p)?;
@@ -667,6 +698,14 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
             let total = s.progress_total().saturating_mul(variants.len() as u64);
             let c = with_progress(Some(total), || dmasim::compare::compare(&s, &variants));
             let c = c.map_err(compare_error)?;
+            if let Some(path) = &plot {
+                let doc = if is_html(path) {
+                    dmasim::compare::html(&c)
+                } else {
+                    dmasim::plot::document(&dmasim::compare::charts(&c))
+                };
+                write_plot(path, &doc)?;
+            }
             match format {
                 Format::Table => write!(out, "{}", dmasim::compare::table(&c))?,
                 Format::Json => print_json(out, &dmasim::compare::json(&c))?,
@@ -753,6 +792,7 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
         Cmd::Reproduce {
             experiment,
             list,
+            plot,
             format,
         } => {
             if list {
@@ -773,6 +813,15 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
                 return Err(
                     arg_error("--format folded applies to `run` and `compare` only").into(),
                 );
+            }
+            if let Some(path) = &plot {
+                let page = reproduce::render_html(&reports);
+                let doc = if is_html(path) {
+                    page
+                } else {
+                    reproduce::render_svg(&reports)
+                };
+                write_plot(path, &doc)?;
             }
             match format {
                 Format::Folded => unreachable!("refused above"),

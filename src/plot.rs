@@ -1,16 +1,26 @@
-//! Plots as self-contained SVG: line charts of a value against a swept parameter.
+//! Plots as self-contained SVG, and HTML reports that embed them.
 //!
 //! Kernel counterpart: none. Written by hand, small: no plotting crate serves without pulling in
-//! font handling, and an SVG of a few polylines is plain text.
+//! font handling, and an SVG of a few polylines and rectangles is plain text.
 //!
-//! What it draws: one panel per chart, stacked; in each, the x axis is the swept values in the
-//! order given (evenly spaced: they are settings such as entry sizes, not a continuous scale), the
-//! y axis is linear from zero to a rounded maximum, and each series is a polyline with a marker
-//! per point. Every point carries its value in a `<title>` (shown on hover) and in `data-x` /
-//! `data-y` attributes, so the figures can be read back from the file.
+//! What it draws, one panel under another:
+//! - [`Chart`]: a line chart of a value against a swept parameter (`run --sweep --plot`). The x
+//!   axis is the swept values in the order given (evenly spaced: they are settings such as entry
+//!   sizes, not a continuous scale), the y axis linear from zero to a rounded maximum, each series
+//!   a polyline with a marker per point.
+//! - [`BarChart`]: horizontal bars, one group per row label and one bar per series (time per call
+//!   per variant for `compare --plot`; the error of each published row for `reproduce --format
+//!   html`, signed about zero, with a tolerance band and bars past the axis clipped and marked).
+//! - [`StackChart`]: one horizontal bar per variant split into its call stacks' self time, with a
+//!   legend row per stack underneath (stack names are long; the legend carries them whole).
+//!
+//! Every mark carries its value in a `<title>` (shown on hover) and in `data-*` attributes, so
+//! the figures can be read back from the file. Horizontal bars keep long labels (calls, row ids)
+//! readable without rotation; label widths are estimated from the character count.
 //!
 //! Invariants: the output is well-formed XML (every text is escaped); the same input gives the
-//! same bytes; a missing point (`None`) breaks its series' line rather than being drawn as zero.
+//! same bytes; a missing point (`None`) breaks its series' line, or leaves its bar out, rather
+//! than being drawn as zero.
 
 use std::fmt::Write as _;
 
@@ -210,18 +220,499 @@ fn panel(o: &mut String, c: &Chart, y0: f64) {
 
 /// The charts, one panel under another, as one SVG document.
 pub fn svg(charts: &[Chart]) -> String {
-    let height = H * charts.len().max(1) as f64;
+    let panels: Vec<Panel> = charts.iter().cloned().map(Panel::Line).collect();
+    document(&panels)
+}
+
+/// One horizontal bar chart: a group of bars per row label, a bar per series.
+#[derive(Clone, Debug)]
+pub struct BarChart {
+    pub title: String,
+    /// The value axis' name, with its unit.
+    pub x_name: String,
+    /// The legend, one entry per series (empty: one unnamed series, no legend).
+    pub series: Vec<String>,
+    pub groups: Vec<BarGroup>,
+    /// Values may be negative: the axis runs symmetric about zero.
+    pub signed: bool,
+    /// A band drawn about zero, ±this value (a tolerance).
+    pub band: Option<f64>,
+    /// The axis stops here; a bar beyond it is drawn to the edge and marked as cut.
+    pub clip: Option<f64>,
+}
+
+/// One row of a bar chart: its label, one value per series and the text written at each bar's
+/// end (the caller formats it, with its unit).
+#[derive(Clone, Debug)]
+pub struct BarGroup {
+    pub label: String,
+    pub values: Vec<Option<f64>>,
+    pub texts: Vec<String>,
+}
+
+/// Self time per call stack: one bar per variant, split into stacks.
+#[derive(Clone, Debug)]
+pub struct StackChart {
+    pub title: String,
+    pub x_name: String,
+    /// The bars' names (the variants).
+    pub bars: Vec<String>,
+    /// One segment per stack: its name and its value in each bar.
+    pub segments: Vec<Series>,
+}
+
+/// Any panel.
+#[derive(Clone, Debug)]
+pub enum Panel {
+    Line(Chart),
+    Bars(BarChart),
+    Stack(StackChart),
+}
+
+/// Approximate width in px of `s` at `size` px in a sans-serif face: enough to keep labels
+/// apart without a font, since nothing here measures glyphs.
+fn text_w(s: &str, size: f64) -> f64 {
+    // DejaVu Sans, the usual fallback, averages about 0.62 em per character of these labels.
+    s.chars().count() as f64 * size * 0.65
+}
+
+/// A round axis end at or above `x`, finer than [`nice_ceil`] so a bar chart's longest bar
+/// fills most of its axis: 1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 times a power of ten.
+fn nice_ceil_fine(x: f64) -> f64 {
+    if !(x.is_finite() && x > 0.0) {
+        return 1.0;
+    }
+    let p = 10f64.powf(x.log10().floor());
+    for m in [1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0] {
+        if m * p >= x * (1.0 - 1e-12) {
+            return m * p;
+        }
+    }
+    10.0 * p
+}
+
+const BAR_H: f64 = 14.0;
+const GROUP_GAP: f64 = 10.0;
+
+fn bar_layout(c: &BarChart) -> (f64, f64, f64) {
+    let label_w = c
+        .groups
+        .iter()
+        .map(|g| text_w(&g.label, 12.0))
+        .fold(60.0, f64::max)
+        + 28.0;
+    let text_w_max = c
+        .groups
+        .iter()
+        .flat_map(|g| g.texts.iter().map(|t| text_w(t, 11.0)))
+        .fold(40.0, f64::max);
+    let plot_w = 420.0;
+    let legend_w = c
+        .series
+        .iter()
+        .map(|s| text_w(s, 12.0) + 40.0)
+        .fold(0.0, f64::max);
+    let width = label_w + plot_w + text_w_max + 24.0 + legend_w;
+    (label_w, plot_w, width.max(W))
+}
+
+fn bars_height(c: &BarChart) -> f64 {
+    let per = BAR_H * c.series.len().max(1) as f64 + GROUP_GAP;
+    TOP + per * c.groups.len() as f64 + BOTTOM
+}
+
+fn bars_panel(o: &mut String, c: &BarChart, y0: f64) {
+    let (left, pw, width) = bar_layout(c);
+    let ns = c.series.len().max(1);
+    let per = BAR_H * ns as f64 + GROUP_GAP;
+    let ph = per * c.groups.len() as f64;
+    let max = c
+        .groups
+        .iter()
+        .flat_map(|g| g.values.iter().flatten())
+        .filter(|v| v.is_finite())
+        .fold(0.0f64, |m, &v| m.max(v.abs()));
+    let mut lim = nice_ceil_fine(max.max(c.band.unwrap_or(0.0)));
+    if let Some(clip) = c.clip {
+        lim = lim.min(clip);
+    }
+    let (lo, hi) = if c.signed { (-lim, lim) } else { (0.0, lim) };
+    let x_at = |v: f64| left + pw * ((v.clamp(lo, hi) - lo) / (hi - lo));
+    let top = y0 + TOP;
+    let _ = writeln!(
+        o,
+        r#"<g class="bars"><text x="{}" y="{}" font-size="15" font-weight="bold">{}</text>"#,
+        16.0,
+        y0 + 24.0,
+        escape(&c.title)
+    );
+    if let Some(b) = c.band {
+        let (x1, x2) = (x_at(-b.min(hi)), x_at(b.min(hi)));
+        let x1 = if c.signed { x1 } else { left };
+        let _ = writeln!(
+            o,
+            r##"<rect class="band" x="{x1:.1}" y="{top}" width="{:.1}" height="{ph}" fill="#e8f4e8"/>"##,
+            x2 - x1
+        );
+    }
+    for k in 0..=4 {
+        let v = lo + (hi - lo) * k as f64 / 4.0;
+        let x = x_at(v);
+        let _ = writeln!(
+            o,
+            r##"<line x1="{x:.1}" y1="{top}" x2="{x:.1}" y2="{:.1}" stroke="#ddd"/><text x="{x:.1}" y="{:.1}" font-size="11" text-anchor="middle">{}</text>"##,
+            top + ph,
+            top + ph + 14.0,
+            num(v)
+        );
+    }
+    let zero = x_at(0.0);
+    let _ = writeln!(
+        o,
+        r##"<line x1="{zero:.1}" y1="{top}" x2="{zero:.1}" y2="{:.1}" stroke="#444"/>"##,
+        top + ph
+    );
+    let _ = writeln!(
+        o,
+        r#"<text x="{:.1}" y="{:.1}" font-size="12" text-anchor="middle">{}</text>"#,
+        left + pw / 2.0,
+        top + ph + 32.0,
+        escape(&c.x_name)
+    );
+    for (gi, g) in c.groups.iter().enumerate() {
+        let gy = top + per * gi as f64 + GROUP_GAP / 2.0;
+        let _ = writeln!(
+            o,
+            r#"<text class="label" x="{:.1}" y="{:.1}" font-size="12" text-anchor="end">{}</text>"#,
+            left - 8.0,
+            gy + BAR_H * ns as f64 / 2.0 + 4.0,
+            escape(&g.label)
+        );
+        for (si, v) in g.values.iter().enumerate() {
+            let Some(v) = v.filter(|v| v.is_finite()) else {
+                continue;
+            };
+            let colour = COLOURS[si % COLOURS.len()];
+            let y = gy + BAR_H * si as f64;
+            let (a, b) = (zero.min(x_at(v)), zero.max(x_at(v)));
+            let cut = v < lo || v > hi;
+            let series = c.series.get(si).map_or("", String::as_str);
+            let text = g.texts.get(si).map_or(String::new(), |t| t.clone());
+            let _ = writeln!(
+                o,
+                r#"<rect class="bar" x="{a:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{colour}" data-group="{}" data-series="{}" data-value="{v}"{}><title>{}{}: {}</title></rect>"#,
+                y + 1.0,
+                (b - a).max(0.5),
+                BAR_H - 2.0,
+                escape(&g.label),
+                escape(series),
+                if cut { r#" data-cut="true""# } else { "" },
+                escape(&g.label),
+                if series.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", escape(series))
+                },
+                escape(&text)
+            );
+            // The value at the bar's end, outside it; a cut bar says so.
+            let (tx, anchor) = if v < 0.0 && c.signed {
+                (a - 4.0, "end")
+            } else {
+                (b + 4.0, "start")
+            };
+            let (tx, anchor) = if v < 0.0 && c.signed && tx - text_w(&text, 11.0) < left {
+                (b + 4.0, "start")
+            } else {
+                (tx, anchor)
+            };
+            let _ = writeln!(
+                o,
+                r#"<text x="{tx:.1}" y="{:.1}" font-size="11" text-anchor="{anchor}">{}{}</text>"#,
+                y + BAR_H - 3.0,
+                if cut { "✂ " } else { "" },
+                escape(&text)
+            );
+        }
+    }
+    for (si, s) in c.series.iter().enumerate() {
+        let colour = COLOURS[si % COLOURS.len()];
+        let lx = width - text_w(s, 12.0) - 40.0;
+        let ly = top + 18.0 * si as f64;
+        let _ = writeln!(
+            o,
+            r#"<rect x="{lx:.1}" y="{:.1}" width="14" height="10" fill="{colour}"/><text x="{:.1}" y="{:.1}" font-size="12">{}</text>"#,
+            ly,
+            lx + 20.0,
+            ly + 9.0,
+            escape(s)
+        );
+    }
+    let _ = writeln!(o, "</g>");
+}
+
+const LEGEND_ROW: f64 = 16.0;
+/// Width of one value column in a stack chart's legend.
+const LEGEND_COL: f64 = 64.0;
+
+fn stack_height(c: &StackChart) -> f64 {
+    TOP + (BAR_H + 8.0) * c.bars.len() as f64 + 52.0 + LEGEND_ROW * c.segments.len() as f64 + 16.0
+}
+
+fn stack_width(c: &StackChart) -> f64 {
+    let bar_label = c.bars.iter().map(|b| text_w(b, 12.0)).fold(40.0, f64::max) + 12.0;
+    let legend = c
+        .segments
+        .iter()
+        .map(|s| text_w(&s.label, 11.0))
+        .fold(0.0, f64::max)
+        + 46.0
+        + LEGEND_COL * c.bars.len() as f64;
+    (bar_label + 16.0 + 560.0 + 24.0).max(legend + 32.0).max(W)
+}
+
+fn stack_panel(o: &mut String, c: &StackChart, y0: f64) {
+    let left = c.bars.iter().map(|b| text_w(b, 12.0)).fold(40.0, f64::max) + 28.0;
+    let pw = 560.0;
+    let total = |bi: usize| -> f64 {
+        c.segments
+            .iter()
+            .filter_map(|s| s.values.get(bi).copied().flatten())
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .sum()
+    };
+    let max = (0..c.bars.len()).map(total).fold(0.0, f64::max);
+    let lim = nice_ceil_fine(max);
+    let x_at = |v: f64| left + pw * (v / lim).clamp(0.0, 1.0);
+    let top = y0 + TOP;
+    let bars_h = (BAR_H + 8.0) * c.bars.len() as f64;
+    let _ = writeln!(
+        o,
+        r#"<g class="stack"><text x="16" y="{}" font-size="15" font-weight="bold">{}</text>"#,
+        y0 + 24.0,
+        escape(&c.title)
+    );
+    for k in 0..=4 {
+        let v = lim * k as f64 / 4.0;
+        let x = x_at(v);
+        let _ = writeln!(
+            o,
+            r##"<line x1="{x:.1}" y1="{top}" x2="{x:.1}" y2="{:.1}" stroke="#ddd"/><text x="{x:.1}" y="{:.1}" font-size="11" text-anchor="middle">{}</text>"##,
+            top + bars_h,
+            top + bars_h + 14.0,
+            num(v)
+        );
+    }
+    let _ = writeln!(
+        o,
+        r#"<text x="{:.1}" y="{:.1}" font-size="12" text-anchor="middle">{}</text>"#,
+        left + pw / 2.0,
+        top + bars_h + 30.0,
+        escape(&c.x_name)
+    );
+    for (bi, b) in c.bars.iter().enumerate() {
+        let y = top + (BAR_H + 8.0) * bi as f64 + 4.0;
+        let _ = writeln!(
+            o,
+            r#"<text class="label" x="{:.1}" y="{:.1}" font-size="12" text-anchor="end">{}</text>"#,
+            left - 8.0,
+            y + BAR_H - 3.0,
+            escape(b)
+        );
+        let mut at = 0.0;
+        for (si, s) in c.segments.iter().enumerate() {
+            let Some(v) = s.values.get(bi).copied().flatten() else {
+                continue;
+            };
+            if !(v.is_finite() && v > 0.0) {
+                continue;
+            }
+            let colour = COLOURS[si % COLOURS.len()];
+            let (x1, x2) = (x_at(at), x_at(at + v));
+            let _ = writeln!(
+                o,
+                r#"<rect class="segment" x="{x1:.1}" y="{y:.1}" width="{:.1}" height="{BAR_H}" fill="{colour}" stroke="white" stroke-width="0.5" data-bar="{}" data-stack="{}" data-value="{v}"><title>{}: {}: {}</title></rect>"#,
+                (x2 - x1).max(0.5),
+                escape(b),
+                escape(&s.label),
+                escape(b),
+                escape(&s.label),
+                num(v)
+            );
+            at += v;
+        }
+        let _ = writeln!(
+            o,
+            r#"<text x="{:.1}" y="{:.1}" font-size="11">{}</text>"#,
+            x_at(at) + 4.0,
+            y + BAR_H - 3.0,
+            num(at)
+        );
+    }
+    // The legend: a swatch, each bar's value in a column of its own, the stack's name.
+    let ly0 = top + bars_h + 52.0;
+    let col = |i: usize| 34.0 + LEGEND_COL * (i as f64 + 1.0);
+    let letters: Vec<String> = c
+        .bars
+        .iter()
+        .map(|b| b.split(':').next().unwrap_or(b).to_string())
+        .collect();
+    for (i, l) in letters.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            r#"<text x="{:.1}" y="{ly0:.1}" font-size="11" font-weight="bold" text-anchor="end">{}</text>"#,
+            col(i),
+            escape(l)
+        );
+    }
+    let _ = writeln!(
+        o,
+        r#"<text x="{:.1}" y="{ly0:.1}" font-size="11" font-weight="bold">stack ({})</text>"#,
+        col(letters.len() - 1) + 12.0,
+        escape(&c.x_name)
+    );
+    for (si, s) in c.segments.iter().enumerate() {
+        let colour = COLOURS[si % COLOURS.len()];
+        let y = ly0 + LEGEND_ROW * (si as f64 + 1.0);
+        let _ = writeln!(
+            o,
+            r#"<rect x="16" y="{:.1}" width="12" height="10" fill="{colour}"/>"#,
+            y - 9.0
+        );
+        for (i, v) in s.values.iter().enumerate() {
+            let _ = writeln!(
+                o,
+                r#"<text x="{:.1}" y="{y:.1}" font-size="11" text-anchor="end">{}</text>"#,
+                col(i),
+                v.map_or("-".to_string(), num)
+            );
+        }
+        let _ = writeln!(
+            o,
+            r#"<text class="legend" x="{:.1}" y="{y:.1}" font-size="11">{}</text>"#,
+            col(s.values.len().max(1) - 1) + 12.0,
+            escape(&s.label)
+        );
+    }
+    let _ = writeln!(o, "</g>");
+}
+
+fn panel_size(p: &Panel) -> (f64, f64) {
+    match p {
+        Panel::Line(_) => (W, H),
+        Panel::Bars(b) => (bar_layout(b).2, bars_height(b)),
+        Panel::Stack(s) => (stack_width(s), stack_height(s)),
+    }
+}
+
+/// The panels, one under another, as an `<svg>` element (no XML declaration), to stand alone
+/// after one or to sit inside an HTML page.
+pub fn svg_element(panels: &[Panel]) -> String {
+    let width = panels.iter().map(|p| panel_size(p).0).fold(W, f64::max);
+    let height: f64 = panels.iter().map(|p| panel_size(p).1).sum::<f64>().max(H);
     let mut o = String::new();
     let _ = writeln!(
         o,
-        r#"<?xml version="1.0" encoding="UTF-8"?>
-<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height}" viewBox="0 0 {W} {height}" font-family="sans-serif">
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}" font-family="sans-serif">
 <rect width="100%" height="100%" fill="white"/>"#
     );
-    for (i, c) in charts.iter().enumerate() {
-        panel(&mut o, c, H * i as f64);
+    let mut y = 0.0;
+    for p in panels {
+        match p {
+            Panel::Line(c) => panel(&mut o, c, y),
+            Panel::Bars(c) => bars_panel(&mut o, c, y),
+            Panel::Stack(c) => stack_panel(&mut o, c, y),
+        }
+        y += panel_size(p).1;
     }
     o.push_str("</svg>\n");
+    o
+}
+
+/// The panels as one SVG document.
+pub fn document(panels: &[Panel]) -> String {
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n{}",
+        svg_element(panels)
+    )
+}
+
+/// A table for an HTML report: a head row, then rows of cells (plain text, escaped here).
+#[derive(Clone, Debug, Default)]
+pub struct Table {
+    pub head: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+/// One part of an HTML report: a heading, paragraphs, panels and a table.
+#[derive(Clone, Debug, Default)]
+pub struct Section {
+    pub heading: String,
+    pub notes: Vec<String>,
+    pub panels: Vec<Panel>,
+    pub table: Option<Table>,
+}
+
+/// A self-contained HTML page (no scripts, no external files) with the sections' SVG inline.
+/// It is also well-formed XML (XHTML syntax), so tests can parse it whole.
+pub fn html(title: &str, sections: &[Section]) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        r#"<!DOCTYPE html>
+<html xmlns="http://www.w3.org/1999/xhtml" lang="en">
+<head>
+<meta charset="utf-8"/>
+<title>{}</title>
+<style>
+body {{ font-family: sans-serif; margin: 24px; color: #222; }}
+table {{ border-collapse: collapse; margin: 12px 0 24px 0; font-size: 13px; }}
+th, td {{ border-bottom: 1px solid #ddd; padding: 3px 8px; text-align: left; }}
+td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
+p.note {{ max-width: 60em; font-size: 14px; }}
+svg {{ display: block; margin: 8px 0; }}
+</style>
+</head>
+<body>
+<h1>{}</h1>"#,
+        escape(title),
+        escape(title)
+    );
+    for s in sections {
+        let _ = writeln!(o, "<section>\n<h2>{}</h2>", escape(&s.heading));
+        for n in &s.notes {
+            let _ = writeln!(o, r#"<p class="note">{}</p>"#, escape(n));
+        }
+        if !s.panels.is_empty() {
+            o.push_str(&svg_element(&s.panels));
+        }
+        if let Some(t) = &s.table {
+            o.push_str("<table>\n<tr>");
+            for h in &t.head {
+                let _ = write!(o, "<th>{}</th>", escape(h));
+            }
+            o.push_str("</tr>\n");
+            for r in &t.rows {
+                o.push_str("<tr>");
+                for cell in r {
+                    // Figures align right; words left.
+                    let numeric = cell
+                        .trim_start_matches(['+', '-', '>', '<'])
+                        .starts_with(|c: char| c.is_ascii_digit());
+                    let _ = write!(
+                        o,
+                        "<td{}>{}</td>",
+                        if numeric { r#" class="num""# } else { "" },
+                        escape(cell)
+                    );
+                }
+                o.push_str("</tr>\n");
+            }
+            o.push_str("</table>\n");
+        }
+        o.push_str("</section>\n");
+    }
+    o.push_str("</body>\n</html>\n");
     o
 }
 

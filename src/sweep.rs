@@ -278,6 +278,39 @@ fn setting_label(s: &[(String, String)]) -> String {
 }
 
 /// The JSON document: the sweep, the variants, and per setting each call's figures per variant.
+/// A self-contained HTML page: the plot, then each call's mean time per setting and variant.
+pub fn html(r: &SweepResult) -> String {
+    use crate::plot::{Panel, Section, Table};
+    let names = series_names(r);
+    let mut head = vec!["setting".to_string(), "call".to_string()];
+    head.extend(names.iter().map(|n| format!("{n}: mean (ns)")));
+    let calls = call_names(r);
+    let mut rows = Vec::new();
+    for p in &r.points {
+        for c in &calls {
+            let mut row = vec![setting_label(&p.setting), c.clone()];
+            row.extend(
+                (0..names.len()).map(|i| mean(p, c, i).map_or("-".into(), |v| format!("{v:.3}"))),
+            );
+            rows.push(row);
+        }
+    }
+    let notes = r
+        .sweeps
+        .iter()
+        .map(|s| format!("sweep {} = {}", s.key, s.values.join(", ")))
+        .collect();
+    crate::plot::html(
+        &format!("dmasim sweep: {}", r.scenario),
+        &[Section {
+            heading: r.scenario.clone(),
+            notes,
+            panels: charts(r).into_iter().map(Panel::Line).collect(),
+            table: Some(Table { head, rows }),
+        }],
+    )
+}
+
 pub fn json(r: &SweepResult) -> Value {
     let points: Vec<Value> = r
         .points

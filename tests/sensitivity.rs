@@ -30,7 +30,13 @@ fn json(args: &[&str]) -> serde_json::Value {
 
 const SCENARIO: &str = "scenarios/batched-sync.toml";
 
-fn compare_doc() -> serde_json::Value {
+/// The comparison's analysis, made once for the tests that read it.
+fn compare_doc() -> &'static serde_json::Value {
+    static DOC: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
+    DOC.get_or_init(compare_json)
+}
+
+fn compare_json() -> serde_json::Value {
     json(&[
         "compare",
         SCENARIO,
@@ -97,7 +103,7 @@ fn the_percentage_saving_rests_first_on_the_dc_completion_latency() {
     // (no partial lines) and the clock are not perturbed.
     assert_eq!(d["runs"], 42);
 
-    let map_pct = headline(&d, "dma_map_sg", "change_pct", 1);
+    let map_pct = headline(d, "dma_map_sg", "change_pct", 1);
     assert_eq!(
         ranked(map_pct),
         rows(&[
@@ -108,7 +114,7 @@ fn the_percentage_saving_rests_first_on_the_dc_completion_latency() {
             ("sw.sg_next", "held", -0.014),
         ])
     );
-    let unmap_pct = headline(&d, "dma_unmap_sg", "change_pct", 1);
+    let unmap_pct = headline(d, "dma_unmap_sg", "change_pct", 1);
     assert_eq!(
         ranked(unmap_pct),
         rows(&[
@@ -121,7 +127,7 @@ fn the_percentage_saving_rests_first_on_the_dc_completion_latency() {
     );
     // The absolute saving is about one completion latency per entry: in proportion to the
     // latency, and all but independent of the issue cost that the percentage depends on.
-    let map_abs = headline(&d, "dma_map_sg", "change_ns", 1);
+    let map_abs = headline(d, "dma_map_sg", "change_ns", 1);
     assert_eq!(
         ranked(map_abs),
         rows(&[
@@ -131,7 +137,7 @@ fn the_percentage_saving_rests_first_on_the_dc_completion_latency() {
         ])
     );
     // 7.1's own time hardly depends on the latency any more: one wait per list.
-    let b = ranked(headline(&d, "dma_map_sg", "mean_ns", 1));
+    let b = ranked(headline(d, "dma_map_sg", "mean_ns", 1));
     assert_eq!(b[0], ("cache.clean.issue".into(), "held".into(), 0.653));
     let lat = b.iter().find(|r| r.0 == "cache.clean.latency").unwrap();
     assert_eq!(lat.2, 0.001);
@@ -159,13 +165,13 @@ fn each_elasticity_is_the_central_difference_of_its_own_reruns() {
         "compare", SCENARIO, "--kernel", "7.0", "--kernel", "7.1", "--format", "json",
     ]);
     let mean_b = c["calls"][0]["mean_ns"][1].as_f64().unwrap();
-    assert_eq!(headline(&d, "dma_map_sg", "mean_ns", 1)["base"], mean_b);
+    assert_eq!(headline(d, "dma_map_sg", "mean_ns", 1)["base"], mean_b);
 }
 
 #[test]
 fn a_plus_ten_percent_figure_is_a_run_on_the_edited_profile() {
     let d = compare_doc();
-    let h = headline(&d, "dma_map_sg", "mean_ns", 1);
+    let h = headline(d, "dma_map_sg", "mean_ns", 1);
     let plus = h["elasticities"]
         .as_array()
         .unwrap()

@@ -249,6 +249,127 @@ pub fn render_table(r: &Report) -> String {
     o
 }
 
+/// The axis of the error plot stops here (in % or pp); a row beyond it is drawn to the edge,
+/// marked, and its real error written beside it, so one far-off row does not flatten the rest.
+const PLOT_CLIP: f64 = 25.0;
+
+/// The error band drawn on the plot: the README's yardstick, ±10.
+const PLOT_BAND: f64 = 10.0;
+
+/// The plot of one experiment's published rows: each row's error as a bar about zero.
+fn error_panels(r: &Report) -> Vec<crate::plot::Panel> {
+    use crate::plot::{BarChart, BarGroup, Panel};
+    let published: Vec<&Row> = r.rows.iter().filter(|row| row.error.is_some()).collect();
+    let groups: Vec<BarGroup> = published
+        .iter()
+        .map(|row| {
+            let local = row.id.split_once('/').map_or(row.id.as_str(), |p| p.1);
+            let (e, u) = (row.error.unwrap_or(0.0), row.error_unit.unwrap_or(""));
+            let p = row.published.map_or("—".into(), fmt_num);
+            let bound = if row.bound.as_deref() == Some("lower") {
+                ">"
+            } else {
+                ""
+            };
+            BarGroup {
+                label: local.to_string(),
+                values: vec![Some(e)],
+                texts: vec![format!(
+                    "{e:+.2} {u}  (published {bound}{p}, model {} {})",
+                    fmt_num(row.model),
+                    row.unit
+                )],
+            }
+        })
+        .collect();
+    if groups.is_empty() {
+        Vec::new()
+    } else {
+        vec![Panel::Bars(BarChart {
+            title: format!("{}: model vs published, error per row", r.experiment),
+            x_name: format!(
+                "error: % of the published figure (percentage points for % rows); band ±{PLOT_BAND}, axis cut at ±{PLOT_CLIP}"
+            ),
+            series: Vec::new(),
+            groups,
+            signed: true,
+            band: Some(PLOT_BAND),
+            clip: Some(PLOT_CLIP),
+        })]
+    }
+}
+
+/// The error plots of the experiments as one SVG document.
+pub fn render_svg(reports: &[Report]) -> String {
+    let panels: Vec<crate::plot::Panel> = reports.iter().flat_map(error_panels).collect();
+    crate::plot::document(&panels)
+}
+
+/// A self-contained HTML report of the experiments: per experiment its source and conditions,
+/// a plot of each published row's error, and the table of every row (published, model, error,
+/// basis), as the terminal table has them.
+pub fn render_html(reports: &[Report]) -> String {
+    use crate::plot::{Section, Table};
+    let sections: Vec<Section> = reports
+        .iter()
+        .map(|r| {
+            let mut notes = vec![
+                r.title.clone(),
+                format!("source: {}", r.source),
+                format!("conditions: {}", r.conditions),
+                format!("platform: {}", r.platform),
+            ];
+            notes.extend(r.assumptions.iter().map(|a| format!("assumes: {a}")));
+            let panels = error_panels(r);
+            let rows = r
+                .rows
+                .iter()
+                .map(|row| {
+                    let published = match (row.published, row.bound.as_deref()) {
+                        (Some(v), Some("lower")) => format!(">{}", fmt_num(v)),
+                        (Some(v), _) => fmt_num(v),
+                        (None, _) => "—".into(),
+                    };
+                    let error = match (row.error, row.error_unit) {
+                        (Some(e), Some(u)) => format!("{e:+.2} {u}"),
+                        _ => "—".into(),
+                    };
+                    let basis = if row.fitted_params.is_empty() {
+                        if row.published.is_some() {
+                            "prediction"
+                        } else {
+                            "model only"
+                        }
+                        .to_string()
+                    } else {
+                        format!("fitted: {}", row.fitted_params.join(", "))
+                    };
+                    vec![
+                        row.id.clone(),
+                        row.unit.clone(),
+                        published,
+                        fmt_num(row.model),
+                        error,
+                        format!("{basis}{}", commands(row)),
+                    ]
+                })
+                .collect();
+            Section {
+                heading: r.experiment.clone(),
+                notes,
+                panels,
+                table: Some(Table {
+                    head: ["row", "unit", "published", "model", "error", "basis"]
+                        .map(String::from)
+                        .to_vec(),
+                    rows,
+                }),
+            }
+        })
+        .collect();
+    crate::plot::html("dmasim reproduce: published vs model", &sections)
+}
+
 #[cfg(test)]
 mod tests {
     use super::names_row;

@@ -582,6 +582,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../scenarios/ixgbe-forwarding.toml"),
     ),
     (
+        "pernuma-cma",
+        include_str!("../../scenarios/pernuma-cma.toml"),
+    ),
+    (
         "smmu-walk-flush",
         include_str!("../../scenarios/smmu-walk-flush.toml"),
     ),
