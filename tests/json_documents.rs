@@ -75,3 +75,85 @@ fn policies_json_gives_each_presets_per_release_as_the_table_does() {
     assert_eq!(outer["presets"]["3.15"], "l2x0");
     assert_eq!(outer["presets"]["3.16"], "l2c210");
 }
+
+/// Every `stack` in a document is an array of frame names, and no string anywhere (value or key)
+/// is a stack joined with " > ".
+fn check_stacks(what: &str, v: &serde_json::Value) -> usize {
+    let mut n = 0;
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                assert!(!k.contains(" > "), "{what}: key `{k}`");
+                if k == "stack" {
+                    let frames = x.as_array().unwrap_or_else(|| panic!("{what}: stack {x}"));
+                    assert!(frames.iter().all(|f| f.is_string()), "{what}: {x}");
+                    n += 1;
+                }
+                n += check_stacks(what, x);
+            }
+        }
+        serde_json::Value::Array(a) => n += a.iter().map(|x| check_stacks(what, x)).sum::<usize>(),
+        serde_json::Value::String(s) => assert!(!s.contains(" > "), "{what}: `{s}`"),
+        _ => {}
+    }
+    n
+}
+
+#[test]
+fn every_document_has_format_version_and_stacks_as_arrays() {
+    let list: serde_json::Value =
+        serde_json::from_str(&out(&["scenarios", "--format", "json"])).unwrap();
+    let mut docs: Vec<(String, Vec<String>)> = list["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let name = s["name"].as_str().unwrap().to_string();
+            (
+                format!("run {name}"),
+                vec![
+                    "run".into(),
+                    name,
+                    "-q".into(),
+                    "--format".into(),
+                    "json".into(),
+                ],
+            )
+        })
+        .collect();
+    for args in [
+        &["reproduce", "--format", "json"][..],
+        &[
+            "compare",
+            "batched-sync",
+            "--kernel",
+            "7.0",
+            "--kernel",
+            "7.1",
+            "--format",
+            "json",
+        ],
+        &[
+            "run",
+            "batched-sync",
+            "--sweep",
+            "workload.entry=4K,64K",
+            "--format",
+            "json",
+        ],
+        &["costs", "--format", "json"],
+        &["scenarios", "--format", "json"],
+        &["platforms", "--format", "json"],
+        &["policies", "--format", "json"],
+    ] {
+        docs.push((args.join(" "), args.iter().map(|s| s.to_string()).collect()));
+    }
+    let mut stacks = 0;
+    for (what, args) in &docs {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let v: serde_json::Value = serde_json::from_str(&out(&args)).unwrap();
+        assert!(v["format_version"].is_u64(), "{what}: no format_version");
+        stacks += check_stacks(what, &v);
+    }
+    assert!(stacks > 100, "{stacks} stacks checked");
+}
