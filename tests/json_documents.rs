@@ -157,3 +157,51 @@ fn every_document_has_format_version_and_stacks_as_arrays() {
     }
     assert!(stacks > 100, "{stacks} stacks checked");
 }
+
+/// An IOMMU run's document says what domain it ran on: type, format, levels, address sizes and
+/// the page sizes the format allows, as io-pgtable-arm works them out (4K granule, 48-bit IOVA:
+/// 4 levels from 0, 4K/2M/1G; 64K granule, 36-bit IOVA: DIV_ROUND_UP(36 - 16, 13) = 2 levels
+/// from level 2, a 2^(20 - 13) entry top table of 1 KiB, 64K pages and 512M blocks).
+#[test]
+fn the_iommu_document_describes_its_domain() {
+    let doc = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec!["run", "smmu-walk-flush", "-q", "--format", "json"];
+        args.extend_from_slice(extra);
+        serde_json::from_str(&out(&args)).unwrap()
+    };
+    let d = doc(&[]);
+    let i = &d["iommu"];
+    assert_eq!(i["domain_type"], "IOMMU_DOMAIN_UNMANAGED");
+    assert_eq!(i["format"], "ARM_64_LPAE_S1");
+    assert_eq!(
+        (i["granule"].as_u64(), i["ias"].as_u64(), i["oas"].as_u64()),
+        (Some(4096), Some(48), Some(48))
+    );
+    assert_eq!(
+        (i["levels"].as_u64(), i["start_level"].as_u64()),
+        (Some(4), Some(0))
+    );
+    assert_eq!(
+        i["page_sizes"],
+        serde_json::json!([4096, 2 << 20, 1u64 << 30])
+    );
+    assert_eq!(i["pgsize_bitmap"], "0x40201000");
+    assert_eq!(i["pgd_bytes"], 4096);
+    let d = doc(&[
+        "--set",
+        "iommu.granule=64K",
+        "--set",
+        "iommu.ias=36",
+        "--set",
+        "workload.sizes=[\"64K\"]",
+        "--set",
+        "workload.element=64K",
+    ]);
+    let i = &d["iommu"];
+    assert_eq!(
+        (i["levels"].as_u64(), i["start_level"].as_u64()),
+        (Some(2), Some(2))
+    );
+    assert_eq!(i["page_sizes"], serde_json::json!([65536, 512u64 << 20]));
+    assert_eq!(i["pgd_bytes"], 1024);
+}
