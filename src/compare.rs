@@ -278,7 +278,7 @@ pub fn compare(base: &Scenario, variants: &[Variant]) -> Result<Comparison, Comp
 /// joined by `;` as folded stacks are.
 pub fn matched_stack(stack: &str) -> String {
     let mut frames: Vec<&str> = Vec::new();
-    for f in stack.split(" > ") {
+    for f in crate::report::frames(stack) {
         let f = crate::arch::stable_frame(f);
         if frames.last() != Some(&f) {
             frames.push(f);

@@ -15,8 +15,9 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-/// Version of the JSON documents' layout; bumped on any incompatible change.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version of the JSON documents' layout; bumped on any incompatible change. 2: every `stack` is
+/// an array of frames (in 1 it was one string joined with " > ").
+pub const FORMAT_VERSION: u32 = 2;
 
 pub fn ns(ps: u64) -> f64 {
     ps as f64 / 1000.0
@@ -92,7 +93,8 @@ pub(crate) fn call_doc(c: &CallStat) -> CallDoc {
 
 #[derive(Serialize)]
 pub(crate) struct StackDoc {
-    stack: String,
+    /// The frames, outermost first (an array, so no frame name needs escaping).
+    stack: Vec<String>,
     self_ns: f64,
     share_pct: f64,
     operations: BTreeMap<&'static str, u64>,
@@ -123,11 +125,17 @@ pub fn policies_map(
     m
 }
 
+/// The frames of a stack as the ledger names it (`a > b > c`), outermost first: what JSON
+/// documents carry as an array and folded output joins with `;`.
+pub fn frames(stack: &str) -> impl Iterator<Item = &str> {
+    stack.split(" > ")
+}
+
 pub(crate) fn breakdown_docs(stacks: &[StackRow], total_ps: u64) -> Vec<StackDoc> {
     stacks
         .iter()
         .map(|s| StackDoc {
-            stack: s.stack.clone(),
+            stack: frames(&s.stack).map(str::to_string).collect(),
             self_ns: ns(s.self_ps),
             share_pct: share(s.self_ps, total_ps),
             operations: counts_map(&s.counts),
@@ -253,7 +261,12 @@ pub fn folded(stacks: &[StackRow]) -> String {
     let mut o = String::new();
     for s in stacks {
         if s.self_ps > 0 {
-            let _ = writeln!(o, "{} {}", s.stack.replace(" > ", ";"), s.self_ps);
+            let _ = writeln!(
+                o,
+                "{} {}",
+                frames(&s.stack).collect::<Vec<_>>().join(";"),
+                s.self_ps
+            );
         }
     }
     o

@@ -263,7 +263,12 @@ fn run_json_is_deterministic_and_complete() {
             .any(|c| c["call"] == "dma_map_sg")
     );
     assert!(v["breakdown"].as_array().unwrap().iter().any(|s| s["stack"]
-        == "dma_map_sg > dma_direct_map_sg > arch_sync_dma_for_device > dcache_clean_poc"));
+        == serde_json::json!([
+            "dma_map_sg",
+            "dma_direct_map_sg",
+            "arch_sync_dma_for_device",
+            "dcache_clean_poc"
+        ])));
     let again = dmasim(&[
         "run",
         "scenarios/batched-sync.toml",

@@ -105,14 +105,20 @@ fn phys_addr_split(r: &ForwardingResult) -> (u64, u64) {
 
 /// `__phys_addr` calls per packet on each distinct call path, for the report's detail.
 fn phys_addr_paths(r: &ForwardingResult) -> serde_json::Value {
-    let mut m = serde_json::Map::new();
-    for s in &r.stacks {
+    // In stack order, as the map keyed by the joined stack listed them.
+    let mut rows: Vec<&crate::hw::calls::StackRow> = r.stacks.iter().collect();
+    rows.sort_by(|a, b| a.stack.cmp(&b.stack));
+    let mut out = Vec::new();
+    for s in rows {
         let n = s.counts[Counter::PhysAddrCall as usize];
         if n > 0 {
-            m.insert(s.stack.clone(), (n as f64 / r.packets.max(1) as f64).into());
+            out.push(serde_json::json!({
+                "stack": crate::report::frames(&s.stack).collect::<Vec<_>>(),
+                "calls_per_packet": n as f64 / r.packets.max(1) as f64,
+            }));
         }
     }
-    m.into()
+    out.into()
 }
 
 fn symbol_row(b: &RowBuilder, r: &ForwardingResult, when: &str, sym: &str, what: &str) -> Row {

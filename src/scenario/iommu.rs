@@ -985,6 +985,8 @@ pub struct IommuRunResult {
     /// Which scenario ran where, under which policies.
     pub info: RunInfo,
     pub iommu: IommuConfig,
+    /// The domain's page-table geometry (`None` only when no domain was allocated).
+    pub geometry: Option<DomainGeometry>,
     pub workload: Workload,
     pub ops: Vec<OpStat>,
     pub counts: [u64; Counter::N],
@@ -1048,6 +1050,61 @@ fn new_domain(
 
 struct Meter {
     ops: Vec<OpStat>,
+    /// The page table of the first domain the run allocated (every domain of a run has the
+    /// same configuration).
+    geometry: Option<DomainGeometry>,
+}
+
+/// What the run's domain is, as the documents describe it: the domain type, and the io-pgtable
+/// format `alloc_io_pgtable_ops` worked out from the granule and the address sizes.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DomainGeometry {
+    /// `iommu_domain_alloc()` gives the caller an `IOMMU_DOMAIN_UNMANAGED` domain: the iommu
+    /// core's API is driven directly, as the seed's test driver did; no iommu-dma, no IOVA
+    /// flush queue.
+    pub domain_type: &'static str,
+    pub format: &'static str,
+    pub granule: u64,
+    pub ias: u32,
+    pub oas: u32,
+    /// Levels walked (`ARM_LPAE_MAX_LEVELS - start_level`) and the level the walk starts at.
+    pub levels: u32,
+    pub start_level: u32,
+    /// The top-level table's bytes (`ARM_LPAE_PGD_SIZE`).
+    pub pgd_bytes: u64,
+    /// `pgsize_bitmap`, and the page and block sizes it allows, smallest first.
+    pub pgsize_bitmap: String,
+    pub page_sizes: Vec<u64>,
+}
+
+impl DomainGeometry {
+    fn of(d: &crate::iommu::core::IommuDomain) -> DomainGeometry {
+        let t = &d.pgtable;
+        let bitmap = t.pgsize_bitmap();
+        DomainGeometry {
+            domain_type: "IOMMU_DOMAIN_UNMANAGED",
+            format: "ARM_64_LPAE_S1",
+            granule: t.granule(),
+            ias: t.cfg().ias,
+            oas: t.cfg().oas,
+            levels: t.levels(),
+            start_level: t.start_level(),
+            pgd_bytes: t.pgd_size(),
+            pgsize_bitmap: format!("{bitmap:#x}"),
+            page_sizes: (0..64)
+                .map(|b| 1u64 << b)
+                .filter(|sz| bitmap & sz != 0)
+                .collect(),
+        }
+    }
+}
+
+impl Meter {
+    fn saw(&mut self, d: &crate::iommu::core::IommuDomain) {
+        if self.geometry.is_none() {
+            self.geometry = Some(DomainGeometry::of(d));
+        }
+    }
 }
 
 impl Meter {
@@ -1109,7 +1166,10 @@ pub fn run(s: &Scenario) -> Result<IommuRunResult, String> {
         .iommu
         .ok_or_else(|| format!("scenario `{}` has no [iommu] domain", s.name))?;
     let mut hw = Model::new(s.profile.model.clone());
-    let mut m = Meter { ops: Vec::new() };
+    let mut m = Meter {
+        ops: Vec::new(),
+        geometry: None,
+    };
     match &s.workload {
         Workload::IommuSweep(w) => {
             for &size in &w.sizes {
@@ -1118,6 +1178,7 @@ pub fn run(s: &Scenario) -> Result<IommuRunResult, String> {
                 let unmap = m.slot(format!("unmap {label}"), "iommu_unmap", size);
                 let mut d =
                     new_domain(&mut hw, s, &cfg, size).map_err(|e| format!("domain: {e}"))?;
+                m.saw(&d);
                 let segs = segments(data_base(0, size), size, w.element, w.layout);
                 for it in 0..w.iterations {
                     let r = m.time(&mut hw, map, |hw| {
@@ -1152,6 +1213,7 @@ pub fn run(s: &Scenario) -> Result<IommuRunResult, String> {
     Ok(IommuRunResult {
         info: s.run_info(),
         iommu: cfg,
+        geometry: m.geometry,
         workload: s.workload.clone(),
         ops: m.ops,
         counts: hw.ledger.totals(),
@@ -1239,6 +1301,7 @@ fn run_ops(
         })
         .sum();
     let mut d = new_domain(hw, s, cfg, mapped).map_err(|e| format!("domain: {e}"))?;
+    m.saw(&d);
     let mut iovad = IovaDomain::new(hw, cfg.granule, 1, 1)
         .map_err(|e| format!("IOVA domain: {e}"))?
         .with_rules(s.policies.iova.rules());
@@ -1605,6 +1668,9 @@ struct IommuDoc {
     ias: u32,
     smmu: &'static str,
     coherent_walk: bool,
+    /// The domain as set up: type, io-pgtable format, levels, address sizes, page sizes.
+    #[serde(flatten)]
+    geometry: Option<DomainGeometry>,
 }
 
 #[derive(Serialize)]
@@ -1631,6 +1697,7 @@ pub fn json(r: &IommuRunResult) -> serde_json::Value {
             ias: r.iommu.ias,
             smmu: r.iommu.smmu.name(),
             coherent_walk: r.iommu.coherent_walk,
+            geometry: r.geometry.clone(),
         },
         workload: IommuWorkloadDoc {
             kind: r.workload.kind(),
