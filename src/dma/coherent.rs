@@ -392,8 +392,9 @@ impl DmaCoherent {
 mod tests {
     use super::*;
     use crate::dma::contiguous::CmaBoot;
+    use crate::dma::contiguous::{ContiguousRules, NumaCma};
+    use crate::mm::cma::CmaRules;
     use crate::mm::physmem::NodeRange;
-    use crate::policy::{KernelVersion, contiguous_rules};
 
     const MIB: u64 = 1 << 20;
 
@@ -412,12 +413,18 @@ mod tests {
             },
         ]);
         mem.set_zonelists([(0, vec![0, 1]), (1, vec![1, 0])].into_iter().collect());
-        let cma = Contiguous::reserve(
-            &mut mem,
-            contiguous_rules(KernelVersion(6, 6)),
-            &CmaBoot::default(),
-            &[0, 1],
-        );
+        // 6.6's rules on arm64 (policy::contiguous_rules), written out: dma sits below policy.
+        let rules = ContiguousRules {
+            numa: NumaCma::NumaCma,
+            cma: CmaRules {
+                min_align: 2 << 20,
+                bottom_up_above_4g: true,
+            },
+            numa_first: true,
+            zone_dma_bits: 32,
+            default_below_dma32: false,
+        };
+        let cma = Contiguous::reserve(&mut mem, rules, &CmaBoot::default(), &[0, 1]);
         (mem, DmaCoherent::new(cma, 0))
     }
 

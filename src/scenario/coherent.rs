@@ -712,7 +712,13 @@ pub fn run(s: &Scenario, w: &Coherent) -> Result<CoherentResult, String> {
     }
     let mem: SharedPhysMem = numa_memory(&s.profile, vec![]).shared();
     let mut coh: DmaCoherent = dma_coherent_init(&mut mem.borrow_mut(), s.kernel, &s.boot);
-    coh.cpu_node = w.cpu_node;
+    // numa_mem_id(): the CPU's node, or the nearest node with memory when it has none; an
+    // allocation for a device without a node starts there.
+    coh.cpu_node = topo
+        .fallback_order(w.cpu_node)
+        .into_iter()
+        .find(|&n| topo.has_memory(n))
+        .unwrap_or(w.cpu_node);
     let kernel = s.kernel.to_string();
     let areas = coh
         .cma

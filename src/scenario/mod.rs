@@ -4,8 +4,10 @@
 //! The format is documented in docs/scenarios.md.
 //!
 //! The file is parsed once. The shared sections (`[scenario]`, `[device]`, `[swiotlb]`,
-//! `[iommu]`) are read here; `[workload]` belongs to the kind it names, and each kind is one
-//! module ([`streaming`], [`forwarding`], [`bounce`], [`iommu`]) owning its section's keys, its
+//! `[iommu]`, and `[boot]`: the CMA command-line parameters, parsed once into a typed
+//! [`CmaBoot`]) are read here; `[workload]` belongs to the kind it names, and each kind is one
+//! module ([`streaming`], [`forwarding`], [`bounce`], [`iommu`], [`user_access`],
+//! [`pipeline`], [`coherent`]) owning its section's keys, its
 //! checks, its runner and its result. [`KINDS`] is the registry. Running goes through
 //! [`crate::setup`], which builds the machine; a runner never assembles a stack itself.
 //!
