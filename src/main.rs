@@ -638,6 +638,8 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
             warn_unpriced(&s.profile, &s.sw_keys(), &s.name);
             s.check_work(u128::from(max_work))?;
             if sensitivity {
+                // The reruns' number is known only once the base run has said which parameters
+                // it used, so the display (past a second, on a terminal) counts steps, no total.
                 let r = with_progress(None, || {
                     dmasim::sensitivity::analyse(&s, &[dmasim::compare::Variant::default()])
                 });

@@ -183,7 +183,7 @@ fn structural(key: &str) -> Option<&'static str> {
     } else if costs.iter().any(|c| key.starts_with(c)) {
         None
     } else {
-        Some("not a cost")
+        Some("not a cost the model charges: a count, a topology or a property")
     }
 }
 

@@ -91,7 +91,7 @@ fn placed(d: &Value, name: &str) -> (u64, String, usize) {
 #[test]
 fn the_shipped_scenario_places_every_allocation_by_the_5_10_rules() {
     let d = json(&[SCENARIO]);
-    assert_eq!(d["format_version"], 1);
+    assert_eq!(d["format_version"], 2);
     assert_eq!(d["workload"]["kind"], "coherent");
     // numa_cma= is 6.6's: 5.10 ignores it, and says so as a result.
     let ignored = d["boot"]["ignored"].as_array().unwrap();

@@ -93,7 +93,7 @@ fn rows(v: &[(&str, &str, f64)]) -> Vec<(String, String, f64)> {
 #[test]
 fn the_percentage_saving_rests_first_on_the_dc_completion_latency() {
     let d = compare_doc();
-    assert_eq!(d["format_version"], 1);
+    assert_eq!(d["format_version"], 2);
     assert_eq!(
         d["variants"],
         serde_json::json!(["kernel 7.0", "kernel 7.1"])
@@ -286,7 +286,7 @@ fn a_run_ranks_the_mean_time_of_each_call() {
         "--format",
         "json",
     ]);
-    assert_eq!(d["format_version"], 1);
+    assert_eq!(d["format_version"], 2);
     assert_eq!(d["runs"], 21);
     let h = headline(&d, "dma_map_sg", "mean_ns", 0);
     assert_eq!(
