@@ -229,8 +229,10 @@ enum Cmd {
 
 /// A progress bar on standard error for a long run, drawn by a thread of its own that reads the
 /// runners' counter ([`scenario::progress`]) a few times a second: the run itself only counts its
-/// outer steps, and nothing it computes or prints depends on the bar. Shown only when standard
-/// error is a terminal, and cleared when the run ends, so no output byte changes.
+/// outer steps, and nothing it computes or prints depends on the bar. The bar appears only once
+/// the run has taken [`Progress::DELAY`] of wall time, so a quick run draws nothing whatever its
+/// size estimate said; only when standard error is a terminal and `-q` is not given; and it is
+/// cleared when the run ends, so no output byte changes.
 struct Progress {
     stop: Arc<AtomicBool>,
     thread: std::thread::JoinHandle<()>,
@@ -238,31 +240,52 @@ struct Progress {
 
 impl Progress {
     const POLL: std::time::Duration = std::time::Duration::from_millis(200);
+    /// "A run of more than a second shows progress."
+    const DELAY: std::time::Duration = std::time::Duration::from_secs(1);
 
-    fn start(total: u64) -> Progress {
+    /// A bar counting `total` outer steps (the scenario's `progress_total`), or, for work whose
+    /// total is not known up front (a sweep), a spinner counting steps done. `None` when no bar
+    /// may be drawn.
+    fn start(total: Option<u64>) -> Option<Progress> {
+        if !io::stderr().is_terminal() || QUIET.load(Ordering::Relaxed) {
+            return None;
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let base = scenario::progress::done();
-        let bar = indicatif::ProgressBar::with_draw_target(
-            Some(total),
-            indicatif::ProgressDrawTarget::stderr(),
-        );
-        if let Ok(style) = indicatif::ProgressStyle::with_template(
-            "{elapsed_precise} [{bar:40}] {pos}/{len} (about {eta} left)",
-        ) {
-            bar.set_style(style.progress_chars("=> "));
-        }
         let flag = stop.clone();
         let thread = std::thread::spawn(move || {
+            let began = std::time::Instant::now();
+            while began.elapsed() < Self::DELAY {
+                if flag.load(Ordering::Relaxed) {
+                    return;
+                }
+                std::thread::park_timeout(Self::DELAY.saturating_sub(began.elapsed()));
+            }
+            let bar = indicatif::ProgressBar::with_draw_target(
+                total,
+                indicatif::ProgressDrawTarget::stderr(),
+            )
+            .with_elapsed(began.elapsed());
+            let template = if total.is_some() {
+                "{elapsed_precise} [{bar:40}] {pos}/{len} (about {eta} left)"
+            } else {
+                "{elapsed_precise} {spinner} {pos} steps done"
+            };
+            if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+                bar.set_style(style.progress_chars("=> "));
+            }
             while !flag.load(Ordering::Relaxed) {
-                bar.set_position(scenario::progress::done().saturating_sub(base).min(total));
+                let done = scenario::progress::done().saturating_sub(base);
+                bar.set_position(total.map_or(done, |t| done.min(t)));
+                bar.tick();
                 std::thread::park_timeout(Self::POLL);
             }
             bar.finish_and_clear();
         });
-        Progress { stop, thread }
+        Some(Progress { stop, thread })
     }
 
-    /// Clear the bar before anything else is written.
+    /// Clear the bar (if it was drawn) before anything else is written.
     fn finish(self) {
         self.stop.store(true, Ordering::Relaxed);
         self.thread.thread().unpark();
@@ -494,6 +517,7 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
                 );
             }
             let check = |t: &Scenario| t.check_work(u128::from(max_work));
+            let bar = Progress::start(None);
             let r = dmasim::sweep::run(
                 &scenario,
                 &overrides.set,
@@ -501,8 +525,11 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
                 &sweeps,
                 &variants,
                 &check,
-            )
-            .map_err(|e| match e {
+            );
+            if let Some(bar) = bar {
+                bar.finish();
+            }
+            let r = r.map_err(|e| match e {
                 dmasim::compare::CompareError::Input(i) => anyhow::Error::from(i),
                 dmasim::compare::CompareError::Refused { label, refused } => {
                     anyhow::Error::from(scenario::Refused {
@@ -543,10 +570,7 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
                     s.work()
                 ));
             }
-            let bar = (s.work() > scenario::WARN_WORK
-                && io::stderr().is_terminal()
-                && !QUIET.load(Ordering::Relaxed))
-            .then(|| Progress::start(s.progress_total()));
+            let bar = Progress::start(Some(s.progress_total()));
             let outcome = scenario::execute(&s);
             if let Some(bar) = bar {
                 bar.finish();
@@ -582,7 +606,13 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
                 v.apply(&mut t)?;
                 t.check_work(u128::from(max_work))?;
             }
-            let c = dmasim::compare::compare(&s, &variants).map_err(|e| match e {
+            let total = s.progress_total().saturating_mul(variants.len() as u64);
+            let bar = Progress::start(Some(total));
+            let c = dmasim::compare::compare(&s, &variants);
+            if let Some(bar) = bar {
+                bar.finish();
+            }
+            let c = c.map_err(|e| match e {
                 dmasim::compare::CompareError::Input(i) => anyhow::Error::from(i),
                 dmasim::compare::CompareError::Refused { label, refused } => {
                     anyhow::Error::from(scenario::Refused {

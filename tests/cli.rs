@@ -717,46 +717,66 @@ fn scratch_paths_are_removed_when_the_guard_drops() {
     assert!(!Path::new(&fp).exists() && !Path::new(&dp).exists());
 }
 
-/// A long run shows a progress bar when standard error is a terminal, and nothing but its one
-/// note in a pipe; its standard output is the same bytes either way.
+/// A run of more than a second shows a progress bar when standard error is a terminal, nothing
+/// with `-q`, and nothing but its one size note in a pipe; its standard output is the same bytes
+/// in each case.
 #[test]
 fn a_long_run_shows_progress_on_a_terminal_and_nowhere_else() {
-    // About 1.3e9 model steps (a second or two): over the size at which a run says so.
-    let text = include_str!("../scenarios/batched-sync.toml")
-        .replace("iterations = 200", "iterations = 4000");
-    let s = scratch("long.toml", &text);
+    // The bar is drawn by wall time (after a second), so the run is sized from a timed short
+    // one to take about three seconds on whatever machine runs the test.
+    let sized = |iterations: u64| {
+        let text = include_str!("../scenarios/batched-sync.toml")
+            .replace("iterations = 200", &format!("iterations = {iterations}"));
+        scratch(&format!("long-{iterations}.toml"), &text)
+    };
+    let probe = sized(2000);
+    let began = std::time::Instant::now();
+    assert!(dmasim(&["run", &probe]).status.success());
+    let per_iteration = began.elapsed().as_secs_f64() / 2000.0;
+    let iterations = ((3.0 / per_iteration) as u64).clamp(4000, 2_000_000);
+    let s = sized(iterations);
+    let began = std::time::Instant::now();
     let piped = dmasim(&["run", &s]);
+    let took = began.elapsed();
     let err = stderr(&piped);
     assert!(piped.status.success(), "{err}");
+    assert!(
+        took > std::time::Duration::from_millis(1500),
+        "the run meant to be long took {took:?}"
+    );
     assert!(err.contains("model steps"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(!err.contains('\r') && !err.contains('\x1b'), "{err:?}");
     // `script` runs the command on a pseudo-terminal (standard error there), standard output
-    // still going to a file.
-    let out = scratch("long.out", "");
-    let cmd = format!(
-        "'{}' run '{}' > '{}'",
-        env!("CARGO_BIN_EXE_dmasim"),
-        &*s,
-        &*out
-    );
-    // In a process group of its own: script(1) signals its whole group when it fails, which
-    // must not reach the test harness.
-    let Ok(t) = Command::new("script")
-        .args(["-qec", &cmd, "/dev/null"])
-        .process_group(0)
-        .output()
-    else {
-        eprintln!("no `script` command here: the terminal half of this test did not run");
-        return;
+    // still going to a file. bsdutils, which has it, is an essential package of Debian.
+    let on_terminal = |quiet: bool| {
+        let out = scratch(&format!("long-{quiet}.out"), "");
+        let cmd = format!(
+            "'{}' {} run '{}' > '{}'",
+            env!("CARGO_BIN_EXE_dmasim"),
+            if quiet { "-q" } else { "" },
+            &*s,
+            &*out
+        );
+        // In a process group of its own: script(1) signals its whole group when it fails,
+        // which must not reach the test harness.
+        let t = Command::new("script")
+            .args(["-qec", &cmd, "/dev/null"])
+            .process_group(0)
+            .output()
+            .expect("script(1) runs");
+        let term = String::from_utf8_lossy(&t.stdout).into_owned();
+        assert!(t.status.success(), "{term}");
+        assert_eq!(std::fs::read(&*out).unwrap(), piped.stdout);
+        term
     };
-    let term = String::from_utf8_lossy(&t.stdout);
-    assert!(t.status.success(), "{term}");
+    let term = on_terminal(false);
     assert!(
-        term.contains("/4000"),
+        term.contains(&format!("/{iterations}")) && term.contains("left)"),
         "no progress bar on the terminal: {term:?}"
     );
-    assert_eq!(std::fs::read(&*out).unwrap(), piped.stdout);
+    let quiet = on_terminal(true);
+    assert!(quiet.trim().is_empty(), "-q, yet: {quiet:?}");
 }
 
 /// Runs every other test of this file in a child process whose temp directory is a fresh, empty

@@ -311,8 +311,8 @@ pub const DEFAULT_MAX_WORK: u128 = 20_000_000_000;
 /// Steps one page mapped and unmapped through the io-pgtable costs, in the units of a cache line
 /// maintained (measured: a PTE's walk, write, clean and invalidation take about that much longer).
 const IOMMU_PAGE_STEPS: u128 = 100;
-/// Runs estimated above this many steps say so on standard error before they start, and show
-/// their progress there when it is a terminal.
+/// Runs estimated above this many steps say so on standard error before they start. (Progress
+/// is drawn by wall time, not by this estimate: any run past a second shows it on a terminal.)
 pub const WARN_WORK: u128 = 1_000_000_000;
 
 /// Largest swiotlb pool a scenario may set up (the model keeps a slot table entry per 2 KiB).
