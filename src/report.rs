@@ -34,6 +34,62 @@ pub fn human_ns(ns: f64) -> String {
     }
 }
 
+/// One unit for a whole column of times: the unit of the column's largest value, so every row of
+/// a column reads in the same unit (`0.0077` under `33.4750`, both µs, never `7.7 ns` above
+/// `33.475 µs`); the header names it (`mean (µs)`). Decimals are the unit's usual ones (1 for ns,
+/// 3 otherwise), more when the column's smallest non-zero value would otherwise show fewer than
+/// two significant digits (up to picoseconds for ns, 6 decimals otherwise), so no time that is
+/// not zero reads as zero.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TimeUnit {
+    pub name: &'static str,
+    ns_per_unit: f64,
+    decimals: usize,
+}
+
+impl TimeUnit {
+    pub fn for_column(ns: impl IntoIterator<Item = f64>) -> TimeUnit {
+        let (mut max, mut min) = (0.0f64, f64::INFINITY);
+        for x in ns {
+            max = max.max(x);
+            if x > 0.0 {
+                min = min.min(x);
+            }
+        }
+        let (name, ns_per_unit, base, cap) = if max >= 1e9 {
+            ("s", 1e9, 3, 6)
+        } else if max >= 1e6 {
+            ("ms", 1e6, 3, 6)
+        } else if max >= 1e3 {
+            ("µs", 1e3, 3, 6)
+        } else {
+            ("ns", 1.0, 1, 3)
+        };
+        let mut decimals = base;
+        if min.is_finite() {
+            let x = min / ns_per_unit;
+            // Digits after the point that show two significant digits of x.
+            let need = (1.0 - x.log10().floor()).max(0.0) as usize;
+            decimals = need.clamp(base, cap);
+        }
+        TimeUnit {
+            name,
+            ns_per_unit,
+            decimals,
+        }
+    }
+
+    /// A time in this unit, without the unit.
+    pub fn num(&self, ns: f64) -> String {
+        format!("{:.*}", self.decimals, ns / self.ns_per_unit)
+    }
+
+    /// A column header with the unit: `mean (µs)`.
+    pub fn header(&self, what: &str) -> String {
+        format!("{what} ({})", self.name)
+    }
+}
+
 pub fn human_bytes(b: u64) -> String {
     if b >= 1 << 30 && b.is_multiple_of(1 << 30) {
         format!("{} GiB", b >> 30)
@@ -235,14 +291,16 @@ pub(crate) fn stack_table(
     total_ps: u64,
     per: u64,
 ) {
+    let per = per.max(1) as f64;
+    let unit = TimeUnit::for_column(stacks.iter().map(|s| ns(s.self_ps) / per));
     let _ = writeln!(o, "\ntime by call stack ({what})");
-    let _ = writeln!(o, "  {:>7} {:>12}  stack", "share", "time");
+    let _ = writeln!(o, "  {:>7} {:>12}  stack", "share", unit.header("time"));
     for s in stacks.iter().filter(|s| s.self_ps > 0) {
         let _ = writeln!(
             o,
             "  {:>6.2}% {:>12}  {}",
             share(s.self_ps, total_ps),
-            human_ns(ns(s.self_ps) / per.max(1) as f64),
+            unit.num(ns(s.self_ps) / per),
             s.stack
         );
     }
@@ -388,4 +446,30 @@ pub fn policies_table(profile: &crate::platform::Profile) -> String {
         }
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TimeUnit;
+
+    #[test]
+    fn a_column_reads_in_one_unit_and_no_time_reads_as_zero() {
+        // The batched-sync 7.1 stack column: 3.8 ns to 63 µs, all in µs.
+        let u = TimeUnit::for_column([3.8, 7.7, 33_475.0, 63_078.0]);
+        assert_eq!(u.name, "µs");
+        assert_eq!(u.num(3.8), "0.0038");
+        assert_eq!(u.num(63_078.0), "63.0780");
+        assert_eq!(u.header("time"), "time (µs)");
+        // The Zynq pipeline's calls: 45 ns beside 3.3 ms.
+        let u = TimeUnit::for_column([3_336_300.0, 45.0]);
+        assert_eq!((u.name, u.num(45.0).as_str()), ("ms", "0.000045"));
+        // Plain columns keep the unit's usual decimals; a zero stays 0.
+        let u = TimeUnit::for_column([32.7, 9.3, 0.0]);
+        assert_eq!(
+            (u.name, u.num(9.3).as_str(), u.num(0.0).as_str()),
+            ("ns", "9.3", "0.0")
+        );
+        assert_eq!(TimeUnit::for_column([20.007e9]).num(20.007e9), "20.007");
+        assert_eq!(TimeUnit::for_column(std::iter::empty()).name, "ns");
+    }
 }

@@ -28,7 +28,7 @@ use crate::hw::calls::{CallTimer, StackRow, stack_rows};
 use crate::input::InputError;
 use crate::mm::physmem::NodeRange;
 use crate::report::{
-    DeviceDoc, FORMAT_VERSION, breakdown_docs, device_line, header, human_bytes, human_ns, ns,
+    DeviceDoc, FORMAT_VERSION, TimeUnit, breakdown_docs, device_line, header, human_bytes, ns,
     policies_map, trim_float,
 };
 use crate::setup::{Machine, SetupError, setup_dma_ops};
@@ -349,14 +349,16 @@ pub fn table(r: &BounceResult) -> String {
         "workload   bounce: {} CPUs in turn each map {} buffer(s), then unmap them; {}, {} iterations",
         w.cpus, w.in_flight, w.direction, w.iterations
     );
+    let map_unit = TimeUnit::for_column(r.rows.iter().map(|row| row.map_mean_ns()));
+    let unmap_unit = TimeUnit::for_column(r.rows.iter().map(|row| row.unmap_mean_ns()));
     let _ = writeln!(
         o,
-        "\n{:>8} {:>8} {:>7} {:>12} {:>12} {:>11} {:>6} {:>7} {:>8} {:>8}",
+        "\n{:>8} {:>8} {:>7} {:>13} {:>15} {:>11} {:>6} {:>7} {:>8} {:>8}",
         "size",
         "maps",
         "errors",
-        "map mean",
-        "unmap mean",
+        map_unit.header("map mean"),
+        unmap_unit.header("unmap mean"),
         "copied/map",
         "slots",
         "peak",
@@ -366,12 +368,12 @@ pub fn table(r: &BounceResult) -> String {
     for row in &r.rows {
         let _ = writeln!(
             o,
-            "{:>8} {:>8} {:>7} {:>12} {:>12} {:>11} {:>6} {:>7} {:>8} {:>7.1}%",
+            "{:>8} {:>8} {:>7} {:>13} {:>15} {:>11} {:>6} {:>7} {:>8} {:>7.1}%",
             human_bytes(row.size),
             row.maps,
             row.errors,
-            human_ns(row.map_mean_ns()),
-            human_ns(row.unmap_mean_ns()),
+            map_unit.num(row.map_mean_ns()),
+            unmap_unit.num(row.unmap_mean_ns()),
             trim_float(row.copied_per_map()),
             row.slots_per_map,
             row.peak_slots,

@@ -39,8 +39,8 @@ use toml::Spanned;
 
 pub use crate::drivers::ixgbe::{Forwarder, HIGH_MEMORY, IXGBE_RX_BUFSZ, LOW_MEMORY};
 use crate::report::{
-    CallDoc, DeviceDoc, FORMAT_VERSION, HeadDoc, StackDoc, breakdown_docs, call_doc, device_line,
-    header, human_ns, instr, ns, share, trim_float,
+    CallDoc, DeviceDoc, FORMAT_VERSION, HeadDoc, StackDoc, TimeUnit, breakdown_docs, call_doc,
+    device_line, header, human_ns, instr, ns, share, trim_float,
 };
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -318,14 +318,21 @@ pub fn table(r: &ForwardingResult) -> String {
     if r.dropped > 0 {
         let _ = writeln!(o, "dropped    {} packets (mapping errors)", r.dropped);
     }
-    let _ = writeln!(o, "\n{:<28} {:>10} {:>14}", "call", "per packet", "mean");
+    let unit = TimeUnit::for_column(r.calls.iter().map(|c| c.mean_ns()));
+    let _ = writeln!(
+        o,
+        "\n{:<28} {:>10} {:>14}",
+        "call",
+        "per packet",
+        unit.header("mean")
+    );
     for c in &r.calls {
         let _ = writeln!(
             o,
             "{:<28} {:>10} {:>14}",
             c.call,
             trim_float(r.calls_per_packet(c.call)),
-            human_ns(c.mean_ns())
+            unit.num(c.mean_ns())
         );
     }
     let _ = writeln!(o, "\noperations per packet");
@@ -344,13 +351,20 @@ pub fn table(r: &ForwardingResult) -> String {
         o,
         "\nself time by symbol (share of all cycles, as perf reports it)"
     );
-    let _ = writeln!(o, "  {:>7} {:>12}  symbol", "share", "per packet");
+    let packets = r.packets.max(1) as f64;
+    let unit = TimeUnit::for_column(r.symbols().into_iter().map(|(_, ps)| ns(ps) / packets));
+    let _ = writeln!(
+        o,
+        "  {:>7} {:>15}  symbol",
+        "share",
+        unit.header("per packet")
+    );
     for (sym, ps) in r.symbols() {
         let _ = writeln!(
             o,
-            "  {:>6.2}% {:>12}  {}",
+            "  {:>6.2}% {:>15}  {}",
             share(ps, r.total_ps),
-            human_ns(ns(ps) / r.packets.max(1) as f64),
+            unit.num(ns(ps) / packets),
             sym
         );
     }

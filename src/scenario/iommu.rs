@@ -34,7 +34,7 @@ use crate::iommu::iova::IovaDomain;
 use crate::iommu::{IommuError, IommuIotlbGather, Prot};
 use crate::platform::Profile;
 use crate::report::{
-    FORMAT_VERSION, HeadDoc, StackDoc, breakdown_docs, counts_map, header, human_ns, ns, refusals,
+    FORMAT_VERSION, HeadDoc, StackDoc, TimeUnit, breakdown_docs, counts_map, header, ns, refusals,
     stack_table, trim_float,
 };
 pub use crate::setup::{IommuConfig, SmmuModel};
@@ -1794,7 +1794,14 @@ pub fn table(r: &IommuRunResult) -> String {
         .unwrap_or(0)
         .max(20);
     let returns = r.ops.iter().any(|op| op.returned.is_some());
-    let _ = write!(o, "\n{:<width$} {:>7} {:>14}", "operation", "calls", "mean");
+    let unit = TimeUnit::for_column(r.ops.iter().map(|op| op.mean_ns()));
+    let _ = write!(
+        o,
+        "\n{:<width$} {:>7} {:>14}",
+        "operation",
+        "calls",
+        unit.header("mean")
+    );
     for (_, h) in &cols {
         let _ = write!(o, " {h:>10}");
     }
@@ -1808,7 +1815,7 @@ pub fn table(r: &IommuRunResult) -> String {
             "{:<width$} {:>7} {:>14}",
             op.label,
             op.calls,
-            human_ns(op.mean_ns())
+            unit.num(op.mean_ns())
         );
         for (c, _) in &cols {
             let _ = write!(o, " {:>10}", trim_float(op.per_call(*c)));

@@ -28,8 +28,8 @@ use crate::hw::calls::{CallStat, CallTimer, StackRow, stack_rows};
 use crate::input::InputError;
 use crate::mm::physmem::NodeRange;
 use crate::report::{
-    CallDoc, DeviceDoc, FORMAT_VERSION, HeadDoc, StackDoc, breakdown_docs, call_doc, counts_map,
-    device_line, header, human_bytes, human_ns, instr, trim_float,
+    CallDoc, DeviceDoc, FORMAT_VERSION, HeadDoc, StackDoc, TimeUnit, breakdown_docs, call_doc,
+    counts_map, device_line, header, human_bytes, instr, trim_float,
 };
 use crate::setup::{DeviceSetup, Machine, SetupError, setup_dma_ops};
 use crate::types::PhysAddr;
@@ -820,13 +820,21 @@ pub fn table(r: &PipelineResult) -> String {
             trim_float(x.engine_mb_s)
         );
         let blocks = w.blocks.max(1);
+        let unit = TimeUnit::for_column(x.calls.iter().map(|c| c.mean_ns()));
+        let _ = writeln!(
+            o,
+            "  {:<42} {:>8} {:>14}",
+            "call",
+            "count",
+            unit.header("mean")
+        );
         for c in &x.calls {
             let _ = writeln!(
                 o,
                 "  {:<42} {:>8} {:>14}",
                 c.call,
                 c.count,
-                human_ns(c.mean_ns())
+                unit.num(c.mean_ns())
             );
         }
         let ops: Vec<String> = Counter::ALL

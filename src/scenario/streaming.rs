@@ -25,8 +25,8 @@ use toml::Spanned;
 
 pub use crate::hw::calls::{CallStat, StackRow};
 use crate::report::{
-    CallDoc, DeviceDoc, FORMAT_VERSION, HeadDoc, StackDoc, breakdown_docs, call_doc, counts_map,
-    device_line, header, human_bytes, human_ns, instr, ns, refusals, stack_table, trim_float,
+    CallDoc, DeviceDoc, FORMAT_VERSION, HeadDoc, StackDoc, TimeUnit, breakdown_docs, call_doc,
+    counts_map, device_line, header, human_bytes, instr, ns, refusals, stack_table, trim_float,
 };
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -567,14 +567,21 @@ pub fn table(r: &RunResult) -> String {
         },
         w.iterations
     );
-    let _ = writeln!(o, "\n{:<28} {:>10} {:>14}", "call", "count", "mean");
+    let unit = TimeUnit::for_column(r.calls.iter().map(|c| c.mean_ns()));
+    let _ = writeln!(
+        o,
+        "\n{:<28} {:>10} {:>14}",
+        "call",
+        "count",
+        unit.header("mean")
+    );
     for c in &r.calls {
         let _ = writeln!(
             o,
             "{:<28} {:>10} {:>14}",
             c.call,
             c.count,
-            human_ns(c.mean_ns())
+            unit.num(c.mean_ns())
         );
     }
     refusals(
