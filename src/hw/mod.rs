@@ -374,6 +374,37 @@ impl Counter {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SwCost(pub u64);
 
+/// Software charges of one frame, gathered and made as one [`Hw::sw`] call. Consecutive charges
+/// to the same frame with no other operation between them are one charge of their sum on every
+/// backend (the Model's clock and ledger add saturating, so the order of additions cannot show;
+/// the other backends ignore `sw`), and a sum of 0 is no call at all. A hot path adds as it goes
+/// and flushes before anything whose effect depends on the clock (cache maintenance, a barrier,
+/// a device register, another frame).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SwAcc(u64);
+
+impl SwAcc {
+    #[inline]
+    pub fn add(&mut self, c: SwCost) {
+        self.0 = self.0.saturating_add(c.0);
+    }
+
+    /// `n` charges of `c`.
+    #[inline]
+    pub fn add_n(&mut self, c: SwCost, n: u64) {
+        self.0 = self.0.saturating_add(c.0.saturating_mul(n));
+    }
+
+    /// Charge what was gathered to the current frame.
+    #[inline]
+    pub fn flush(&mut self, hw: &mut dyn Hw) {
+        if self.0 != 0 {
+            hw.sw(SwCost(self.0));
+            self.0 = 0;
+        }
+    }
+}
+
 /// The hardware interface.
 pub trait Hw {
     /// Enter a kernel function; charges until the matching [`Hw::leave`] are attributed to it.
@@ -414,6 +445,44 @@ pub trait Hw {
             self.barrier();
         }
         self.leave();
+    }
+    /// [`Hw::by_line_op`] inside the caller's frame `outer` (`arch_sync_dma_for_device` around
+    /// `dcache_clean_poc`): one dispatch for the whole nest. Provided, as `by_line_op` is.
+    fn by_line_op_in(
+        &mut self,
+        outer: &'static str,
+        frame: &'static str,
+        op: CacheOp,
+        start: PhysAddr,
+        size: u64,
+        complete: bool,
+    ) {
+        self.enter(outer);
+        self.by_line_op(frame, op, start, size, complete);
+        self.leave();
+    }
+    /// Enter `frames` in order, issue `ops` as given (each a [`Hw::cache_maint`]: op, first line,
+    /// lines), wait for completion if asked, and leave every frame: a maintenance routine whose
+    /// line geometry its arch layer worked out (arm64's `dcache_inval_poc`), in one dispatch.
+    /// Provided, as [`Hw::by_line_op`] is.
+    fn maint_path(
+        &mut self,
+        frames: &[&'static str],
+        ops: &[(CacheOp, PhysAddr, u64)],
+        complete: bool,
+    ) {
+        for f in frames {
+            self.enter(f);
+        }
+        for &(op, first, lines) in ops {
+            self.cache_maint(op, first, lines);
+        }
+        if complete {
+            self.barrier();
+        }
+        for _ in frames {
+            self.leave();
+        }
     }
     /// Outer cache (ARMv7's PL310): `lines` posted register writes of `op` by physical address,
     /// one per outer-cache line from the line containing `first` (`writel_relaxed` to
