@@ -63,52 +63,40 @@ pub fn dcache_clean_poc(hw: &mut dyn Hw, start: PhysAddr, size: u64, complete: b
 
 /// `dcache_inval_poc[_nosync]`: DC CIVAC on a partial first and last line, DC IVAC between.
 pub fn dcache_inval_poc(hw: &mut dyn Hw, start: PhysAddr, size: u64, complete: bool) {
-    let (ops, n) = inval_poc_ops(start, size, hw.line_bytes());
-    hw.maint_path(&[inval_frame(complete)], &ops[..n], complete);
-}
-
-fn inval_frame(complete: bool) -> &'static str {
-    if complete {
+    hw.enter(if complete {
         "dcache_inval_poc"
     } else {
         "dcache_inval_poc_nosync"
-    }
-}
-
-/// The operations `dcache_inval_poc` issues on `[start, start + size)` with `line`-byte lines, in
-/// its order (at most three), and how many there are.
-fn inval_poc_ops(start: PhysAddr, size: u64, line: u64) -> ([(CacheOp, PhysAddr, u64); 3], usize) {
-    let mut ops = [(CacheOp::Inval, PhysAddr(0), 0); 3];
-    let mut n = 0;
-    let mut push = |op| {
-        ops[n] = op;
-        n += 1;
-    };
+    });
     if size > 0 {
+        let line = hw.line_bytes();
         let mask = line - 1;
         let end = start.0 + size;
         let first = start.0 & !mask;
         // The end rounded down: the loop runs while below it.
         let last = end & !mask;
         if end & mask != 0 {
-            push((CacheOp::CleanInval, PhysAddr(last), 1));
+            hw.cache_maint(CacheOp::CleanInval, PhysAddr(last), 1);
         }
         let shift = line.trailing_zeros();
         if start.0 & mask != 0 {
             // The range starts inside its first line: clean it too, then invalidate the rest.
-            push((CacheOp::CleanInval, PhysAddr(first), 1));
+            hw.cache_maint(CacheOp::CleanInval, PhysAddr(first), 1);
             let next = first + line;
             if last > next {
-                push((CacheOp::Inval, PhysAddr(next), (last - next) >> shift));
+                hw.cache_maint(CacheOp::Inval, PhysAddr(next), (last - next) >> shift);
             }
         } else {
             // The loop body runs at least once, so the first line is invalidated even when the
             // end (already cleaned above) lies inside it.
             let lines = ((last - first) >> shift).max(1);
-            push((CacheOp::Inval, PhysAddr(first), lines));
+            hw.cache_maint(CacheOp::Inval, PhysAddr(first), lines);
         }
     }
-    (ops, n)
+    if complete {
+        hw.barrier();
+    }
+    hw.leave();
 }
 
 /// `dcache_clean_inval_poc[_nosync]`: DC CIVAC on every line of the range.
@@ -178,29 +166,13 @@ impl ArchDma for Arm64 {
         dir: DmaDirection,
         complete: bool,
     ) {
-        // One dispatch for the nest of frames: the same operations in the same order.
+        hw.enter("arch_sync_dma_for_device");
         if self.rules == DirRules::Pre5_19 && dir == DmaDirection::FromDevice {
-            let (ops, n) = inval_poc_ops(paddr, size, hw.line_bytes());
-            hw.maint_path(
-                &["arch_sync_dma_for_device", inval_frame(complete)],
-                &ops[..n],
-                complete,
-            );
+            dcache_inval_poc(hw, paddr, size, complete);
         } else {
-            let frame = if complete {
-                "dcache_clean_poc"
-            } else {
-                "dcache_clean_poc_nosync"
-            };
-            hw.by_line_op_in(
-                "arch_sync_dma_for_device",
-                frame,
-                CacheOp::Clean,
-                paddr,
-                size,
-                complete,
-            );
+            dcache_clean_poc(hw, paddr, size, complete);
         }
+        hw.leave();
     }
 
     fn sync_for_cpu(
@@ -211,21 +183,17 @@ impl ArchDma for Arm64 {
         dir: DmaDirection,
         complete: bool,
     ) {
+        hw.enter("arch_sync_dma_for_cpu");
         if dir != DmaDirection::ToDevice {
-            let (ops, n) = inval_poc_ops(paddr, size, hw.line_bytes());
-            hw.maint_path(
-                &["arch_sync_dma_for_cpu", inval_frame(complete)],
-                &ops[..n],
-                complete,
-            );
-        } else {
-            hw.enter("arch_sync_dma_for_cpu");
-            hw.leave();
+            dcache_inval_poc(hw, paddr, size, complete);
         }
+        hw.leave();
     }
 
     fn flush(&self, hw: &mut dyn Hw) {
-        hw.maint_path(&["arch_sync_dma_flush"], &[], true);
+        hw.enter("arch_sync_dma_flush");
+        hw.barrier();
+        hw.leave();
     }
 
     fn required_ops(&self) -> &'static [CacheOp] {

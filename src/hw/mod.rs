@@ -446,44 +446,6 @@ pub trait Hw {
         }
         self.leave();
     }
-    /// [`Hw::by_line_op`] inside the caller's frame `outer` (`arch_sync_dma_for_device` around
-    /// `dcache_clean_poc`): one dispatch for the whole nest. Provided, as `by_line_op` is.
-    fn by_line_op_in(
-        &mut self,
-        outer: &'static str,
-        frame: &'static str,
-        op: CacheOp,
-        start: PhysAddr,
-        size: u64,
-        complete: bool,
-    ) {
-        self.enter(outer);
-        self.by_line_op(frame, op, start, size, complete);
-        self.leave();
-    }
-    /// Enter `frames` in order, issue `ops` as given (each a [`Hw::cache_maint`]: op, first line,
-    /// lines), wait for completion if asked, and leave every frame: a maintenance routine whose
-    /// line geometry its arch layer worked out (arm64's `dcache_inval_poc`), in one dispatch.
-    /// Provided, as [`Hw::by_line_op`] is.
-    fn maint_path(
-        &mut self,
-        frames: &[&'static str],
-        ops: &[(CacheOp, PhysAddr, u64)],
-        complete: bool,
-    ) {
-        for f in frames {
-            self.enter(f);
-        }
-        for &(op, first, lines) in ops {
-            self.cache_maint(op, first, lines);
-        }
-        if complete {
-            self.barrier();
-        }
-        for _ in frames {
-            self.leave();
-        }
-    }
     /// Outer cache (ARMv7's PL310): `lines` posted register writes of `op` by physical address,
     /// one per outer-cache line from the line containing `first` (`writel_relaxed` to
     /// `L2X0_{CLEAN,INV,CLEAN_INV}_LINE_PA`). The PL310's by-PA operations are atomic: the
