@@ -71,7 +71,14 @@ pub struct CallTimer {
 
 impl CallTimer {
     fn slot(&mut self, call: &'static str) -> &mut CallStat {
-        let i = match self.stats.iter().position(|s| s.call == call) {
+        // Call names are literals: the same pointer almost always, so that is tried first and
+        // contents are compared only before a new slot is made.
+        let i = match self
+            .stats
+            .iter()
+            .position(|s| std::ptr::eq(s.call, call))
+            .or_else(|| self.stats.iter().position(|s| s.call == call))
+        {
             Some(i) => i,
             None => {
                 self.stats.push(CallStat {

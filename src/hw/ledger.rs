@@ -5,19 +5,19 @@
 //! ([`crate::hw::calls::stack_rows`]) after timing their calls with
 //! [`crate::hw::calls::CallTimer`].
 //!
-//! Invariants: frames are interned as a tree, so entering a frame is a short scan of the current
-//! node's children (cheap enough for a per-sg-entry hot path); every charge lands on the node that
-//! was current; totals, stacks and the run's total time come from the same nodes and agree.
+//! Invariants: frames are interned as a tree; entering a frame looks the (current node, frame)
+//! pair up in a small direct-mapped cache first and scans the current node's children only on a
+//! miss, so the per-sg-entry hot path costs one probe whatever order a caller enters its callees
+//! in. Every charge lands on the node that was current; totals, stacks and the run's total time
+//! come from the same nodes and agree. The cache only remembers tree edges that exist: it can
+//! miss, never answer wrongly, so the tree is exactly what scanning alone would build.
 
 use super::Counter;
 
-/// One node of the call tree: a kernel function reached by one particular path. `repr(C)` with
-/// the fields every enter/leave/charge touches first, so the hot path stays in one cache line.
+/// One node of the call tree: a kernel function reached by one particular path. Its counters live
+/// apart ([`Ledger::counts`]) so the fields enter/leave/charge touch stay in one cache line.
 #[derive(Clone, Debug)]
-#[repr(C)]
 struct Node {
-    /// The child entered last, checked first: a loop enters the same callee over and over.
-    hot: Option<(&'static str, u32)>,
     self_ps: u64,
     /// Time this frame spent stalled in a barrier, reported as a child `(wait for completion)`.
     /// Kept here rather than as a real child so a barrier costs no frame switch.
@@ -25,18 +25,31 @@ struct Node {
     parent: u32,
     name: &'static str,
     children: Vec<u32>,
-    counts: [u64; Counter::N],
 }
 
 /// Name of the pseudo-frame that reports a frame's barrier stalls.
 pub static WAIT_FRAME: &str = "(wait for completion)";
 
-/// Charges attributed by call stack. Interned as a tree so that entering a frame is a short scan
-/// of the current node's children, cheap enough for a per-sg-entry hot path.
+/// Entries of the enter cache (a power of two).
+const EDGE_CACHE: usize = 256;
+
+/// A remembered tree edge: entering `frame` from node `parent` goes to node `child`.
+#[derive(Clone, Copy, Debug)]
+struct Edge {
+    frame: &'static str,
+    parent: u32,
+    child: u32,
+}
+
+/// Charges attributed by call stack. Interned as a tree; see the module header for how entering
+/// a frame stays cheap.
 #[derive(Clone, Debug)]
 pub struct Ledger {
     nodes: Vec<Node>,
+    /// Each node's operation counts, by node index.
+    counts: Vec<[u64; Counter::N]>,
     cur: u32,
+    edges: Box<[Edge; EDGE_CACHE]>,
 }
 
 impl Default for Ledger {
@@ -45,13 +58,20 @@ impl Default for Ledger {
             nodes: vec![Node {
                 name: "",
                 parent: 0,
-                hot: None,
                 children: Vec::new(),
                 self_ps: 0,
                 wait_ps: 0,
-                counts: [0; Counter::N],
             }],
+            counts: vec![[0; Counter::N]],
             cur: 0,
+            // Parent u32::MAX is no node: every entry starts empty.
+            edges: Box::new(
+                [Edge {
+                    frame: "",
+                    parent: u32::MAX,
+                    child: 0,
+                }; EDGE_CACHE],
+            ),
         }
     }
 }
@@ -71,16 +91,30 @@ impl StackCharge {
     }
 }
 
+/// The enter cache's slot for entering `frame` from node `cur`: address bits of the (static) name
+/// mixed with the node, no arithmetic that could overflow.
+#[inline]
+fn edge_slot(cur: u32, frame: &'static str) -> usize {
+    let a = frame.as_ptr() as usize;
+    ((a >> 3) ^ (a >> 11) ^ (cur as usize).rotate_left(4) ^ frame.len()) & (EDGE_CACHE - 1)
+}
+
 impl Ledger {
     #[inline]
     pub fn enter(&mut self, frame: &'static str) {
-        let cur = self.cur as usize;
-        if let Some((name, id)) = self.nodes[cur].hot
-            && std::ptr::eq(name, frame)
-        {
-            self.cur = id;
+        let slot = edge_slot(self.cur, frame);
+        let e = self.edges[slot];
+        if e.parent == self.cur && std::ptr::eq(e.frame, frame) {
+            self.cur = e.child;
             return;
         }
+        self.enter_slow(frame, slot);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn enter_slow(&mut self, frame: &'static str, slot: usize) {
+        let cur = self.cur as usize;
         // Frames are string literals, so the same name is almost always the same pointer: try
         // that first, and compare contents only before creating a node.
         let children = &self.nodes[cur].children;
@@ -94,23 +128,27 @@ impl Ledger {
                     .copied()
                     .find(|&c| self.nodes[c as usize].name == frame)
             });
-        if let Some(c) = hit {
-            self.nodes[cur].hot = Some((frame, c));
-            self.cur = c;
-            return;
-        }
-        let id = self.nodes.len() as u32;
-        self.nodes.push(Node {
-            name: frame,
+        let id = match hit {
+            Some(c) => c,
+            None => {
+                let id = self.nodes.len() as u32;
+                self.nodes.push(Node {
+                    name: frame,
+                    parent: self.cur,
+                    children: Vec::new(),
+                    self_ps: 0,
+                    wait_ps: 0,
+                });
+                self.counts.push([0; Counter::N]);
+                self.nodes[cur].children.push(id);
+                id
+            }
+        };
+        self.edges[slot] = Edge {
+            frame,
             parent: self.cur,
-            hot: None,
-            children: Vec::new(),
-            self_ps: 0,
-            wait_ps: 0,
-            counts: [0; Counter::N],
-        });
-        self.nodes[cur].children.push(id);
-        self.nodes[cur].hot = Some((frame, id));
+            child: id,
+        };
         self.cur = id;
     }
 
@@ -143,7 +181,7 @@ impl Ledger {
         let n = &mut self.nodes[self.cur as usize];
         n.wait_ps = n.wait_ps.saturating_add(wait_ps);
         n.self_ps = n.self_ps.saturating_add(cost_ps);
-        n.counts[kind as usize] += 1;
+        self.counts[self.cur as usize][kind as usize] += 1;
     }
 
     /// Charge a barrier's stall for completions to the current frame's wait pseudo-frame.
@@ -155,14 +193,14 @@ impl Ledger {
 
     #[inline]
     pub fn count(&mut self, c: Counter, n: u64) {
-        self.nodes[self.cur as usize].counts[c as usize] += n;
+        self.counts[self.cur as usize][c as usize] += n;
     }
 
     /// Totals of every counter over the whole tree.
     pub fn totals(&self) -> [u64; Counter::N] {
         let mut t = [0; Counter::N];
-        for n in &self.nodes {
-            for (a, b) in t.iter_mut().zip(n.counts.iter()) {
+        for counts in &self.counts {
+            for (a, b) in t.iter_mut().zip(counts.iter()) {
                 *a += b;
             }
         }
@@ -187,13 +225,14 @@ impl Ledger {
 
     fn walk(&self, id: u32, path: &mut Vec<&'static str>, out: &mut Vec<StackCharge>) {
         let n = &self.nodes[id as usize];
+        let counts = &self.counts[id as usize];
         if id != 0 {
             path.push(n.name);
-            if n.self_ps > 0 || n.counts.iter().any(|&c| c > 0) {
+            if n.self_ps > 0 || counts.iter().any(|&c| c > 0) {
                 out.push(StackCharge {
                     stack: path.clone(),
                     self_ps: n.self_ps,
-                    counts: n.counts,
+                    counts: *counts,
                 });
             }
             if n.wait_ps > 0 {
@@ -219,7 +258,9 @@ impl Ledger {
         for n in &mut self.nodes {
             n.self_ps = 0;
             n.wait_ps = 0;
-            n.counts = [0; Counter::N];
+        }
+        for c in &mut self.counts {
+            *c = [0; Counter::N];
         }
     }
 }
@@ -253,5 +294,47 @@ mod tests {
         l.clear();
         assert_eq!(l.total_ps(), 0);
         assert!(l.stacks().is_empty());
+    }
+
+    /// More frames than the enter cache has slots, entered from several parents in changing
+    /// orders, and one name reached through a second pointer: the tree is the one scanning alone
+    /// builds (one node per distinct path), and every charge lands on its own path.
+    #[test]
+    fn the_enter_cache_never_changes_the_tree() {
+        let names: Vec<&'static str> = (0..600)
+            .map(|i| &*Box::leak(format!("f{i}").into_boxed_str()))
+            .collect();
+        let mut l = Ledger::default();
+        for round in 0..3u64 {
+            for parent in ["p", "q"] {
+                l.enter(parent);
+                for k in 0..names.len() {
+                    // A different order each round.
+                    let i = (k * 7 + round as usize * 13) % names.len();
+                    l.enter(names[i]);
+                    l.charge(i as u64 + 1);
+                    l.leave();
+                }
+                l.leave();
+            }
+        }
+        // "f0" again, from a copy of its bytes at another address.
+        let copy: &'static str = Box::leak(String::from("f0").into_boxed_str());
+        assert!(!std::ptr::eq(copy, names[0]));
+        l.enter("p");
+        l.enter(copy);
+        l.charge(1000);
+        l.leave();
+        l.leave();
+        assert!(l.depth_is_zero());
+        let s = l.stacks();
+        assert_eq!(s.len(), 2 * names.len());
+        for (i, n) in names.iter().enumerate() {
+            let p = s.iter().find(|c| c.stack == ["p", *n]).unwrap();
+            let q = s.iter().find(|c| c.stack == ["q", *n]).unwrap();
+            let extra = if i == 0 { 1000 } else { 0 };
+            assert_eq!(p.self_ps, 3 * (i as u64 + 1) + extra, "{n}");
+            assert_eq!(q.self_ps, 3 * (i as u64 + 1), "{n}");
+        }
     }
 }

@@ -380,6 +380,37 @@ impl Counter {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SwCost(pub u64);
 
+/// Software charges of one frame, gathered and made as one [`Hw::sw`] call. Consecutive charges
+/// to the same frame with no other operation between them are one charge of their sum on every
+/// backend (the Model's clock and ledger add saturating, so the order of additions cannot show;
+/// the other backends ignore `sw`), and a sum of 0 is no call at all. A hot path adds as it goes
+/// and flushes before anything whose effect depends on the clock (cache maintenance, a barrier,
+/// a device register, another frame).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SwAcc(u64);
+
+impl SwAcc {
+    #[inline]
+    pub fn add(&mut self, c: SwCost) {
+        self.0 = self.0.saturating_add(c.0);
+    }
+
+    /// `n` charges of `c`.
+    #[inline]
+    pub fn add_n(&mut self, c: SwCost, n: u64) {
+        self.0 = self.0.saturating_add(c.0.saturating_mul(n));
+    }
+
+    /// Charge what was gathered to the current frame.
+    #[inline]
+    pub fn flush(&mut self, hw: &mut dyn Hw) {
+        if self.0 != 0 {
+            hw.sw(SwCost(self.0));
+            self.0 = 0;
+        }
+    }
+}
+
 /// The hardware interface.
 pub trait Hw {
     /// Enter a kernel function; charges until the matching [`Hw::leave`] are attributed to it.

@@ -19,7 +19,7 @@
 
 use super::io_pgtable_arm::ArmLpaeIoPgtable;
 use super::{IommuError, IommuFlushOps, IommuIotlbGather, Prot};
-use crate::hw::{Counter, DeviceHw, Hw, SwCost, SwKey};
+use crate::hw::{Counter, DeviceHw, Hw, SwAcc, SwCost, SwKey};
 use crate::types::{IovaAddr, PhysAddr};
 use std::fmt::Debug;
 
@@ -210,11 +210,15 @@ impl IommuDomain {
     ) -> Result<(), IommuError> {
         self.check_aligned("map", iova, paddr, size)?;
         hw.enter("__iommu_map");
-        hw.sw(self.costs.map);
+        // __iommu_map's own instructions and each iommu_pgsize() run back to back in this frame:
+        // one charge for each stretch (see SwAcc).
+        let mut sw = SwAcc::default();
+        sw.add(self.costs.map);
         let (mut at, mut pa, mut left) = (iova, paddr, size);
         let mut err = None;
         while left > 0 {
-            hw.sw(self.costs.pgsize);
+            sw.add(self.costs.pgsize);
+            sw.flush(hw);
             let (pgsize, count) = iommu_pgsize(self.pgsize_bitmap(), at, pa, left);
             let n = self.split.pages_per_call(count);
             match self.pgtable.map_pages(
@@ -238,6 +242,7 @@ impl IommuDomain {
                 }
             }
         }
+        sw.flush(hw);
         hw.leave();
         if let Some(e) = err {
             if at > iova {
@@ -274,15 +279,17 @@ impl IommuDomain {
         prot: Prot,
     ) -> Result<u64, IommuError> {
         hw.enter("iommu_map_sg");
-        hw.sw(self.costs.map_sg);
+        let mut sw = SwAcc::default();
+        sw.add(self.costs.map_sg);
         let mut mapped = 0u64;
         let mut run: Option<(u64, u64)> = None;
         let mut r = Ok(());
         for &(phys, len) in segs {
-            hw.sw(self.costs.sg_entry);
+            sw.add(self.costs.sg_entry);
             match run {
                 Some((start, l)) if start + l == phys.0 => run = Some((start, l + len)),
                 Some((start, l)) => {
+                    sw.flush(hw);
                     r = self.map_range(hw, iova.0 + mapped, start, l, prot);
                     if r.is_err() {
                         break;
@@ -293,6 +300,7 @@ impl IommuDomain {
                 None => run = Some((phys.0, len)),
             }
         }
+        sw.flush(hw);
         if r.is_ok()
             && let Some((start, l)) = run
         {
@@ -323,11 +331,13 @@ impl IommuDomain {
     ) -> Result<u64, IommuError> {
         self.check_aligned("unmap", iova, 0, size)?;
         hw.enter("__iommu_unmap");
-        hw.sw(self.costs.unmap);
+        let mut sw = SwAcc::default();
+        sw.add(self.costs.unmap);
         let mut unmapped = 0u64;
         let mut err = None;
         while unmapped < size {
-            hw.sw(self.costs.pgsize);
+            sw.add(self.costs.pgsize);
+            sw.flush(hw);
             let at = iova + unmapped;
             let (pgsize, count) = iommu_pgsize(self.pgsize_bitmap(), at, at, size - unmapped);
             let n = self.split.pages_per_call(count);
@@ -342,6 +352,7 @@ impl IommuDomain {
                 }
             }
         }
+        sw.flush(hw);
         hw.leave();
         match err {
             Some(e) if unmapped == 0 => Err(e),

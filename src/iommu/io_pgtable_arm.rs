@@ -42,7 +42,7 @@
 
 use super::{IommuError, IommuFlushOps, IommuIotlbGather, Prot};
 use crate::arch::ArchDma;
-use crate::hw::{Counter, DeviceHw, Hw, SwCost, SwKey};
+use crate::hw::{Counter, DeviceHw, Hw, SwAcc, SwCost, SwKey};
 use crate::mm::physmem::{PhysMem, SharedPhysMem};
 use crate::types::{DmaDirection, IovaAddr, PhysAddr};
 
@@ -160,10 +160,13 @@ pub struct ArmLpaeIoPgtable {
     /// writes are cleaned to PoC through this architecture's cache maintenance.
     walk_sync: Option<Box<dyn ArchDma>>,
     costs: Costs,
-    scratch: Vec<u8>,
+    scratch: Vec<u64>,
     pte_scratch: Vec<u64>,
     /// The partial-block `WARN_ONCE` has fired (once per boot; a table is the model's boot).
     warned_partial_block: bool,
+    /// The walk's own instructions not yet charged: gathered along a map or unmap and charged
+    /// as one before anything that reads the clock or changes frame ([`SwAcc`]).
+    pending_sw: SwAcc,
 }
 
 impl ArmLpaeIoPgtable {
@@ -223,7 +226,9 @@ impl ArmLpaeIoPgtable {
             scratch: Vec::new(),
             pte_scratch: Vec::new(),
             warned_partial_block: false,
+            pending_sw: SwAcc::default(),
         };
+        let mut t = t;
         t.sync_new_table(hw, pgd, pgd_size);
         Ok(t)
     }
@@ -348,30 +353,23 @@ impl ArmLpaeIoPgtable {
     }
 
     fn read_ptes(&mut self, ptep: PhysAddr, n: u64, out: &mut Vec<u64>) {
-        let mut buf = std::mem::take(&mut self.scratch);
-        buf.resize(n as usize * 8, 0);
-        self.mem.borrow().read(ptep, &mut buf);
         out.clear();
-        out.extend(
-            buf.chunks_exact(8)
-                .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8]))),
-        );
-        self.scratch = buf;
+        out.resize(n as usize, 0);
+        self.mem.borrow().read_u64s(ptep, out);
     }
 
     fn write_ptes(&mut self, ptep: PhysAddr, ptes: impl Iterator<Item = u64>) {
         let mut buf = std::mem::take(&mut self.scratch);
         buf.clear();
-        for p in ptes {
-            buf.extend_from_slice(&p.to_le_bytes());
-        }
-        self.mem.borrow_mut().write(ptep, &buf);
+        buf.extend(ptes);
+        self.mem.borrow_mut().write_u64s(ptep, &buf);
         self.scratch = buf;
     }
 
     /// `__arm_lpae_sync_pte()`: clean `n` PTEs to PoC for a non-coherent walker.
-    fn sync_ptes(&self, hw: &mut dyn Hw, ptep: PhysAddr, n: u64) {
+    fn sync_ptes(&mut self, hw: &mut dyn Hw, ptep: PhysAddr, n: u64) {
         if let Some(arch) = &self.walk_sync {
+            self.pending_sw.flush(hw);
             hw.enter("__arm_lpae_sync_pte");
             arch.sync_for_device(hw, ptep, n * 8, DmaDirection::ToDevice, true);
             hw.leave();
@@ -379,14 +377,16 @@ impl ArmLpaeIoPgtable {
     }
 
     /// The `dma_map_single(TO_DEVICE)` of a freshly zeroed table for a non-coherent walker.
-    fn sync_new_table(&self, hw: &mut dyn Hw, table: PhysAddr, size: u64) {
+    fn sync_new_table(&mut self, hw: &mut dyn Hw, table: PhysAddr, size: u64) {
         if let Some(arch) = &self.walk_sync {
+            self.pending_sw.flush(hw);
             arch.sync_for_device(hw, table, size, DmaDirection::ToDevice, true);
         }
     }
 
     /// `__arm_lpae_alloc_pages()`.
     fn alloc_table(&mut self, hw: &mut dyn Hw) -> Result<PhysAddr, IommuError> {
+        self.pending_sw.flush(hw);
         hw.enter("__arm_lpae_alloc_pages");
         hw.sw(self.costs.alloc_table);
         let r = self.mem.borrow_mut().alloc(self.cfg.node, self.cfg.granule);
@@ -400,6 +400,7 @@ impl ArmLpaeIoPgtable {
     /// `__arm_lpae_free_pages()`: the `dma_unmap_single(TO_DEVICE)` does no maintenance on arm64
     /// but is the kernel's path, so it goes through the arch layer.
     fn free_table_pages(&mut self, hw: &mut dyn Hw, table: PhysAddr, size: u64) {
+        self.pending_sw.flush(hw);
         hw.sw(self.costs.free_table);
         if let Some(arch) = &self.walk_sync {
             arch.sync_for_cpu(hw, table, size, DmaDirection::ToDevice, true);
@@ -521,7 +522,7 @@ impl ArmLpaeIoPgtable {
         }
         hw.enter("arm_lpae_map_pages");
         hw.count(Counter::PgtableMapCall, 1);
-        hw.sw(self.costs.map_pages);
+        self.pending_sw.add(self.costs.map_pages);
         let attrs = self.prot_to_pte(prot);
         let r = self.lpae_map(
             hw,
@@ -536,6 +537,7 @@ impl ArmLpaeIoPgtable {
         );
         // Every call that reached the walk ends with wmb(), whatever it returned, so no table
         // walk for the new IOVA can start before the PTE stores are visible.
+        self.pending_sw.flush(hw);
         hw.wmb();
         hw.leave();
         r
@@ -555,7 +557,7 @@ impl ArmLpaeIoPgtable {
         lvl: u32,
         table: PhysAddr,
     ) -> Result<u64, IommuError> {
-        hw.sw(self.costs.walk_level);
+        self.pending_sw.add(self.costs.walk_level);
         let idx = self.lvl_idx(iova, lvl);
         let ptep = PhysAddr(table.0 + idx * 8);
         if size == self.block_size(lvl) {
@@ -657,9 +659,7 @@ impl ArmLpaeIoPgtable {
         };
         let base = attrs | leaf_type;
         let mask = self.addr_mask();
-        for _ in 0..n {
-            hw.sw(self.costs.init_pte);
-        }
+        self.pending_sw.add_n(self.costs.init_pte, n);
         self.write_ptes(ptep, (0..n).map(|i| base | ((paddr + i * sz) & mask)));
         self.sync_ptes(hw, ptep, n);
         Ok(())
@@ -682,7 +682,7 @@ impl ArmLpaeIoPgtable {
             .inspect_err(|e| warn_on(hw, e))?;
         hw.enter("arm_lpae_unmap_pages");
         hw.count(Counter::PgtableUnmapCall, 1);
-        hw.sw(self.costs.unmap_pages);
+        self.pending_sw.add(self.costs.unmap_pages);
         let n = self.lpae_unmap(
             hw,
             tlb,
@@ -693,6 +693,7 @@ impl ArmLpaeIoPgtable {
             self.start_level,
             self.pgd,
         );
+        self.pending_sw.flush(hw);
         hw.leave();
         if n > 0 {
             Ok(n)
@@ -720,7 +721,7 @@ impl ArmLpaeIoPgtable {
             hw.count(Counter::Warn, 1);
             return 0;
         }
-        hw.sw(self.costs.walk_level);
+        self.pending_sw.add(self.costs.walk_level);
         let idx = self.lvl_idx(iova, lvl);
         let ptep = PhysAddr(table.0 + idx * 8);
         let pte = self.read_pte(ptep);
@@ -741,16 +742,18 @@ impl ArmLpaeIoPgtable {
                     break;
                 }
                 let at = iova + i * size;
-                hw.sw(self.costs.clear_pte);
+                self.pending_sw.add(self.costs.clear_pte);
                 // The entry is cleared (and cleaned for a non-coherent walker) before the
                 // invalidation, so the SMMU cannot refetch it; the bytes are written below in
                 // one go, which leaves the same memory behind.
                 self.sync_ptes(hw, PhysAddr(ptep.0 + i * 8), 1);
                 if Self::pte_is_leaf(pte, lvl) {
                     if !gather.queued {
+                        self.pending_sw.flush(hw);
                         tlb.tlb_add_page(hw, gather, at, size);
                     }
                 } else {
+                    self.pending_sw.flush(hw);
                     tlb.tlb_flush_walk(hw, at, size, self.cfg.granule);
                     let child = self.pte_to_paddr(pte);
                     hw.enter("__arm_lpae_free_pgtable");
@@ -799,6 +802,7 @@ impl ArmLpaeIoPgtable {
         if lvl == ARM_LPAE_MAX_LEVELS {
             return 0;
         }
+        self.pending_sw.flush(hw);
         hw.enter("arm_lpae_split_blk_unmap");
         let split_sz = self.block_size(lvl);
         let per_table = 1u64 << self.bits_per_level;
@@ -830,12 +834,14 @@ impl ArmLpaeIoPgtable {
             }),
         );
         for i in (0..per_table).filter(|&i| !skip(i)) {
+            self.pending_sw.flush(hw);
             hw.sw(self.costs.init_pte);
             self.sync_ptes(hw, PhysAddr(tablep.0 + i * 8), 1);
         }
         self.install_table(hw, tablep, ptep);
         let r = match unmap {
             Some((_, n)) => {
+                self.pending_sw.flush(hw);
                 for i in 0..n {
                     tlb.tlb_add_page(hw, gather, iova + i * size, size);
                 }
@@ -843,6 +849,7 @@ impl ArmLpaeIoPgtable {
             }
             None => self.lpae_unmap(hw, tlb, gather, iova, size, pgcount, lvl, tablep),
         };
+        self.pending_sw.flush(hw);
         hw.leave();
         r
     }

@@ -20,7 +20,7 @@
 //! silent no-op.
 
 use crate::types::PhysAddr;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
@@ -30,6 +30,8 @@ use std::rc::Rc;
 pub type SharedPhysMem = Rc<RefCell<PhysMem>>;
 
 const PAGE: u64 = 4096;
+/// Entries of [`PhysMem`]'s page cache (a power of two).
+const RECENT: usize = 16;
 
 /// One NUMA node's memory.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,7 +58,14 @@ pub struct PhysMem {
     free: Vec<BTreeMap<u64, u64>>,
     /// start -> length of every live allocation.
     allocated: BTreeMap<u64, u64>,
-    bytes: HashMap<u64, Box<[u8]>, std::hash::BuildHasherDefault<PfnHasher>>,
+    /// Page-frame number -> index in `pages` of every page that has been written.
+    bytes: HashMap<u64, u32, std::hash::BuildHasherDefault<PfnHasher>>,
+    /// The written pages' bytes; a freed page's entry is emptied and its index reused.
+    pages: Vec<Box<[u8]>>,
+    free_slots: Vec<u32>,
+    /// A direct-mapped cache of `bytes` (`(pfn + 1, index)`, 0 = empty) in front of the hash map:
+    /// a page-table walk goes back and forth between a handful of table pages.
+    recent: [Cell<(u64, u32)>; RECENT],
     /// Per node id, the nodes its allocations fall back to, itself first (`node_zonelists`).
     /// Empty for a node not listed: then its own node only.
     zonelists: BTreeMap<u32, Vec<u32>>,
@@ -109,6 +118,9 @@ impl PhysMem {
             free,
             allocated: BTreeMap::new(),
             bytes: HashMap::default(),
+            pages: Vec::new(),
+            free_slots: Vec::new(),
+            recent: Default::default(),
             zonelists,
         }
     }
@@ -357,9 +369,53 @@ impl PhysMem {
         // Freed memory keeps no bytes: a later allocation starts from zeroes, as __GFP_ZERO would
         // give, and the store does not grow without bound.
         for pfn in addr.0 / PAGE..(addr.0 + size) / PAGE {
-            self.bytes.remove(&pfn);
+            if let Some(slot) = self.bytes.remove(&pfn) {
+                self.pages[slot as usize] = Box::default();
+                self.free_slots.push(slot);
+                let r = &self.recent[pfn as usize % RECENT];
+                if r.get().0 == pfn + 1 {
+                    r.set((0, 0));
+                }
+            }
         }
         Ok(())
+    }
+
+    /// The index in `pages` of page `pfn`, if it has been written.
+    #[inline]
+    fn slot_of(&self, pfn: u64) -> Option<usize> {
+        let r = &self.recent[pfn as usize % RECENT];
+        let (key, slot) = r.get();
+        if key == pfn + 1 {
+            return Some(slot as usize);
+        }
+        let slot = *self.bytes.get(&pfn)?;
+        r.set((pfn + 1, slot));
+        Some(slot as usize)
+    }
+
+    /// Page `pfn`'s bytes, zeroes first if it has never been written.
+    fn page_mut(&mut self, pfn: u64) -> &mut [u8] {
+        let slot = match self.slot_of(pfn) {
+            Some(s) => s,
+            None => {
+                let fresh = vec![0u8; PAGE as usize].into_boxed_slice();
+                let slot = match self.free_slots.pop() {
+                    Some(s) => {
+                        self.pages[s as usize] = fresh;
+                        s
+                    }
+                    None => {
+                        self.pages.push(fresh);
+                        (self.pages.len() - 1) as u32
+                    }
+                };
+                self.bytes.insert(pfn, slot);
+                self.recent[pfn as usize % RECENT].set((pfn + 1, slot));
+                slot as usize
+            }
+        };
+        &mut self.pages[slot]
     }
 
     /// Bytes currently allocated.
@@ -378,8 +434,8 @@ impl PhysMem {
             let a = addr.0 + pos as u64;
             let (pfn, off) = (a / PAGE, (a % PAGE) as usize);
             let n = (PAGE as usize - off).min(out.len() - pos);
-            match self.bytes.get(&pfn) {
-                Some(p) => out[pos..pos + n].copy_from_slice(&p[off..off + n]),
+            match self.slot_of(pfn) {
+                Some(p) => out[pos..pos + n].copy_from_slice(&self.pages[p][off..off + n]),
                 None => out[pos..pos + n].fill(0),
             }
             pos += n;
@@ -392,10 +448,7 @@ impl PhysMem {
             let a = addr.0 + pos as u64;
             let (pfn, off) = (a / PAGE, (a % PAGE) as usize);
             let n = (PAGE as usize - off).min(data.len() - pos);
-            let page = self
-                .bytes
-                .entry(pfn)
-                .or_insert_with(|| vec![0u8; PAGE as usize].into_boxed_slice());
+            let page = self.page_mut(pfn);
             page[off..off + n].copy_from_slice(&data[pos..pos + n]);
             pos += n;
         }
@@ -412,8 +465,10 @@ impl PhysMem {
         // One lookup when the word sits inside one page, as every aligned descriptor does.
         let off = (addr.0 % PAGE) as usize;
         if off + 8 <= PAGE as usize {
-            return match self.bytes.get(&(addr.0 / PAGE)) {
-                Some(p) => u64::from_le_bytes(p[off..off + 8].try_into().unwrap_or([0; 8])),
+            return match self.slot_of(addr.0 / PAGE) {
+                Some(p) => {
+                    u64::from_le_bytes(self.pages[p][off..off + 8].try_into().unwrap_or([0; 8]))
+                }
                 None => 0,
             };
         }
@@ -424,6 +479,60 @@ impl PhysMem {
 
     pub fn write_u64(&mut self, addr: PhysAddr, v: u64) {
         self.write(addr, &v.to_le_bytes());
+    }
+
+    /// `out.len()` little-endian words from `addr` (a run of descriptors), one page lookup per
+    /// page the run touches.
+    pub fn read_u64s(&self, addr: PhysAddr, out: &mut [u64]) {
+        if !addr.0.is_multiple_of(8) {
+            for (i, w) in out.iter_mut().enumerate() {
+                *w = self.read_u64(PhysAddr(addr.0 + i as u64 * 8));
+            }
+            return;
+        }
+        let mut pos = 0usize;
+        while pos < out.len() {
+            let a = addr.0 + pos as u64 * 8;
+            let (pfn, off) = (a / PAGE, (a % PAGE) as usize);
+            let n = ((PAGE as usize - off) / 8).min(out.len() - pos);
+            let dst = &mut out[pos..pos + n];
+            match self.slot_of(pfn) {
+                Some(p) => {
+                    for (w, b) in dst
+                        .iter_mut()
+                        .zip(self.pages[p][off..off + n * 8].chunks_exact(8))
+                    {
+                        *w = u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
+                    }
+                }
+                None => dst.fill(0),
+            }
+            pos += n;
+        }
+    }
+
+    /// Write `vals` as little-endian words from `addr`, one page lookup per page touched.
+    pub fn write_u64s(&mut self, addr: PhysAddr, vals: &[u64]) {
+        if !addr.0.is_multiple_of(8) {
+            for (i, &v) in vals.iter().enumerate() {
+                self.write_u64(PhysAddr(addr.0 + i as u64 * 8), v);
+            }
+            return;
+        }
+        let mut pos = 0usize;
+        while pos < vals.len() {
+            let a = addr.0 + pos as u64 * 8;
+            let (pfn, off) = (a / PAGE, (a % PAGE) as usize);
+            let n = ((PAGE as usize - off) / 8).min(vals.len() - pos);
+            let page = self.page_mut(pfn);
+            for (b, v) in page[off..off + n * 8]
+                .chunks_exact_mut(8)
+                .zip(&vals[pos..pos + n])
+            {
+                b.copy_from_slice(&v.to_le_bytes());
+            }
+            pos += n;
+        }
     }
 }
 
@@ -447,6 +556,47 @@ mod tests {
             m.alloc(0, 4096),
             Err(PhysMemError::OutOfMemory { .. })
         ));
+    }
+
+    #[test]
+    fn word_runs_cross_pages_and_freed_pages_read_zero() {
+        let mut m = PhysMem::single(PhysAddr(0), 1 << 20);
+        let a = m.alloc(0, 16384).unwrap();
+        // 600 words from 8 bytes before the end of the first page: three pages touched.
+        let start = PhysAddr(a.0 + 4096 - 8);
+        let vals: Vec<u64> = (0..600)
+            .map(|i| 0x0101_0101_0101_0101 * (i % 255 + 1))
+            .collect();
+        m.write_u64s(start, &vals);
+        let mut back = vec![0u64; 600];
+        m.read_u64s(start, &mut back);
+        assert_eq!(back, vals);
+        // The same bytes through the byte interface, and word by word.
+        let mut bytes = vec![0u8; 600 * 8];
+        m.read(start, &mut bytes);
+        assert_eq!(&bytes[8..16], &vals[1].to_le_bytes());
+        assert_eq!(m.read_u64(PhysAddr(start.0 + 8 * 599)), vals[599]);
+        // Unaligned runs take the same bytes.
+        let mut odd = vec![0u64; 3];
+        m.read_u64s(PhysAddr(start.0 + 4), &mut odd);
+        let mut w = [0u8; 8];
+        m.read(PhysAddr(start.0 + 4), &mut w);
+        assert_eq!(odd[0], u64::from_le_bytes(w));
+        // A freed page forgets its bytes, even with its lookup cached, and a page reused after
+        // it starts from zeroes.
+        assert_eq!(m.read_u64(a), 0);
+        m.write_u64(a, 7);
+        assert_eq!(m.read_u64(a), 7);
+        m.free(a, 16384).unwrap();
+        assert_eq!(m.read_u64(a), 0);
+        let mut z = vec![1u64; 600];
+        m.read_u64s(start, &mut z);
+        assert!(z.iter().all(|&w| w == 0));
+        let b = m.alloc(0, 4096).unwrap();
+        assert_eq!(m.read_u64(b), 0);
+        m.write_u64(PhysAddr(b.0 + 8), 9);
+        assert_eq!(m.read_u64(b), 0);
+        assert_eq!(m.read_u64(PhysAddr(b.0 + 8)), 9);
     }
 
     #[test]
