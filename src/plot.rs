@@ -752,11 +752,91 @@ mod tests {
     }
 
     #[test]
+    fn bars_past_the_axis_are_cut_and_marked_and_gaps_are_left_out() {
+        let c = BarChart {
+            title: "errors".into(),
+            x_name: "%".into(),
+            series: Vec::new(),
+            groups: vec![
+                BarGroup {
+                    label: "a<b".into(),
+                    values: vec![Some(-96.8)],
+                    texts: vec!["-96.80 %".into()],
+                },
+                BarGroup {
+                    label: "c".into(),
+                    values: vec![Some(2.5)],
+                    texts: vec!["+2.50 %".into()],
+                },
+                BarGroup {
+                    label: "d".into(),
+                    values: vec![None],
+                    texts: vec![String::new()],
+                },
+            ],
+            signed: true,
+            band: Some(10.0),
+            clip: Some(25.0),
+        };
+        let s = document(&[Panel::Bars(c.clone())]);
+        assert_eq!(s.matches(r#"class="bar""#).count(), 2);
+        assert_eq!(s.matches("data-cut").count(), 1);
+        assert!(
+            s.contains(r#"data-group="a&lt;b" data-series="" data-value="-96.8" data-cut="true""#)
+        );
+        assert!(s.contains("✂ -96.80 %"));
+        assert_eq!(s.matches(r#"class="band""#).count(), 1);
+        assert_eq!(s, document(&[Panel::Bars(c)]), "deterministic");
+    }
+
+    #[test]
+    fn stack_segments_follow_each_other_and_the_legend_holds_every_value() {
+        let c = StackChart {
+            title: "t".into(),
+            x_name: "ms".into(),
+            bars: vec!["A: 7.0".into(), "B: 7.1".into()],
+            segments: vec![
+                Series {
+                    label: "x > y".into(),
+                    values: vec![Some(3.0), Some(1.0)],
+                },
+                Series {
+                    label: "x > z".into(),
+                    values: vec![Some(5.0), None],
+                },
+            ],
+        };
+        let s = document(&[Panel::Stack(c)]);
+        assert_eq!(s.matches(r#"class="segment""#).count(), 3);
+        assert!(s.contains(r#"data-bar="A: 7.0" data-stack="x &gt; z" data-value="5""#));
+        // A's bar ends at 8 of an axis to 8: the second segment starts where the first ends.
+        let x = |stack: &str| {
+            let at = s
+                .find(&format!(r#"data-bar="A: 7.0" data-stack="{stack}""#))
+                .unwrap();
+            let head = &s[..at];
+            let from = head.rfind(r#"x=""#).unwrap() + 3;
+            head[from..]
+                .split('"')
+                .next()
+                .unwrap()
+                .parse::<f64>()
+                .unwrap()
+        };
+        assert!(x("x &gt; z") > x("x &gt; y"));
+        assert!(s.contains(r#"<text class="legend""#));
+    }
+
+    #[test]
     fn nice_ceilings_are_round() {
         assert_eq!(nice_ceil(273.1), 500.0);
         assert_eq!(nice_ceil(96.6), 100.0);
         assert_eq!(nice_ceil(0.0), 1.0);
         assert_eq!(nice_ceil(f64::NAN), 1.0);
         assert_eq!(nice_ceil(1.5), 2.0);
+        assert_eq!(nice_ceil_fine(273.1), 300.0);
+        assert_eq!(nice_ceil_fine(108.0), 120.0);
+        assert_eq!(nice_ceil_fine(25.0), 25.0);
+        assert_eq!(nice_ceil_fine(0.0), 1.0);
     }
 }
