@@ -223,7 +223,7 @@ pub fn render_table(r: &Report) -> String {
             (None, _) => "—".into(),
         };
         let error = match (row.error, row.error_unit) {
-            (Some(e), Some(u)) => format!("{e:+.2} {u}"),
+            (Some(e), Some(u)) => format!("{} {u}", signed_error(e)),
             _ => "—".into(),
         };
         let basis = if row.fitted_params.is_empty() {
@@ -275,7 +275,8 @@ fn error_panels(r: &Report) -> Vec<crate::plot::Panel> {
                 label: local.to_string(),
                 values: vec![Some(e)],
                 texts: vec![format!(
-                    "{e:+.2} {u}  (published {bound}{p}, model {} {})",
+                    "{} {u}  (published {bound}{p}, model {} {})",
+                    signed_error(e),
                     fmt_num(row.model),
                     row.unit
                 )],
@@ -331,7 +332,7 @@ pub fn render_html(reports: &[Report]) -> String {
                         (None, _) => "—".into(),
                     };
                     let error = match (row.error, row.error_unit) {
-                        (Some(e), Some(u)) => format!("{e:+.2} {u}"),
+                        (Some(e), Some(u)) => format!("{} {u}", signed_error(e)),
                         _ => "—".into(),
                     };
                     let basis = if row.fitted_params.is_empty() {
@@ -381,5 +382,24 @@ mod tests {
         assert!(names_row(&format!("fit: {id}, with a tool"), id));
         assert!(!names_row(&format!("fit: {id}_for_cpu"), id));
         assert!(!names_row("fit: something else", id));
+    }
+}
+
+/// An error with its sign to two decimals; one that rounds to zero prints as `+0.00`, not as a
+/// `-0.00` that reads as a miss.
+fn signed_error(e: f64) -> String {
+    let e = if (e * 100.0).round() == 0.0 { 0.0 } else { e };
+    format!("{e:+.2}")
+}
+
+#[cfg(test)]
+mod signed_error_tests {
+    use super::signed_error;
+
+    #[test]
+    fn a_rounded_zero_has_no_minus_sign() {
+        assert_eq!(signed_error(-0.004), "+0.00");
+        assert_eq!(signed_error(-0.005), "-0.01");
+        assert_eq!(signed_error(4.184), "+4.18");
     }
 }
