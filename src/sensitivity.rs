@@ -786,7 +786,7 @@ pub fn table(s: &Sensitivity) -> String {
                 (find(Measure::Change { v }), find(Measure::ChangePct { v }))
             {
                 for line in s.robustness(a, p) {
-                    let _ = writeln!(o, "  {}: {line}", letter(v));
+                    let _ = writeln!(o, "  {} vs {}: {line}", letter(v), letter(0));
                 }
             }
         }
