@@ -31,6 +31,10 @@ const NOT_RUN: &[(&str, &str)] = &[
     ("cargo test", "the suite this test is part of"),
     ("cargo install", "writes to the user's ~/.cargo"),
     (
+        "cargo bench",
+        "benchmarks take minutes each and their figures are the machine's, not the model's",
+    ),
+    (
         "tools/compare-hostbench.sh",
         "needs a C compiler and takes minutes; CI runs it on its own",
     ),
