@@ -609,7 +609,13 @@ fn panel_size(p: &Panel) -> (f64, f64) {
 /// after one or to sit inside an HTML page.
 pub fn svg_element(panels: &[Panel]) -> String {
     let width = panels.iter().map(|p| panel_size(p).0).fold(W, f64::max);
-    let height: f64 = panels.iter().map(|p| panel_size(p).1).sum::<f64>().max(H);
+    // As tall as its panels: a short bar panel (a reproduce experiment of two rows) keeps no
+    // blank band under it; an empty picture keeps a line panel's height.
+    let height = if panels.is_empty() {
+        H
+    } else {
+        panels.iter().map(|p| panel_size(p).1).sum::<f64>()
+    };
     let mut o = String::new();
     let _ = writeln!(
         o,
