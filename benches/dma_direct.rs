@@ -20,7 +20,7 @@ fn main() {
 
 const MB: u64 = 1 << 20;
 
-fn setup(kernel: &str, bytes: u64) -> (Model, DmaApi, SgTable) {
+fn setup(kernel: &str, bytes: u64) -> (Model, DmaApi<DmaDirect>, SgTable) {
     let profile = Profile::load("dimensity9500").unwrap();
     let policies = Policies::preset(
         KernelVersion::parse(kernel).unwrap(),
@@ -29,7 +29,7 @@ fn setup(kernel: &str, bytes: u64) -> (Model, DmaApi, SgTable) {
     let hw = Model::new(profile.model.clone());
     let arch = dmasim::setup::arch_dma(&profile, &policies);
     let direct = DmaDirect::new(&hw, arch, policies.sync);
-    let api = DmaApi::new(&hw, Device::new("dev", false, 64), Box::new(direct));
+    let api = DmaApi::new(&hw, Device::new("dev", false, 64), direct);
     let sgt = SgTable::from_contiguous(PhysAddr(0x8000_0000), bytes, &[4096]);
     (hw, api, sgt)
 }

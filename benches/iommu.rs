@@ -83,7 +83,7 @@ fn iommu_map_sg_unmap_32m(bencher: divan::Bencher, policy: &str) {
 fn dma_map_sg_unmap_sg_32m_iommu_dma(bencher: divan::Bencher) {
     let mut hw = model();
     let d = domain(&mut hw, Box::new(ByAsid), Box::new(UnmapPages));
-    let arch = Box::new(Arm64::new(DirRules::Since5_19));
+    let arch = Arm64::new(DirRules::Since5_19);
     let mut dma = IommuDma::new(&hw, d, 1, arch, SyncKind::Batched).unwrap();
     let dev = Device::new("cam", true, 40);
     let mut sgt = SgTable {

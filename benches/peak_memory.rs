@@ -44,7 +44,7 @@ fn streaming_8g() {
     let mut hw = Model::new(profile.model.clone());
     let arch = dmasim::setup::arch_dma(&profile, &policies);
     let direct = DmaDirect::new(&hw, arch, policies.sync);
-    let mut api = DmaApi::new(&hw, Device::new("dev", false, 64), Box::new(direct));
+    let mut api = DmaApi::new(&hw, Device::new("dev", false, 64), direct);
     let mut sgt = SgTable::from_contiguous(PhysAddr(0x8000_0000), 8 * GIB, &[4096]);
     let dir = DmaDirection::Bidirectional;
     let n = api.map_sg(&mut hw, &mut sgt, dir, DmaAttrs::NONE).unwrap();

@@ -21,12 +21,12 @@
 //! [`HostError`] naming the option; the Host never touches memory outside its buffer; the Model
 //! side ([`predict`]) is deterministic.
 
-use crate::arch::ArchDma;
+use crate::arch::ArchOps;
 use crate::arch::arm64::{Arm64, Arm64CleanInval, DirRules};
 use crate::arch::x86::X86Flush;
 use crate::device::Device;
 use crate::dma::direct::DmaDirect;
-use crate::dma::sync_policy::{Batched, PerEntry, SyncPolicy};
+use crate::dma::sync_policy::SyncRule;
 use crate::hw::host::{Host, host_line_bytes};
 use crate::hw::model::Model;
 use crate::hw::{CacheOp, Hw};
@@ -110,12 +110,12 @@ impl Instruction {
     }
 
     /// The arch layer that issues exactly this instruction on `sync_for_device`.
-    pub(crate) fn arch_dma(self) -> Box<dyn ArchDma> {
+    pub(crate) fn arch_dma(self) -> ArchOps {
         match self {
-            Instruction::Clflushopt | Instruction::Clwb => Box::new(X86Flush { op: self.op() }),
+            Instruction::Clflushopt | Instruction::Clwb => X86Flush { op: self.op() }.into(),
             // The kernel's own arm64 path: clean to PoC for the device in every direction.
-            Instruction::DcCvac => Box::new(Arm64::new(DirRules::Since5_19)),
-            Instruction::DcCivac => Box::new(Arm64CleanInval),
+            Instruction::DcCvac => Arm64::new(DirRules::Since5_19).into(),
+            Instruction::DcCivac => Arm64CleanInval.into(),
         }
     }
 }
@@ -200,10 +200,10 @@ impl Mode {
         }
     }
 
-    fn policy(self) -> Box<dyn SyncPolicy> {
+    fn policy(self) -> SyncRule {
         match self {
-            Mode::PerEntry => Box::new(PerEntry),
-            Mode::Batched => Box::new(Batched),
+            Mode::PerEntry => SyncRule::PerEntry,
+            Mode::Batched => SyncRule::Batched,
         }
     }
 }

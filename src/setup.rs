@@ -17,18 +17,19 @@
 //! across their own calls); what the modelled kernel would refuse at boot or probe (a pool that
 //! does not fit, a table that cannot be allocated) is a [`SetupError`], never a panic.
 
-use crate::arch::ArchDma;
+use crate::arch::ArchOps;
 use crate::arch::arm::Arm32;
 use crate::arch::arm::cache_v7::CacheV7;
 use crate::arch::arm64::Arm64;
 use crate::arch::x86::X86Flush;
 use crate::device::Device;
-use crate::dma::DmaMapOps;
 use crate::dma::arm_dma::ArmDmaOps;
 use crate::dma::direct::DmaDirect;
 use crate::dma::mapping::DmaApi;
 use crate::dma::swiotlb::x86_2012::{InsnGroups, Swiotlb2012Config, Swiotlb2012Ops};
 use crate::dma::swiotlb::{Areas, Release, Swiotlb, SwiotlbConfig};
+use crate::dma::{DmaError, DmaMapOps};
+use crate::hw::DeviceHw;
 use crate::hw::model::Model;
 use crate::hw::model::SmmuKind;
 use crate::hw::{CacheOp, Hw};
@@ -41,7 +42,9 @@ use crate::iommu::{IommuError, IommuFlushOps};
 use crate::mm::physmem::{NodeRange, PhysMem, SharedPhysMem};
 use crate::platform::{Arch, Profile};
 use crate::policy::Policies;
+use crate::scatterlist::SgTable;
 use crate::types::PhysAddr;
+use crate::types::{DmaAddr, DmaAttrs, DmaDirection};
 
 /// Why the modelled kernel could not set the machine up.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -72,13 +75,14 @@ impl Machine {
 }
 
 /// The arch layer's cache maintenance for a profile's CPU under these policies.
-pub fn arch_dma(profile: &Profile, policies: &Policies) -> Box<dyn ArchDma> {
+pub fn arch_dma(profile: &Profile, policies: &Policies) -> ArchOps {
     match profile.arch() {
-        Arch::Arm64 => Box::new(Arm64::new(policies.arm64_dir_rules)),
-        Arch::X86_64 => Box::new(X86Flush {
+        Arch::Arm64 => Arm64::new(policies.arm64_dir_rules).into(),
+        Arch::X86_64 => X86Flush {
             op: CacheOp::CleanInval,
-        }),
-        Arch::Armv7 => Box::new(arm32(profile, policies)),
+        }
+        .into(),
+        Arch::Armv7 => arm32(profile, policies).into(),
     }
 }
 
@@ -255,11 +259,15 @@ pub fn swiotlb_2012_insns(profile: &Profile) -> InsnGroups {
     }
 }
 
-pub fn setup_dma_ops(m: &mut Machine, s: &DeviceSetup, cpus: u32) -> Result<DmaApi, SetupError> {
+pub fn setup_dma_ops(
+    m: &mut Machine,
+    s: &DeviceSetup,
+    cpus: u32,
+) -> Result<DeviceDmaApi, SetupError> {
     let p = s.policies;
-    let ops: Box<dyn DmaMapOps> = match s.ops {
-        DmaOpsKind::Direct => Box::new(DmaDirect::new(&m.hw, arch_dma(s.profile, p), p.sync)),
-        DmaOpsKind::ArmDma => Box::new(ArmDmaOps::new(arm32(s.profile, p), s.device.coherent)),
+    let ops: DmaOps = match s.ops {
+        DmaOpsKind::Direct => DmaDirect::new(&m.hw, arch_dma(s.profile, p), p.sync).into(),
+        DmaOpsKind::ArmDma => ArmDmaOps::new(arm32(s.profile, p), s.device.coherent).into(),
         DmaOpsKind::DirectSwiotlb(release) => {
             let areas = match (release.has_areas(), s.swiotlb.areas) {
                 (false, _) => Areas::Exact(1),
@@ -278,23 +286,24 @@ pub fn setup_dma_ops(m: &mut Machine, s: &DeviceSetup, cpus: u32) -> Result<DmaA
                 },
             )
             .map_err(|e| SetupError::Swiotlb(e.to_string()))?;
-            Box::new(DmaDirect::new(&m.hw, arch_dma(s.profile, p), p.sync).with_swiotlb(pool))
+            DmaDirect::new(&m.hw, arch_dma(s.profile, p), p.sync)
+                .with_swiotlb(pool)
+                .into()
         }
-        DmaOpsKind::Swiotlb2012(release) => Box::new(
-            Swiotlb2012Ops::new(
-                &m.hw,
-                m.mem.clone(),
-                &Swiotlb2012Config {
-                    size: s.swiotlb.size,
-                    node: 0,
-                    force: s.swiotlb.force,
-                    release,
-                    insns: swiotlb_2012_insns(s.profile),
-                },
-                p.swiotlb_addr.bookkeeping(&m.hw, p.phys_addr),
-            )
-            .map_err(|e| SetupError::Swiotlb(e.to_string()))?,
-        ),
+        DmaOpsKind::Swiotlb2012(release) => Swiotlb2012Ops::new(
+            &m.hw,
+            m.mem.clone(),
+            &Swiotlb2012Config {
+                size: s.swiotlb.size,
+                node: 0,
+                force: s.swiotlb.force,
+                release,
+                insns: swiotlb_2012_insns(s.profile),
+            },
+            p.swiotlb_addr.bookkeeping(&m.hw, p.phys_addr),
+        )
+        .map_err(|e| SetupError::Swiotlb(e.to_string()))?
+        .into(),
         DmaOpsKind::IommuDma => {
             let cfg = s
                 .iommu
@@ -311,7 +320,7 @@ pub fn setup_dma_ops(m: &mut Machine, s: &DeviceSetup, cpus: u32) -> Result<DmaA
             .map_err(SetupError::Domain)?
             .with_invalidation(&m.hw, p.invalidation)
             .with_release_rules(p.iova.rules(), p.unmap_lookup);
-            Box::new(dma)
+            dma.into()
         }
     };
     let pa = p.phys_addr.implementation(&m.hw);
@@ -448,3 +457,155 @@ pub fn dma_coherent_init(
     );
     crate::dma::coherent::DmaCoherent::new(cma, nodes.first().copied().unwrap_or(0))
 }
+
+/// The `dma_map_ops` a device's API front dispatches to (`dev->dma_ops`, which the kernel's
+/// `arch_setup_dma_ops()` installs), chosen once at setup: a closed set held
+/// by value, so each call reaches its implementation by a match rather than through a vtable.
+pub enum DmaOps {
+    Direct(DmaDirect),
+    Iommu(Box<IommuDma>),
+    ArmDma(ArmDmaOps),
+    Swiotlb2012(Swiotlb2012Ops),
+}
+
+macro_rules! dma_ops_dispatch {
+    ($self:expr, $o:ident => $e:expr) => {
+        match $self {
+            DmaOps::Direct($o) => $e,
+            DmaOps::Iommu($o) => $e,
+            DmaOps::ArmDma($o) => $e,
+            DmaOps::Swiotlb2012($o) => $e,
+        }
+    };
+}
+
+impl DmaMapOps for DmaOps {
+    fn name(&self) -> &'static str {
+        dma_ops_dispatch!(self, o => o.name())
+    }
+    #[inline]
+    fn map_page<H: DeviceHw>(
+        &mut self,
+        hw: &mut H,
+        dev: &Device,
+        phys: PhysAddr,
+        size: u64,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    ) -> Result<DmaAddr, DmaError> {
+        dma_ops_dispatch!(self, o => o.map_page(hw, dev, phys, size, dir, attrs))
+    }
+    #[inline]
+    fn unmap_page<H: DeviceHw>(
+        &mut self,
+        hw: &mut H,
+        dev: &Device,
+        addr: DmaAddr,
+        size: u64,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    ) {
+        dma_ops_dispatch!(self, o => o.unmap_page(hw, dev, addr, size, dir, attrs))
+    }
+    #[inline]
+    fn map_sg<H: DeviceHw>(
+        &mut self,
+        hw: &mut H,
+        dev: &Device,
+        sgt: &mut SgTable,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    ) -> Result<usize, DmaError> {
+        dma_ops_dispatch!(self, o => o.map_sg(hw, dev, sgt, dir, attrs))
+    }
+    #[inline]
+    fn unmap_sg<H: DeviceHw>(
+        &mut self,
+        hw: &mut H,
+        dev: &Device,
+        sgt: &mut SgTable,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    ) {
+        dma_ops_dispatch!(self, o => o.unmap_sg(hw, dev, sgt, dir, attrs))
+    }
+    #[inline]
+    fn sync_single_for_cpu<H: DeviceHw>(
+        &mut self,
+        hw: &mut H,
+        dev: &Device,
+        addr: DmaAddr,
+        size: u64,
+        dir: DmaDirection,
+    ) {
+        dma_ops_dispatch!(self, o => o.sync_single_for_cpu(hw, dev, addr, size, dir))
+    }
+    #[inline]
+    fn sync_single_for_device<H: DeviceHw>(
+        &mut self,
+        hw: &mut H,
+        dev: &Device,
+        addr: DmaAddr,
+        size: u64,
+        dir: DmaDirection,
+    ) {
+        dma_ops_dispatch!(self, o => o.sync_single_for_device(hw, dev, addr, size, dir))
+    }
+    #[inline]
+    fn sync_sg_for_cpu<H: DeviceHw>(
+        &mut self,
+        hw: &mut H,
+        dev: &Device,
+        sgt: &SgTable,
+        dir: DmaDirection,
+    ) {
+        dma_ops_dispatch!(self, o => o.sync_sg_for_cpu(hw, dev, sgt, dir))
+    }
+    #[inline]
+    fn sync_sg_for_device<H: DeviceHw>(
+        &mut self,
+        hw: &mut H,
+        dev: &Device,
+        sgt: &SgTable,
+        dir: DmaDirection,
+    ) {
+        dma_ops_dispatch!(self, o => o.sync_sg_for_device(hw, dev, sgt, dir))
+    }
+    #[inline]
+    fn mapping_error<H: DeviceHw>(&mut self, hw: &mut H, dev: &Device, addr: DmaAddr) -> bool {
+        dma_ops_dispatch!(self, o => o.mapping_error(hw, dev, addr))
+    }
+    fn swiotlb_pool(&self) -> Option<&crate::dma::swiotlb::IoTlbMem> {
+        dma_ops_dispatch!(self, o => o.swiotlb_pool())
+    }
+    fn set_cpu(&mut self, cpu: u32) {
+        dma_ops_dispatch!(self, o => o.set_cpu(cpu))
+    }
+}
+
+impl From<DmaDirect> for DmaOps {
+    fn from(o: DmaDirect) -> DmaOps {
+        DmaOps::Direct(o)
+    }
+}
+
+impl From<IommuDma> for DmaOps {
+    fn from(o: IommuDma) -> DmaOps {
+        DmaOps::Iommu(Box::new(o))
+    }
+}
+
+impl From<ArmDmaOps> for DmaOps {
+    fn from(o: ArmDmaOps) -> DmaOps {
+        DmaOps::ArmDma(o)
+    }
+}
+
+impl From<Swiotlb2012Ops> for DmaOps {
+    fn from(o: Swiotlb2012Ops) -> DmaOps {
+        DmaOps::Swiotlb2012(o)
+    }
+}
+
+/// A device's DMA API as setup builds it for a run.
+pub type DeviceDmaApi = DmaApi<DmaOps>;

@@ -52,7 +52,8 @@ impl Arm64 {
 }
 
 /// `dcache_clean_poc[_nosync]`: DC CVAC on every line of the range.
-pub fn dcache_clean_poc(hw: &mut dyn Hw, start: PhysAddr, size: u64, complete: bool) {
+#[inline]
+pub fn dcache_clean_poc<H: Hw + ?Sized>(hw: &mut H, start: PhysAddr, size: u64, complete: bool) {
     let frame = if complete {
         "dcache_clean_poc"
     } else {
@@ -62,7 +63,8 @@ pub fn dcache_clean_poc(hw: &mut dyn Hw, start: PhysAddr, size: u64, complete: b
 }
 
 /// `dcache_inval_poc[_nosync]`: DC CIVAC on a partial first and last line, DC IVAC between.
-pub fn dcache_inval_poc(hw: &mut dyn Hw, start: PhysAddr, size: u64, complete: bool) {
+#[inline]
+pub fn dcache_inval_poc<H: Hw + ?Sized>(hw: &mut H, start: PhysAddr, size: u64, complete: bool) {
     hw.enter(if complete {
         "dcache_inval_poc"
     } else {
@@ -100,7 +102,13 @@ pub fn dcache_inval_poc(hw: &mut dyn Hw, start: PhysAddr, size: u64, complete: b
 }
 
 /// `dcache_clean_inval_poc[_nosync]`: DC CIVAC on every line of the range.
-pub fn dcache_clean_inval_poc(hw: &mut dyn Hw, start: PhysAddr, size: u64, complete: bool) {
+#[inline]
+pub fn dcache_clean_inval_poc<H: Hw + ?Sized>(
+    hw: &mut H,
+    start: PhysAddr,
+    size: u64,
+    complete: bool,
+) {
     let frame = if complete {
         "dcache_clean_inval_poc"
     } else {
@@ -116,9 +124,9 @@ pub fn dcache_clean_inval_poc(hw: &mut dyn Hw, start: PhysAddr, size: u64, compl
 pub struct Arm64CleanInval;
 
 impl ArchDma for Arm64CleanInval {
-    fn sync_for_device(
+    fn sync_for_device<H: Hw + ?Sized>(
         &self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         paddr: PhysAddr,
         size: u64,
         _dir: DmaDirection,
@@ -129,9 +137,9 @@ impl ArchDma for Arm64CleanInval {
         hw.leave();
     }
 
-    fn sync_for_cpu(
+    fn sync_for_cpu<H: Hw + ?Sized>(
         &self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         paddr: PhysAddr,
         size: u64,
         _dir: DmaDirection,
@@ -142,7 +150,7 @@ impl ArchDma for Arm64CleanInval {
         hw.leave();
     }
 
-    fn flush(&self, hw: &mut dyn Hw) {
+    fn flush<H: Hw + ?Sized>(&self, hw: &mut H) {
         hw.enter("arch_sync_dma_flush");
         hw.barrier();
         hw.leave();
@@ -158,9 +166,9 @@ impl ArchDma for Arm64CleanInval {
 }
 
 impl ArchDma for Arm64 {
-    fn sync_for_device(
+    fn sync_for_device<H: Hw + ?Sized>(
         &self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         paddr: PhysAddr,
         size: u64,
         dir: DmaDirection,
@@ -175,9 +183,9 @@ impl ArchDma for Arm64 {
         hw.leave();
     }
 
-    fn sync_for_cpu(
+    fn sync_for_cpu<H: Hw + ?Sized>(
         &self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         paddr: PhysAddr,
         size: u64,
         dir: DmaDirection,
@@ -190,7 +198,7 @@ impl ArchDma for Arm64 {
         hw.leave();
     }
 
-    fn flush(&self, hw: &mut dyn Hw) {
+    fn flush<H: Hw + ?Sized>(&self, hw: &mut H) {
         hw.enter("arch_sync_dma_flush");
         hw.barrier();
         hw.leave();

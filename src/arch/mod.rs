@@ -50,36 +50,119 @@ pub fn stable_frame(frame: &str) -> &str {
         .map_or(frame, |(_, s)| s)
 }
 
-/// What the DMA core asks of the architecture.
+/// What the DMA core asks of the architecture. Generic over the backend so that a caller holding
+/// a concrete one (the Model in a run) gets a static, inlined path; a `&mut dyn Hw` works as well.
 pub trait ArchDma: Debug {
     /// CPU → device hand-over (map, sync_for_device).
-    fn sync_for_device(
+    fn sync_for_device<H: Hw + ?Sized>(
         &self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         paddr: PhysAddr,
         size: u64,
         dir: DmaDirection,
         complete: bool,
     );
     /// Device → CPU hand-over (unmap, sync_for_cpu).
-    fn sync_for_cpu(
+    fn sync_for_cpu<H: Hw + ?Sized>(
         &self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         paddr: PhysAddr,
         size: u64,
         dir: DmaDirection,
         complete: bool,
     );
     /// `arch_sync_dma_flush()`: wait for everything issued so far.
-    fn flush(&self, hw: &mut dyn Hw);
+    fn flush<H: Hw + ?Sized>(&self, hw: &mut H);
     /// Cache operations this architecture may issue (so a profile can be checked up front).
     fn required_ops(&self) -> &'static [CacheOp];
     fn name(&self) -> &'static str;
 }
 
+/// The architecture implementations, one of which setup picks for a run (the registry the
+/// profile's `platform.arch` and the host's instruction set choose from). A closed set held by
+/// value, so a call reaches the implementation by a match rather than through a vtable.
+#[derive(Debug)]
+pub enum ArchOps {
+    Arm64(arm64::Arm64),
+    Arm64CleanInval(arm64::Arm64CleanInval),
+    Arm32(arm::Arm32),
+    X86(x86::X86Flush),
+}
+
+macro_rules! arch_ops_dispatch {
+    ($self:expr, $a:ident => $e:expr) => {
+        match $self {
+            ArchOps::Arm64($a) => $e,
+            ArchOps::Arm64CleanInval($a) => $e,
+            ArchOps::Arm32($a) => $e,
+            ArchOps::X86($a) => $e,
+        }
+    };
+}
+
+impl ArchDma for ArchOps {
+    #[inline]
+    fn sync_for_device<H: Hw + ?Sized>(
+        &self,
+        hw: &mut H,
+        paddr: PhysAddr,
+        size: u64,
+        dir: DmaDirection,
+        complete: bool,
+    ) {
+        arch_ops_dispatch!(self, a => a.sync_for_device(hw, paddr, size, dir, complete))
+    }
+    #[inline]
+    fn sync_for_cpu<H: Hw + ?Sized>(
+        &self,
+        hw: &mut H,
+        paddr: PhysAddr,
+        size: u64,
+        dir: DmaDirection,
+        complete: bool,
+    ) {
+        arch_ops_dispatch!(self, a => a.sync_for_cpu(hw, paddr, size, dir, complete))
+    }
+    #[inline]
+    fn flush<H: Hw + ?Sized>(&self, hw: &mut H) {
+        arch_ops_dispatch!(self, a => a.flush(hw))
+    }
+    fn required_ops(&self) -> &'static [CacheOp] {
+        arch_ops_dispatch!(self, a => a.required_ops())
+    }
+    fn name(&self) -> &'static str {
+        arch_ops_dispatch!(self, a => a.name())
+    }
+}
+
+impl From<arm64::Arm64> for ArchOps {
+    fn from(a: arm64::Arm64) -> ArchOps {
+        ArchOps::Arm64(a)
+    }
+}
+
+impl From<arm64::Arm64CleanInval> for ArchOps {
+    fn from(a: arm64::Arm64CleanInval) -> ArchOps {
+        ArchOps::Arm64CleanInval(a)
+    }
+}
+
+impl From<arm::Arm32> for ArchOps {
+    fn from(a: arm::Arm32) -> ArchOps {
+        ArchOps::Arm32(a)
+    }
+}
+
+impl From<x86::X86Flush> for ArchOps {
+    fn from(a: x86::X86Flush) -> ArchOps {
+        ArchOps::X86(a)
+    }
+}
+
 /// The by-line loop every range operation shares; see [`Hw::by_line_op`].
-pub fn by_line_op(
-    hw: &mut dyn Hw,
+#[inline]
+pub fn by_line_op<H: Hw + ?Sized>(
+    hw: &mut H,
     frame: &'static str,
     op: CacheOp,
     start: PhysAddr,

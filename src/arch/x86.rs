@@ -23,7 +23,7 @@ pub struct X86Flush {
 }
 
 impl X86Flush {
-    fn range(&self, hw: &mut dyn Hw, paddr: PhysAddr, size: u64, complete: bool) {
+    fn range<H: Hw + ?Sized>(&self, hw: &mut H, paddr: PhysAddr, size: u64, complete: bool) {
         let frame = if self.op == CacheOp::Clean {
             "clwb_range"
         } else {
@@ -34,9 +34,9 @@ impl X86Flush {
 }
 
 impl ArchDma for X86Flush {
-    fn sync_for_device(
+    fn sync_for_device<H: Hw + ?Sized>(
         &self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         paddr: PhysAddr,
         size: u64,
         _dir: DmaDirection,
@@ -45,9 +45,9 @@ impl ArchDma for X86Flush {
         self.range(hw, paddr, size, complete);
     }
 
-    fn sync_for_cpu(
+    fn sync_for_cpu<H: Hw + ?Sized>(
         &self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         paddr: PhysAddr,
         size: u64,
         _dir: DmaDirection,
@@ -56,7 +56,7 @@ impl ArchDma for X86Flush {
         self.range(hw, paddr, size, complete);
     }
 
-    fn flush(&self, hw: &mut dyn Hw) {
+    fn flush<H: Hw + ?Sized>(&self, hw: &mut H) {
         hw.enter("sfence");
         hw.barrier();
         hw.leave();

@@ -56,9 +56,9 @@ impl DmaMapOps for ArmDmaOps {
         }
     }
 
-    fn map_page(
+    fn map_page<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         _dev: &Device,
         phys: PhysAddr,
         size: u64,
@@ -77,9 +77,9 @@ impl DmaMapOps for ArmDmaOps {
         Ok(DmaAddr(phys.0))
     }
 
-    fn unmap_page(
+    fn unmap_page<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         _dev: &Device,
         addr: DmaAddr,
         size: u64,
@@ -98,9 +98,9 @@ impl DmaMapOps for ArmDmaOps {
         hw.leave();
     }
 
-    fn map_sg(
+    fn map_sg<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         dev: &Device,
         sgt: &mut SgTable,
         dir: DmaDirection,
@@ -119,9 +119,9 @@ impl DmaMapOps for ArmDmaOps {
         Ok(sgt.nents)
     }
 
-    fn unmap_sg(
+    fn unmap_sg<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         dev: &Device,
         sgt: &mut SgTable,
         dir: DmaDirection,
@@ -141,9 +141,9 @@ impl DmaMapOps for ArmDmaOps {
         hw.leave();
     }
 
-    fn sync_single_for_cpu(
+    fn sync_single_for_cpu<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         _dev: &Device,
         addr: DmaAddr,
         size: u64,
@@ -158,9 +158,9 @@ impl DmaMapOps for ArmDmaOps {
         hw.leave();
     }
 
-    fn sync_single_for_device(
+    fn sync_single_for_device<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         _dev: &Device,
         addr: DmaAddr,
         size: u64,
@@ -175,9 +175,9 @@ impl DmaMapOps for ArmDmaOps {
         hw.leave();
     }
 
-    fn sync_sg_for_cpu(
+    fn sync_sg_for_cpu<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         dev: &Device,
         sgt: &SgTable,
         dir: DmaDirection,
@@ -192,9 +192,9 @@ impl DmaMapOps for ArmDmaOps {
         hw.leave();
     }
 
-    fn sync_sg_for_device(
+    fn sync_sg_for_device<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         dev: &Device,
         sgt: &SgTable,
         dir: DmaDirection,
@@ -260,7 +260,7 @@ mod tests {
             ),
             Ok(2)
         );
-        assert_eq!(sgt.entries[1].dma_address, DmaAddr(0x1000_1000));
+        assert_eq!({ sgt.entries[1].dma_address }, DmaAddr(0x1000_1000));
         assert!(
             r.frames
                 .contains(&"arm_dma_map_sg > arm_dma_map_page > __dma_page_cpu_to_dev".to_string())

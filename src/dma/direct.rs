@@ -31,9 +31,9 @@
 //! takes a [`DeviceHw`] like every implementation, forwards to them.
 
 use super::swiotlb::Swiotlb;
-use super::sync_policy::{SyncPaths, SyncPolicy};
+use super::sync_policy::{SyncPaths, SyncPolicy, SyncRule};
 use super::{DmaError, DmaMapOps};
-use crate::arch::ArchDma;
+use crate::arch::ArchOps;
 use crate::device::Device;
 use crate::hw::{DeviceHw, Hw, SwCost, SwKey};
 use crate::scatterlist::SgTable;
@@ -50,7 +50,7 @@ struct Costs {
 
 #[derive(Debug)]
 pub struct DmaDirect {
-    arch: Box<dyn ArchDma>,
+    arch: ArchOps,
     sync: SyncPaths,
     costs: Costs,
     swiotlb: Option<Swiotlb>,
@@ -67,9 +67,9 @@ pub fn dma_capable(dev: &Device, addr: DmaAddr, size: u64) -> bool {
 impl DmaDirect {
     /// `sync` is the release's [`SyncPaths`] (a [`crate::dma::sync_policy::SyncKind`] or one boxed
     /// rule for every path converts into it).
-    pub fn new(hw: &dyn Hw, arch: Box<dyn ArchDma>, sync: impl Into<SyncPaths>) -> DmaDirect {
+    pub fn new(hw: &dyn Hw, arch: impl Into<ArchOps>, sync: impl Into<SyncPaths>) -> DmaDirect {
         DmaDirect {
-            arch,
+            arch: arch.into(),
             sync: sync.into(),
             costs: Costs {
                 map_phys: hw.sw_cost(SwKey::DmaDirectMapPhys),
@@ -110,9 +110,9 @@ impl DmaDirect {
 
     /// `swiotlb_map()` from dma-direct, with `arch_sync_dma_for_device()` on the slot under the
     /// single-region rule: swiotlb.c flushes at once, whichever path called it.
-    fn swiotlb_map(
+    fn swiotlb_map<H: Hw + ?Sized>(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         dev: &Device,
         phys: PhysAddr,
         size: u64,
@@ -132,24 +132,24 @@ impl DmaDirect {
                 dev.name
             )));
         };
-        swiotlb.map(hw, dev, phys, size, dir, attrs, |hw, tlb| {
-            sync.for_device(hw, arch.as_ref(), tlb, size, dir)
+        swiotlb.map(hw.as_dyn_hw(), dev, phys, size, dir, attrs, |hw, tlb| {
+            sync.for_device(hw, &*arch, tlb, size, dir)
         })
     }
 
     /// `dma_direct_map_phys()` without the closing flush: the part shared by map_page and map_sg.
     // The kernel's own argument list plus the caller's per-entry walk cost.
     #[allow(clippy::too_many_arguments)]
-    fn map_phys(
+    fn map_phys<H: Hw + ?Sized>(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         dev: &Device,
         phys: PhysAddr,
         size: u64,
         dir: DmaDirection,
         attrs: DmaAttrs,
         walk: SwCost,
-        sync: &dyn SyncPolicy,
+        sync: SyncRule,
     ) -> Result<DmaAddr, DmaError> {
         // The sg walk's step (if any) and this inline helper run back to back in the same frame:
         // one charge for both keeps the per-entry hot path short.
@@ -172,23 +172,23 @@ impl DmaDirect {
             )));
         }
         if !dev.is_dma_coherent() && !attrs.contains(DmaAttrs::SKIP_CPU_SYNC) {
-            sync.for_device(hw, self.arch.as_ref(), phys, size, dir);
+            sync.for_device(hw, &self.arch, phys, size, dir);
         }
         Ok(addr)
     }
 
     /// `dma_direct_unmap_phys()` without the closing flush.
     #[allow(clippy::too_many_arguments)]
-    fn unmap_phys(
+    fn unmap_phys<H: Hw + ?Sized>(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         dev: &Device,
         addr: DmaAddr,
         size: u64,
         dir: DmaDirection,
         attrs: DmaAttrs,
         walk: SwCost,
-        sync: &dyn SyncPolicy,
+        sync: SyncRule,
     ) {
         hw.sw(SwCost(walk.0 + self.costs.unmap_phys.0));
         let phys = self.dma_to_phys(dev, addr);
@@ -200,7 +200,7 @@ impl DmaDirect {
         {
             // The copy out, if any, was the sync above.
             s.tbl_unmap_single(
-                hw,
+                hw.as_dyn_hw(),
                 dev,
                 phys,
                 size,
@@ -210,18 +210,18 @@ impl DmaDirect {
         }
     }
 
-    fn sync_single_for_cpu_nowait(
+    fn sync_single_for_cpu_nowait<H: Hw + ?Sized>(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         dev: &Device,
         addr: DmaAddr,
         size: u64,
         dir: DmaDirection,
-        sync: &dyn SyncPolicy,
+        sync: SyncRule,
     ) {
         let paddr = self.dma_to_phys(dev, addr);
         if !dev.is_dma_coherent() {
-            sync.for_cpu(hw, self.arch.as_ref(), paddr, size, dir);
+            sync.for_cpu(hw, &self.arch, paddr, size, dir);
         }
         if let Some(s) = self.swiotlb.as_mut()
             && s.is_swiotlb_buffer(paddr)
@@ -230,45 +230,45 @@ impl DmaDirect {
             if copies_out && !dev.is_dma_coherent() {
                 // The invalidate of the slot must have completed before the CPU reads it: per-entry
                 // sync already waited; batched sync waits here rather than at the end of the call.
-                sync.end_of_call(hw, self.arch.as_ref());
+                sync.end_of_call(hw, &self.arch);
             }
-            s.sync_single_for_cpu(hw, dev, paddr, size, dir);
+            s.sync_single_for_cpu(hw.as_dyn_hw(), dev, paddr, size, dir);
         }
     }
 
-    fn sync_single_for_device_nowait(
+    fn sync_single_for_device_nowait<H: Hw + ?Sized>(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         dev: &Device,
         addr: DmaAddr,
         size: u64,
         dir: DmaDirection,
-        sync: &dyn SyncPolicy,
+        sync: SyncRule,
     ) {
         let paddr = self.dma_to_phys(dev, addr);
         // Copy into the slot first: the clean below must push the copied bytes, not stale ones.
         if let Some(s) = self.swiotlb.as_mut()
             && s.is_swiotlb_buffer(paddr)
         {
-            s.sync_single_for_device(hw, dev, paddr, size, dir);
+            s.sync_single_for_device(hw.as_dyn_hw(), dev, paddr, size, dir);
         }
         if !dev.is_dma_coherent() {
-            sync.for_device(hw, self.arch.as_ref(), paddr, size, dir);
+            sync.for_device(hw, &self.arch, paddr, size, dir);
         }
     }
 
-    fn end_of_call(&self, hw: &mut dyn Hw, dev: &Device, sync: &dyn SyncPolicy) {
+    fn end_of_call<H: Hw + ?Sized>(&self, hw: &mut H, dev: &Device, sync: SyncRule) {
         if !dev.is_dma_coherent() {
-            sync.end_of_call(hw, self.arch.as_ref());
+            sync.end_of_call(hw, &self.arch);
         }
     }
 
     /// `dma_direct_unmap_sg()` over `entries`: each entry's unmap issued under the map_sg/unmap_sg
     /// rule, then one end-of-call flush when there was an entry (the kernel's `need_sync`, which
     /// does not look at `attrs`).
-    fn unmap_entries(
+    fn unmap_entries<H: Hw + ?Sized>(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         dev: &Device,
         sgt: &mut SgTable,
         n: usize,
@@ -300,9 +300,9 @@ impl DmaDirect {
 /// side of the hardware interface, and the host benchmarks call these with the host backend. The
 /// [`DmaMapOps`] impl below forwards to them.
 impl DmaDirect {
-    pub fn map_page(
+    pub fn map_page<H: Hw + ?Sized>(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         dev: &Device,
         phys: PhysAddr,
         size: u64,
@@ -317,9 +317,9 @@ impl DmaDirect {
         r
     }
 
-    pub fn unmap_page(
+    pub fn unmap_page<H: Hw + ?Sized>(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         dev: &Device,
         addr: DmaAddr,
         size: u64,
@@ -331,9 +331,9 @@ impl DmaDirect {
         self.end_of_call(hw, dev, sync);
     }
 
-    pub fn map_sg(
+    pub fn map_sg<H: Hw + ?Sized>(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         dev: &Device,
         sgt: &mut SgTable,
         dir: DmaDirection,
@@ -377,9 +377,9 @@ impl DmaDirect {
         r
     }
 
-    pub fn unmap_sg(
+    pub fn unmap_sg<H: Hw + ?Sized>(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         dev: &Device,
         sgt: &mut SgTable,
         dir: DmaDirection,
@@ -392,9 +392,9 @@ impl DmaDirect {
         hw.leave();
     }
 
-    pub fn sync_single_for_cpu(
+    pub fn sync_single_for_cpu<H: Hw + ?Sized>(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         dev: &Device,
         addr: DmaAddr,
         size: u64,
@@ -406,9 +406,9 @@ impl DmaDirect {
         self.end_of_call(hw, dev, sync);
     }
 
-    pub fn sync_single_for_device(
+    pub fn sync_single_for_device<H: Hw + ?Sized>(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         dev: &Device,
         addr: DmaAddr,
         size: u64,
@@ -420,9 +420,9 @@ impl DmaDirect {
         self.end_of_call(hw, dev, sync);
     }
 
-    pub fn sync_sg_for_cpu(
+    pub fn sync_sg_for_cpu<H: Hw + ?Sized>(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         dev: &Device,
         sgt: &SgTable,
         dir: DmaDirection,
@@ -445,9 +445,9 @@ impl DmaDirect {
         hw.leave();
     }
 
-    pub fn sync_sg_for_device(
+    pub fn sync_sg_for_device<H: Hw + ?Sized>(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         dev: &Device,
         sgt: &SgTable,
         dir: DmaDirection,
@@ -488,9 +488,9 @@ impl DmaMapOps for DmaDirect {
         "dma-direct"
     }
 
-    fn map_page(
+    fn map_page<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         dev: &Device,
         phys: PhysAddr,
         size: u64,
@@ -500,9 +500,9 @@ impl DmaMapOps for DmaDirect {
         DmaDirect::map_page(self, hw, dev, phys, size, dir, attrs)
     }
 
-    fn unmap_page(
+    fn unmap_page<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         dev: &Device,
         addr: DmaAddr,
         size: u64,
@@ -512,9 +512,9 @@ impl DmaMapOps for DmaDirect {
         DmaDirect::unmap_page(self, hw, dev, addr, size, dir, attrs)
     }
 
-    fn map_sg(
+    fn map_sg<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         dev: &Device,
         sgt: &mut SgTable,
         dir: DmaDirection,
@@ -523,9 +523,9 @@ impl DmaMapOps for DmaDirect {
         DmaDirect::map_sg(self, hw, dev, sgt, dir, attrs)
     }
 
-    fn unmap_sg(
+    fn unmap_sg<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         dev: &Device,
         sgt: &mut SgTable,
         dir: DmaDirection,
@@ -534,9 +534,9 @@ impl DmaMapOps for DmaDirect {
         DmaDirect::unmap_sg(self, hw, dev, sgt, dir, attrs)
     }
 
-    fn sync_single_for_cpu(
+    fn sync_single_for_cpu<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         dev: &Device,
         addr: DmaAddr,
         size: u64,
@@ -545,9 +545,9 @@ impl DmaMapOps for DmaDirect {
         DmaDirect::sync_single_for_cpu(self, hw, dev, addr, size, dir)
     }
 
-    fn sync_single_for_device(
+    fn sync_single_for_device<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         dev: &Device,
         addr: DmaAddr,
         size: u64,
@@ -556,9 +556,9 @@ impl DmaMapOps for DmaDirect {
         DmaDirect::sync_single_for_device(self, hw, dev, addr, size, dir)
     }
 
-    fn sync_sg_for_cpu(
+    fn sync_sg_for_cpu<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         dev: &Device,
         sgt: &SgTable,
         dir: DmaDirection,
@@ -566,9 +566,9 @@ impl DmaMapOps for DmaDirect {
         DmaDirect::sync_sg_for_cpu(self, hw, dev, sgt, dir)
     }
 
-    fn sync_sg_for_device(
+    fn sync_sg_for_device<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         dev: &Device,
         sgt: &SgTable,
         dir: DmaDirection,
@@ -581,18 +581,18 @@ impl DmaMapOps for DmaDirect {
 mod tests {
     use super::*;
     use crate::arch::arm64::{Arm64, DirRules};
-    use crate::dma::sync_policy::{Batched, PerEntry, SyncKind};
+    use crate::dma::sync_policy::{SyncKind, SyncRule};
     use crate::hw::CacheOp;
     use crate::hw::recorder::Recorder;
 
     fn direct(batched: bool) -> DmaDirect {
         let r = Recorder::new(64);
-        let sync: Box<dyn SyncPolicy> = if batched {
-            Box::new(Batched)
+        let sync = if batched {
+            SyncRule::Batched
         } else {
-            Box::new(PerEntry)
+            SyncRule::PerEntry
         };
-        DmaDirect::new(&r, Box::new(Arm64::new(DirRules::Since5_19)), sync)
+        DmaDirect::new(&r, Arm64::new(DirRules::Since5_19), sync)
     }
 
     fn list() -> SgTable {
@@ -618,7 +618,10 @@ mod tests {
             assert_eq!(n, 2560);
             assert_eq!(r.lines(CacheOp::Clean), 163_840);
             assert_eq!(r.barriers, barriers);
-            assert_eq!(sgt.entries[7].dma_address, DmaAddr(0x8000_0000 + 7 * 4096));
+            assert_eq!(
+                { sgt.entries[7].dma_address },
+                DmaAddr(0x8000_0000 + 7 * 4096)
+            );
 
             let mut r = Recorder::new(64);
             d.unmap_sg(
@@ -724,14 +727,14 @@ mod tests {
         assert!(
             sgt.entries
                 .iter()
-                .all(|e| e.dma_address == DmaAddr::MAPPING_ERROR)
+                .all(|e| { e.dma_address } == DmaAddr::MAPPING_ERROR)
         );
     }
 
     /// A DmaDirect with the paths of a release's `sync` policy.
     fn release(kind: SyncKind) -> DmaDirect {
         let r = Recorder::new(64);
-        DmaDirect::new(&r, Box::new(Arm64::new(DirRules::Since5_19)), kind)
+        DmaDirect::new(&r, Arm64::new(DirRules::Since5_19), kind)
     }
 
     const RELEASES: [SyncKind; 3] = [SyncKind::PerEntry, SyncKind::Batched, SyncKind::UnmergedV2];

@@ -21,17 +21,18 @@ use crate::hw::{DeviceHw, Hw, SwCost, SwKey};
 use crate::scatterlist::SgTable;
 use crate::types::{DmaAddr, DmaAttrs, DmaDirection, PhysAddr};
 
-/// A device's DMA API: the device plus the ops that serve it.
-pub struct DmaApi {
+/// A device's DMA API: the device plus the ops that serve it (`O`: one implementation, or the
+/// closed set a run chooses from, [`crate::setup::DmaOps`]).
+pub struct DmaApi<O: DmaMapOps> {
     pub dev: Device,
-    pub ops: Box<dyn DmaMapOps>,
+    pub ops: O,
     call: SwCost,
     pa: Box<dyn PhysAddrFn>,
 }
 
-impl DmaApi {
+impl<O: DmaMapOps> DmaApi<O> {
     /// `call` is the front's own cost per API call (`dma_api_call` in a profile's `[sw]` table).
-    pub fn new(hw: &dyn Hw, dev: Device, ops: Box<dyn DmaMapOps>) -> DmaApi {
+    pub fn new(hw: &dyn Hw, dev: Device, ops: O) -> DmaApi<O> {
         DmaApi {
             dev,
             ops,
@@ -42,27 +43,27 @@ impl DmaApi {
 
     /// The release's `__pa()`, which `dma_map_single()` translates the buffer with (inline
     /// arithmetic unless set).
-    pub fn with_phys_addr(mut self, pa: Box<dyn PhysAddrFn>) -> DmaApi {
+    pub fn with_phys_addr(mut self, pa: Box<dyn PhysAddrFn>) -> DmaApi<O> {
         self.pa = pa;
         self
     }
 
-    fn frame<T>(
+    fn frame<T, H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         name: &'static str,
-        f: impl FnOnce(&mut dyn DmaMapOps, &mut dyn DeviceHw, &Device) -> T,
+        f: impl FnOnce(&mut O, &mut H, &Device) -> T,
     ) -> T {
         hw.enter(name);
         hw.sw(self.call);
-        let r = f(self.ops.as_mut(), hw, &self.dev);
+        let r = f(&mut self.ops, hw, &self.dev);
         hw.leave();
         r
     }
 
-    pub fn map_page(
+    pub fn map_page<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         phys: PhysAddr,
         size: u64,
         dir: DmaDirection,
@@ -73,9 +74,9 @@ impl DmaApi {
         })
     }
 
-    pub fn unmap_page(
+    pub fn unmap_page<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         addr: DmaAddr,
         size: u64,
         dir: DmaDirection,
@@ -88,9 +89,9 @@ impl DmaApi {
 
     /// `dma_map_single()`: a kernel virtual address in the kernel; here its physical address,
     /// served by the ops' `map_page` as `dma_map_single_attrs()` → `dma_map_page_attrs()` is.
-    pub fn map_single(
+    pub fn map_single<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         phys: PhysAddr,
         size: u64,
         dir: DmaDirection,
@@ -111,9 +112,9 @@ impl DmaApi {
     }
 
     /// `dma_unmap_single()`, served by the ops' `unmap_page`.
-    pub fn unmap_single(
+    pub fn unmap_single<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         addr: DmaAddr,
         size: u64,
         dir: DmaDirection,
@@ -124,9 +125,9 @@ impl DmaApi {
         })
     }
 
-    pub fn map_sg(
+    pub fn map_sg<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         sgt: &mut SgTable,
         dir: DmaDirection,
         attrs: DmaAttrs,
@@ -136,9 +137,9 @@ impl DmaApi {
         })
     }
 
-    pub fn unmap_sg(
+    pub fn unmap_sg<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         sgt: &mut SgTable,
         dir: DmaDirection,
         attrs: DmaAttrs,
@@ -150,13 +151,13 @@ impl DmaApi {
 
     /// `dma_mapping_error()`: an inline in the kernel, so it opens no frame of its own; an ops
     /// `mapping_error` it calls does.
-    pub fn mapping_error(&mut self, hw: &mut dyn DeviceHw, addr: DmaAddr) -> bool {
+    pub fn mapping_error<H: DeviceHw>(&mut self, hw: &mut H, addr: DmaAddr) -> bool {
         self.ops.mapping_error(hw, &self.dev, addr)
     }
 
-    pub fn sync_single_for_cpu(
+    pub fn sync_single_for_cpu<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         addr: DmaAddr,
         size: u64,
         dir: DmaDirection,
@@ -166,9 +167,9 @@ impl DmaApi {
         })
     }
 
-    pub fn sync_single_for_device(
+    pub fn sync_single_for_device<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         addr: DmaAddr,
         size: u64,
         dir: DmaDirection,
@@ -178,13 +179,18 @@ impl DmaApi {
         })
     }
 
-    pub fn sync_sg_for_cpu(&mut self, hw: &mut dyn DeviceHw, sgt: &SgTable, dir: DmaDirection) {
+    pub fn sync_sg_for_cpu<H: DeviceHw>(&mut self, hw: &mut H, sgt: &SgTable, dir: DmaDirection) {
         self.frame(hw, "dma_sync_sg_for_cpu", |ops, hw, dev| {
             ops.sync_sg_for_cpu(hw, dev, sgt, dir)
         })
     }
 
-    pub fn sync_sg_for_device(&mut self, hw: &mut dyn DeviceHw, sgt: &SgTable, dir: DmaDirection) {
+    pub fn sync_sg_for_device<H: DeviceHw>(
+        &mut self,
+        hw: &mut H,
+        sgt: &SgTable,
+        dir: DmaDirection,
+    ) {
         self.frame(hw, "dma_sync_sg_for_device", |ops, hw, dev| {
             ops.sync_sg_for_device(hw, dev, sgt, dir)
         })

@@ -30,21 +30,23 @@ pub enum DmaError {
     MappingError(String),
 }
 
-/// `struct dma_map_ops`: what a DMA implementation (dma-direct, iommu-dma) provides.
+/// `struct dma_map_ops`: what a DMA implementation (dma-direct, iommu-dma) provides. Generic over
+/// the backend, so a run's calls reach the Model statically; the implementations a run can put
+/// behind the API are the closed set [`crate::setup::DmaOps`].
 pub trait DmaMapOps {
     fn name(&self) -> &'static str;
-    fn map_page(
+    fn map_page<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         dev: &Device,
         phys: PhysAddr,
         size: u64,
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) -> Result<DmaAddr, DmaError>;
-    fn unmap_page(
+    fn unmap_page<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         dev: &Device,
         addr: DmaAddr,
         size: u64,
@@ -52,55 +54,55 @@ pub trait DmaMapOps {
         attrs: DmaAttrs,
     );
     /// Returns the number of mapped entries (`nents`).
-    fn map_sg(
+    fn map_sg<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         dev: &Device,
         sgt: &mut SgTable,
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) -> Result<usize, DmaError>;
-    fn unmap_sg(
+    fn unmap_sg<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         dev: &Device,
         sgt: &mut SgTable,
         dir: DmaDirection,
         attrs: DmaAttrs,
     );
-    fn sync_single_for_cpu(
+    fn sync_single_for_cpu<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         dev: &Device,
         addr: DmaAddr,
         size: u64,
         dir: DmaDirection,
     );
-    fn sync_single_for_device(
+    fn sync_single_for_device<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         dev: &Device,
         addr: DmaAddr,
         size: u64,
         dir: DmaDirection,
     );
-    fn sync_sg_for_cpu(
+    fn sync_sg_for_cpu<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         dev: &Device,
         sgt: &SgTable,
         dir: DmaDirection,
     );
-    fn sync_sg_for_device(
+    fn sync_sg_for_device<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         dev: &Device,
         sgt: &SgTable,
         dir: DmaDirection,
     );
     /// `dma_mapping_error()` → `ops->mapping_error` where an implementation has one (2012
     /// swiotlb's `swiotlb_dma_mapping_error`); otherwise the comparison with `DMA_MAPPING_ERROR`.
-    fn mapping_error(&mut self, _hw: &mut dyn DeviceHw, _dev: &Device, addr: DmaAddr) -> bool {
+    fn mapping_error<H: DeviceHw>(&mut self, _hw: &mut H, _dev: &Device, addr: DmaAddr) -> bool {
         addr == DmaAddr::MAPPING_ERROR
     }
     /// The swiotlb pool behind these ops, if any (for reports: slots in use, locks per area).

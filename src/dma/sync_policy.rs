@@ -24,7 +24,7 @@
 //!
 //! Invariant: whichever rule, everything issued in a call has completed when the call returns.
 
-use crate::arch::ArchDma;
+use crate::arch::{ArchDma, ArchOps};
 use crate::hw::Hw;
 use crate::types::{DmaDirection, PhysAddr};
 use std::fmt::Debug;
@@ -32,28 +32,25 @@ use std::fmt::Debug;
 pub trait SyncPolicy: Debug {
     fn name(&self) -> &'static str;
     /// Maintenance for one region handed to the device.
-    fn for_device(
+    fn for_device<H: Hw + ?Sized>(
         &self,
-        hw: &mut dyn Hw,
-        arch: &dyn ArchDma,
+        hw: &mut H,
+        arch: &ArchOps,
         paddr: PhysAddr,
         size: u64,
         dir: DmaDirection,
     );
     /// Maintenance for one region handed back to the CPU.
-    fn for_cpu(
+    fn for_cpu<H: Hw + ?Sized>(
         &self,
-        hw: &mut dyn Hw,
-        arch: &dyn ArchDma,
+        hw: &mut H,
+        arch: &ArchOps,
         paddr: PhysAddr,
         size: u64,
         dir: DmaDirection,
     );
     /// End of a call on a non-coherent device, after all its regions.
-    fn end_of_call(&self, hw: &mut dyn Hw, arch: &dyn ArchDma);
-    /// The same rule as a static value (every implementation is a unit type), so that one rule
-    /// can be handed to every path ([`SyncPaths::uniform`]).
-    fn as_static(&self) -> &'static dyn SyncPolicy;
+    fn end_of_call<H: Hw + ?Sized>(&self, hw: &mut H, arch: &ArchOps);
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -69,40 +66,37 @@ impl SyncPolicy for PerEntry {
     fn name(&self) -> &'static str {
         "per-entry"
     }
-    fn for_device(
+    fn for_device<H: Hw + ?Sized>(
         &self,
-        hw: &mut dyn Hw,
-        arch: &dyn ArchDma,
+        hw: &mut H,
+        arch: &ArchOps,
         paddr: PhysAddr,
         size: u64,
         dir: DmaDirection,
     ) {
         arch.sync_for_device(hw, paddr, size, dir, true);
     }
-    fn for_cpu(
+    fn for_cpu<H: Hw + ?Sized>(
         &self,
-        hw: &mut dyn Hw,
-        arch: &dyn ArchDma,
+        hw: &mut H,
+        arch: &ArchOps,
         paddr: PhysAddr,
         size: u64,
         dir: DmaDirection,
     ) {
         arch.sync_for_cpu(hw, paddr, size, dir, true);
     }
-    fn end_of_call(&self, _hw: &mut dyn Hw, _arch: &dyn ArchDma) {}
-    fn as_static(&self) -> &'static dyn SyncPolicy {
-        &PerEntry
-    }
+    fn end_of_call<H: Hw + ?Sized>(&self, _hw: &mut H, _arch: &ArchOps) {}
 }
 
 impl SyncPolicy for FlushEach {
     fn name(&self) -> &'static str {
         "flush-each"
     }
-    fn for_device(
+    fn for_device<H: Hw + ?Sized>(
         &self,
-        hw: &mut dyn Hw,
-        arch: &dyn ArchDma,
+        hw: &mut H,
+        arch: &ArchOps,
         paddr: PhysAddr,
         size: u64,
         dir: DmaDirection,
@@ -110,10 +104,10 @@ impl SyncPolicy for FlushEach {
         arch.sync_for_device(hw, paddr, size, dir, false);
         arch.flush(hw);
     }
-    fn for_cpu(
+    fn for_cpu<H: Hw + ?Sized>(
         &self,
-        hw: &mut dyn Hw,
-        arch: &dyn ArchDma,
+        hw: &mut H,
+        arch: &ArchOps,
         paddr: PhysAddr,
         size: u64,
         dir: DmaDirection,
@@ -121,41 +115,92 @@ impl SyncPolicy for FlushEach {
         arch.sync_for_cpu(hw, paddr, size, dir, false);
         arch.flush(hw);
     }
-    fn end_of_call(&self, _hw: &mut dyn Hw, _arch: &dyn ArchDma) {}
-    fn as_static(&self) -> &'static dyn SyncPolicy {
-        &FlushEach
-    }
+    fn end_of_call<H: Hw + ?Sized>(&self, _hw: &mut H, _arch: &ArchOps) {}
 }
 
 impl SyncPolicy for Batched {
     fn name(&self) -> &'static str {
         "batched"
     }
-    fn for_device(
+    fn for_device<H: Hw + ?Sized>(
         &self,
-        hw: &mut dyn Hw,
-        arch: &dyn ArchDma,
+        hw: &mut H,
+        arch: &ArchOps,
         paddr: PhysAddr,
         size: u64,
         dir: DmaDirection,
     ) {
         arch.sync_for_device(hw, paddr, size, dir, false);
     }
-    fn for_cpu(
+    fn for_cpu<H: Hw + ?Sized>(
         &self,
-        hw: &mut dyn Hw,
-        arch: &dyn ArchDma,
+        hw: &mut H,
+        arch: &ArchOps,
         paddr: PhysAddr,
         size: u64,
         dir: DmaDirection,
     ) {
         arch.sync_for_cpu(hw, paddr, size, dir, false);
     }
-    fn end_of_call(&self, hw: &mut dyn Hw, arch: &dyn ArchDma) {
+    fn end_of_call<H: Hw + ?Sized>(&self, hw: &mut H, arch: &ArchOps) {
         arch.flush(hw);
     }
-    fn as_static(&self) -> &'static dyn SyncPolicy {
-        &Batched
+}
+
+/// The three rules as one value, which setup hands to each path: a match on it reaches the rule's
+/// implementation statically.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncRule {
+    PerEntry,
+    FlushEach,
+    Batched,
+}
+
+impl SyncPolicy for SyncRule {
+    fn name(&self) -> &'static str {
+        match self {
+            SyncRule::PerEntry => PerEntry.name(),
+            SyncRule::FlushEach => FlushEach.name(),
+            SyncRule::Batched => Batched.name(),
+        }
+    }
+    #[inline]
+    fn for_device<H: Hw + ?Sized>(
+        &self,
+        hw: &mut H,
+        arch: &ArchOps,
+        paddr: PhysAddr,
+        size: u64,
+        dir: DmaDirection,
+    ) {
+        match self {
+            SyncRule::PerEntry => PerEntry.for_device(hw, arch, paddr, size, dir),
+            SyncRule::FlushEach => FlushEach.for_device(hw, arch, paddr, size, dir),
+            SyncRule::Batched => Batched.for_device(hw, arch, paddr, size, dir),
+        }
+    }
+    #[inline]
+    fn for_cpu<H: Hw + ?Sized>(
+        &self,
+        hw: &mut H,
+        arch: &ArchOps,
+        paddr: PhysAddr,
+        size: u64,
+        dir: DmaDirection,
+    ) {
+        match self {
+            SyncRule::PerEntry => PerEntry.for_cpu(hw, arch, paddr, size, dir),
+            SyncRule::FlushEach => FlushEach.for_cpu(hw, arch, paddr, size, dir),
+            SyncRule::Batched => Batched.for_cpu(hw, arch, paddr, size, dir),
+        }
+    }
+    #[inline]
+    fn end_of_call<H: Hw + ?Sized>(&self, hw: &mut H, arch: &ArchOps) {
+        match self {
+            SyncRule::PerEntry => PerEntry.end_of_call(hw, arch),
+            SyncRule::FlushEach => FlushEach.end_of_call(hw, arch),
+            SyncRule::Batched => Batched.end_of_call(hw, arch),
+        }
     }
 }
 
@@ -163,20 +208,20 @@ impl SyncPolicy for Batched {
 #[derive(Clone, Copy, Debug)]
 pub struct SyncPaths {
     /// `dma_direct_map_sg()` / `dma_direct_unmap_sg()` (and map_sg's error unwind).
-    pub direct_sg: &'static dyn SyncPolicy,
+    pub direct_sg: SyncRule,
     /// `dma_direct_sync_sg_for_device()` / `dma_direct_sync_sg_for_cpu()`.
-    pub direct_sync_sg: &'static dyn SyncPolicy,
+    pub direct_sync_sg: SyncRule,
     /// iommu-dma's scatter-gather maintenance: `iommu_dma_sync_sg_for_*`, which its map_sg and
     /// unmap_sg call too.
-    pub iommu_sg: &'static dyn SyncPolicy,
+    pub iommu_sg: SyncRule,
     /// One region per call: dma-direct's and iommu-dma's map/unmap of one buffer and
     /// `sync_single_*`, and `swiotlb_map()` wherever it is called from.
-    pub single: &'static dyn SyncPolicy,
+    pub single: SyncRule,
 }
 
 impl SyncPaths {
     /// One rule on every path (for measurements of the mechanism rather than of a release).
-    pub fn uniform(p: &'static dyn SyncPolicy) -> SyncPaths {
+    pub fn uniform(p: SyncRule) -> SyncPaths {
         SyncPaths {
             direct_sg: p,
             direct_sync_sg: p,
@@ -186,10 +231,10 @@ impl SyncPaths {
     }
 }
 
-/// A boxed rule means that rule on every path.
-impl From<Box<dyn SyncPolicy>> for SyncPaths {
-    fn from(p: Box<dyn SyncPolicy>) -> SyncPaths {
-        SyncPaths::uniform(p.as_static())
+/// One rule means that rule on every path.
+impl From<SyncRule> for SyncPaths {
+    fn from(p: SyncRule) -> SyncPaths {
+        SyncPaths::uniform(p)
     }
 }
 
@@ -227,18 +272,18 @@ impl SyncKind {
     /// The implementation of every path, chosen once at setup.
     pub fn paths(self) -> SyncPaths {
         match self {
-            SyncKind::PerEntry => SyncPaths::uniform(&PerEntry),
+            SyncKind::PerEntry => SyncPaths::uniform(SyncRule::PerEntry),
             SyncKind::Batched => SyncPaths {
-                direct_sg: &Batched,
-                direct_sync_sg: &FlushEach,
-                iommu_sg: &FlushEach,
-                single: &FlushEach,
+                direct_sg: SyncRule::Batched,
+                direct_sync_sg: SyncRule::FlushEach,
+                iommu_sg: SyncRule::FlushEach,
+                single: SyncRule::FlushEach,
             },
             SyncKind::UnmergedV2 => SyncPaths {
-                direct_sg: &Batched,
-                direct_sync_sg: &Batched,
-                iommu_sg: &Batched,
-                single: &FlushEach,
+                direct_sg: SyncRule::Batched,
+                direct_sync_sg: SyncRule::Batched,
+                iommu_sg: SyncRule::Batched,
+                single: SyncRule::FlushEach,
             },
         }
     }
@@ -255,11 +300,11 @@ mod tests {
     /// flush is in the generic code); ≤ 7.0's `dcache_inval_poc` is never called for TO_DEVICE.
     #[test]
     fn flush_each_flushes_even_when_nothing_was_issued() {
-        let arch = Arm64::new(DirRules::Since5_19);
+        let arch = ArchOps::from(Arm64::new(DirRules::Since5_19));
         for (p, barriers) in [
-            (&PerEntry as &dyn SyncPolicy, 0),
-            (&FlushEach, 1),
-            (&Batched, 0),
+            (SyncRule::PerEntry, 0),
+            (SyncRule::FlushEach, 1),
+            (SyncRule::Batched, 0),
         ] {
             let mut r = Recorder::new(64);
             p.for_cpu(

@@ -23,14 +23,13 @@
 //! as an error, never a panic.
 
 use crate::arch::x86::physaddr::{self, PhysAddrFn, PhysAddrKind};
-use crate::dma::DmaError;
-use crate::dma::mapping::DmaApi;
+use crate::dma::{DmaError, DmaMapOps};
 use crate::hw::calls::CallTimer;
 use crate::hw::model::Model;
 use crate::hw::{Hw, SwCost, SwKey};
 use crate::mm::physmem::{NodeRange, SharedPhysMem};
 use crate::scatterlist::PAGE_SIZE;
-use crate::setup::Machine;
+use crate::setup::{DeviceDmaApi, Machine};
 use crate::types::{DmaAddr, DmaAttrs, DmaDirection, PhysAddr};
 
 /// Largest ixgbe receive buffer: half a 4 KiB page (`ixgbe_rx_bufsz()` of 3.6 without jumbo).
@@ -69,7 +68,7 @@ struct RxBuffer {
 /// The forwarding loop, set up and ready to forward packets.
 pub struct Forwarder {
     pub hw: Model,
-    api: DmaApi,
+    api: DeviceDmaApi,
     mem: SharedPhysMem,
     rx: Vec<RxBuffer>,
     next_to_clean: usize,
@@ -96,7 +95,7 @@ impl Forwarder {
     /// `ixgbe_open`: fill the rx ring with mapped pages (`ixgbe_alloc_rx_buffers`) and set aside
     /// tx data areas, in node 1 of `m` (above the swiotlb pool). `api` is the device's DMA API as
     /// setup built it. The set-up is not counted.
-    pub fn new(m: Machine, api: DmaApi, cfg: &IxgbeConfig) -> Result<Forwarder, DmaError> {
+    pub fn new(m: Machine, api: DeviceDmaApi, cfg: &IxgbeConfig) -> Result<Forwarder, DmaError> {
         let Machine { hw, mem } = m;
         let rx_ring = cfg.rx_ring as usize;
         let mut fw = Forwarder {

@@ -25,12 +25,12 @@
 //! mapping is dirty when it is synced), and with `user_access_bytes` its time is charged by the
 //! mapping's memory type.
 
-use crate::dma::mapping::DmaApi;
 use crate::hw::cache::Access as CacheAccess;
 use crate::hw::model::Model;
 use crate::hw::{Hw, SwCost, SwKey};
 use crate::mm::physmem::SharedPhysMem;
 use crate::scatterlist::{PAGE_SIZE, SgTable};
+use crate::setup::DeviceDmaApi;
 use crate::types::{DmaAddr, DmaAttrs, DmaDirection, PhysAddr};
 
 /// How the driver makes its blocks coherent between the CPU and the engine.
@@ -270,7 +270,7 @@ struct Buffer {
 /// The driver, open on one device, with its blocks.
 pub struct PlDma {
     pub cfg: PlDmaConfig,
-    api: DmaApi,
+    api: DeviceDmaApi,
     mem: SharedPhysMem,
     slots: Vec<Vec<Buffer>>,
     enqueue: SwCost,
@@ -310,7 +310,7 @@ impl PlDma {
     /// once with `dma_map_single` (not part of any block's work).
     pub fn open(
         hw: &mut Model,
-        mut api: DmaApi,
+        mut api: DeviceDmaApi,
         mem: SharedPhysMem,
         cfg: PlDmaConfig,
     ) -> Result<PlDma, OpenError> {

@@ -435,6 +435,11 @@ mod insn {
 }
 
 impl Hw for Host {
+    #[inline]
+    fn as_dyn_hw(&mut self) -> &mut dyn Hw {
+        self
+    }
+
     fn enter(&mut self, _frame: &'static str) {}
 
     fn leave(&mut self) {}

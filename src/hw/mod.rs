@@ -403,7 +403,7 @@ impl SwAcc {
 
     /// Charge what was gathered to the current frame.
     #[inline]
-    pub fn flush(&mut self, hw: &mut dyn Hw) {
+    pub fn flush<H: Hw + ?Sized>(&mut self, hw: &mut H) {
         if self.0 != 0 {
             hw.sw(SwCost(self.0));
             self.0 = 0;
@@ -413,6 +413,9 @@ impl SwAcc {
 
 /// The hardware interface.
 pub trait Hw {
+    /// This backend as a trait object, for generic code (`H: Hw + ?Sized`) handing it on to a
+    /// layer that takes `&mut dyn Hw` (a cold path, or one not yet monomorphised).
+    fn as_dyn_hw(&mut self) -> &mut dyn Hw;
     /// Enter a kernel function; charges until the matching [`Hw::leave`] are attributed to it.
     fn enter(&mut self, frame: &'static str);
     fn leave(&mut self);

@@ -395,6 +395,11 @@ impl Model {
 }
 
 impl Hw for Model {
+    #[inline]
+    fn as_dyn_hw(&mut self) -> &mut dyn Hw {
+        self
+    }
+
     fn enter(&mut self, frame: &'static str) {
         self.ledger.enter(frame);
     }

@@ -94,6 +94,11 @@ impl Recorder {
 }
 
 impl Hw for Recorder {
+    #[inline]
+    fn as_dyn_hw(&mut self) -> &mut dyn Hw {
+        self
+    }
+
     fn enter(&mut self, frame: &'static str) {
         self.stack.push(frame);
         self.frames.push(self.stack.join(" > "));

@@ -55,11 +55,11 @@ use super::core::IommuDomain;
 use super::dma_fq::{FlushQueue, FqStats, Invalidation};
 use super::iova::{IovaDomain, IovaRules};
 use super::{IommuError, IommuIotlbGather, Prot};
-use crate::arch::ArchDma;
+use crate::arch::ArchOps;
 use crate::device::Device;
 use crate::dma::coherent::{Allocation, DmaCoherent};
 use crate::dma::contiguous::Gfp;
-use crate::dma::sync_policy::{SyncPaths, SyncPolicy};
+use crate::dma::sync_policy::{SyncPaths, SyncPolicy, SyncRule};
 use crate::dma::{DmaError, DmaMapOps};
 use crate::hw::{Counter, DeviceHw, Hw, SwCost, SwKey};
 use crate::mm::physmem::SharedPhysMem;
@@ -111,7 +111,7 @@ struct Costs {
 pub struct IommuDma {
     pub domain: IommuDomain,
     pub iovad: IovaDomain,
-    arch: Box<dyn ArchDma>,
+    arch: ArchOps,
     sync: SyncPaths,
     /// `dma_get_max_seg_size()` (the device model has no `dma_parms.max_segment_size` yet).
     pub max_seg_size: u32,
@@ -159,14 +159,14 @@ impl IommuDma {
         hw: &dyn Hw,
         domain: IommuDomain,
         ncpus: usize,
-        arch: Box<dyn ArchDma>,
+        arch: impl Into<ArchOps>,
         sync: impl Into<SyncPaths>,
     ) -> Result<IommuDma, IommuError> {
         let iovad = IovaDomain::new(hw, domain.min_pagesz(), 1, ncpus)?;
         Ok(IommuDma {
             domain,
             iovad,
-            arch,
+            arch: arch.into(),
             sync: sync.into(),
             max_seg_size: DEFAULT_MAX_SEG_SIZE as u32,
             cpu: 0,
@@ -219,7 +219,7 @@ impl IommuDma {
 
     /// At the end of a run: flush once and free every queued IOVA, as the pending timer would.
     /// Returns the IOVA ranges freed (0, and no flush, when nothing is queued).
-    pub fn flush_queue_drain(&mut self, hw: &mut dyn DeviceHw) -> u64 {
+    pub fn flush_queue_drain<H: DeviceHw>(&mut self, hw: &mut H) -> u64 {
         match self.fq.as_mut() {
             Some(fq) => fq.drain(hw, &mut self.domain, &mut self.iovad, &mut self.warnings),
             None => 0,
@@ -227,7 +227,7 @@ impl IommuDma {
     }
 
     /// The flush queue's timer, if it expired while nobody was looking (see [`super::dma_fq`]).
-    fn fq_timer(&mut self, hw: &mut dyn DeviceHw) {
+    fn fq_timer<H: DeviceHw>(&mut self, hw: &mut H) {
         if let Some(fq) = self.fq.as_mut() {
             fq.run_expired_timer(hw, &mut self.domain, &mut self.iovad, &mut self.warnings);
         }
@@ -239,7 +239,12 @@ impl IommuDma {
 
     /// `iommu_dma_alloc_iova()`: `size` bytes (granule multiple) below the device's mask and the
     /// domain's aperture.
-    fn alloc_iova(&mut self, hw: &mut dyn Hw, dev: &Device, size: u64) -> Result<u64, IommuError> {
+    fn alloc_iova<H: Hw>(
+        &mut self,
+        hw: &mut H,
+        dev: &Device,
+        size: u64,
+    ) -> Result<u64, IommuError> {
         let shift = self.iovad.shift();
         let aperture_end = (1u64 << self.domain.pgtable.cfg().ias) - 1;
         let limit = dev.dma_mask.min(aperture_end);
@@ -258,9 +263,9 @@ impl IommuDma {
     /// module header for which path), an IOVA range below the device's mask, and the mapping.
     /// A failure at any step gives back what the earlier steps took.
     #[allow(clippy::too_many_arguments)]
-    pub fn iommu_dma_alloc(
+    pub fn iommu_dma_alloc<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         coh: &mut DmaCoherent,
         mem: &SharedPhysMem,
         dev: &Device,
@@ -275,9 +280,9 @@ impl IommuDma {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn alloc_inner(
+    fn alloc_inner<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         coh: &mut DmaCoherent,
         mem: &SharedPhysMem,
         dev: &Device,
@@ -355,9 +360,9 @@ impl IommuDma {
 
     /// `iommu_dma_free()`: unmap (strict: invalidate and sync; lazy: queue the IOVA), then give
     /// the pages back where they came from. Returns where each block went.
-    pub fn iommu_dma_free(
+    pub fn iommu_dma_free<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         coh: &mut DmaCoherent,
         mem: &SharedPhysMem,
         dev: &Device,
@@ -380,7 +385,7 @@ impl IommuDma {
 
     /// `__iommu_dma_unmap()`: unmap `[addr, addr + size)`; strict, invalidate and free its IOVA,
     /// lazy, queue the IOVA for a later flush (`iommu_dma_free_iova` with a queued gather).
-    fn iommu_dma_unmap(&mut self, hw: &mut dyn DeviceHw, addr: u64, size: u64) {
+    fn iommu_dma_unmap<H: DeviceHw>(&mut self, hw: &mut H, addr: u64, size: u64) {
         let g = self.granule();
         let off = addr & (g - 1);
         let start = addr - off;
@@ -446,38 +451,38 @@ impl IommuDma {
         }
     }
 
-    fn for_cpu(
+    fn for_cpu<H: Hw>(
         &self,
-        hw: &mut dyn Hw,
-        sync: &dyn SyncPolicy,
+        hw: &mut H,
+        sync: SyncRule,
         phys: PhysAddr,
         size: u64,
         dir: DmaDirection,
     ) {
-        sync.for_cpu(hw, self.arch.as_ref(), phys, size, dir);
+        sync.for_cpu(hw, &self.arch, phys, size, dir);
     }
 
-    fn for_device(
+    fn for_device<H: Hw>(
         &self,
-        hw: &mut dyn Hw,
-        sync: &dyn SyncPolicy,
+        hw: &mut H,
+        sync: SyncRule,
         phys: PhysAddr,
         size: u64,
         dir: DmaDirection,
     ) {
-        sync.for_device(hw, self.arch.as_ref(), phys, size, dir);
+        sync.for_device(hw, &self.arch, phys, size, dir);
     }
 
-    fn end_of_call(&self, hw: &mut dyn Hw, dev: &Device, sync: &dyn SyncPolicy) {
+    fn end_of_call<H: Hw>(&self, hw: &mut H, dev: &Device, sync: SyncRule) {
         if !dev.is_dma_coherent() {
-            sync.end_of_call(hw, self.arch.as_ref());
+            sync.end_of_call(hw, &self.arch);
         }
     }
 
     /// Maintenance for every entry of a list, without the end-of-call flush.
-    fn sync_sg(
+    fn sync_sg<H: Hw>(
         &self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         dev: &Device,
         sgt: &SgTable,
         dir: DmaDirection,
@@ -500,9 +505,9 @@ impl IommuDma {
 
     /// `__finalise_sg()`: give each entry its DMA address and merge entries that continue one
     /// another in IOVA into segments. Returns the number of DMA segments.
-    fn finalise_sg(
+    fn finalise_sg<H: Hw>(
         &self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         dev: &Device,
         sgt: &mut SgTable,
         layout: &[(u64, u64)],
@@ -548,9 +553,9 @@ impl DmaMapOps for IommuDma {
         "iommu-dma"
     }
 
-    fn map_page(
+    fn map_page<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         dev: &Device,
         phys: PhysAddr,
         size: u64,
@@ -598,9 +603,9 @@ impl DmaMapOps for IommuDma {
         r.map(|iova| DmaAddr(iova + off)).map_err(map_err)
     }
 
-    fn unmap_page(
+    fn unmap_page<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         dev: &Device,
         addr: DmaAddr,
         size: u64,
@@ -640,9 +645,9 @@ impl DmaMapOps for IommuDma {
         hw.leave();
     }
 
-    fn map_sg(
+    fn map_sg<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         dev: &Device,
         sgt: &mut SgTable,
         dir: DmaDirection,
@@ -719,9 +724,9 @@ impl DmaMapOps for IommuDma {
         out
     }
 
-    fn unmap_sg(
+    fn unmap_sg<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         dev: &Device,
         sgt: &mut SgTable,
         dir: DmaDirection,
@@ -761,9 +766,9 @@ impl DmaMapOps for IommuDma {
         hw.leave();
     }
 
-    fn sync_single_for_cpu(
+    fn sync_single_for_cpu<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         dev: &Device,
         addr: DmaAddr,
         size: u64,
@@ -780,9 +785,9 @@ impl DmaMapOps for IommuDma {
         hw.leave();
     }
 
-    fn sync_single_for_device(
+    fn sync_single_for_device<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         dev: &Device,
         addr: DmaAddr,
         size: u64,
@@ -799,9 +804,9 @@ impl DmaMapOps for IommuDma {
         hw.leave();
     }
 
-    fn sync_sg_for_cpu(
+    fn sync_sg_for_cpu<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         dev: &Device,
         sgt: &SgTable,
         dir: DmaDirection,
@@ -815,9 +820,9 @@ impl DmaMapOps for IommuDma {
         hw.leave();
     }
 
-    fn sync_sg_for_device(
+    fn sync_sg_for_device<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         dev: &Device,
         sgt: &SgTable,
         dir: DmaDirection,
@@ -836,7 +841,7 @@ impl DmaMapOps for IommuDma {
 mod tests {
     use super::*;
     use crate::arch::arm64::{Arm64, DirRules};
-    use crate::dma::sync_policy::{Batched, PerEntry, SyncKind, SyncPaths};
+    use crate::dma::sync_policy::{SyncKind, SyncPaths, SyncRule};
     use crate::hw::recorder::Recorder;
     use crate::hw::{CacheOp, Counter};
     use crate::iommu::arm_smmu::{ArmSmmuDomain, ByAsid};
@@ -847,10 +852,10 @@ mod tests {
     use crate::types::IovaAddr;
 
     fn iommu_dma(r: &mut Recorder, batched: bool) -> IommuDma {
-        let sync: Box<dyn SyncPolicy> = if batched {
-            Box::new(Batched)
+        let sync = if batched {
+            SyncRule::Batched
         } else {
-            Box::new(PerEntry)
+            SyncRule::PerEntry
         };
         iommu_dma_with(r, sync)
     }
@@ -860,7 +865,7 @@ mod tests {
         let t = ArmLpaeIoPgtable::new(r, IoPgtableCfg::new(4096, 36), mem, None).unwrap();
         let ops = Box::new(ArmSmmuDomain::new(r, 1, Box::new(ByAsid)));
         let d = IommuDomain::new(r, t, ops, Box::new(UnmapPages));
-        IommuDma::new(r, d, 1, Box::new(Arm64::new(DirRules::Since5_19)), sync).unwrap()
+        IommuDma::new(r, d, 1, Arm64::new(DirRules::Since5_19), sync).unwrap()
     }
 
     fn entry(page: u64, offset: u32, length: u32) -> SgEntry {
@@ -904,11 +909,11 @@ mod tests {
         // Five granules, an 8-granule aligned IOVA range (rounded to a power of two).
         assert_eq!(base % (8 * 4096), 0);
         assert_eq!(sgt.entries[0].dma_length, 8192);
-        assert_eq!(sgt.entries[1].dma_address, DmaAddr(base + 8192 + 0x100));
+        assert_eq!({ sgt.entries[1].dma_address }, DmaAddr(base + 8192 + 0x100));
         assert_eq!(sgt.entries[1].dma_length, 0x200);
-        assert_eq!(sgt.entries[2].dma_address, DmaAddr(base + 3 * 4096));
+        assert_eq!({ sgt.entries[2].dma_address }, DmaAddr(base + 3 * 4096));
         assert_eq!(sgt.entries[2].dma_length, 8192);
-        assert_eq!(sgt.entries[3].dma_address, DmaAddr::MAPPING_ERROR);
+        assert_eq!({ sgt.entries[3].dma_address }, DmaAddr::MAPPING_ERROR);
         assert_eq!(sgt.nents, 3);
         for (i, e) in sgt.entries.iter().enumerate() {
             let iova = base + i as u64 * 4096 + u64::from(e.offset);
@@ -960,7 +965,7 @@ mod tests {
         assert_eq!(n, 2);
         let base = sgt.entries[0].dma_address.0;
         assert_eq!(sgt.entries[0].dma_length, 0x6000);
-        assert_eq!(sgt.entries[1].dma_address, DmaAddr(base + 0x10000));
+        assert_eq!({ sgt.entries[1].dma_address }, DmaAddr(base + 0x10000));
         assert_eq!(sgt.entries[1].dma_length, 0xc000);
         assert_eq!(
             d.domain.iova_to_phys(&mut r, IovaAddr(base + 0x10000)),
@@ -1011,7 +1016,11 @@ mod tests {
             let base = sgt.entries[0].dma_address.0;
             assert_eq!(base % (8 * gib), 0, "{rule:?}: aligned to the range's size");
             assert_eq!(u64::from(sgt.entries[0].dma_length), 3 * gib);
-            assert_eq!(sgt.entries[1].dma_address.0, base + third_at, "{rule:?}");
+            assert_eq!(
+                { sgt.entries[1].dma_address.0 },
+                base + third_at,
+                "{rule:?}"
+            );
             assert_eq!(u64::from(sgt.entries[1].dma_length), 2 * gib);
             let (lo, hi) = d.iovad.ranges().next().unwrap();
             assert_eq!((hi - lo + 1) << 12, mapped, "{rule:?}");
@@ -1204,7 +1213,7 @@ mod tests {
             let t = ArmLpaeIoPgtable::new(&mut m, IoPgtableCfg::new(4096, 36), mem, None).unwrap();
             let ops = Box::new(ArmSmmuDomain::new(&m, 1, Box::new(ByAsid)));
             let dom = IommuDomain::new(&m, t, ops, Box::new(UnmapPages));
-            let arch = Box::new(Arm64::new(DirRules::Since5_19));
+            let arch = Arm64::new(DirRules::Since5_19);
             let mut d = IommuDma::new(&m, dom, 1, arch, SyncKind::PerEntry)
                 .unwrap()
                 .with_release_rules(crate::iommu::iova::IovaRelease::Linux6_2.rules(), rel);
@@ -1306,7 +1315,12 @@ mod tests {
         assert!(!d.warnings.is_empty());
     }
 
-    fn map_unmap_4k(r: &mut dyn DeviceHw, d: &mut IommuDma, dev: &Device, n: u64) -> Vec<DmaAddr> {
+    fn map_unmap_4k<H: DeviceHw>(
+        r: &mut H,
+        d: &mut IommuDma,
+        dev: &Device,
+        n: u64,
+    ) -> Vec<DmaAddr> {
         (0..n)
             .map(|i| {
                 let a = d
@@ -1424,7 +1438,7 @@ mod tests {
                     .unwrap(),
             );
             let dom = IommuDomain::new(&r, t, ops, Box::new(UnmapPages));
-            let arch = Box::new(Arm64::new(DirRules::Since5_19));
+            let arch = Arm64::new(DirRules::Since5_19);
             let mut d = IommuDma::new(&r, dom, 1, arch, SyncKind::Batched)
                 .unwrap()
                 .with_invalidation(&r, mode);
@@ -1450,7 +1464,7 @@ mod tests {
         let t = ArmLpaeIoPgtable::new(&mut m, IoPgtableCfg::new(4096, 36), mem, None).unwrap();
         let ops = Box::new(ArmSmmuDomain::new(&m, 1, Box::new(ByAsid)));
         let dom = IommuDomain::new(&m, t, ops, Box::new(UnmapPages));
-        let arch = Box::new(Arm64::new(DirRules::Since5_19));
+        let arch = Arm64::new(DirRules::Since5_19);
         let mut d = IommuDma::new(&m, dom, 1, arch, SyncKind::Batched)
             .unwrap()
             .with_invalidation(&m, Invalidation::Lazy);
@@ -1489,7 +1503,7 @@ mod tests {
         let t = ArmLpaeIoPgtable::new(&mut r, IoPgtableCfg::new(4096, 36), mem, None).unwrap();
         let ops = Box::new(ArmSmmuDomain::new(&r, 1, Box::new(ByAsid)));
         let dom = IommuDomain::new(&r, t, ops, Box::new(UnmapPages));
-        let arch = Box::new(Arm64::new(DirRules::Since5_19));
+        let arch = Arm64::new(DirRules::Since5_19);
         let mut d = IommuDma::new(&r, dom, 2, arch, SyncKind::Batched)
             .unwrap()
             .with_invalidation(&r, Invalidation::Lazy);

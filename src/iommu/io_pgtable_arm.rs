@@ -41,7 +41,7 @@
 //! allocation made by this table is reachable; unmapping everything leaves only the top level.
 
 use super::{IommuError, IommuFlushOps, IommuIotlbGather, Prot};
-use crate::arch::ArchDma;
+use crate::arch::{ArchDma, ArchOps};
 use crate::hw::{Counter, DeviceHw, Hw, SwAcc, SwCost, SwKey};
 use crate::mm::physmem::{PhysMem, SharedPhysMem};
 use crate::types::{DmaDirection, IovaAddr, PhysAddr};
@@ -158,7 +158,7 @@ pub struct ArmLpaeIoPgtable {
     mem: SharedPhysMem,
     /// `None`: the SMMU's table walker snoops CPU caches (`cfg->coherent_walk`). Otherwise PTE
     /// writes are cleaned to PoC through this architecture's cache maintenance.
-    walk_sync: Option<Box<dyn ArchDma>>,
+    walk_sync: Option<ArchOps>,
     costs: Costs,
     scratch: Vec<u64>,
     pte_scratch: Vec<u64>,
@@ -177,7 +177,7 @@ impl ArmLpaeIoPgtable {
         hw: &mut dyn Hw,
         cfg: IoPgtableCfg,
         mem: SharedPhysMem,
-        walk_sync: Option<Box<dyn ArchDma>>,
+        walk_sync: Option<ArchOps>,
     ) -> Result<ArmLpaeIoPgtable, IommuError> {
         let pgsize_bitmap = match cfg.granule {
             0x1000 => 0x1000 | (2 << 20) | (1 << 30),
@@ -1400,7 +1400,7 @@ mod tests {
     fn non_coherent_walker_cleans_every_pte_write() {
         let mut r = Recorder::new(64);
         let mut f = ArmSmmuDomain::new(&r, 1, Box::new(ByVa));
-        let arch: Box<dyn ArchDma> = Box::new(Arm64::new(DirRules::Since5_19));
+        let arch = ArchOps::from(Arm64::new(DirRules::Since5_19));
         let mut t = ArmLpaeIoPgtable::new(&mut r, IoPgtableCfg::new(0x1000, 48), mem(), Some(arch))
             .unwrap();
         // The new top-level table is cleaned whole: 64 lines, one DSB.

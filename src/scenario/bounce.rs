@@ -21,7 +21,7 @@
 
 use super::{Ctx, RunInfo, Scenario, Shared, Workload, progress};
 use crate::device::Device;
-use crate::dma::mapping::DmaApi;
+use crate::dma::DmaMapOps;
 use crate::dma::swiotlb::nr_slots;
 use crate::hw::Counter;
 use crate::hw::calls::{CallTimer, StackRow, stack_rows};
@@ -31,7 +31,7 @@ use crate::report::{
     DeviceDoc, FORMAT_VERSION, TimeUnit, breakdown_docs, device_line, header, human_bytes, ns,
     policies_map, trim_float,
 };
-use crate::setup::{Machine, SetupError, setup_dma_ops};
+use crate::setup::{DeviceDmaApi, Machine, SetupError, setup_dma_ops};
 use crate::types::{DmaAttrs, DmaDirection, PhysAddr};
 use serde::Deserialize;
 use serde::Serialize;
@@ -238,7 +238,7 @@ pub fn run(s: &Scenario, b: &Bounce) -> Result<BounceResult, SetupError> {
     let mut api = api;
     let nareas = api.ops.swiotlb_pool().map_or(0, |p| p.nareas());
     let pool_bytes = api.ops.swiotlb_pool().map_or(0, |p| p.end().0 - p.start.0);
-    let locks = |api: &DmaApi| -> Vec<u64> {
+    let locks = |api: &DeviceDmaApi| -> Vec<u64> {
         api.ops
             .swiotlb_pool()
             .map(|p| p.table.areas.iter().map(|a| a.locks).collect())

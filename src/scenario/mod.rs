@@ -25,6 +25,7 @@ pub mod progress;
 pub mod streaming;
 pub mod user_access;
 
+use crate::arch::ArchDma;
 use crate::dma::contiguous::{CmaBoot, CmaCmdline, memparse, parse_numa_cma};
 use crate::hw::sw_costs::{Layer, SwKey};
 use crate::input::{InputError, from_section, from_table, parse_document, parse_size};

@@ -84,30 +84,30 @@ impl Arm32 {
 }
 
 impl ArchDma for Arm32 {
-    fn sync_for_device(
+    fn sync_for_device<H: Hw + ?Sized>(
         &self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         paddr: PhysAddr,
         size: u64,
         dir: DmaDirection,
         _complete: bool,
     ) {
-        self.dma_page_cpu_to_dev(hw, paddr, size, dir);
+        self.dma_page_cpu_to_dev(hw.as_dyn_hw(), paddr, size, dir);
     }
 
-    fn sync_for_cpu(
+    fn sync_for_cpu<H: Hw + ?Sized>(
         &self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         paddr: PhysAddr,
         size: u64,
         dir: DmaDirection,
         _complete: bool,
     ) {
-        self.dma_page_dev_to_cpu(hw, paddr, size, dir);
+        self.dma_page_dev_to_cpu(hw.as_dyn_hw(), paddr, size, dir);
     }
 
     /// Nothing: ARM has no `arch_sync_dma_flush()`, every helper above completed its own work.
-    fn flush(&self, _hw: &mut dyn Hw) {}
+    fn flush<H: Hw + ?Sized>(&self, _hw: &mut H) {}
 
     fn required_ops(&self) -> &'static [CacheOp] {
         &[CacheOp::Clean, CacheOp::Inval, CacheOp::CleanInval]

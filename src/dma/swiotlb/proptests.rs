@@ -8,7 +8,7 @@ use crate::arch::arm64::{Arm64, DirRules};
 use crate::arch::x86::physaddr::PhysAddrKind;
 use crate::dma::DmaMapOps;
 use crate::dma::direct::DmaDirect;
-use crate::dma::sync_policy::{Batched, PerEntry, SyncPolicy};
+use crate::dma::sync_policy::SyncRule;
 use crate::hw::recorder::Recorder;
 use proptest::prelude::*;
 
@@ -113,10 +113,10 @@ fn direct(
     size: u64,
 ) -> DmaDirect {
     let r = Recorder::new(64);
-    let sync: Box<dyn SyncPolicy> = if batched {
-        Box::new(Batched)
+    let sync = if batched {
+        SyncRule::Batched
     } else {
-        Box::new(PerEntry)
+        SyncRule::PerEntry
     };
     let cfg = SwiotlbConfig {
         size,
@@ -129,7 +129,7 @@ fn direct(
         ..SwiotlbConfig::default()
     };
     let s = Swiotlb::new(&r, mem.clone(), &cfg).unwrap();
-    DmaDirect::new(&r, Box::new(Arm64::new(DirRules::Since5_19)), sync).with_swiotlb(s)
+    DmaDirect::new(&r, Arm64::new(DirRules::Since5_19), sync).with_swiotlb(s)
 }
 
 proptest! {

@@ -3,7 +3,7 @@
 use super::*;
 use crate::arch::arm64::{Arm64, DirRules};
 use crate::dma::direct::DmaDirect;
-use crate::dma::sync_policy::{Batched, PerEntry, SyncPolicy};
+use crate::dma::sync_policy::SyncRule;
 use crate::hw::recorder::Recorder;
 use crate::hw::{CacheOp, Counter};
 use crate::mm::physmem::{NodeRange, PhysMem};
@@ -44,13 +44,13 @@ pub(crate) fn read(mem: &SharedPhysMem, at: u64, len: usize) -> Vec<u8> {
 
 fn direct(mem: &SharedPhysMem, cfg: SwiotlbConfig, batched: bool) -> DmaDirect {
     let r = Recorder::new(64);
-    let sync: Box<dyn SyncPolicy> = if batched {
-        Box::new(Batched)
+    let sync = if batched {
+        SyncRule::Batched
     } else {
-        Box::new(PerEntry)
+        SyncRule::PerEntry
     };
     let s = Swiotlb::new(&r, mem.clone(), &cfg).unwrap();
-    DmaDirect::new(&r, Box::new(Arm64::new(DirRules::Since5_19)), sync).with_swiotlb(s)
+    DmaDirect::new(&r, Arm64::new(DirRules::Since5_19), sync).with_swiotlb(s)
 }
 
 fn cfg(release: Release) -> SwiotlbConfig {

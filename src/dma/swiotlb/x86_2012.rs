@@ -699,9 +699,9 @@ impl DmaMapOps for Swiotlb2012Ops {
         "swiotlb (2012 x86 swiotlb_dma_ops)"
     }
 
-    fn map_page(
+    fn map_page<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         dev: &Device,
         phys: PhysAddr,
         size: u64,
@@ -715,9 +715,9 @@ impl DmaMapOps for Swiotlb2012Ops {
         r
     }
 
-    fn unmap_page(
+    fn unmap_page<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         _dev: &Device,
         addr: DmaAddr,
         size: u64,
@@ -730,9 +730,9 @@ impl DmaMapOps for Swiotlb2012Ops {
         hw.leave();
     }
 
-    fn map_sg(
+    fn map_sg<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         dev: &Device,
         sgt: &mut SgTable,
         dir: DmaDirection,
@@ -780,9 +780,9 @@ impl DmaMapOps for Swiotlb2012Ops {
         r
     }
 
-    fn unmap_sg(
+    fn unmap_sg<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         _dev: &Device,
         sgt: &mut SgTable,
         dir: DmaDirection,
@@ -795,9 +795,9 @@ impl DmaMapOps for Swiotlb2012Ops {
         hw.leave();
     }
 
-    fn sync_single_for_cpu(
+    fn sync_single_for_cpu<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         _dev: &Device,
         addr: DmaAddr,
         size: u64,
@@ -809,9 +809,9 @@ impl DmaMapOps for Swiotlb2012Ops {
         hw.leave();
     }
 
-    fn sync_single_for_device(
+    fn sync_single_for_device<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         _dev: &Device,
         addr: DmaAddr,
         size: u64,
@@ -823,9 +823,9 @@ impl DmaMapOps for Swiotlb2012Ops {
         hw.leave();
     }
 
-    fn sync_sg_for_cpu(
+    fn sync_sg_for_cpu<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         _dev: &Device,
         sgt: &SgTable,
         dir: DmaDirection,
@@ -844,9 +844,9 @@ impl DmaMapOps for Swiotlb2012Ops {
         hw.leave();
     }
 
-    fn sync_sg_for_device(
+    fn sync_sg_for_device<H: DeviceHw>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         _dev: &Device,
         sgt: &SgTable,
         dir: DmaDirection,
@@ -865,7 +865,7 @@ impl DmaMapOps for Swiotlb2012Ops {
         hw.leave();
     }
 
-    fn mapping_error(&mut self, hw: &mut dyn DeviceHw, _dev: &Device, addr: DmaAddr) -> bool {
+    fn mapping_error<H: DeviceHw>(&mut self, hw: &mut H, _dev: &Device, addr: DmaAddr) -> bool {
         self.dma_mapping_error(hw, addr)
     }
 

@@ -214,7 +214,7 @@ fn dma_api_mapping_error_reaches_the_ops() {
     let mem = machine();
     let o = ops(&mem, "virt", IO_TLB_MAX_MAPPING);
     let overflow = DmaAddr(o.overflow_buffer().0);
-    let mut api = DmaApi::new(&Recorder::new(64), nic(), Box::new(o));
+    let mut api = DmaApi::new(&Recorder::new(64), nic(), o);
     let mut r = Recorder::new(64);
     assert!(api.mapping_error(&mut r, overflow));
     assert!(!api.mapping_error(&mut r, DmaAddr::MAPPING_ERROR));
