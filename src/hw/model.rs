@@ -363,6 +363,11 @@ impl Model {
         }
     }
 
+    #[inline(never)]
+    fn cache_maint_out_of_line(&mut self, op: CacheOp, first: PhysAddr, lines: u64) {
+        self.cache_maint_modelled(op, first, lines)
+    }
+
     pub fn params(&self) -> &ModelParams {
         &self.params
     }
@@ -408,12 +413,15 @@ impl Hw for Model {
         self.ledger.leave();
     }
 
+    // The closed form is a handful of instructions and runs once per region on the hottest
+    // paths: inlined into the by-line loop, with the cache model's walk kept out of line.
+    #[inline]
     fn cache_maint(&mut self, op: CacheOp, first: PhysAddr, lines: u64) {
         if lines == 0 {
             return;
         }
         if self.caches.is_some() {
-            return self.cache_maint_modelled(op, first, lines);
+            return self.cache_maint_out_of_line(op, first, lines);
         }
         // A profile without this op was rejected when the scenario was set up (see
         // `platform::Profile::require_ops`); charging nothing here would hide that, so fall back to
@@ -436,6 +444,7 @@ impl Hw for Model {
         self.advance(lines.saturating_mul(c.issue_ps));
     }
 
+    #[inline]
     fn barrier(&mut self) {
         let wait = self.pending.saturating_sub(self.now);
         let cost = self.params.barrier_ps;
@@ -445,6 +454,7 @@ impl Hw for Model {
         self.ledger.barrier(wait, cost);
     }
 
+    #[inline]
     fn wmb(&mut self) {
         // A DSB of any kind waits for outstanding maintenance; io-pgtable's own PTE cleaning has
         // completed before (its DSB SY), so on the modelled paths only the wmb's cost remains.
@@ -464,6 +474,7 @@ impl Hw for Model {
         SwCost(self.params.sw.get(key.name()).copied().unwrap_or(0))
     }
 
+    #[inline]
     fn line_bytes(&self) -> u64 {
         self.params.line_bytes
     }
@@ -519,6 +530,7 @@ impl Hw for Model {
         self.advance(ps);
     }
 
+    #[inline]
     fn now_ps(&self) -> u64 {
         self.now
     }
