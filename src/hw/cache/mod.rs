@@ -207,7 +207,8 @@ impl Level {
             }
             None => {
                 let way = self.next[set] as usize;
-                self.next[set] = ((way + 1) % self.ways) as u32;
+                // `ways` is a power of two (the profile checks): no division per fill.
+                self.next[set] = ((way + 1) & (self.ways - 1)) as u32;
                 let i = base + way;
                 (i, Some((self.tags[i], self.dirty[i])))
             }
@@ -332,36 +333,41 @@ impl Caches {
 
     /// Bring `line` into every level above the one holding it (read-allocate); returns the
     /// level that answered (`depth()` for memory).
-    fn fill(&mut self, line: u64, fx: &mut Effects) -> usize {
+    /// Also returns the line's slot in the L1 when the fill placed it there.
+    fn fill(&mut self, line: u64, fx: &mut Effects) -> (usize, Option<usize>) {
         let from = (0..self.levels.len())
             .find(|&k| self.levels[k].find(line).is_some())
             .unwrap_or(self.levels.len());
+        let mut slot = None;
         for k in (0..from).rev() {
             // An eviction further in can have written this line into level k meanwhile only if
             // it was dirty above, and it was absent above: so it is still absent here.
-            let (_, victim) = self.levels[k].insert(line, false);
+            let (i, victim) = self.levels[k].insert(line, false);
+            // A victim goes further in, never back to a level already filled.
             self.evicted(k, victim, fx);
+            slot = Some(i);
         }
-        from
+        (from, slot)
     }
 
     /// One CPU access to `line`.
     pub fn access(&mut self, a: Access, line: u64, fx: &mut Effects) {
         match a {
             Access::Read => {
-                let k = self.fill(line, fx);
+                let (k, _) = self.fill(line, fx);
                 fx.served[k] += 1;
             }
             Access::Write => {
-                if self.levels[0].spec.write_allocate || self.levels[0].find(line).is_some() {
-                    let k = if self.levels[0].find(line).is_some() {
-                        0
-                    } else {
-                        self.fill(line, fx)
-                    };
-                    fx.served[k] += 1;
-                    let i = self.levels[0].find(line).expect("just filled");
+                if let Some(i) = self.levels[0].find(line) {
+                    fx.served[0] += 1;
                     self.levels[0].dirty[i] = true;
+                } else if self.levels[0].spec.write_allocate {
+                    let (k, i) = self.fill(line, fx);
+                    fx.served[k] += 1;
+                    // A miss places the line in the L1: `i` is its slot there.
+                    if let Some(i) = i {
+                        self.levels[0].dirty[i] = true;
+                    }
                 } else {
                     // No allocation at L1: the store goes on to the next level as a write
                     // (or to memory when there is none: `served[1]` is then memory).
