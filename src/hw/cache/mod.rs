@@ -29,10 +29,15 @@
 //!   `l2x0_of_init(0x02060000, ...)`, arch/arm/mach-zynq/common.c). Pseudo-random would make every
 //!   run depend on a seed for no gain in what the DMA paths exercise (whole buffers, streamed).
 //!
+//! A range operation ([`Caches::maint_range`]) steps only the lines of the range the levels it
+//! acts on hold, in ascending order: the same walk as one line after another, since a line no
+//! such level holds has nothing to change (why none can arrive meanwhile: that function).
+//!
 //! Invariants: a line number is held at most once per level; a set never holds more than `ways`
 //! lines; the state of a line is a pure function of the sequence of operations applied (no
-//! randomness, no clock). Every level's line size is the same (the profile refuses otherwise),
-//! so one line number names the same bytes at every level.
+//! randomness, no clock); a level's `resident` is the number of its valid slots. Every level's
+//! line size is the same (the profile refuses otherwise), so one line number names the same
+//! bytes at every level.
 
 #[cfg(test)]
 mod proptests;
