@@ -29,10 +29,15 @@
 //!   `l2x0_of_init(0x02060000, ...)`, arch/arm/mach-zynq/common.c). Pseudo-random would make every
 //!   run depend on a seed for no gain in what the DMA paths exercise (whole buffers, streamed).
 //!
+//! A range operation ([`Caches::maint_range`]) steps only the lines of the range the levels it
+//! acts on hold, in ascending order: the same walk as one line after another, since a line no
+//! such level holds has nothing to change (why none can arrive meanwhile: that function).
+//!
 //! Invariants: a line number is held at most once per level; a set never holds more than `ways`
 //! lines; the state of a line is a pure function of the sequence of operations applied (no
-//! randomness, no clock). Every level's line size is the same (the profile refuses otherwise),
-//! so one line number names the same bytes at every level.
+//! randomness, no clock); a level's `resident` is the number of its valid slots. Every level's
+//! line size is the same (the profile refuses otherwise), so one line number names the same
+//! bytes at every level.
 
 #[cfg(test)]
 mod proptests;
@@ -153,6 +158,9 @@ struct Level {
     dirty: Vec<bool>,
     /// The way round-robin replaces next in each set.
     next: Vec<u32>,
+    /// How many slots hold a line: a level holding none has nothing for a range operation to
+    /// look at.
+    resident: usize,
 }
 
 impl Level {
@@ -166,6 +174,7 @@ impl Level {
             tags: vec![EMPTY; sets * ways],
             dirty: vec![false; sets * ways],
             next: vec![0; sets],
+            resident: 0,
         }
     }
 
@@ -175,7 +184,10 @@ impl Level {
 
     fn find(&self, line: u64) -> Option<usize> {
         let base = self.set_of(line) * self.ways;
-        (base..base + self.ways).find(|&i| self.tags[i] == line)
+        self.tags[base..base + self.ways]
+            .iter()
+            .position(|&t| t == line)
+            .map(|w| base + w)
     }
 
     fn state(&self, line: u64) -> LineState {
@@ -190,11 +202,18 @@ impl Level {
     fn insert(&mut self, line: u64, dirty: bool) -> (usize, Option<(u64, bool)>) {
         let set = self.set_of(line);
         let base = set * self.ways;
-        let (slot, victim) = match (base..base + self.ways).find(|&i| self.tags[i] == EMPTY) {
-            Some(i) => (i, None),
+        let (slot, victim) = match self.tags[base..base + self.ways]
+            .iter()
+            .position(|&t| t == EMPTY)
+        {
+            Some(w) => {
+                self.resident += 1;
+                (base + w, None)
+            }
             None => {
                 let way = self.next[set] as usize;
-                self.next[set] = ((way + 1) % self.ways) as u32;
+                // `ways` is a power of two (the profile checks): no division per fill.
+                self.next[set] = ((way + 1) & (self.ways - 1)) as u32;
                 let i = base + way;
                 (i, Some((self.tags[i], self.dirty[i])))
             }
@@ -205,6 +224,9 @@ impl Level {
     }
 
     fn remove(&mut self, slot: usize) {
+        if self.tags[slot] != EMPTY {
+            self.resident -= 1;
+        }
         self.tags[slot] = EMPTY;
         self.dirty[slot] = false;
     }
@@ -224,6 +246,8 @@ pub struct Caches {
     levels: Vec<Level>,
     outer_from: usize,
     shift: u32,
+    /// The lines a range operation steps, kept between calls so a call allocates nothing.
+    scratch: Vec<u64>,
 }
 
 impl Caches {
@@ -242,6 +266,7 @@ impl Caches {
             levels: spec.levels.iter().copied().map(Level::new).collect(),
             outer_from: spec.outer_from.min(spec.levels.len()),
             shift: line.trailing_zeros(),
+            scratch: Vec::new(),
         }
     }
 
@@ -269,6 +294,18 @@ impl Caches {
     /// The state of `line` at `level`.
     pub fn state(&self, level: usize, line: u64) -> LineState {
         self.levels[level].state(line)
+    }
+
+    /// Everything that decides what later operations do (each level's slots, dirty bits and
+    /// round-robin pointers), for tests comparing two walks.
+    #[cfg(test)]
+    pub(crate) fn fingerprint(&self) -> String {
+        let levels: Vec<_> = self
+            .levels
+            .iter()
+            .map(|l| (&l.tags, &l.dirty, &l.next, l.resident))
+            .collect();
+        format!("{levels:?}")
     }
 
     /// Every line `level` holds, with whether it is dirty, in no particular order.
@@ -301,36 +338,41 @@ impl Caches {
 
     /// Bring `line` into every level above the one holding it (read-allocate); returns the
     /// level that answered (`depth()` for memory).
-    fn fill(&mut self, line: u64, fx: &mut Effects) -> usize {
+    /// Also returns the line's slot in the L1 when the fill placed it there.
+    fn fill(&mut self, line: u64, fx: &mut Effects) -> (usize, Option<usize>) {
         let from = (0..self.levels.len())
             .find(|&k| self.levels[k].find(line).is_some())
             .unwrap_or(self.levels.len());
+        let mut slot = None;
         for k in (0..from).rev() {
             // An eviction further in can have written this line into level k meanwhile only if
             // it was dirty above, and it was absent above: so it is still absent here.
-            let (_, victim) = self.levels[k].insert(line, false);
+            let (i, victim) = self.levels[k].insert(line, false);
+            // A victim goes further in, never back to a level already filled.
             self.evicted(k, victim, fx);
+            slot = Some(i);
         }
-        from
+        (from, slot)
     }
 
     /// One CPU access to `line`.
     pub fn access(&mut self, a: Access, line: u64, fx: &mut Effects) {
         match a {
             Access::Read => {
-                let k = self.fill(line, fx);
+                let (k, _) = self.fill(line, fx);
                 fx.served[k] += 1;
             }
             Access::Write => {
-                if self.levels[0].spec.write_allocate || self.levels[0].find(line).is_some() {
-                    let k = if self.levels[0].find(line).is_some() {
-                        0
-                    } else {
-                        self.fill(line, fx)
-                    };
-                    fx.served[k] += 1;
-                    let i = self.levels[0].find(line).expect("just filled");
+                if let Some(i) = self.levels[0].find(line) {
+                    fx.served[0] += 1;
                     self.levels[0].dirty[i] = true;
+                } else if self.levels[0].spec.write_allocate {
+                    let (k, i) = self.fill(line, fx);
+                    fx.served[k] += 1;
+                    // A miss places the line in the L1: `i` is its slot there.
+                    if let Some(i) = i {
+                        self.levels[0].dirty[i] = true;
+                    }
                 } else {
                     // No allocation at L1: the store goes on to the next level as a write
                     // (or to memory when there is none: `served[1]` is then memory).
@@ -385,6 +427,103 @@ impl Caches {
         for level in self.outer_from..self.levels.len() {
             self.maint_level(level, op, line, fx);
         }
+    }
+
+    /// [`Caches::maint_inner`] (or, with `outer`, [`Caches::maint_outer`]) on every line of
+    /// `[first, first + n)` in ascending order, stepping only the lines those levels hold:
+    /// `each(offset, &effects)` is called, in ascending offset, for each line stepped. Every
+    /// line not stepped was absent from every level the operation acts on, where the
+    /// line-by-line walk would have found nothing to do.
+    ///
+    /// Why skipping is exact: while the walk runs, the only line that can arrive at one of the
+    /// levels it acts on is the line being maintained (written into the next level) or a
+    /// victim pushed down from one of those levels, which was held there already (inner levels
+    /// are a prefix of the hierarchy and outer ones a suffix, so a victim of one lands in
+    /// another of the same kind or in memory). So the lines of the range held by those levels
+    /// at the start are a superset of the ones the walk will find, and stepping those (some may
+    /// have been evicted meanwhile: their step finds nothing) in order is the same walk.
+    pub fn maint_range(
+        &mut self,
+        outer: bool,
+        op: Maint,
+        first: u64,
+        n: u64,
+        mut each: impl FnMut(u64, &Effects),
+    ) {
+        let levels = if outer {
+            self.outer_from..self.levels.len()
+        } else {
+            0..self.outer_from
+        };
+        let mut lines = std::mem::take(&mut self.scratch);
+        self.resident_lines(levels.clone(), first, n, &mut lines);
+        for &line in &lines {
+            let mut fx = Effects::default();
+            for level in levels.clone() {
+                self.maint_level(level, op, line, &mut fx);
+            }
+            each(line - first, &fx);
+        }
+        self.scratch = lines;
+    }
+
+    /// The lines of `[first, first + n)` that any of `levels` holds, ascending, into `out`.
+    /// Each level is read the cheaper way: every slot when the range has at least as many
+    /// (line, way) pairs as the level has slots, else the range's lines one by one.
+    fn resident_lines(
+        &self,
+        levels: std::ops::Range<usize>,
+        first: u64,
+        n: u64,
+        out: &mut Vec<u64>,
+    ) {
+        out.clear();
+        let end = first.saturating_add(n);
+        let mut sorted = true;
+        let mut sources = 0;
+        for l in &self.levels[levels] {
+            if l.resident == 0 {
+                continue;
+            }
+            sources += 1;
+            if n.saturating_mul(l.ways as u64) >= l.tags.len() as u64 {
+                out.extend(
+                    l.tags
+                        .iter()
+                        .copied()
+                        .filter(|&t| t != EMPTY && t >= first && t < end),
+                );
+                sorted = false;
+            } else {
+                out.extend((first..end).filter(|&line| l.find(line).is_some()));
+            }
+        }
+        if !sorted || sources > 1 {
+            out.sort_unstable();
+            out.dedup();
+        }
+    }
+
+    /// The outer controller's whole-cache operation by way: every line each outer level holds,
+    /// in slot order (set by set, way by way), gets [`Caches::maint_outer`].
+    pub fn maint_outer_all(&mut self, op: Maint, fx: &mut Effects) {
+        let mut lines = std::mem::take(&mut self.scratch);
+        for level in self.outer_from..self.levels.len() {
+            // The walk of one level is fixed before it starts: a line written into this level
+            // by the walk itself (from an outer level above it) is not visited again.
+            lines.clear();
+            lines.extend(
+                self.levels[level]
+                    .tags
+                    .iter()
+                    .copied()
+                    .filter(|&t| t != EMPTY),
+            );
+            for &line in &lines {
+                self.maint_outer(op, line, fx);
+            }
+        }
+        self.scratch = lines;
     }
 }
 
