@@ -403,7 +403,7 @@ impl SwAcc {
 
     /// Charge what was gathered to the current frame.
     #[inline]
-    pub fn flush(&mut self, hw: &mut dyn Hw) {
+    pub fn flush<H: Hw + ?Sized>(&mut self, hw: &mut H) {
         if self.0 != 0 {
             hw.sw(SwCost(self.0));
             self.0 = 0;

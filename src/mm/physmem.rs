@@ -30,8 +30,21 @@ use std::rc::Rc;
 pub type SharedPhysMem = Rc<RefCell<PhysMem>>;
 
 const PAGE: u64 = 4096;
-/// Entries of [`PhysMem`]'s page cache (a power of two).
-const RECENT: usize = 16;
+/// Entries of [`PhysMem`]'s page cache (a power of two). Indexed by page-frame number modulo its
+/// size, so pages allocated one after another (a page table's tables) never evict each other until
+/// this many apart: at 16 entries the 14th to 16th leaf tables of a 4-level table displaced the
+/// top three levels, and every walk through them went to the hash map three times.
+const RECENT: usize = 256;
+
+/// [`PhysMem`]'s direct-mapped page cache: `(pfn + 1, index)` per entry, 0 = empty.
+#[derive(Clone, Debug)]
+struct Recent([Cell<(u64, u32)>; RECENT]);
+
+impl Default for Recent {
+    fn default() -> Recent {
+        Recent(std::array::from_fn(|_| Cell::new((0, 0))))
+    }
+}
 
 /// One NUMA node's memory.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,7 +78,7 @@ pub struct PhysMem {
     free_slots: Vec<u32>,
     /// A direct-mapped cache of `bytes` (`(pfn + 1, index)`, 0 = empty) in front of the hash map:
     /// a page-table walk goes back and forth between a handful of table pages.
-    recent: [Cell<(u64, u32)>; RECENT],
+    recent: Recent,
     /// Per node id, the nodes its allocations fall back to, itself first (`node_zonelists`).
     /// Empty for a node not listed: then its own node only.
     zonelists: BTreeMap<u32, Vec<u32>>,
@@ -372,7 +385,7 @@ impl PhysMem {
             if let Some(slot) = self.bytes.remove(&pfn) {
                 self.pages[slot as usize] = Box::default();
                 self.free_slots.push(slot);
-                let r = &self.recent[pfn as usize % RECENT];
+                let r = &self.recent.0[pfn as usize % RECENT];
                 if r.get().0 == pfn + 1 {
                     r.set((0, 0));
                 }
@@ -382,40 +395,51 @@ impl PhysMem {
     }
 
     /// The index in `pages` of page `pfn`, if it has been written.
-    #[inline]
+    #[inline(always)]
     fn slot_of(&self, pfn: u64) -> Option<usize> {
-        let r = &self.recent[pfn as usize % RECENT];
-        let (key, slot) = r.get();
+        let (key, slot) = self.recent.0[pfn as usize % RECENT].get();
         if key == pfn + 1 {
             return Some(slot as usize);
         }
+        self.slot_of_slow(pfn)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn slot_of_slow(&self, pfn: u64) -> Option<usize> {
         let slot = *self.bytes.get(&pfn)?;
-        r.set((pfn + 1, slot));
+        self.recent.0[pfn as usize % RECENT].set((pfn + 1, slot));
         Some(slot as usize)
     }
 
     /// Page `pfn`'s bytes, zeroes first if it has never been written.
+    #[inline]
     fn page_mut(&mut self, pfn: u64) -> &mut [u8] {
         let slot = match self.slot_of(pfn) {
             Some(s) => s,
-            None => {
-                let fresh = vec![0u8; PAGE as usize].into_boxed_slice();
-                let slot = match self.free_slots.pop() {
-                    Some(s) => {
-                        self.pages[s as usize] = fresh;
-                        s
-                    }
-                    None => {
-                        self.pages.push(fresh);
-                        (self.pages.len() - 1) as u32
-                    }
-                };
-                self.bytes.insert(pfn, slot);
-                self.recent[pfn as usize % RECENT].set((pfn + 1, slot));
-                slot as usize
-            }
+            None => self.materialize(pfn),
         };
         &mut self.pages[slot]
+    }
+
+    /// A first write to page `pfn`: give it zeroed bytes and a slot.
+    #[cold]
+    #[inline(never)]
+    fn materialize(&mut self, pfn: u64) -> usize {
+        let fresh = vec![0u8; PAGE as usize].into_boxed_slice();
+        let slot = match self.free_slots.pop() {
+            Some(s) => {
+                self.pages[s as usize] = fresh;
+                s
+            }
+            None => {
+                self.pages.push(fresh);
+                (self.pages.len() - 1) as u32
+            }
+        };
+        self.bytes.insert(pfn, slot);
+        self.recent.0[pfn as usize % RECENT].set((pfn + 1, slot));
+        slot as usize
     }
 
     /// Bytes currently allocated.
@@ -461,6 +485,7 @@ impl PhysMem {
         self.write(dst, &buf);
     }
 
+    #[inline(always)]
     pub fn read_u64(&self, addr: PhysAddr) -> u64 {
         // One lookup when the word sits inside one page, as every aligned descriptor does.
         let off = (addr.0 % PAGE) as usize;
@@ -472,17 +497,31 @@ impl PhysMem {
                 None => 0,
             };
         }
+        self.read_u64_straddling(addr)
+    }
+
+    /// A word across a page boundary (never a descriptor: those are aligned).
+    #[cold]
+    fn read_u64_straddling(&self, addr: PhysAddr) -> u64 {
         let mut b = [0u8; 8];
         self.read(addr, &mut b);
         u64::from_le_bytes(b)
     }
 
+    #[inline]
     pub fn write_u64(&mut self, addr: PhysAddr, v: u64) {
+        let off = (addr.0 % PAGE) as usize;
+        if off + 8 <= PAGE as usize {
+            let page = self.page_mut(addr.0 / PAGE);
+            page[off..off + 8].copy_from_slice(&v.to_le_bytes());
+            return;
+        }
         self.write(addr, &v.to_le_bytes());
     }
 
     /// `out.len()` little-endian words from `addr` (a run of descriptors), one page lookup per
     /// page the run touches.
+    #[inline]
     pub fn read_u64s(&self, addr: PhysAddr, out: &mut [u64]) {
         if !addr.0.is_multiple_of(8) {
             for (i, w) in out.iter_mut().enumerate() {
@@ -513,25 +552,32 @@ impl PhysMem {
 
     /// Write `vals` as little-endian words from `addr`, one page lookup per page touched.
     pub fn write_u64s(&mut self, addr: PhysAddr, vals: &[u64]) {
+        self.write_u64s_with(addr, vals.len() as u64, |i| vals[i as usize]);
+    }
+
+    /// Write `n` little-endian words from `addr`, word `i` being `f(i)` (a run of descriptors
+    /// computed as they are stored, with no buffer), one page lookup per page touched.
+    #[inline]
+    pub fn write_u64s_with(&mut self, addr: PhysAddr, n: u64, mut f: impl FnMut(u64) -> u64) {
         if !addr.0.is_multiple_of(8) {
-            for (i, &v) in vals.iter().enumerate() {
-                self.write_u64(PhysAddr(addr.0 + i as u64 * 8), v);
+            for i in 0..n {
+                self.write_u64(PhysAddr(addr.0 + i * 8), f(i));
             }
             return;
         }
-        let mut pos = 0usize;
-        while pos < vals.len() {
-            let a = addr.0 + pos as u64 * 8;
+        let mut pos = 0u64;
+        while pos < n {
+            let a = addr.0 + pos * 8;
             let (pfn, off) = (a / PAGE, (a % PAGE) as usize);
-            let n = ((PAGE as usize - off) / 8).min(vals.len() - pos);
+            let k = ((PAGE - off as u64) / 8).min(n - pos);
             let page = self.page_mut(pfn);
-            for (b, v) in page[off..off + n * 8]
+            for (i, b) in page[off..off + k as usize * 8]
                 .chunks_exact_mut(8)
-                .zip(&vals[pos..pos + n])
+                .enumerate()
             {
-                b.copy_from_slice(&v.to_le_bytes());
+                b.copy_from_slice(&f(pos + i as u64).to_le_bytes());
             }
-            pos += n;
+            pos += k;
         }
     }
 }
