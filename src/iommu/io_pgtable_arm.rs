@@ -149,8 +149,11 @@ pub struct PgtableShape {
 #[derive(Debug)]
 pub struct ArmLpaeIoPgtable {
     cfg: IoPgtableCfg,
-    pg_shift: u32,
     bits_per_level: u32,
+    /// Per level: `ARM_LPAE_LVL_SHIFT` and the index mask (`ARM_LPAE_LVL_IDX`), computed once so a
+    /// walk step is a shift and a mask.
+    lvl_shift: [u32; ARM_LPAE_MAX_LEVELS as usize],
+    lvl_mask: [u64; ARM_LPAE_MAX_LEVELS as usize],
     start_level: u32,
     pgd_bits: u32,
     pgsize_bitmap: u64,
@@ -163,6 +166,9 @@ pub struct ArmLpaeIoPgtable {
     pte_scratch: Vec<u64>,
     /// The partial-block `WARN_ONCE` has fired (once per boot; a table is the model's boot).
     warned_partial_block: bool,
+    /// Per level, where in simulated memory's page store the table read at that level was last
+    /// found ([`PhysMem::read_u64_hinted`]).
+    walk_hint: [std::cell::Cell<u32>; ARM_LPAE_MAX_LEVELS as usize],
     /// The walk's own instructions not yet charged: gathered along a map or unmap and charged
     /// as one before anything that reads the clock or changes frame ([`SwAcc`]).
     pending_sw: SwAcc,
@@ -209,12 +215,24 @@ impl ArmLpaeIoPgtable {
             free_table: hw.sw_cost(SwKey::ArmLpaeFreeTable),
             iova_to_phys: hw.sw_cost(SwKey::ArmLpaeIovaToPhys),
         };
+        let lvl_shift: [u32; ARM_LPAE_MAX_LEVELS as usize] = std::array::from_fn(|l| {
+            pg_shift + (ARM_LPAE_MAX_LEVELS - 1 - l as u32) * bits_per_level
+        });
+        let lvl_mask = std::array::from_fn(|l| {
+            let bits = if l as u32 == start_level {
+                pgd_bits
+            } else {
+                bits_per_level
+            };
+            (1u64 << bits) - 1
+        });
         let pgd_size = 8u64 << pgd_bits;
         let pgd = mem.borrow_mut().alloc(cfg.node, pgd_size)?;
         let t = ArmLpaeIoPgtable {
             cfg,
-            pg_shift,
             bits_per_level,
+            lvl_shift,
+            lvl_mask,
             start_level,
             pgd_bits,
             pgsize_bitmap,
@@ -225,6 +243,7 @@ impl ArmLpaeIoPgtable {
             pte_scratch: Vec::new(),
             warned_partial_block: false,
             pending_sw: SwAcc::default(),
+            walk_hint: Default::default(),
         };
         let mut t = t;
         t.sync_new_table(hw, pgd, pgd_size);
@@ -273,21 +292,17 @@ impl ArmLpaeIoPgtable {
 
     #[inline]
     fn lvl_shift(&self, lvl: u32) -> u32 {
-        self.pg_shift + (ARM_LPAE_MAX_LEVELS - 1 - lvl) * self.bits_per_level
+        self.lvl_shift[lvl as usize]
     }
 
     #[inline]
     fn lvl_entries(&self, lvl: u32) -> u64 {
-        if lvl == self.start_level {
-            1 << self.pgd_bits
-        } else {
-            1 << self.bits_per_level
-        }
+        self.lvl_mask[lvl as usize] + 1
     }
 
     #[inline]
     fn lvl_idx(&self, iova: u64, lvl: u32) -> u64 {
-        (iova >> self.lvl_shift(lvl)) & (self.lvl_entries(lvl) - 1)
+        (iova >> self.lvl_shift(lvl)) & self.lvl_mask[lvl as usize]
     }
 
     #[inline]
@@ -359,6 +374,14 @@ impl ArmLpaeIoPgtable {
     #[inline]
     fn read_pte(&self, ptep: PhysAddr) -> u64 {
         self.mem.borrow().read_u64(ptep)
+    }
+
+    /// The descriptor at `ptep`, in the table the walk is at on `lvl`.
+    #[inline]
+    fn read_lvl_pte(&self, ptep: PhysAddr, lvl: u32) -> u64 {
+        self.mem
+            .borrow()
+            .read_u64_hinted(ptep, &self.walk_hint[lvl as usize])
     }
 
     #[inline]
@@ -575,33 +598,64 @@ impl ArmLpaeIoPgtable {
         lvl: u32,
         table: PhysAddr,
     ) -> Result<u64, IommuError> {
-        self.pending_sw.add(self.costs.walk_level);
-        let idx = self.lvl_idx(iova, lvl);
-        let ptep = PhysAddr(table.0 + idx * 8);
-        if size == self.block_size(lvl) {
-            let n = pgcount.min(self.lvl_entries(lvl) - idx);
-            self.init_pte(hw, tlb, iova, paddr, attrs, lvl, n, table, idx)?;
-            return Ok(n * size);
+        // The kernel recurses one level per call; a loop walks the same levels.
+        let (mut lvl, mut table) = (lvl, table);
+        loop {
+            let (l, t, passed) = self.descend(iova, size, lvl, table);
+            self.pending_sw.add_n(self.costs.walk_level, passed);
+            (lvl, table) = (l, t);
+            self.pending_sw.add(self.costs.walk_level);
+            let idx = self.lvl_idx(iova, lvl);
+            let ptep = PhysAddr(table.0 + idx * 8);
+            if size == self.block_size(lvl) {
+                let n = pgcount.min(self.lvl_entries(lvl) - idx);
+                self.init_pte(hw, tlb, iova, paddr, attrs, lvl, n, table, idx)?;
+                return Ok(n * size);
+            }
+            if lvl >= ARM_LPAE_MAX_LEVELS - 1 {
+                return Err(IommuError::BadPageSize {
+                    pgsize: size,
+                    bitmap: self.pgsize_bitmap,
+                });
+            }
+            let pte = self.read_lvl_pte(ptep, lvl);
+            let child = if pte == 0 {
+                let t = self.alloc_table(hw.as_dyn())?;
+                self.install_table(hw, t, ptep);
+                t
+            } else if Self::pte_is_table(pte, lvl) {
+                self.pte_to_paddr(pte)
+            } else {
+                // A block on the way down: the kernel WARNs and wants an unmap first.
+                hw.count(Counter::Warn, 1);
+                return Err(IommuError::Exists(IovaAddr(iova)));
+            };
+            lvl += 1;
+            table = child;
         }
-        if lvl >= ARM_LPAE_MAX_LEVELS - 1 {
-            return Err(IommuError::BadPageSize {
-                pgsize: size,
-                bitmap: self.pgsize_bitmap,
-            });
+    }
+
+    /// The levels a map or unmap passes straight through: from `table` at `lvl`, follow table
+    /// descriptors toward `iova` while `size` is smaller than the level's block, all under one
+    /// borrow of the memory. Returns the level reached, its table, and the levels passed (each
+    /// one step of `__arm_lpae_map` / `__arm_lpae_unmap`'s recursion, charged by the caller). The
+    /// caller takes the level reached as before: what it finds there is read again, so only the
+    /// levels a walk merely descends through are shortened.
+    #[inline]
+    fn descend(&self, iova: u64, size: u64, lvl: u32, table: PhysAddr) -> (u32, PhysAddr, u64) {
+        let mem = self.mem.borrow();
+        let (mut lvl, mut table, mut passed) = (lvl, table, 0);
+        while lvl < ARM_LPAE_MAX_LEVELS - 1 && size != self.block_size(lvl) {
+            let ptep = PhysAddr(table.0 + self.lvl_idx(iova, lvl) * 8);
+            let pte = mem.read_u64_hinted(ptep, &self.walk_hint[lvl as usize]);
+            if !Self::pte_is_table(pte, lvl) {
+                break;
+            }
+            table = self.pte_to_paddr(pte);
+            lvl += 1;
+            passed += 1;
         }
-        let pte = self.read_pte(ptep);
-        let child = if pte == 0 {
-            let t = self.alloc_table(hw.as_dyn())?;
-            self.install_table(hw, t, ptep);
-            t
-        } else if Self::pte_is_table(pte, lvl) {
-            self.pte_to_paddr(pte)
-        } else {
-            // A block on the way down: the kernel WARNs and wants an unmap first.
-            hw.count(Counter::Warn, 1);
-            return Err(IommuError::Exists(IovaAddr(iova)));
-        };
-        self.lpae_map(hw, tlb, iova, paddr, size, pgcount, attrs, lvl + 1, child)
+        (lvl, table, passed)
     }
 
     /// `arm_lpae_install_table()`: point `ptep` at a new table; a non-coherent walker needs the
@@ -639,7 +693,7 @@ impl ArmLpaeIoPgtable {
         if n == 1 {
             // One page per call (every map before 5.15, and scattered memory on any release):
             // no buffer for a run of one.
-            let pte = self.read_pte(ptep);
+            let pte = self.read_lvl_pte(ptep, lvl);
             return self.init_pte_checked(hw, tlb, iova, paddr, attrs, lvl, n, table, ptep, &[pte]);
         }
         let mut ptes = std::mem::take(&mut self.pte_scratch);
@@ -746,48 +800,63 @@ impl ArmLpaeIoPgtable {
         lvl: u32,
         table: PhysAddr,
     ) -> u64 {
-        if lvl == ARM_LPAE_MAX_LEVELS {
-            hw.count(Counter::Warn, 1);
-            return 0;
-        }
-        self.pending_sw.add(self.costs.walk_level);
-        let idx = self.lvl_idx(iova, lvl);
-        let ptep = PhysAddr(table.0 + idx * 8);
-        let pte = self.read_pte(ptep);
-        if pte == 0 {
-            // `WARN_ON(!pte)`: unmapping a hole.
-            hw.count(Counter::Warn, 1);
-            return 0;
-        }
-        if size == self.block_size(lvl) {
-            let n = pgcount.min(self.lvl_entries(lvl) - idx);
-            if n == 1 {
-                // A run of one (every unmap before 5.15, a single page on any): the entry
-                // just read is the run.
-                return self.clear_ptes(hw, tlb, gather, iova, size, lvl, ptep, &[pte]);
+        // The kernel recurses one level per call; a loop walks the same levels.
+        let (mut lvl, mut table) = (lvl, table);
+        loop {
+            let (l, t, passed) = self.descend(iova, size, lvl, table);
+            self.pending_sw.add_n(self.costs.walk_level, passed);
+            (lvl, table) = (l, t);
+            if lvl == ARM_LPAE_MAX_LEVELS {
+                hw.count(Counter::Warn, 1);
+                return 0;
             }
-            let mut ptes = std::mem::take(&mut self.pte_scratch);
-            self.read_ptes(ptep, n, &mut ptes);
-            let r = self.clear_ptes(hw, tlb, gather, iova, size, lvl, ptep, &ptes);
-            self.pte_scratch = ptes;
-            return r;
-        }
-        if Self::pte_is_leaf(pte, lvl) {
-            return match self.cfg.block_unmap {
-                BlockUnmap::Split => {
-                    self.split_blk_unmap(hw, tlb, gather, iova, size, pte, lvl + 1, ptep, pgcount)
+            self.pending_sw.add(self.costs.walk_level);
+            let idx = self.lvl_idx(iova, lvl);
+            let ptep = PhysAddr(table.0 + idx * 8);
+            let pte = self.read_lvl_pte(ptep, lvl);
+            if pte == 0 {
+                // `WARN_ON(!pte)`: unmapping a hole.
+                hw.count(Counter::Warn, 1);
+                return 0;
+            }
+            if size == self.block_size(lvl) {
+                let n = pgcount.min(self.lvl_entries(lvl) - idx);
+                if n == 1 {
+                    // A run of one (every unmap before 5.15, a single page on any): the entry
+                    // just read is the run.
+                    return self.clear_ptes(hw, tlb, gather, iova, size, lvl, ptep, &[pte]);
                 }
-                BlockUnmap::Refuse => {
-                    if !self.warned_partial_block {
-                        self.warned_partial_block = true;
-                        hw.count(Counter::Warn, 1);
+                let mut ptes = std::mem::take(&mut self.pte_scratch);
+                self.read_ptes(ptep, n, &mut ptes);
+                let r = self.clear_ptes(hw, tlb, gather, iova, size, lvl, ptep, &ptes);
+                self.pte_scratch = ptes;
+                return r;
+            }
+            if Self::pte_is_leaf(pte, lvl) {
+                return match self.cfg.block_unmap {
+                    BlockUnmap::Split => self.split_blk_unmap(
+                        hw,
+                        tlb,
+                        gather,
+                        iova,
+                        size,
+                        pte,
+                        lvl + 1,
+                        ptep,
+                        pgcount,
+                    ),
+                    BlockUnmap::Refuse => {
+                        if !self.warned_partial_block {
+                            self.warned_partial_block = true;
+                            hw.count(Counter::Warn, 1);
+                        }
+                        0
                     }
-                    0
-                }
-            };
+                };
+            }
+            table = self.pte_to_paddr(pte);
+            lvl += 1;
         }
-        let child = self.pte_to_paddr(pte);
-        self.lpae_unmap(hw, tlb, gather, iova, size, pgcount, lvl + 1, child)
     }
 
     /// The leaf-level run of `__arm_lpae_unmap()`: clear `ptes` (read from `ptep` on), stopping
@@ -918,7 +987,7 @@ impl ArmLpaeIoPgtable {
         let mut table = self.pgd;
         let mut lvl = self.start_level;
         loop {
-            let pte = self.read_pte(PhysAddr(table.0 + self.lvl_idx(iova, lvl) * 8));
+            let pte = self.read_lvl_pte(PhysAddr(table.0 + self.lvl_idx(iova, lvl) * 8), lvl);
             if pte & PTE_VALID == 0 {
                 return None;
             }

@@ -75,6 +75,9 @@ pub struct PhysMem {
     bytes: HashMap<u64, u32, std::hash::BuildHasherDefault<PfnHasher>>,
     /// The written pages' bytes; a freed page's entry is emptied and its index reused.
     pages: Vec<Box<[u8]>>,
+    /// Per index of `pages`, the page-frame number it holds plus one (0: free), so a caller's
+    /// remembered index can be checked without a lookup ([`PhysMem::read_u64_hinted`]).
+    slot_pfn: Vec<u64>,
     free_slots: Vec<u32>,
     /// A direct-mapped cache of `bytes` (`(pfn + 1, index)`, 0 = empty) in front of the hash map:
     /// a page-table walk goes back and forth between a handful of table pages.
@@ -132,6 +135,7 @@ impl PhysMem {
             allocated: BTreeMap::new(),
             bytes: HashMap::default(),
             pages: Vec::new(),
+            slot_pfn: Vec::new(),
             free_slots: Vec::new(),
             recent: Default::default(),
             zonelists,
@@ -384,6 +388,7 @@ impl PhysMem {
         for pfn in addr.0 / PAGE..(addr.0 + size) / PAGE {
             if let Some(slot) = self.bytes.remove(&pfn) {
                 self.pages[slot as usize] = Box::default();
+                self.slot_pfn[slot as usize] = 0;
                 self.free_slots.push(slot);
                 let r = &self.recent.0[pfn as usize % RECENT];
                 if r.get().0 == pfn + 1 {
@@ -430,10 +435,12 @@ impl PhysMem {
         let slot = match self.free_slots.pop() {
             Some(s) => {
                 self.pages[s as usize] = fresh;
+                self.slot_pfn[s as usize] = pfn + 1;
                 s
             }
             None => {
                 self.pages.push(fresh);
+                self.slot_pfn.push(pfn + 1);
                 (self.pages.len() - 1) as u32
             }
         };
@@ -498,6 +505,33 @@ impl PhysMem {
             };
         }
         self.read_u64_straddling(addr)
+    }
+
+    /// [`PhysMem::read_u64`] for a caller that remembers where it last found the page: `hint`
+    /// holds an index into the page store, checked against the page-frame number before use and
+    /// updated on a miss. A page-table walk keeps one per level: the table it reads at a level is
+    /// almost always the one it read there last, and a checked index puts the descriptor's load
+    /// at an address known before the previous level's descriptor has arrived (the page cache's
+    /// entry depends on that descriptor). Same bytes as [`PhysMem::read_u64`], always.
+    #[inline(always)]
+    pub fn read_u64_hinted(&self, addr: PhysAddr, hint: &Cell<u32>) -> u64 {
+        let (pfn, off) = (addr.0 / PAGE, (addr.0 % PAGE) as usize);
+        if off + 8 > PAGE as usize {
+            return self.read_u64_straddling(addr);
+        }
+        let h = hint.get() as usize;
+        let slot = if self.slot_pfn.get(h) == Some(&(pfn + 1)) {
+            h
+        } else {
+            match self.slot_of(pfn) {
+                Some(s) => {
+                    hint.set(s as u32);
+                    s
+                }
+                None => return 0,
+            }
+        };
+        u64::from_le_bytes(self.pages[slot][off..off + 8].try_into().unwrap_or([0; 8]))
     }
 
     /// A word across a page boundary (never a descriptor: those are aligned).
