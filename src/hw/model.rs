@@ -395,10 +395,12 @@ impl Model {
 }
 
 impl Hw for Model {
+    #[inline]
     fn enter(&mut self, frame: &'static str) {
         self.ledger.enter(frame);
     }
 
+    #[inline]
     fn leave(&mut self) {
         self.ledger.leave();
     }
@@ -440,6 +442,7 @@ impl Hw for Model {
         self.ledger.barrier(wait, cost);
     }
 
+    #[inline]
     fn wmb(&mut self) {
         // A DSB of any kind waits for outstanding maintenance; io-pgtable's own PTE cleaning has
         // completed before (its DSB SY), so on the modelled paths only the wmb's cost remains.
@@ -449,6 +452,7 @@ impl Hw for Model {
         self.ledger.barrier_as(Counter::Wmb, wait, cost);
     }
 
+    #[inline]
     fn sw(&mut self, cost: SwCost) {
         if cost.0 != 0 {
             self.advance(cost.0);
@@ -525,6 +529,7 @@ impl Hw for Model {
         self.advance(ps);
     }
 
+    #[inline]
     fn count(&mut self, c: Counter, n: u64) {
         self.ledger.count(c, n);
     }
@@ -628,6 +633,7 @@ impl Hw for Model {
 }
 
 impl SmmuPort for Model {
+    #[inline]
     fn mmio_write(&mut self, reg: MmioReg, val: u64) {
         let p = self.smmu();
         self.ledger.count(reg.counter(), 1);
@@ -645,6 +651,7 @@ impl SmmuPort for Model {
         }
     }
 
+    #[inline]
     fn mmio_read(&mut self, reg: MmioReg) -> u64 {
         let p = self.smmu();
         self.ledger.count(reg.counter(), 1);
@@ -657,6 +664,7 @@ impl SmmuPort for Model {
         }
     }
 
+    #[inline]
     fn udelay(&mut self, us: u64) {
         self.ledger.count(Counter::Udelay, 1);
         self.advance(us.saturating_mul(1_000_000));

@@ -39,6 +39,9 @@
 //! Invariants: every table reachable from the top-level table is a live [`PhysMem`] allocation of
 //! the granule size (the top level: `8 << pgd_bits` rounded up to a page), and every live
 //! allocation made by this table is reachable; unmapping everything leaves only the top level.
+//! The walk reads and writes the descriptors in that memory on every call (the per-level hints
+//! only say where a table's page was last found, checked against its frame each time); nothing
+//! of a table's contents is cached here.
 
 use super::{AsDynDeviceHw, IommuError, IommuFlushOps, IommuIotlbGather, Prot};
 use crate::arch::ArchDma;
@@ -391,10 +394,16 @@ impl ArmLpaeIoPgtable {
         self.mem.borrow().read_u64s(ptep, out);
     }
 
-    /// Store `n` descriptors from `ptep`, the `i`th being `pte(i)`.
+    /// Store `n` descriptors from `ptep` in the table the walk is at on `lvl`, the `i`th being
+    /// `pte(i)`.
     #[inline]
-    fn write_ptes(&mut self, ptep: PhysAddr, n: u64, pte: impl FnMut(u64) -> u64) {
-        self.mem.borrow_mut().write_u64s_with(ptep, n, pte);
+    fn write_ptes(&mut self, ptep: PhysAddr, lvl: u32, n: u64, mut pte: impl FnMut(u64) -> u64) {
+        let mut mem = self.mem.borrow_mut();
+        if n == 1 {
+            mem.write_u64_hinted(ptep, pte(0), &self.walk_hint[lvl as usize]);
+        } else {
+            mem.write_u64s_with(ptep, n, pte);
+        }
     }
 
     /// `__arm_lpae_sync_pte()`: clean `n` PTEs to PoC for a non-coherent walker.
@@ -743,7 +752,7 @@ impl ArmLpaeIoPgtable {
         let base = attrs | leaf_type;
         let mask = self.addr_mask();
         self.pending_sw.add_n(self.costs.init_pte, n);
-        self.write_ptes(ptep, n, |i| base | ((paddr + i * sz) & mask));
+        self.write_ptes(ptep, lvl, n, |i| base | ((paddr + i * sz) & mask));
         self.sync_ptes(hw, ptep, n);
         Ok(())
     }
@@ -902,7 +911,7 @@ impl ArmLpaeIoPgtable {
             }
             i += 1;
         }
-        self.write_ptes(ptep, i, |_| 0);
+        self.write_ptes(ptep, lvl, i, |_| 0);
         i * size
     }
 
@@ -945,7 +954,7 @@ impl ArmLpaeIoPgtable {
         let attrs = (blk_pte & PTE_ATTR_MASK) | leaf_type;
         let mask = self.addr_mask();
         let skip = |i: u64| unmap.is_some_and(|(s, n)| i >= s && i < s + n);
-        self.write_ptes(tablep, per_table, |i| {
+        self.write_ptes(tablep, lvl, per_table, |i| {
             if skip(i) {
                 0
             } else {

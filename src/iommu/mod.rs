@@ -11,7 +11,11 @@
 //!
 //! Whatever reaches the SMMU drivers (flush ops, the page table's map and unmap, the domain, the
 //! flush queue, iommu-dma) takes a [`DeviceHw`]; the IOVA allocator and the page table's own
-//! memory handling take only the CPU side, [`crate::hw::Hw`].
+//! memory handling take only the CPU side, [`crate::hw::Hw`]. The core's and the page table's
+//! map and unmap are generic over the backend ([`AsDynDeviceHw`]), so the per-page loops run
+//! with static calls for a caller holding a concrete backend; what they hand on to a driver's
+//! flush ops or the arch layer goes as a trait object, except arm-smmu's per-page `tlb_add_page`
+//! and `iotlb_sync` ([`IommuFlushOps::as_arm_smmu`]).
 //!
 //! Invariants: a gather is either empty (`end == 0`, `pgsize == 0`) or covers `[start, end]`
 //! inclusive with one page size; adding a page of another size, or one that neither overlaps nor

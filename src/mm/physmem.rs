@@ -17,7 +17,9 @@
 //!
 //! Invariants: free ranges never overlap and never touch (they are coalesced); an address is either
 //! inside exactly one allocation or free; freeing something not allocated is an error, not a
-//! silent no-op.
+//! silent no-op. A page's bytes sit at one index of the page store while the page is written and
+//! not freed; `slot_pfn` names the page at each index, so an index a caller remembers (a walk's
+//! per-level hint) is checked before use and never reads another page's bytes.
 
 use crate::types::PhysAddr;
 use std::cell::{Cell, RefCell};
@@ -532,6 +534,27 @@ impl PhysMem {
             }
         };
         u64::from_le_bytes(self.pages[slot][off..off + 8].try_into().unwrap_or([0; 8]))
+    }
+
+    /// [`PhysMem::write_u64`] with the hint of [`PhysMem::read_u64_hinted`].
+    #[inline(always)]
+    pub fn write_u64_hinted(&mut self, addr: PhysAddr, v: u64, hint: &Cell<u32>) {
+        let (pfn, off) = (addr.0 / PAGE, (addr.0 % PAGE) as usize);
+        if off + 8 > PAGE as usize {
+            return self.write(addr, &v.to_le_bytes());
+        }
+        let h = hint.get() as usize;
+        let slot = if self.slot_pfn.get(h) == Some(&(pfn + 1)) {
+            h
+        } else {
+            let s = match self.slot_of(pfn) {
+                Some(s) => s,
+                None => self.materialize(pfn),
+            };
+            hint.set(s as u32);
+            s
+        };
+        self.pages[slot][off..off + 8].copy_from_slice(&v.to_le_bytes());
     }
 
     /// A word across a page boundary (never a descriptor: those are aligned).
