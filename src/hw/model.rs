@@ -428,10 +428,12 @@ impl Hw for Model {
         self
     }
 
+    #[inline]
     fn enter(&mut self, frame: &'static str) {
         self.ledger.enter(frame);
     }
 
+    #[inline]
     fn leave(&mut self) {
         self.ledger.leave();
     }
@@ -487,6 +489,7 @@ impl Hw for Model {
         self.ledger.barrier_as(Counter::Wmb, wait, cost);
     }
 
+    #[inline]
     fn sw(&mut self, cost: SwCost) {
         if cost.0 != 0 {
             self.advance(cost.0);
@@ -559,6 +562,7 @@ impl Hw for Model {
         self.advance(ps);
     }
 
+    #[inline]
     fn count(&mut self, c: Counter, n: u64) {
         self.ledger.count(c, n);
     }
@@ -662,6 +666,7 @@ impl Hw for Model {
 }
 
 impl SmmuPort for Model {
+    #[inline]
     fn mmio_write(&mut self, reg: MmioReg, val: u64) {
         let p = self.smmu();
         self.ledger.count(reg.counter(), 1);
@@ -679,6 +684,7 @@ impl SmmuPort for Model {
         }
     }
 
+    #[inline]
     fn mmio_read(&mut self, reg: MmioReg) -> u64 {
         let p = self.smmu();
         self.ledger.count(reg.counter(), 1);
@@ -691,6 +697,7 @@ impl SmmuPort for Model {
         }
     }
 
+    #[inline]
     fn udelay(&mut self, us: u64) {
         self.ledger.count(Counter::Udelay, 1);
         self.advance(us.saturating_mul(1_000_000));

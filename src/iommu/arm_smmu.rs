@@ -139,9 +139,10 @@ pub struct ArmSmmuContext {
 impl ArmSmmuContext {
     /// `arm_smmu_tlb_inv_range_s1()`: one register write per `granule` of `[iova, iova + size)`,
     /// in the AArch64 format (VA[..:12] with the ASID in bits 63:48).
-    pub fn tlb_inv_range_s1(
+    #[inline]
+    pub fn tlb_inv_range_s1<H: DeviceHw + ?Sized>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         iova: u64,
         size: u64,
         granule: u64,
@@ -168,7 +169,7 @@ impl ArmSmmuContext {
     }
 
     /// `arm_smmu_tlb_inv_context_s1()`: `wmb()`, `TLBIASID`, then sync.
-    pub fn tlb_inv_context_s1(&mut self, hw: &mut dyn DeviceHw) {
+    pub fn tlb_inv_context_s1<H: DeviceHw + ?Sized>(&mut self, hw: &mut H) {
         hw.enter("arm_smmu_tlb_inv_context_s1");
         hw.wmb();
         hw.mmio_write(MmioReg::SmmuTlbiasid, u64::from(self.asid));
@@ -177,7 +178,7 @@ impl ArmSmmuContext {
     }
 
     /// `arm_smmu_tlb_sync_context()` / `__arm_smmu_tlb_sync()`: write `TLBSYNC`, poll `TLBSTATUS`.
-    pub fn tlb_sync_context(&mut self, hw: &mut dyn DeviceHw) {
+    pub fn tlb_sync_context<H: DeviceHw + ?Sized>(&mut self, hw: &mut H) {
         hw.enter("arm_smmu_tlb_sync_context");
         hw.sw(self.costs.sync);
         hw.mmio_write(MmioReg::SmmuTlbsync, QCOM_DUMMY_VAL);
@@ -236,6 +237,30 @@ impl ArmSmmuDomain {
     pub fn walk_flush(&self) -> &dyn WalkFlush {
         self.walk.as_ref()
     }
+
+    /// `arm_smmu_tlb_add_page_s1()`: one `TLBIVAL`, issued at once. The body of
+    /// [`IommuFlushOps::tlb_add_page`], generic so that io-pgtable's unmap loop, holding a
+    /// concrete backend, reaches the register write with static calls.
+    #[inline]
+    pub fn tlb_add_page_s1<H: DeviceHw + ?Sized>(&mut self, hw: &mut H, iova: u64, granule: u64) {
+        hw.enter("arm_smmu_tlb_add_page_s1");
+        self.cb
+            .tlb_inv_range_s1(hw, iova, granule, granule, MmioReg::SmmuTlbival);
+        hw.leave();
+    }
+
+    /// `arm_smmu_iotlb_sync()`: the body of [`IommuFlushOps::iotlb_sync`], generic as above.
+    #[inline]
+    pub fn iotlb_sync_s1<H: DeviceHw + ?Sized>(
+        &mut self,
+        hw: &mut H,
+        gather: &mut IommuIotlbGather,
+    ) {
+        self.cb.tlb_sync_context(hw);
+        let queued = gather.queued;
+        *gather = IommuIotlbGather::new();
+        gather.queued = queued;
+    }
 }
 
 impl IommuFlushOps for ArmSmmuDomain {
@@ -260,17 +285,15 @@ impl IommuFlushOps for ArmSmmuDomain {
         iova: u64,
         granule: u64,
     ) {
-        hw.enter("arm_smmu_tlb_add_page_s1");
-        self.cb
-            .tlb_inv_range_s1(hw, iova, granule, granule, MmioReg::SmmuTlbival);
-        hw.leave();
+        self.tlb_add_page_s1(hw, iova, granule);
     }
 
     fn iotlb_sync(&mut self, hw: &mut dyn DeviceHw, gather: &mut IommuIotlbGather) {
-        self.cb.tlb_sync_context(hw);
-        let queued = gather.queued;
-        *gather = IommuIotlbGather::new();
-        gather.queued = queued;
+        self.iotlb_sync_s1(hw, gather);
+    }
+
+    fn as_arm_smmu(&mut self) -> Option<&mut ArmSmmuDomain> {
+        Some(self)
     }
 }
 

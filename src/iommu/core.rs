@@ -18,7 +18,7 @@
 //! bytes an unmap reports are exactly the bytes whose translations it removed.
 
 use super::io_pgtable_arm::ArmLpaeIoPgtable;
-use super::{IommuError, IommuFlushOps, IommuIotlbGather, Prot};
+use super::{AsDynDeviceHw, IommuError, IommuFlushOps, IommuIotlbGather, Prot};
 use crate::hw::{Counter, DeviceHw, Hw, SwAcc, SwCost, SwKey};
 use crate::types::{IovaAddr, PhysAddr};
 use std::fmt::Debug;
@@ -200,9 +200,9 @@ impl IommuDomain {
     }
 
     /// `__iommu_map()`: map `[iova, iova + size)` to `paddr`, undoing it on failure.
-    fn map_range(
+    fn map_range<H: AsDynDeviceHw + ?Sized>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         iova: u64,
         paddr: u64,
         size: u64,
@@ -254,9 +254,9 @@ impl IommuDomain {
     }
 
     /// `iommu_map()`.
-    pub fn iommu_map(
+    pub fn iommu_map<H: AsDynDeviceHw + ?Sized>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         iova: IovaAddr,
         paddr: PhysAddr,
         size: u64,
@@ -271,9 +271,9 @@ impl IommuDomain {
     /// `iommu_map_sg()`: map `segs` (physical start, length; granule-aligned, as iommu-dma
     /// prepares them) back to back from `iova`, one `__iommu_map` per physically contiguous run.
     /// Returns the bytes mapped; on failure nothing stays mapped.
-    pub fn iommu_map_sg(
+    pub fn iommu_map_sg<H: AsDynDeviceHw + ?Sized>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         iova: IovaAddr,
         segs: &[(PhysAddr, u64)],
         prot: Prot,
@@ -322,9 +322,9 @@ impl IommuDomain {
 
     /// `__iommu_unmap()`: remove `[iova, iova + size)`, gathering leaf invalidations in `gather`.
     /// Returns the bytes unmapped, which may be short if a hole was met; 0 bytes is an error.
-    fn unmap_range(
+    fn unmap_range<H: AsDynDeviceHw + ?Sized>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         iova: u64,
         size: u64,
         gather: &mut IommuIotlbGather,
@@ -366,9 +366,9 @@ impl IommuDomain {
     }
 
     /// `iommu_unmap()`: unmap and invalidate (strict), one `iotlb_sync` at the end.
-    pub fn iommu_unmap(
+    pub fn iommu_unmap<H: AsDynDeviceHw + ?Sized>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         iova: IovaAddr,
         size: u64,
     ) -> Result<u64, IommuError> {
@@ -381,9 +381,9 @@ impl IommuDomain {
     }
 
     /// `iommu_unmap_fast()`: unmap, leaving the gathered invalidations to the caller.
-    pub fn iommu_unmap_fast(
+    pub fn iommu_unmap_fast<H: AsDynDeviceHw + ?Sized>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         iova: IovaAddr,
         size: u64,
         gather: &mut IommuIotlbGather,
@@ -395,9 +395,13 @@ impl IommuDomain {
     }
 
     /// `iommu_iotlb_sync()`.
-    pub fn iotlb_sync(&mut self, hw: &mut dyn DeviceHw, gather: &mut IommuIotlbGather) {
+    pub fn iotlb_sync<H: AsDynDeviceHw + ?Sized>(
+        &mut self,
+        hw: &mut H,
+        gather: &mut IommuIotlbGather,
+    ) {
         hw.enter("iommu_iotlb_sync");
-        self.ops.iotlb_sync(hw, gather);
+        super::iotlb_sync(self.ops.as_mut(), hw, gather);
         hw.leave();
     }
 

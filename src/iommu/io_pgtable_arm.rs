@@ -39,10 +39,13 @@
 //! Invariants: every table reachable from the top-level table is a live [`PhysMem`] allocation of
 //! the granule size (the top level: `8 << pgd_bits` rounded up to a page), and every live
 //! allocation made by this table is reachable; unmapping everything leaves only the top level.
+//! The walk reads and writes the descriptors in that memory on every call (the per-level hints
+//! only say where a table's page was last found, checked against its frame each time); nothing
+//! of a table's contents is cached here.
 
-use super::{IommuError, IommuFlushOps, IommuIotlbGather, Prot};
+use super::{AsDynDeviceHw, IommuError, IommuFlushOps, IommuIotlbGather, Prot};
 use crate::arch::{ArchDma, ArchOps};
-use crate::hw::{Counter, DeviceHw, Hw, SwAcc, SwCost, SwKey};
+use crate::hw::{Counter, Hw, SwAcc, SwCost, SwKey};
 use crate::mm::physmem::{PhysMem, SharedPhysMem};
 use crate::types::{DmaDirection, IovaAddr, PhysAddr};
 
@@ -149,8 +152,11 @@ pub struct PgtableShape {
 #[derive(Debug)]
 pub struct ArmLpaeIoPgtable {
     cfg: IoPgtableCfg,
-    pg_shift: u32,
     bits_per_level: u32,
+    /// Per level: `ARM_LPAE_LVL_SHIFT` and the index mask (`ARM_LPAE_LVL_IDX`), computed once so a
+    /// walk step is a shift and a mask.
+    lvl_shift: [u32; ARM_LPAE_MAX_LEVELS as usize],
+    lvl_mask: [u64; ARM_LPAE_MAX_LEVELS as usize],
     start_level: u32,
     pgd_bits: u32,
     pgsize_bitmap: u64,
@@ -160,10 +166,12 @@ pub struct ArmLpaeIoPgtable {
     /// writes are cleaned to PoC through this architecture's cache maintenance.
     walk_sync: Option<ArchOps>,
     costs: Costs,
-    scratch: Vec<u64>,
     pte_scratch: Vec<u64>,
     /// The partial-block `WARN_ONCE` has fired (once per boot; a table is the model's boot).
     warned_partial_block: bool,
+    /// Per level, where in simulated memory's page store the table read at that level was last
+    /// found ([`PhysMem::read_u64_hinted`]).
+    walk_hint: [std::cell::Cell<u32>; ARM_LPAE_MAX_LEVELS as usize],
     /// The walk's own instructions not yet charged: gathered along a map or unmap and charged
     /// as one before anything that reads the clock or changes frame ([`SwAcc`]).
     pending_sw: SwAcc,
@@ -210,12 +218,24 @@ impl ArmLpaeIoPgtable {
             free_table: hw.sw_cost(SwKey::ArmLpaeFreeTable),
             iova_to_phys: hw.sw_cost(SwKey::ArmLpaeIovaToPhys),
         };
+        let lvl_shift: [u32; ARM_LPAE_MAX_LEVELS as usize] = std::array::from_fn(|l| {
+            pg_shift + (ARM_LPAE_MAX_LEVELS - 1 - l as u32) * bits_per_level
+        });
+        let lvl_mask = std::array::from_fn(|l| {
+            let bits = if l as u32 == start_level {
+                pgd_bits
+            } else {
+                bits_per_level
+            };
+            (1u64 << bits) - 1
+        });
         let pgd_size = 8u64 << pgd_bits;
         let pgd = mem.borrow_mut().alloc(cfg.node, pgd_size)?;
         let t = ArmLpaeIoPgtable {
             cfg,
-            pg_shift,
             bits_per_level,
+            lvl_shift,
+            lvl_mask,
             start_level,
             pgd_bits,
             pgsize_bitmap,
@@ -223,10 +243,10 @@ impl ArmLpaeIoPgtable {
             mem,
             walk_sync,
             costs,
-            scratch: Vec::new(),
             pte_scratch: Vec::new(),
             warned_partial_block: false,
             pending_sw: SwAcc::default(),
+            walk_hint: Default::default(),
         };
         let mut t = t;
         t.sync_new_table(hw, pgd, pgd_size);
@@ -268,26 +288,27 @@ impl ArmLpaeIoPgtable {
     }
 
     /// `ARM_LPAE_BLOCK_SIZE(lvl)`: bytes one entry at `lvl` covers.
+    #[inline]
     pub fn block_size(&self, lvl: u32) -> u64 {
         1u64 << self.lvl_shift(lvl)
     }
 
+    #[inline]
     fn lvl_shift(&self, lvl: u32) -> u32 {
-        self.pg_shift + (ARM_LPAE_MAX_LEVELS - 1 - lvl) * self.bits_per_level
+        self.lvl_shift[lvl as usize]
     }
 
+    #[inline]
     fn lvl_entries(&self, lvl: u32) -> u64 {
-        if lvl == self.start_level {
-            1 << self.pgd_bits
-        } else {
-            1 << self.bits_per_level
-        }
+        self.lvl_mask[lvl as usize] + 1
     }
 
+    #[inline]
     fn lvl_idx(&self, iova: u64, lvl: u32) -> u64 {
-        (iova >> self.lvl_shift(lvl)) & (self.lvl_entries(lvl) - 1)
+        (iova >> self.lvl_shift(lvl)) & self.lvl_mask[lvl as usize]
     }
 
+    #[inline]
     fn table_size(&self, lvl: u32) -> u64 {
         if lvl == self.start_level {
             self.pgd_size()
@@ -296,16 +317,19 @@ impl ArmLpaeIoPgtable {
         }
     }
 
+    #[inline]
     fn addr_mask(&self) -> u64 {
         ((1u64 << 48) - 1) & !(self.cfg.granule - 1)
     }
 
     /// `iopte_to_paddr()`.
+    #[inline]
     pub fn pte_to_paddr(&self, pte: u64) -> PhysAddr {
         PhysAddr(pte & self.addr_mask())
     }
 
     /// `iopte_leaf()`: a page at the last level, a block above it.
+    #[inline]
     pub fn pte_is_leaf(pte: u64, lvl: u32) -> bool {
         if lvl == ARM_LPAE_MAX_LEVELS - 1 {
             pte & PTE_TYPE_MASK == PTE_TYPE_PAGE
@@ -314,11 +338,13 @@ impl ArmLpaeIoPgtable {
         }
     }
 
+    #[inline]
     fn pte_is_table(pte: u64, lvl: u32) -> bool {
         lvl < ARM_LPAE_MAX_LEVELS - 1 && pte & PTE_TYPE_MASK == PTE_TYPE_TABLE
     }
 
     /// `arm_lpae_prot_to_pte()` for stage 1: the attribute bits of a leaf.
+    #[inline]
     pub fn prot_to_pte(&self, prot: Prot) -> u64 {
         let mut pte = PTE_NG;
         if !prot.contains(Prot::WRITE) && prot.contains(Prot::READ) {
@@ -348,26 +374,47 @@ impl ArmLpaeIoPgtable {
         pte | PTE_AF
     }
 
+    #[inline]
     fn read_pte(&self, ptep: PhysAddr) -> u64 {
         self.mem.borrow().read_u64(ptep)
     }
 
+    /// The descriptor at `ptep`, in the table the walk is at on `lvl`.
+    #[inline]
+    fn read_lvl_pte(&self, ptep: PhysAddr, lvl: u32) -> u64 {
+        self.mem
+            .borrow()
+            .read_u64_hinted(ptep, &self.walk_hint[lvl as usize])
+    }
+
+    #[inline]
     fn read_ptes(&mut self, ptep: PhysAddr, n: u64, out: &mut Vec<u64>) {
         out.clear();
         out.resize(n as usize, 0);
         self.mem.borrow().read_u64s(ptep, out);
     }
 
-    fn write_ptes(&mut self, ptep: PhysAddr, ptes: impl Iterator<Item = u64>) {
-        let mut buf = std::mem::take(&mut self.scratch);
-        buf.clear();
-        buf.extend(ptes);
-        self.mem.borrow_mut().write_u64s(ptep, &buf);
-        self.scratch = buf;
+    /// Store `n` descriptors from `ptep` in the table the walk is at on `lvl`, the `i`th being
+    /// `pte(i)`.
+    #[inline]
+    fn write_ptes(&mut self, ptep: PhysAddr, lvl: u32, n: u64, mut pte: impl FnMut(u64) -> u64) {
+        let mut mem = self.mem.borrow_mut();
+        if n == 1 {
+            mem.write_u64_hinted(ptep, pte(0), &self.walk_hint[lvl as usize]);
+        } else {
+            mem.write_u64s_with(ptep, n, pte);
+        }
     }
 
     /// `__arm_lpae_sync_pte()`: clean `n` PTEs to PoC for a non-coherent walker.
-    fn sync_ptes(&mut self, hw: &mut dyn Hw, ptep: PhysAddr, n: u64) {
+    #[inline]
+    fn sync_ptes<H: AsDynDeviceHw + ?Sized>(&mut self, hw: &mut H, ptep: PhysAddr, n: u64) {
+        if self.walk_sync.is_some() {
+            self.sync_ptes_dyn(hw.as_dyn(), ptep, n);
+        }
+    }
+
+    fn sync_ptes_dyn(&mut self, hw: &mut dyn Hw, ptep: PhysAddr, n: u64) {
         if let Some(arch) = &self.walk_sync {
             self.pending_sw.flush(hw);
             hw.enter("__arm_lpae_sync_pte");
@@ -426,6 +473,7 @@ impl ArmLpaeIoPgtable {
         self.free_table_pages(hw, table, size);
     }
 
+    #[inline]
     fn check_pgsize(&self, pgsize: u64, pgcount: u64) -> Result<(), IommuError> {
         if pgcount == 0 {
             return Err(IommuError::Empty);
@@ -439,6 +487,7 @@ impl ArmLpaeIoPgtable {
         Ok(())
     }
 
+    #[inline]
     fn check_iova(&self, iova: u64, size: u64, align: u64) -> Result<(), IommuError> {
         if iova & (align - 1) != 0 {
             return Err(IommuError::Misaligned {
@@ -463,6 +512,7 @@ impl ArmLpaeIoPgtable {
     }
 
     /// The checks `arm_lpae_map_pages()` makes before walking; returns the bytes asked for.
+    #[inline]
     fn check_map(
         &self,
         iova: IovaAddr,
@@ -504,9 +554,9 @@ impl ArmLpaeIoPgtable {
     /// `arm_lpae_map_pages()`: map up to `pgcount` pages of `pgsize` at `iova` to `paddr`. Maps at
     /// most the entries left in one table and returns the bytes mapped; the caller loops.
     #[allow(clippy::too_many_arguments)]
-    pub fn map_pages(
+    pub fn map_pages<H: AsDynDeviceHw + ?Sized>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         tlb: &mut dyn IommuFlushOps,
         iova: IovaAddr,
         paddr: PhysAddr,
@@ -545,9 +595,9 @@ impl ArmLpaeIoPgtable {
 
     /// `__arm_lpae_map()`.
     #[allow(clippy::too_many_arguments)]
-    fn lpae_map(
+    fn lpae_map<H: AsDynDeviceHw + ?Sized>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         tlb: &mut dyn IommuFlushOps,
         iova: u64,
         paddr: u64,
@@ -557,38 +607,74 @@ impl ArmLpaeIoPgtable {
         lvl: u32,
         table: PhysAddr,
     ) -> Result<u64, IommuError> {
-        self.pending_sw.add(self.costs.walk_level);
-        let idx = self.lvl_idx(iova, lvl);
-        let ptep = PhysAddr(table.0 + idx * 8);
-        if size == self.block_size(lvl) {
-            let n = pgcount.min(self.lvl_entries(lvl) - idx);
-            self.init_pte(hw, tlb, iova, paddr, attrs, lvl, n, table, idx)?;
-            return Ok(n * size);
+        // The kernel recurses one level per call; a loop walks the same levels.
+        let (mut lvl, mut table) = (lvl, table);
+        loop {
+            let (l, t, passed) = self.descend(iova, size, lvl, table);
+            self.pending_sw.add_n(self.costs.walk_level, passed);
+            (lvl, table) = (l, t);
+            self.pending_sw.add(self.costs.walk_level);
+            let idx = self.lvl_idx(iova, lvl);
+            let ptep = PhysAddr(table.0 + idx * 8);
+            if size == self.block_size(lvl) {
+                let n = pgcount.min(self.lvl_entries(lvl) - idx);
+                self.init_pte(hw, tlb, iova, paddr, attrs, lvl, n, table, idx)?;
+                return Ok(n * size);
+            }
+            if lvl >= ARM_LPAE_MAX_LEVELS - 1 {
+                return Err(IommuError::BadPageSize {
+                    pgsize: size,
+                    bitmap: self.pgsize_bitmap,
+                });
+            }
+            let pte = self.read_lvl_pte(ptep, lvl);
+            let child = if pte == 0 {
+                let t = self.alloc_table(hw.as_dyn())?;
+                self.install_table(hw, t, ptep);
+                t
+            } else if Self::pte_is_table(pte, lvl) {
+                self.pte_to_paddr(pte)
+            } else {
+                // A block on the way down: the kernel WARNs and wants an unmap first.
+                hw.count(Counter::Warn, 1);
+                return Err(IommuError::Exists(IovaAddr(iova)));
+            };
+            lvl += 1;
+            table = child;
         }
-        if lvl >= ARM_LPAE_MAX_LEVELS - 1 {
-            return Err(IommuError::BadPageSize {
-                pgsize: size,
-                bitmap: self.pgsize_bitmap,
-            });
+    }
+
+    /// The levels a map or unmap passes straight through: from `table` at `lvl`, follow table
+    /// descriptors toward `iova` while `size` is smaller than the level's block, all under one
+    /// borrow of the memory. Returns the level reached, its table, and the levels passed (each
+    /// one step of `__arm_lpae_map` / `__arm_lpae_unmap`'s recursion, charged by the caller). The
+    /// caller takes the level reached as before: what it finds there is read again, so only the
+    /// levels a walk merely descends through are shortened.
+    #[inline]
+    fn descend(&self, iova: u64, size: u64, lvl: u32, table: PhysAddr) -> (u32, PhysAddr, u64) {
+        let mem = self.mem.borrow();
+        let (mut lvl, mut table, mut passed) = (lvl, table, 0);
+        while lvl < ARM_LPAE_MAX_LEVELS - 1 && size != self.block_size(lvl) {
+            let ptep = PhysAddr(table.0 + self.lvl_idx(iova, lvl) * 8);
+            let pte = mem.read_u64_hinted(ptep, &self.walk_hint[lvl as usize]);
+            if !Self::pte_is_table(pte, lvl) {
+                break;
+            }
+            table = self.pte_to_paddr(pte);
+            lvl += 1;
+            passed += 1;
         }
-        let pte = self.read_pte(ptep);
-        let child = if pte == 0 {
-            let t = self.alloc_table(hw)?;
-            self.install_table(hw, t, ptep);
-            t
-        } else if Self::pte_is_table(pte, lvl) {
-            self.pte_to_paddr(pte)
-        } else {
-            // A block on the way down: the kernel WARNs and wants an unmap first.
-            hw.count(Counter::Warn, 1);
-            return Err(IommuError::Exists(IovaAddr(iova)));
-        };
-        self.lpae_map(hw, tlb, iova, paddr, size, pgcount, attrs, lvl + 1, child)
+        (lvl, table, passed)
     }
 
     /// `arm_lpae_install_table()`: point `ptep` at a new table; a non-coherent walker needs the
     /// entry cleaned, after which the entry is marked with the software sync bit.
-    fn install_table(&mut self, hw: &mut dyn Hw, table: PhysAddr, ptep: PhysAddr) {
+    fn install_table<H: AsDynDeviceHw + ?Sized>(
+        &mut self,
+        hw: &mut H,
+        table: PhysAddr,
+        ptep: PhysAddr,
+    ) {
         let new = table.0 | PTE_TYPE_TABLE | if self.cfg.quirk_ns { 1 << 63 } else { 0 };
         self.mem.borrow_mut().write_u64(ptep, new);
         if self.walk_sync.is_some() {
@@ -600,9 +686,9 @@ impl ArmLpaeIoPgtable {
     /// `arm_lpae_init_pte()`: refuse leaves already present, replace empty tables, then write
     /// `n` leaves.
     #[allow(clippy::too_many_arguments)]
-    fn init_pte(
+    fn init_pte<H: AsDynDeviceHw + ?Sized>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         tlb: &mut dyn IommuFlushOps,
         iova: u64,
         paddr: u64,
@@ -613,6 +699,12 @@ impl ArmLpaeIoPgtable {
         idx: u64,
     ) -> Result<(), IommuError> {
         let ptep = PhysAddr(table.0 + idx * 8);
+        if n == 1 {
+            // One page per call (every map before 5.15, and scattered memory on any release):
+            // no buffer for a run of one.
+            let pte = self.read_lvl_pte(ptep, lvl);
+            return self.init_pte_checked(hw, tlb, iova, paddr, attrs, lvl, n, table, ptep, &[pte]);
+        }
         let mut ptes = std::mem::take(&mut self.pte_scratch);
         self.read_ptes(ptep, n, &mut ptes);
         let r = self.init_pte_checked(hw, tlb, iova, paddr, attrs, lvl, n, table, ptep, &ptes);
@@ -621,9 +713,9 @@ impl ArmLpaeIoPgtable {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn init_pte_checked(
+    fn init_pte_checked<H: AsDynDeviceHw + ?Sized>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         tlb: &mut dyn IommuFlushOps,
         iova: u64,
         paddr: u64,
@@ -660,7 +752,7 @@ impl ArmLpaeIoPgtable {
         let base = attrs | leaf_type;
         let mask = self.addr_mask();
         self.pending_sw.add_n(self.costs.init_pte, n);
-        self.write_ptes(ptep, (0..n).map(|i| base | ((paddr + i * sz) & mask)));
+        self.write_ptes(ptep, lvl, n, |i| base | ((paddr + i * sz) & mask));
         self.sync_ptes(hw, ptep, n);
         Ok(())
     }
@@ -668,9 +760,9 @@ impl ArmLpaeIoPgtable {
     /// `arm_lpae_unmap_pages()`: unmap up to `pgcount` pages of `pgsize` at `iova`. Stops at the
     /// end of a table (or at a hole after the first entry) and returns the bytes unmapped;
     /// a hole at `iova` itself is [`IommuError::NotMapped`] (the kernel WARNs and returns 0).
-    pub fn unmap_pages(
+    pub fn unmap_pages<H: AsDynDeviceHw + ?Sized>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         tlb: &mut dyn IommuFlushOps,
         gather: &mut IommuIotlbGather,
         iova: IovaAddr,
@@ -706,9 +798,9 @@ impl ArmLpaeIoPgtable {
 
     /// `__arm_lpae_unmap()`.
     #[allow(clippy::too_many_arguments)]
-    fn lpae_unmap(
+    fn lpae_unmap<H: AsDynDeviceHw + ?Sized>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         tlb: &mut dyn IommuFlushOps,
         gather: &mut IommuIotlbGather,
         iova: u64,
@@ -717,79 +809,118 @@ impl ArmLpaeIoPgtable {
         lvl: u32,
         table: PhysAddr,
     ) -> u64 {
-        if lvl == ARM_LPAE_MAX_LEVELS {
-            hw.count(Counter::Warn, 1);
-            return 0;
-        }
-        self.pending_sw.add(self.costs.walk_level);
-        let idx = self.lvl_idx(iova, lvl);
-        let ptep = PhysAddr(table.0 + idx * 8);
-        let pte = self.read_pte(ptep);
-        if pte == 0 {
-            // `WARN_ON(!pte)`: unmapping a hole.
-            hw.count(Counter::Warn, 1);
-            return 0;
-        }
-        if size == self.block_size(lvl) {
-            let n = pgcount.min(self.lvl_entries(lvl) - idx);
-            let mut ptes = std::mem::take(&mut self.pte_scratch);
-            self.read_ptes(ptep, n, &mut ptes);
-            let mut i = 0u64;
-            for &pte in &ptes {
-                if pte == 0 {
-                    // A hole after the first entry: WARN, and the run stops short.
-                    hw.count(Counter::Warn, 1);
-                    break;
-                }
-                let at = iova + i * size;
-                self.pending_sw.add(self.costs.clear_pte);
-                // The entry is cleared (and cleaned for a non-coherent walker) before the
-                // invalidation, so the SMMU cannot refetch it; the bytes are written below in
-                // one go, which leaves the same memory behind.
-                self.sync_ptes(hw, PhysAddr(ptep.0 + i * 8), 1);
-                if Self::pte_is_leaf(pte, lvl) {
-                    if !gather.queued {
-                        self.pending_sw.flush(hw);
-                        tlb.tlb_add_page(hw, gather, at, size);
-                    }
-                } else {
-                    self.pending_sw.flush(hw);
-                    tlb.tlb_flush_walk(hw, at, size, self.cfg.granule);
-                    let child = self.pte_to_paddr(pte);
-                    hw.enter("__arm_lpae_free_pgtable");
-                    self.free_pgtable(hw, lvl + 1, child);
-                    hw.leave();
-                }
-                i += 1;
+        // The kernel recurses one level per call; a loop walks the same levels.
+        let (mut lvl, mut table) = (lvl, table);
+        loop {
+            let (l, t, passed) = self.descend(iova, size, lvl, table);
+            self.pending_sw.add_n(self.costs.walk_level, passed);
+            (lvl, table) = (l, t);
+            if lvl == ARM_LPAE_MAX_LEVELS {
+                hw.count(Counter::Warn, 1);
+                return 0;
             }
-            self.pte_scratch = ptes;
-            self.write_ptes(ptep, (0..i).map(|_| 0));
-            return i * size;
-        }
-        if Self::pte_is_leaf(pte, lvl) {
-            return match self.cfg.block_unmap {
-                BlockUnmap::Split => {
-                    self.split_blk_unmap(hw, tlb, gather, iova, size, pte, lvl + 1, ptep, pgcount)
+            self.pending_sw.add(self.costs.walk_level);
+            let idx = self.lvl_idx(iova, lvl);
+            let ptep = PhysAddr(table.0 + idx * 8);
+            let pte = self.read_lvl_pte(ptep, lvl);
+            if pte == 0 {
+                // `WARN_ON(!pte)`: unmapping a hole.
+                hw.count(Counter::Warn, 1);
+                return 0;
+            }
+            if size == self.block_size(lvl) {
+                let n = pgcount.min(self.lvl_entries(lvl) - idx);
+                if n == 1 {
+                    // A run of one (every unmap before 5.15, a single page on any): the entry
+                    // just read is the run.
+                    return self.clear_ptes(hw, tlb, gather, iova, size, lvl, ptep, &[pte]);
                 }
-                BlockUnmap::Refuse => {
-                    if !self.warned_partial_block {
-                        self.warned_partial_block = true;
-                        hw.count(Counter::Warn, 1);
+                let mut ptes = std::mem::take(&mut self.pte_scratch);
+                self.read_ptes(ptep, n, &mut ptes);
+                let r = self.clear_ptes(hw, tlb, gather, iova, size, lvl, ptep, &ptes);
+                self.pte_scratch = ptes;
+                return r;
+            }
+            if Self::pte_is_leaf(pte, lvl) {
+                return match self.cfg.block_unmap {
+                    BlockUnmap::Split => self.split_blk_unmap(
+                        hw,
+                        tlb,
+                        gather,
+                        iova,
+                        size,
+                        pte,
+                        lvl + 1,
+                        ptep,
+                        pgcount,
+                    ),
+                    BlockUnmap::Refuse => {
+                        if !self.warned_partial_block {
+                            self.warned_partial_block = true;
+                            hw.count(Counter::Warn, 1);
+                        }
+                        0
                     }
-                    0
-                }
-            };
+                };
+            }
+            table = self.pte_to_paddr(pte);
+            lvl += 1;
         }
-        let child = self.pte_to_paddr(pte);
-        self.lpae_unmap(hw, tlb, gather, iova, size, pgcount, lvl + 1, child)
+    }
+
+    /// The leaf-level run of `__arm_lpae_unmap()`: clear `ptes` (read from `ptep` on), stopping
+    /// at a hole; a leaf is invalidated through `tlb_add_page`, a table freed after a walk
+    /// flush. Returns the bytes unmapped.
+    #[allow(clippy::too_many_arguments)]
+    fn clear_ptes<H: AsDynDeviceHw + ?Sized>(
+        &mut self,
+        hw: &mut H,
+        tlb: &mut dyn IommuFlushOps,
+        gather: &mut IommuIotlbGather,
+        iova: u64,
+        size: u64,
+        lvl: u32,
+        ptep: PhysAddr,
+        ptes: &[u64],
+    ) -> u64 {
+        let mut i = 0u64;
+        for &pte in ptes {
+            if pte == 0 {
+                // A hole after the first entry: WARN, and the run stops short.
+                hw.count(Counter::Warn, 1);
+                break;
+            }
+            let at = iova + i * size;
+            self.pending_sw.add(self.costs.clear_pte);
+            // The entry is cleared (and cleaned for a non-coherent walker) before the
+            // invalidation, so the SMMU cannot refetch it; the bytes are written below in
+            // one go, which leaves the same memory behind.
+            self.sync_ptes(hw, PhysAddr(ptep.0 + i * 8), 1);
+            if Self::pte_is_leaf(pte, lvl) {
+                if !gather.queued {
+                    self.pending_sw.flush(hw);
+                    super::tlb_add_page(tlb, hw, gather, at, size);
+                }
+            } else {
+                self.pending_sw.flush(hw);
+                tlb.tlb_flush_walk(hw.as_dyn(), at, size, self.cfg.granule);
+                let child = self.pte_to_paddr(pte);
+                hw.enter("__arm_lpae_free_pgtable");
+                self.free_pgtable(hw.as_dyn(), lvl + 1, child);
+                hw.leave();
+            }
+            i += 1;
+        }
+        self.write_ptes(ptep, lvl, i, |_| 0);
+        i * size
     }
 
     /// `arm_lpae_split_blk_unmap()`: replace a block by a table of the next level mapping the
     /// same memory minus the part being unmapped.
     #[allow(clippy::too_many_arguments)]
-    fn split_blk_unmap(
+    fn split_blk_unmap<H: AsDynDeviceHw + ?Sized>(
         &mut self,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         tlb: &mut dyn IommuFlushOps,
         gather: &mut IommuIotlbGather,
         iova: u64,
@@ -806,7 +937,7 @@ impl ArmLpaeIoPgtable {
         hw.enter("arm_lpae_split_blk_unmap");
         let split_sz = self.block_size(lvl);
         let per_table = 1u64 << self.bits_per_level;
-        let Ok(tablep) = self.alloc_table(hw) else {
+        let Ok(tablep) = self.alloc_table(hw.as_dyn()) else {
             hw.leave();
             return 0;
         };
@@ -823,16 +954,13 @@ impl ArmLpaeIoPgtable {
         let attrs = (blk_pte & PTE_ATTR_MASK) | leaf_type;
         let mask = self.addr_mask();
         let skip = |i: u64| unmap.is_some_and(|(s, n)| i >= s && i < s + n);
-        self.write_ptes(
-            tablep,
-            (0..per_table).map(|i| {
-                if skip(i) {
-                    0
-                } else {
-                    attrs | ((blk_paddr + i * split_sz) & mask)
-                }
-            }),
-        );
+        self.write_ptes(tablep, lvl, per_table, |i| {
+            if skip(i) {
+                0
+            } else {
+                attrs | ((blk_paddr + i * split_sz) & mask)
+            }
+        });
         for i in (0..per_table).filter(|&i| !skip(i)) {
             self.pending_sw.flush(hw);
             hw.sw(self.costs.init_pte);
@@ -843,7 +971,7 @@ impl ArmLpaeIoPgtable {
             Some((_, n)) => {
                 self.pending_sw.flush(hw);
                 for i in 0..n {
-                    tlb.tlb_add_page(hw, gather, iova + i * size, size);
+                    super::tlb_add_page(tlb, hw, gather, iova + i * size, size);
                 }
                 n * size
             }
@@ -868,7 +996,7 @@ impl ArmLpaeIoPgtable {
         let mut table = self.pgd;
         let mut lvl = self.start_level;
         loop {
-            let pte = self.read_pte(PhysAddr(table.0 + self.lvl_idx(iova, lvl) * 8));
+            let pte = self.read_lvl_pte(PhysAddr(table.0 + self.lvl_idx(iova, lvl) * 8), lvl);
             if pte & PTE_VALID == 0 {
                 return None;
             }
@@ -950,7 +1078,7 @@ impl ArmLpaeIoPgtable {
 
 /// The io-pgtable entry checks are `WARN_ON`s: an unsupported page size or count, an address
 /// outside the table's range. (Misalignment is the iommu core's to refuse, without a WARN.)
-fn warn_on(hw: &mut dyn DeviceHw, e: &IommuError) {
+fn warn_on<H: Hw + ?Sized>(hw: &mut H, e: &IommuError) {
     if matches!(
         e,
         IommuError::BadPageSize { .. } | IommuError::Empty | IommuError::OutOfRange { .. }

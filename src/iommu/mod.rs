@@ -11,7 +11,11 @@
 //!
 //! Whatever reaches the SMMU drivers (flush ops, the page table's map and unmap, the domain, the
 //! flush queue, iommu-dma) takes a [`DeviceHw`]; the IOVA allocator and the page table's own
-//! memory handling take only the CPU side, [`crate::hw::Hw`].
+//! memory handling take only the CPU side, [`crate::hw::Hw`]. The core's and the page table's
+//! map and unmap are generic over the backend ([`AsDynDeviceHw`]), so the per-page loops run
+//! with static calls for a caller holding a concrete backend; what they hand on to a driver's
+//! flush ops or the arch layer goes as a trait object, except arm-smmu's per-page `tlb_add_page`
+//! and `iotlb_sync` ([`IommuFlushOps::as_arm_smmu`]).
 //!
 //! Invariants: a gather is either empty (`end == 0`, `pgsize == 0`) or covers `[start, end]`
 //! inclusive with one page size; adding a page of another size, or one that neither overlaps nor
@@ -191,6 +195,30 @@ impl IommuIotlbGather {
     }
 }
 
+/// A backend the iommu layer's generic paths can hand on as a trait object: to a driver's
+/// [`IommuFlushOps`], to the arch layer's cache maintenance. The iommu core and io-pgtable are
+/// generic over the backend so that a caller holding a concrete one (the Model) runs their
+/// per-page loops with static calls, while a caller holding `&mut dyn DeviceHw` still works
+/// (`H = dyn DeviceHw`); `&mut H` with `H: ?Sized` does not coerce to `&mut dyn DeviceHw` by
+/// itself, hence this.
+pub trait AsDynDeviceHw: DeviceHw {
+    fn as_dyn(&mut self) -> &mut dyn DeviceHw;
+}
+
+impl<T: DeviceHw> AsDynDeviceHw for T {
+    #[inline]
+    fn as_dyn(&mut self) -> &mut dyn DeviceHw {
+        self
+    }
+}
+
+impl AsDynDeviceHw for dyn DeviceHw + '_ {
+    #[inline]
+    fn as_dyn(&mut self) -> &mut dyn DeviceHw {
+        self
+    }
+}
+
 /// `iommu_iotlb_gather_add_page()`: a driver's `tlb_add_page` that defers its invalidations
 /// (arm-smmu-v3) gathers through this; a page of another size or a disjoint page syncs first.
 pub fn iommu_iotlb_gather_add_page(
@@ -228,6 +256,44 @@ pub trait IommuFlushOps: std::fmt::Debug {
     /// `iommu_iotlb_sync()`: complete what was gathered (and, for drivers that invalidate at once,
     /// wait for completion); leaves `gather` empty.
     fn iotlb_sync(&mut self, hw: &mut dyn DeviceHw, gather: &mut IommuIotlbGather);
+    /// The arm-smmu driver's ops, if these are they. Not a kernel interface: io-pgtable and the
+    /// core call [`tlb_add_page`] and [`iotlb_sync`] for every page they unmap, and for this
+    /// driver they call its generic bodies directly, so a concrete backend reaches the register
+    /// writes without a trait object. Same operations, same order, either way.
+    ///
+    /// [`tlb_add_page`]: IommuFlushOps::tlb_add_page
+    /// [`iotlb_sync`]: IommuFlushOps::iotlb_sync
+    fn as_arm_smmu(&mut self) -> Option<&mut arm_smmu::ArmSmmuDomain> {
+        None
+    }
+}
+
+/// `ops->tlb_add_page()`, statically for arm-smmu (see [`IommuFlushOps::as_arm_smmu`]).
+#[inline]
+pub fn tlb_add_page<H: AsDynDeviceHw + ?Sized>(
+    ops: &mut dyn IommuFlushOps,
+    hw: &mut H,
+    gather: &mut IommuIotlbGather,
+    iova: u64,
+    granule: u64,
+) {
+    match ops.as_arm_smmu() {
+        Some(d) => d.tlb_add_page_s1(hw, iova, granule),
+        None => ops.tlb_add_page(hw.as_dyn(), gather, iova, granule),
+    }
+}
+
+/// `ops->iotlb_sync()`, statically for arm-smmu (see [`IommuFlushOps::as_arm_smmu`]).
+#[inline]
+pub fn iotlb_sync<H: AsDynDeviceHw + ?Sized>(
+    ops: &mut dyn IommuFlushOps,
+    hw: &mut H,
+    gather: &mut IommuIotlbGather,
+) {
+    match ops.as_arm_smmu() {
+        Some(d) => d.iotlb_sync_s1(hw, gather),
+        None => ops.iotlb_sync(hw.as_dyn(), gather),
+    }
 }
 
 #[cfg(test)]

@@ -17,7 +17,9 @@
 //!
 //! Invariants: free ranges never overlap and never touch (they are coalesced); an address is either
 //! inside exactly one allocation or free; freeing something not allocated is an error, not a
-//! silent no-op.
+//! silent no-op. A page's bytes sit at one index of the page store while the page is written and
+//! not freed; `slot_pfn` names the page at each index, so an index a caller remembers (a walk's
+//! per-level hint) is checked before use and never reads another page's bytes.
 
 use crate::types::PhysAddr;
 use std::cell::{Cell, RefCell};
@@ -30,8 +32,21 @@ use std::rc::Rc;
 pub type SharedPhysMem = Rc<RefCell<PhysMem>>;
 
 const PAGE: u64 = 4096;
-/// Entries of [`PhysMem`]'s page cache (a power of two).
-const RECENT: usize = 16;
+/// Entries of [`PhysMem`]'s page cache (a power of two). Indexed by page-frame number modulo its
+/// size, so pages allocated one after another (a page table's tables) never evict each other until
+/// this many apart: at 16 entries the 14th to 16th leaf tables of a 4-level table displaced the
+/// top three levels, and every walk through them went to the hash map three times.
+const RECENT: usize = 256;
+
+/// [`PhysMem`]'s direct-mapped page cache: `(pfn + 1, index)` per entry, 0 = empty.
+#[derive(Clone, Debug)]
+struct Recent([Cell<(u64, u32)>; RECENT]);
+
+impl Default for Recent {
+    fn default() -> Recent {
+        Recent(std::array::from_fn(|_| Cell::new((0, 0))))
+    }
+}
 
 /// One NUMA node's memory.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,10 +77,13 @@ pub struct PhysMem {
     bytes: HashMap<u64, u32, std::hash::BuildHasherDefault<PfnHasher>>,
     /// The written pages' bytes; a freed page's entry is emptied and its index reused.
     pages: Vec<Box<[u8]>>,
+    /// Per index of `pages`, the page-frame number it holds plus one (0: free), so a caller's
+    /// remembered index can be checked without a lookup ([`PhysMem::read_u64_hinted`]).
+    slot_pfn: Vec<u64>,
     free_slots: Vec<u32>,
     /// A direct-mapped cache of `bytes` (`(pfn + 1, index)`, 0 = empty) in front of the hash map:
     /// a page-table walk goes back and forth between a handful of table pages.
-    recent: [Cell<(u64, u32)>; RECENT],
+    recent: Recent,
     /// Per node id, the nodes its allocations fall back to, itself first (`node_zonelists`).
     /// Empty for a node not listed: then its own node only.
     zonelists: BTreeMap<u32, Vec<u32>>,
@@ -119,6 +137,7 @@ impl PhysMem {
             allocated: BTreeMap::new(),
             bytes: HashMap::default(),
             pages: Vec::new(),
+            slot_pfn: Vec::new(),
             free_slots: Vec::new(),
             recent: Default::default(),
             zonelists,
@@ -371,8 +390,9 @@ impl PhysMem {
         for pfn in addr.0 / PAGE..(addr.0 + size) / PAGE {
             if let Some(slot) = self.bytes.remove(&pfn) {
                 self.pages[slot as usize] = Box::default();
+                self.slot_pfn[slot as usize] = 0;
                 self.free_slots.push(slot);
-                let r = &self.recent[pfn as usize % RECENT];
+                let r = &self.recent.0[pfn as usize % RECENT];
                 if r.get().0 == pfn + 1 {
                     r.set((0, 0));
                 }
@@ -382,40 +402,53 @@ impl PhysMem {
     }
 
     /// The index in `pages` of page `pfn`, if it has been written.
-    #[inline]
+    #[inline(always)]
     fn slot_of(&self, pfn: u64) -> Option<usize> {
-        let r = &self.recent[pfn as usize % RECENT];
-        let (key, slot) = r.get();
+        let (key, slot) = self.recent.0[pfn as usize % RECENT].get();
         if key == pfn + 1 {
             return Some(slot as usize);
         }
+        self.slot_of_slow(pfn)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn slot_of_slow(&self, pfn: u64) -> Option<usize> {
         let slot = *self.bytes.get(&pfn)?;
-        r.set((pfn + 1, slot));
+        self.recent.0[pfn as usize % RECENT].set((pfn + 1, slot));
         Some(slot as usize)
     }
 
     /// Page `pfn`'s bytes, zeroes first if it has never been written.
+    #[inline]
     fn page_mut(&mut self, pfn: u64) -> &mut [u8] {
         let slot = match self.slot_of(pfn) {
             Some(s) => s,
-            None => {
-                let fresh = vec![0u8; PAGE as usize].into_boxed_slice();
-                let slot = match self.free_slots.pop() {
-                    Some(s) => {
-                        self.pages[s as usize] = fresh;
-                        s
-                    }
-                    None => {
-                        self.pages.push(fresh);
-                        (self.pages.len() - 1) as u32
-                    }
-                };
-                self.bytes.insert(pfn, slot);
-                self.recent[pfn as usize % RECENT].set((pfn + 1, slot));
-                slot as usize
-            }
+            None => self.materialize(pfn),
         };
         &mut self.pages[slot]
+    }
+
+    /// A first write to page `pfn`: give it zeroed bytes and a slot.
+    #[cold]
+    #[inline(never)]
+    fn materialize(&mut self, pfn: u64) -> usize {
+        let fresh = vec![0u8; PAGE as usize].into_boxed_slice();
+        let slot = match self.free_slots.pop() {
+            Some(s) => {
+                self.pages[s as usize] = fresh;
+                self.slot_pfn[s as usize] = pfn + 1;
+                s
+            }
+            None => {
+                self.pages.push(fresh);
+                self.slot_pfn.push(pfn + 1);
+                (self.pages.len() - 1) as u32
+            }
+        };
+        self.bytes.insert(pfn, slot);
+        self.recent.0[pfn as usize % RECENT].set((pfn + 1, slot));
+        slot as usize
     }
 
     /// Bytes currently allocated.
@@ -461,6 +494,7 @@ impl PhysMem {
         self.write(dst, &buf);
     }
 
+    #[inline(always)]
     pub fn read_u64(&self, addr: PhysAddr) -> u64 {
         // One lookup when the word sits inside one page, as every aligned descriptor does.
         let off = (addr.0 % PAGE) as usize;
@@ -472,17 +506,79 @@ impl PhysMem {
                 None => 0,
             };
         }
+        self.read_u64_straddling(addr)
+    }
+
+    /// [`PhysMem::read_u64`] for a caller that remembers where it last found the page: `hint`
+    /// holds an index into the page store, checked against the page-frame number before use and
+    /// updated on a miss. A page-table walk keeps one per level: the table it reads at a level is
+    /// almost always the one it read there last, and a checked index puts the descriptor's load
+    /// at an address known before the previous level's descriptor has arrived (the page cache's
+    /// entry depends on that descriptor). Same bytes as [`PhysMem::read_u64`], always.
+    #[inline(always)]
+    pub fn read_u64_hinted(&self, addr: PhysAddr, hint: &Cell<u32>) -> u64 {
+        let (pfn, off) = (addr.0 / PAGE, (addr.0 % PAGE) as usize);
+        if off + 8 > PAGE as usize {
+            return self.read_u64_straddling(addr);
+        }
+        let h = hint.get() as usize;
+        let slot = if self.slot_pfn.get(h) == Some(&(pfn + 1)) {
+            h
+        } else {
+            match self.slot_of(pfn) {
+                Some(s) => {
+                    hint.set(s as u32);
+                    s
+                }
+                None => return 0,
+            }
+        };
+        u64::from_le_bytes(self.pages[slot][off..off + 8].try_into().unwrap_or([0; 8]))
+    }
+
+    /// [`PhysMem::write_u64`] with the hint of [`PhysMem::read_u64_hinted`].
+    #[inline(always)]
+    pub fn write_u64_hinted(&mut self, addr: PhysAddr, v: u64, hint: &Cell<u32>) {
+        let (pfn, off) = (addr.0 / PAGE, (addr.0 % PAGE) as usize);
+        if off + 8 > PAGE as usize {
+            return self.write(addr, &v.to_le_bytes());
+        }
+        let h = hint.get() as usize;
+        let slot = if self.slot_pfn.get(h) == Some(&(pfn + 1)) {
+            h
+        } else {
+            let s = match self.slot_of(pfn) {
+                Some(s) => s,
+                None => self.materialize(pfn),
+            };
+            hint.set(s as u32);
+            s
+        };
+        self.pages[slot][off..off + 8].copy_from_slice(&v.to_le_bytes());
+    }
+
+    /// A word across a page boundary (never a descriptor: those are aligned).
+    #[cold]
+    fn read_u64_straddling(&self, addr: PhysAddr) -> u64 {
         let mut b = [0u8; 8];
         self.read(addr, &mut b);
         u64::from_le_bytes(b)
     }
 
+    #[inline]
     pub fn write_u64(&mut self, addr: PhysAddr, v: u64) {
+        let off = (addr.0 % PAGE) as usize;
+        if off + 8 <= PAGE as usize {
+            let page = self.page_mut(addr.0 / PAGE);
+            page[off..off + 8].copy_from_slice(&v.to_le_bytes());
+            return;
+        }
         self.write(addr, &v.to_le_bytes());
     }
 
     /// `out.len()` little-endian words from `addr` (a run of descriptors), one page lookup per
     /// page the run touches.
+    #[inline]
     pub fn read_u64s(&self, addr: PhysAddr, out: &mut [u64]) {
         if !addr.0.is_multiple_of(8) {
             for (i, w) in out.iter_mut().enumerate() {
@@ -513,25 +609,32 @@ impl PhysMem {
 
     /// Write `vals` as little-endian words from `addr`, one page lookup per page touched.
     pub fn write_u64s(&mut self, addr: PhysAddr, vals: &[u64]) {
+        self.write_u64s_with(addr, vals.len() as u64, |i| vals[i as usize]);
+    }
+
+    /// Write `n` little-endian words from `addr`, word `i` being `f(i)` (a run of descriptors
+    /// computed as they are stored, with no buffer), one page lookup per page touched.
+    #[inline]
+    pub fn write_u64s_with(&mut self, addr: PhysAddr, n: u64, mut f: impl FnMut(u64) -> u64) {
         if !addr.0.is_multiple_of(8) {
-            for (i, &v) in vals.iter().enumerate() {
-                self.write_u64(PhysAddr(addr.0 + i as u64 * 8), v);
+            for i in 0..n {
+                self.write_u64(PhysAddr(addr.0 + i * 8), f(i));
             }
             return;
         }
-        let mut pos = 0usize;
-        while pos < vals.len() {
-            let a = addr.0 + pos as u64 * 8;
+        let mut pos = 0u64;
+        while pos < n {
+            let a = addr.0 + pos * 8;
             let (pfn, off) = (a / PAGE, (a % PAGE) as usize);
-            let n = ((PAGE as usize - off) / 8).min(vals.len() - pos);
+            let k = ((PAGE - off as u64) / 8).min(n - pos);
             let page = self.page_mut(pfn);
-            for (b, v) in page[off..off + n * 8]
+            for (i, b) in page[off..off + k as usize * 8]
                 .chunks_exact_mut(8)
-                .zip(&vals[pos..pos + n])
+                .enumerate()
             {
-                b.copy_from_slice(&v.to_le_bytes());
+                b.copy_from_slice(&f(pos + i as u64).to_le_bytes());
             }
-            pos += n;
+            pos += k;
         }
     }
 }
