@@ -6,9 +6,10 @@
 //! [`crate::hw::calls::CallTimer`].
 //!
 //! Invariants: frames are interned as a tree; entering a frame looks the (current node, frame)
-//! pair up in a small direct-mapped cache first and scans the current node's children only on a
-//! miss, so the per-sg-entry hot path costs one probe whatever order a caller enters its callees
-//! in. Every charge lands on the node that was current; totals, stacks and the run's total time
+//! pair up in a small two-way set-associative cache first (a multiplicative hash of the name's
+//! address and the node) and scans the current node's children only on a miss, so the hot paths
+//! (a scatterlist entry, a forwarded packet's some twenty frames) cost one or two probes whatever
+//! order a caller enters its callees in. Every charge lands on the node that was current; totals, stacks and the run's total time
 //! come from the same nodes and agree. The cache only remembers tree edges that exist: it can
 //! miss, never answer wrongly, so the tree is exactly what scanning alone would build.
 
@@ -30,8 +31,8 @@ struct Node {
 /// Name of the pseudo-frame that reports a frame's barrier stalls.
 pub static WAIT_FRAME: &str = "(wait for completion)";
 
-/// Entries of the enter cache (a power of two).
-const EDGE_CACHE: usize = 256;
+/// Sets of the enter cache (a power of two); each set holds two edges.
+const EDGE_SETS: usize = 256;
 
 /// A remembered tree edge: entering `frame` from node `parent` goes to node `child`.
 #[derive(Clone, Copy, Debug)]
@@ -49,7 +50,9 @@ pub struct Ledger {
     /// Each node's operation counts, by node index.
     counts: Vec<[u64; Counter::N]>,
     cur: u32,
-    edges: Box<[Edge; EDGE_CACHE]>,
+    /// Two ways per set: way 0 the edge remembered last, way 1 the one it displaced, so two
+    /// edges whose hashes meet (a packet's path has a few dozen) both stay.
+    edges: Box<[[Edge; 2]; EDGE_SETS]>,
 }
 
 impl Default for Ledger {
@@ -66,11 +69,11 @@ impl Default for Ledger {
             cur: 0,
             // Parent u32::MAX is no node: every entry starts empty.
             edges: Box::new(
-                [Edge {
+                [[Edge {
                     frame: "",
                     parent: u32::MAX,
                     child: 0,
-                }; EDGE_CACHE],
+                }; 2]; EDGE_SETS],
             ),
         }
     }
@@ -91,29 +94,32 @@ impl StackCharge {
     }
 }
 
-/// The enter cache's slot for entering `frame` from node `cur`: address bits of the (static) name
-/// mixed with the node, no arithmetic that could overflow.
+/// The enter cache's set for entering `frame` from node `cur`: the (static) name's address and
+/// the node, mixed by a multiplicative (Fibonacci) hash whose top bits pick the set. The
+/// multiplication wraps on purpose: it is a hash of internal addresses, not a quantity.
 #[inline]
-fn edge_slot(cur: u32, frame: &'static str) -> usize {
-    let a = frame.as_ptr() as usize;
-    ((a >> 3) ^ (a >> 11) ^ (cur as usize).rotate_left(4) ^ frame.len()) & (EDGE_CACHE - 1)
+fn edge_set(cur: u32, frame: &'static str) -> usize {
+    let key = (frame.as_ptr() as u64) ^ (u64::from(cur) << 40) ^ ((frame.len() as u64) << 24);
+    (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - EDGE_SETS.trailing_zeros())) as usize
 }
 
 impl Ledger {
     #[inline]
     pub fn enter(&mut self, frame: &'static str) {
-        let slot = edge_slot(self.cur, frame);
-        let e = self.edges[slot];
-        if e.parent == self.cur && std::ptr::eq(e.frame, frame) {
-            self.cur = e.child;
-            return;
+        let set = edge_set(self.cur, frame);
+        let ways = &self.edges[set];
+        for e in ways {
+            if e.parent == self.cur && std::ptr::eq(e.frame, frame) {
+                self.cur = e.child;
+                return;
+            }
         }
-        self.enter_slow(frame, slot);
+        self.enter_slow(frame, set);
     }
 
     #[cold]
     #[inline(never)]
-    fn enter_slow(&mut self, frame: &'static str, slot: usize) {
+    fn enter_slow(&mut self, frame: &'static str, set: usize) {
         let cur = self.cur as usize;
         // Frames are string literals, so the same name is almost always the same pointer: try
         // that first, and compare contents only before creating a node.
@@ -144,7 +150,9 @@ impl Ledger {
                 id
             }
         };
-        self.edges[slot] = Edge {
+        let ways = &mut self.edges[set];
+        ways[1] = ways[0];
+        ways[0] = Edge {
             frame,
             parent: self.cur,
             child: id,

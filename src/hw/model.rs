@@ -374,6 +374,7 @@ impl Model {
 
     // The clock saturates rather than wraps: a run whose modelled time passes u64::MAX ps (213
     // days) ends with a total of u64::MAX, which `scenario::execute` reports as an error.
+    #[inline]
     fn advance(&mut self, ps: u64) {
         self.now = self.now.saturating_add(ps);
         self.ledger.charge(ps);
@@ -395,10 +396,12 @@ impl Model {
 }
 
 impl Hw for Model {
+    #[inline]
     fn enter(&mut self, frame: &'static str) {
         self.ledger.enter(frame);
     }
 
+    #[inline]
     fn leave(&mut self) {
         self.ledger.leave();
     }
@@ -449,6 +452,7 @@ impl Hw for Model {
         self.ledger.barrier_as(Counter::Wmb, wait, cost);
     }
 
+    #[inline]
     fn sw(&mut self, cost: SwCost) {
         if cost.0 != 0 {
             self.advance(cost.0);
@@ -514,10 +518,12 @@ impl Hw for Model {
         self.advance(ps);
     }
 
+    #[inline]
     fn now_ps(&self) -> u64 {
         self.now
     }
 
+    #[inline]
     fn copy(&mut self, bytes: u64) {
         let ps = self.params.copy.unwrap_or_default().ps(bytes);
         self.ledger.count(Counter::BounceCopy, 1);
@@ -525,6 +531,7 @@ impl Hw for Model {
         self.advance(ps);
     }
 
+    #[inline]
     fn count(&mut self, c: Counter, n: u64) {
         self.ledger.count(c, n);
     }
