@@ -6,10 +6,10 @@
 //! [`crate::hw::calls::CallTimer`].
 //!
 //! Invariants: frames are interned as a tree; entering a frame looks the (current node, frame)
-//! pair up in a small two-way set-associative cache first (a multiplicative hash of the name's
-//! address and the node) and scans the current node's children only on a miss, so the hot paths
-//! (a scatterlist entry, a forwarded packet's some twenty frames) cost one or two probes whatever
-//! order a caller enters its callees in. Every charge lands on the node that was current; totals, stacks and the run's total time
+//! pair up in a small direct-mapped cache first, then (out of line) in a victim entry of the same
+//! slot, and scans the current node's children only when both miss, so the per-sg-entry and
+//! per-packet hot paths cost one probe whatever order a caller enters its callees in, and two
+//! edges that share a slot cost a swap, not a scan. Every charge lands on the node that was current; totals, stacks and the run's total time
 //! come from the same nodes and agree. The cache only remembers tree edges that exist: it can
 //! miss, never answer wrongly, so the tree is exactly what scanning alone would build.
 
@@ -31,8 +31,8 @@ struct Node {
 /// Name of the pseudo-frame that reports a frame's barrier stalls.
 pub static WAIT_FRAME: &str = "(wait for completion)";
 
-/// Sets of the enter cache (a power of two); each set holds two edges.
-const EDGE_SETS: usize = 256;
+/// Entries of the enter cache (a power of two).
+const EDGE_CACHE: usize = 256;
 
 /// A remembered tree edge: entering `frame` from node `parent` goes to node `child`.
 #[derive(Clone, Copy, Debug)]
@@ -42,6 +42,13 @@ struct Edge {
     child: u32,
 }
 
+/// Parent u32::MAX is no node: an entry that never matches.
+const EMPTY_EDGE: Edge = Edge {
+    frame: "",
+    parent: u32::MAX,
+    child: 0,
+};
+
 /// Charges attributed by call stack. Interned as a tree; see the module header for how entering
 /// a frame stays cheap.
 #[derive(Clone, Debug)]
@@ -50,9 +57,10 @@ pub struct Ledger {
     /// Each node's operation counts, by node index.
     counts: Vec<[u64; Counter::N]>,
     cur: u32,
-    /// Two ways per set: way 0 the edge remembered last, way 1 the one it displaced, so two
-    /// edges whose hashes meet (a packet's path has a few dozen) both stay.
-    edges: Box<[[Edge; 2]; EDGE_SETS]>,
+    edges: Box<[Edge; EDGE_CACHE]>,
+    /// Per slot, the edge the last fill displaced: a second chance for edges whose slots
+    /// collide (a forwarded packet walks a few dozen), checked only on a miss.
+    victims: Box<[Edge; EDGE_CACHE]>,
 }
 
 impl Default for Ledger {
@@ -67,14 +75,8 @@ impl Default for Ledger {
             }],
             counts: vec![[0; Counter::N]],
             cur: 0,
-            // Parent u32::MAX is no node: every entry starts empty.
-            edges: Box::new(
-                [[Edge {
-                    frame: "",
-                    parent: u32::MAX,
-                    child: 0,
-                }; 2]; EDGE_SETS],
-            ),
+            edges: Box::new([EMPTY_EDGE; EDGE_CACHE]),
+            victims: Box::new([EMPTY_EDGE; EDGE_CACHE]),
         }
     }
 }
@@ -94,32 +96,36 @@ impl StackCharge {
     }
 }
 
-/// The enter cache's set for entering `frame` from node `cur`: the (static) name's address and
-/// the node, mixed by a multiplicative (Fibonacci) hash whose top bits pick the set. The
-/// multiplication wraps on purpose: it is a hash of internal addresses, not a quantity.
+/// The enter cache's slot for entering `frame` from node `cur`: address bits of the (static) name
+/// mixed with the node, no arithmetic that could overflow.
 #[inline]
-fn edge_set(cur: u32, frame: &'static str) -> usize {
-    let key = (frame.as_ptr() as u64) ^ (u64::from(cur) << 40) ^ ((frame.len() as u64) << 24);
-    (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - EDGE_SETS.trailing_zeros())) as usize
+fn edge_slot(cur: u32, frame: &'static str) -> usize {
+    let a = frame.as_ptr() as usize;
+    ((a >> 3) ^ (a >> 11) ^ (cur as usize).rotate_left(4) ^ frame.len()) & (EDGE_CACHE - 1)
 }
 
 impl Ledger {
     #[inline]
     pub fn enter(&mut self, frame: &'static str) {
-        let set = edge_set(self.cur, frame);
-        let ways = &self.edges[set];
-        for e in ways {
-            if e.parent == self.cur && std::ptr::eq(e.frame, frame) {
-                self.cur = e.child;
-                return;
-            }
+        let slot = edge_slot(self.cur, frame);
+        let e = self.edges[slot];
+        if e.parent == self.cur && std::ptr::eq(e.frame, frame) {
+            self.cur = e.child;
+            return;
         }
-        self.enter_slow(frame, set);
+        self.enter_slow(frame, slot);
     }
 
     #[cold]
     #[inline(never)]
-    fn enter_slow(&mut self, frame: &'static str, set: usize) {
+    fn enter_slow(&mut self, frame: &'static str, slot: usize) {
+        let v = self.victims[slot];
+        if v.parent == self.cur && std::ptr::eq(v.frame, frame) {
+            self.victims[slot] = self.edges[slot];
+            self.edges[slot] = v;
+            self.cur = v.child;
+            return;
+        }
         let cur = self.cur as usize;
         // Frames are string literals, so the same name is almost always the same pointer: try
         // that first, and compare contents only before creating a node.
@@ -150,9 +156,8 @@ impl Ledger {
                 id
             }
         };
-        let ways = &mut self.edges[set];
-        ways[1] = ways[0];
-        ways[0] = Edge {
+        self.victims[slot] = self.edges[slot];
+        self.edges[slot] = Edge {
             frame,
             parent: self.cur,
             child: id,
