@@ -22,9 +22,10 @@
 //! the iteration it was mapped; a failed rx page mapping at open is the kernel's refusal, returned
 //! as an error, never a panic.
 
-use crate::arch::x86::physaddr::{self, PhysAddrFn, PhysAddrKind};
+use crate::arch::x86::physaddr::{self, PhysAddrImpl, PhysAddrKind};
 use crate::dma::{DmaError, DmaMapOps};
-use crate::hw::calls::CallTimer;
+use crate::hw::Counter;
+use crate::hw::calls::CallStat;
 use crate::hw::model::Model;
 use crate::hw::{Hw, SwCost, SwKey};
 use crate::mm::physmem::{NodeRange, SharedPhysMem};
@@ -77,7 +78,7 @@ pub struct Forwarder {
     /// The `struct sk_buff` of each tx slot, in `skbuff_head_cache`'s slab pages.
     skbs: Vec<PhysAddr>,
     next_tx: usize,
-    pa: Box<dyn PhysAddrFn>,
+    pa: PhysAddrImpl,
     packet_bytes: u64,
     reuse_percent: u32,
     reuse_acc: u32,
@@ -88,7 +89,61 @@ pub struct Forwarder {
     pub rx_pages_mapped: u64,
     /// Packets dropped because a mapping failed (`dma_mapping_error`).
     pub dropped: u64,
-    pub timer: CallTimer,
+    /// Each API call's count and Model time, by [`Call`]: flat counters, so timing a call costs
+    /// no lookup by name (the report's [`CallStat`]s are built at the end, [`Forwarder::call_stats`]).
+    calls: [(u64, u64); Call::N],
+    /// The calls in the order first made since the last clear (the order the report lists).
+    call_order: Vec<Call>,
+}
+
+/// The DMA API calls the driver makes, each timed on its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Call {
+    MapPage,
+    MappingError,
+    SyncForCpu,
+    SyncForDevice,
+    UnmapPage,
+    MapSingle,
+    UnmapSingle,
+}
+
+impl Call {
+    const N: usize = 7;
+
+    fn name(self) -> &'static str {
+        match self {
+            Call::MapPage => "dma_map_page",
+            Call::MappingError => "dma_mapping_error",
+            Call::SyncForCpu => "dma_sync_single_for_cpu",
+            Call::SyncForDevice => "dma_sync_single_for_device",
+            Call::UnmapPage => "dma_unmap_page",
+            Call::MapSingle => "dma_map_single",
+            Call::UnmapSingle => "dma_unmap_single",
+        }
+    }
+}
+
+/// Time one call on the Model clock into `calls` (the per-call stopwatch of
+/// [`crate::hw::calls::CallTimer`], by index).
+#[inline]
+fn timed<T>(
+    calls: &mut [(u64, u64); Call::N],
+    order: &mut Vec<Call>,
+    hw: &mut Model,
+    call: Call,
+    f: impl FnOnce(&mut Model) -> T,
+) -> T {
+    let t0 = hw.now_ps();
+    let r = f(hw);
+    let dt = hw.now_ps() - t0;
+    let c = &mut calls[call as usize];
+    if c.0 == 0 {
+        order.push(call);
+    }
+    c.0 += 1;
+    c.1 += dt;
+    r
 }
 
 impl Forwarder {
@@ -100,7 +155,7 @@ impl Forwarder {
         let rx_ring = cfg.rx_ring as usize;
         let mut fw = Forwarder {
             route: hw.sw_cost(SwKey::IpForwardPath),
-            pa: cfg.phys_addr.implementation(&hw),
+            pa: cfg.phys_addr.resolve(&hw),
             hw,
             api,
             mem,
@@ -115,7 +170,8 @@ impl Forwarder {
             packets: 0,
             rx_pages_mapped: 0,
             dropped: 0,
-            timer: CallTimer::default(),
+            calls: [(0, 0); Call::N],
+            call_order: Vec::with_capacity(Call::N),
         };
         for _ in 0..rx_ring {
             let page = fw.alloc_page()?;
@@ -160,10 +216,29 @@ impl Forwarder {
         ]
     }
 
+    /// Each DMA API call's count and Model time since the last clear, in the order first made.
+    pub fn call_stats(&self) -> Vec<CallStat> {
+        self.call_order
+            .iter()
+            .map(|&c| {
+                let (count, total_ps) = self.calls[c as usize];
+                CallStat {
+                    call: c.name(),
+                    count,
+                    total_ps,
+                    errors: 0,
+                    first_error: None,
+                    counts: [0; Counter::N],
+                }
+            })
+            .collect()
+    }
+
     /// Forget charges, counts and call times (after set-up, or between benchmark runs).
     pub fn clear(&mut self) {
         self.hw.clear_ledger();
-        self.timer.clear();
+        self.calls = [(0, 0); Call::N];
+        self.call_order.clear();
         self.packets = 0;
         self.rx_pages_mapped = 0;
         self.dropped = 0;
@@ -178,8 +253,13 @@ impl Forwarder {
 
     /// `ixgbe_alloc_mapped_page`: map a whole page for the device, and check the mapping.
     fn map_rx_page(&mut self, page: PhysAddr) -> Result<DmaAddr, DmaError> {
-        let (api, hw, t) = (&mut self.api, &mut self.hw, &mut self.timer);
-        let dma = t.time(hw, "dma_map_page", |hw| {
+        let (api, hw, calls, order) = (
+            &mut self.api,
+            &mut self.hw,
+            &mut self.calls,
+            &mut self.call_order,
+        );
+        let dma = timed(calls, order, hw, Call::MapPage, |hw| {
             api.map_page(
                 hw,
                 page,
@@ -188,7 +268,9 @@ impl Forwarder {
                 DmaAttrs::NONE,
             )
         })?;
-        let bad = t.time(hw, "dma_mapping_error", |hw| api.mapping_error(hw, dma));
+        let bad = timed(calls, order, hw, Call::MappingError, |hw| {
+            api.mapping_error(hw, dma)
+        });
         if bad {
             let pool = self.api.ops.swiotlb_pool();
             return Err(DmaError::MappingError(format!(
@@ -236,14 +318,19 @@ impl Forwarder {
     /// Receive, route and transmit one packet.
     pub fn forward_one(&mut self) -> Result<(), DmaError> {
         let i = self.next_to_clean;
-        self.next_to_clean = (i + 1) % self.rx.len();
+        self.next_to_clean = if i + 1 == self.rx.len() { 0 } else { i + 1 };
         let buf = self.rx[i];
         let reuse = self.reusable();
 
         self.hw.enter("ixgbe_clean_rx_irq");
         {
-            let (api, hw, t) = (&mut self.api, &mut self.hw, &mut self.timer);
-            t.time(hw, "dma_sync_single_for_cpu", |hw| {
+            let (api, hw, calls, order) = (
+                &mut self.api,
+                &mut self.hw,
+                &mut self.calls,
+                &mut self.call_order,
+            );
+            timed(calls, order, hw, Call::SyncForCpu, |hw| {
                 api.sync_single_for_cpu(
                     hw,
                     DmaAddr(buf.dma.0 + buf.page_offset),
@@ -255,7 +342,7 @@ impl Forwarder {
                 // ixgbe_reuse_rx_page: the other half goes back to the device.
                 let offset = buf.page_offset ^ IXGBE_RX_BUFSZ;
                 self.rx[i].page_offset = offset;
-                t.time(hw, "dma_sync_single_for_device", |hw| {
+                timed(calls, order, hw, Call::SyncForDevice, |hw| {
                     api.sync_single_for_device(
                         hw,
                         DmaAddr(buf.dma.0 + offset),
@@ -264,7 +351,7 @@ impl Forwarder {
                     )
                 });
             } else {
-                t.time(hw, "dma_unmap_page", |hw| {
+                timed(calls, order, hw, Call::UnmapPage, |hw| {
                     api.unmap_page(
                         hw,
                         buf.dma,
@@ -283,17 +370,28 @@ impl Forwarder {
 
         let slot = self.next_tx;
         let data = self.tx[slot];
-        self.next_tx = (slot + 1) % self.tx.len();
+        self.next_tx = if slot + 1 == self.tx.len() {
+            0
+        } else {
+            slot + 1
+        };
         let len = self.packet_bytes;
         self.hw.enter("ixgbe_xmit_frame_ring");
         let mapped = {
-            let (api, hw, t) = (&mut self.api, &mut self.hw, &mut self.timer);
-            let r = t.time(hw, "dma_map_single", |hw| {
+            let (api, hw, calls, order) = (
+                &mut self.api,
+                &mut self.hw,
+                &mut self.calls,
+                &mut self.call_order,
+            );
+            let r = timed(calls, order, hw, Call::MapSingle, |hw| {
                 api.map_single(hw, data, len, DmaDirection::ToDevice, DmaAttrs::NONE)
             });
             match r {
                 Ok(dma) => {
-                    let bad = t.time(hw, "dma_mapping_error", |hw| api.mapping_error(hw, dma));
+                    let bad = timed(calls, order, hw, Call::MappingError, |hw| {
+                        api.mapping_error(hw, dma)
+                    });
                     (!bad).then_some(dma)
                 }
                 Err(_) => None,
@@ -305,8 +403,13 @@ impl Forwarder {
                 self.hw.enter("ixgbe_clean_tx_irq");
                 // 3.6 frees the skb before unmapping its head.
                 self.free_skb(slot);
-                let (api, hw, t) = (&mut self.api, &mut self.hw, &mut self.timer);
-                t.time(hw, "dma_unmap_single", |hw| {
+                let (api, hw, calls, order) = (
+                    &mut self.api,
+                    &mut self.hw,
+                    &mut self.calls,
+                    &mut self.call_order,
+                );
+                timed(calls, order, hw, Call::UnmapSingle, |hw| {
                     api.unmap_page(hw, dma, len, DmaDirection::ToDevice, DmaAttrs::NONE)
                 });
                 self.hw.leave();

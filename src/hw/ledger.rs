@@ -6,9 +6,10 @@
 //! [`crate::hw::calls::CallTimer`].
 //!
 //! Invariants: frames are interned as a tree; entering a frame looks the (current node, frame)
-//! pair up in a small direct-mapped cache first and scans the current node's children only on a
-//! miss, so the per-sg-entry hot path costs one probe whatever order a caller enters its callees
-//! in. Every charge lands on the node that was current; totals, stacks and the run's total time
+//! pair up in a small direct-mapped cache first, then (out of line) in a victim entry of the same
+//! slot, and scans the current node's children only when both miss, so the per-sg-entry and
+//! per-packet hot paths cost one probe whatever order a caller enters its callees in, and two
+//! edges that share a slot cost a swap, not a scan. Every charge lands on the node that was current; totals, stacks and the run's total time
 //! come from the same nodes and agree. The cache only remembers tree edges that exist: it can
 //! miss, never answer wrongly, so the tree is exactly what scanning alone would build.
 
@@ -41,6 +42,13 @@ struct Edge {
     child: u32,
 }
 
+/// Parent u32::MAX is no node: an entry that never matches.
+const EMPTY_EDGE: Edge = Edge {
+    frame: "",
+    parent: u32::MAX,
+    child: 0,
+};
+
 /// Charges attributed by call stack. Interned as a tree; see the module header for how entering
 /// a frame stays cheap.
 #[derive(Clone, Debug)]
@@ -50,6 +58,9 @@ pub struct Ledger {
     counts: Vec<[u64; Counter::N]>,
     cur: u32,
     edges: Box<[Edge; EDGE_CACHE]>,
+    /// Per slot, the edge the last fill displaced: a second chance for edges whose slots
+    /// collide (a forwarded packet walks a few dozen), checked only on a miss.
+    victims: Box<[Edge; EDGE_CACHE]>,
 }
 
 impl Default for Ledger {
@@ -64,14 +75,8 @@ impl Default for Ledger {
             }],
             counts: vec![[0; Counter::N]],
             cur: 0,
-            // Parent u32::MAX is no node: every entry starts empty.
-            edges: Box::new(
-                [Edge {
-                    frame: "",
-                    parent: u32::MAX,
-                    child: 0,
-                }; EDGE_CACHE],
-            ),
+            edges: Box::new([EMPTY_EDGE; EDGE_CACHE]),
+            victims: Box::new([EMPTY_EDGE; EDGE_CACHE]),
         }
     }
 }
@@ -114,6 +119,13 @@ impl Ledger {
     #[cold]
     #[inline(never)]
     fn enter_slow(&mut self, frame: &'static str, slot: usize) {
+        let v = self.victims[slot];
+        if v.parent == self.cur && std::ptr::eq(v.frame, frame) {
+            self.victims[slot] = self.edges[slot];
+            self.edges[slot] = v;
+            self.cur = v.child;
+            return;
+        }
         let cur = self.cur as usize;
         // Frames are string literals, so the same name is almost always the same pointer: try
         // that first, and compare contents only before creating a node.
@@ -144,6 +156,7 @@ impl Ledger {
                 id
             }
         };
+        self.victims[slot] = self.edges[slot];
         self.edges[slot] = Edge {
             frame,
             parent: self.cur,

@@ -378,6 +378,7 @@ impl Model {
 
     // The clock saturates rather than wraps: a run whose modelled time passes u64::MAX ps (213
     // days) ends with a total of u64::MAX, which `scenario::execute` reports as an error.
+    #[inline]
     fn advance(&mut self, ps: u64) {
         self.now = self.now.saturating_add(ps);
         self.ledger.charge(ps);
@@ -555,6 +556,7 @@ impl Hw for Model {
         self.now
     }
 
+    #[inline]
     fn copy(&mut self, bytes: u64) {
         let ps = self.params.copy.unwrap_or_default().ps(bytes);
         self.ledger.count(Counter::BounceCopy, 1);

@@ -288,7 +288,7 @@ pub fn run(s: &Scenario, f: &Forwarding) -> Result<ForwardingResult, SetupError>
         packets: fw.packets,
         dropped: fw.dropped,
         rx_pages_mapped: fw.rx_pages_mapped,
-        calls: std::mem::take(&mut fw.timer.stats),
+        calls: fw.call_stats(),
         counts: fw.hw.ledger.totals(),
         stacks,
         total_ps: fw.hw.ledger.total_ps(),

@@ -13,6 +13,11 @@
 //!
 //! Invariants: a translation's result is exact for every direct-map address whatever the policy;
 //! the count of `__phys_addr` calls is whatever the callers' code made, one per `__pa()` evaluated.
+//!
+//! Dispatch: [`PhysAddrFn`] is the policy's trait, called through `dyn Hw`; the per-packet paths
+//! hold the choice as [`PhysAddrImpl`], an enum of the same two implementations whose methods
+//! are generic over the backend, so a caller with a concrete backend gets the translation (and
+//! its frame, charge and count) inlined.
 
 use crate::hw::{Counter, Hw, SwCost, SwKey};
 use crate::types::PhysAddr;
@@ -51,20 +56,28 @@ pub struct OutOfLine {
 }
 
 impl OutOfLine {
-    pub fn new(hw: &dyn Hw) -> OutOfLine {
+    pub fn new<H: Hw + ?Sized>(hw: &H) -> OutOfLine {
         OutOfLine {
             cost: hw.sw_cost(SwKey::PhysAddr),
         }
     }
 }
 
-impl PhysAddrFn for OutOfLine {
-    fn pa(&self, hw: &mut dyn Hw, virt: u64) -> PhysAddr {
+impl OutOfLine {
+    /// `__pa(virt)`: a call of `__phys_addr`.
+    #[inline]
+    pub fn pa<H: Hw + ?Sized>(&self, hw: &mut H, virt: u64) -> PhysAddr {
         hw.enter("__phys_addr");
         hw.sw(self.cost);
         hw.count(Counter::PhysAddrCall, 1);
         hw.leave();
         PhysAddr(virt.wrapping_sub(PAGE_OFFSET))
+    }
+}
+
+impl PhysAddrFn for OutOfLine {
+    fn pa(&self, hw: &mut dyn Hw, virt: u64) -> PhysAddr {
+        OutOfLine::pa(self, hw, virt)
     }
     fn out_of_line(&self) -> bool {
         true
@@ -75,12 +88,61 @@ impl PhysAddrFn for OutOfLine {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Inline;
 
-impl PhysAddrFn for Inline {
-    fn pa(&self, _hw: &mut dyn Hw, virt: u64) -> PhysAddr {
+impl Inline {
+    /// `__pa(virt)`: a subtraction in the caller.
+    #[inline]
+    pub fn pa<H: Hw + ?Sized>(&self, _hw: &mut H, virt: u64) -> PhysAddr {
         PhysAddr(virt.wrapping_sub(PAGE_OFFSET))
+    }
+}
+
+impl PhysAddrFn for Inline {
+    fn pa(&self, hw: &mut dyn Hw, virt: u64) -> PhysAddr {
+        Inline::pa(self, hw, virt)
     }
     fn out_of_line(&self) -> bool {
         false
+    }
+}
+
+/// The `phys_addr` policy's implementation held by value: [`OutOfLine`] or [`Inline`], chosen
+/// once at setup ([`PhysAddrKind::resolve`]), dispatched by a match instead of a vtable and
+/// generic over the backend.
+#[derive(Clone, Copy, Debug)]
+pub enum PhysAddrImpl {
+    OutOfLine(OutOfLine),
+    Inline(Inline),
+}
+
+impl PhysAddrImpl {
+    /// `__pa(virt)`, as [`PhysAddrFn::pa`].
+    #[inline]
+    pub fn pa<H: Hw + ?Sized>(&self, hw: &mut H, virt: u64) -> PhysAddr {
+        match self {
+            PhysAddrImpl::OutOfLine(o) => o.pa(hw, virt),
+            PhysAddrImpl::Inline(i) => i.pa(hw, virt),
+        }
+    }
+
+    /// `virt_to_page()`, as [`PhysAddrFn::virt_to_page`].
+    #[inline]
+    pub fn virt_to_page<H: Hw + ?Sized>(&self, hw: &mut H, virt: u64) -> PhysAddr {
+        PhysAddr(self.pa(hw, virt).0 & PAGE_MASK)
+    }
+
+    /// As [`PhysAddrFn::out_of_line`].
+    #[inline]
+    pub fn out_of_line(&self) -> bool {
+        matches!(self, PhysAddrImpl::OutOfLine(_))
+    }
+}
+
+impl PhysAddrFn for PhysAddrImpl {
+    fn pa(&self, hw: &mut dyn Hw, virt: u64) -> PhysAddr {
+        PhysAddrImpl::pa(self, hw, virt)
+    }
+    fn out_of_line(&self) -> bool {
+        PhysAddrImpl::out_of_line(self)
     }
 }
 
@@ -104,12 +166,17 @@ impl crate::types::Choice for PhysAddrKind {
 }
 
 impl PhysAddrKind {
-    /// The implementation, chosen once at setup.
-    pub fn implementation(self, hw: &dyn Hw) -> Box<dyn PhysAddrFn> {
+    /// The implementation, chosen once at setup, held by value.
+    pub fn resolve<H: Hw + ?Sized>(self, hw: &H) -> PhysAddrImpl {
         match self {
-            PhysAddrKind::Call => Box::new(OutOfLine::new(hw)),
-            PhysAddrKind::Inline => Box::new(Inline),
+            PhysAddrKind::Call => PhysAddrImpl::OutOfLine(OutOfLine::new(hw)),
+            PhysAddrKind::Inline => PhysAddrImpl::Inline(Inline),
         }
+    }
+
+    /// The implementation, chosen once at setup, behind the trait.
+    pub fn implementation(self, hw: &dyn Hw) -> Box<dyn PhysAddrFn> {
+        Box::new(self.resolve(hw))
     }
 }
 
@@ -125,6 +192,14 @@ mod tests {
         for (kind, calls) in [(PhysAddrKind::Call, 2), (PhysAddrKind::Inline, 0)] {
             let before = r.counts[Counter::PhysAddrCall as usize];
             let pa = kind.implementation(&r);
+            assert_eq!(pa.pa(&mut r, va(phys)), phys);
+            assert_eq!(pa.virt_to_page(&mut r, va(phys)), PhysAddr(0x1_0000_0000));
+            assert_eq!(pa.out_of_line(), kind == PhysAddrKind::Call);
+            assert_eq!(r.counts[Counter::PhysAddrCall as usize] - before, calls);
+            // The same policy held by value, called with a concrete backend: the same answers
+            // and the same calls.
+            let before = r.counts[Counter::PhysAddrCall as usize];
+            let pa = kind.resolve(&r);
             assert_eq!(pa.pa(&mut r, va(phys)), phys);
             assert_eq!(pa.virt_to_page(&mut r, va(phys)), PhysAddr(0x1_0000_0000));
             assert_eq!(pa.out_of_line(), kind == PhysAddrKind::Call);

@@ -53,8 +53,8 @@ use crate::mm::physmem::SharedPhysMem;
 use crate::types::{DmaAddr, DmaAttrs, DmaDirection, PhysAddr};
 pub use pool::NoSlots;
 use pool::{
-    AreaSearch6_3, AreaSearch6_9, FindSlots, INVALID_PHYS_ADDR, NextFit3_6, NextFit4_11, PoolCosts,
-    SlotRequest, StrideFit5_12, StrideFit6_0,
+    AreaSearch6_3, AreaSearch6_9, INVALID_PHYS_ADDR, NextFit3_6, NextFit4_11, PoolCosts,
+    SlotRequest, SlotSearch, StrideFit5_12, StrideFit6_0,
 };
 
 /// Which release's pool and bounce rules apply: each variant is the release that changed them,
@@ -131,14 +131,14 @@ impl Release {
         }
     }
 
-    pub(crate) fn search(self) -> Box<dyn FindSlots> {
+    pub(crate) fn search(self) -> SlotSearch {
         match self {
-            Release::Linux3_6 => Box::new(NextFit3_6),
-            Release::Linux4_11 | Release::Linux5_0 => Box::new(NextFit4_11),
-            Release::Linux5_12 | Release::Linux5_17 | Release::Linux5_18 => Box::new(StrideFit5_12),
-            Release::Linux6_0 => Box::new(StrideFit6_0),
-            Release::Linux6_3 => Box::new(AreaSearch6_3),
-            Release::Linux6_9 => Box::new(AreaSearch6_9),
+            Release::Linux3_6 => NextFit3_6.into(),
+            Release::Linux4_11 | Release::Linux5_0 => NextFit4_11.into(),
+            Release::Linux5_12 | Release::Linux5_17 | Release::Linux5_18 => StrideFit5_12.into(),
+            Release::Linux6_0 => StrideFit6_0.into(),
+            Release::Linux6_3 => AreaSearch6_3.into(),
+            Release::Linux6_9 => AreaSearch6_9.into(),
         }
     }
 
@@ -236,7 +236,13 @@ struct Costs {
 }
 
 /// One CPU copy in simulated memory: the bytes move, and the copy is charged as `memcpy`.
-pub(crate) fn memcpy(hw: &mut dyn Hw, mem: &SharedPhysMem, dst: PhysAddr, src: PhysAddr, len: u64) {
+pub(crate) fn memcpy<H: Hw + ?Sized>(
+    hw: &mut H,
+    mem: &SharedPhysMem,
+    dst: PhysAddr,
+    src: PhysAddr,
+    len: u64,
+) {
     if len == 0 {
         return;
     }
@@ -261,8 +267,8 @@ pub struct Swiotlb {
 
 impl Swiotlb {
     /// `swiotlb_init()`: allocate the pool from `mem` as `cfg` says.
-    pub fn new(
-        hw: &dyn Hw,
+    pub fn new<H: Hw + ?Sized>(
+        hw: &H,
         mem: SharedPhysMem,
         cfg: &SwiotlbConfig,
     ) -> Result<Swiotlb, SwiotlbError> {
@@ -339,15 +345,15 @@ impl Swiotlb {
     /// copy in, and unless the device is coherent or the caller skips CPU sync, `arch_sync` is run
     /// on the slot (dma-direct passes its `arch_sync_dma_for_device`).
     #[allow(clippy::too_many_arguments)]
-    pub fn map(
+    pub fn map<H: Hw + ?Sized>(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         dev: &Device,
         paddr: PhysAddr,
         size: u64,
         dir: DmaDirection,
         attrs: DmaAttrs,
-        arch_sync: impl FnOnce(&mut dyn Hw, PhysAddr),
+        arch_sync: impl FnOnce(&mut H, PhysAddr),
     ) -> Result<DmaAddr, DmaError> {
         hw.enter("swiotlb_map");
         hw.sw(self.costs.map);
@@ -357,15 +363,15 @@ impl Swiotlb {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn map_inner(
+    fn map_inner<H: Hw + ?Sized>(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         dev: &Device,
         paddr: PhysAddr,
         size: u64,
         dir: DmaDirection,
         attrs: DmaAttrs,
-        arch_sync: impl FnOnce(&mut dyn Hw, PhysAddr),
+        arch_sync: impl FnOnce(&mut H, PhysAddr),
     ) -> Result<DmaAddr, DmaError> {
         let tlb = self.tbl_map_single(hw, dev, paddr, size, size, 0, dir, attrs)?;
         let dma = DmaAddr(tlb.0);
@@ -393,9 +399,9 @@ impl Swiotlb {
     /// bytes of the original in (in the directions the release copies). Returns the slot address
     /// the data starts at.
     #[allow(clippy::too_many_arguments)]
-    pub fn tbl_map_single(
+    pub fn tbl_map_single<H: Hw + ?Sized>(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         dev: &Device,
         orig: PhysAddr,
         mapping_size: u64,
@@ -463,9 +469,9 @@ impl Swiotlb {
     /// `swiotlb_tbl_unmap_single()`: copy back (FROM_DEVICE, BIDIRECTIONAL, unless the caller
     /// skips CPU sync) and release the slots. An address outside the pool, or slots not in use,
     /// are left alone (the kernel would corrupt its lists; DMA-API debug reports it).
-    pub fn tbl_unmap_single(
+    pub fn tbl_unmap_single<H: Hw + ?Sized>(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         dev: &Device,
         tlb: PhysAddr,
         mapping_size: u64,
@@ -485,7 +491,13 @@ impl Swiotlb {
 
     /// `swiotlb_release_slots()` (6.0: the slot count comes from the recorded `alloc_size`; 3.6:
     /// from the size the caller passes).
-    fn release_slots(&mut self, hw: &mut dyn Hw, dev: &Device, tlb: PhysAddr, mapping_size: u64) {
+    fn release_slots<H: Hw + ?Sized>(
+        &mut self,
+        hw: &mut H,
+        dev: &Device,
+        tlb: PhysAddr,
+        mapping_size: u64,
+    ) {
         let offset = self.align_offset(dev, tlb);
         let Some(index) = tlb
             .checked_sub(offset)
@@ -508,9 +520,9 @@ impl Swiotlb {
     }
 
     /// `swiotlb_sync_single_for_device()`: copy the original in again (TO_DEVICE, BIDIRECTIONAL).
-    pub fn sync_single_for_device(
+    pub fn sync_single_for_device<H: Hw + ?Sized>(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         dev: &Device,
         tlb: PhysAddr,
         size: u64,
@@ -526,9 +538,9 @@ impl Swiotlb {
 
     /// `swiotlb_sync_single_for_cpu()`: copy what the device wrote out (FROM_DEVICE,
     /// BIDIRECTIONAL). The caller has completed cache maintenance on the slot first.
-    pub fn sync_single_for_cpu(
+    pub fn sync_single_for_cpu<H: Hw + ?Sized>(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         dev: &Device,
         tlb: PhysAddr,
         size: u64,
@@ -544,7 +556,14 @@ impl Swiotlb {
 
     /// `swiotlb_bounce()`: copy between the slot at `tlb` and the original it stands for, at most
     /// to the end of the mapping.
-    fn bounce(&mut self, hw: &mut dyn Hw, dev: &Device, tlb: PhysAddr, size: u64, dir: BounceDir) {
+    fn bounce<H: Hw + ?Sized>(
+        &mut self,
+        hw: &mut H,
+        dev: &Device,
+        tlb: PhysAddr,
+        size: u64,
+        dir: BounceDir,
+    ) {
         hw.enter("swiotlb_bounce");
         hw.sw(self.costs.bounce);
         if let Some((orig, len)) = self.bounce_target(dev, tlb, size) {

@@ -161,7 +161,14 @@ impl SlotTable {
 
     /// Mark `nslots` slots from `index` in use and shorten the free run that ended at them. The
     /// "found:" block of both releases' searches.
-    fn claim(&mut self, hw: &mut dyn Hw, c: &PoolCosts, index: usize, nslots: usize, alloc: u64) {
+    fn claim<H: Hw + ?Sized>(
+        &mut self,
+        hw: &mut H,
+        c: &PoolCosts,
+        index: usize,
+        nslots: usize,
+        alloc: u64,
+    ) {
         for i in index..index + nslots {
             hw.sw(c.slot_update);
             self.slots[i].list = 0;
@@ -182,7 +189,13 @@ impl SlotTable {
     /// Give `nslots` slots from `index` back and merge them with the free runs on either side, under
     /// the lock of the area they belong to (`swiotlb_release_slots`; in 3.6 the body of
     /// `swiotlb_tbl_unmap_single`).
-    pub fn release(&mut self, hw: &mut dyn Hw, c: &PoolCosts, index: usize, nslots: usize) {
+    pub fn release<H: Hw + ?Sized>(
+        &mut self,
+        hw: &mut H,
+        c: &PoolCosts,
+        index: usize,
+        nslots: usize,
+    ) {
         let nslots = nslots.min(self.slots.len() - index);
         let a = index / self.area_nslabs;
         spin_lock_irqsave(hw, c);
@@ -229,7 +242,7 @@ pub struct PoolCosts {
 }
 
 impl PoolCosts {
-    pub fn resolve(hw: &dyn Hw) -> PoolCosts {
+    pub fn resolve<H: Hw + ?Sized>(hw: &H) -> PoolCosts {
         PoolCosts {
             lock: hw.sw_cost(SwKey::SpinLockIrqsave),
             search_step: hw.sw_cost(SwKey::SwiotlbSearchStep),
@@ -240,7 +253,7 @@ impl PoolCosts {
 
 /// Taking the pool or area lock: `_raw_spin_lock_irqsave` is out of line, so it is a frame; the
 /// unlock's cost is folded into the same named cost.
-pub fn spin_lock_irqsave(hw: &mut dyn Hw, c: &PoolCosts) {
+pub fn spin_lock_irqsave<H: Hw + ?Sized>(hw: &mut H, c: &PoolCosts) {
     hw.enter("_raw_spin_lock_irqsave");
     hw.sw(c.lock);
     hw.count(Counter::SpinLock, 1);
@@ -277,15 +290,16 @@ pub enum NoSlots {
     Spins,
 }
 
-/// The slot search of one release.
+/// The slot search of one release. Its search is generic over the backend, so the trait is
+/// held by value ([`SlotSearch`]), never as a trait object.
 pub trait FindSlots: Debug {
     fn name(&self) -> &'static str;
     /// Claim slots for `req` and return the first one's index, or why none were claimed. Takes
     /// (and counts) every lock the release takes, and charges every loop iteration.
-    fn find_slots(
+    fn find_slots<H: Hw + ?Sized>(
         &self,
         t: &mut SlotTable,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         c: &PoolCosts,
         req: &SlotRequest,
     ) -> Result<usize, NoSlots>;
@@ -333,6 +347,71 @@ pub struct AreaSearch6_3;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AreaSearch6_9;
 
+/// The search of the pool's release, held by value: one of the [`FindSlots`] implementations
+/// above, chosen once at setup ([`super::Release`]), dispatched by a match so that the search
+/// runs monomorphised for the caller's backend.
+#[derive(Clone, Copy, Debug)]
+pub enum SlotSearch {
+    NextFit3_6(NextFit3_6),
+    NextFit4_11(NextFit4_11),
+    StrideFit5_12(StrideFit5_12),
+    StrideFit6_0(StrideFit6_0),
+    AreaSearch6_3(AreaSearch6_3),
+    AreaSearch6_9(AreaSearch6_9),
+}
+
+macro_rules! slot_search_from {
+    ($($v:ident),*) => {$(
+        impl From<$v> for SlotSearch {
+            fn from(s: $v) -> SlotSearch {
+                SlotSearch::$v(s)
+            }
+        }
+    )*};
+}
+slot_search_from!(
+    NextFit3_6,
+    NextFit4_11,
+    StrideFit5_12,
+    StrideFit6_0,
+    AreaSearch6_3,
+    AreaSearch6_9
+);
+
+macro_rules! each_search {
+    ($self:expr, $s:ident => $e:expr) => {
+        match $self {
+            SlotSearch::NextFit3_6($s) => $e,
+            SlotSearch::NextFit4_11($s) => $e,
+            SlotSearch::StrideFit5_12($s) => $e,
+            SlotSearch::StrideFit6_0($s) => $e,
+            SlotSearch::AreaSearch6_3($s) => $e,
+            SlotSearch::AreaSearch6_9($s) => $e,
+        }
+    };
+}
+
+impl FindSlots for SlotSearch {
+    fn name(&self) -> &'static str {
+        each_search!(self, s => s.name())
+    }
+
+    fn has_areas(&self) -> bool {
+        each_search!(self, s => s.has_areas())
+    }
+
+    #[inline]
+    fn find_slots<H: Hw + ?Sized>(
+        &self,
+        t: &mut SlotTable,
+        hw: &mut H,
+        c: &PoolCosts,
+        req: &SlotRequest,
+    ) -> Result<usize, NoSlots> {
+        each_search!(self, s => s.find_slots(t, hw, c, req))
+    }
+}
+
 fn max_slots(boundary_mask: u64) -> u64 {
     if boundary_mask == u64::MAX {
         1 << (64 - IO_TLB_SHIFT)
@@ -343,9 +422,9 @@ fn max_slots(boundary_mask: u64) -> u64 {
 
 /// The next-fit search of 3.6 to 5.11 under the one pool lock; `page_from` is the smallest
 /// size that gets a page stride.
-fn next_fit(
+fn next_fit<H: Hw + ?Sized>(
     t: &mut SlotTable,
-    hw: &mut dyn Hw,
+    hw: &mut H,
     c: &PoolCosts,
     req: &SlotRequest,
     page_from: u64,
@@ -403,10 +482,10 @@ impl FindSlots for NextFit3_6 {
         false
     }
 
-    fn find_slots(
+    fn find_slots<H: Hw + ?Sized>(
         &self,
         t: &mut SlotTable,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         c: &PoolCosts,
         req: &SlotRequest,
     ) -> Result<usize, NoSlots> {
@@ -423,10 +502,10 @@ impl FindSlots for NextFit4_11 {
         false
     }
 
-    fn find_slots(
+    fn find_slots<H: Hw + ?Sized>(
         &self,
         t: &mut SlotTable,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         c: &PoolCosts,
         req: &SlotRequest,
     ) -> Result<usize, NoSlots> {
@@ -435,11 +514,11 @@ impl FindSlots for NextFit4_11 {
 }
 
 /// Tries the current CPU's area first, then each other in turn (`swiotlb_find_slots()`, 6.0 on).
-fn each_area(
+fn each_area<H: Hw + ?Sized>(
     t: &mut SlotTable,
-    hw: &mut dyn Hw,
+    hw: &mut H,
     cpu: u32,
-    mut one: impl FnMut(&mut SlotTable, &mut dyn Hw, usize) -> Result<usize, NoSlots>,
+    mut one: impl FnMut(&mut SlotTable, &mut H, usize) -> Result<usize, NoSlots>,
 ) -> Result<usize, NoSlots> {
     let nareas = t.areas.len();
     let start = cpu as usize & (nareas - 1);
@@ -466,10 +545,10 @@ impl FindSlots for StrideFit5_12 {
         false
     }
 
-    fn find_slots(
+    fn find_slots<H: Hw + ?Sized>(
         &self,
         t: &mut SlotTable,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         c: &PoolCosts,
         req: &SlotRequest,
     ) -> Result<usize, NoSlots> {
@@ -486,10 +565,10 @@ impl FindSlots for StrideFit6_0 {
         true
     }
 
-    fn find_slots(
+    fn find_slots<H: Hw + ?Sized>(
         &self,
         t: &mut SlotTable,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         c: &PoolCosts,
         req: &SlotRequest,
     ) -> Result<usize, NoSlots> {
@@ -508,10 +587,10 @@ impl FindSlots for AreaSearch6_3 {
         true
     }
 
-    fn find_slots(
+    fn find_slots<H: Hw + ?Sized>(
         &self,
         t: &mut SlotTable,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         c: &PoolCosts,
         req: &SlotRequest,
     ) -> Result<usize, NoSlots> {
@@ -540,10 +619,10 @@ impl FindSlots for AreaSearch6_9 {
         true
     }
 
-    fn find_slots(
+    fn find_slots<H: Hw + ?Sized>(
         &self,
         t: &mut SlotTable,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         c: &PoolCosts,
         req: &SlotRequest,
     ) -> Result<usize, NoSlots> {
@@ -570,9 +649,9 @@ impl FindSlots for AreaSearch6_9 {
 
 /// 5.12–6.2: the do-while search of one area (5.12: the whole pool), from the rotating index
 /// aligned up to the stride until the index meets that start again.
-fn stride_fit(
+fn stride_fit<H: Hw + ?Sized>(
     t: &mut SlotTable,
-    hw: &mut dyn Hw,
+    hw: &mut H,
     c: &PoolCosts,
     req: &SlotRequest,
     area: usize,
@@ -650,9 +729,9 @@ fn stride_fit(
 /// 6.3 on: one pass over the area from its rotating index, unaligned, counting the slots
 /// looked at (`slots_checked`); `aligned` says whether a slot's bus address may start the
 /// mapping.
-fn one_pass(
+fn one_pass<H: Hw + ?Sized>(
     t: &mut SlotTable,
-    hw: &mut dyn Hw,
+    hw: &mut H,
     c: &PoolCosts,
     req: &SlotRequest,
     area: usize,
@@ -706,9 +785,9 @@ fn one_pass(
 /// The "found:" block of 5.12 on: claim the run, record each slot's share of `alloc_size` less
 /// the `min_align_mask` offset in front, and move the area's index past the run.
 #[allow(clippy::too_many_arguments)]
-fn claim_in_area(
+fn claim_in_area<H: Hw + ?Sized>(
     t: &mut SlotTable,
-    hw: &mut dyn Hw,
+    hw: &mut H,
     c: &PoolCosts,
     req: &SlotRequest,
     area: usize,
@@ -735,7 +814,7 @@ pub struct IoTlbMem {
     /// `io_tlb_start` / `mem->start`.
     pub start: PhysAddr,
     pub table: SlotTable,
-    search: Box<dyn FindSlots>,
+    search: SlotSearch,
 }
 
 impl IoTlbMem {
@@ -746,8 +825,9 @@ impl IoTlbMem {
         node: u32,
         size: u64,
         areas: Areas,
-        search: Box<dyn FindSlots>,
+        search: impl Into<SlotSearch>,
     ) -> Result<IoTlbMem, SwiotlbError> {
+        let search = search.into();
         if size == 0 || !size.is_multiple_of(IO_TLB_MAX_MAPPING) {
             return Err(SwiotlbError::BadSize(size));
         }
@@ -797,9 +877,9 @@ impl IoTlbMem {
         self.search.name()
     }
 
-    pub fn find_slots(
+    pub fn find_slots<H: Hw + ?Sized>(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         c: &PoolCosts,
         req: &SlotRequest,
     ) -> Result<usize, NoSlots> {
@@ -829,7 +909,7 @@ mod tests {
         PhysMem::single(PhysAddr(0x8000_0000), 256 * MIB)
     }
 
-    fn pool(size: u64, areas: Areas, search: Box<dyn FindSlots>) -> IoTlbMem {
+    fn pool(size: u64, areas: Areas, search: SlotSearch) -> IoTlbMem {
         IoTlbMem::new(&mut mem(), 0, size, areas, search).unwrap()
     }
 
@@ -856,7 +936,11 @@ mod tests {
 
     #[test]
     fn fresh_pool_free_runs_count_down_per_segment() {
-        let p = pool(IO_TLB_DEFAULT_SIZE, Areas::Exact(1), Box::new(NextFit3_6));
+        let p = pool(
+            IO_TLB_DEFAULT_SIZE,
+            Areas::Exact(1),
+            SlotSearch::from(NextFit3_6),
+        );
         assert_eq!(p.nslabs(), 32768);
         assert_eq!(p.table.slots[0].list, 128);
         assert_eq!(p.table.slots[127].list, 1);
@@ -875,7 +959,7 @@ mod tests {
                 0,
                 MIB + 4096,
                 Areas::Exact(1),
-                Box::new(NextFit3_6)
+                SlotSearch::from(NextFit3_6)
             )),
             SwiotlbError::BadSize(MIB + 4096)
         );
@@ -885,7 +969,7 @@ mod tests {
                 0,
                 0,
                 Areas::Exact(1),
-                Box::new(NextFit3_6)
+                SlotSearch::from(NextFit3_6)
             )),
             SwiotlbError::BadSize(0)
         );
@@ -895,7 +979,7 @@ mod tests {
                 0,
                 MIB,
                 Areas::Exact(3),
-                Box::new(AreaSearch6_3)
+                SlotSearch::from(AreaSearch6_3)
             )),
             SwiotlbError::AreasNotPowerOfTwo(3)
         );
@@ -906,7 +990,7 @@ mod tests {
                 0,
                 MIB,
                 Areas::Exact(8),
-                Box::new(AreaSearch6_3)
+                SlotSearch::from(AreaSearch6_3)
             )),
             SwiotlbError::TooManyAreas { nareas: 8, .. }
         ));
@@ -916,7 +1000,7 @@ mod tests {
                 0,
                 MIB,
                 Areas::Exact(2),
-                Box::new(NextFit3_6)
+                SlotSearch::from(NextFit3_6)
             )),
             SwiotlbError::NoAreasBefore6_0(2)
         );
@@ -926,7 +1010,7 @@ mod tests {
                 0,
                 512 * MIB,
                 Areas::Exact(1),
-                Box::new(NextFit3_6)
+                SlotSearch::from(NextFit3_6)
             )),
             SwiotlbError::NoMemory(_)
         ));
@@ -938,14 +1022,18 @@ mod tests {
         assert_eq!(Areas::PossibleCpus(6).resolve(), Ok(8));
         assert_eq!(Areas::PossibleCpus(0).resolve(), Ok(1));
         assert_eq!(Areas::PossibleCpus(8).resolve(), Ok(8));
-        let p = pool(4 * MIB, Areas::PossibleCpus(3), Box::new(AreaSearch6_3));
+        let p = pool(
+            4 * MIB,
+            Areas::PossibleCpus(3),
+            SlotSearch::from(AreaSearch6_3),
+        );
         assert_eq!(p.nareas(), 4);
         assert_eq!(p.table.area_nslabs, 512);
     }
 
     #[test]
     fn next_fit_3_6_strides_two_slots_above_a_page_only() {
-        let mut p = pool(MIB, Areas::Exact(1), Box::new(NextFit3_6));
+        let mut p = pool(MIB, Areas::Exact(1), SlotSearch::from(NextFit3_6));
         let mut r = Recorder::new(64);
         // One slot: the rotating index moves to 1.
         assert_eq!(find(&mut p, &mut r, &req(100)), Some(0));
@@ -961,7 +1049,7 @@ mod tests {
 
     #[test]
     fn allocations_never_span_a_segment() {
-        let mut p = pool(MIB, Areas::Exact(1), Box::new(NextFit3_6));
+        let mut p = pool(MIB, Areas::Exact(1), SlotSearch::from(NextFit3_6));
         let mut r = Recorder::new(64);
         assert_eq!(find(&mut p, &mut r, &req(100 * IO_TLB_SIZE)), Some(0));
         // 50 slots do not fit in the 28 left in segment 0: the search walks on to segment 1.
@@ -973,7 +1061,7 @@ mod tests {
 
     #[test]
     fn device_segment_boundary_is_respected() {
-        let mut p = pool(MIB, Areas::Exact(1), Box::new(NextFit3_6));
+        let mut p = pool(MIB, Areas::Exact(1), SlotSearch::from(NextFit3_6));
         let mut r = Recorder::new(64);
         let mut q = req(20 * IO_TLB_SIZE);
         q.seg_boundary_mask = 64 * 1024 - 1; // 32-slot windows of the bus address space
@@ -987,7 +1075,7 @@ mod tests {
 
     #[test]
     fn rotating_index_wraps_to_the_start() {
-        let mut p = pool(MIB, Areas::Exact(1), Box::new(NextFit3_6));
+        let mut p = pool(MIB, Areas::Exact(1), SlotSearch::from(NextFit3_6));
         let mut r = Recorder::new(64);
         let n = p.nslabs();
         // Fill all but the last 4 slots of the pool, then free the first segment.
@@ -1009,8 +1097,8 @@ mod tests {
         // 6 KiB is more than a page: 3.6 aligns each start up to its 2-slot stride and 6.0 page-
         // aligns the slot, so each mapping of 3 slots leaves the 4th unused: 32 per segment.
         for (search, per_segment) in [
-            (Box::new(NextFit3_6) as Box<dyn FindSlots>, 32),
-            (Box::new(AreaSearch6_3), 32),
+            (SlotSearch::from(NextFit3_6), 32),
+            (SlotSearch::from(AreaSearch6_3), 32),
         ] {
             let mut p = pool(MIB, Areas::Exact(1), search);
             let mut r = Recorder::new(64);
@@ -1031,7 +1119,7 @@ mod tests {
 
     #[test]
     fn areas_start_at_the_cpus_area_and_fall_back_under_their_own_locks() {
-        let mut p = pool(MIB, Areas::Exact(4), Box::new(AreaSearch6_3));
+        let mut p = pool(MIB, Areas::Exact(4), SlotSearch::from(AreaSearch6_3));
         assert_eq!(p.table.area_nslabs, 128);
         let mut r = Recorder::new(64);
         let mut q = req(IO_TLB_MAX_MAPPING);
@@ -1056,7 +1144,7 @@ mod tests {
 
     #[test]
     fn min_align_mask_keeps_the_low_bits_of_the_original() {
-        let mut p = pool(MIB, Areas::Exact(1), Box::new(AreaSearch6_3));
+        let mut p = pool(MIB, Areas::Exact(1), SlotSearch::from(AreaSearch6_3));
         let mut r = Recorder::new(64);
         // NVMe-style 4 KiB - 1 mask; original at page offset 0x800 + 0x10: the slot must sit at
         // an odd slot (bit 11 set) and the data 0x10 into it.
@@ -1071,7 +1159,7 @@ mod tests {
 
     #[test]
     fn page_or_larger_allocations_are_page_aligned_in_6_3() {
-        let mut p = pool(MIB, Areas::Exact(1), Box::new(AreaSearch6_3));
+        let mut p = pool(MIB, Areas::Exact(1), SlotSearch::from(AreaSearch6_3));
         let mut r = Recorder::new(64);
         assert_eq!(find(&mut p, &mut r, &req(100)), Some(0));
         // A page exactly: 6.3 page-aligns (>= PAGE_SIZE), so slot 1 is skipped.
@@ -1088,7 +1176,7 @@ mod tests {
 
     #[test]
     fn search_steps_come_from_the_loop() {
-        let mut p = pool(MIB, Areas::Exact(1), Box::new(NextFit3_6));
+        let mut p = pool(MIB, Areas::Exact(1), SlotSearch::from(NextFit3_6));
         let c = PoolCosts {
             lock: SwCost(1),
             search_step: SwCost(1000),
@@ -1101,14 +1189,14 @@ mod tests {
     }
 
     /// Every release's search, fresh, in a 1 MiB pool of one area.
-    fn searches() -> Vec<(&'static str, Box<dyn FindSlots>)> {
+    fn searches() -> Vec<(&'static str, SlotSearch)> {
         vec![
-            ("3.6", Box::new(NextFit3_6)),
-            ("4.11", Box::new(NextFit4_11)),
-            ("5.12", Box::new(StrideFit5_12)),
-            ("6.0", Box::new(StrideFit6_0)),
-            ("6.3", Box::new(AreaSearch6_3)),
-            ("6.9", Box::new(AreaSearch6_9)),
+            ("3.6", SlotSearch::from(NextFit3_6)),
+            ("4.11", SlotSearch::from(NextFit4_11)),
+            ("5.12", SlotSearch::from(StrideFit5_12)),
+            ("6.0", SlotSearch::from(StrideFit6_0)),
+            ("6.3", SlotSearch::from(AreaSearch6_3)),
+            ("6.9", SlotSearch::from(AreaSearch6_9)),
         ]
     }
 
@@ -1246,12 +1334,24 @@ mod tests {
         for (name, search, want) in [
             (
                 "5.12",
-                Box::new(StrideFit5_12) as Box<dyn FindSlots>,
+                SlotSearch::from(StrideFit5_12),
                 (Err(NoSlots::Spins), 512),
             ),
-            ("6.0", Box::new(StrideFit6_0), (Err(NoSlots::Spins), 512)),
-            ("6.3", Box::new(AreaSearch6_3), (Err(NoSlots::Full), 257)),
-            ("6.9", Box::new(AreaSearch6_9), (Err(NoSlots::Full), 257)),
+            (
+                "6.0",
+                SlotSearch::from(StrideFit6_0),
+                (Err(NoSlots::Spins), 512),
+            ),
+            (
+                "6.3",
+                SlotSearch::from(AreaSearch6_3),
+                (Err(NoSlots::Full), 257),
+            ),
+            (
+                "6.9",
+                SlotSearch::from(AreaSearch6_9),
+                (Err(NoSlots::Full), 257),
+            ),
         ] {
             let mut p = pool(MIB, Areas::Exact(1), search);
             for i in 0..p.nslabs() {

@@ -39,7 +39,7 @@
 
 use super::pool::{INVALID_PHYS_ADDR, IoTlbMem, PoolCosts, SlotRequest, SwiotlbError};
 use super::{Areas, BounceDir, IO_TLB_OVERFLOW, IO_TLB_SHIFT, IO_TLB_SIZE, Release, memcpy};
-use crate::arch::x86::physaddr::{self, PhysAddrFn, PhysAddrKind};
+use crate::arch::x86::physaddr::{self, PhysAddrImpl, PhysAddrKind};
 use crate::device::Device;
 use crate::dma::direct::dma_capable;
 use crate::dma::{DmaError, DmaMapOps};
@@ -57,13 +57,14 @@ pub use crate::arch::x86::physaddr::PAGE_OFFSET;
 pub struct Kept(pub u64);
 
 /// How swiotlb keeps its own addresses, and what turning one into a physical address costs.
+/// Generic over the backend, so held by value ([`AddrBook`]), never as a trait object.
 pub trait Bookkeeping: Debug {
     /// The policy's name (`virt` or `phys`).
     fn name(&self) -> &'static str;
     /// Store a physical address the way this release does (`phys_to_virt`: inline, free).
     fn keep(&self, phys: PhysAddr) -> Kept;
     /// The physical address of a kept one, as the kernel path obtains it.
-    fn to_phys(&self, hw: &mut dyn Hw, kept: Kept) -> PhysAddr;
+    fn to_phys<H: Hw + ?Sized>(&self, hw: &mut H, kept: Kept) -> PhysAddr;
     /// Whether `is_swiotlb_buffer` is a function of its own or two compares inlined into callers.
     fn is_swiotlb_buffer_out_of_line(&self) -> bool;
     /// Whether turning a kept address into a physical one is an out-of-line call (`__phys_addr`),
@@ -73,13 +74,13 @@ pub trait Bookkeeping: Debug {
 
 /// ≤ 3.6: virtual addresses, translated by `__pa()` each time — the out-of-line `__phys_addr`
 /// in the releases that had this bookkeeping (the `phys_addr` policy decides).
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 pub struct VirtAddrs {
-    pa: Box<dyn PhysAddrFn>,
+    pa: PhysAddrImpl,
 }
 
 impl VirtAddrs {
-    pub fn new(pa: Box<dyn PhysAddrFn>) -> VirtAddrs {
+    pub fn new(pa: PhysAddrImpl) -> VirtAddrs {
         VirtAddrs { pa }
     }
 }
@@ -91,7 +92,8 @@ impl Bookkeeping for VirtAddrs {
     fn keep(&self, phys: PhysAddr) -> Kept {
         Kept(physaddr::va(phys))
     }
-    fn to_phys(&self, hw: &mut dyn Hw, kept: Kept) -> PhysAddr {
+    #[inline]
+    fn to_phys<H: Hw + ?Sized>(&self, hw: &mut H, kept: Kept) -> PhysAddr {
         self.pa.pa(hw, kept.0)
     }
     fn is_swiotlb_buffer_out_of_line(&self) -> bool {
@@ -113,7 +115,7 @@ impl Bookkeeping for PhysAddrs {
     fn keep(&self, phys: PhysAddr) -> Kept {
         Kept(phys.0)
     }
-    fn to_phys(&self, _hw: &mut dyn Hw, kept: Kept) -> PhysAddr {
+    fn to_phys<H: Hw + ?Sized>(&self, _hw: &mut H, kept: Kept) -> PhysAddr {
         PhysAddr(kept.0)
     }
     fn is_swiotlb_buffer_out_of_line(&self) -> bool {
@@ -121,6 +123,63 @@ impl Bookkeeping for PhysAddrs {
     }
     fn translation_out_of_line(&self) -> bool {
         false
+    }
+}
+
+/// The `swiotlb_addr` policy's implementation held by value: [`VirtAddrs`] or [`PhysAddrs`],
+/// chosen once at setup ([`SwiotlbAddr::bookkeeping`]) and dispatched by a match.
+#[derive(Clone, Copy, Debug)]
+pub enum AddrBook {
+    Virt(VirtAddrs),
+    Phys(PhysAddrs),
+}
+
+impl From<VirtAddrs> for AddrBook {
+    fn from(b: VirtAddrs) -> AddrBook {
+        AddrBook::Virt(b)
+    }
+}
+
+impl From<PhysAddrs> for AddrBook {
+    fn from(b: PhysAddrs) -> AddrBook {
+        AddrBook::Phys(b)
+    }
+}
+
+impl Bookkeeping for AddrBook {
+    fn name(&self) -> &'static str {
+        match self {
+            AddrBook::Virt(b) => b.name(),
+            AddrBook::Phys(b) => b.name(),
+        }
+    }
+    #[inline]
+    fn keep(&self, phys: PhysAddr) -> Kept {
+        match self {
+            AddrBook::Virt(b) => b.keep(phys),
+            AddrBook::Phys(b) => b.keep(phys),
+        }
+    }
+    #[inline]
+    fn to_phys<H: Hw + ?Sized>(&self, hw: &mut H, kept: Kept) -> PhysAddr {
+        match self {
+            AddrBook::Virt(b) => b.to_phys(hw, kept),
+            AddrBook::Phys(b) => b.to_phys(hw, kept),
+        }
+    }
+    #[inline]
+    fn is_swiotlb_buffer_out_of_line(&self) -> bool {
+        match self {
+            AddrBook::Virt(b) => b.is_swiotlb_buffer_out_of_line(),
+            AddrBook::Phys(b) => b.is_swiotlb_buffer_out_of_line(),
+        }
+    }
+    #[inline]
+    fn translation_out_of_line(&self) -> bool {
+        match self {
+            AddrBook::Virt(b) => b.translation_out_of_line(),
+            AddrBook::Phys(b) => b.translation_out_of_line(),
+        }
     }
 }
 
@@ -146,10 +205,10 @@ impl crate::types::Choice for SwiotlbAddr {
 impl SwiotlbAddr {
     /// The bookkeeping implementation, chosen once at setup, translating with the release's
     /// `__pa()`.
-    pub fn bookkeeping(self, hw: &dyn Hw, pa: PhysAddrKind) -> Box<dyn Bookkeeping> {
+    pub fn bookkeeping<H: Hw + ?Sized>(self, hw: &H, pa: PhysAddrKind) -> AddrBook {
         match self {
-            SwiotlbAddr::Virt => Box::new(VirtAddrs::new(pa.implementation(hw))),
-            SwiotlbAddr::Phys => Box::new(PhysAddrs),
+            SwiotlbAddr::Virt => VirtAddrs::new(pa.resolve(hw)).into(),
+            SwiotlbAddr::Phys => PhysAddrs.into(),
         }
     }
 }
@@ -255,7 +314,7 @@ struct Groups {
 }
 
 impl Groups {
-    fn resolve(hw: &dyn Hw, per_insn: SwKey, n: FnInsns) -> Groups {
+    fn resolve<H: Hw + ?Sized>(hw: &H, per_insn: SwKey, n: FnInsns) -> Groups {
         let per = hw.sw_cost(per_insn).0;
         Groups {
             common: SwCost(per.saturating_mul(n.common)),
@@ -316,7 +375,7 @@ impl Default for Swiotlb2012Config {
 pub struct Swiotlb2012Ops {
     pool: IoTlbMem,
     mem: SharedPhysMem,
-    book: Box<dyn Bookkeeping>,
+    book: AddrBook,
     io_tlb_start: Kept,
     io_tlb_end: Kept,
     io_tlb_overflow_buffer: Kept,
@@ -329,12 +388,13 @@ pub struct Swiotlb2012Ops {
 
 impl Swiotlb2012Ops {
     /// `swiotlb_init()`: the pool and the overflow buffer, both from `mem`.
-    pub fn new(
-        hw: &dyn Hw,
+    pub fn new<H: Hw + ?Sized>(
+        hw: &H,
         mem: SharedPhysMem,
         cfg: &Swiotlb2012Config,
-        book: Box<dyn Bookkeeping>,
+        book: impl Into<AddrBook>,
     ) -> Result<Swiotlb2012Ops, SwiotlbError> {
+        let book = book.into();
         let (pool, overflow_phys) = {
             let mut m = mem.borrow_mut();
             let pool = IoTlbMem::new(
@@ -399,8 +459,8 @@ impl Swiotlb2012Ops {
         &self.mem
     }
 
-    pub fn bookkeeping(&self) -> &dyn Bookkeeping {
-        self.book.as_ref()
+    pub fn bookkeeping(&self) -> &AddrBook {
+        &self.book
     }
 
     /// The overflow buffer's physical (= bus) address.
@@ -412,7 +472,12 @@ impl Swiotlb2012Ops {
     /// `caller` is the calling function's instruction groups: what the call costs it out of line
     /// (≤ 3.6), or the range check it executes itself once the function is inlined (3.8); either
     /// is charged to the caller's frame, which is current here.
-    fn is_swiotlb_buffer(&self, hw: &mut dyn Hw, caller: &Groups, paddr: PhysAddr) -> bool {
+    fn is_swiotlb_buffer<H: Hw + ?Sized>(
+        &self,
+        hw: &mut H,
+        caller: &Groups,
+        paddr: PhysAddr,
+    ) -> bool {
         let out_of_line = self.book.is_swiotlb_buffer_out_of_line();
         hw.sw(if out_of_line {
             caller.out_of_line
@@ -450,7 +515,14 @@ impl Swiotlb2012Ops {
     }
 
     /// `swiotlb_bounce()`: `size` bytes between the original and the slot, within the pool.
-    fn bounce(&mut self, hw: &mut dyn Hw, orig: PhysAddr, kept: Kept, size: u64, dir: BounceDir) {
+    fn bounce<H: Hw + ?Sized>(
+        &mut self,
+        hw: &mut H,
+        orig: PhysAddr,
+        kept: Kept,
+        size: u64,
+        dir: BounceDir,
+    ) {
         hw.enter("swiotlb_bounce");
         hw.sw(self.costs.bounce);
         let tlb = self.slot_phys(kept);
@@ -464,9 +536,9 @@ impl Swiotlb2012Ops {
 
     /// `swiotlb_tbl_map_single()`: `None` when no run of slots fits.
     #[allow(clippy::too_many_arguments)]
-    fn tbl_map_single(
+    fn tbl_map_single<H: Hw + ?Sized>(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         dev: &Device,
         tbl_dma_addr: PhysAddr,
         phys: PhysAddr,
@@ -503,7 +575,13 @@ impl Swiotlb2012Ops {
     }
 
     /// `swiotlb_tbl_unmap_single()`: copy back, then free as many slots as `size` says.
-    fn tbl_unmap_single(&mut self, hw: &mut dyn Hw, kept: Kept, size: u64, dir: DmaDirection) {
+    fn tbl_unmap_single<H: Hw + ?Sized>(
+        &mut self,
+        hw: &mut H,
+        kept: Kept,
+        size: u64,
+        dir: DmaDirection,
+    ) {
         hw.enter("swiotlb_tbl_unmap_single");
         hw.sw(self.costs.tbl_unmap_single);
         if let Some(index) = self.kept_index(kept)
@@ -523,9 +601,9 @@ impl Swiotlb2012Ops {
     }
 
     /// `swiotlb_tbl_sync_single()`: no lock, just the copy the direction asks for.
-    fn tbl_sync_single(
+    fn tbl_sync_single<H: Hw + ?Sized>(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         kept: Kept,
         size: u64,
         dir: DmaDirection,
@@ -559,9 +637,9 @@ impl Swiotlb2012Ops {
     }
 
     /// `map_single()` (static, inlined into its callers): the pool's bus address, then the search.
-    fn map_single(
+    fn map_single<H: Hw + ?Sized>(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         dev: &Device,
         phys: PhysAddr,
         size: u64,
@@ -573,7 +651,13 @@ impl Swiotlb2012Ops {
     }
 
     /// `unmap_single()`.
-    fn unmap_single(&mut self, hw: &mut dyn Hw, addr: DmaAddr, size: u64, dir: DmaDirection) {
+    fn unmap_single<H: Hw + ?Sized>(
+        &mut self,
+        hw: &mut H,
+        addr: DmaAddr,
+        size: u64,
+        dir: DmaDirection,
+    ) {
         hw.enter("unmap_single");
         hw.sw(self.costs.unmap_single.common);
         let paddr = PhysAddr(addr.0);
@@ -587,9 +671,9 @@ impl Swiotlb2012Ops {
     }
 
     /// `swiotlb_sync_single()`.
-    fn sync_single(
+    fn sync_single<H: Hw + ?Sized>(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         addr: DmaAddr,
         size: u64,
         dir: DmaDirection,
@@ -607,7 +691,7 @@ impl Swiotlb2012Ops {
     }
 
     /// `swiotlb_dma_mapping_error()`: is `addr` the overflow buffer's bus address?
-    pub fn dma_mapping_error(&mut self, hw: &mut dyn Hw, addr: DmaAddr) -> bool {
+    pub fn dma_mapping_error<H: Hw + ?Sized>(&mut self, hw: &mut H, addr: DmaAddr) -> bool {
         hw.enter("swiotlb_dma_mapping_error");
         let c = self.costs.mapping_error;
         hw.sw(c.common);
@@ -636,9 +720,9 @@ impl Swiotlb2012Ops {
         )))
     }
 
-    fn map_page_inner(
+    fn map_page_inner<H: Hw + ?Sized>(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         dev: &Device,
         phys: PhysAddr,
         size: u64,
@@ -677,9 +761,9 @@ impl Swiotlb2012Ops {
         Ok(dev_addr)
     }
 
-    fn unmap_sg_entries(
+    fn unmap_sg_entries<H: Hw + ?Sized>(
         &mut self,
-        hw: &mut dyn Hw,
+        hw: &mut H,
         sgt: &mut SgTable,
         n: usize,
         dir: DmaDirection,

@@ -255,7 +255,7 @@ fn forced_bouncing_bounces_reachable_buffers() {
             force: true,
             ..Default::default()
         },
-        Box::new(PhysAddrs),
+        PhysAddrs,
     )
     .unwrap();
     let mut r = Recorder::new(64);
@@ -277,7 +277,7 @@ fn bad_pool_sizes_are_errors_not_panics() {
             size: 1000,
             ..Swiotlb2012Config::default()
         },
-        Box::new(PhysAddrs),
+        PhysAddrs,
     )
     .unwrap_err();
     assert_eq!(e, SwiotlbError::BadSize(1000));
