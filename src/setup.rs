@@ -323,7 +323,7 @@ pub fn setup_dma_ops(
             dma.into()
         }
     };
-    let pa = p.phys_addr.implementation(&m.hw);
+    let pa = p.phys_addr.resolve(&m.hw);
     let device = s.device.clone().with_default_seg_boundary(p.seg_boundary);
     Ok(DmaApi::new(&m.hw, device, ops).with_phys_addr(pa))
 }

@@ -15,7 +15,7 @@
 //! Invariant: every call leaves the call stack as it found it.
 
 use super::{DmaError, DmaMapOps};
-use crate::arch::x86::physaddr::{self, Inline, PhysAddrFn};
+use crate::arch::x86::physaddr::{self, Inline, PhysAddrImpl};
 use crate::device::Device;
 use crate::hw::{DeviceHw, Hw, SwCost, SwKey};
 use crate::scatterlist::SgTable;
@@ -27,7 +27,7 @@ pub struct DmaApi<O: DmaMapOps> {
     pub dev: Device,
     pub ops: O,
     call: SwCost,
-    pa: Box<dyn PhysAddrFn>,
+    pa: PhysAddrImpl,
 }
 
 impl<O: DmaMapOps> DmaApi<O> {
@@ -37,13 +37,13 @@ impl<O: DmaMapOps> DmaApi<O> {
             dev,
             ops,
             call: hw.sw_cost(SwKey::DmaApiCall),
-            pa: Box::new(Inline),
+            pa: PhysAddrImpl::Inline(Inline),
         }
     }
 
     /// The release's `__pa()`, which `dma_map_single()` translates the buffer with (inline
     /// arithmetic unless set).
-    pub fn with_phys_addr(mut self, pa: Box<dyn PhysAddrFn>) -> DmaApi<O> {
+    pub fn with_phys_addr(mut self, pa: PhysAddrImpl) -> DmaApi<O> {
         self.pa = pa;
         self
     }
