@@ -2,10 +2,11 @@
 //! two 1 MB blocks on the `zynq7000` profile (dma_sync_single_for_device then _for_cpu of a
 //! TO_DEVICE block and of a FROM_DEVICE block: 32768 lines each way at L1 and at the PL310 for
 //! each call that maintains), under 3.19 (l2c210) and 3.14 (l2x0), with the profile's functional
-//! cache model walking every line (nothing written between rounds, so nothing is dirty).
+//! cache model.
 //!
 //! Nothing runs between those syncs in the first bench, so after the first round the caches hold
-//! none of either block and each range operation finds nothing to step. The second bench is the
+//! none of either block and each range operation finds no line to step (it prices the block's
+//! lines in closed form). The second bench is the
 //! program's loop with its data: before each round the CPU writes the TO_DEVICE block (1 MB of
 //! dirty lines for the cleans to write back) and after it reads the FROM_DEVICE block (filling
 //! the lines the next round's invalidates discard). Those accesses cost no modelled time (the
