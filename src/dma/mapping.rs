@@ -15,7 +15,7 @@
 //! Invariant: every call leaves the call stack as it found it.
 
 use super::{DmaError, DmaMapOps};
-use crate::arch::x86::physaddr::{self, Inline, PhysAddrImpl};
+use crate::arch::x86::physaddr::{self, Inline, PhysAddrFn, PhysAddrImpl};
 use crate::device::Device;
 use crate::hw::{DeviceHw, Hw, SwCost, SwKey};
 use crate::scatterlist::SgTable;

@@ -22,7 +22,7 @@
 //! the iteration it was mapped; a failed rx page mapping at open is the kernel's refusal, returned
 //! as an error, never a panic.
 
-use crate::arch::x86::physaddr::{self, PhysAddrImpl, PhysAddrKind};
+use crate::arch::x86::physaddr::{self, PhysAddrFn, PhysAddrImpl, PhysAddrKind};
 use crate::dma::{DmaError, DmaMapOps};
 use crate::hw::Counter;
 use crate::hw::calls::CallStat;

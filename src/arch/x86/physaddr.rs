@@ -14,10 +14,10 @@
 //! Invariants: a translation's result is exact for every direct-map address whatever the policy;
 //! the count of `__phys_addr` calls is whatever the callers' code made, one per `__pa()` evaluated.
 //!
-//! Dispatch: [`PhysAddrFn`] is the policy's trait, called through `dyn Hw`; the per-packet paths
-//! hold the choice as [`PhysAddrImpl`], an enum of the same two implementations whose methods
-//! are generic over the backend, so a caller with a concrete backend gets the translation (and
-//! its frame, charge and count) inlined.
+//! Dispatch: [`PhysAddrFn`] is the policy's trait, its methods generic over the backend; callers
+//! hold the choice as [`PhysAddrImpl`], an enum of the two implementations chosen once at setup,
+//! so a caller with a concrete backend gets the translation (and its frame, charge and count)
+//! inlined.
 
 use crate::hw::{Counter, Hw, SwCost, SwKey};
 use crate::types::PhysAddr;
@@ -37,14 +37,15 @@ pub fn va(phys: PhysAddr) -> u64 {
 pub trait PhysAddrFn: Debug {
     /// `__pa(virt)`. Without `CONFIG_DEBUG_VIRTUAL` nothing checks the address: one below
     /// `PAGE_OFFSET` gives a meaningless result, as in the kernel, never a panic.
-    fn pa(&self, hw: &mut dyn Hw, virt: u64) -> PhysAddr;
+    fn pa<H: Hw + ?Sized>(&self, hw: &mut H, virt: u64) -> PhysAddr;
     /// Whether `__pa()` is a call of its own (for which a caller sets up an argument and keeps
     /// its live values), or arithmetic inlined into the caller.
     fn out_of_line(&self) -> bool;
 
     /// `virt_to_page()` (and `virt_to_head_page()` for an order-0 page): the page `virt` lies in,
     /// as the physical address of its first byte.
-    fn virt_to_page(&self, hw: &mut dyn Hw, virt: u64) -> PhysAddr {
+    #[inline]
+    fn virt_to_page<H: Hw + ?Sized>(&self, hw: &mut H, virt: u64) -> PhysAddr {
         PhysAddr(self.pa(hw, virt).0 & PAGE_MASK)
     }
 }
@@ -63,21 +64,15 @@ impl OutOfLine {
     }
 }
 
-impl OutOfLine {
+impl PhysAddrFn for OutOfLine {
     /// `__pa(virt)`: a call of `__phys_addr`.
     #[inline]
-    pub fn pa<H: Hw + ?Sized>(&self, hw: &mut H, virt: u64) -> PhysAddr {
+    fn pa<H: Hw + ?Sized>(&self, hw: &mut H, virt: u64) -> PhysAddr {
         hw.enter("__phys_addr");
         hw.sw(self.cost);
         hw.count(Counter::PhysAddrCall, 1);
         hw.leave();
         PhysAddr(virt.wrapping_sub(PAGE_OFFSET))
-    }
-}
-
-impl PhysAddrFn for OutOfLine {
-    fn pa(&self, hw: &mut dyn Hw, virt: u64) -> PhysAddr {
-        OutOfLine::pa(self, hw, virt)
     }
     fn out_of_line(&self) -> bool {
         true
@@ -88,17 +83,11 @@ impl PhysAddrFn for OutOfLine {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Inline;
 
-impl Inline {
+impl PhysAddrFn for Inline {
     /// `__pa(virt)`: a subtraction in the caller.
     #[inline]
-    pub fn pa<H: Hw + ?Sized>(&self, _hw: &mut H, virt: u64) -> PhysAddr {
+    fn pa<H: Hw + ?Sized>(&self, _hw: &mut H, virt: u64) -> PhysAddr {
         PhysAddr(virt.wrapping_sub(PAGE_OFFSET))
-    }
-}
-
-impl PhysAddrFn for Inline {
-    fn pa(&self, hw: &mut dyn Hw, virt: u64) -> PhysAddr {
-        Inline::pa(self, hw, virt)
     }
     fn out_of_line(&self) -> bool {
         false
@@ -114,35 +103,17 @@ pub enum PhysAddrImpl {
     Inline(Inline),
 }
 
-impl PhysAddrImpl {
-    /// `__pa(virt)`, as [`PhysAddrFn::pa`].
+impl PhysAddrFn for PhysAddrImpl {
     #[inline]
-    pub fn pa<H: Hw + ?Sized>(&self, hw: &mut H, virt: u64) -> PhysAddr {
+    fn pa<H: Hw + ?Sized>(&self, hw: &mut H, virt: u64) -> PhysAddr {
         match self {
             PhysAddrImpl::OutOfLine(o) => o.pa(hw, virt),
             PhysAddrImpl::Inline(i) => i.pa(hw, virt),
         }
     }
-
-    /// `virt_to_page()`, as [`PhysAddrFn::virt_to_page`].
     #[inline]
-    pub fn virt_to_page<H: Hw + ?Sized>(&self, hw: &mut H, virt: u64) -> PhysAddr {
-        PhysAddr(self.pa(hw, virt).0 & PAGE_MASK)
-    }
-
-    /// As [`PhysAddrFn::out_of_line`].
-    #[inline]
-    pub fn out_of_line(&self) -> bool {
-        matches!(self, PhysAddrImpl::OutOfLine(_))
-    }
-}
-
-impl PhysAddrFn for PhysAddrImpl {
-    fn pa(&self, hw: &mut dyn Hw, virt: u64) -> PhysAddr {
-        PhysAddrImpl::pa(self, hw, virt)
-    }
     fn out_of_line(&self) -> bool {
-        PhysAddrImpl::out_of_line(self)
+        matches!(self, PhysAddrImpl::OutOfLine(_))
     }
 }
 
@@ -173,11 +144,6 @@ impl PhysAddrKind {
             PhysAddrKind::Inline => PhysAddrImpl::Inline(Inline),
         }
     }
-
-    /// The implementation, chosen once at setup, behind the trait.
-    pub fn implementation(self, hw: &dyn Hw) -> Box<dyn PhysAddrFn> {
-        Box::new(self.resolve(hw))
-    }
 }
 
 #[cfg(test)]
@@ -190,14 +156,14 @@ mod tests {
         let mut r = Recorder::new(64);
         let phys = PhysAddr(0x1_0000_0a3c);
         for (kind, calls) in [(PhysAddrKind::Call, 2), (PhysAddrKind::Inline, 0)] {
+            // The policy held by value, called with a concrete backend and through `dyn Hw`:
+            // the same answers and the same calls.
             let before = r.counts[Counter::PhysAddrCall as usize];
-            let pa = kind.implementation(&r);
-            assert_eq!(pa.pa(&mut r, va(phys)), phys);
-            assert_eq!(pa.virt_to_page(&mut r, va(phys)), PhysAddr(0x1_0000_0000));
-            assert_eq!(pa.out_of_line(), kind == PhysAddrKind::Call);
+            let pa = kind.resolve(&r);
+            let dynamic: &mut dyn Hw = &mut r;
+            assert_eq!(pa.pa(dynamic, va(phys)), phys);
+            assert_eq!(pa.virt_to_page(dynamic, va(phys)), PhysAddr(0x1_0000_0000));
             assert_eq!(r.counts[Counter::PhysAddrCall as usize] - before, calls);
-            // The same policy held by value, called with a concrete backend: the same answers
-            // and the same calls.
             let before = r.counts[Counter::PhysAddrCall as usize];
             let pa = kind.resolve(&r);
             assert_eq!(pa.pa(&mut r, va(phys)), phys);

@@ -39,7 +39,7 @@
 
 use super::pool::{INVALID_PHYS_ADDR, IoTlbMem, PoolCosts, SlotRequest, SwiotlbError};
 use super::{Areas, BounceDir, IO_TLB_OVERFLOW, IO_TLB_SHIFT, IO_TLB_SIZE, Release, memcpy};
-use crate::arch::x86::physaddr::{self, PhysAddrImpl, PhysAddrKind};
+use crate::arch::x86::physaddr::{self, PhysAddrFn, PhysAddrImpl, PhysAddrKind};
 use crate::device::Device;
 use crate::dma::direct::dma_capable;
 use crate::dma::{DmaError, DmaMapOps};
