@@ -5,13 +5,16 @@
 //! ([`crate::hw::calls::stack_rows`]) after timing their calls with
 //! [`crate::hw::calls::CallTimer`].
 //!
-//! Invariants: frames are interned as a tree; entering a frame looks the (current node, frame)
-//! pair up in a small direct-mapped cache first, then (out of line) in a victim entry of the same
-//! slot, and scans the current node's children only when both miss, so the per-sg-entry and
-//! per-packet hot paths cost one probe whatever order a caller enters its callees in, and two
-//! edges that share a slot cost a swap, not a scan. Every charge lands on the node that was current; totals, stacks and the run's total time
-//! come from the same nodes and agree. The cache only remembers tree edges that exist: it can
-//! miss, never answer wrongly, so the tree is exactly what scanning alone would build.
+//! Invariants: frames are interned as a tree. Entering a frame looks the (current node, frame)
+//! pair up in a small set-associative cache whose set is chosen by the frame alone: the probe's
+//! address does not depend on the current node, so a run of frame changes is not a chain of
+//! dependent loads (with the node in the index, each enter waited for the one before). A set
+//! holds a frame entered from several parents; only when it misses are the current node's
+//! children scanned. A leaf call ([`Ledger::leaf`]) does not move the current node, so its own
+//! cache is indexed by the (node, frame) pair and holds one entry per caller. Every charge lands
+//! on the node that was current; totals, stacks and the run's total time come from the same
+//! nodes and agree. The caches only remember tree edges that exist: they can miss, never answer
+//! wrongly, so the tree is exactly what scanning alone would build.
 
 use super::Counter;
 
@@ -31,8 +34,13 @@ struct Node {
 /// Name of the pseudo-frame that reports a frame's barrier stalls.
 pub static WAIT_FRAME: &str = "(wait for completion)";
 
-/// Entries of the enter cache (a power of two).
-const EDGE_CACHE: usize = 256;
+/// Sets of the enter cache (a power of two).
+const EDGE_SETS: usize = 128;
+/// Edges a set holds: one frame entered from this many parents, or this many frames sharing a
+/// set, all hit.
+const EDGE_WAYS: usize = 4;
+/// Entries of the leaf cache (a power of two).
+const LEAF_CACHE: usize = 256;
 
 /// A remembered tree edge: entering `frame` from node `parent` goes to node `child`.
 #[derive(Clone, Copy, Debug)]
@@ -57,10 +65,9 @@ pub struct Ledger {
     /// Each node's operation counts, by node index.
     counts: Vec<[u64; Counter::N]>,
     cur: u32,
-    edges: Box<[Edge; EDGE_CACHE]>,
-    /// Per slot, the edge the last fill displaced: a second chance for edges whose slots
-    /// collide (a forwarded packet walks a few dozen), checked only on a miss.
-    victims: Box<[Edge; EDGE_CACHE]>,
+    edges: Box<[[Edge; EDGE_WAYS]; EDGE_SETS]>,
+    /// The cache of [`Ledger::leaf`], direct-mapped by (node, frame).
+    leaves: Box<[Edge; LEAF_CACHE]>,
 }
 
 impl Default for Ledger {
@@ -75,8 +82,8 @@ impl Default for Ledger {
             }],
             counts: vec![[0; Counter::N]],
             cur: 0,
-            edges: Box::new([EMPTY_EDGE; EDGE_CACHE]),
-            victims: Box::new([EMPTY_EDGE; EDGE_CACHE]),
+            edges: Box::new([[EMPTY_EDGE; EDGE_WAYS]; EDGE_SETS]),
+            leaves: Box::new([EMPTY_EDGE; LEAF_CACHE]),
         }
     }
 }
@@ -99,33 +106,50 @@ impl StackCharge {
 /// The enter cache's slot for entering `frame` from node `cur`: address bits of the (static) name
 /// mixed with the node, no arithmetic that could overflow.
 #[inline]
-fn edge_slot(cur: u32, frame: &'static str) -> usize {
+fn edge_set(frame: &'static str) -> usize {
     let a = frame.as_ptr() as usize;
-    ((a >> 3) ^ (a >> 11) ^ (cur as usize).rotate_left(4) ^ frame.len()) & (EDGE_CACHE - 1)
+    ((a >> 3) ^ (a >> 10) ^ frame.len()) & (EDGE_SETS - 1)
+}
+
+/// The leaf cache's slot for calling `frame` from node `cur`.
+#[inline]
+fn leaf_slot(cur: u32, frame: &'static str) -> usize {
+    let a = frame.as_ptr() as usize;
+    // The node is spread by a multiplicative hash: the nodes one leaf is called from are often
+    // a fixed stride apart, which a shift alone maps to the same few slots.
+    let n = (cur as usize).wrapping_mul(0x9E37_79B1) >> 16;
+    ((a >> 3) ^ (a >> 11) ^ n ^ frame.len()) & (LEAF_CACHE - 1)
 }
 
 impl Ledger {
     #[inline]
     pub fn enter(&mut self, frame: &'static str) {
-        let slot = edge_slot(self.cur, frame);
-        let e = self.edges[slot];
-        if e.parent == self.cur && std::ptr::eq(e.frame, frame) {
-            self.cur = e.child;
-            return;
+        let set = edge_set(frame);
+        for e in &self.edges[set] {
+            if e.parent == self.cur && std::ptr::eq(e.frame, frame) {
+                self.cur = e.child;
+                return;
+            }
         }
-        self.enter_slow(frame, slot);
+        self.enter_slow(frame, set);
     }
 
     #[cold]
     #[inline(never)]
-    fn enter_slow(&mut self, frame: &'static str, slot: usize) {
-        let v = self.victims[slot];
-        if v.parent == self.cur && std::ptr::eq(v.frame, frame) {
-            self.victims[slot] = self.edges[slot];
-            self.edges[slot] = v;
-            self.cur = v.child;
-            return;
-        }
+    fn enter_slow(&mut self, frame: &'static str, set: usize) {
+        let id = self.child_of_cur(frame);
+        let ways = &mut self.edges[set];
+        ways.copy_within(0..EDGE_WAYS - 1, 1);
+        ways[0] = Edge {
+            frame,
+            parent: self.cur,
+            child: id,
+        };
+        self.cur = id;
+    }
+
+    /// The node `frame` entered from the current node is, created if this path is new.
+    fn child_of_cur(&mut self, frame: &'static str) -> u32 {
         let cur = self.cur as usize;
         // Frames are string literals, so the same name is almost always the same pointer: try
         // that first, and compare contents only before creating a node.
@@ -140,7 +164,7 @@ impl Ledger {
                     .copied()
                     .find(|&c| self.nodes[c as usize].name == frame)
             });
-        let id = match hit {
+        match hit {
             Some(c) => c,
             None => {
                 let id = self.nodes.len() as u32;
@@ -155,14 +179,40 @@ impl Ledger {
                 self.nodes[cur].children.push(id);
                 id
             }
-        };
-        self.victims[slot] = self.edges[slot];
-        self.edges[slot] = Edge {
+        }
+    }
+
+    /// A call of `frame` that calls nothing charged: as `enter(frame)`, `charge(ps)`,
+    /// `count(c, 1)` if a counter is given, `leave()`, without moving the current node. Its own cache is keyed by the
+    /// (node, frame) pair: the lookup is not on the chain of frame changes, so it may depend on
+    /// the current node, and a leaf called from many callers (x86's `__phys_addr`) has a slot for
+    /// each.
+    #[inline]
+    pub fn leaf(&mut self, frame: &'static str, ps: u64, count: Option<Counter>) {
+        let slot = leaf_slot(self.cur, frame);
+        let e = self.leaves[slot];
+        let id = if e.parent == self.cur && std::ptr::eq(e.frame, frame) {
+            e.child
+        } else {
+            self.leaf_slow(frame, slot)
+        } as usize;
+        let node = &mut self.nodes[id];
+        node.self_ps = node.self_ps.saturating_add(ps);
+        if let Some(c) = count {
+            self.counts[id][c as usize] += 1;
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn leaf_slow(&mut self, frame: &'static str, slot: usize) -> u32 {
+        let id = self.child_of_cur(frame);
+        self.leaves[slot] = Edge {
             frame,
             parent: self.cur,
             child: id,
         };
-        self.cur = id;
+        id
     }
 
     #[inline]
@@ -307,6 +357,46 @@ mod tests {
         l.clear();
         assert_eq!(l.total_ps(), 0);
         assert!(l.stacks().is_empty());
+    }
+
+    /// A leaf call is the same as entering, charging, counting and leaving, from many callers
+    /// (more than a set has ways, at node ids a stride apart) and interleaved with other calls:
+    /// the same stacks, in the same order, with the same charges and counts.
+    #[test]
+    fn a_leaf_is_enter_charge_count_leave() {
+        let callers: Vec<&'static str> = (0..40)
+            .map(|i| &*Box::leak(format!("c{i}").into_boxed_str()))
+            .collect();
+        let run = |leaf: bool| {
+            let mut l = Ledger::default();
+            for round in 0..3u64 {
+                for (i, c) in callers.iter().enumerate() {
+                    l.enter(c);
+                    l.charge(1);
+                    for k in 0..(i % 3) as u64 {
+                        let ps = round * 100 + k;
+                        if leaf {
+                            l.leaf("__phys_addr", ps, Some(Counter::PhysAddrCall));
+                            l.leaf("other", ps + 1, None);
+                        } else {
+                            l.enter("__phys_addr");
+                            l.charge(ps);
+                            l.count(Counter::PhysAddrCall, 1);
+                            l.leave();
+                            l.enter("other");
+                            l.charge(ps + 1);
+                            l.leave();
+                        }
+                    }
+                    l.leave();
+                }
+            }
+            assert!(l.depth_is_zero());
+            (l.stacks(), l.totals(), l.total_ps())
+        };
+        let with_leaf = run(true);
+        assert_eq!(with_leaf, run(false));
+        assert_eq!(with_leaf.1[Counter::PhysAddrCall as usize], 3 * 39);
     }
 
     /// More frames than the enter cache has slots, entered from several parents in changing

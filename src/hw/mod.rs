@@ -419,6 +419,17 @@ pub trait Hw {
     /// Enter a kernel function; charges until the matching [`Hw::leave`] are attributed to it.
     fn enter(&mut self, frame: &'static str);
     fn leave(&mut self);
+    /// A call of a kernel function that calls nothing the model charges: enter `frame`, charge
+    /// `cost`, count one `count` if given, leave. A backend may do it without the frame changes.
+    #[inline]
+    fn leaf(&mut self, frame: &'static str, cost: SwCost, count: Option<Counter>) {
+        self.enter(frame);
+        self.sw(cost);
+        if let Some(c) = count {
+            self.count(c, 1);
+        }
+        self.leave();
+    }
     /// Issue `op` on `lines` consecutive cache lines starting at the line containing `first`.
     /// Issue does not wait for completion; a later [`Hw::barrier`] does.
     fn cache_maint(&mut self, op: CacheOp, first: PhysAddr, lines: u64);

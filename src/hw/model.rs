@@ -439,6 +439,12 @@ impl Hw for Model {
         self.ledger.leave();
     }
 
+    #[inline]
+    fn leaf(&mut self, frame: &'static str, cost: SwCost, count: Option<Counter>) {
+        self.now = self.now.saturating_add(cost.0);
+        self.ledger.leaf(frame, cost.0, count);
+    }
+
     // The closed form is a handful of instructions and runs once per region on the hottest
     // paths: inlined into the by-line loop, with the cache model's walk kept out of line.
     #[inline]

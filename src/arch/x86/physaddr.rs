@@ -68,10 +68,7 @@ impl PhysAddrFn for OutOfLine {
     /// `__pa(virt)`: a call of `__phys_addr`.
     #[inline]
     fn pa<H: Hw + ?Sized>(&self, hw: &mut H, virt: u64) -> PhysAddr {
-        hw.enter("__phys_addr");
-        hw.sw(self.cost);
-        hw.count(Counter::PhysAddrCall, 1);
-        hw.leave();
+        hw.leaf("__phys_addr", self.cost, Some(Counter::PhysAddrCall));
         PhysAddr(virt.wrapping_sub(PAGE_OFFSET))
     }
     fn out_of_line(&self) -> bool {
