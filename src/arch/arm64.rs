@@ -65,7 +65,7 @@ pub fn dcache_clean_poc<H: Hw + ?Sized>(hw: &mut H, start: PhysAddr, size: u64, 
 /// `dcache_inval_poc[_nosync]`: DC CIVAC on a partial first and last line, DC IVAC between.
 #[inline]
 pub fn dcache_inval_poc<H: Hw + ?Sized>(hw: &mut H, start: PhysAddr, size: u64, complete: bool) {
-    hw.enter(if complete {
+    let back = hw.enter_from(if complete {
         "dcache_inval_poc"
     } else {
         "dcache_inval_poc_nosync"
@@ -98,7 +98,7 @@ pub fn dcache_inval_poc<H: Hw + ?Sized>(hw: &mut H, start: PhysAddr, size: u64, 
     if complete {
         hw.barrier();
     }
-    hw.leave();
+    hw.leave_to(back);
 }
 
 /// `dcache_clean_inval_poc[_nosync]`: DC CIVAC on every line of the range.
@@ -174,13 +174,13 @@ impl ArchDma for Arm64 {
         dir: DmaDirection,
         complete: bool,
     ) {
-        hw.enter("arch_sync_dma_for_device");
+        let back = hw.enter_from("arch_sync_dma_for_device");
         if self.rules == DirRules::Pre5_19 && dir == DmaDirection::FromDevice {
             dcache_inval_poc(hw, paddr, size, complete);
         } else {
             dcache_clean_poc(hw, paddr, size, complete);
         }
-        hw.leave();
+        hw.leave_to(back);
     }
 
     fn sync_for_cpu<H: Hw + ?Sized>(
@@ -191,11 +191,11 @@ impl ArchDma for Arm64 {
         dir: DmaDirection,
         complete: bool,
     ) {
-        hw.enter("arch_sync_dma_for_cpu");
+        let back = hw.enter_from("arch_sync_dma_for_cpu");
         if dir != DmaDirection::ToDevice {
             dcache_inval_poc(hw, paddr, size, complete);
         }
-        hw.leave();
+        hw.leave_to(back);
     }
 
     fn flush<H: Hw + ?Sized>(&self, hw: &mut H) {

@@ -339,7 +339,7 @@ impl DmaDirect {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) -> Result<usize, DmaError> {
-        hw.enter("dma_direct_map_sg");
+        let back = hw.enter_from("dma_direct_map_sg");
         let sync = self.sync.direct_sg;
         let mut failed = None;
         for i in 0..sgt.entries.len() {
@@ -373,7 +373,7 @@ impl DmaDirect {
                 Err(err)
             }
         };
-        hw.leave();
+        hw.leave_to(back);
         r
     }
 
@@ -385,11 +385,11 @@ impl DmaDirect {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) {
-        hw.enter("dma_direct_unmap_sg");
+        let back = hw.enter_from("dma_direct_unmap_sg");
         let n = sgt.entries.len();
         self.unmap_entries(hw, dev, sgt, n, dir, attrs);
         sgt.nents = 0;
-        hw.leave();
+        hw.leave_to(back);
     }
 
     pub fn sync_single_for_cpu<H: Hw + ?Sized>(
@@ -427,7 +427,7 @@ impl DmaDirect {
         sgt: &SgTable,
         dir: DmaDirection,
     ) {
-        hw.enter("dma_direct_sync_sg_for_cpu");
+        let back = hw.enter_from("dma_direct_sync_sg_for_cpu");
         let sync = self.sync.direct_sync_sg;
         for e in &sgt.entries[..sgt.nents] {
             hw.sw(self.costs.sg_next);
@@ -442,7 +442,7 @@ impl DmaDirect {
             );
         }
         self.end_of_call(hw, dev, sync);
-        hw.leave();
+        hw.leave_to(back);
     }
 
     pub fn sync_sg_for_device<H: Hw + ?Sized>(
@@ -452,7 +452,7 @@ impl DmaDirect {
         sgt: &SgTable,
         dir: DmaDirection,
     ) {
-        hw.enter("dma_direct_sync_sg_for_device");
+        let back = hw.enter_from("dma_direct_sync_sg_for_device");
         let sync = self.sync.direct_sync_sg;
         for e in &sgt.entries[..sgt.nents] {
             hw.sw(self.costs.sg_next);
@@ -467,7 +467,7 @@ impl DmaDirect {
             );
         }
         self.end_of_call(hw, dev, sync);
-        hw.leave();
+        hw.leave_to(back);
     }
 }
 

@@ -54,10 +54,10 @@ impl<O: DmaMapOps> DmaApi<O> {
         name: &'static str,
         f: impl FnOnce(&mut O, &mut H, &Device) -> T,
     ) -> T {
-        hw.enter(name);
+        let back = hw.enter_from(name);
         hw.sw(self.call);
         let r = f(&mut self.ops, hw, &self.dev);
-        hw.leave();
+        hw.leave_to(back);
         r
     }
 
@@ -97,7 +97,7 @@ impl<O: DmaMapOps> DmaApi<O> {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) -> Result<DmaAddr, DmaError> {
-        hw.enter("dma_map_single");
+        let back = hw.enter_from("dma_map_single");
         hw.sw(self.call);
         let virt = physaddr::va(phys);
         let offset = virt & (crate::scatterlist::PAGE_SIZE - 1);
@@ -107,7 +107,7 @@ impl<O: DmaMapOps> DmaApi<O> {
             .map_page(hw, &self.dev, PhysAddr(page.0 | offset), size, dir, attrs);
         // debug_dma_map_page(dev, virt_to_page(ptr), ...): the stub is empty, its argument is not.
         let _ = self.pa.virt_to_page(hw, virt);
-        hw.leave();
+        hw.leave_to(back);
         r
     }
 

@@ -289,14 +289,14 @@ impl Forwarder {
     fn free_skb(&mut self, slot: usize) {
         let (head, skb) = (self.tx[slot], self.skbs[slot]);
         let hw = &mut self.hw;
-        hw.enter("consume_skb");
-        hw.enter("skb_release_data");
+        let consume = hw.enter_from("consume_skb");
+        let back = hw.enter_from("skb_release_data");
         let head_page = self.pa.virt_to_page(hw, physaddr::va(head));
-        hw.leave();
-        hw.enter("kmem_cache_free");
+        hw.leave_to(back);
+        let back = hw.enter_from("kmem_cache_free");
         let slab_page = self.pa.virt_to_page(hw, physaddr::va(skb));
-        hw.leave();
-        hw.leave();
+        hw.leave_to(back);
+        hw.leave_to(consume);
         debug_assert_eq!(
             (head_page, slab_page),
             (head.align_down(PAGE_SIZE), skb.align_down(PAGE_SIZE))
@@ -322,7 +322,7 @@ impl Forwarder {
         let buf = self.rx[i];
         let reuse = self.reusable();
 
-        self.hw.enter("ixgbe_clean_rx_irq");
+        let back = self.hw.enter_from("ixgbe_clean_rx_irq");
         {
             let (api, hw, calls, order) = (
                 &mut self.api,
@@ -362,11 +362,9 @@ impl Forwarder {
                 });
             }
         }
-        self.hw.leave();
+        self.hw.leave_to(back);
 
-        self.hw.enter("ip_forward_path");
-        self.hw.sw(self.route);
-        self.hw.leave();
+        self.hw.leaf("ip_forward_path", self.route, None);
 
         let slot = self.next_tx;
         let data = self.tx[slot];
@@ -376,7 +374,7 @@ impl Forwarder {
             slot + 1
         };
         let len = self.packet_bytes;
-        self.hw.enter("ixgbe_xmit_frame_ring");
+        let back = self.hw.enter_from("ixgbe_xmit_frame_ring");
         let mapped = {
             let (api, hw, calls, order) = (
                 &mut self.api,
@@ -397,10 +395,10 @@ impl Forwarder {
                 Err(_) => None,
             }
         };
-        self.hw.leave();
+        self.hw.leave_to(back);
         match mapped {
             Some(dma) => {
-                self.hw.enter("ixgbe_clean_tx_irq");
+                let back = self.hw.enter_from("ixgbe_clean_tx_irq");
                 // 3.6 frees the skb before unmapping its head.
                 self.free_skb(slot);
                 let (api, hw, calls, order) = (
@@ -412,7 +410,7 @@ impl Forwarder {
                 timed(calls, order, hw, Call::UnmapSingle, |hw| {
                     api.unmap_page(hw, dma, len, DmaDirection::ToDevice, DmaAttrs::NONE)
                 });
-                self.hw.leave();
+                self.hw.leave_to(back);
             }
             None => {
                 // ixgbe_tx_map's dma_error path frees the skb too.

@@ -411,6 +411,11 @@ impl SwAcc {
     }
 }
 
+/// The frame a call returns to: what [`Hw::enter_from`] hands back and [`Hw::leave_to`] takes.
+/// Opaque outside the backend that made it.
+#[derive(Clone, Copy, Debug)]
+pub struct Caller(pub(crate) u32);
+
 /// The hardware interface.
 pub trait Hw {
     /// This backend as a trait object, for generic code (`H: Hw + ?Sized`) handing it on to a
@@ -419,6 +424,20 @@ pub trait Hw {
     /// Enter a kernel function; charges until the matching [`Hw::leave`] are attributed to it.
     fn enter(&mut self, frame: &'static str);
     fn leave(&mut self);
+    /// [`Hw::enter`], returning what [`Hw::leave_to`] needs to go back to the caller's frame.
+    /// A backend that tracks frames as nodes hands back the caller's node, so that leaving is a
+    /// register move rather than a lookup that waits for the enter before it.
+    #[inline]
+    fn enter_from(&mut self, frame: &'static str) -> Caller {
+        self.enter(frame);
+        Caller(0)
+    }
+    /// [`Hw::leave`] the frame entered by the [`Hw::enter_from`] that returned `caller`.
+    #[inline]
+    fn leave_to(&mut self, caller: Caller) {
+        let _ = caller;
+        self.leave();
+    }
     /// A call of a kernel function that calls nothing the model charges: enter `frame`, charge
     /// `cost`, count one `count` if given, leave. A backend may do it without the frame changes.
     #[inline]
@@ -459,13 +478,13 @@ pub trait Hw {
         size: u64,
         complete: bool,
     ) {
-        self.enter(frame);
+        let back = self.enter_from(frame);
         let lines = lines_spanned(start, size, self.line_bytes());
         self.cache_maint(op, start, lines);
         if complete {
             self.barrier();
         }
-        self.leave();
+        self.leave_to(back);
     }
     /// Outer cache (ARMv7's PL310): `lines` posted register writes of `op` by physical address,
     /// one per outer-cache line from the line containing `first` (`writel_relaxed` to

@@ -440,6 +440,18 @@ impl Hw for Model {
     }
 
     #[inline]
+    fn enter_from(&mut self, frame: &'static str) -> super::Caller {
+        let caller = self.ledger.current();
+        self.ledger.enter(frame);
+        super::Caller(caller)
+    }
+
+    #[inline]
+    fn leave_to(&mut self, caller: super::Caller) {
+        self.ledger.leave_to(caller.0);
+    }
+
+    #[inline]
     fn leaf(&mut self, frame: &'static str, cost: SwCost, count: Option<Counter>) {
         self.now = self.now.saturating_add(cost.0);
         self.ledger.leaf(frame, cost.0, count);

@@ -246,10 +246,10 @@ pub(crate) fn memcpy<H: Hw + ?Sized>(
     if len == 0 {
         return;
     }
-    hw.enter("memcpy");
+    let back = hw.enter_from("memcpy");
     hw.copy(len);
     mem.borrow_mut().copy(dst, src, len);
-    hw.leave();
+    hw.leave_to(back);
 }
 
 /// The swiotlb library dma-direct falls back to: one pool (`io_tlb_default_mem`).
@@ -355,10 +355,10 @@ impl Swiotlb {
         attrs: DmaAttrs,
         arch_sync: impl FnOnce(&mut H, PhysAddr),
     ) -> Result<DmaAddr, DmaError> {
-        hw.enter("swiotlb_map");
+        let back = hw.enter_from("swiotlb_map");
         hw.sw(self.costs.map);
         let r = self.map_inner(hw, dev, paddr, size, dir, attrs, arch_sync);
-        hw.leave();
+        hw.leave_to(back);
         r
     }
 
@@ -478,7 +478,7 @@ impl Swiotlb {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) {
-        hw.enter("swiotlb_tbl_unmap_single");
+        let back = hw.enter_from("swiotlb_tbl_unmap_single");
         hw.sw(self.costs.tbl_unmap_single);
         if !attrs.contains(DmaAttrs::SKIP_CPU_SYNC)
             && matches!(dir, DmaDirection::FromDevice | DmaDirection::Bidirectional)
@@ -486,7 +486,7 @@ impl Swiotlb {
             self.bounce(hw, dev, tlb, mapping_size, BounceDir::FromDevice);
         }
         self.release_slots(hw, dev, tlb, mapping_size);
-        hw.leave();
+        hw.leave_to(back);
     }
 
     /// `swiotlb_release_slots()` (6.0: the slot count comes from the recorded `alloc_size`; 3.6:
@@ -528,12 +528,12 @@ impl Swiotlb {
         size: u64,
         dir: DmaDirection,
     ) {
-        hw.enter("swiotlb_sync_single_for_device");
+        let back = hw.enter_from("swiotlb_sync_single_for_device");
         hw.sw(self.costs.sync_single);
         if matches!(dir, DmaDirection::ToDevice | DmaDirection::Bidirectional) {
             self.bounce(hw, dev, tlb, size, BounceDir::ToDevice);
         }
-        hw.leave();
+        hw.leave_to(back);
     }
 
     /// `swiotlb_sync_single_for_cpu()`: copy what the device wrote out (FROM_DEVICE,
@@ -546,12 +546,12 @@ impl Swiotlb {
         size: u64,
         dir: DmaDirection,
     ) {
-        hw.enter("swiotlb_sync_single_for_cpu");
+        let back = hw.enter_from("swiotlb_sync_single_for_cpu");
         hw.sw(self.costs.sync_single);
         if matches!(dir, DmaDirection::FromDevice | DmaDirection::Bidirectional) {
             self.bounce(hw, dev, tlb, size, BounceDir::FromDevice);
         }
-        hw.leave();
+        hw.leave_to(back);
     }
 
     /// `swiotlb_bounce()`: copy between the slot at `tlb` and the original it stands for, at most
@@ -564,7 +564,7 @@ impl Swiotlb {
         size: u64,
         dir: BounceDir,
     ) {
-        hw.enter("swiotlb_bounce");
+        let back = hw.enter_from("swiotlb_bounce");
         hw.sw(self.costs.bounce);
         if let Some((orig, len)) = self.bounce_target(dev, tlb, size) {
             match dir {
@@ -572,7 +572,7 @@ impl Swiotlb {
                 BounceDir::FromDevice => memcpy(hw, &self.mem, orig, tlb, len),
             }
         }
-        hw.leave();
+        hw.leave_to(back);
     }
 
     /// Where the bytes at `tlb` came from and how many of `size` lie inside the mapping; `None`

@@ -484,14 +484,14 @@ impl Swiotlb2012Ops {
         } else {
             caller.inline
         });
+        let back = out_of_line.then(|| hw.enter_from("is_swiotlb_buffer"));
         if out_of_line {
-            hw.enter("is_swiotlb_buffer");
             hw.sw(self.costs.is_swiotlb_buffer);
         }
         let r = paddr >= self.book.to_phys(hw, self.io_tlb_start)
             && paddr < self.book.to_phys(hw, self.io_tlb_end);
-        if out_of_line {
-            hw.leave();
+        if let Some(back) = back {
+            hw.leave_to(back);
         }
         r
     }
@@ -523,7 +523,7 @@ impl Swiotlb2012Ops {
         size: u64,
         dir: BounceDir,
     ) {
-        hw.enter("swiotlb_bounce");
+        let back = hw.enter_from("swiotlb_bounce");
         hw.sw(self.costs.bounce);
         let tlb = self.slot_phys(kept);
         let len = size.min(self.pool.end().0.saturating_sub(tlb.0));
@@ -531,7 +531,7 @@ impl Swiotlb2012Ops {
             BounceDir::ToDevice => memcpy(hw, &self.mem, tlb, orig, len),
             BounceDir::FromDevice => memcpy(hw, &self.mem, orig, tlb, len),
         }
-        hw.leave();
+        hw.leave_to(back);
     }
 
     /// `swiotlb_tbl_map_single()`: `None` when no run of slots fits.
@@ -546,7 +546,7 @@ impl Swiotlb2012Ops {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) -> Option<Kept> {
-        hw.enter("swiotlb_tbl_map_single");
+        let back = hw.enter_from("swiotlb_tbl_map_single");
         hw.sw(self.costs.tbl_map_single);
         let req = SlotRequest {
             orig_addr: Some(phys),
@@ -570,7 +570,7 @@ impl Swiotlb2012Ops {
             }
             kept
         });
-        hw.leave();
+        hw.leave_to(back);
         r
     }
 
@@ -582,7 +582,7 @@ impl Swiotlb2012Ops {
         size: u64,
         dir: DmaDirection,
     ) {
-        hw.enter("swiotlb_tbl_unmap_single");
+        let back = hw.enter_from("swiotlb_tbl_unmap_single");
         hw.sw(self.costs.tbl_unmap_single);
         if let Some(index) = self.kept_index(kept)
             && self.pool.table.slots[index].list == 0
@@ -597,7 +597,7 @@ impl Swiotlb2012Ops {
                 .table
                 .release(hw, &self.costs.pool, index, super::nr_slots(size) as usize);
         }
-        hw.leave();
+        hw.leave_to(back);
     }
 
     /// `swiotlb_tbl_sync_single()`: no lock, just the copy the direction asks for.
@@ -609,7 +609,7 @@ impl Swiotlb2012Ops {
         dir: DmaDirection,
         target: SyncTarget,
     ) {
-        hw.enter("swiotlb_tbl_sync_single");
+        let back = hw.enter_from("swiotlb_tbl_sync_single");
         hw.sw(self.costs.tbl_sync_single);
         if let Some(index) = self.kept_index(kept) {
             let orig = self.pool.table.slots[index].orig_addr;
@@ -633,7 +633,7 @@ impl Swiotlb2012Ops {
                 }
             }
         }
-        hw.leave();
+        hw.leave_to(back);
     }
 
     /// `map_single()` (static, inlined into its callers): the pool's bus address, then the search.
@@ -658,7 +658,7 @@ impl Swiotlb2012Ops {
         size: u64,
         dir: DmaDirection,
     ) {
-        hw.enter("unmap_single");
+        let back = hw.enter_from("unmap_single");
         hw.sw(self.costs.unmap_single.common);
         let paddr = PhysAddr(addr.0);
         let caller = self.costs.unmap_single;
@@ -667,7 +667,7 @@ impl Swiotlb2012Ops {
             self.tbl_unmap_single(hw, kept, size, dir);
         }
         // Otherwise only dma_mark_clean(), which x86 does not have.
-        hw.leave();
+        hw.leave_to(back);
     }
 
     /// `swiotlb_sync_single()`.
@@ -679,7 +679,7 @@ impl Swiotlb2012Ops {
         dir: DmaDirection,
         target: SyncTarget,
     ) {
-        hw.enter("swiotlb_sync_single");
+        let back = hw.enter_from("swiotlb_sync_single");
         hw.sw(self.costs.sync_single.common);
         let paddr = PhysAddr(addr.0);
         let caller = self.costs.sync_single;
@@ -687,19 +687,19 @@ impl Swiotlb2012Ops {
             let kept = self.book.keep(paddr);
             self.tbl_sync_single(hw, kept, size, dir, target);
         }
-        hw.leave();
+        hw.leave_to(back);
     }
 
     /// `swiotlb_dma_mapping_error()`: is `addr` the overflow buffer's bus address?
     pub fn dma_mapping_error<H: Hw + ?Sized>(&mut self, hw: &mut H, addr: DmaAddr) -> bool {
-        hw.enter("swiotlb_dma_mapping_error");
+        let back = hw.enter_from("swiotlb_dma_mapping_error");
         let c = self.costs.mapping_error;
         hw.sw(c.common);
         if self.book.translation_out_of_line() {
             hw.sw(c.out_of_line);
         }
         let r = addr.0 == self.book.to_phys(hw, self.io_tlb_overflow_buffer).0;
-        hw.leave();
+        hw.leave_to(back);
         r
     }
 
@@ -792,10 +792,10 @@ impl DmaMapOps for Swiotlb2012Ops {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) -> Result<DmaAddr, DmaError> {
-        hw.enter("swiotlb_map_page");
+        let back = hw.enter_from("swiotlb_map_page");
         hw.sw(self.costs.map_page);
         let r = self.map_page_inner(hw, dev, phys, size, dir, attrs);
-        hw.leave();
+        hw.leave_to(back);
         r
     }
 
@@ -808,10 +808,10 @@ impl DmaMapOps for Swiotlb2012Ops {
         dir: DmaDirection,
         _attrs: DmaAttrs,
     ) {
-        hw.enter("swiotlb_unmap_page");
+        let back = hw.enter_from("swiotlb_unmap_page");
         hw.sw(self.costs.unmap_page);
         self.unmap_single(hw, addr, size, dir);
-        hw.leave();
+        hw.leave_to(back);
     }
 
     fn map_sg<H: DeviceHw>(
@@ -850,9 +850,9 @@ impl DmaMapOps for Swiotlb2012Ops {
             }
             Some(i) => {
                 // swiotlb_full(..., 0) does not panic; swiotlb_unmap_sg_attrs(sgl, i) undoes.
-                hw.enter("swiotlb_unmap_sg_attrs");
+                let back = hw.enter_from("swiotlb_unmap_sg_attrs");
                 self.unmap_sg_entries(hw, sgt, i, dir);
-                hw.leave();
+                hw.leave_to(back);
                 sgt.nents = 0;
                 Err(DmaError::MappingError(format!(
                     "{}: out of SW-IOMMU space for sg entry {i} ({} bytes)",
@@ -872,11 +872,11 @@ impl DmaMapOps for Swiotlb2012Ops {
         dir: DmaDirection,
         _attrs: DmaAttrs,
     ) {
-        hw.enter("swiotlb_unmap_sg_attrs");
+        let back = hw.enter_from("swiotlb_unmap_sg_attrs");
         let n = sgt.nents;
         self.unmap_sg_entries(hw, sgt, n, dir);
         sgt.nents = 0;
-        hw.leave();
+        hw.leave_to(back);
     }
 
     fn sync_single_for_cpu<H: DeviceHw>(
@@ -887,10 +887,10 @@ impl DmaMapOps for Swiotlb2012Ops {
         size: u64,
         dir: DmaDirection,
     ) {
-        hw.enter("swiotlb_sync_single_for_cpu");
+        let back = hw.enter_from("swiotlb_sync_single_for_cpu");
         hw.sw(self.costs.sync_single_for_cpu);
         self.sync_single(hw, addr, size, dir, SyncTarget::ForCpu);
-        hw.leave();
+        hw.leave_to(back);
     }
 
     fn sync_single_for_device<H: DeviceHw>(
@@ -901,10 +901,10 @@ impl DmaMapOps for Swiotlb2012Ops {
         size: u64,
         dir: DmaDirection,
     ) {
-        hw.enter("swiotlb_sync_single_for_device");
+        let back = hw.enter_from("swiotlb_sync_single_for_device");
         hw.sw(self.costs.sync_single_for_device);
         self.sync_single(hw, addr, size, dir, SyncTarget::ForDevice);
-        hw.leave();
+        hw.leave_to(back);
     }
 
     fn sync_sg_for_cpu<H: DeviceHw>(
@@ -914,7 +914,7 @@ impl DmaMapOps for Swiotlb2012Ops {
         sgt: &SgTable,
         dir: DmaDirection,
     ) {
-        hw.enter("swiotlb_sync_sg_for_cpu");
+        let back = hw.enter_from("swiotlb_sync_sg_for_cpu");
         for e in &sgt.entries[..sgt.nents] {
             hw.sw(self.costs.sg_next);
             self.sync_single(
@@ -925,7 +925,7 @@ impl DmaMapOps for Swiotlb2012Ops {
                 SyncTarget::ForCpu,
             );
         }
-        hw.leave();
+        hw.leave_to(back);
     }
 
     fn sync_sg_for_device<H: DeviceHw>(
@@ -935,7 +935,7 @@ impl DmaMapOps for Swiotlb2012Ops {
         sgt: &SgTable,
         dir: DmaDirection,
     ) {
-        hw.enter("swiotlb_sync_sg_for_device");
+        let back = hw.enter_from("swiotlb_sync_sg_for_device");
         for e in &sgt.entries[..sgt.nents] {
             hw.sw(self.costs.sg_next);
             self.sync_single(
@@ -946,7 +946,7 @@ impl DmaMapOps for Swiotlb2012Ops {
                 SyncTarget::ForDevice,
             );
         }
-        hw.leave();
+        hw.leave_to(back);
     }
 
     fn mapping_error<H: DeviceHw>(&mut self, hw: &mut H, _dev: &Device, addr: DmaAddr) -> bool {
