@@ -52,7 +52,7 @@ impl Arm64 {
 }
 
 /// `dcache_clean_poc[_nosync]`: DC CVAC on every line of the range.
-#[inline]
+#[inline(always)]
 pub fn dcache_clean_poc<H: Hw + ?Sized>(hw: &mut H, start: PhysAddr, size: u64, complete: bool) {
     let frame = if complete {
         "dcache_clean_poc"
@@ -63,7 +63,7 @@ pub fn dcache_clean_poc<H: Hw + ?Sized>(hw: &mut H, start: PhysAddr, size: u64, 
 }
 
 /// `dcache_inval_poc[_nosync]`: DC CIVAC on a partial first and last line, DC IVAC between.
-#[inline]
+#[inline(always)]
 pub fn dcache_inval_poc<H: Hw + ?Sized>(hw: &mut H, start: PhysAddr, size: u64, complete: bool) {
     let back = hw.enter_from(if complete {
         "dcache_inval_poc"
@@ -124,6 +124,7 @@ pub fn dcache_clean_inval_poc<H: Hw + ?Sized>(
 pub struct Arm64CleanInval;
 
 impl ArchDma for Arm64CleanInval {
+    #[inline(always)]
     fn sync_for_device<H: Hw + ?Sized>(
         &self,
         hw: &mut H,
@@ -137,6 +138,7 @@ impl ArchDma for Arm64CleanInval {
         hw.leave();
     }
 
+    #[inline(always)]
     fn sync_for_cpu<H: Hw + ?Sized>(
         &self,
         hw: &mut H,
@@ -166,6 +168,7 @@ impl ArchDma for Arm64CleanInval {
 }
 
 impl ArchDma for Arm64 {
+    #[inline(always)]
     fn sync_for_device<H: Hw + ?Sized>(
         &self,
         hw: &mut H,
@@ -183,6 +186,7 @@ impl ArchDma for Arm64 {
         hw.leave_to(back);
     }
 
+    #[inline(always)]
     fn sync_for_cpu<H: Hw + ?Sized>(
         &self,
         hw: &mut H,

@@ -101,7 +101,7 @@ macro_rules! arch_ops_dispatch {
 }
 
 impl ArchDma for ArchOps {
-    #[inline]
+    #[inline(always)]
     fn sync_for_device<H: Hw + ?Sized>(
         &self,
         hw: &mut H,
@@ -112,7 +112,7 @@ impl ArchDma for ArchOps {
     ) {
         arch_ops_dispatch!(self, a => a.sync_for_device(hw, paddr, size, dir, complete))
     }
-    #[inline]
+    #[inline(always)]
     fn sync_for_cpu<H: Hw + ?Sized>(
         &self,
         hw: &mut H,
@@ -160,7 +160,7 @@ impl From<x86::X86Flush> for ArchOps {
 }
 
 /// The by-line loop every range operation shares; see [`Hw::by_line_op`].
-#[inline]
+#[inline(always)]
 pub fn by_line_op<H: Hw + ?Sized>(
     hw: &mut H,
     frame: &'static str,

@@ -139,6 +139,7 @@ impl DmaDirect {
 
     /// `dma_direct_map_phys()` without the closing flush: the part shared by map_page and map_sg.
     // The kernel's own argument list plus the caller's per-entry walk cost.
+    #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn map_phys<H: Hw + ?Sized>(
         &mut self,
@@ -178,6 +179,7 @@ impl DmaDirect {
     }
 
     /// `dma_direct_unmap_phys()` without the closing flush.
+    #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn unmap_phys<H: Hw + ?Sized>(
         &mut self,
@@ -210,6 +212,7 @@ impl DmaDirect {
         }
     }
 
+    #[inline(always)]
     fn sync_single_for_cpu_nowait<H: Hw + ?Sized>(
         &mut self,
         hw: &mut H,
@@ -236,6 +239,7 @@ impl DmaDirect {
         }
     }
 
+    #[inline(always)]
     fn sync_single_for_device_nowait<H: Hw + ?Sized>(
         &mut self,
         hw: &mut H,

@@ -48,6 +48,7 @@ impl<O: DmaMapOps> DmaApi<O> {
         self
     }
 
+    #[inline(always)]
     fn frame<T, H: DeviceHw>(
         &mut self,
         hw: &mut H,

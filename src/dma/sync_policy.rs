@@ -66,6 +66,7 @@ impl SyncPolicy for PerEntry {
     fn name(&self) -> &'static str {
         "per-entry"
     }
+    #[inline(always)]
     fn for_device<H: Hw + ?Sized>(
         &self,
         hw: &mut H,
@@ -76,6 +77,7 @@ impl SyncPolicy for PerEntry {
     ) {
         arch.sync_for_device(hw, paddr, size, dir, true);
     }
+    #[inline(always)]
     fn for_cpu<H: Hw + ?Sized>(
         &self,
         hw: &mut H,
@@ -93,6 +95,7 @@ impl SyncPolicy for FlushEach {
     fn name(&self) -> &'static str {
         "flush-each"
     }
+    #[inline(always)]
     fn for_device<H: Hw + ?Sized>(
         &self,
         hw: &mut H,
@@ -104,6 +107,7 @@ impl SyncPolicy for FlushEach {
         arch.sync_for_device(hw, paddr, size, dir, false);
         arch.flush(hw);
     }
+    #[inline(always)]
     fn for_cpu<H: Hw + ?Sized>(
         &self,
         hw: &mut H,
@@ -122,6 +126,7 @@ impl SyncPolicy for Batched {
     fn name(&self) -> &'static str {
         "batched"
     }
+    #[inline(always)]
     fn for_device<H: Hw + ?Sized>(
         &self,
         hw: &mut H,
@@ -132,6 +137,7 @@ impl SyncPolicy for Batched {
     ) {
         arch.sync_for_device(hw, paddr, size, dir, false);
     }
+    #[inline(always)]
     fn for_cpu<H: Hw + ?Sized>(
         &self,
         hw: &mut H,
@@ -164,7 +170,7 @@ impl SyncPolicy for SyncRule {
             SyncRule::Batched => Batched.name(),
         }
     }
-    #[inline]
+    #[inline(always)]
     fn for_device<H: Hw + ?Sized>(
         &self,
         hw: &mut H,
@@ -179,7 +185,7 @@ impl SyncPolicy for SyncRule {
             SyncRule::Batched => Batched.for_device(hw, arch, paddr, size, dir),
         }
     }
-    #[inline]
+    #[inline(always)]
     fn for_cpu<H: Hw + ?Sized>(
         &self,
         hw: &mut H,

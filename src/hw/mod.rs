@@ -469,7 +469,7 @@ pub trait Hw {
     /// `clflush_cache_range` on x86): enter `frame`, issue `op` on every line the range touches,
     /// wait for completion if asked, leave. A provided method so that, called through `dyn Hw`,
     /// the steps inside dispatch statically; backends have no reason to override it.
-    #[inline]
+    #[inline(always)]
     fn by_line_op(
         &mut self,
         frame: &'static str,

@@ -459,7 +459,7 @@ impl Hw for Model {
 
     // The closed form is a handful of instructions and runs once per region on the hottest
     // paths: inlined into the by-line loop, with the cache model's walk kept out of line.
-    #[inline]
+    #[inline(always)]
     fn cache_maint(&mut self, op: CacheOp, first: PhysAddr, lines: u64) {
         if lines == 0 {
             return;

@@ -472,6 +472,7 @@ impl Swiotlb2012Ops {
     /// `caller` is the calling function's instruction groups: what the call costs it out of line
     /// (≤ 3.6), or the range check it executes itself once the function is inlined (3.8); either
     /// is charged to the caller's frame, which is current here.
+    #[inline(always)]
     fn is_swiotlb_buffer<H: Hw + ?Sized>(
         &self,
         hw: &mut H,
@@ -651,6 +652,7 @@ impl Swiotlb2012Ops {
     }
 
     /// `unmap_single()`.
+    #[inline(always)]
     fn unmap_single<H: Hw + ?Sized>(
         &mut self,
         hw: &mut H,
@@ -671,6 +673,7 @@ impl Swiotlb2012Ops {
     }
 
     /// `swiotlb_sync_single()`.
+    #[inline(always)]
     fn sync_single<H: Hw + ?Sized>(
         &mut self,
         hw: &mut H,
@@ -691,6 +694,7 @@ impl Swiotlb2012Ops {
     }
 
     /// `swiotlb_dma_mapping_error()`: is `addr` the overflow buffer's bus address?
+    #[inline(always)]
     pub fn dma_mapping_error<H: Hw + ?Sized>(&mut self, hw: &mut H, addr: DmaAddr) -> bool {
         let back = hw.enter_from("swiotlb_dma_mapping_error");
         let c = self.costs.mapping_error;
