@@ -236,6 +236,9 @@ pub struct Model {
     params: ModelParams,
     now: u64,
     pending: u64,
+    /// `params.smmu`, or the zero-cost default when the profile has none, resolved once: the
+    /// register accesses read it on every call.
+    smmu: SmmuParams,
     /// When the SMMU finishes the last invalidation queued so far.
     smmu_busy_until: u64,
     /// When the most recent sync completes.
@@ -255,6 +258,7 @@ impl Model {
     pub fn new(params: ModelParams) -> Model {
         let caches = params.caches.as_ref().map(|c| Caches::new(&c.hierarchy));
         Model {
+            smmu: params.smmu.unwrap_or_default(),
             params,
             now: 0,
             pending: 0,
@@ -384,8 +388,9 @@ impl Model {
         self.ledger.charge(ps);
     }
 
+    #[inline]
     fn smmu(&self) -> SmmuParams {
-        self.params.smmu.unwrap_or_default()
+        self.smmu
     }
 
     /// Queue `work` ps of SMMU-side work arriving now.

@@ -170,11 +170,11 @@ impl ArmSmmuContext {
 
     /// `arm_smmu_tlb_inv_context_s1()`: `wmb()`, `TLBIASID`, then sync.
     pub fn tlb_inv_context_s1<H: DeviceHw + ?Sized>(&mut self, hw: &mut H) {
-        hw.enter("arm_smmu_tlb_inv_context_s1");
+        let back = hw.enter_from("arm_smmu_tlb_inv_context_s1");
         hw.wmb();
         hw.mmio_write(MmioReg::SmmuTlbiasid, u64::from(self.asid));
         self.tlb_sync_context(hw);
-        hw.leave();
+        hw.leave_to(back);
     }
 
     /// `arm_smmu_tlb_sync_context()` / `__arm_smmu_tlb_sync()`: write `TLBSYNC`, poll `TLBSTATUS`.
@@ -191,9 +191,9 @@ impl ArmSmmuContext {
                     break 'poll;
                 }
             }
-            hw.enter("udelay");
+            let back = hw.enter_from("udelay");
             hw.udelay(delay);
-            hw.leave();
+            hw.leave_to(back);
             delay *= 2;
         }
         if !done {
@@ -243,10 +243,10 @@ impl ArmSmmuDomain {
     /// concrete backend, reaches the register write with static calls.
     #[inline]
     pub fn tlb_add_page_s1<H: DeviceHw + ?Sized>(&mut self, hw: &mut H, iova: u64, granule: u64) {
-        hw.enter("arm_smmu_tlb_add_page_s1");
+        let back = hw.enter_from("arm_smmu_tlb_add_page_s1");
         self.cb
             .tlb_inv_range_s1(hw, iova, granule, granule, MmioReg::SmmuTlbival);
-        hw.leave();
+        hw.leave_to(back);
     }
 
     /// `arm_smmu_iotlb_sync()`: the body of [`IommuFlushOps::iotlb_sync`], generic as above.
@@ -273,9 +273,9 @@ impl IommuFlushOps for ArmSmmuDomain {
     }
 
     fn tlb_flush_walk(&mut self, hw: &mut dyn DeviceHw, iova: u64, size: u64, granule: u64) {
-        hw.enter("arm_smmu_tlb_inv_walk_s1");
+        let back = hw.enter_from("arm_smmu_tlb_inv_walk_s1");
         self.walk.flush_walk(&mut self.cb, hw, iova, size, granule);
-        hw.leave();
+        hw.leave_to(back);
     }
 
     fn tlb_add_page(

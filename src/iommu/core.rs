@@ -209,7 +209,7 @@ impl IommuDomain {
         prot: Prot,
     ) -> Result<(), IommuError> {
         self.check_aligned("map", iova, paddr, size)?;
-        hw.enter("__iommu_map");
+        let back = hw.enter_from("__iommu_map");
         // __iommu_map's own instructions and each iommu_pgsize() run back to back in this frame:
         // one charge for each stretch (see SwAcc).
         let mut sw = SwAcc::default();
@@ -243,7 +243,7 @@ impl IommuDomain {
             }
         }
         sw.flush(hw);
-        hw.leave();
+        hw.leave_to(back);
         if let Some(e) = err {
             if at > iova {
                 let _ = self.iommu_unmap(hw, IovaAddr(iova), at - iova);
@@ -262,9 +262,9 @@ impl IommuDomain {
         size: u64,
         prot: Prot,
     ) -> Result<(), IommuError> {
-        hw.enter("iommu_map");
+        let back = hw.enter_from("iommu_map");
         let r = self.map_range(hw, iova.0, paddr.0, size, prot);
-        hw.leave();
+        hw.leave_to(back);
         r
     }
 
@@ -330,7 +330,7 @@ impl IommuDomain {
         gather: &mut IommuIotlbGather,
     ) -> Result<u64, IommuError> {
         self.check_aligned("unmap", iova, 0, size)?;
-        hw.enter("__iommu_unmap");
+        let back = hw.enter_from("__iommu_unmap");
         let mut sw = SwAcc::default();
         sw.add(self.costs.unmap);
         let mut unmapped = 0u64;
@@ -353,7 +353,7 @@ impl IommuDomain {
             }
         }
         sw.flush(hw);
-        hw.leave();
+        hw.leave_to(back);
         match err {
             Some(e) if unmapped == 0 => Err(e),
             Some(_) => Err(IommuError::ShortUnmap {
@@ -372,11 +372,11 @@ impl IommuDomain {
         iova: IovaAddr,
         size: u64,
     ) -> Result<u64, IommuError> {
-        hw.enter("iommu_unmap");
+        let back = hw.enter_from("iommu_unmap");
         let mut gather = IommuIotlbGather::new();
         let r = self.unmap_range(hw, iova.0, size, &mut gather);
         self.iotlb_sync(hw, &mut gather);
-        hw.leave();
+        hw.leave_to(back);
         r
     }
 
@@ -388,9 +388,9 @@ impl IommuDomain {
         size: u64,
         gather: &mut IommuIotlbGather,
     ) -> Result<u64, IommuError> {
-        hw.enter("iommu_unmap_fast");
+        let back = hw.enter_from("iommu_unmap_fast");
         let r = self.unmap_range(hw, iova.0, size, gather);
-        hw.leave();
+        hw.leave_to(back);
         r
     }
 
@@ -400,16 +400,16 @@ impl IommuDomain {
         hw: &mut H,
         gather: &mut IommuIotlbGather,
     ) {
-        hw.enter("iommu_iotlb_sync");
+        let back = hw.enter_from("iommu_iotlb_sync");
         super::iotlb_sync(self.ops.as_mut(), hw, gather);
-        hw.leave();
+        hw.leave_to(back);
     }
 
     /// `iommu_flush_iotlb_all()`.
     pub fn flush_iotlb_all(&mut self, hw: &mut dyn DeviceHw) {
-        hw.enter("iommu_flush_iotlb_all");
+        let back = hw.enter_from("iommu_flush_iotlb_all");
         self.ops.tlb_flush_all(hw);
-        hw.leave();
+        hw.leave_to(back);
     }
 
     /// `iommu_iova_to_phys()`: a walk of the table, counted and charged.

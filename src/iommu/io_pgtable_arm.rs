@@ -417,9 +417,9 @@ impl ArmLpaeIoPgtable {
     fn sync_ptes_dyn(&mut self, hw: &mut dyn Hw, ptep: PhysAddr, n: u64) {
         if let Some(arch) = &self.walk_sync {
             self.pending_sw.flush(hw);
-            hw.enter("__arm_lpae_sync_pte");
+            let back = hw.enter_from("__arm_lpae_sync_pte");
             arch.sync_for_device(hw, ptep, n * 8, DmaDirection::ToDevice, true);
-            hw.leave();
+            hw.leave_to(back);
         }
     }
 
@@ -434,13 +434,13 @@ impl ArmLpaeIoPgtable {
     /// `__arm_lpae_alloc_pages()`.
     fn alloc_table(&mut self, hw: &mut dyn Hw) -> Result<PhysAddr, IommuError> {
         self.pending_sw.flush(hw);
-        hw.enter("__arm_lpae_alloc_pages");
+        let back = hw.enter_from("__arm_lpae_alloc_pages");
         hw.sw(self.costs.alloc_table);
         let r = self.mem.borrow_mut().alloc(self.cfg.node, self.cfg.granule);
         if let Ok(t) = r {
             self.sync_new_table(hw, t, self.cfg.granule);
         }
-        hw.leave();
+        hw.leave_to(back);
         Ok(r?)
     }
 
@@ -772,7 +772,7 @@ impl ArmLpaeIoPgtable {
         self.check_pgsize(pgsize, pgcount)
             .and_then(|()| self.check_iova(iova.0, pgsize, pgsize))
             .inspect_err(|e| warn_on(hw, e))?;
-        hw.enter("arm_lpae_unmap_pages");
+        let back = hw.enter_from("arm_lpae_unmap_pages");
         hw.count(Counter::PgtableUnmapCall, 1);
         self.pending_sw.add(self.costs.unmap_pages);
         let n = self.lpae_unmap(
@@ -786,7 +786,7 @@ impl ArmLpaeIoPgtable {
             self.pgd,
         );
         self.pending_sw.flush(hw);
-        hw.leave();
+        hw.leave_to(back);
         if n > 0 {
             Ok(n)
         } else if let Some((_, block)) = self.walk(iova.0).filter(|&(_, b)| b > pgsize) {
@@ -905,9 +905,9 @@ impl ArmLpaeIoPgtable {
                 self.pending_sw.flush(hw);
                 tlb.tlb_flush_walk(hw.as_dyn(), at, size, self.cfg.granule);
                 let child = self.pte_to_paddr(pte);
-                hw.enter("__arm_lpae_free_pgtable");
+                let back = hw.enter_from("__arm_lpae_free_pgtable");
                 self.free_pgtable(hw.as_dyn(), lvl + 1, child);
-                hw.leave();
+                hw.leave_to(back);
             }
             i += 1;
         }
