@@ -18,7 +18,7 @@
 //! it is aligned.
 
 use super::{ArchDma, by_line_op};
-use crate::hw::{CacheOp, Hw};
+use crate::hw::{CacheOp, Frames, Hw};
 use crate::types::{DmaDirection, PhysAddr};
 
 /// Which release's direction rules apply.
@@ -54,22 +54,54 @@ impl Arm64 {
 /// `dcache_clean_poc[_nosync]`: DC CVAC on every line of the range.
 #[inline(always)]
 pub fn dcache_clean_poc<H: Hw + ?Sized>(hw: &mut H, start: PhysAddr, size: u64, complete: bool) {
-    let frame = if complete {
+    clean_poc_in(hw, None, start, size, complete);
+}
+
+/// [`dcache_clean_poc`] called from `caller`'s frame, entered here with it.
+#[inline(always)]
+fn clean_poc_in<H: Hw + ?Sized>(
+    hw: &mut H,
+    caller: Option<&'static str>,
+    start: PhysAddr,
+    size: u64,
+    complete: bool,
+) {
+    let inner = if complete {
         "dcache_clean_poc"
     } else {
         "dcache_clean_poc_nosync"
     };
-    by_line_op(hw, frame, CacheOp::Clean, start, size, complete);
+    let frames = Frames {
+        outer: caller,
+        inner,
+    };
+    by_line_op(hw, frames, CacheOp::Clean, start, size, complete);
 }
 
 /// `dcache_inval_poc[_nosync]`: DC CIVAC on a partial first and last line, DC IVAC between.
 #[inline(always)]
 pub fn dcache_inval_poc<H: Hw + ?Sized>(hw: &mut H, start: PhysAddr, size: u64, complete: bool) {
-    let back = hw.enter_from(if complete {
+    inval_poc_in(hw, None, start, size, complete);
+}
+
+/// [`dcache_inval_poc`] called from `caller`'s frame, entered here with it.
+#[inline(always)]
+fn inval_poc_in<H: Hw + ?Sized>(
+    hw: &mut H,
+    caller: Option<&'static str>,
+    start: PhysAddr,
+    size: u64,
+    complete: bool,
+) {
+    let inner = if complete {
         "dcache_inval_poc"
     } else {
         "dcache_inval_poc_nosync"
-    });
+    };
+    let back = match caller {
+        Some(outer) => hw.enter2_from(outer, inner),
+        None => hw.enter_from(inner),
+    };
     if size > 0 {
         let line = hw.line_bytes();
         let mask = line - 1;
@@ -98,7 +130,10 @@ pub fn dcache_inval_poc<H: Hw + ?Sized>(hw: &mut H, start: PhysAddr, size: u64, 
     if complete {
         hw.barrier();
     }
-    hw.leave_to(back);
+    match caller {
+        Some(_) => hw.leave2_to(back),
+        None => hw.leave_to(back),
+    }
 }
 
 /// `dcache_clean_inval_poc[_nosync]`: DC CIVAC on every line of the range.
@@ -114,7 +149,14 @@ pub fn dcache_clean_inval_poc<H: Hw + ?Sized>(
     } else {
         "dcache_clean_inval_poc_nosync"
     };
-    by_line_op(hw, frame, CacheOp::CleanInval, start, size, complete);
+    by_line_op(
+        hw,
+        Frames::one(frame),
+        CacheOp::CleanInval,
+        start,
+        size,
+        complete,
+    );
 }
 
 /// Clean-and-invalidate in every direction, for host measurements on arm64 where user space may
@@ -177,13 +219,14 @@ impl ArchDma for Arm64 {
         dir: DmaDirection,
         complete: bool,
     ) {
-        let back = hw.enter_from("arch_sync_dma_for_device");
+        // arch_sync_dma_for_device charges nothing of its own: it is entered with the one cache
+        // routine it calls.
+        let caller = Some("arch_sync_dma_for_device");
         if self.rules == DirRules::Pre5_19 && dir == DmaDirection::FromDevice {
-            dcache_inval_poc(hw, paddr, size, complete);
+            inval_poc_in(hw, caller, paddr, size, complete);
         } else {
-            dcache_clean_poc(hw, paddr, size, complete);
+            clean_poc_in(hw, caller, paddr, size, complete);
         }
-        hw.leave_to(back);
     }
 
     #[inline(always)]
@@ -195,11 +238,13 @@ impl ArchDma for Arm64 {
         dir: DmaDirection,
         complete: bool,
     ) {
-        let back = hw.enter_from("arch_sync_dma_for_cpu");
         if dir != DmaDirection::ToDevice {
-            dcache_inval_poc(hw, paddr, size, complete);
+            inval_poc_in(hw, Some("arch_sync_dma_for_cpu"), paddr, size, complete);
+        } else {
+            // Nothing to do for the CPU, but the call is the kernel's: its frame is entered.
+            let back = hw.enter_from("arch_sync_dma_for_cpu");
+            hw.leave_to(back);
         }
-        hw.leave_to(back);
     }
 
     fn flush<H: Hw + ?Sized>(&self, hw: &mut H) {

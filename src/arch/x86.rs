@@ -13,7 +13,7 @@
 pub mod physaddr;
 
 use super::{ArchDma, by_line_op};
-use crate::hw::{CacheOp, Hw};
+use crate::hw::{CacheOp, Frames, Hw};
 use crate::types::{DmaDirection, PhysAddr};
 
 #[derive(Debug, Clone, Copy)]
@@ -29,7 +29,7 @@ impl X86Flush {
         } else {
             "clflushopt_range"
         };
-        by_line_op(hw, frame, self.op, paddr, size, complete);
+        by_line_op(hw, Frames::one(frame), self.op, paddr, size, complete);
     }
 }
 

@@ -18,8 +18,10 @@
 
 use super::Counter;
 
-/// One node of the call tree: a kernel function reached by one particular path. Its counters live
-/// apart ([`Ledger::counts`]) so the fields enter/leave/charge touch stay in one cache line.
+/// One node of the call tree: a kernel function reached by one particular path. Its time and its
+/// operation counts sit together, so an operation that is both charged and counted (a cache
+/// maintenance run, a barrier) finds its node once. Entering a frame goes through the edge cache
+/// and does not read nodes at all.
 #[derive(Clone, Debug)]
 struct Node {
     self_ps: u64,
@@ -29,6 +31,7 @@ struct Node {
     parent: u32,
     name: &'static str,
     children: Vec<u32>,
+    counts: [u64; Counter::N],
 }
 
 /// Name of the pseudo-frame that reports a frame's barrier stalls.
@@ -41,6 +44,26 @@ const EDGE_SETS: usize = 128;
 const EDGE_WAYS: usize = 4;
 /// Entries of the leaf cache (a power of two).
 const LEAF_CACHE: usize = 256;
+/// Sets of the pair cache ([`Ledger::enter2`]; a power of two), and the ways of each.
+const PAIR_SETS: usize = 32;
+const PAIR_WAYS: usize = 4;
+
+/// A remembered path two frames deep: entering `outer` and then `inner` from node `parent` goes
+/// to node `child`.
+#[derive(Clone, Copy, Debug)]
+struct Pair {
+    outer: &'static str,
+    inner: &'static str,
+    parent: u32,
+    child: u32,
+}
+
+const EMPTY_PAIR: Pair = Pair {
+    outer: "",
+    inner: "",
+    parent: u32::MAX,
+    child: 0,
+};
 
 /// A remembered tree edge: entering `frame` from node `parent` goes to node `child`.
 #[derive(Clone, Copy, Debug)]
@@ -62,12 +85,12 @@ const EMPTY_EDGE: Edge = Edge {
 #[derive(Clone, Debug)]
 pub struct Ledger {
     nodes: Vec<Node>,
-    /// Each node's operation counts, by node index.
-    counts: Vec<[u64; Counter::N]>,
     cur: u32,
     edges: Box<[[Edge; EDGE_WAYS]; EDGE_SETS]>,
     /// The cache of [`Ledger::leaf`], direct-mapped by (node, frame).
     leaves: Box<[Edge; LEAF_CACHE]>,
+    /// The cache of [`Ledger::enter2`], its set chosen by the two frames alone.
+    pairs: Box<[[Pair; PAIR_WAYS]; PAIR_SETS]>,
 }
 
 impl Default for Ledger {
@@ -79,11 +102,12 @@ impl Default for Ledger {
                 children: Vec::new(),
                 self_ps: 0,
                 wait_ps: 0,
+                counts: [0; Counter::N],
             }],
-            counts: vec![[0; Counter::N]],
             cur: 0,
             edges: Box::new([[EMPTY_EDGE; EDGE_WAYS]; EDGE_SETS]),
             leaves: Box::new([EMPTY_EDGE; LEAF_CACHE]),
+            pairs: Box::new([[EMPTY_PAIR; PAIR_WAYS]; PAIR_SETS]),
         }
     }
 }
@@ -121,7 +145,56 @@ fn leaf_slot(cur: u32, frame: &'static str) -> usize {
     ((a >> 3) ^ (a >> 11) ^ n ^ frame.len()) & (LEAF_CACHE - 1)
 }
 
+/// The pair cache's set for entering `outer` then `inner`.
+#[inline]
+fn pair_set(outer: &'static str, inner: &'static str) -> usize {
+    let (a, b) = (outer.as_ptr() as usize, inner.as_ptr() as usize);
+    ((a >> 3) ^ (b >> 4) ^ (b >> 11)) & (PAIR_SETS - 1)
+}
+
 impl Ledger {
+    /// `enter(outer)` then `enter(inner)`, found with one probe when this path was taken before
+    /// from the current node. On a miss the two enters run as usual, so the tree is the same.
+    #[inline(always)]
+    pub fn enter2(&mut self, outer: &'static str, inner: &'static str) {
+        let set = pair_set(outer, inner);
+        for p in &self.pairs[set] {
+            if p.parent == self.cur && std::ptr::eq(p.inner, inner) && std::ptr::eq(p.outer, outer)
+            {
+                self.cur = p.child;
+                return;
+            }
+        }
+        self.enter2_slow(outer, inner, set);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn enter2_slow(&mut self, outer: &'static str, inner: &'static str, set: usize) {
+        let parent = self.cur;
+        self.enter(outer);
+        self.enter(inner);
+        let ways = &mut self.pairs[set];
+        ways.copy_within(0..PAIR_WAYS - 1, 1);
+        ways[0] = Pair {
+            outer,
+            inner,
+            parent,
+            child: self.cur,
+        };
+    }
+
+    /// Leave the two frames [`Ledger::enter2`] entered, for `grandparent`, which the caller saved
+    /// with [`Ledger::current`] before.
+    #[inline]
+    pub fn leave2_to(&mut self, grandparent: u32) {
+        debug_assert_eq!(
+            self.nodes[self.nodes[self.cur as usize].parent as usize].parent, grandparent,
+            "leave2_to() out of order"
+        );
+        self.cur = grandparent;
+    }
+
     #[inline]
     pub fn enter(&mut self, frame: &'static str) {
         let set = edge_set(frame);
@@ -174,8 +247,8 @@ impl Ledger {
                     children: Vec::new(),
                     self_ps: 0,
                     wait_ps: 0,
+                    counts: [0; Counter::N],
                 });
-                self.counts.push([0; Counter::N]);
                 self.nodes[cur].children.push(id);
                 id
             }
@@ -199,7 +272,7 @@ impl Ledger {
         let node = &mut self.nodes[id];
         node.self_ps = node.self_ps.saturating_add(ps);
         if let Some(c) = count {
-            self.counts[id][c as usize] += 1;
+            node.counts[c as usize] += 1;
         }
     }
 
@@ -261,7 +334,7 @@ impl Ledger {
         let n = &mut self.nodes[self.cur as usize];
         n.wait_ps = n.wait_ps.saturating_add(wait_ps);
         n.self_ps = n.self_ps.saturating_add(cost_ps);
-        self.counts[self.cur as usize][kind as usize] += 1;
+        n.counts[kind as usize] += 1;
     }
 
     /// Charge a barrier's stall for completions to the current frame's wait pseudo-frame.
@@ -273,14 +346,22 @@ impl Ledger {
 
     #[inline]
     pub fn count(&mut self, c: Counter, n: u64) {
-        self.counts[self.cur as usize][c as usize] += n;
+        self.nodes[self.cur as usize].counts[c as usize] += n;
+    }
+
+    /// `count(c, n)` and `charge(ps)` on the current node, finding it once.
+    #[inline]
+    pub fn charge_count(&mut self, ps: u64, c: Counter, n: u64) {
+        let node = &mut self.nodes[self.cur as usize];
+        node.counts[c as usize] += n;
+        node.self_ps = node.self_ps.saturating_add(ps);
     }
 
     /// Totals of every counter over the whole tree.
     pub fn totals(&self) -> [u64; Counter::N] {
         let mut t = [0; Counter::N];
-        for counts in &self.counts {
-            for (a, b) in t.iter_mut().zip(counts.iter()) {
+        for n in &self.nodes {
+            for (a, b) in t.iter_mut().zip(n.counts.iter()) {
                 *a += b;
             }
         }
@@ -305,7 +386,7 @@ impl Ledger {
 
     fn walk(&self, id: u32, path: &mut Vec<&'static str>, out: &mut Vec<StackCharge>) {
         let n = &self.nodes[id as usize];
-        let counts = &self.counts[id as usize];
+        let counts = &n.counts;
         if id != 0 {
             path.push(n.name);
             if n.self_ps > 0 || counts.iter().any(|&c| c > 0) {
@@ -338,9 +419,7 @@ impl Ledger {
         for n in &mut self.nodes {
             n.self_ps = 0;
             n.wait_ps = 0;
-        }
-        for c in &mut self.counts {
-            *c = [0; Counter::N];
+            n.counts = [0; Counter::N];
         }
     }
 }
@@ -414,6 +493,46 @@ mod tests {
         let with_leaf = run(true);
         assert_eq!(with_leaf, run(false));
         assert_eq!(with_leaf.1[Counter::PhysAddrCall as usize], 3 * 39);
+    }
+
+    /// Entering two frames at once is entering them one after the other, from more parents than
+    /// a set has ways and interleaved with single enters of the same frames: the same tree, in
+    /// the same order, with the same charges.
+    #[test]
+    fn enter2_is_two_enters() {
+        let callers: Vec<&'static str> = (0..12)
+            .map(|i| &*Box::leak(format!("c{i}").into_boxed_str()))
+            .collect();
+        let run = |pair: bool| {
+            let mut l = Ledger::default();
+            for round in 0..3u64 {
+                for (i, c) in callers.iter().enumerate() {
+                    l.enter(c);
+                    let back = l.current();
+                    let inner = if i % 2 == 0 { "clean" } else { "inval" };
+                    if pair && round != 1 {
+                        l.enter2("arch", inner);
+                        l.charge(round + 1);
+                        l.count(Counter::Barrier, 1);
+                        l.leave2_to(back);
+                    } else {
+                        l.enter("arch");
+                        l.enter(inner);
+                        l.charge(round + 1);
+                        l.count(Counter::Barrier, 1);
+                        l.leave();
+                        l.leave();
+                    }
+                    l.leave();
+                }
+            }
+            assert!(l.depth_is_zero());
+            (l.stacks(), l.totals(), l.total_ps())
+        };
+        let paired = run(true);
+        assert_eq!(paired, run(false));
+        assert_eq!(paired.0.len(), callers.len());
+        assert_eq!(paired.2, 6 * callers.len() as u64);
     }
 
     /// More frames than the enter cache has slots, entered from several parents in changing

@@ -416,6 +416,30 @@ impl SwAcc {
 #[derive(Clone, Copy, Debug)]
 pub struct Caller(pub(crate) u32);
 
+/// The frames a by-line loop runs in: its own (`inner`) and, when the caller's own frame was
+/// entered just before it with nothing charged in between (arm64's `arch_sync_dma_for_device`
+/// around `dcache_clean_poc`), that frame too, so a backend can enter both at once
+/// ([`Hw::enter2_from`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Frames {
+    pub outer: Option<&'static str>,
+    pub inner: &'static str,
+}
+
+impl Frames {
+    /// The loop's own frame alone.
+    pub const fn one(inner: &'static str) -> Frames {
+        Frames { outer: None, inner }
+    }
+    /// `outer`, then the loop's own frame inside it.
+    pub const fn two(outer: &'static str, inner: &'static str) -> Frames {
+        Frames {
+            outer: Some(outer),
+            inner,
+        }
+    }
+}
+
 /// The hardware interface.
 pub trait Hw {
     /// This backend as a trait object, for generic code (`H: Hw + ?Sized`) handing it on to a
@@ -437,6 +461,20 @@ pub trait Hw {
     fn leave_to(&mut self, caller: Caller) {
         let _ = caller;
         self.leave();
+    }
+    /// [`Hw::enter_from`] `outer`, then [`Hw::enter`] `inner` inside it, with nothing charged
+    /// between: [`Hw::leave2_to`] leaves both.
+    #[inline]
+    fn enter2_from(&mut self, outer: &'static str, inner: &'static str) -> Caller {
+        let caller = self.enter_from(outer);
+        self.enter(inner);
+        caller
+    }
+    /// Leave the two frames entered by the [`Hw::enter2_from`] that returned `caller`.
+    #[inline]
+    fn leave2_to(&mut self, caller: Caller) {
+        self.leave();
+        self.leave_to(caller);
     }
     /// A call of a kernel function that calls nothing the model charges: enter `frame`, charge
     /// `cost`, count one `count` if given, leave. A backend may do it without the frame changes.
@@ -466,25 +504,31 @@ pub trait Hw {
     /// Cache line size the maintenance loops step by (`CTR_EL0.DminLine`, CPUID on x86).
     fn line_bytes(&self) -> u64;
     /// The by-line loop every cache-maintenance range shares (`dcache_by_line_op` on arm64,
-    /// `clflush_cache_range` on x86): enter `frame`, issue `op` on every line the range touches,
+    /// `clflush_cache_range` on x86): enter `frames`, issue `op` on every line the range touches,
     /// wait for completion if asked, leave. A provided method so that, called through `dyn Hw`,
     /// the steps inside dispatch statically; backends have no reason to override it.
     #[inline(always)]
     fn by_line_op(
         &mut self,
-        frame: &'static str,
+        frames: Frames,
         op: CacheOp,
         start: PhysAddr,
         size: u64,
         complete: bool,
     ) {
-        let back = self.enter_from(frame);
+        let back = match frames.outer {
+            Some(outer) => self.enter2_from(outer, frames.inner),
+            None => self.enter_from(frames.inner),
+        };
         let lines = lines_spanned(start, size, self.line_bytes());
         self.cache_maint(op, start, lines);
         if complete {
             self.barrier();
         }
-        self.leave_to(back);
+        match frames.outer {
+            Some(_) => self.leave2_to(back),
+            None => self.leave_to(back),
+        }
     }
     /// Outer cache (ARMv7's PL310): `lines` posted register writes of `op` by physical address,
     /// one per outer-cache line from the line containing `first` (`writel_relaxed` to

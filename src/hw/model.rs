@@ -456,6 +456,18 @@ impl Hw for Model {
         self.ledger.leave_to(caller.0);
     }
 
+    #[inline(always)]
+    fn enter2_from(&mut self, outer: &'static str, inner: &'static str) -> super::Caller {
+        let caller = self.ledger.current();
+        self.ledger.enter2(outer, inner);
+        super::Caller(caller)
+    }
+
+    #[inline(always)]
+    fn leave2_to(&mut self, caller: super::Caller) {
+        self.ledger.leave2_to(caller.0);
+    }
+
     #[inline]
     fn leaf(&mut self, frame: &'static str, cost: SwCost, count: Option<Counter>) {
         self.now = self.now.saturating_add(cost.0);
@@ -489,8 +501,9 @@ impl Hw for Model {
             .saturating_add(n.saturating_mul(c.interval_ps))
             .max(last_issue.saturating_add(c.latency_ps));
         self.pending = self.pending.max(last_done);
-        self.ledger.count(op.counter(), lines);
-        self.advance(lines.saturating_mul(c.issue_ps));
+        let ps = lines.saturating_mul(c.issue_ps);
+        self.now = self.now.saturating_add(ps);
+        self.ledger.charge_count(ps, op.counter(), lines);
     }
 
     #[inline]
