@@ -88,7 +88,19 @@ impl SplitKind {
 /// `iommu_pgsize()`: the page size for the next step and how many such pages fit before a larger
 /// size could be used. `bitmap` is the domain's `pgsize_bitmap`; `size` is non-zero and
 /// `iova | paddr | size` is aligned to the smallest page size.
+#[inline]
 pub fn iommu_pgsize(bitmap: u64, iova: u64, paddr: u64, size: u64) -> (u64, u64) {
+    // Exactly the smallest page left (a single page, the end of a run): that page, once. No
+    // larger size fits, and the search below would find the same.
+    let min = bitmap & bitmap.wrapping_neg();
+    if size == min && (iova | paddr) & (min - 1) == 0 {
+        return (size, 1);
+    }
+    pgsize_search(bitmap, iova, paddr, size)
+}
+
+/// The search of `iommu_pgsize()` for any size.
+fn pgsize_search(bitmap: u64, iova: u64, paddr: u64, size: u64) -> (u64, u64) {
     let addr_merge = iova | paddr;
     // Sizes supported and no larger than `size`.
     let mut pgsizes = bitmap & mask_upto(63 - size.leading_zeros());
@@ -450,6 +462,26 @@ mod tests {
             iommu_pgsize(B4K, 0x10_0000, 0x10_0000, (3 << 20) - 4096),
             (4096, 767)
         );
+    }
+
+    /// The single-page shortcut answers what the search does, for every granule's bitmap and
+    /// aligned addresses in and across the larger sizes' boundaries.
+    #[test]
+    fn the_single_page_shortcut_is_the_search() {
+        let bitmaps = [B4K, 0x4000 | (32 << 20), 0x10000 | (512 << 20)];
+        for bitmap in bitmaps {
+            let min = bitmap & bitmap.wrapping_neg();
+            for k in 0..4096u64 {
+                let iova = k.wrapping_mul(0x9E37_79B9) % (1 << 20) * min;
+                // Every 8th pair off the smallest page's alignment: no size fits.
+                let paddr = (k * 7919 % 4096) * min + if k % 8 == 7 { min / 2 } else { 0 };
+                assert_eq!(
+                    iommu_pgsize(bitmap, iova, paddr, min),
+                    pgsize_search(bitmap, iova, paddr, min),
+                    "{bitmap:#x} {iova:#x} {paddr:#x}"
+                );
+            }
+        }
     }
 }
 

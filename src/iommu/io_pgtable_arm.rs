@@ -40,8 +40,11 @@
 //! the granule size (the top level: `8 << pgd_bits` rounded up to a page), and every live
 //! allocation made by this table is reachable; unmapping everything leaves only the top level.
 //! The walk reads and writes the descriptors in that memory on every call (the per-level hints
-//! only say where a table's page was last found, checked against its frame each time); nothing
-//! of a table's contents is cached here.
+//! only say where a table's page was last found, checked against its frame each time). The one
+//! thing remembered is where a one-page map last found its leaf table, with the memory's write
+//! stamp ([`PhysMem::write_stamp`]) at that moment; it is used only while the stamp is unchanged,
+//! that is while every descriptor on the way is byte for byte what the walk read, so it names
+//! the table a walk would reach and charges the levels a walk would pass.
 
 use super::{AsDynDeviceHw, IommuError, IommuFlushOps, IommuIotlbGather, Prot};
 use crate::arch::{ArchDma, ArchOps};
@@ -175,6 +178,20 @@ pub struct ArmLpaeIoPgtable {
     /// The walk's own instructions not yet charged: gathered along a map or unmap and charged
     /// as one before anything that reads the clock or changes frame ([`SwAcc`]).
     pending_sw: SwAcc,
+    /// Where the last one-page map from the top found its leaf table (see the module header).
+    leaf_walk: LeafWalk,
+}
+
+/// A one-page map's walk from the top-level table to the last level: for the IOVAs of `block`
+/// (the address bits above the last level's index), the leaf table is `table`, reached in
+/// `steps` walk steps, as read when the memory's write stamp was `stamp`.
+#[derive(Clone, Copy, Debug, Default)]
+struct LeafWalk {
+    valid: bool,
+    stamp: u64,
+    block: u64,
+    table: u64,
+    steps: u64,
 }
 
 impl ArmLpaeIoPgtable {
@@ -247,6 +264,7 @@ impl ArmLpaeIoPgtable {
             warned_partial_block: false,
             pending_sw: SwAcc::default(),
             walk_hint: Default::default(),
+            leaf_walk: LeafWalk::default(),
         };
         let mut t = t;
         t.sync_new_table(hw, pgd, pgd_size);
@@ -570,7 +588,7 @@ impl ArmLpaeIoPgtable {
         if !prot.contains(Prot::READ) && !prot.contains(Prot::WRITE) {
             return Ok(0);
         }
-        hw.enter("arm_lpae_map_pages");
+        let back = hw.enter_from("arm_lpae_map_pages");
         hw.count(Counter::PgtableMapCall, 1);
         self.pending_sw.add(self.costs.map_pages);
         let attrs = self.prot_to_pte(prot);
@@ -589,7 +607,7 @@ impl ArmLpaeIoPgtable {
         // walk for the new IOVA can start before the PTE stores are visible.
         self.pending_sw.flush(hw);
         hw.wmb();
-        hw.leave();
+        hw.leave_to(back);
         r
     }
 
@@ -607,6 +625,11 @@ impl ArmLpaeIoPgtable {
         lvl: u32,
         table: PhysAddr,
     ) -> Result<u64, IommuError> {
+        if pgcount == 1
+            && let Some(mapped) = self.map_one_into_present(iova, paddr, size, attrs, lvl, table)
+        {
+            return Ok(mapped);
+        }
         // The kernel recurses one level per call; a loop walks the same levels.
         let (mut lvl, mut table) = (lvl, table);
         loop {
@@ -641,6 +664,94 @@ impl ArmLpaeIoPgtable {
             };
             lvl += 1;
             table = child;
+        }
+    }
+
+    /// The leaf table a one-page walk of `iova` from the top would reach, and the walk steps to
+    /// it, when the remembered walk still holds (see the module header).
+    #[inline]
+    fn remembered_leaf_table(
+        &self,
+        iova: u64,
+        size: u64,
+        lvl: u32,
+        table: PhysAddr,
+    ) -> Option<(PhysAddr, u64)> {
+        let w = &self.leaf_walk;
+        (w.valid
+            && size == self.cfg.granule
+            && lvl == self.start_level
+            && table == self.pgd
+            && w.block == iova >> self.lvl_shift(ARM_LPAE_MAX_LEVELS - 2)
+            && w.stamp == self.mem.borrow().write_stamp())
+        .then_some((PhysAddr(w.table), w.steps))
+    }
+
+    /// `__arm_lpae_map()` of one page in its commonest case: every table on the way exists, the
+    /// entry is empty and the walker is coherent. Walks and writes the leaf under one borrow of
+    /// the memory, and gathers exactly the charges of the general path (a walk step per level
+    /// reached, one `init_pte`); in any other case it changes nothing and returns `None`, and
+    /// the general path runs from the start.
+    #[inline]
+    fn map_one_into_present(
+        &mut self,
+        iova: u64,
+        paddr: u64,
+        size: u64,
+        attrs: u64,
+        lvl: u32,
+        table: PhysAddr,
+    ) -> Option<u64> {
+        if self.walk_sync.is_some() {
+            return None;
+        }
+        let mask = self.addr_mask();
+        let leaf = ARM_LPAE_MAX_LEVELS - 1;
+        // Only a page at the last level, walked from the top, is remembered.
+        let from_top = size == self.cfg.granule && lvl == self.start_level && table == self.pgd;
+        let block = iova >> self.lvl_shift(leaf - 1);
+        let (mut lvl, mut table, mut steps) =
+            match self.remembered_leaf_table(iova, size, lvl, table) {
+                Some((t, steps)) => (leaf, t.0, steps),
+                None => (lvl, table.0, 1),
+            };
+        let mut mem = self.mem.borrow_mut();
+        loop {
+            let l = lvl as usize;
+            let ptep = PhysAddr(table + (self.lvl_idx(iova, lvl) << 3));
+            let hint = self.walk_hint.get(l)?;
+            let pte = mem.read_u64_hinted(ptep, hint);
+            if size == self.block_size(lvl) {
+                if pte != 0 {
+                    return None;
+                }
+                let leaf_type = if lvl == ARM_LPAE_MAX_LEVELS - 1 {
+                    PTE_TYPE_PAGE
+                } else {
+                    PTE_TYPE_BLOCK
+                };
+                mem.write_u64_hinted(ptep, attrs | leaf_type | (paddr & mask), hint);
+                // The leaf written is in the last level's table: no descriptor on the way moved.
+                if from_top && lvl == leaf {
+                    self.leaf_walk = LeafWalk {
+                        valid: true,
+                        stamp: mem.write_stamp(),
+                        block,
+                        table,
+                        steps,
+                    };
+                }
+                drop(mem);
+                self.pending_sw.add_n(self.costs.walk_level, steps);
+                self.pending_sw.add(self.costs.init_pte);
+                return Some(size);
+            }
+            if !Self::pte_is_table(pte, lvl) {
+                return None;
+            }
+            table = pte & mask;
+            lvl += 1;
+            steps += 1;
         }
     }
 
@@ -810,11 +921,31 @@ impl ArmLpaeIoPgtable {
         table: PhysAddr,
     ) -> u64 {
         // The kernel recurses one level per call; a loop walks the same levels.
+        let from_top = lvl == self.start_level && table == self.pgd;
         let (mut lvl, mut table) = (lvl, table);
+        // Walk steps taken so far, for remembering the walk.
+        let mut steps = 0;
+        if let Some((leaf, to_leaf)) = self.remembered_leaf_table(iova, size, lvl, table) {
+            // The levels a walk would pass on the way, then the last level's step below.
+            self.pending_sw.add_n(self.costs.walk_level, to_leaf - 1);
+            (lvl, table, steps) = (ARM_LPAE_MAX_LEVELS - 1, leaf, to_leaf - 1);
+        }
         loop {
             let (l, t, passed) = self.descend(iova, size, lvl, table);
             self.pending_sw.add_n(self.costs.walk_level, passed);
             (lvl, table) = (l, t);
+            steps += passed + 1;
+            if from_top && size == self.cfg.granule && lvl == ARM_LPAE_MAX_LEVELS - 1 {
+                // Reached through table descriptors as they are now (nothing was written on
+                // the way): clear_ptes keeps this across its own clearing.
+                self.leaf_walk = LeafWalk {
+                    valid: true,
+                    stamp: self.mem.borrow().write_stamp(),
+                    block: iova >> self.lvl_shift(ARM_LPAE_MAX_LEVELS - 2),
+                    table: table.0,
+                    steps,
+                };
+            }
             if lvl == ARM_LPAE_MAX_LEVELS {
                 hw.count(Counter::Warn, 1);
                 return 0;
@@ -911,7 +1042,15 @@ impl ArmLpaeIoPgtable {
             }
             i += 1;
         }
+        // Clearing leaves of the remembered leaf table moves no descriptor on the way to it.
+        let keep = lvl == ARM_LPAE_MAX_LEVELS - 1
+            && self.leaf_walk.valid
+            && self.leaf_walk.table == ptep.0 & !(self.cfg.granule - 1)
+            && self.leaf_walk.stamp == self.mem.borrow().write_stamp();
         self.write_ptes(ptep, lvl, i, |_| 0);
+        if keep {
+            self.leaf_walk.stamp = self.mem.borrow().write_stamp();
+        }
         i * size
     }
 
@@ -1137,6 +1276,60 @@ mod tests {
         let e =
             ArmLpaeIoPgtable::new(&mut r, IoPgtableCfg::new(4096, 31), mem(), None).unwrap_err();
         assert_eq!(e, IommuError::BadIas(31));
+    }
+
+    /// The remembered leaf table is used only while the memory is unchanged: a descriptor on the
+    /// way cleared behind the table's back (a stray write into a table page) is what the next
+    /// map and unmap meet, as a walk from the top would.
+    #[test]
+    fn the_remembered_walk_gives_way_to_any_write() {
+        let mut r = Recorder::new(64);
+        let mut f = ArmSmmuDomain::new(&r, 1, Box::new(ByVa));
+        let mut t = table(&mut r, 0x1000, 48);
+        let base = 0x20_0000u64;
+        for i in 0..2 {
+            t.map_pages(
+                &mut r,
+                &mut f,
+                IovaAddr(base + i * 4096),
+                PhysAddr(0x8000_0000 + i * 8192),
+                4096,
+                1,
+                Prot::RW,
+            )
+            .unwrap();
+        }
+        let tables = t.mem().allocations();
+        // The level-2 entry leading to the leaf table, cleared.
+        let l2 = t.pte_to_paddr(t.pte_at(base, 1).unwrap());
+        let l2_ptep = PhysAddr(l2.0 + t.lvl_idx(base, 2) * 8);
+        assert!(ArmLpaeIoPgtable::pte_is_table(t.read_pte(l2_ptep), 2));
+        t.shared_mem().borrow_mut().write_u64(l2_ptep, 0);
+        // Unmapping a page of that range now meets the hole.
+        let mut g = IommuIotlbGather::new();
+        let warns = r.count_of(Counter::Warn);
+        assert_eq!(
+            t.unmap_pages(&mut r, &mut f, &mut g, IovaAddr(base), 4096, 1),
+            Err(IommuError::NotMapped(IovaAddr(base)))
+        );
+        assert_eq!(r.count_of(Counter::Warn), warns + 1);
+        // Mapping the next page installs a fresh leaf table instead of writing into the old one.
+        t.map_pages(
+            &mut r,
+            &mut f,
+            IovaAddr(base + 2 * 4096),
+            PhysAddr(0x8000_4000),
+            4096,
+            1,
+            Prot::RW,
+        )
+        .unwrap();
+        assert_eq!(t.mem().allocations(), tables + 1);
+        assert_eq!(t.pte_at(base + 4096, 3), Some(0));
+        assert_eq!(
+            t.walk(base + 2 * 4096).map(|(p, _)| p),
+            Some(PhysAddr(0x8000_4000))
+        );
     }
 
     #[test]

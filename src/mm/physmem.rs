@@ -87,6 +87,22 @@ pub struct PhysMem {
     /// Per node id, the nodes its allocations fall back to, itself first (`node_zonelists`).
     /// Empty for a node not listed: then its own node only.
     zonelists: BTreeMap<u32, Vec<u32>>,
+    /// Changes whenever any byte may have changed ([`PhysMem::write_stamp`]).
+    stamp: WriteStamp,
+}
+
+/// A value that moves on every change of a [`PhysMem`]'s bytes. Each memory starts from its own
+/// base, taken from a process-wide counter, so two memories show the same stamp only when one is
+/// an unchanged clone of the other, bytes and all.
+#[derive(Clone, Debug)]
+struct WriteStamp(u64);
+
+impl Default for WriteStamp {
+    fn default() -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        // 2^40 changes a memory before its stamps could reach the next memory's base.
+        WriteStamp(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) << 40)
+    }
 }
 
 /// Page-frame numbers are dense small integers: a multiply-fold hash is enough and several times
@@ -141,7 +157,21 @@ impl PhysMem {
             free_slots: Vec::new(),
             recent: Default::default(),
             zonelists,
+            stamp: WriteStamp::default(),
         }
+    }
+
+    /// What a caller that remembers something derived from the bytes (io-pgtable's walk cache)
+    /// checks: while it is unchanged, no byte has changed. Every write, materialised page and
+    /// freed page moves it.
+    #[inline(always)]
+    pub fn write_stamp(&self) -> u64 {
+        self.stamp.0
+    }
+
+    #[inline(always)]
+    fn changed(&mut self) {
+        self.stamp.0 = self.stamp.0.wrapping_add(1);
     }
 
     /// Wrap for sharing between layers.
@@ -389,6 +419,7 @@ impl PhysMem {
         // give, and the store does not grow without bound.
         for pfn in addr.0 / PAGE..(addr.0 + size) / PAGE {
             if let Some(slot) = self.bytes.remove(&pfn) {
+                self.changed();
                 self.pages[slot as usize] = Box::default();
                 self.slot_pfn[slot as usize] = 0;
                 self.free_slots.push(slot);
@@ -422,6 +453,7 @@ impl PhysMem {
     /// Page `pfn`'s bytes, zeroes first if it has never been written.
     #[inline]
     fn page_mut(&mut self, pfn: u64) -> &mut [u8] {
+        self.changed();
         let slot = match self.slot_of(pfn) {
             Some(s) => s,
             None => self.materialize(pfn),
@@ -433,6 +465,7 @@ impl PhysMem {
     #[cold]
     #[inline(never)]
     fn materialize(&mut self, pfn: u64) -> usize {
+        self.changed();
         let fresh = vec![0u8; PAGE as usize].into_boxed_slice();
         let slot = match self.free_slots.pop() {
             Some(s) => {
@@ -543,6 +576,7 @@ impl PhysMem {
         if off + 8 > PAGE as usize {
             return self.write(addr, &v.to_le_bytes());
         }
+        self.changed();
         let h = hint.get() as usize;
         let slot = if self.slot_pfn.get(h) == Some(&(pfn + 1)) {
             h
