@@ -931,9 +931,15 @@ impl ArmLpaeIoPgtable {
             (lvl, table, steps) = (ARM_LPAE_MAX_LEVELS - 1, leaf, to_leaf - 1);
         }
         loop {
-            let (l, t, passed) = self.descend(iova, size, lvl, table);
+            // At the last level there is nothing to pass through (the remembered walk lands here).
+            let passed = if lvl < ARM_LPAE_MAX_LEVELS - 1 {
+                let (l, t, passed) = self.descend(iova, size, lvl, table);
+                (lvl, table) = (l, t);
+                passed
+            } else {
+                0
+            };
             self.pending_sw.add_n(self.costs.walk_level, passed);
-            (lvl, table) = (l, t);
             steps += passed + 1;
             if from_top && size == self.cfg.granule && lvl == ARM_LPAE_MAX_LEVELS - 1 {
                 // Reached through table descriptors as they are now (nothing was written on
@@ -961,9 +967,12 @@ impl ArmLpaeIoPgtable {
             }
             if size == self.block_size(lvl) {
                 let n = pgcount.min(self.lvl_entries(lvl) - idx);
+                if n == 1 && Self::pte_is_leaf(pte, lvl) {
+                    // A run of one leaf (every unmap before 5.15, a single page on any).
+                    return self.clear_one_leaf(hw, tlb, gather, iova, size, lvl, ptep);
+                }
                 if n == 1 {
-                    // A run of one (every unmap before 5.15, a single page on any): the entry
-                    // just read is the run.
+                    // The entry just read is the run.
                     return self.clear_ptes(hw, tlb, gather, iova, size, lvl, ptep, &[pte]);
                 }
                 let mut ptes = std::mem::take(&mut self.pte_scratch);
@@ -996,6 +1005,45 @@ impl ArmLpaeIoPgtable {
             }
             table = self.pte_to_paddr(pte);
             lvl += 1;
+        }
+    }
+
+    /// [`ArmLpaeIoPgtable::clear_ptes`] for a run of one valid leaf: the same charges, the same
+    /// invalidation and the same store, without the run's loop and buffer.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn clear_one_leaf<H: AsDynDeviceHw + ?Sized>(
+        &mut self,
+        hw: &mut H,
+        tlb: &mut dyn IommuFlushOps,
+        gather: &mut IommuIotlbGather,
+        iova: u64,
+        size: u64,
+        lvl: u32,
+        ptep: PhysAddr,
+    ) -> u64 {
+        self.pending_sw.add(self.costs.clear_pte);
+        self.sync_ptes(hw, ptep, 1);
+        if !gather.queued {
+            self.pending_sw.flush(hw);
+            super::tlb_add_page(tlb, hw, gather, iova, size);
+        }
+        self.clear_entries(ptep, lvl, 1);
+        size
+    }
+
+    /// Zero `n` entries from `ptep` at `lvl`, keeping the remembered walk when they are leaves in
+    /// its leaf table and nothing else has written since (clearing leaves moves no descriptor
+    /// on the way to them).
+    #[inline]
+    fn clear_entries(&mut self, ptep: PhysAddr, lvl: u32, n: u64) {
+        let keep = lvl == ARM_LPAE_MAX_LEVELS - 1
+            && self.leaf_walk.valid
+            && self.leaf_walk.table == ptep.0 & !(self.cfg.granule - 1)
+            && self.leaf_walk.stamp == self.mem.borrow().write_stamp();
+        self.write_ptes(ptep, lvl, n, |_| 0);
+        if keep {
+            self.leaf_walk.stamp = self.mem.borrow().write_stamp();
         }
     }
 
@@ -1042,15 +1090,7 @@ impl ArmLpaeIoPgtable {
             }
             i += 1;
         }
-        // Clearing leaves of the remembered leaf table moves no descriptor on the way to it.
-        let keep = lvl == ARM_LPAE_MAX_LEVELS - 1
-            && self.leaf_walk.valid
-            && self.leaf_walk.table == ptep.0 & !(self.cfg.granule - 1)
-            && self.leaf_walk.stamp == self.mem.borrow().write_stamp();
-        self.write_ptes(ptep, lvl, i, |_| 0);
-        if keep {
-            self.leaf_walk.stamp = self.mem.borrow().write_stamp();
-        }
+        self.clear_entries(ptep, lvl, i);
         i * size
     }
 
