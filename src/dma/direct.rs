@@ -151,10 +151,13 @@ impl DmaDirect {
         attrs: DmaAttrs,
         walk: SwCost,
         sync: SyncRule,
+        owed: &mut SwCost,
     ) -> Result<DmaAddr, DmaError> {
         // The sg walk's step (if any) and this inline helper run back to back in the same frame:
-        // one charge for both keeps the per-entry hot path short.
-        hw.sw(SwCost(walk.0 + self.costs.map_phys.0));
+        // one step of the clock for both, and the frame's charge is the caller's to pay.
+        let step = SwCost(walk.0 + self.costs.map_phys.0);
+        hw.sw_clock(step);
+        owed.0 = owed.0.saturating_add(step.0);
         let addr = self.phys_to_dma(dev, phys);
         if self
             .swiotlb
@@ -191,8 +194,11 @@ impl DmaDirect {
         attrs: DmaAttrs,
         walk: SwCost,
         sync: SyncRule,
+        owed: &mut SwCost,
     ) {
-        hw.sw(SwCost(walk.0 + self.costs.unmap_phys.0));
+        let step = SwCost(walk.0 + self.costs.unmap_phys.0);
+        hw.sw_clock(step);
+        owed.0 = owed.0.saturating_add(step.0);
         let phys = self.dma_to_phys(dev, addr);
         if !attrs.contains(DmaAttrs::SKIP_CPU_SYNC) {
             self.sync_single_for_cpu_nowait(hw, dev, addr, size, dir, sync);
@@ -280,6 +286,7 @@ impl DmaDirect {
         attrs: DmaAttrs,
     ) {
         let sync = self.sync.direct_sg;
+        let mut owed = SwCost(0);
         for e in &mut sgt.entries[..n] {
             self.unmap_phys(
                 hw,
@@ -290,10 +297,12 @@ impl DmaDirect {
                 attrs,
                 self.costs.sg_next,
                 sync,
+                &mut owed,
             );
             e.dma_address = DmaAddr::MAPPING_ERROR;
             e.dma_length = 0;
         }
+        hw.sw_charge(owed);
         if n > 0 {
             self.end_of_call(hw, dev, sync);
         }
@@ -314,7 +323,9 @@ impl DmaDirect {
         attrs: DmaAttrs,
     ) -> Result<DmaAddr, DmaError> {
         let sync = self.sync.single;
-        let r = self.map_phys(hw, dev, phys, size, dir, attrs, SwCost(0), sync);
+        let mut owed = SwCost(0);
+        let r = self.map_phys(hw, dev, phys, size, dir, attrs, SwCost(0), sync, &mut owed);
+        hw.sw_charge(owed);
         if r.is_ok() {
             self.end_of_call(hw, dev, sync);
         }
@@ -331,7 +342,9 @@ impl DmaDirect {
         attrs: DmaAttrs,
     ) {
         let sync = self.sync.single;
-        self.unmap_phys(hw, dev, addr, size, dir, attrs, SwCost(0), sync);
+        let mut owed = SwCost(0);
+        self.unmap_phys(hw, dev, addr, size, dir, attrs, SwCost(0), sync, &mut owed);
+        hw.sw_charge(owed);
         self.end_of_call(hw, dev, sync);
     }
 
@@ -346,11 +359,22 @@ impl DmaDirect {
         let back = hw.enter_from("dma_direct_map_sg");
         let sync = self.sync.direct_sg;
         let mut failed = None;
-        for i in 0..sgt.entries.len() {
-            let (phys, len) = (sgt.entries[i].phys(), u64::from(sgt.entries[i].length));
-            match self.map_phys(hw, dev, phys, len, dir, attrs, self.costs.sg_next, sync) {
+        let mut owed = SwCost(0);
+        for (i, e) in sgt.entries.iter_mut().enumerate() {
+            let (phys, len) = (e.phys(), u64::from(e.length));
+            let r = self.map_phys(
+                hw,
+                dev,
+                phys,
+                len,
+                dir,
+                attrs,
+                self.costs.sg_next,
+                sync,
+                &mut owed,
+            );
+            match r {
                 Ok(addr) => {
-                    let e = &mut sgt.entries[i];
                     e.dma_address = addr;
                     e.dma_length = e.length;
                 }
@@ -360,6 +384,7 @@ impl DmaDirect {
                 }
             }
         }
+        hw.sw_charge(owed);
         let r = match failed {
             None => {
                 if !sgt.entries.is_empty() {

@@ -498,6 +498,21 @@ pub trait Hw {
     fn wmb(&mut self);
     /// The kernel's own instructions along a named path.
     fn sw(&mut self, cost: SwCost);
+    /// The clock half of [`Hw::sw`]: time moves by `cost` now, and the caller owes the current
+    /// frame the charge, which it pays with [`Hw::sw_charge`] (summed, in the same frame) before
+    /// leaving it or handing control to anything that reads the frames' totals. For a loop whose
+    /// steps must be at the right time (maintenance issued after them) but whose frame need be
+    /// found only once. By default the whole charge is made here.
+    #[inline]
+    fn sw_clock(&mut self, cost: SwCost) {
+        self.sw(cost);
+    }
+    /// Pay the current frame what [`Hw::sw_clock`] calls owed it, without moving the clock. By
+    /// default nothing is owed.
+    #[inline]
+    fn sw_charge(&mut self, owed: SwCost) {
+        let _ = owed;
+    }
     /// Resolve a named software cost once, so hot paths do not look names up. Only declared
     /// names can be asked for ([`sw_costs::REGISTRY`]); one the profile does not price is 0.
     fn sw_cost(&self, key: SwKey) -> SwCost;
@@ -644,10 +659,11 @@ pub fn lines_spanned(start: PhysAddr, size: u64, line: u64) -> u64 {
     }
     // Line sizes are powers of two (profiles are checked), so shift rather than divide: this runs
     // once per region on the hottest path.
+    // Counted from the start's offset in its line: the same count as (last line - first line + 1)
+    // without the end address, so nothing to overflow short of a size near 2^64.
     let sh = line.trailing_zeros();
-    let first = start.0 >> sh;
-    let last = (start.0 + size - 1) >> sh;
-    last - first + 1
+    let off = start.0 & (line - 1);
+    ((off + (size - 1)) >> sh) + 1
 }
 
 #[cfg(test)]
@@ -676,5 +692,14 @@ mod tests {
         assert_eq!(lines_spanned(PhysAddr(63), 2, 64), 2);
         assert_eq!(lines_spanned(PhysAddr(0), 0, 64), 0);
         assert_eq!(lines_spanned(PhysAddr(64), 1, 64), 1);
+        // Against last line - first line + 1, up to the top of the address space.
+        for (start, size) in [
+            (0x1234_5678u64, 10_000u64),
+            (u64::MAX - 63, 64),
+            (u64::MAX - 100, 101),
+        ] {
+            let (first, last) = (start / 64, (start + (size - 1)) / 64);
+            assert_eq!(lines_spanned(PhysAddr(start), size, 64), last - first + 1);
+        }
     }
 }

@@ -234,6 +234,8 @@ impl NumaLines {
 #[derive(Clone, Debug)]
 pub struct Model {
     params: ModelParams,
+    /// Per cache op, its costs resolved once (see the closed form in `cache_maint`).
+    maint: [MaintCost; 3],
     now: u64,
     pending: u64,
     /// `params.smmu`, or the zero-cost default when the profile has none, resolved once: the
@@ -259,6 +261,7 @@ impl Model {
         let caches = params.caches.as_ref().map(|c| Caches::new(&c.hierarchy));
         Model {
             smmu: params.smmu.unwrap_or_default(),
+            maint: params.maint.map(Option::unwrap_or_default),
             params,
             now: 0,
             pending: 0,
@@ -487,10 +490,11 @@ impl Hw for Model {
         // A profile without this op was rejected when the scenario was set up (see
         // `platform::Profile::require_ops`); charging nothing here would hide that, so fall back to
         // a zero cost only for ops the caller never checked, which tests rule out.
-        let c = self.params.maint(op).unwrap_or_default();
+        let c = self.maint[op as usize];
         let t0 = self.now;
         let n = lines - 1;
-        let last_issue = t0.saturating_add(n.saturating_mul(c.issue_ps));
+        let after_first = n.saturating_mul(c.issue_ps);
+        let last_issue = t0.saturating_add(after_first);
         // Completion of line i: max(issue_i + latency, completion_{i-1} + interval). Both terms
         // are linear in i, so the last completion is the larger of the chain started by the first
         // line (or by what was already outstanding) and the last line's own latency.
@@ -501,7 +505,8 @@ impl Hw for Model {
             .saturating_add(n.saturating_mul(c.interval_ps))
             .max(last_issue.saturating_add(c.latency_ps));
         self.pending = self.pending.max(last_done);
-        let ps = lines.saturating_mul(c.issue_ps);
+        // lines × issue, saturating as that product would.
+        let ps = after_first.saturating_add(c.issue_ps);
         self.now = self.now.saturating_add(ps);
         self.ledger.charge_count(ps, op.counter(), lines);
     }
@@ -530,6 +535,18 @@ impl Hw for Model {
     fn sw(&mut self, cost: SwCost) {
         if cost.0 != 0 {
             self.advance(cost.0);
+        }
+    }
+
+    #[inline]
+    fn sw_clock(&mut self, cost: SwCost) {
+        self.now = self.now.saturating_add(cost.0);
+    }
+
+    #[inline]
+    fn sw_charge(&mut self, owed: SwCost) {
+        if owed.0 != 0 {
+            self.ledger.charge(owed.0);
         }
     }
 
