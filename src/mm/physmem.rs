@@ -19,7 +19,10 @@
 //! inside exactly one allocation or free; freeing something not allocated is an error, not a
 //! silent no-op. A page's bytes sit at one index of the page store while the page is written and
 //! not freed; `slot_pfn` names the page at each index, so an index a caller remembers (a walk's
-//! per-level hint) is checked before use and never reads another page's bytes.
+//! per-level hint) is checked before use and never reads another page's bytes. The write stamp
+//! moves on every change of any byte (a write, a first write that gives a page its bytes, a
+//! free), so a caller that remembers something read from memory may use it while the stamp is
+//! the one it saw.
 
 use crate::types::PhysAddr;
 use std::cell::{Cell, RefCell};
@@ -744,6 +747,45 @@ mod tests {
         assert!(m.free(a, 8192).is_err());
         m.free(a, 4096).unwrap();
         assert!(m.free(a, 4096).is_err());
+    }
+
+    /// Every way of changing bytes moves the write stamp, reading never does, and two memories
+    /// share a stamp only as a clone and its unchanged original.
+    #[test]
+    fn the_write_stamp_moves_with_every_change() {
+        let mut m = PhysMem::single(PhysAddr(0x1000_0000), 1 << 20);
+        let a = m.alloc(0, 8192).unwrap();
+        let hint = Cell::new(0);
+        let last = Cell::new(m.write_stamp());
+        let moved = |m: &PhysMem, what: &str| {
+            assert_ne!(m.write_stamp(), last.get(), "{what}");
+            last.set(m.write_stamp());
+        };
+        m.write(a, &[1, 2, 3]);
+        moved(&m, "write");
+        m.write_u64(PhysAddr(a.0 + 8), 7);
+        moved(&m, "write_u64");
+        m.write_u64_hinted(PhysAddr(a.0 + 4096), 9, &hint);
+        moved(&m, "write_u64_hinted, new page");
+        m.write_u64_hinted(PhysAddr(a.0 + 4104), 9, &hint);
+        moved(&m, "write_u64_hinted");
+        m.write_u64s(PhysAddr(a.0 + 64), &[1, 2]);
+        moved(&m, "write_u64s");
+        m.copy(PhysAddr(a.0 + 128), a, 16);
+        moved(&m, "copy");
+        let mut buf = [0u8; 16];
+        m.read(a, &mut buf);
+        let _ = (m.read_u64(a), m.read_u64_hinted(a, &hint));
+        assert_eq!(m.write_stamp(), last.get(), "reads");
+        let c = m.clone();
+        assert_eq!(c.write_stamp(), m.write_stamp());
+        m.free(a, 8192).unwrap();
+        moved(&m, "free");
+        let fresh = PhysMem::single(PhysAddr(0x1000_0000), 1 << 20);
+        assert_ne!(
+            fresh.write_stamp(),
+            PhysMem::single(PhysAddr(0x1000_0000), 1 << 20).write_stamp()
+        );
     }
 
     #[test]
