@@ -66,15 +66,12 @@ fn clean_poc_in<H: Hw + ?Sized>(
     size: u64,
     complete: bool,
 ) {
-    let inner = if complete {
-        "dcache_clean_poc"
-    } else {
-        "dcache_clean_poc_nosync"
-    };
-    let frames = Frames {
-        outer: caller,
-        inner,
-    };
+    let frames = Frames::synced_or_not(
+        caller,
+        complete,
+        "dcache_clean_poc",
+        "dcache_clean_poc_nosync",
+    );
     by_line_op(hw, frames, CacheOp::Clean, start, size, complete);
 }
 
@@ -93,15 +90,13 @@ fn inval_poc_in<H: Hw + ?Sized>(
     size: u64,
     complete: bool,
 ) {
-    let inner = if complete {
-        "dcache_inval_poc"
-    } else {
-        "dcache_inval_poc_nosync"
-    };
-    let back = match caller {
-        Some(outer) => hw.enter2_from(outer, inner),
-        None => hw.enter_from(inner),
-    };
+    let frames = Frames::synced_or_not(
+        caller,
+        complete,
+        "dcache_inval_poc",
+        "dcache_inval_poc_nosync",
+    );
+    let back = hw.enter_frames(frames);
     if size > 0 {
         let line = hw.line_bytes();
         let mask = line - 1;
@@ -130,10 +125,7 @@ fn inval_poc_in<H: Hw + ?Sized>(
     if complete {
         hw.barrier();
     }
-    match caller {
-        Some(_) => hw.leave2_to(back),
-        None => hw.leave_to(back),
-    }
+    hw.leave_frames(frames, back);
 }
 
 /// `dcache_clean_inval_poc[_nosync]`: DC CIVAC on every line of the range.
@@ -144,19 +136,13 @@ pub fn dcache_clean_inval_poc<H: Hw + ?Sized>(
     size: u64,
     complete: bool,
 ) {
-    let frame = if complete {
-        "dcache_clean_inval_poc"
-    } else {
-        "dcache_clean_inval_poc_nosync"
-    };
-    by_line_op(
-        hw,
-        Frames::one(frame),
-        CacheOp::CleanInval,
-        start,
-        size,
+    let frames = Frames::synced_or_not(
+        None,
         complete,
+        "dcache_clean_inval_poc",
+        "dcache_clean_inval_poc_nosync",
     );
+    by_line_op(hw, frames, CacheOp::CleanInval, start, size, complete);
 }
 
 /// Clean-and-invalidate in every direction, for host measurements on arm64 where user space may

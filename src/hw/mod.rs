@@ -427,6 +427,19 @@ pub struct Frames {
 }
 
 impl Frames {
+    /// A routine with a `_nosync` form (arm64's `dcache_*_poc` from 7.1), called from `caller`:
+    /// `name` when it waits for completion itself, `nosync` when its caller waits later.
+    pub const fn synced_or_not(
+        caller: Option<&'static str>,
+        complete: bool,
+        name: &'static str,
+        nosync: &'static str,
+    ) -> Frames {
+        Frames {
+            outer: caller,
+            inner: if complete { name } else { nosync },
+        }
+    }
     /// The loop's own frame alone.
     pub const fn one(inner: &'static str) -> Frames {
         Frames { outer: None, inner }
@@ -475,6 +488,22 @@ pub trait Hw {
     fn leave2_to(&mut self, caller: Caller) {
         self.leave();
         self.leave_to(caller);
+    }
+    /// Enter `frames`, one or two, for [`Hw::leave_frames`].
+    #[inline(always)]
+    fn enter_frames(&mut self, frames: Frames) -> Caller {
+        match frames.outer {
+            Some(outer) => self.enter2_from(outer, frames.inner),
+            None => self.enter_from(frames.inner),
+        }
+    }
+    /// Leave what [`Hw::enter_frames`] entered.
+    #[inline(always)]
+    fn leave_frames(&mut self, frames: Frames, caller: Caller) {
+        match frames.outer {
+            Some(_) => self.leave2_to(caller),
+            None => self.leave_to(caller),
+        }
     }
     /// A call of a kernel function that calls nothing the model charges: enter `frame`, charge
     /// `cost`, count one `count` if given, leave. A backend may do it without the frame changes.
@@ -531,19 +560,13 @@ pub trait Hw {
         size: u64,
         complete: bool,
     ) {
-        let back = match frames.outer {
-            Some(outer) => self.enter2_from(outer, frames.inner),
-            None => self.enter_from(frames.inner),
-        };
+        let back = self.enter_frames(frames);
         let lines = lines_spanned(start, size, self.line_bytes());
         self.cache_maint(op, start, lines);
         if complete {
             self.barrier();
         }
-        match frames.outer {
-            Some(_) => self.leave2_to(back),
-            None => self.leave_to(back),
-        }
+        self.leave_frames(frames, back);
     }
     /// Outer cache (ARMv7's PL310): `lines` posted register writes of `op` by physical address,
     /// one per outer-cache line from the line containing `first` (`writel_relaxed` to
