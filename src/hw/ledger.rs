@@ -11,10 +11,12 @@
 //! dependent loads (with the node in the index, each enter waited for the one before). A set
 //! holds a frame entered from several parents; only when it misses are the current node's
 //! children scanned. A leaf call ([`Ledger::leaf`]) does not move the current node, so its own
-//! cache is indexed by the (node, frame) pair and holds one entry per caller. Every charge lands
-//! on the node that was current; totals, stacks and the run's total time come from the same
-//! nodes and agree. The caches only remember tree edges that exist: they can miss, never answer
-//! wrongly, so the tree is exactly what scanning alone would build.
+//! cache is indexed by the (node, frame) pair and holds one entry per caller. A frame and the
+//! one routine it calls with nothing charged between ([`Ledger::enter2`]) are found together in
+//! a cache of two-deep paths whose set is chosen by the two frames; a miss enters them one by
+//! one. Every charge lands on the node that was current; totals, stacks and the run's total time
+//! come from the same nodes and agree. The caches only remember tree edges that exist: they can
+//! miss, never answer wrongly, so the tree is exactly what scanning alone would build.
 
 use super::Counter;
 

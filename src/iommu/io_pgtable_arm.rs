@@ -41,10 +41,10 @@
 //! allocation made by this table is reachable; unmapping everything leaves only the top level.
 //! The walk reads and writes the descriptors in that memory on every call (the per-level hints
 //! only say where a table's page was last found, checked against its frame each time). The one
-//! thing remembered is where a one-page map last found its leaf table, with the memory's write
-//! stamp ([`PhysMem::write_stamp`]) at that moment; it is used only while the stamp is unchanged,
-//! that is while every descriptor on the way is byte for byte what the walk read, so it names
-//! the table a walk would reach and charges the levels a walk would pass.
+//! thing remembered is where a one-page map or unmap last found its leaf table, with the
+//! memory's write stamp ([`PhysMem::write_stamp`]) at that moment; it is used only while the
+//! stamp is unchanged, that is while every descriptor on the way is byte for byte what the walk
+//! read, so it names the table a walk would reach and charges the levels a walk would pass.
 
 use super::{AsDynDeviceHw, IommuError, IommuFlushOps, IommuIotlbGather, Prot};
 use crate::arch::{ArchDma, ArchOps};
@@ -178,11 +178,12 @@ pub struct ArmLpaeIoPgtable {
     /// The walk's own instructions not yet charged: gathered along a map or unmap and charged
     /// as one before anything that reads the clock or changes frame ([`SwAcc`]).
     pending_sw: SwAcc,
-    /// Where the last one-page map from the top found its leaf table (see the module header).
+    /// Where the last one-page map or unmap from the top found its leaf table (see the module
+    /// header).
     leaf_walk: LeafWalk,
 }
 
-/// A one-page map's walk from the top-level table to the last level: for the IOVAs of `block`
+/// A one-page walk from the top-level table to the last level: for the IOVAs of `block`
 /// (the address bits above the last level's index), the leaf table is `table`, reached in
 /// `steps` walk steps, as read when the memory's write stamp was `stamp`.
 #[derive(Clone, Copy, Debug, Default)]
