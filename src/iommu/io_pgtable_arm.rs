@@ -668,24 +668,34 @@ impl ArmLpaeIoPgtable {
         }
     }
 
-    /// The leaf table a one-page walk of `iova` from the top would reach, and the walk steps to
-    /// it, when the remembered walk still holds (see the module header).
+    /// The block a walk of `size` at `iova`, starting at (`lvl`, `table`), is remembered under:
+    /// `Some` only for one page walked from the top-level table (see the module header).
     #[inline]
-    fn remembered_leaf_table(
-        &self,
-        iova: u64,
-        size: u64,
-        lvl: u32,
-        table: PhysAddr,
-    ) -> Option<(PhysAddr, u64)> {
+    fn leaf_walk_block(&self, iova: u64, size: u64, lvl: u32, table: PhysAddr) -> Option<u64> {
+        (size == self.cfg.granule && lvl == self.start_level && table == self.pgd)
+            .then(|| iova >> self.lvl_shift(ARM_LPAE_MAX_LEVELS - 2))
+    }
+
+    /// The leaf table the walk remembered for `block` would reach, and the walk steps to it,
+    /// while the memory is unchanged since.
+    #[inline]
+    fn remembered_leaf_table(&self, block: Option<u64>) -> Option<(PhysAddr, u64)> {
         let w = &self.leaf_walk;
-        (w.valid
-            && size == self.cfg.granule
-            && lvl == self.start_level
-            && table == self.pgd
-            && w.block == iova >> self.lvl_shift(ARM_LPAE_MAX_LEVELS - 2)
-            && w.stamp == self.mem.borrow().write_stamp())
-        .then_some((PhysAddr(w.table), w.steps))
+        (w.valid && Some(w.block) == block && w.stamp == self.mem.borrow().write_stamp())
+            .then_some((PhysAddr(w.table), w.steps))
+    }
+
+    /// Remember that a walk from the top for `block` reached leaf table `table` in `steps`, as
+    /// the memory reads at `stamp`.
+    #[inline]
+    fn remember_leaf_walk(&mut self, block: u64, table: u64, steps: u64, stamp: u64) {
+        self.leaf_walk = LeafWalk {
+            valid: true,
+            stamp,
+            block,
+            table,
+            steps,
+        };
     }
 
     /// `__arm_lpae_map()` of one page in its commonest case: every table on the way exists, the
@@ -708,14 +718,11 @@ impl ArmLpaeIoPgtable {
         }
         let mask = self.addr_mask();
         let leaf = ARM_LPAE_MAX_LEVELS - 1;
-        // Only a page at the last level, walked from the top, is remembered.
-        let from_top = size == self.cfg.granule && lvl == self.start_level && table == self.pgd;
-        let block = iova >> self.lvl_shift(leaf - 1);
-        let (mut lvl, mut table, mut steps) =
-            match self.remembered_leaf_table(iova, size, lvl, table) {
-                Some((t, steps)) => (leaf, t.0, steps),
-                None => (lvl, table.0, 1),
-            };
+        let block = self.leaf_walk_block(iova, size, lvl, table);
+        let (mut lvl, mut table, mut steps) = match self.remembered_leaf_table(block) {
+            Some((t, steps)) => (leaf, t.0, steps),
+            None => (lvl, table.0, 1),
+        };
         let mut mem = self.mem.borrow_mut();
         loop {
             let l = lvl as usize;
@@ -733,16 +740,13 @@ impl ArmLpaeIoPgtable {
                 };
                 mem.write_u64_hinted(ptep, attrs | leaf_type | (paddr & mask), hint);
                 // The leaf written is in the last level's table: no descriptor on the way moved.
-                if from_top && lvl == leaf {
-                    self.leaf_walk = LeafWalk {
-                        valid: true,
-                        stamp: mem.write_stamp(),
-                        block,
-                        table,
-                        steps,
-                    };
-                }
+                let stamp = mem.write_stamp();
                 drop(mem);
+                if let Some(block) = block
+                    && lvl == leaf
+                {
+                    self.remember_leaf_walk(block, table, steps, stamp);
+                }
                 self.pending_sw.add_n(self.costs.walk_level, steps);
                 self.pending_sw.add(self.costs.init_pte);
                 return Some(size);
@@ -922,14 +926,16 @@ impl ArmLpaeIoPgtable {
         table: PhysAddr,
     ) -> u64 {
         // The kernel recurses one level per call; a loop walks the same levels.
-        let from_top = lvl == self.start_level && table == self.pgd;
+        let mut block = self.leaf_walk_block(iova, size, lvl, table);
         let (mut lvl, mut table) = (lvl, table);
         // Walk steps taken so far, for remembering the walk.
         let mut steps = 0;
-        if let Some((leaf, to_leaf)) = self.remembered_leaf_table(iova, size, lvl, table) {
+        if let Some((leaf, to_leaf)) = self.remembered_leaf_table(block) {
             // The levels a walk would pass on the way, then the last level's step below.
             self.pending_sw.add_n(self.costs.walk_level, to_leaf - 1);
             (lvl, table, steps) = (ARM_LPAE_MAX_LEVELS - 1, leaf, to_leaf - 1);
+            // Already remembered, as the memory still reads.
+            block = None;
         }
         loop {
             // At the last level there is nothing to pass through (the remembered walk lands here).
@@ -942,16 +948,13 @@ impl ArmLpaeIoPgtable {
             };
             self.pending_sw.add_n(self.costs.walk_level, passed);
             steps += passed + 1;
-            if from_top && size == self.cfg.granule && lvl == ARM_LPAE_MAX_LEVELS - 1 {
+            if let Some(b) = block
+                && lvl == ARM_LPAE_MAX_LEVELS - 1
+            {
                 // Reached through table descriptors as they are now (nothing was written on
-                // the way): clear_ptes keeps this across its own clearing.
-                self.leaf_walk = LeafWalk {
-                    valid: true,
-                    stamp: self.mem.borrow().write_stamp(),
-                    block: iova >> self.lvl_shift(ARM_LPAE_MAX_LEVELS - 2),
-                    table: table.0,
-                    steps,
-                };
+                // the way): clear_entries keeps this across its own clearing.
+                let stamp = self.mem.borrow().write_stamp();
+                self.remember_leaf_walk(b, table.0, steps, stamp);
             }
             if lvl == ARM_LPAE_MAX_LEVELS {
                 hw.count(Counter::Warn, 1);
