@@ -35,9 +35,9 @@
 //!
 //! Invariants: a line number is held at most once per level; a set never holds more than `ways`
 //! lines; the state of a line is a pure function of the sequence of operations applied (no
-//! randomness, no clock); a level's `resident` is the number of its valid slots. Every level's
-//! line size is the same (the profile refuses otherwise), so one line number names the same
-//! bytes at every level.
+//! randomness, no clock); a level's `resident` is the number of its valid slots, and each set's
+//! `filled` the number of its valid ways. Every level's line size is the same (the profile
+//! refuses otherwise), so one line number names the same bytes at every level.
 
 #[cfg(test)]
 mod proptests;
@@ -152,15 +152,46 @@ const EMPTY: u64 = u64::MAX;
 struct Level {
     spec: LevelSpec,
     set_mask: u64,
+    /// log2 of `ways` (a power of two, the profile checks): a set's first slot is
+    /// `set << way_shift`, with no multiplication per look-up.
+    way_shift: u32,
     ways: usize,
     /// Line number held by each (set, way), `EMPTY` when invalid.
     tags: Vec<u64>,
     dirty: Vec<bool>,
-    /// The way round-robin replaces next in each set.
-    next: Vec<u32>,
+    /// Per set: the way round-robin replaces next, and how many ways are valid.
+    sets: Vec<SetState>,
     /// How many slots hold a line: a level holding none has nothing for a range operation to
     /// look at.
     resident: usize,
+}
+
+/// What a set keeps besides its slots. `filled` is the count of its valid ways, so that a full
+/// set (every set of a level a streamed buffer has run through) replaces at once, without
+/// looking for an invalid way first; it is derived state, kept equal to the count of non-`EMPTY`
+/// tags of the set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct SetState {
+    next: u32,
+    filled: u32,
+}
+
+/// The way of `set` whose tag is `tag`. Sets of four and of eight ways (every level of the
+/// built-in profiles) are compared unrolled: a miss, the common case of a streamed buffer,
+/// compares every way, two instructions each rather than a loop's five.
+#[inline(always)]
+fn way_of(set: &[u64], tag: u64) -> Option<usize> {
+    #[inline(always)]
+    fn unrolled<const W: usize>(set: &[u64; W], tag: u64) -> Option<usize> {
+        (0..W).find(|&w| set[w] == tag)
+    }
+    if let Ok(s) = <&[u64; 8]>::try_from(set) {
+        unrolled(s, tag)
+    } else if let Ok(s) = <&[u64; 4]>::try_from(set) {
+        unrolled(s, tag)
+    } else {
+        set.iter().position(|&t| t == tag)
+    }
 }
 
 impl Level {
@@ -170,24 +201,24 @@ impl Level {
         Level {
             spec,
             set_mask: sets as u64 - 1,
+            way_shift: ways.trailing_zeros(),
             ways,
             tags: vec![EMPTY; sets * ways],
             dirty: vec![false; sets * ways],
-            next: vec![0; sets],
+            sets: vec![SetState::default(); sets],
             resident: 0,
         }
     }
 
+    #[inline(always)]
     fn set_of(&self, line: u64) -> usize {
         (line & self.set_mask) as usize
     }
 
+    #[inline(always)]
     fn find(&self, line: u64) -> Option<usize> {
-        let base = self.set_of(line) * self.ways;
-        self.tags[base..base + self.ways]
-            .iter()
-            .position(|&t| t == line)
-            .map(|w| base + w)
+        let base = self.set_of(line) << self.way_shift;
+        way_of(&self.tags[base..base + self.ways], line).map(|w| base + w)
     }
 
     fn state(&self, line: u64) -> LineState {
@@ -199,33 +230,36 @@ impl Level {
     }
 
     /// Place an absent `line`; returns the slot and the victim it displaced (line, dirty).
+    #[inline(always)]
     fn insert(&mut self, line: u64, dirty: bool) -> (usize, Option<(u64, bool)>) {
         let set = self.set_of(line);
-        let base = set * self.ways;
-        let (slot, victim) = match self.tags[base..base + self.ways]
-            .iter()
-            .position(|&t| t == EMPTY)
-        {
-            Some(w) => {
-                self.resident += 1;
-                (base + w, None)
-            }
-            None => {
-                let way = self.next[set] as usize;
-                // `ways` is a power of two (the profile checks): no division per fill.
-                self.next[set] = ((way + 1) & (self.ways - 1)) as u32;
-                let i = base + way;
-                (i, Some((self.tags[i], self.dirty[i])))
-            }
+        let base = set << self.way_shift;
+        let st = &mut self.sets[set];
+        let full = st.filled as usize == self.ways;
+        let way = if full {
+            let way = st.next as usize;
+            // `ways` is a power of two (the profile checks): no division per fill.
+            st.next = ((way + 1) & (self.ways - 1)) as u32;
+            way
+        } else {
+            // The lowest-numbered invalid way; there is one, since the set is not full.
+            st.filled += 1;
+            self.resident += 1;
+            self.tags[base..base + self.ways]
+                .iter()
+                .position(|&t| t == EMPTY)
+                .unwrap_or(0)
         };
-        self.tags[slot] = line;
-        self.dirty[slot] = dirty;
-        (slot, victim)
+        let slot = base + way;
+        let tag = std::mem::replace(&mut self.tags[slot], line);
+        let was_dirty = std::mem::replace(&mut self.dirty[slot], dirty);
+        (slot, full.then_some((tag, was_dirty)))
     }
 
     fn remove(&mut self, slot: usize) {
         if self.tags[slot] != EMPTY {
             self.resident -= 1;
+            self.sets[slot >> self.way_shift].filled -= 1;
         }
         self.tags[slot] = EMPTY;
         self.dirty[slot] = false;
@@ -240,6 +274,51 @@ impl Level {
     }
 }
 
+/// Append the lines of `[first, end)` that `l` holds to `out`, reading every slot; returns
+/// whether they went in ascending order.
+///
+/// They do when the range spans few enough rounds of the sets: a line's set is its low bits, so
+/// the lines of one round (`line >> set bits` equal) lie in distinct sets and come out of the slots
+/// (set by set) ascending, and two lines of one set are in different rounds. A stable counting
+/// sort by round therefore orders them, at two reads of the slots instead of a sort. With more
+/// rounds than the level has slots the counters would outweigh that, and the lines go in slot
+/// order for the caller to sort.
+fn slots_in_order(
+    l: &Level,
+    first: u64,
+    end: u64,
+    out: &mut Vec<u64>,
+    buckets: &mut Vec<u32>,
+) -> bool {
+    let in_range = |t: u64| t != EMPTY && t >= first && t < end;
+    let set_bits = l.set_mask.count_ones();
+    let round0 = first >> set_bits;
+    let rounds = (end.saturating_sub(1) >> set_bits).saturating_sub(round0) + 1;
+    if end <= first || rounds > l.tags.len() as u64 {
+        out.extend(l.tags.iter().copied().filter(|&t| in_range(t)));
+        return false;
+    }
+    buckets.clear();
+    buckets.resize(rounds as usize + 1, 0);
+    for &t in l.tags.iter().filter(|&&t| in_range(t)) {
+        buckets[((t >> set_bits) - round0) as usize + 1] += 1;
+    }
+    // Prefix sums: bucket r's first index in the output, counted from `start`.
+    let start = out.len();
+    let mut total = 0u32;
+    for b in buckets.iter_mut() {
+        total += *b;
+        *b = total;
+    }
+    out.resize(start + total as usize, 0);
+    for &t in l.tags.iter().filter(|&&t| in_range(t)) {
+        let b = &mut buckets[((t >> set_bits) - round0) as usize];
+        out[start + *b as usize] = t;
+        *b += 1;
+    }
+    true
+}
+
 /// The caches of one CPU and the outer caches behind it.
 #[derive(Clone, Debug)]
 pub struct Caches {
@@ -248,6 +327,8 @@ pub struct Caches {
     shift: u32,
     /// The lines a range operation steps, kept between calls so a call allocates nothing.
     scratch: Vec<u64>,
+    /// Bucket counts for [`Caches::resident_lines`]'s counting sort, kept for the same reason.
+    buckets: Vec<u32>,
 }
 
 impl Caches {
@@ -267,6 +348,7 @@ impl Caches {
             outer_from: spec.outer_from.min(spec.levels.len()),
             shift: line.trailing_zeros(),
             scratch: Vec::new(),
+            buckets: Vec::new(),
         }
     }
 
@@ -303,9 +385,23 @@ impl Caches {
         let levels: Vec<_> = self
             .levels
             .iter()
-            .map(|l| (&l.tags, &l.dirty, &l.next, l.resident))
+            .map(|l| (&l.tags, &l.dirty, &l.sets, l.resident))
             .collect();
         format!("{levels:?}")
+    }
+
+    /// Whether each level's derived counts agree with its slots: `resident` with the valid slots,
+    /// each set's `filled` with its valid ways.
+    #[cfg(test)]
+    pub(crate) fn bookkeeping_holds(&self) -> bool {
+        self.levels.iter().all(|l| {
+            let valid = |s: &[u64]| s.iter().filter(|&&t| t != EMPTY).count();
+            valid(&l.tags) == l.resident
+                && l.tags
+                    .chunks(l.ways)
+                    .zip(&l.sets)
+                    .all(|(s, st)| valid(s) == st.filled as usize)
+        })
     }
 
     /// Every line `level` holds, with whether it is dirty, in no particular order.
@@ -314,52 +410,57 @@ impl Caches {
     }
 
     /// A dirty `line` leaves level `from - 1` into level `from` (or memory past the last).
-    fn write_into(&mut self, from: usize, line: u64, fx: &mut Effects) {
-        let Some(l) = self.levels.get_mut(from) else {
-            return;
-        };
-        if let Some(i) = l.find(line) {
-            l.dirty[i] = true;
-        } else if l.spec.write_allocate {
-            let (_, victim) = l.insert(line, true);
-            self.evicted(from, victim, fx);
-        } else {
-            self.write_into(from + 1, line, fx);
-        }
-    }
-
-    /// A victim displaced from `level`: a dirty one is written into the next level.
-    fn evicted(&mut self, level: usize, victim: Option<(u64, bool)>, fx: &mut Effects) {
-        if let Some((v, true)) = victim {
-            fx.writebacks[level] += 1;
-            self.write_into(level + 1, v, fx);
+    /// A level that holds it takes it as dirty; one that write-allocates places it, and a dirty
+    /// victim it displaces goes on to the next level the same way; one that does not passes it
+    /// on.
+    #[inline]
+    fn write_into(&mut self, mut from: usize, mut line: u64, fx: &mut Effects) {
+        while let Some(l) = self.levels.get_mut(from) {
+            if let Some(i) = l.find(line) {
+                l.dirty[i] = true;
+                return;
+            }
+            if l.spec.write_allocate {
+                let Some((v, true)) = l.insert(line, true).1 else {
+                    return;
+                };
+                fx.writebacks[from] += 1;
+                line = v;
+            }
+            from += 1;
         }
     }
 
     /// Bring `line` into every level above the one holding it (read-allocate); returns the
-    /// level that answered (`depth()` for memory).
+    /// level that answered (`depth()` for memory). The levels above `from` are known not to hold
+    /// it (the caller looked).
     /// Also returns the line's slot in the L1 when the fill placed it there.
-    fn fill(&mut self, line: u64, fx: &mut Effects) -> (usize, Option<usize>) {
-        let from = (0..self.levels.len())
-            .find(|&k| self.levels[k].find(line).is_some())
-            .unwrap_or(self.levels.len());
+    #[inline(always)]
+    fn fill(&mut self, line: u64, mut from: usize, fx: &mut Effects) -> (usize, Option<usize>) {
+        while from < self.levels.len() && self.levels[from].find(line).is_none() {
+            from += 1;
+        }
         let mut slot = None;
         for k in (0..from).rev() {
             // An eviction further in can have written this line into level k meanwhile only if
             // it was dirty above, and it was absent above: so it is still absent here.
             let (i, victim) = self.levels[k].insert(line, false);
             // A victim goes further in, never back to a level already filled.
-            self.evicted(k, victim, fx);
+            if let Some((v, true)) = victim {
+                fx.writebacks[k] += 1;
+                self.write_into(k + 1, v, fx);
+            }
             slot = Some(i);
         }
         (from, slot)
     }
 
     /// One CPU access to `line`.
+    #[inline]
     pub fn access(&mut self, a: Access, line: u64, fx: &mut Effects) {
         match a {
             Access::Read => {
-                let (k, _) = self.fill(line, fx);
+                let (k, _) = self.fill(line, 0, fx);
                 fx.served[k] += 1;
             }
             Access::Write => {
@@ -367,7 +468,7 @@ impl Caches {
                     fx.served[0] += 1;
                     self.levels[0].dirty[i] = true;
                 } else if self.levels[0].spec.write_allocate {
-                    let (k, i) = self.fill(line, fx);
+                    let (k, i) = self.fill(line, 1, fx);
                     fx.served[k] += 1;
                     // A miss places the line in the L1: `i` is its slot there.
                     if let Some(i) = i {
@@ -471,7 +572,7 @@ impl Caches {
     /// Each level is read the cheaper way: every slot when the range has at least as many
     /// (line, way) pairs as the level has slots, else the range's lines one by one.
     fn resident_lines(
-        &self,
+        &mut self,
         levels: std::ops::Range<usize>,
         first: u64,
         n: u64,
@@ -487,13 +588,7 @@ impl Caches {
             }
             sources += 1;
             if n.saturating_mul(l.ways as u64) >= l.tags.len() as u64 {
-                out.extend(
-                    l.tags
-                        .iter()
-                        .copied()
-                        .filter(|&t| t != EMPTY && t >= first && t < end),
-                );
-                sorted = false;
+                sorted &= slots_in_order(l, first, end, out, &mut self.buckets);
             } else {
                 out.extend((first..end).filter(|&line| l.find(line).is_some()));
             }

@@ -269,6 +269,31 @@ impl Ways {
     }
 }
 
+/// Run `ops` on [`Caches`] and on the way-list reference; after each, the two hold the same
+/// lines in the same states (and the caches' own counts agree with their slots); at the end they
+/// have written back as many lines from each level.
+fn agrees_with_the_way_lists(s: &HierarchySpec, ops: &[Op]) -> Result<(), TestCaseError> {
+    let mut c = Caches::new(s);
+    let mut r = Ways::new(s);
+    let mut fx = Effects::default();
+    for &o in ops {
+        apply(&mut c, o, &mut fx);
+        r.apply(o);
+        prop_assert!(c.bookkeeping_holds(), "set counts after {:?}", o);
+        for level in 0..2 {
+            prop_assert_eq!(
+                observed(&c, level),
+                r.observed(level),
+                "L{} after {:?}",
+                level + 1,
+                o
+            );
+        }
+    }
+    prop_assert_eq!(&fx.writebacks[..2], &r.writebacks[..]);
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -286,6 +311,7 @@ proptest! {
         for o in ops {
             apply(&mut c, o, &mut fx);
             r.apply(o);
+            prop_assert!(c.bookkeeping_holds(), "set counts after {:?}", o);
             for level in 0..2 {
                 let (p, d) = observed(&c, level);
                 prop_assert_eq!(&p, &r.present[level], "present at L{} after {:?}", level + 1, o);
@@ -303,16 +329,20 @@ proptest! {
         wa in (any::<bool>(), any::<bool>()),
     ) {
         let s = spec((128, 2), (512, 4), wa);
-        let mut c = Caches::new(&s);
-        let mut r = Ways::new(&s);
-        let mut fx = Effects::default();
-        for o in ops {
-            apply(&mut c, o, &mut fx);
-            r.apply(o);
-            for level in 0..2 {
-                prop_assert_eq!(observed(&c, level), r.observed(level), "L{} after {:?}", level + 1, o);
-            }
-        }
-        prop_assert_eq!(&fx.writebacks[..2], &r.writebacks[..]);
+        agrees_with_the_way_lists(&s, &ops)?;
+    }
+
+    /// The way counts the look-up compares unrolled (four and eight) and one it does not (one,
+    /// direct-mapped), under pressure: an L1 of 2 sets x 4 ways (or 8 sets x 1 way) and an L2 of
+    /// 2 sets x 8 ways, over 96 lines.
+    #[test]
+    fn four_eight_and_one_way_sets_agree_with_the_way_lists(
+        ops in proptest::collection::vec(op(96), 1..600),
+        wa in (any::<bool>(), any::<bool>()),
+        direct_mapped_l1 in any::<bool>(),
+    ) {
+        let l1 = if direct_mapped_l1 { (256, 1) } else { (256, 4) };
+        let s = spec(l1, (512, 8), wa);
+        agrees_with_the_way_lists(&s, &ops)?;
     }
 }
