@@ -32,6 +32,9 @@
 //! A range operation ([`Caches::maint_range`]) steps only the lines of the range the levels it
 //! acts on hold, in ascending order: the same walk as one line after another, since a line no
 //! such level holds has nothing to change (why none can arrive meanwhile: that function).
+//! A CPU access over a range ([`Caches::access_range`]) on two write-allocating levels of 4 or 8
+//! and 8 or 16 ways takes the same steps as [`Caches::access`] line by line, in a loop that holds
+//! both levels' sets as fixed-size arrays (`stream2`); other shapes take the line-by-line walk.
 //!
 //! Invariants: a line number is held at most once per level; a set never holds more than `ways`
 //! lines; the state of a line is a pure function of the sequence of operations applied (no
@@ -194,6 +197,37 @@ fn way_of(set: &[u64], tag: u64) -> Option<usize> {
     }
 }
 
+/// Place an absent `line` in the set whose slots are `tags` and `dirty` (its `ways` ways):
+/// the lowest-numbered invalid way, or round-robin's next when every way is valid. Returns the
+/// way and the victim it displaced (line, dirty). Shared by [`Level::insert`] and the streamed
+/// path of [`Caches::access_range`], which hands it fixed-size sets.
+#[inline(always)]
+fn insert_into(
+    tags: &mut [u64],
+    dirty: &mut [bool],
+    st: &mut SetState,
+    resident: &mut usize,
+    line: u64,
+    now_dirty: bool,
+) -> (usize, Option<(u64, bool)>) {
+    let ways = tags.len();
+    let full = st.filled as usize == ways;
+    let way = if full {
+        let way = st.next as usize;
+        // `ways` is a power of two (the profile checks): no division per fill.
+        st.next = ((way + 1) & (ways - 1)) as u32;
+        way
+    } else {
+        // The lowest-numbered invalid way; there is one, since the set is not full.
+        st.filled += 1;
+        *resident += 1;
+        tags.iter().position(|&t| t == EMPTY).unwrap_or(0)
+    };
+    let tag = std::mem::replace(&mut tags[way], line);
+    let was_dirty = std::mem::replace(&mut dirty[way], now_dirty);
+    (way, full.then_some((tag, was_dirty)))
+}
+
 impl Level {
     fn new(spec: LevelSpec) -> Level {
         let sets = spec.geometry.sets() as usize;
@@ -234,26 +268,16 @@ impl Level {
     fn insert(&mut self, line: u64, dirty: bool) -> (usize, Option<(u64, bool)>) {
         let set = self.set_of(line);
         let base = set << self.way_shift;
-        let st = &mut self.sets[set];
-        let full = st.filled as usize == self.ways;
-        let way = if full {
-            let way = st.next as usize;
-            // `ways` is a power of two (the profile checks): no division per fill.
-            st.next = ((way + 1) & (self.ways - 1)) as u32;
-            way
-        } else {
-            // The lowest-numbered invalid way; there is one, since the set is not full.
-            st.filled += 1;
-            self.resident += 1;
-            self.tags[base..base + self.ways]
-                .iter()
-                .position(|&t| t == EMPTY)
-                .unwrap_or(0)
-        };
-        let slot = base + way;
-        let tag = std::mem::replace(&mut self.tags[slot], line);
-        let was_dirty = std::mem::replace(&mut self.dirty[slot], dirty);
-        (slot, full.then_some((tag, was_dirty)))
+        let end = base + self.ways;
+        let (way, victim) = insert_into(
+            &mut self.tags[base..end],
+            &mut self.dirty[base..end],
+            &mut self.sets[set],
+            &mut self.resident,
+            line,
+            dirty,
+        );
+        (base + way, victim)
     }
 
     fn remove(&mut self, slot: usize) {
@@ -492,10 +516,101 @@ impl Caches {
         }
         let first = self.line_of(start);
         let last = self.line_of(start.saturating_add(bytes - 1));
-        for line in first..=last {
-            self.access(a, line, &mut fx);
+        let shape = match &self.levels[..] {
+            [l0, l1] if l0.spec.write_allocate && l1.spec.write_allocate => (l0.ways, l1.ways),
+            _ => (0, 0),
+        };
+        match shape {
+            (4, 8) => self.stream2::<4, 8>(a, first, last, &mut fx),
+            (4, 16) => self.stream2::<4, 16>(a, first, last, &mut fx),
+            (8, 8) => self.stream2::<8, 8>(a, first, last, &mut fx),
+            (8, 16) => self.stream2::<8, 16>(a, first, last, &mut fx),
+            _ => {
+                for line in first..=last {
+                    self.access(a, line, &mut fx);
+                }
+            }
         }
         fx
+    }
+
+    /// [`Caches::access`] on every line of `first..=last`, for two write-allocating levels of
+    /// `W0` and `W1` ways (the Zynq's A9 L1 and PL310, and the common shapes beside it): the
+    /// same steps in the same order, with both levels' sets borrowed once for the whole range
+    /// and every set a fixed-size array, so a line's look-ups and fills are straight-line code.
+    fn stream2<const W0: usize, const W1: usize>(
+        &mut self,
+        a: Access,
+        first: u64,
+        last: u64,
+        fx: &mut Effects,
+    ) {
+        let [l0, l1] = &mut self.levels[..] else {
+            // Not two levels (the caller checked): the line-by-line walk.
+            for line in first..=last {
+                self.access(a, line, fx);
+            }
+            return;
+        };
+        let (m0, m1) = (l0.set_mask, l1.set_mask);
+        let (tags0, _) = l0.tags.as_chunks_mut::<W0>();
+        let (dirty0, _) = l0.dirty.as_chunks_mut::<W0>();
+        let (tags1, _) = l1.tags.as_chunks_mut::<W1>();
+        let (dirty1, _) = l1.dirty.as_chunks_mut::<W1>();
+        let (sets0, sets1) = (&mut l0.sets, &mut l1.sets);
+        let (res0, res1) = (&mut l0.resident, &mut l1.resident);
+        for line in first..=last {
+            let s0 = (line & m0) as usize;
+            if let Some(w) = way_of(&tags0[s0], line) {
+                fx.served[0] += 1;
+                if a == Access::Write {
+                    dirty0[s0][w] = true;
+                }
+                continue;
+            }
+            // The fill (`Caches::fill`): the L2 first if it misses there too, then the L1.
+            let s1 = (line & m1) as usize;
+            if way_of(&tags1[s1], line).is_some() {
+                fx.served[1] += 1;
+            } else {
+                fx.served[2] += 1;
+                let filled = insert_into(
+                    &mut tags1[s1],
+                    &mut dirty1[s1],
+                    &mut sets1[s1],
+                    res1,
+                    line,
+                    false,
+                );
+                if let (_, Some((_, true))) = filled {
+                    fx.writebacks[1] += 1;
+                }
+            }
+            let (w, victim) = insert_into(
+                &mut tags0[s0],
+                &mut dirty0[s0],
+                &mut sets0[s0],
+                res0,
+                line,
+                false,
+            );
+            if let Some((v, true)) = victim {
+                // `write_into(1, v)`: dirty in the L2 if held there, else allocated dirty, its
+                // dirty victim written to memory.
+                fx.writebacks[0] += 1;
+                let s = (v & m1) as usize;
+                if let Some(w) = way_of(&tags1[s], v) {
+                    dirty1[s][w] = true;
+                } else if let (_, Some((_, true))) =
+                    insert_into(&mut tags1[s], &mut dirty1[s], &mut sets1[s], res1, v, true)
+                {
+                    fx.writebacks[1] += 1;
+                }
+            }
+            if a == Access::Write {
+                dirty0[s0][w] = true;
+            }
+        }
     }
 
     fn maint_level(&mut self, level: usize, op: Maint, line: u64, fx: &mut Effects) {

@@ -18,8 +18,20 @@ use std::collections::BTreeSet;
 enum Op {
     Read(u64),
     Write(u64),
+    /// `access_range` over lines `first..first + n` (the caches' streamed path); the references
+    /// take it as that many single accesses.
+    Range(Access, u64, u64),
     Inner(Maint, u64),
     Outer(Maint, u64),
+}
+
+/// [`op`], and streamed accesses of up to `lines` lines from anywhere in the first `lines`.
+fn op_or_range(lines: u64) -> impl Strategy<Value = Op> {
+    let access = prop_oneof![Just(Access::Read), Just(Access::Write)];
+    prop_oneof![
+        3 => op(lines),
+        1 => (access, 0..lines, 1..=lines).prop_map(|(a, f, n)| Op::Range(a, f, n)),
+    ]
 }
 
 fn maint() -> impl Strategy<Value = Maint> {
@@ -66,6 +78,7 @@ fn apply(c: &mut Caches, o: Op, fx: &mut Effects) {
     match o {
         Op::Read(l) => c.access(Access::Read, l, fx),
         Op::Write(l) => c.access(Access::Write, l, fx),
+        Op::Range(a, first, n) => fx.add(&c.access_range(a, first * 32, n * 32)),
         Op::Inner(m, l) => c.maint_inner(m, l, fx),
         Op::Outer(m, l) => c.maint_outer(m, l, fx),
     }
@@ -133,6 +146,14 @@ impl Sets {
                     self.dirty[0].insert(l);
                 } else {
                     self.write_into(1, l);
+                }
+            }
+            Op::Range(a, first, n) => {
+                for l in first..first + n {
+                    self.apply(match a {
+                        Access::Read => Op::Read(l),
+                        Access::Write => Op::Write(l),
+                    });
                 }
             }
             Op::Inner(m, l) => self.maint(0, m, l),
@@ -250,6 +271,14 @@ impl Ways {
                     self.write_into(1, l);
                 }
             }
+            Op::Range(a, first, n) => {
+                for l in first..first + n {
+                    self.apply(match a {
+                        Access::Read => Op::Read(l),
+                        Access::Write => Op::Write(l),
+                    });
+                }
+            }
             Op::Inner(m, l) => self.maint(0, m, l),
             Op::Outer(m, l) => self.maint(1, m, l),
         }
@@ -325,24 +354,25 @@ proptest! {
     /// all the time, dirty victims written into the next level.
     #[test]
     fn under_pressure_present_and_dirty_lines_agree_with_the_way_lists(
-        ops in proptest::collection::vec(op(64), 1..400),
+        ops in proptest::collection::vec(op_or_range(64), 1..400),
         wa in (any::<bool>(), any::<bool>()),
     ) {
         let s = spec((128, 2), (512, 4), wa);
         agrees_with_the_way_lists(&s, &ops)?;
     }
 
-    /// The way counts the look-up compares unrolled (four and eight) and one it does not (one,
-    /// direct-mapped), under pressure: an L1 of 2 sets x 4 ways (or 8 sets x 1 way) and an L2 of
-    /// 2 sets x 8 ways, over 96 lines.
+    /// The shapes with fast paths: look-ups unrolled for four and eight ways, and two
+    /// write-allocating levels of 4 or 8 then 8 or 16 ways streamed by `access_range`; and one
+    /// way (direct-mapped), which has neither. Two sets a level, over 96 lines: evictions all
+    /// the time.
     #[test]
-    fn four_eight_and_one_way_sets_agree_with_the_way_lists(
-        ops in proptest::collection::vec(op(96), 1..600),
+    fn the_fast_paths_agree_with_the_way_lists(
+        ops in proptest::collection::vec(op_or_range(96), 1..300),
         wa in (any::<bool>(), any::<bool>()),
-        direct_mapped_l1 in any::<bool>(),
+        l1_ways in proptest::sample::select(vec![1u64, 4, 8]),
+        l2_ways in proptest::sample::select(vec![8u64, 16]),
     ) {
-        let l1 = if direct_mapped_l1 { (256, 1) } else { (256, 4) };
-        let s = spec(l1, (512, 8), wa);
+        let s = spec((64 * l1_ways, l1_ways), (64 * l2_ways, l2_ways), wa);
         agrees_with_the_way_lists(&s, &ops)?;
     }
 }
