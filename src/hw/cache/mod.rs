@@ -520,11 +520,16 @@ impl Caches {
             [l0, l1] if l0.spec.write_allocate && l1.spec.write_allocate => (l0.ways, l1.ways),
             _ => (0, 0),
         };
-        match shape {
-            (4, 8) => self.stream2::<4, 8>(a, first, last, &mut fx),
-            (4, 16) => self.stream2::<4, 16>(a, first, last, &mut fx),
-            (8, 8) => self.stream2::<8, 8>(a, first, last, &mut fx),
-            (8, 16) => self.stream2::<8, 16>(a, first, last, &mut fx),
+        let write = a == Access::Write;
+        match (shape, write) {
+            ((4, 8), false) => self.stream2::<4, 8, false>(first, last, &mut fx),
+            ((4, 8), true) => self.stream2::<4, 8, true>(first, last, &mut fx),
+            ((4, 16), false) => self.stream2::<4, 16, false>(first, last, &mut fx),
+            ((4, 16), true) => self.stream2::<4, 16, true>(first, last, &mut fx),
+            ((8, 8), false) => self.stream2::<8, 8, false>(first, last, &mut fx),
+            ((8, 8), true) => self.stream2::<8, 8, true>(first, last, &mut fx),
+            ((8, 16), false) => self.stream2::<8, 16, false>(first, last, &mut fx),
+            ((8, 16), true) => self.stream2::<8, 16, true>(first, last, &mut fx),
             _ => {
                 for line in first..=last {
                     self.access(a, line, &mut fx);
@@ -538,13 +543,13 @@ impl Caches {
     /// `W0` and `W1` ways (the Zynq's A9 L1 and PL310, and the common shapes beside it): the
     /// same steps in the same order, with both levels' sets borrowed once for the whole range
     /// and every set a fixed-size array, so a line's look-ups and fills are straight-line code.
-    fn stream2<const W0: usize, const W1: usize>(
+    fn stream2<const W0: usize, const W1: usize, const WRITE: bool>(
         &mut self,
-        a: Access,
         first: u64,
         last: u64,
         fx: &mut Effects,
     ) {
+        let a = if WRITE { Access::Write } else { Access::Read };
         let [l0, l1] = &mut self.levels[..] else {
             // Not two levels (the caller checked): the line-by-line walk.
             for line in first..=last {
@@ -563,7 +568,7 @@ impl Caches {
             let s0 = (line & m0) as usize;
             if let Some(w) = way_of(&tags0[s0], line) {
                 fx.served[0] += 1;
-                if a == Access::Write {
+                if WRITE {
                     dirty0[s0][w] = true;
                 }
                 continue;
@@ -574,14 +579,11 @@ impl Caches {
                 fx.served[1] += 1;
             } else {
                 fx.served[2] += 1;
-                let filled = insert_into(
-                    &mut tags1[s1],
-                    &mut dirty1[s1],
-                    &mut sets1[s1],
-                    res1,
-                    line,
-                    false,
-                );
+                // The look-up just read every tag of this set; left to itself the compiler keeps
+                // all of them (on the stack) to pick the victim's from. Hiding the set's address
+                // makes it load the one tag it needs instead.
+                let set1 = std::hint::black_box(&mut tags1[s1]);
+                let filled = insert_into(set1, &mut dirty1[s1], &mut sets1[s1], res1, line, false);
                 if let (_, Some((_, true))) = filled {
                     fx.writebacks[1] += 1;
                 }
@@ -607,7 +609,7 @@ impl Caches {
                     fx.writebacks[1] += 1;
                 }
             }
-            if a == Access::Write {
+            if WRITE {
                 dirty0[s0][w] = true;
             }
         }
