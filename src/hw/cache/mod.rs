@@ -213,8 +213,9 @@ fn insert_into(
     let ways = tags.len();
     let full = st.filled as usize == ways;
     let way = if full {
-        let way = st.next as usize;
-        // `ways` is a power of two (the profile checks): no division per fill.
+        // `next` is below `ways`, a power of two (the profile checks), as it is only ever stored
+        // masked: masking it again changes nothing and spares a bounds check.
+        let way = st.next as usize & (ways - 1);
         st.next = ((way + 1) & (ways - 1)) as u32;
         way
     } else {
@@ -314,7 +315,10 @@ fn slots_in_order(
     out: &mut Vec<u64>,
     buckets: &mut Vec<u32>,
 ) -> bool {
-    let in_range = |t: u64| t != EMPTY && t >= first && t < end;
+    // One comparison: below `first` wraps above the span, and `EMPTY` (u64::MAX) is never
+    // inside it, since `end` is at most u64::MAX.
+    let span = end.saturating_sub(first);
+    let in_range = |t: u64| t.wrapping_sub(first) < span;
     let set_bits = l.set_mask.count_ones();
     let round0 = first >> set_bits;
     let rounds = (end.saturating_sub(1) >> set_bits).saturating_sub(round0) + 1;
@@ -557,35 +561,51 @@ impl Caches {
             }
             return;
         };
-        let (m0, m1) = (l0.set_mask, l1.set_mask);
         let (tags0, _) = l0.tags.as_chunks_mut::<W0>();
         let (dirty0, _) = l0.dirty.as_chunks_mut::<W0>();
         let (tags1, _) = l1.tags.as_chunks_mut::<W1>();
         let (dirty1, _) = l1.dirty.as_chunks_mut::<W1>();
-        let (sets0, sets1) = (&mut l0.sets, &mut l1.sets);
+        let (sets0, sets1) = (&mut l0.sets[..], &mut l1.sets[..]);
         let (res0, res1) = (&mut l0.resident, &mut l1.resident);
+        // A level's set index is the line masked by its set count less one: with every array of
+        // the level one entry per set (checked here, once), a masked index needs no bounds
+        // check per line.
+        let (n0, n1) = (tags0.len(), tags1.len());
+        if n0 == 0
+            || n1 == 0
+            || dirty0.len() != n0
+            || sets0.len() != n0
+            || dirty1.len() != n1
+            || sets1.len() != n1
+            || l0.set_mask != n0 as u64 - 1
+            || l1.set_mask != n1 as u64 - 1
+        {
+            unreachable!("a level has one entry per set in each of its arrays");
+        }
+        let (k0, k1) = (n0 - 1, n1 - 1);
+        // Counted in locals, added to `fx` once: L1 hits are the lines less the L1 misses, and
+        // L2 hits the L1 misses less the L2 misses.
+        let (mut miss0, mut miss1, mut wb0, mut wb1) = (0u64, 0u64, 0u64, 0u64);
         for line in first..=last {
-            let s0 = (line & m0) as usize;
+            let s0 = line as usize & k0;
             if let Some(w) = way_of(&tags0[s0], line) {
-                fx.served[0] += 1;
                 if WRITE {
                     dirty0[s0][w] = true;
                 }
                 continue;
             }
+            miss0 += 1;
             // The fill (`Caches::fill`): the L2 first if it misses there too, then the L1.
-            let s1 = (line & m1) as usize;
-            if way_of(&tags1[s1], line).is_some() {
-                fx.served[1] += 1;
-            } else {
-                fx.served[2] += 1;
+            let s1 = line as usize & k1;
+            if way_of(&tags1[s1], line).is_none() {
+                miss1 += 1;
                 // The look-up just read every tag of this set; left to itself the compiler keeps
                 // all of them (on the stack) to pick the victim's from. Hiding the set's address
                 // makes it load the one tag it needs instead.
                 let set1 = std::hint::black_box(&mut tags1[s1]);
                 let filled = insert_into(set1, &mut dirty1[s1], &mut sets1[s1], res1, line, false);
                 if let (_, Some((_, true))) = filled {
-                    fx.writebacks[1] += 1;
+                    wb1 += 1;
                 }
             }
             let (w, victim) = insert_into(
@@ -599,20 +619,32 @@ impl Caches {
             if let Some((v, true)) = victim {
                 // `write_into(1, v)`: dirty in the L2 if held there, else allocated dirty, its
                 // dirty victim written to memory.
-                fx.writebacks[0] += 1;
-                let s = (v & m1) as usize;
+                wb0 += 1;
+                let s = v as usize & k1;
                 if let Some(w) = way_of(&tags1[s], v) {
                     dirty1[s][w] = true;
-                } else if let (_, Some((_, true))) =
-                    insert_into(&mut tags1[s], &mut dirty1[s], &mut sets1[s], res1, v, true)
-                {
-                    fx.writebacks[1] += 1;
+                } else {
+                    // As for the fill above: load the victim's tag, not keep the set's.
+                    let set1 = std::hint::black_box(&mut tags1[s]);
+                    if let (_, Some((_, true))) =
+                        insert_into(set1, &mut dirty1[s], &mut sets1[s], res1, v, true)
+                    {
+                        wb1 += 1;
+                    }
                 }
             }
             if WRITE {
                 dirty0[s0][w] = true;
             }
         }
+        // `first..=last` is not empty (the caller's range has a byte), and each count is at most
+        // the one before it: no subtraction below can go negative.
+        let lines = last - first + 1;
+        fx.served[0] += lines - miss0;
+        fx.served[1] += miss0 - miss1;
+        fx.served[2] += miss1;
+        fx.writebacks[0] += wb0;
+        fx.writebacks[1] += wb1;
     }
 
     fn maint_level(&mut self, level: usize, op: Maint, line: u64, fx: &mut Effects) {

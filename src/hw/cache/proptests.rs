@@ -172,6 +172,9 @@ struct Ways {
     rr: Vec<Vec<usize>>,
     wa: [bool; 2],
     writebacks: [u64; 2],
+    /// CPU accesses answered by the L1, the L2 and memory (a store the L1 does not allocate for
+    /// counts as the L2's, where it goes).
+    served: [u64; 3],
 }
 
 impl Ways {
@@ -188,6 +191,7 @@ impl Ways {
             rr,
             wa: [s.levels[0].write_allocate, s.levels[1].write_allocate],
             writebacks: [0; 2],
+            served: [0; 3],
         }
     }
 
@@ -259,10 +263,20 @@ impl Ways {
         }
     }
 
+    /// The level that holds `l` first, or memory (2).
+    fn holder(&mut self, l: u64) -> usize {
+        (0..2).find(|&k| self.way_of(k, l).is_some()).unwrap_or(2)
+    }
+
     fn apply(&mut self, o: Op) {
         match o {
-            Op::Read(l) => self.fill(l),
+            Op::Read(l) => {
+                self.served[self.holder(l)] += 1;
+                self.fill(l)
+            }
             Op::Write(l) => {
+                let at = self.holder(l);
+                self.served[if at > 0 && !self.wa[0] { 1 } else { at }] += 1;
                 if self.way_of(0, l).is_some() || self.wa[0] {
                     self.fill(l);
                     let w = self.way_of(0, l).unwrap();
@@ -300,7 +314,7 @@ impl Ways {
 
 /// Run `ops` on [`Caches`] and on the way-list reference; after each, the two hold the same
 /// lines in the same states (and the caches' own counts agree with their slots); at the end they
-/// have written back as many lines from each level.
+/// have written back as many lines from each level and answered as many accesses from each.
 fn agrees_with_the_way_lists(s: &HierarchySpec, ops: &[Op]) -> Result<(), TestCaseError> {
     let mut c = Caches::new(s);
     let mut r = Ways::new(s);
@@ -320,6 +334,7 @@ fn agrees_with_the_way_lists(s: &HierarchySpec, ops: &[Op]) -> Result<(), TestCa
         }
     }
     prop_assert_eq!(&fx.writebacks[..2], &r.writebacks[..]);
+    prop_assert_eq!(&fx.served[..3], &r.served[..]);
     Ok(())
 }
 
