@@ -35,6 +35,8 @@
 //! A CPU access over a range ([`Caches::access_range`]) on two write-allocating levels of 4 or 8
 //! and 8 or 16 ways takes the same steps as [`Caches::access`] line by line, in a loop that holds
 //! both levels' sets as fixed-size arrays (`stream2`); other shapes take the line-by-line walk.
+//! When neither level holds any line of a long range (a buffer just invalidated, or pushed out
+//! by other data), every line of it misses at both, so `stream2` fills without looking up.
 //!
 //! Invariants: a line number is held at most once per level; a set never holds more than `ways`
 //! lines; the state of a line is a pure function of the sequence of operations applied (no
@@ -561,6 +563,19 @@ impl Caches {
             }
             return;
         };
+        // A range no level holds a line of (a DMA buffer just invalidated, or streamed out of the
+        // caches by other data) misses at both levels on every line: each line is absent when
+        // its turn comes, since a step brings in only its own line and the victims of lines
+        // held before. Then neither look-up of the line itself is needed. Finding out reads
+        // every slot once, which a long range repays many times over.
+        let lines = last - first + 1;
+        let slots = l0.tags.len() + l1.tags.len();
+        let absent = lines.saturating_mul(8) >= slots as u64
+            && !l0
+                .tags
+                .iter()
+                .chain(&l1.tags)
+                .any(|&t| t.wrapping_sub(first) < lines);
         let (tags0, _) = l0.tags.as_chunks_mut::<W0>();
         let (dirty0, _) = l0.dirty.as_chunks_mut::<W0>();
         let (tags1, _) = l1.tags.as_chunks_mut::<W1>();
@@ -588,7 +603,7 @@ impl Caches {
         let (mut miss0, mut miss1, mut wb0, mut wb1) = (0u64, 0u64, 0u64, 0u64);
         for line in first..=last {
             let s0 = line as usize & k0;
-            if let Some(w) = way_of(&tags0[s0], line) {
+            if !absent && let Some(w) = way_of(&tags0[s0], line) {
                 if WRITE {
                     dirty0[s0][w] = true;
                 }
@@ -597,7 +612,7 @@ impl Caches {
             miss0 += 1;
             // The fill (`Caches::fill`): the L2 first if it misses there too, then the L1.
             let s1 = line as usize & k1;
-            if way_of(&tags1[s1], line).is_none() {
+            if absent || way_of(&tags1[s1], line).is_none() {
                 miss1 += 1;
                 // The look-up just read every tag of this set; left to itself the compiler keeps
                 // all of them (on the stack) to pick the victim's from. Hiding the set's address
@@ -637,9 +652,7 @@ impl Caches {
                 dirty0[s0][w] = true;
             }
         }
-        // `first..=last` is not empty (the caller's range has a byte), and each count is at most
-        // the one before it: no subtraction below can go negative.
-        let lines = last - first + 1;
+        // Each count is at most the one before it: no subtraction below can go negative.
         fx.served[0] += lines - miss0;
         fx.served[1] += miss0 - miss1;
         fx.served[2] += miss1;
