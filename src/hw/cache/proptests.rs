@@ -6,9 +6,9 @@
 //! - under pressure, a per-set list of ways with the same replacement rule (lowest free way,
 //!   else round-robin) kept as plain vectors, stepped through the same rules one by one.
 //!
-//! In both, random CPU reads and writes and random inner and outer maintenance over a small
-//! two-level cache must leave the same present and dirty lines at every level, and the same
-//! number of writebacks out of each level.
+//! In both, random CPU reads and writes and random inner and outer maintenance (single lines,
+//! and ranges in consecutive blocks) over a small two-level cache must leave the same present
+//! and dirty lines at every level, and the same number of writebacks out of each level.
 
 use super::*;
 use proptest::prelude::*;
@@ -23,6 +23,10 @@ enum Op {
     Range(Access, u64, u64),
     Inner(Maint, u64),
     Outer(Maint, u64),
+    /// `maint_range` (outer levels if `outer`, else inner) over `k` blocks of `n` lines one
+    /// after another from `first`, as 3.14's PL310 code walks a range, with a CPU write of a
+    /// line after each block if one is given; the references step the blocks' lines one by one.
+    Blocks(bool, Maint, u64, u64, u64, Option<u64>),
 }
 
 /// [`op`], and streamed accesses of up to `lines` lines from anywhere in the first `lines`.
@@ -31,6 +35,12 @@ fn op_or_range(lines: u64) -> impl Strategy<Value = Op> {
     prop_oneof![
         3 => op(lines),
         1 => (access, 0..lines, 1..=lines).prop_map(|(a, f, n)| Op::Range(a, f, n)),
+        1 => (
+            (any::<bool>(), maint(), 0..lines),
+            (1..=8u64, 1..=8u64, proptest::option::of(0..64u64))
+        )
+            // The write, if any, to a line of the blocks: one a later block may find.
+            .prop_map(|((o, m, f), (n, k, w))| Op::Blocks(o, m, f, n, k, w.map(|w| f + w % (n * k)))),
     ]
 }
 
@@ -81,6 +91,39 @@ fn apply(c: &mut Caches, o: Op, fx: &mut Effects) {
         Op::Range(a, first, n) => fx.add(&c.access_range(a, first * 32, n * 32)),
         Op::Inner(m, l) => c.maint_inner(m, l, fx),
         Op::Outer(m, l) => c.maint_outer(m, l, fx),
+        Op::Blocks(outer, m, first, n, k, write) => {
+            for b in 0..k {
+                c.maint_range(outer, m, first + b * n, n, |_, f| fx.add(f));
+                if let Some(l) = write {
+                    c.access(Access::Write, l, fx);
+                }
+            }
+        }
+    }
+}
+
+/// A range or block operation as the single-line operations the references take it as.
+fn singles(o: Op) -> Vec<Op> {
+    match o {
+        Op::Range(a, first, n) => (first..first + n)
+            .map(|l| match a {
+                Access::Read => Op::Read(l),
+                Access::Write => Op::Write(l),
+            })
+            .collect(),
+        Op::Blocks(outer, m, first, n, k, write) => (0..k)
+            .flat_map(|b| {
+                let maint = (first + b * n..first + (b + 1) * n).map(move |l| {
+                    if outer {
+                        Op::Outer(m, l)
+                    } else {
+                        Op::Inner(m, l)
+                    }
+                });
+                maint.chain(write.map(Op::Write))
+            })
+            .collect(),
+        o => vec![o],
     }
 }
 
@@ -148,16 +191,9 @@ impl Sets {
                     self.write_into(1, l);
                 }
             }
-            Op::Range(a, first, n) => {
-                for l in first..first + n {
-                    self.apply(match a {
-                        Access::Read => Op::Read(l),
-                        Access::Write => Op::Write(l),
-                    });
-                }
-            }
             Op::Inner(m, l) => self.maint(0, m, l),
             Op::Outer(m, l) => self.maint(1, m, l),
+            Op::Range(..) | Op::Blocks(..) => singles(o).into_iter().for_each(|o| self.apply(o)),
         }
     }
 }
@@ -285,16 +321,9 @@ impl Ways {
                     self.write_into(1, l);
                 }
             }
-            Op::Range(a, first, n) => {
-                for l in first..first + n {
-                    self.apply(match a {
-                        Access::Read => Op::Read(l),
-                        Access::Write => Op::Write(l),
-                    });
-                }
-            }
             Op::Inner(m, l) => self.maint(0, m, l),
             Op::Outer(m, l) => self.maint(1, m, l),
+            Op::Range(..) | Op::Blocks(..) => singles(o).into_iter().for_each(|o| self.apply(o)),
         }
     }
 
