@@ -571,7 +571,7 @@ impl Hw for Model {
             // writeback to DDR as well.
             let line0 = caches.line_of(first.0);
             let mut fx = Effects::default();
-            caches.maint_range(true, Maint::from(op), line0, lines, |_, f| fx.add(f));
+            caches.maint_range_sum(true, Maint::from(op), line0, lines, &mut fx);
             self.caches = Some(caches);
             ps = ps.saturating_add(self.writeback_work(&fx));
             self.count_writebacks(&fx);

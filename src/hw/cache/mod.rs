@@ -254,8 +254,22 @@ impl Level {
 
     #[inline(always)]
     fn find(&self, line: u64) -> Option<usize> {
-        let base = self.set_of(line) << self.way_shift;
-        way_of(&self.tags[base..base + self.ways], line).map(|w| base + w)
+        // Four and eight ways (every level of the built-in profiles) take the level's slots as
+        // fixed-size sets: one bounds check, no slice of the set to cut and check.
+        #[inline(always)]
+        fn in_sets<const W: usize>(tags: &[u64], set: usize, line: u64) -> Option<usize> {
+            let (sets, _) = tags.as_chunks::<W>();
+            way_of(sets.get(set)?, line).map(|w| set * W + w)
+        }
+        let set = self.set_of(line);
+        match self.ways {
+            8 => in_sets::<8>(&self.tags, set, line),
+            4 => in_sets::<4>(&self.tags, set, line),
+            _ => {
+                let base = set << self.way_shift;
+                way_of(&self.tags[base..base + self.ways], line).map(|w| base + w)
+            }
+        }
     }
 
     fn state(&self, line: u64) -> LineState {
@@ -713,6 +727,41 @@ impl Caches {
         n: u64,
         mut each: impl FnMut(u64, &Effects),
     ) {
+        self.walk_range(outer, first, n, |c, levels, line| {
+            let mut fx = Effects::default();
+            for level in levels {
+                c.maint_level(level, op, line, &mut fx);
+            }
+            each(line - first, &fx);
+        });
+    }
+
+    /// [`Caches::maint_range`] for a caller that needs only the sum of the lines' effects
+    /// (an outer controller's range, priced per line by its count): added to `fx`.
+    pub fn maint_range_sum(
+        &mut self,
+        outer: bool,
+        op: Maint,
+        first: u64,
+        n: u64,
+        fx: &mut Effects,
+    ) {
+        self.walk_range(outer, first, n, |c, levels, line| {
+            for level in levels {
+                c.maint_level(level, op, line, fx);
+            }
+        });
+    }
+
+    /// `step(caches, levels, line)` on each line of `[first, first + n)` the levels an inner
+    /// (or `outer`) operation acts on hold, ascending: the walk of [`Caches::maint_range`].
+    fn walk_range(
+        &mut self,
+        outer: bool,
+        first: u64,
+        n: u64,
+        mut step: impl FnMut(&mut Caches, std::ops::Range<usize>, u64),
+    ) {
         let levels = if outer {
             self.outer_from..self.levels.len()
         } else {
@@ -721,11 +770,7 @@ impl Caches {
         let mut lines = std::mem::take(&mut self.scratch);
         self.resident_lines(levels.clone(), first, n, &mut lines);
         for &line in &lines {
-            let mut fx = Effects::default();
-            for level in levels.clone() {
-                self.maint_level(level, op, line, &mut fx);
-            }
-            each(line - first, &fx);
+            step(self, levels.clone(), line);
         }
         self.scratch = lines;
     }
