@@ -331,10 +331,8 @@ fn slots_in_order(
     out: &mut Vec<u64>,
     buckets: &mut Vec<u32>,
 ) -> bool {
-    // One comparison: below `first` wraps above the span, and `EMPTY` (u64::MAX) is never
-    // inside it, since `end` is at most u64::MAX.
     let span = end.saturating_sub(first);
-    let in_range = |t: u64| t.wrapping_sub(first) < span;
+    let in_range = |t: u64| in_span(t, first, span);
     let set_bits = l.set_mask.count_ones();
     let round0 = first >> set_bits;
     let rounds = (end.saturating_sub(1) >> set_bits).saturating_sub(round0) + 1;
@@ -361,6 +359,14 @@ fn slots_in_order(
         *b += 1;
     }
     true
+}
+
+/// Whether slot tag `t` is one of the `span` lines from `first`, in one comparison: a line below
+/// `first` wraps above the span, and `EMPTY` (u64::MAX) is never inside it, since a span ends at
+/// u64::MAX at the latest.
+#[inline(always)]
+fn in_span(t: u64, first: u64, span: u64) -> bool {
+    t.wrapping_sub(first) < span
 }
 
 /// The caches of one CPU and the outer caches behind it.
@@ -589,7 +595,7 @@ impl Caches {
                 .tags
                 .iter()
                 .chain(&l1.tags)
-                .any(|&t| t.wrapping_sub(first) < lines);
+                .any(|&t| in_span(t, first, lines));
         let (tags0, _) = l0.tags.as_chunks_mut::<W0>();
         let (dirty0, _) = l0.dirty.as_chunks_mut::<W0>();
         let (tags1, _) = l1.tags.as_chunks_mut::<W1>();
