@@ -80,8 +80,11 @@ pub trait ArchDma: Debug {
 
 /// The architecture implementations, one of which setup picks for a run (the registry the
 /// profile's `platform.arch` and the host's instruction set choose from). A closed set held by
-/// value, so a call reaches the implementation by a match rather than through a vtable.
+/// value, so a call reaches the implementation by a match rather than through a vtable. The tag
+/// is a byte of its own: the match reads it directly, where a niche in a variant's fields would
+/// first have to be decoded (on every region of a scatter-gather walk).
 #[derive(Debug)]
+#[repr(u8)]
 pub enum ArchOps {
     Arm64(arm64::Arm64),
     Arm64CleanInval(arm64::Arm64CleanInval),
