@@ -391,6 +391,13 @@ impl Model {
         self.ledger.charge(ps);
     }
 
+    /// [`Model::advance`] by an operation's cost and one count of it, on the node found once.
+    #[inline]
+    fn advance_count(&mut self, ps: u64, c: Counter) {
+        self.now = self.now.saturating_add(ps);
+        self.ledger.charge_count(ps, c, 1);
+    }
+
     #[inline]
     fn smmu(&self) -> SmmuParams {
         self.smmu
@@ -724,8 +731,7 @@ impl SmmuPort for Model {
     #[inline]
     fn mmio_write(&mut self, reg: MmioReg, val: u64) {
         let p = self.smmu();
-        self.ledger.count(reg.counter(), 1);
-        self.advance(p.mmio_write_ps);
+        self.advance_count(p.mmio_write_ps, reg.counter());
         match reg {
             MmioReg::SmmuTlbiva | MmioReg::SmmuTlbival => self.smmu_work(p.tlbi_va_ps),
             MmioReg::SmmuTlbiasid => self.smmu_work(p.tlbi_asid_ps),
@@ -742,8 +748,7 @@ impl SmmuPort for Model {
     #[inline]
     fn mmio_read(&mut self, reg: MmioReg) -> u64 {
         let p = self.smmu();
-        self.ledger.count(reg.counter(), 1);
-        self.advance(p.mmio_read_ps);
+        self.advance_count(p.mmio_read_ps, reg.counter());
         match reg {
             // The value is the one the device holds when the read's answer leaves it, which is
             // no earlier than the end of the round trip.
@@ -754,8 +759,7 @@ impl SmmuPort for Model {
 
     #[inline]
     fn udelay(&mut self, us: u64) {
-        self.ledger.count(Counter::Udelay, 1);
-        self.advance(us.saturating_mul(1_000_000));
+        self.advance_count(us.saturating_mul(1_000_000), Counter::Udelay);
     }
 
     fn smmu_cmdq_issue(&mut self, cmds: &[SmmuCmdKind]) {

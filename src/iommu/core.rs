@@ -28,6 +28,9 @@ pub trait UnmapSplit: Debug {
     fn name(&self) -> &'static str;
     /// Given the count `iommu_pgsize` computed, the pages passed to one driver call.
     fn pages_per_call(&self, count: u64) -> u64;
+    /// Which of the registry's policies this is: the domain keeps the value and reaches the
+    /// implementation by a match, not through a vtable, on every step of a map or unmap.
+    fn kind(&self) -> SplitKind;
 }
 
 /// ≤ 5.14: `ops->map` / `ops->unmap` take a single page.
@@ -45,6 +48,9 @@ impl UnmapSplit for PerPage {
     fn pages_per_call(&self, _count: u64) -> u64 {
         1
     }
+    fn kind(&self) -> SplitKind {
+        SplitKind::PerPage
+    }
 }
 
 impl UnmapSplit for UnmapPages {
@@ -53,6 +59,9 @@ impl UnmapSplit for UnmapPages {
     }
     fn pages_per_call(&self, count: u64) -> u64 {
         count
+    }
+    fn kind(&self) -> SplitKind {
+        SplitKind::UnmapPages
     }
 }
 
@@ -72,6 +81,22 @@ impl crate::types::Choice for SplitKind {
             SplitKind::PerPage => "per-page",
             SplitKind::UnmapPages => "unmap-pages",
         }
+    }
+}
+
+impl UnmapSplit for SplitKind {
+    fn name(&self) -> &'static str {
+        crate::types::Choice::name(*self)
+    }
+    #[inline]
+    fn pages_per_call(&self, count: u64) -> u64 {
+        match self {
+            SplitKind::PerPage => PerPage.pages_per_call(count),
+            SplitKind::UnmapPages => UnmapPages.pages_per_call(count),
+        }
+    }
+    fn kind(&self) -> SplitKind {
+        *self
     }
 }
 
@@ -151,7 +176,7 @@ struct Costs {
 pub struct IommuDomain {
     pub pgtable: ArmLpaeIoPgtable,
     pub ops: Box<dyn IommuFlushOps>,
-    split: Box<dyn UnmapSplit>,
+    split: SplitKind,
     costs: Costs,
 }
 
@@ -165,7 +190,7 @@ impl IommuDomain {
         IommuDomain {
             pgtable,
             ops,
-            split,
+            split: split.kind(),
             costs: Costs {
                 map: hw.sw_cost(SwKey::IommuMap),
                 unmap: hw.sw_cost(SwKey::IommuUnmap),
@@ -176,8 +201,8 @@ impl IommuDomain {
         }
     }
 
-    pub fn split(&self) -> &dyn UnmapSplit {
-        self.split.as_ref()
+    pub fn split(&self) -> SplitKind {
+        self.split
     }
 
     pub fn pgsize_bitmap(&self) -> u64 {
