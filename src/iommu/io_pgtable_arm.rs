@@ -728,17 +728,16 @@ impl ArmLpaeIoPgtable {
             let l = lvl as usize;
             let ptep = PhysAddr(table + (self.lvl_idx(iova, lvl) << 3));
             let hint = self.walk_hint.get(l)?;
-            let pte = mem.read_u64_hinted(ptep, hint);
             if size == self.block_size(lvl) {
-                if pte != 0 {
-                    return None;
-                }
                 let leaf_type = if lvl == ARM_LPAE_MAX_LEVELS - 1 {
                     PTE_TYPE_PAGE
                 } else {
                     PTE_TYPE_BLOCK
                 };
-                mem.write_u64_hinted(ptep, attrs | leaf_type | (paddr & mask), hint);
+                let new = attrs | leaf_type | (paddr & mask);
+                if mem.update_u64_hinted(ptep, hint, |pte| (pte == 0).then_some(new)) != 0 {
+                    return None;
+                }
                 // The leaf written is in the last level's table: no descriptor on the way moved.
                 let stamp = mem.write_stamp();
                 drop(mem);
@@ -751,6 +750,7 @@ impl ArmLpaeIoPgtable {
                 self.pending_sw.add(self.costs.init_pte);
                 return Some(size);
             }
+            let pte = mem.read_u64_hinted(ptep, hint);
             if !Self::pte_is_table(pte, lvl) {
                 return None;
             }
@@ -1048,10 +1048,10 @@ impl ArmLpaeIoPgtable {
             }
             let ptep = PhysAddr(w.table + (self.lvl_idx(iova, leaf) << 3));
             let hint = &self.walk_hint[leaf as usize];
-            if !Self::pte_is_leaf(mem.read_u64_hinted(ptep, hint), leaf) {
+            let clear = |pte| Self::pte_is_leaf(pte, leaf).then_some(0);
+            if !Self::pte_is_leaf(mem.update_u64_hinted(ptep, hint, clear), leaf) {
                 return None;
             }
-            mem.write_u64_hinted(ptep, 0, hint);
             // Clearing a leaf of the remembered table moves no descriptor on the way to it.
             self.leaf_walk.stamp = mem.write_stamp();
         }
