@@ -179,7 +179,7 @@ impl ArmSmmuContext {
 
     /// `arm_smmu_tlb_sync_context()` / `__arm_smmu_tlb_sync()`: write `TLBSYNC`, poll `TLBSTATUS`.
     pub fn tlb_sync_context<H: DeviceHw + ?Sized>(&mut self, hw: &mut H) {
-        hw.enter("arm_smmu_tlb_sync_context");
+        let back = hw.enter_from("arm_smmu_tlb_sync_context");
         hw.sw(self.costs.sync);
         hw.mmio_write(MmioReg::SmmuTlbsync, QCOM_DUMMY_VAL);
         let mut delay = 1u64;
@@ -199,7 +199,7 @@ impl ArmSmmuContext {
         if !done {
             self.sync_timeouts += 1;
         }
-        hw.leave();
+        hw.leave_to(back);
     }
 }
 
