@@ -1374,9 +1374,6 @@ mod tests {
         assert_eq!(e, IommuError::BadIas(31));
     }
 
-    /// The remembered leaf table is used only while the memory is unchanged: a descriptor on the
-    /// way cleared behind the table's back (a stray write into a table page) is what the next
-    /// map and unmap meet, as a walk from the top would.
     /// A one-page unmap through the remembered walk does what the general path does: the same
     /// descriptors, results, charges, counts and clock. The general path is forced by a write
     /// that changes nothing but the memory's write stamp. The unmaps go to and fro between leaf
@@ -1453,6 +1450,9 @@ mod tests {
         assert_eq!(tlbival, 11 - 3);
     }
 
+    /// The remembered leaf table is used only while the memory is unchanged: a descriptor on the
+    /// way cleared behind the table's back (a stray write into a table page) is what the next
+    /// map and unmap meet, as a walk from the top would.
     #[test]
     fn the_remembered_walk_gives_way_to_any_write() {
         let mut r = Recorder::new(64);
