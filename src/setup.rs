@@ -369,7 +369,7 @@ pub fn iommu_domain_alloc_with_cmdq(
                     .with_rules(p.smmuv3_inv),
             ),
         };
-        Ok(IommuDomain::new(hw, t, ops, p.unmap_split.ops()))
+        Ok(IommuDomain::new(hw, t, ops, p.unmap_split))
     })();
     hw.leave();
     r.map_err(SetupError::Domain)

@@ -424,7 +424,7 @@ mod tests {
             let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
             let t = ArmLpaeIoPgtable::new(r, IoPgtableCfg::new(4096, 48), mem, None).unwrap();
             let ops = Box::new(ArmSmmuDomain::new(r, 5, Box::new(ByVa)));
-            IommuDomain::new(r, t, ops, split.ops())
+            IommuDomain::new(r, t, ops, split)
         };
         // 1 MB of scattered 4K elements: one driver map call, so one wmb, per page on both.
         let segs: Vec<_> = (0..256u64)

@@ -100,13 +100,16 @@ impl UnmapSplit for SplitKind {
     }
 }
 
-impl SplitKind {
-    /// The implementation, chosen once when the domain is set up.
-    pub fn ops(self) -> Box<dyn UnmapSplit> {
-        match self {
-            SplitKind::PerPage => Box::new(PerPage),
-            SplitKind::UnmapPages => Box::new(UnmapPages),
-        }
+/// A boxed policy is the policy it holds (tests and benches hand the domain one).
+impl<T: UnmapSplit + ?Sized> UnmapSplit for Box<T> {
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+    fn pages_per_call(&self, count: u64) -> u64 {
+        (**self).pages_per_call(count)
+    }
+    fn kind(&self) -> SplitKind {
+        (**self).kind()
     }
 }
 
@@ -185,7 +188,7 @@ impl IommuDomain {
         hw: &dyn Hw,
         pgtable: ArmLpaeIoPgtable,
         ops: Box<dyn IommuFlushOps>,
-        split: Box<dyn UnmapSplit>,
+        split: impl UnmapSplit,
     ) -> IommuDomain {
         IommuDomain {
             pgtable,

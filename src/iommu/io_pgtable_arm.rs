@@ -925,9 +925,9 @@ impl ArmLpaeIoPgtable {
         lvl: u32,
         table: PhysAddr,
     ) -> u64 {
-        if let Some(n) = self.unmap_one_remembered(hw, tlb, gather, iova, size, pgcount, lvl, table)
-        {
-            return n;
+        if self.clear_remembered_leaf(iova, size, pgcount, lvl, table) {
+            self.tlb_add_leaf(hw, tlb, gather, iova, size);
+            return size;
         }
         // The kernel recurses one level per call; a loop walks the same levels.
         let mut block = self.leaf_walk_block(iova, size, lvl, table);
@@ -1018,50 +1018,61 @@ impl ArmLpaeIoPgtable {
 
     /// `__arm_lpae_unmap()` of one page in its commonest case: the walk to its leaf table is the
     /// remembered one (see the module header), the entry there is a page and the walker is
-    /// coherent. Reads and clears the entry under one borrow of the memory, gathers exactly the
-    /// general path's charges (a walk step per level, one `clear_pte`) and then invalidates the
-    /// page, clear before invalidate as the kernel orders them; in any other case it changes
-    /// nothing and returns `None`, and the general path runs from the start.
-    #[allow(clippy::too_many_arguments)]
+    /// coherent. Reads and clears the entry under one borrow of the memory and gathers exactly
+    /// the general path's charges (a walk step per level, one `clear_pte`); the caller then
+    /// invalidates the page, clear before invalidate as the kernel orders them. In any other
+    /// case it changes nothing and returns `false`, and the general path runs from the start.
     #[inline]
-    fn unmap_one_remembered<H: AsDynDeviceHw + ?Sized>(
+    fn clear_remembered_leaf(
         &mut self,
-        hw: &mut H,
-        tlb: &mut dyn IommuFlushOps,
-        gather: &mut IommuIotlbGather,
         iova: u64,
         size: u64,
         pgcount: u64,
         lvl: u32,
         table: PhysAddr,
-    ) -> Option<u64> {
+    ) -> bool {
         if pgcount != 1 || self.walk_sync.is_some() {
-            return None;
+            return false;
         }
-        let block = self.leaf_walk_block(iova, size, lvl, table)?;
+        let Some(block) = self.leaf_walk_block(iova, size, lvl, table) else {
+            return false;
+        };
         let w = self.leaf_walk;
         let leaf = ARM_LPAE_MAX_LEVELS - 1;
         {
             let mut mem = self.mem.borrow_mut();
             if !(w.valid && w.block == block && w.stamp == mem.write_stamp()) {
-                return None;
+                return false;
             }
             let ptep = PhysAddr(w.table + (self.lvl_idx(iova, leaf) << 3));
             let hint = &self.walk_hint[leaf as usize];
             let clear = |pte| Self::pte_is_leaf(pte, leaf).then_some(0);
             if !Self::pte_is_leaf(mem.update_u64_hinted(ptep, hint, clear), leaf) {
-                return None;
+                return false;
             }
             // Clearing a leaf of the remembered table moves no descriptor on the way to it.
             self.leaf_walk.stamp = mem.write_stamp();
         }
         self.pending_sw.add_n(self.costs.walk_level, w.steps);
         self.pending_sw.add(self.costs.clear_pte);
+        true
+    }
+
+    /// `io_pgtable_tlb_add_page()` for a leaf `__arm_lpae_unmap()` cleared: invalidated now,
+    /// unless the gather is queued (lazy invalidation: the IOVA waits for a whole flush).
+    #[inline]
+    fn tlb_add_leaf<H: AsDynDeviceHw + ?Sized>(
+        &mut self,
+        hw: &mut H,
+        tlb: &mut dyn IommuFlushOps,
+        gather: &mut IommuIotlbGather,
+        iova: u64,
+        size: u64,
+    ) {
         if !gather.queued {
             self.pending_sw.flush(hw);
             super::tlb_add_page(tlb, hw, gather, iova, size);
         }
-        Some(size)
     }
 
     /// [`ArmLpaeIoPgtable::clear_ptes`] for a run of one valid leaf: the same charges, the same
@@ -1080,10 +1091,7 @@ impl ArmLpaeIoPgtable {
     ) -> u64 {
         self.pending_sw.add(self.costs.clear_pte);
         self.sync_ptes(hw, ptep, 1);
-        if !gather.queued {
-            self.pending_sw.flush(hw);
-            super::tlb_add_page(tlb, hw, gather, iova, size);
-        }
+        self.tlb_add_leaf(hw, tlb, gather, iova, size);
         self.clear_entries(ptep, lvl, 1);
         size
     }
@@ -1132,10 +1140,7 @@ impl ArmLpaeIoPgtable {
             // one go, which leaves the same memory behind.
             self.sync_ptes(hw, PhysAddr(ptep.0 + i * 8), 1);
             if Self::pte_is_leaf(pte, lvl) {
-                if !gather.queued {
-                    self.pending_sw.flush(hw);
-                    super::tlb_add_page(tlb, hw, gather, at, size);
-                }
+                self.tlb_add_leaf(hw, tlb, gather, at, size);
             } else {
                 self.pending_sw.flush(hw);
                 tlb.tlb_flush_walk(hw.as_dyn(), at, size, self.cfg.granule);
