@@ -231,6 +231,119 @@ fn insert_into(
     (way, full.then_some((tag, was_dirty)))
 }
 
+/// Two write-allocating levels of `W0` and `W1` ways borrowed as fixed-size sets, for
+/// [`Caches::access_range`]'s streamed loop: the steps of [`Caches::fill`] and
+/// [`Caches::write_into`] for two such levels, with a level's set index the line masked by its
+/// set count less one (every array of a level has one entry per set, checked once in `new`,
+/// so a masked index needs no bounds check per line).
+struct Pair<'a, const W0: usize, const W1: usize> {
+    tags0: &'a mut [[u64; W0]],
+    dirty0: &'a mut [[bool; W0]],
+    sets0: &'a mut [SetState],
+    res0: &'a mut usize,
+    tags1: &'a mut [[u64; W1]],
+    dirty1: &'a mut [[bool; W1]],
+    sets1: &'a mut [SetState],
+    res1: &'a mut usize,
+    k0: usize,
+    k1: usize,
+}
+
+impl<'a, const W0: usize, const W1: usize> Pair<'a, W0, W1> {
+    fn new(l0: &'a mut Level, l1: &'a mut Level) -> Self {
+        let (tags0, _) = l0.tags.as_chunks_mut::<W0>();
+        let (dirty0, _) = l0.dirty.as_chunks_mut::<W0>();
+        let (tags1, _) = l1.tags.as_chunks_mut::<W1>();
+        let (dirty1, _) = l1.dirty.as_chunks_mut::<W1>();
+        let (n0, n1) = (tags0.len(), tags1.len());
+        if n0 == 0
+            || n1 == 0
+            || dirty0.len() != n0
+            || l0.sets.len() != n0
+            || dirty1.len() != n1
+            || l1.sets.len() != n1
+            || l0.set_mask != n0 as u64 - 1
+            || l1.set_mask != n1 as u64 - 1
+        {
+            unreachable!("a level has one entry per set in each of its arrays");
+        }
+        Pair {
+            tags0,
+            dirty0,
+            sets0: &mut l0.sets,
+            res0: &mut l0.resident,
+            tags1,
+            dirty1,
+            sets1: &mut l1.sets,
+            res1: &mut l1.resident,
+            k0: n0 - 1,
+            k1: n1 - 1,
+        }
+    }
+
+    /// A line absent from both levels is filled into the L2 (a dirty victim there written to
+    /// memory: counted in `wb1`) and then the L1: [`Pair::fill0`].
+    #[inline(always)]
+    fn fill(&mut self, line: u64, wb1: &mut u64) -> (usize, usize, Option<u64>) {
+        let s1 = line as usize & self.k1;
+        // The look-up just read every tag of this set; left to itself the compiler keeps all of
+        // them (on the stack) to pick the victim's from. Hiding the set's address makes it load
+        // the one tag it needs instead.
+        let set1 = std::hint::black_box(&mut self.tags1[s1]);
+        let filled = insert_into(
+            set1,
+            &mut self.dirty1[s1],
+            &mut self.sets1[s1],
+            self.res1,
+            line,
+            false,
+        );
+        if let (_, Some((_, true))) = filled {
+            *wb1 = wb1.wrapping_add(1);
+        }
+        self.fill0(line)
+    }
+
+    /// A line absent from the L1 is placed there clean: returns its way and set, and the
+    /// victim it displaced if that was dirty (for [`Pair::write_victim`]).
+    #[inline(always)]
+    fn fill0(&mut self, line: u64) -> (usize, usize, Option<u64>) {
+        let s0 = line as usize & self.k0;
+        let (w, victim) = insert_into(
+            &mut self.tags0[s0],
+            &mut self.dirty0[s0],
+            &mut self.sets0[s0],
+            self.res0,
+            line,
+            false,
+        );
+        (w, s0, victim.and_then(|(v, dirty)| dirty.then_some(v)))
+    }
+
+    /// `write_into(1, v)`: dirty in the L2 if held there, else allocated dirty, its dirty
+    /// victim written to memory (counted in `wb1`).
+    #[inline(always)]
+    fn write_victim(&mut self, v: u64, wb1: &mut u64) {
+        let s = v as usize & self.k1;
+        if let Some(w) = way_of(&self.tags1[s], v) {
+            self.dirty1[s][w] = true;
+        } else {
+            // As for the fill: load the victim's tag, not keep the set's.
+            let set1 = std::hint::black_box(&mut self.tags1[s]);
+            if let (_, Some((_, true))) = insert_into(
+                set1,
+                &mut self.dirty1[s],
+                &mut self.sets1[s],
+                self.res1,
+                v,
+                true,
+            ) {
+                *wb1 = wb1.wrapping_add(1);
+            }
+        }
+    }
+}
+
 impl Level {
     fn new(spec: LevelSpec) -> Level {
         let sets = spec.geometry.sets() as usize;
@@ -596,80 +709,48 @@ impl Caches {
                 .iter()
                 .chain(&l1.tags)
                 .any(|&t| in_span(t, first, lines));
-        let (tags0, _) = l0.tags.as_chunks_mut::<W0>();
-        let (dirty0, _) = l0.dirty.as_chunks_mut::<W0>();
-        let (tags1, _) = l1.tags.as_chunks_mut::<W1>();
-        let (dirty1, _) = l1.dirty.as_chunks_mut::<W1>();
-        let (sets0, sets1) = (&mut l0.sets[..], &mut l1.sets[..]);
-        let (res0, res1) = (&mut l0.resident, &mut l1.resident);
-        // A level's set index is the line masked by its set count less one: with every array of
-        // the level one entry per set (checked here, once), a masked index needs no bounds
-        // check per line.
-        let (n0, n1) = (tags0.len(), tags1.len());
-        if n0 == 0
-            || n1 == 0
-            || dirty0.len() != n0
-            || sets0.len() != n0
-            || dirty1.len() != n1
-            || sets1.len() != n1
-            || l0.set_mask != n0 as u64 - 1
-            || l1.set_mask != n1 as u64 - 1
-        {
-            unreachable!("a level has one entry per set in each of its arrays");
-        }
-        let (k0, k1) = (n0 - 1, n1 - 1);
+        let mut p = Pair::<W0, W1>::new(l0, l1);
         // Counted in locals, added to `fx` once: L1 hits are the lines less the L1 misses, and
-        // L2 hits the L1 misses less the L2 misses.
+        // L2 hits the L1 misses less the L2 misses. Each count is at most `lines`, so none
+        // can wrap.
         let (mut miss0, mut miss1, mut wb0, mut wb1) = (0u64, 0u64, 0u64, 0u64);
-        for line in first..=last {
-            let s0 = line as usize & k0;
-            if !absent && let Some(w) = way_of(&tags0[s0], line) {
+        if absent {
+            // Its own loop: with no look-up and no hit to count, it keeps its state in
+            // registers.
+            for line in first..=last {
+                let (w, s0, victim) = p.fill(line, &mut wb1);
+                if let Some(v) = victim {
+                    wb0 = wb0.wrapping_add(1);
+                    p.write_victim(v, &mut wb1);
+                }
                 if WRITE {
-                    dirty0[s0][w] = true;
-                }
-                continue;
-            }
-            miss0 += 1;
-            // The fill (`Caches::fill`): the L2 first if it misses there too, then the L1.
-            let s1 = line as usize & k1;
-            if absent || way_of(&tags1[s1], line).is_none() {
-                miss1 += 1;
-                // The look-up just read every tag of this set; left to itself the compiler keeps
-                // all of them (on the stack) to pick the victim's from. Hiding the set's address
-                // makes it load the one tag it needs instead.
-                let set1 = std::hint::black_box(&mut tags1[s1]);
-                let filled = insert_into(set1, &mut dirty1[s1], &mut sets1[s1], res1, line, false);
-                if let (_, Some((_, true))) = filled {
-                    wb1 += 1;
+                    p.dirty0[s0][w] = true;
                 }
             }
-            let (w, victim) = insert_into(
-                &mut tags0[s0],
-                &mut dirty0[s0],
-                &mut sets0[s0],
-                res0,
-                line,
-                false,
-            );
-            if let Some((v, true)) = victim {
-                // `write_into(1, v)`: dirty in the L2 if held there, else allocated dirty, its
-                // dirty victim written to memory.
-                wb0 += 1;
-                let s = v as usize & k1;
-                if let Some(w) = way_of(&tags1[s], v) {
-                    dirty1[s][w] = true;
-                } else {
-                    // As for the fill above: load the victim's tag, not keep the set's.
-                    let set1 = std::hint::black_box(&mut tags1[s]);
-                    if let (_, Some((_, true))) =
-                        insert_into(set1, &mut dirty1[s], &mut sets1[s], res1, v, true)
-                    {
-                        wb1 += 1;
+            (miss0, miss1) = (lines, lines);
+        } else {
+            for line in first..=last {
+                let s0 = line as usize & p.k0;
+                if let Some(w) = way_of(&p.tags0[s0], line) {
+                    if WRITE {
+                        p.dirty0[s0][w] = true;
                     }
+                    continue;
                 }
-            }
-            if WRITE {
-                dirty0[s0][w] = true;
+                miss0 = miss0.wrapping_add(1);
+                let (w, s0, victim) = if way_of(&p.tags1[line as usize & p.k1], line).is_some() {
+                    p.fill0(line)
+                } else {
+                    miss1 = miss1.wrapping_add(1);
+                    p.fill(line, &mut wb1)
+                };
+                if let Some(v) = victim {
+                    wb0 = wb0.wrapping_add(1);
+                    p.write_victim(v, &mut wb1);
+                }
+                if WRITE {
+                    p.dirty0[s0][w] = true;
+                }
             }
         }
         // Each count is at most the one before it: no subtraction below can go negative.
