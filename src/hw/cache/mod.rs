@@ -36,7 +36,8 @@
 //! and 8 or 16 ways takes the same steps as [`Caches::access`] line by line, in a loop that holds
 //! both levels' sets as fixed-size arrays (`stream2`); other shapes take the line-by-line walk.
 //! When neither level holds any line of a long range (a buffer just invalidated, or pushed out
-//! by other data), every line of it misses at both, so `stream2` fills without looking up.
+//! by other data), every line of it misses at both, so `stream2` fills without looking up; and
+//! when every set of both levels is full as well, each fill takes round-robin's next way.
 //! A short range operation looks its lines up one by one, except in blocks a level's summary of
 //! what it holds rules out (`Holdings`: built once such look-ups have cost a read of the level,
 //! good until a line arrives; 3.14's PL310 code invalidates a megabyte as 4 KB ranges).
@@ -316,6 +317,35 @@ impl<'a, const W0: usize, const W1: usize> Pair<'a, W0, W1> {
             k0: n0 - 1,
             k1: n1 - 1,
         }
+    }
+
+    /// Whether every set of both levels holds as many lines as it has ways.
+    fn full(&self) -> bool {
+        *self.res0 == self.tags0.len() * W0 && *self.res1 == self.tags1.len() * W1
+    }
+
+    /// [`Pair::fill`] when every set of both levels is full: round-robin's next way at each
+    /// level, with no free way to look for. The line is left dirty in the L1 if `dirty`.
+    /// Returns the L1's victim if it was dirty.
+    #[inline(always)]
+    fn fill_full(&mut self, line: u64, dirty: bool, wb1: &mut u64) -> Option<u64> {
+        #[inline(always)]
+        fn next_way<const W: usize>(st: &mut SetState) -> usize {
+            // Stored masked, so masking again only spares a bounds check (W a power of two).
+            let w = st.next as usize & (W - 1);
+            st.next = ((w + 1) & (W - 1)) as u32;
+            w
+        }
+        let s1 = line as usize & self.k1;
+        let w = next_way::<W1>(&mut self.sets1[s1]);
+        self.tags1[s1][w] = line;
+        if std::mem::replace(&mut self.dirty1[s1][w], false) {
+            *wb1 = wb1.wrapping_add(1);
+        }
+        let s0 = line as usize & self.k0;
+        let w = next_way::<W0>(&mut self.sets0[s0]);
+        let victim = std::mem::replace(&mut self.tags0[s0][w], line);
+        std::mem::replace(&mut self.dirty0[s0][w], dirty).then_some(victim)
     }
 
     /// A line absent from both levels is filled into the L2 (a dirty victim there written to
@@ -800,7 +830,17 @@ impl Caches {
         // L2 hits the L1 misses less the L2 misses. Each count is at most `lines`, so none
         // can wrap.
         let (mut miss0, mut miss1, mut wb0, mut wb1) = (0u64, 0u64, 0u64, 0u64);
-        if absent {
+        if absent && p.full() {
+            // Every set of both levels full (a level a long buffer has streamed through), and
+            // it stays so: each line replaces round-robin's next way at each level.
+            for line in first..=last {
+                if let Some(v) = p.fill_full(line, WRITE, &mut wb1) {
+                    wb0 = wb0.wrapping_add(1);
+                    p.write_victim(v, &mut wb1);
+                }
+            }
+            (miss0, miss1) = (lines, lines);
+        } else if absent {
             // Its own loop: with no look-up and no hit to count, it keeps its state in
             // registers.
             for line in first..=last {
