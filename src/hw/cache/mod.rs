@@ -31,7 +31,9 @@
 //!
 //! A range operation ([`Caches::maint_range`]) steps only the lines of the range the levels it
 //! acts on hold, in ascending order: the same walk as one line after another, since a line no
-//! such level holds has nothing to change (why none can arrive meanwhile: that function).
+//! such level holds has nothing to change (why none can arrive meanwhile: that function). On a
+//! single level each line is stepped in the slot found when the walk was laid out, with no
+//! second look-up (nothing the walk does moves another line of that level).
 //! A CPU access over a range ([`Caches::access_range`]) on two write-allocating levels of 4 or 8
 //! and 8 or 16 ways takes the same steps as [`Caches::access`] line by line, in a loop that holds
 //! both levels' sets as fixed-size arrays (`stream2`); other shapes take the line-by-line walk.
@@ -489,9 +491,25 @@ impl Level {
         self.dirty[slot] = false;
     }
 
-    /// Append the lines of `[first, end)` this level holds to `out`, ascending, looking up
-    /// only the lines of blocks [`Holdings`] does not rule out once it is worth building.
-    fn lines_in(&mut self, first: u64, end: u64, out: &mut Vec<u64>) {
+    /// Append the slots holding a line of `[first, first + n)` to `out`, read the cheaper way:
+    /// every slot when the range has at least as many (line, way) pairs as the level has
+    /// slots, else the range's lines one by one. Returns whether they went in ascending order
+    /// of their lines (always, but for a range over more rounds of the sets than the level
+    /// has slots).
+    fn slots_of(&mut self, first: u64, n: u64, out: &mut Vec<u64>, buckets: &mut Vec<u32>) -> bool {
+        let end = first.saturating_add(n);
+        if n.saturating_mul(self.ways as u64) >= self.tags.len() as u64 {
+            slots_in_order(self, first, end, out, buckets)
+        } else {
+            self.slots_in(first, end, out);
+            true
+        }
+    }
+
+    /// Append the slots holding the lines of `[first, end)` this level holds to `out`, in
+    /// ascending order of their lines, looking up only the lines of blocks [`Holdings`] does
+    /// not rule out once it is worth building.
+    fn slots_in(&mut self, first: u64, end: u64, out: &mut Vec<u64>) {
         if end <= first {
             return;
         }
@@ -502,11 +520,11 @@ impl Level {
                 if self.holdings.bits[(b % HOLDING_BITS / 64) as usize] >> (b % 64) & 1 == 1 {
                     let lo = first.max(b << BLOCK_SHIFT);
                     let hi = end.min((b + 1) << BLOCK_SHIFT);
-                    out.extend((lo..hi).filter(|&line| self.find(line).is_some()));
+                    out.extend((lo..hi).filter_map(|line| Some(self.find(line)? as u64)));
                 }
             }
         } else {
-            out.extend((first..end).filter(|&line| self.find(line).is_some()));
+            out.extend((first..end).filter_map(|line| Some(self.find(line)? as u64)));
         }
     }
 
@@ -544,8 +562,8 @@ impl Level {
     }
 }
 
-/// Append the lines of `[first, end)` that `l` holds to `out`, reading every slot; returns
-/// whether they went in ascending order.
+/// Append the slots of `l` holding a line of `[first, end)` to `out`, reading every slot;
+/// returns whether they went in ascending order of their lines.
 ///
 /// They do when the range spans few enough rounds of the sets: a line's set is its low bits, so
 /// the lines of one round (`line >> set bits` equal) lie in distinct sets and come out of the slots
@@ -565,13 +583,19 @@ fn slots_in_order(
     let set_bits = l.set_mask.count_ones();
     let round0 = first >> set_bits;
     let rounds = (end.saturating_sub(1) >> set_bits).saturating_sub(round0) + 1;
+    let held = || {
+        (0u64..)
+            .zip(&l.tags)
+            .filter(|&(_, &t)| in_range(t))
+            .map(|(i, &t)| (i, t))
+    };
     if end <= first || rounds > l.tags.len() as u64 {
-        out.extend(l.tags.iter().copied().filter(|&t| in_range(t)));
+        out.extend(held().map(|(i, _)| i));
         return false;
     }
     buckets.clear();
     buckets.resize(rounds as usize + 1, 0);
-    for &t in l.tags.iter().filter(|&&t| in_range(t)) {
+    for (_, t) in held() {
         buckets[((t >> set_bits) - round0) as usize + 1] += 1;
     }
     // Prefix sums: bucket r's first index in the output, counted from `start`.
@@ -582,9 +606,9 @@ fn slots_in_order(
         *b = total;
     }
     out.resize(start + total as usize, 0);
-    for &t in l.tags.iter().filter(|&&t| in_range(t)) {
+    for (i, t) in held() {
         let b = &mut buckets[((t >> set_bits) - round0) as usize];
-        out[start + *b as usize] = t;
+        out[start + *b as usize] = i;
         *b += 1;
     }
     true
@@ -888,9 +912,13 @@ impl Caches {
     }
 
     fn maint_level(&mut self, level: usize, op: Maint, line: u64, fx: &mut Effects) {
-        let Some(i) = self.levels[level].find(line) else {
-            return;
-        };
+        if let Some(i) = self.levels[level].find(line) {
+            self.maint_slot(level, op, line, i, fx);
+        }
+    }
+
+    /// [`Caches::maint_level`] on `line`, held in slot `i` of `level`.
+    fn maint_slot(&mut self, level: usize, op: Maint, line: u64, i: usize, fx: &mut Effects) {
         let dirty = self.levels[level].dirty[i];
         if dirty && op != Maint::Inval {
             fx.writebacks[level] += 1;
@@ -940,11 +968,9 @@ impl Caches {
         n: u64,
         mut each: impl FnMut(u64, &Effects),
     ) {
-        self.walk_range(outer, first, n, |c, levels, line| {
+        self.walk_range(outer, first, n, |c, levels, line, slot| {
             let mut fx = Effects::default();
-            for level in levels {
-                c.maint_level(level, op, line, &mut fx);
-            }
+            c.maint_levels(levels, op, line, slot, &mut fx);
             each(line - first, &fx);
         });
     }
@@ -959,33 +985,78 @@ impl Caches {
         n: u64,
         fx: &mut Effects,
     ) {
-        self.walk_range(outer, first, n, |c, levels, line| {
-            for level in levels {
-                c.maint_level(level, op, line, fx);
-            }
+        self.walk_range(outer, first, n, |c, levels, line, slot| {
+            c.maint_levels(levels, op, line, slot, fx);
         });
     }
 
-    /// `step(caches, levels, line)` on each line of `[first, first + n)` the levels an inner
-    /// (or `outer`) operation acts on hold, ascending: the walk of [`Caches::maint_range`].
+    /// One line's step of a range walk: `op` on `line` at each of `levels`, or, when the walk
+    /// knows its slot in the one level it acts on, there directly.
+    #[inline(always)]
+    fn maint_levels(
+        &mut self,
+        levels: std::ops::Range<usize>,
+        op: Maint,
+        line: u64,
+        slot: Option<usize>,
+        fx: &mut Effects,
+    ) {
+        match slot {
+            Some(i) => self.maint_slot(levels.start, op, line, i, fx),
+            None => {
+                for level in levels {
+                    self.maint_level(level, op, line, fx);
+                }
+            }
+        }
+    }
+
+    /// `step(caches, levels, line, slot)` on each line of `[first, first + n)` the levels an
+    /// inner (or `outer`) operation acts on hold, ascending: the walk of
+    /// [`Caches::maint_range`]. When it acts on one level, `slot` is where that level holds the
+    /// line: a step changes only its own line's slot there (what it writes goes to levels
+    /// further out), so slots found before the walk stay right through it.
     fn walk_range(
         &mut self,
         outer: bool,
         first: u64,
         n: u64,
-        mut step: impl FnMut(&mut Caches, std::ops::Range<usize>, u64),
+        mut step: impl FnMut(&mut Caches, std::ops::Range<usize>, u64, Option<usize>),
     ) {
         let levels = if outer {
             self.outer_from..self.levels.len()
         } else {
             0..self.outer_from
         };
-        let mut lines = std::mem::take(&mut self.scratch);
-        self.resident_lines(levels.clone(), first, n, &mut lines);
-        for &line in &lines {
-            step(self, levels.clone(), line);
+        let mut found = std::mem::take(&mut self.scratch);
+        if levels.len() == 1 {
+            let level = levels.start;
+            self.resident_slots(level, first, n, &mut found);
+            for &i in &found {
+                let line = self.levels[level].tags[i as usize];
+                step(self, levels.clone(), line, Some(i as usize));
+            }
+        } else {
+            self.resident_lines(levels.clone(), first, n, &mut found);
+            for &line in &found {
+                step(self, levels.clone(), line, None);
+            }
         }
-        self.scratch = lines;
+        self.scratch = found;
+    }
+
+    /// Append the slots of one level holding a line of `[first, first + n)` to `out`
+    /// (cleared first), in ascending order of their lines: [`Caches::resident_lines`]'s
+    /// reading of one level.
+    fn resident_slots(&mut self, level: usize, first: u64, n: u64, out: &mut Vec<u64>) {
+        out.clear();
+        let l = &mut self.levels[level];
+        if l.resident == 0 {
+            return;
+        }
+        if !l.slots_of(first, n, out, &mut self.buckets) {
+            out.sort_unstable_by_key(|&i| l.tags[i as usize]);
+        }
     }
 
     /// The lines of `[first, first + n)` that any of `levels` holds, ascending, into `out`.
@@ -999,7 +1070,6 @@ impl Caches {
         out: &mut Vec<u64>,
     ) {
         out.clear();
-        let end = first.saturating_add(n);
         let mut sorted = true;
         let mut sources = 0;
         for l in &mut self.levels[levels] {
@@ -1007,10 +1077,10 @@ impl Caches {
                 continue;
             }
             sources += 1;
-            if n.saturating_mul(l.ways as u64) >= l.tags.len() as u64 {
-                sorted &= slots_in_order(l, first, end, out, &mut self.buckets);
-            } else {
-                l.lines_in(first, end, out);
+            let start = out.len();
+            sorted &= l.slots_of(first, n, out, &mut self.buckets);
+            for x in &mut out[start..] {
+                *x = l.tags[*x as usize];
             }
         }
         if !sorted || sources > 1 {
@@ -1022,6 +1092,18 @@ impl Caches {
     /// The outer controller's whole-cache operation by way: every line each outer level holds,
     /// in slot order (set by set, way by way), gets [`Caches::maint_outer`].
     pub fn maint_outer_all(&mut self, op: Maint, fx: &mut Effects) {
+        if self.levels.len() - self.outer_from == 1 {
+            // One outer level: nothing the walk does arrives in it (what it writes goes to
+            // memory), so each slot is stepped where it is.
+            let level = self.outer_from;
+            for i in 0..self.levels[level].tags.len() {
+                let line = self.levels[level].tags[i];
+                if line != EMPTY {
+                    self.maint_slot(level, op, line, i, fx);
+                }
+            }
+            return;
+        }
         let mut lines = std::mem::take(&mut self.scratch);
         for level in self.outer_from..self.levels.len() {
             // The walk of one level is fixed before it starts: a line written into this level
@@ -1195,6 +1277,38 @@ mod tests {
             vec![5],
             "every line but the first read is invalidated"
         );
+    }
+
+    /// A range over more rounds of the sets than the level has slots is read slot by slot and
+    /// then sorted: the walk still goes in ascending line order, which decides where each
+    /// cleaned line lands in the next level and so which one a later fill replaces.
+    #[test]
+    fn a_range_longer_than_the_level_walks_its_lines_in_ascending_order() {
+        let one_set = |ways| LevelSpec {
+            name: "L",
+            geometry: Geometry {
+                line_bytes: 32,
+                size_bytes: 32 * ways,
+                ways,
+            },
+            write_allocate: true,
+        };
+        let mut c = Caches::new(&HierarchySpec {
+            levels: vec![one_set(2), one_set(2)],
+            outer_from: 1,
+        });
+        let mut fx = Effects::default();
+        // The L1 holds 10 in way 0 and 3 in way 1, both dirty; the L2 neither.
+        c.access(Access::Write, 10, &mut fx);
+        c.access(Access::Write, 3, &mut fx);
+        c.maint_outer(Maint::Inval, 10, &mut fx);
+        c.maint_outer(Maint::Inval, 3, &mut fx);
+        // Sixteen rounds of the L1's one set: 3 is cleaned into the L2's way 0, 10 into way 1.
+        c.maint_range_sum(false, Maint::Clean, 0, 16, &mut fx);
+        // The L2 is full: the next fill replaces its way 0.
+        c.access(Access::Read, 20, &mut fx);
+        assert_eq!(c.state(1, 3), LineState::Absent);
+        assert_eq!(c.state(1, 10), LineState::Dirty);
     }
 
     #[test]
