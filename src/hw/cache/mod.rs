@@ -605,6 +605,10 @@ fn slots_in_order(
         total += *b;
         *b = total;
     }
+    if total == 0 {
+        // None held (a buffer the level has nothing of): no second read to place them.
+        return true;
+    }
     out.resize(start + total as usize, 0);
     for (i, t) in held() {
         let b = &mut buckets[((t >> set_bits) - round0) as usize];
