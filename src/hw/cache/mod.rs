@@ -1098,8 +1098,11 @@ impl Caches {
     pub fn maint_outer_all(&mut self, op: Maint, fx: &mut Effects) {
         if self.levels.len() - self.outer_from == 1 {
             // One outer level: nothing the walk does arrives in it (what it writes goes to
-            // memory), so each slot is stepped where it is.
+            // memory), so each slot is stepped where it is; an empty one has nothing to step.
             let level = self.outer_from;
+            if self.levels[level].resident == 0 {
+                return;
+            }
             for i in 0..self.levels[level].tags.len() {
                 let line = self.levels[level].tags[i];
                 if line != EMPTY {
