@@ -217,6 +217,18 @@ struct SetState {
     filled: u32,
 }
 
+impl SetState {
+    /// Round-robin's way in a full set of `ways` ways, and the pointer moved past it.
+    #[inline(always)]
+    fn next_way(&mut self, ways: usize) -> usize {
+        // `next` is below `ways`, a power of two (the profile checks), as it is only ever stored
+        // masked: masking it again changes nothing and spares a bounds check.
+        let way = self.next as usize & (ways - 1);
+        self.next = ((way + 1) & (ways - 1)) as u32;
+        way
+    }
+}
+
 /// The way of `set` whose tag is `tag`. Sets of four and of eight ways (every level of the
 /// built-in profiles) are compared unrolled: a miss, the common case of a streamed buffer,
 /// compares every way, two instructions each rather than a loop's five.
@@ -251,11 +263,7 @@ fn insert_into(
     let ways = tags.len();
     let full = st.filled as usize == ways;
     let way = if full {
-        // `next` is below `ways`, a power of two (the profile checks), as it is only ever stored
-        // masked: masking it again changes nothing and spares a bounds check.
-        let way = st.next as usize & (ways - 1);
-        st.next = ((way + 1) & (ways - 1)) as u32;
-        way
+        st.next_way(ways)
     } else {
         // The lowest-numbered invalid way; there is one, since the set is not full.
         st.filled += 1;
@@ -331,21 +339,14 @@ impl<'a, const W0: usize, const W1: usize> Pair<'a, W0, W1> {
     /// Returns the L1's victim if it was dirty.
     #[inline(always)]
     fn fill_full(&mut self, line: u64, dirty: bool, wb1: &mut u64) -> Option<u64> {
-        #[inline(always)]
-        fn next_way<const W: usize>(st: &mut SetState) -> usize {
-            // Stored masked, so masking again only spares a bounds check (W a power of two).
-            let w = st.next as usize & (W - 1);
-            st.next = ((w + 1) & (W - 1)) as u32;
-            w
-        }
         let s1 = line as usize & self.k1;
-        let w = next_way::<W1>(&mut self.sets1[s1]);
+        let w = self.sets1[s1].next_way(W1);
         self.tags1[s1][w] = line;
         if std::mem::replace(&mut self.dirty1[s1][w], false) {
             *wb1 = wb1.wrapping_add(1);
         }
         let s0 = line as usize & self.k0;
-        let w = next_way::<W0>(&mut self.sets0[s0]);
+        let w = self.sets0[s0].next_way(W0);
         let victim = std::mem::replace(&mut self.tags0[s0][w], line);
         std::mem::replace(&mut self.dirty0[s0][w], dirty).then_some(victim)
     }
