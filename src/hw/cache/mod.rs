@@ -193,7 +193,7 @@ const HOLDING_BITS: u64 = 4096;
 /// other, with nothing changing the cache between them). Bit `(line >> BLOCK_SHIFT) %
 /// HOLDING_BITS` is set when the level holds a line of that block, or of another block sharing
 /// the bit: a clear bit means none of the block's lines is held, a set one means look. Built by
-/// reading every slot, and only once the look-ups made since the level last changed have
+/// reading every slot, and only once the look-ups made since a line last arrived have
 /// compared as many slots as that read costs (so a run of look-ups with changes between them
 /// never pays more than twice what it did without it); good while the level's epoch is the one
 /// it was built at (no line has arrived since).
