@@ -18,7 +18,7 @@
 //! it is aligned.
 
 use super::{ArchDma, by_line_op};
-use crate::hw::{CacheOp, Frames, Hw};
+use crate::hw::{CacheOp, FrameId, Hw};
 use crate::types::{DmaDirection, PhysAddr};
 
 /// Which release's direction rules apply.
@@ -51,52 +51,91 @@ impl Arm64 {
     }
 }
 
+/// A cache routine's frame under both of its names, the one that waits for completion itself
+/// and the `_nosync` one 7.1 issues with, entered alone or from inside a caller's frame (the
+/// caller charges nothing of its own around it, so the two are entered as one).
+struct PocFrames {
+    synced: FrameId,
+    nosync: FrameId,
+}
+
+impl PocFrames {
+    const fn alone(synced: &'static str, nosync: &'static str) -> PocFrames {
+        PocFrames {
+            synced: FrameId::new(synced),
+            nosync: FrameId::new(nosync),
+        }
+    }
+
+    const fn from(caller: &'static str, synced: &'static str, nosync: &'static str) -> PocFrames {
+        PocFrames {
+            synced: FrameId::nested(caller, synced),
+            nosync: FrameId::nested(caller, nosync),
+        }
+    }
+
+    #[inline(always)]
+    fn pick(&'static self, complete: bool) -> &'static FrameId {
+        if complete { &self.synced } else { &self.nosync }
+    }
+}
+
+static CLEAN_POC: PocFrames = PocFrames::alone("dcache_clean_poc", "dcache_clean_poc_nosync");
+static CLEAN_POC_FOR_DEVICE: PocFrames = PocFrames::from(
+    "arch_sync_dma_for_device",
+    "dcache_clean_poc",
+    "dcache_clean_poc_nosync",
+);
+static INVAL_POC: PocFrames = PocFrames::alone("dcache_inval_poc", "dcache_inval_poc_nosync");
+static INVAL_POC_FOR_DEVICE: PocFrames = PocFrames::from(
+    "arch_sync_dma_for_device",
+    "dcache_inval_poc",
+    "dcache_inval_poc_nosync",
+);
+static INVAL_POC_FOR_CPU: PocFrames = PocFrames::from(
+    "arch_sync_dma_for_cpu",
+    "dcache_inval_poc",
+    "dcache_inval_poc_nosync",
+);
+static CLEAN_INVAL_POC: PocFrames =
+    PocFrames::alone("dcache_clean_inval_poc", "dcache_clean_inval_poc_nosync");
+
 /// `dcache_clean_poc[_nosync]`: DC CVAC on every line of the range.
 #[inline(always)]
 pub fn dcache_clean_poc<H: Hw + ?Sized>(hw: &mut H, start: PhysAddr, size: u64, complete: bool) {
-    clean_poc_in(hw, None, start, size, complete);
+    clean_poc_in(hw, &CLEAN_POC, start, size, complete);
 }
 
-/// [`dcache_clean_poc`] called from `caller`'s frame, entered here with it.
+/// [`dcache_clean_poc`] in `frames` (alone, or from inside its caller's frame).
 #[inline(always)]
 fn clean_poc_in<H: Hw + ?Sized>(
     hw: &mut H,
-    caller: Option<&'static str>,
+    frames: &'static PocFrames,
     start: PhysAddr,
     size: u64,
     complete: bool,
 ) {
-    let frames = Frames::synced_or_not(
-        caller,
-        complete,
-        "dcache_clean_poc",
-        "dcache_clean_poc_nosync",
-    );
-    by_line_op(hw, frames, CacheOp::Clean, start, size, complete);
+    let frame = frames.pick(complete);
+    by_line_op(hw, frame, CacheOp::Clean, start, size, complete);
 }
 
 /// `dcache_inval_poc[_nosync]`: DC CIVAC on a partial first and last line, DC IVAC between.
 #[inline(always)]
 pub fn dcache_inval_poc<H: Hw + ?Sized>(hw: &mut H, start: PhysAddr, size: u64, complete: bool) {
-    inval_poc_in(hw, None, start, size, complete);
+    inval_poc_in(hw, &INVAL_POC, start, size, complete);
 }
 
-/// [`dcache_inval_poc`] called from `caller`'s frame, entered here with it.
+/// [`dcache_inval_poc`] in `frames` (alone, or from inside its caller's frame).
 #[inline(always)]
 fn inval_poc_in<H: Hw + ?Sized>(
     hw: &mut H,
-    caller: Option<&'static str>,
+    frames: &'static PocFrames,
     start: PhysAddr,
     size: u64,
     complete: bool,
 ) {
-    let frames = Frames::synced_or_not(
-        caller,
-        complete,
-        "dcache_inval_poc",
-        "dcache_inval_poc_nosync",
-    );
-    let back = hw.enter_frames(frames);
+    let frame = frames.pick(complete);
+    let back = hw.enter_id(frame);
     if size > 0 {
         let line = hw.line_bytes();
         let mask = line - 1;
@@ -125,7 +164,7 @@ fn inval_poc_in<H: Hw + ?Sized>(
     if complete {
         hw.barrier();
     }
-    hw.leave_frames(frames, back);
+    hw.leave_id(frame, back);
 }
 
 /// `dcache_clean_inval_poc[_nosync]`: DC CIVAC on every line of the range.
@@ -136,13 +175,8 @@ pub fn dcache_clean_inval_poc<H: Hw + ?Sized>(
     size: u64,
     complete: bool,
 ) {
-    let frames = Frames::synced_or_not(
-        None,
-        complete,
-        "dcache_clean_inval_poc",
-        "dcache_clean_inval_poc_nosync",
-    );
-    by_line_op(hw, frames, CacheOp::CleanInval, start, size, complete);
+    let frame = CLEAN_INVAL_POC.pick(complete);
+    by_line_op(hw, frame, CacheOp::CleanInval, start, size, complete);
 }
 
 /// Clean-and-invalidate in every direction, for host measurements on arm64 where user space may
@@ -207,11 +241,10 @@ impl ArchDma for Arm64 {
     ) {
         // arch_sync_dma_for_device charges nothing of its own: it is entered with the one cache
         // routine it calls.
-        let caller = Some("arch_sync_dma_for_device");
         if self.rules == DirRules::Pre5_19 && dir == DmaDirection::FromDevice {
-            inval_poc_in(hw, caller, paddr, size, complete);
+            inval_poc_in(hw, &INVAL_POC_FOR_DEVICE, paddr, size, complete);
         } else {
-            clean_poc_in(hw, caller, paddr, size, complete);
+            clean_poc_in(hw, &CLEAN_POC_FOR_DEVICE, paddr, size, complete);
         }
     }
 
@@ -225,10 +258,10 @@ impl ArchDma for Arm64 {
         complete: bool,
     ) {
         if dir != DmaDirection::ToDevice {
-            inval_poc_in(hw, Some("arch_sync_dma_for_cpu"), paddr, size, complete);
+            inval_poc_in(hw, &INVAL_POC_FOR_CPU, paddr, size, complete);
         } else {
             // Nothing to do for the CPU, but the call is the kernel's: its frame is entered.
-            let back = hw.enter_from("arch_sync_dma_for_cpu");
+            let back = hw.enter_id(crate::frame_id!("arch_sync_dma_for_cpu"));
             hw.leave_to(back);
         }
     }

@@ -15,7 +15,7 @@ pub mod arm;
 pub mod arm64;
 pub mod x86;
 
-use crate::hw::{CacheOp, Frames, Hw};
+use crate::hw::{CacheOp, FrameId, Hw};
 use crate::types::{DmaDirection, PhysAddr};
 use std::fmt::Debug;
 
@@ -166,11 +166,11 @@ impl From<x86::X86Flush> for ArchOps {
 #[inline(always)]
 pub fn by_line_op<H: Hw + ?Sized>(
     hw: &mut H,
-    frames: Frames,
+    frame: &'static FrameId,
     op: CacheOp,
     start: PhysAddr,
     size: u64,
     complete: bool,
 ) {
-    hw.by_line_op(frames, op, start, size, complete);
+    hw.by_line_op(frame, op, start, size, complete);
 }

@@ -13,7 +13,7 @@
 pub mod physaddr;
 
 use super::{ArchDma, by_line_op};
-use crate::hw::{CacheOp, Frames, Hw};
+use crate::hw::{CacheOp, Hw};
 use crate::types::{DmaDirection, PhysAddr};
 
 #[derive(Debug, Clone, Copy)]
@@ -25,11 +25,11 @@ pub struct X86Flush {
 impl X86Flush {
     fn range<H: Hw + ?Sized>(&self, hw: &mut H, paddr: PhysAddr, size: u64, complete: bool) {
         let frame = if self.op == CacheOp::Clean {
-            "clwb_range"
+            crate::frame_id!("clwb_range")
         } else {
-            "clflushopt_range"
+            crate::frame_id!("clflushopt_range")
         };
-        by_line_op(hw, Frames::one(frame), self.op, paddr, size, complete);
+        by_line_op(hw, frame, self.op, paddr, size, complete);
     }
 }
 

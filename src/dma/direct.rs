@@ -356,7 +356,7 @@ impl DmaDirect {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) -> Result<usize, DmaError> {
-        let back = hw.enter_from("dma_direct_map_sg");
+        let back = hw.enter_id(crate::frame_id!("dma_direct_map_sg"));
         let sync = self.sync.direct_sg;
         let mut failed = None;
         let mut owed = SwCost(0);
@@ -414,7 +414,7 @@ impl DmaDirect {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) {
-        let back = hw.enter_from("dma_direct_unmap_sg");
+        let back = hw.enter_id(crate::frame_id!("dma_direct_unmap_sg"));
         let n = sgt.entries.len();
         self.unmap_entries(hw, dev, sgt, n, dir, attrs);
         sgt.nents = 0;
@@ -456,7 +456,7 @@ impl DmaDirect {
         sgt: &SgTable,
         dir: DmaDirection,
     ) {
-        let back = hw.enter_from("dma_direct_sync_sg_for_cpu");
+        let back = hw.enter_id(crate::frame_id!("dma_direct_sync_sg_for_cpu"));
         let sync = self.sync.direct_sync_sg;
         for e in &sgt.entries[..sgt.nents] {
             hw.sw(self.costs.sg_next);
@@ -481,7 +481,7 @@ impl DmaDirect {
         sgt: &SgTable,
         dir: DmaDirection,
     ) {
-        let back = hw.enter_from("dma_direct_sync_sg_for_device");
+        let back = hw.enter_id(crate::frame_id!("dma_direct_sync_sg_for_device"));
         let sync = self.sync.direct_sync_sg;
         for e in &sgt.entries[..sgt.nents] {
             hw.sw(self.costs.sg_next);

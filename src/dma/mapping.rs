@@ -98,7 +98,7 @@ impl<O: DmaMapOps> DmaApi<O> {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) -> Result<DmaAddr, DmaError> {
-        let back = hw.enter_from("dma_map_single");
+        let back = hw.enter_id(crate::frame_id!("dma_map_single"));
         hw.sw(self.call);
         let virt = physaddr::va(phys);
         let offset = virt & (crate::scatterlist::PAGE_SIZE - 1);

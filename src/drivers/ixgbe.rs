@@ -289,11 +289,11 @@ impl Forwarder {
     fn free_skb(&mut self, slot: usize) {
         let (head, skb) = (self.tx[slot], self.skbs[slot]);
         let hw = &mut self.hw;
-        let consume = hw.enter_from("consume_skb");
-        let back = hw.enter_from("skb_release_data");
+        let consume = hw.enter_id(crate::frame_id!("consume_skb"));
+        let back = hw.enter_id(crate::frame_id!("skb_release_data"));
         let head_page = self.pa.virt_to_page(hw, physaddr::va(head));
         hw.leave_to(back);
-        let back = hw.enter_from("kmem_cache_free");
+        let back = hw.enter_id(crate::frame_id!("kmem_cache_free"));
         let slab_page = self.pa.virt_to_page(hw, physaddr::va(skb));
         hw.leave_to(back);
         hw.leave_to(consume);
@@ -322,7 +322,7 @@ impl Forwarder {
         let buf = self.rx[i];
         let reuse = self.reusable();
 
-        let back = self.hw.enter_from("ixgbe_clean_rx_irq");
+        let back = self.hw.enter_id(crate::frame_id!("ixgbe_clean_rx_irq"));
         {
             let (api, hw, calls, order) = (
                 &mut self.api,
@@ -374,7 +374,7 @@ impl Forwarder {
             slot + 1
         };
         let len = self.packet_bytes;
-        let back = self.hw.enter_from("ixgbe_xmit_frame_ring");
+        let back = self.hw.enter_id(crate::frame_id!("ixgbe_xmit_frame_ring"));
         let mapped = {
             let (api, hw, calls, order) = (
                 &mut self.api,
@@ -398,7 +398,7 @@ impl Forwarder {
         self.hw.leave_to(back);
         match mapped {
             Some(dma) => {
-                let back = self.hw.enter_from("ixgbe_clean_tx_irq");
+                let back = self.hw.enter_id(crate::frame_id!("ixgbe_clean_tx_irq"));
                 // 3.6 frees the skb before unmapping its head.
                 self.free_skb(slot);
                 let (api, hw, calls, order) = (

@@ -5,20 +5,23 @@
 //! ([`crate::hw::calls::stack_rows`]) after timing their calls with
 //! [`crate::hw::calls::CallTimer`].
 //!
-//! Invariants: frames are interned as a tree. Entering a frame looks the (current node, frame)
+//! Invariants: frames are interned as a tree. The hot paths enter a frame by number
+//! ([`FrameId`], declared where it is entered): each number has a small entry in the ledger
+//! holding the node it reached from each of the last two nodes it was entered from, so entering
+//! is one look at that entry, and a frame entered together with the routine that calls it (a
+//! nested [`FrameId`]) is one look for both. Entering by name looks the (current node, frame)
 //! pair up in a small set-associative cache whose set is chosen by the frame alone: the probe's
 //! address does not depend on the current node, so a run of frame changes is not a chain of
-//! dependent loads (with the node in the index, each enter waited for the one before). A set
-//! holds a frame entered from several parents; only when it misses are the current node's
-//! children scanned. A leaf call ([`Ledger::leaf`]) does not move the current node, so its own
-//! cache is indexed by the (node, frame) pair and holds one entry per caller. A frame and the
-//! one routine it calls with nothing charged between ([`Ledger::enter2`]) are found together in
-//! a cache of two-deep paths whose set is chosen by the two frames; a miss enters them one by
-//! one. Every charge lands on the node that was current; totals, stacks and the run's total time
-//! come from the same nodes and agree. The caches only remember tree edges that exist: they can
-//! miss, never answer wrongly, so the tree is exactly what scanning alone would build.
+//! dependent loads. A set holds a frame entered from several parents; only when it misses are
+//! the current node's children scanned. A leaf call ([`Ledger::leaf`]) does not move the current
+//! node, so its own cache is indexed by the (node, frame) pair and holds one entry per caller.
+//! Every charge lands on the node that was current; totals, stacks and the run's total time
+//! come from the same nodes and agree. The caches and the numbered entries only remember tree
+//! edges that exist: they can miss, never answer wrongly, so the tree is exactly what scanning
+//! alone would build.
 
 use super::Counter;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// One node of the call tree: a kernel function reached by one particular path. Its time and its
 /// operation counts sit together, so an operation that is both charged and counted (a cache
@@ -39,6 +42,110 @@ struct Node {
 /// Name of the pseudo-frame that reports a frame's barrier stalls.
 pub static WAIT_FRAME: &str = "(wait for completion)";
 
+/// A kernel function's frame as a call site names it: its name and a small number, given the
+/// first time any ledger enters it, that indexes each ledger's table of where the frame was last
+/// entered from ([`Ledger::enter_id`]). Declared once per call site as a `static` (the
+/// [`crate::frame_id!`] macro), so the hot paths carry a number rather than hashing a name.
+#[derive(Debug)]
+pub struct FrameId {
+    /// A routine entered together with the one that calls it, with nothing charged between
+    /// (arm64's `arch_sync_dma_for_device` around `dcache_clean_poc`): the caller's frame, entered
+    /// first. The pair is one move of the ledger, and one number.
+    outer: Option<&'static str>,
+    name: &'static str,
+    /// 0 until numbered; 0 again means no number was left (the frame then always takes the
+    /// name's way).
+    id: AtomicU32,
+}
+
+/// Frames numbered so far (the next number is this plus one).
+static FRAMES_NUMBERED: AtomicU32 = AtomicU32::new(0);
+
+/// Entries of each ledger's frame table (a power of two); frames beyond it go by name.
+const FRAME_SLOTS: usize = 512;
+
+impl FrameId {
+    pub const fn new(name: &'static str) -> FrameId {
+        FrameId {
+            outer: None,
+            name,
+            id: AtomicU32::new(0),
+        }
+    }
+
+    /// `name` entered from inside `outer`, both at once (see [`FrameId::outer`]).
+    pub const fn nested(outer: &'static str, name: &'static str) -> FrameId {
+        FrameId {
+            outer: Some(outer),
+            name,
+            id: AtomicU32::new(0),
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The calling routine's frame entered with this one, if any.
+    #[inline]
+    pub fn outer(&self) -> Option<&'static str> {
+        self.outer
+    }
+
+    /// This frame's slot, 0 (a slot that never matches) while it has no number.
+    #[inline(always)]
+    fn slot(&self) -> usize {
+        self.id.load(Ordering::Relaxed) as usize & (FRAME_SLOTS - 1)
+    }
+
+    /// Number this frame if no thread has yet: the same frame gets the same number everywhere,
+    /// and no two frames share one. Numbers only pick a slot: nothing a run reports depends on
+    /// them.
+    #[cold]
+    fn number(&self) -> usize {
+        let cur = self.id.load(Ordering::Relaxed);
+        if cur != 0 {
+            return cur as usize;
+        }
+        // Numbers stop at the table's size (the counter never wraps to hand one out twice).
+        let id = FRAMES_NUMBERED
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n as usize + 1 < FRAME_SLOTS).then_some(n + 1)
+            })
+            .map_or(0, |n| n + 1);
+        match self
+            .id
+            .compare_exchange(0, id, Ordering::Relaxed, Ordering::Relaxed)
+        {
+            Ok(_) => id as usize,
+            // Another thread numbered it first; the number taken here is simply unused.
+            Err(theirs) => theirs as usize,
+        }
+    }
+}
+
+/// A frame, declared once where it is entered: `hw.enter_id(frame_id!("__iommu_unmap"))`.
+#[macro_export]
+macro_rules! frame_id {
+    ($name:literal) => {{
+        static FRAME: $crate::hw::ledger::FrameId = $crate::hw::ledger::FrameId::new($name);
+        &FRAME
+    }};
+}
+
+/// A place a numbered frame was entered from in one ledger, and the node that reached.
+#[derive(Clone, Copy, Debug)]
+struct FrameEntry {
+    parent: u32,
+    child: u32,
+}
+
+/// Parent u32::MAX is no node: an entry that never matches.
+const NO_FRAME_ENTRY: FrameEntry = FrameEntry {
+    parent: u32::MAX,
+    child: 0,
+};
+
 /// Sets of the enter cache (a power of two).
 const EDGE_SETS: usize = 128;
 /// Edges a set holds: one frame entered from this many parents, or this many frames sharing a
@@ -46,27 +153,6 @@ const EDGE_SETS: usize = 128;
 const EDGE_WAYS: usize = 4;
 /// Entries of the leaf cache (a power of two).
 const LEAF_CACHE: usize = 256;
-/// Sets of the pair cache ([`Ledger::enter2`]; a power of two), and the ways of each.
-const PAIR_SETS: usize = 32;
-const PAIR_WAYS: usize = 4;
-
-/// A remembered path two frames deep: entering `outer` and then `inner` from node `parent` goes
-/// to node `child`.
-#[derive(Clone, Copy, Debug)]
-struct Pair {
-    outer: &'static str,
-    inner: &'static str,
-    parent: u32,
-    child: u32,
-}
-
-const EMPTY_PAIR: Pair = Pair {
-    outer: "",
-    inner: "",
-    parent: u32::MAX,
-    child: 0,
-};
-
 /// A remembered tree edge: entering `frame` from node `parent` goes to node `child`.
 #[derive(Clone, Copy, Debug)]
 struct Edge {
@@ -91,8 +177,8 @@ pub struct Ledger {
     edges: Box<[[Edge; EDGE_WAYS]; EDGE_SETS]>,
     /// The cache of [`Ledger::leaf`], direct-mapped by (node, frame).
     leaves: Box<[Edge; LEAF_CACHE]>,
-    /// The cache of [`Ledger::enter2`], its set chosen by the two frames alone.
-    pairs: Box<[[Pair; PAIR_WAYS]; PAIR_SETS]>,
+    /// [`Ledger::enter_id`]'s table, by frame number.
+    frames: Box<[[FrameEntry; 2]; FRAME_SLOTS]>,
 }
 
 impl Default for Ledger {
@@ -109,7 +195,7 @@ impl Default for Ledger {
             cur: 0,
             edges: Box::new([[EMPTY_EDGE; EDGE_WAYS]; EDGE_SETS]),
             leaves: Box::new([EMPTY_EDGE; LEAF_CACHE]),
-            pairs: Box::new([[EMPTY_PAIR; PAIR_WAYS]; PAIR_SETS]),
+            frames: Box::new([[NO_FRAME_ENTRY; 2]; FRAME_SLOTS]),
         }
     }
 }
@@ -149,54 +235,54 @@ fn leaf_slot(cur: u32, frame: &'static str) -> usize {
     ((a >> 3) ^ (a >> 11) ^ n ^ frame.len()) & (LEAF_CACHE - 1)
 }
 
-/// The pair cache's set for entering `outer` then `inner`.
-#[inline]
-fn pair_set(outer: &'static str, inner: &'static str) -> usize {
-    let (a, b) = (outer.as_ptr() as usize, inner.as_ptr() as usize);
-    ((a >> 3) ^ (b >> 4) ^ (b >> 11)) & (PAIR_SETS - 1)
-}
-
 impl Ledger {
-    /// `enter(outer)` then `enter(inner)`, found with one probe when this path was taken before
-    /// from the current node. On a miss the two enters run as usual, so the tree is the same.
-    #[inline(always)]
-    pub fn enter2(&mut self, outer: &'static str, inner: &'static str) {
-        let set = pair_set(outer, inner);
-        for p in &self.pairs[set] {
-            if p.parent == self.cur && std::ptr::eq(p.inner, inner) && std::ptr::eq(p.outer, outer)
-            {
-                self.cur = p.child;
-                return;
+    /// Leave what [`Ledger::enter_id`] entered for `frame` (its outer frame too, if it has one)
+    /// for `caller`, which the caller saved with [`Ledger::current`] before.
+    #[inline]
+    pub fn leave_id_to(&mut self, frame: &'static FrameId, caller: u32) {
+        if cfg!(debug_assertions) {
+            let mut up = self.nodes[self.cur as usize].parent;
+            if frame.outer.is_some() {
+                up = self.nodes[up as usize].parent;
             }
+            assert_eq!(up, caller, "leave_id_to() out of order");
         }
-        self.enter2_slow(outer, inner, set);
+        self.cur = caller;
+    }
+
+    /// [`Ledger::enter`] of a numbered frame: one look at the frame's own entry, which holds the
+    /// nodes it reached from the last two nodes it was entered from. A frame entered from a third
+    /// goes by name, and its entry then remembers the new place first.
+    #[inline]
+    pub fn enter_id(&mut self, frame: &'static FrameId) {
+        let [a, b] = self.frames[frame.slot()];
+        if a.parent == self.cur {
+            self.cur = a.child;
+        } else if b.parent == self.cur {
+            self.cur = b.child;
+        } else {
+            self.enter_id_slow(frame);
+        }
     }
 
     #[cold]
     #[inline(never)]
-    fn enter2_slow(&mut self, outer: &'static str, inner: &'static str, set: usize) {
+    fn enter_id_slow(&mut self, frame: &'static FrameId) {
+        let slot = frame.number();
         let parent = self.cur;
-        self.enter(outer);
-        self.enter(inner);
-        let ways = &mut self.pairs[set];
-        ways.copy_within(0..PAIR_WAYS - 1, 1);
-        ways[0] = Pair {
-            outer,
-            inner,
-            parent,
-            child: self.cur,
-        };
-    }
-
-    /// Leave the two frames [`Ledger::enter2`] entered, for `grandparent`, which the caller saved
-    /// with [`Ledger::current`] before.
-    #[inline]
-    pub fn leave2_to(&mut self, grandparent: u32) {
-        debug_assert_eq!(
-            self.nodes[self.nodes[self.cur as usize].parent as usize].parent, grandparent,
-            "leave2_to() out of order"
-        );
-        self.cur = grandparent;
+        if let Some(outer) = frame.outer {
+            self.enter(outer);
+        }
+        self.enter(frame.name);
+        if slot != 0 {
+            // The newest place first; the one before it stays as the second.
+            let ways = &mut self.frames[slot];
+            ways[1] = ways[0];
+            ways[0] = FrameEntry {
+                parent,
+                child: self.cur,
+            };
+        }
     }
 
     #[inline]
@@ -499,11 +585,14 @@ mod tests {
         assert_eq!(with_leaf.1[Counter::PhysAddrCall as usize], 3 * 39);
     }
 
-    /// Entering two frames at once is entering them one after the other, from more parents than
-    /// a set has ways and interleaved with single enters of the same frames: the same tree, in
-    /// the same order, with the same charges.
+    /// Entering a nested frame by number is entering its two frames one after the other, from
+    /// more parents than an entry remembers and interleaved with single enters of the same
+    /// frames: the same tree, in the same order, with the same charges.
     #[test]
-    fn enter2_is_two_enters() {
+    fn a_nested_frame_id_is_two_enters() {
+        static CLEAN: FrameId = FrameId::nested("arch", "clean");
+        static INVAL: FrameId = FrameId::nested("arch", "inval");
+        let (clean, inval) = (&CLEAN, &INVAL);
         let callers: Vec<&'static str> = (0..12)
             .map(|i| &*Box::leak(format!("c{i}").into_boxed_str()))
             .collect();
@@ -515,10 +604,11 @@ mod tests {
                     let back = l.current();
                     let inner = if i % 2 == 0 { "clean" } else { "inval" };
                     if pair && round != 1 {
-                        l.enter2("arch", inner);
+                        let id = if i % 2 == 0 { clean } else { inval };
+                        l.enter_id(id);
                         l.charge(round + 1);
                         l.count(Counter::Barrier, 1);
-                        l.leave2_to(back);
+                        l.leave_id_to(id, back);
                     } else {
                         l.enter("arch");
                         l.enter(inner);
@@ -537,6 +627,58 @@ mod tests {
         assert_eq!(paired, run(false));
         assert_eq!(paired.0.len(), callers.len());
         assert_eq!(paired.2, 6 * callers.len() as u64);
+    }
+
+    /// Frames entered by number from one, two and three alternating parents (more than an
+    /// entry remembers), nested in each other and mixed with enters by name of the same frames:
+    /// the same tree, in the same order, with the same charges as entering every one by name.
+    #[test]
+    fn enter_id_is_enter() {
+        let ids: Vec<&'static FrameId> = (0..6)
+            .map(|i| {
+                let name: &'static str = Box::leak(format!("f{i}").into_boxed_str());
+                &*Box::leak(Box::new(FrameId::new(name)))
+            })
+            .collect();
+        let parents = ["p0", "p1", "p2"];
+        let run = |by_id: bool| {
+            let mut l = Ledger::default();
+            for round in 0..5u64 {
+                for (i, f) in ids.iter().enumerate() {
+                    // Frame i is entered from i % 3 + 1 parents in turn.
+                    let p = parents[(round as usize) % (i % 3 + 1)];
+                    l.enter(p);
+                    let back = l.current();
+                    if by_id && !(round + i as u64).is_multiple_of(4) {
+                        l.enter_id(f);
+                    } else {
+                        l.enter(f.name());
+                    }
+                    l.charge(round * 10 + i as u64);
+                    // The next frame nested inside this one, by number.
+                    let g = ids[(i + 1) % ids.len()];
+                    let inner = l.current();
+                    if by_id {
+                        l.enter_id(g);
+                    } else {
+                        l.enter(g.name());
+                    }
+                    l.count(Counter::Barrier, 1);
+                    l.leave_to(inner);
+                    l.leave_to(back);
+                    l.leave();
+                }
+            }
+            assert!(l.depth_is_zero());
+            (l.stacks(), l.totals(), l.total_ps())
+        };
+        let numbered = run(true);
+        assert_eq!(numbered, run(false));
+        assert_eq!(numbered.1[Counter::Barrier as usize], 5 * ids.len() as u64);
+        assert!(
+            ids.iter().all(|f| f.slot() != 0),
+            "every frame got a number"
+        );
     }
 
     /// More frames than the enter cache has slots, entered from several parents in changing

@@ -32,7 +32,7 @@ pub mod sw_costs;
 
 pub use sw_costs::SwKey;
 
-pub use ledger::{Ledger, StackCharge, WAIT_FRAME};
+pub use ledger::{FrameId, Ledger, StackCharge, WAIT_FRAME};
 
 #[cfg(test)]
 pub(crate) mod test_support {
@@ -416,43 +416,6 @@ impl SwAcc {
 #[derive(Clone, Copy, Debug)]
 pub struct Caller(pub(crate) u32);
 
-/// The frames a by-line loop runs in: its own (`inner`) and, when the caller's own frame was
-/// entered just before it with nothing charged in between (arm64's `arch_sync_dma_for_device`
-/// around `dcache_clean_poc`), that frame too, so a backend can enter both at once
-/// ([`Hw::enter2_from`]).
-#[derive(Clone, Copy, Debug)]
-pub struct Frames {
-    pub outer: Option<&'static str>,
-    pub inner: &'static str,
-}
-
-impl Frames {
-    /// A routine with a `_nosync` form (arm64's `dcache_*_poc` from 7.1), called from `caller`:
-    /// `name` when it waits for completion itself, `nosync` when its caller waits later.
-    pub const fn synced_or_not(
-        caller: Option<&'static str>,
-        complete: bool,
-        name: &'static str,
-        nosync: &'static str,
-    ) -> Frames {
-        Frames {
-            outer: caller,
-            inner: if complete { name } else { nosync },
-        }
-    }
-    /// The loop's own frame alone.
-    pub const fn one(inner: &'static str) -> Frames {
-        Frames { outer: None, inner }
-    }
-    /// `outer`, then the loop's own frame inside it.
-    pub const fn two(outer: &'static str, inner: &'static str) -> Frames {
-        Frames {
-            outer: Some(outer),
-            inner,
-        }
-    }
-}
-
 /// The hardware interface.
 pub trait Hw {
     /// This backend as a trait object, for generic code (`H: Hw + ?Sized`) handing it on to a
@@ -469,41 +432,34 @@ pub trait Hw {
         self.enter(frame);
         Caller(0)
     }
+    /// [`Hw::enter_from`] a frame declared where it is entered ([`crate::frame_id!`]): the same
+    /// move, by number rather than by name, for the hot paths. A nested frame
+    /// ([`FrameId::nested`]) enters its outer frame and then its own, with nothing charged
+    /// between; [`Hw::leave_id`] leaves both.
+    #[inline]
+    fn enter_id(&mut self, frame: &'static FrameId) -> Caller {
+        match frame.outer() {
+            Some(outer) => {
+                let caller = self.enter_from(outer);
+                self.enter(frame.name());
+                caller
+            }
+            None => self.enter_from(frame.name()),
+        }
+    }
+    /// Leave what the [`Hw::enter_id`] of `frame` that returned `caller` entered.
+    #[inline]
+    fn leave_id(&mut self, frame: &'static FrameId, caller: Caller) {
+        if frame.outer().is_some() {
+            self.leave();
+        }
+        self.leave_to(caller);
+    }
     /// [`Hw::leave`] the frame entered by the [`Hw::enter_from`] that returned `caller`.
     #[inline]
     fn leave_to(&mut self, caller: Caller) {
         let _ = caller;
         self.leave();
-    }
-    /// [`Hw::enter_from`] `outer`, then [`Hw::enter`] `inner` inside it, with nothing charged
-    /// between: [`Hw::leave2_to`] leaves both.
-    #[inline]
-    fn enter2_from(&mut self, outer: &'static str, inner: &'static str) -> Caller {
-        let caller = self.enter_from(outer);
-        self.enter(inner);
-        caller
-    }
-    /// Leave the two frames entered by the [`Hw::enter2_from`] that returned `caller`.
-    #[inline]
-    fn leave2_to(&mut self, caller: Caller) {
-        self.leave();
-        self.leave_to(caller);
-    }
-    /// Enter `frames`, one or two, for [`Hw::leave_frames`].
-    #[inline(always)]
-    fn enter_frames(&mut self, frames: Frames) -> Caller {
-        match frames.outer {
-            Some(outer) => self.enter2_from(outer, frames.inner),
-            None => self.enter_from(frames.inner),
-        }
-    }
-    /// Leave what [`Hw::enter_frames`] entered.
-    #[inline(always)]
-    fn leave_frames(&mut self, frames: Frames, caller: Caller) {
-        match frames.outer {
-            Some(_) => self.leave2_to(caller),
-            None => self.leave_to(caller),
-        }
     }
     /// A call of a kernel function that calls nothing the model charges: enter `frame`, charge
     /// `cost`, count one `count` if given, leave. A backend may do it without the frame changes.
@@ -548,25 +504,25 @@ pub trait Hw {
     /// Cache line size the maintenance loops step by (`CTR_EL0.DminLine`, CPUID on x86).
     fn line_bytes(&self) -> u64;
     /// The by-line loop every cache-maintenance range shares (`dcache_by_line_op` on arm64,
-    /// `clflush_cache_range` on x86): enter `frames`, issue `op` on every line the range touches,
+    /// `clflush_cache_range` on x86): enter `frame`, issue `op` on every line the range touches,
     /// wait for completion if asked, leave. A provided method so that, called through `dyn Hw`,
     /// the steps inside dispatch statically; backends have no reason to override it.
     #[inline(always)]
     fn by_line_op(
         &mut self,
-        frames: Frames,
+        frame: &'static FrameId,
         op: CacheOp,
         start: PhysAddr,
         size: u64,
         complete: bool,
     ) {
-        let back = self.enter_frames(frames);
+        let back = self.enter_id(frame);
         let lines = lines_spanned(start, size, self.line_bytes());
         self.cache_maint(op, start, lines);
         if complete {
             self.barrier();
         }
-        self.leave_frames(frames, back);
+        self.leave_id(frame, back);
     }
     /// Outer cache (ARMv7's PL310): `lines` posted register writes of `op` by physical address,
     /// one per outer-cache line from the line containing `first` (`writel_relaxed` to

@@ -462,20 +462,20 @@ impl Hw for Model {
     }
 
     #[inline]
+    fn enter_id(&mut self, frame: &'static super::FrameId) -> super::Caller {
+        let caller = self.ledger.current();
+        self.ledger.enter_id(frame);
+        super::Caller(caller)
+    }
+
+    #[inline]
     fn leave_to(&mut self, caller: super::Caller) {
         self.ledger.leave_to(caller.0);
     }
 
-    #[inline(always)]
-    fn enter2_from(&mut self, outer: &'static str, inner: &'static str) -> super::Caller {
-        let caller = self.ledger.current();
-        self.ledger.enter2(outer, inner);
-        super::Caller(caller)
-    }
-
-    #[inline(always)]
-    fn leave2_to(&mut self, caller: super::Caller) {
-        self.ledger.leave2_to(caller.0);
+    #[inline]
+    fn leave_id(&mut self, frame: &'static super::FrameId, caller: super::Caller) {
+        self.ledger.leave_id_to(frame, caller.0);
     }
 
     #[inline]

@@ -246,7 +246,7 @@ pub(crate) fn memcpy<H: Hw + ?Sized>(
     if len == 0 {
         return;
     }
-    let back = hw.enter_from("memcpy");
+    let back = hw.enter_id(crate::frame_id!("memcpy"));
     hw.copy(len);
     mem.borrow_mut().copy(dst, src, len);
     hw.leave_to(back);
@@ -355,7 +355,7 @@ impl Swiotlb {
         attrs: DmaAttrs,
         arch_sync: impl FnOnce(&mut H, PhysAddr),
     ) -> Result<DmaAddr, DmaError> {
-        let back = hw.enter_from("swiotlb_map");
+        let back = hw.enter_id(crate::frame_id!("swiotlb_map"));
         hw.sw(self.costs.map);
         let r = self.map_inner(hw, dev, paddr, size, dir, attrs, arch_sync);
         hw.leave_to(back);
@@ -478,7 +478,7 @@ impl Swiotlb {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) {
-        let back = hw.enter_from("swiotlb_tbl_unmap_single");
+        let back = hw.enter_id(crate::frame_id!("swiotlb_tbl_unmap_single"));
         hw.sw(self.costs.tbl_unmap_single);
         if !attrs.contains(DmaAttrs::SKIP_CPU_SYNC)
             && matches!(dir, DmaDirection::FromDevice | DmaDirection::Bidirectional)
@@ -528,7 +528,7 @@ impl Swiotlb {
         size: u64,
         dir: DmaDirection,
     ) {
-        let back = hw.enter_from("swiotlb_sync_single_for_device");
+        let back = hw.enter_id(crate::frame_id!("swiotlb_sync_single_for_device"));
         hw.sw(self.costs.sync_single);
         if matches!(dir, DmaDirection::ToDevice | DmaDirection::Bidirectional) {
             self.bounce(hw, dev, tlb, size, BounceDir::ToDevice);
@@ -546,7 +546,7 @@ impl Swiotlb {
         size: u64,
         dir: DmaDirection,
     ) {
-        let back = hw.enter_from("swiotlb_sync_single_for_cpu");
+        let back = hw.enter_id(crate::frame_id!("swiotlb_sync_single_for_cpu"));
         hw.sw(self.costs.sync_single);
         if matches!(dir, DmaDirection::FromDevice | DmaDirection::Bidirectional) {
             self.bounce(hw, dev, tlb, size, BounceDir::FromDevice);
@@ -564,7 +564,7 @@ impl Swiotlb {
         size: u64,
         dir: BounceDir,
     ) {
-        let back = hw.enter_from("swiotlb_bounce");
+        let back = hw.enter_id(crate::frame_id!("swiotlb_bounce"));
         hw.sw(self.costs.bounce);
         if let Some((orig, len)) = self.bounce_target(dev, tlb, size) {
             match dir {

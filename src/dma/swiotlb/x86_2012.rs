@@ -485,7 +485,7 @@ impl Swiotlb2012Ops {
         } else {
             caller.inline
         });
-        let back = out_of_line.then(|| hw.enter_from("is_swiotlb_buffer"));
+        let back = out_of_line.then(|| hw.enter_id(crate::frame_id!("is_swiotlb_buffer")));
         if out_of_line {
             hw.sw(self.costs.is_swiotlb_buffer);
         }
@@ -524,7 +524,7 @@ impl Swiotlb2012Ops {
         size: u64,
         dir: BounceDir,
     ) {
-        let back = hw.enter_from("swiotlb_bounce");
+        let back = hw.enter_id(crate::frame_id!("swiotlb_bounce"));
         hw.sw(self.costs.bounce);
         let tlb = self.slot_phys(kept);
         let len = size.min(self.pool.end().0.saturating_sub(tlb.0));
@@ -547,7 +547,7 @@ impl Swiotlb2012Ops {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) -> Option<Kept> {
-        let back = hw.enter_from("swiotlb_tbl_map_single");
+        let back = hw.enter_id(crate::frame_id!("swiotlb_tbl_map_single"));
         hw.sw(self.costs.tbl_map_single);
         let req = SlotRequest {
             orig_addr: Some(phys),
@@ -583,7 +583,7 @@ impl Swiotlb2012Ops {
         size: u64,
         dir: DmaDirection,
     ) {
-        let back = hw.enter_from("swiotlb_tbl_unmap_single");
+        let back = hw.enter_id(crate::frame_id!("swiotlb_tbl_unmap_single"));
         hw.sw(self.costs.tbl_unmap_single);
         if let Some(index) = self.kept_index(kept)
             && self.pool.table.slots[index].list == 0
@@ -610,7 +610,7 @@ impl Swiotlb2012Ops {
         dir: DmaDirection,
         target: SyncTarget,
     ) {
-        let back = hw.enter_from("swiotlb_tbl_sync_single");
+        let back = hw.enter_id(crate::frame_id!("swiotlb_tbl_sync_single"));
         hw.sw(self.costs.tbl_sync_single);
         if let Some(index) = self.kept_index(kept) {
             let orig = self.pool.table.slots[index].orig_addr;
@@ -660,7 +660,7 @@ impl Swiotlb2012Ops {
         size: u64,
         dir: DmaDirection,
     ) {
-        let back = hw.enter_from("unmap_single");
+        let back = hw.enter_id(crate::frame_id!("unmap_single"));
         hw.sw(self.costs.unmap_single.common);
         let paddr = PhysAddr(addr.0);
         let caller = self.costs.unmap_single;
@@ -682,7 +682,7 @@ impl Swiotlb2012Ops {
         dir: DmaDirection,
         target: SyncTarget,
     ) {
-        let back = hw.enter_from("swiotlb_sync_single");
+        let back = hw.enter_id(crate::frame_id!("swiotlb_sync_single"));
         hw.sw(self.costs.sync_single.common);
         let paddr = PhysAddr(addr.0);
         let caller = self.costs.sync_single;
@@ -696,7 +696,7 @@ impl Swiotlb2012Ops {
     /// `swiotlb_dma_mapping_error()`: is `addr` the overflow buffer's bus address?
     #[inline(always)]
     pub fn dma_mapping_error<H: Hw + ?Sized>(&mut self, hw: &mut H, addr: DmaAddr) -> bool {
-        let back = hw.enter_from("swiotlb_dma_mapping_error");
+        let back = hw.enter_id(crate::frame_id!("swiotlb_dma_mapping_error"));
         let c = self.costs.mapping_error;
         hw.sw(c.common);
         if self.book.translation_out_of_line() {
@@ -796,7 +796,7 @@ impl DmaMapOps for Swiotlb2012Ops {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) -> Result<DmaAddr, DmaError> {
-        let back = hw.enter_from("swiotlb_map_page");
+        let back = hw.enter_id(crate::frame_id!("swiotlb_map_page"));
         hw.sw(self.costs.map_page);
         let r = self.map_page_inner(hw, dev, phys, size, dir, attrs);
         hw.leave_to(back);
@@ -812,7 +812,7 @@ impl DmaMapOps for Swiotlb2012Ops {
         dir: DmaDirection,
         _attrs: DmaAttrs,
     ) {
-        let back = hw.enter_from("swiotlb_unmap_page");
+        let back = hw.enter_id(crate::frame_id!("swiotlb_unmap_page"));
         hw.sw(self.costs.unmap_page);
         self.unmap_single(hw, addr, size, dir);
         hw.leave_to(back);
@@ -854,7 +854,7 @@ impl DmaMapOps for Swiotlb2012Ops {
             }
             Some(i) => {
                 // swiotlb_full(..., 0) does not panic; swiotlb_unmap_sg_attrs(sgl, i) undoes.
-                let back = hw.enter_from("swiotlb_unmap_sg_attrs");
+                let back = hw.enter_id(crate::frame_id!("swiotlb_unmap_sg_attrs"));
                 self.unmap_sg_entries(hw, sgt, i, dir);
                 hw.leave_to(back);
                 sgt.nents = 0;
@@ -876,7 +876,7 @@ impl DmaMapOps for Swiotlb2012Ops {
         dir: DmaDirection,
         _attrs: DmaAttrs,
     ) {
-        let back = hw.enter_from("swiotlb_unmap_sg_attrs");
+        let back = hw.enter_id(crate::frame_id!("swiotlb_unmap_sg_attrs"));
         let n = sgt.nents;
         self.unmap_sg_entries(hw, sgt, n, dir);
         sgt.nents = 0;
@@ -891,7 +891,7 @@ impl DmaMapOps for Swiotlb2012Ops {
         size: u64,
         dir: DmaDirection,
     ) {
-        let back = hw.enter_from("swiotlb_sync_single_for_cpu");
+        let back = hw.enter_id(crate::frame_id!("swiotlb_sync_single_for_cpu"));
         hw.sw(self.costs.sync_single_for_cpu);
         self.sync_single(hw, addr, size, dir, SyncTarget::ForCpu);
         hw.leave_to(back);
@@ -905,7 +905,7 @@ impl DmaMapOps for Swiotlb2012Ops {
         size: u64,
         dir: DmaDirection,
     ) {
-        let back = hw.enter_from("swiotlb_sync_single_for_device");
+        let back = hw.enter_id(crate::frame_id!("swiotlb_sync_single_for_device"));
         hw.sw(self.costs.sync_single_for_device);
         self.sync_single(hw, addr, size, dir, SyncTarget::ForDevice);
         hw.leave_to(back);
@@ -918,7 +918,7 @@ impl DmaMapOps for Swiotlb2012Ops {
         sgt: &SgTable,
         dir: DmaDirection,
     ) {
-        let back = hw.enter_from("swiotlb_sync_sg_for_cpu");
+        let back = hw.enter_id(crate::frame_id!("swiotlb_sync_sg_for_cpu"));
         for e in &sgt.entries[..sgt.nents] {
             hw.sw(self.costs.sg_next);
             self.sync_single(
@@ -939,7 +939,7 @@ impl DmaMapOps for Swiotlb2012Ops {
         sgt: &SgTable,
         dir: DmaDirection,
     ) {
-        let back = hw.enter_from("swiotlb_sync_sg_for_device");
+        let back = hw.enter_id(crate::frame_id!("swiotlb_sync_sg_for_device"));
         for e in &sgt.entries[..sgt.nents] {
             hw.sw(self.costs.sg_next);
             self.sync_single(
