@@ -170,7 +170,7 @@ impl ArmSmmuContext {
 
     /// `arm_smmu_tlb_inv_context_s1()`: `wmb()`, `TLBIASID`, then sync.
     pub fn tlb_inv_context_s1<H: DeviceHw + ?Sized>(&mut self, hw: &mut H) {
-        let back = hw.enter_from("arm_smmu_tlb_inv_context_s1");
+        let back = hw.enter_id(crate::frame_id!("arm_smmu_tlb_inv_context_s1"));
         hw.wmb();
         hw.mmio_write(MmioReg::SmmuTlbiasid, u64::from(self.asid));
         self.tlb_sync_context(hw);
@@ -179,7 +179,7 @@ impl ArmSmmuContext {
 
     /// `arm_smmu_tlb_sync_context()` / `__arm_smmu_tlb_sync()`: write `TLBSYNC`, poll `TLBSTATUS`.
     pub fn tlb_sync_context<H: DeviceHw + ?Sized>(&mut self, hw: &mut H) {
-        let back = hw.enter_from("arm_smmu_tlb_sync_context");
+        let back = hw.enter_id(crate::frame_id!("arm_smmu_tlb_sync_context"));
         hw.sw(self.costs.sync);
         hw.mmio_write(MmioReg::SmmuTlbsync, QCOM_DUMMY_VAL);
         let mut delay = 1u64;
@@ -191,7 +191,7 @@ impl ArmSmmuContext {
                     break 'poll;
                 }
             }
-            let back = hw.enter_from("udelay");
+            let back = hw.enter_id(crate::frame_id!("udelay"));
             hw.udelay(delay);
             hw.leave_to(back);
             delay *= 2;
@@ -243,7 +243,7 @@ impl ArmSmmuDomain {
     /// concrete backend, reaches the register write with static calls.
     #[inline]
     pub fn tlb_add_page_s1<H: DeviceHw + ?Sized>(&mut self, hw: &mut H, iova: u64, granule: u64) {
-        let back = hw.enter_from("arm_smmu_tlb_add_page_s1");
+        let back = hw.enter_id(crate::frame_id!("arm_smmu_tlb_add_page_s1"));
         self.cb
             .tlb_inv_range_s1(hw, iova, granule, granule, MmioReg::SmmuTlbival);
         hw.leave_to(back);
@@ -273,7 +273,7 @@ impl IommuFlushOps for ArmSmmuDomain {
     }
 
     fn tlb_flush_walk(&mut self, hw: &mut dyn DeviceHw, iova: u64, size: u64, granule: u64) {
-        let back = hw.enter_from("arm_smmu_tlb_inv_walk_s1");
+        let back = hw.enter_id(crate::frame_id!("arm_smmu_tlb_inv_walk_s1"));
         self.walk.flush_walk(&mut self.cb, hw, iova, size, granule);
         hw.leave_to(back);
     }

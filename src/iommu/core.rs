@@ -18,7 +18,7 @@
 //! bytes an unmap reports are exactly the bytes whose translations it removed.
 
 use super::io_pgtable_arm::ArmLpaeIoPgtable;
-use super::{AsDynDeviceHw, IommuError, IommuFlushOps, IommuIotlbGather, Prot};
+use super::{AsDynDeviceHw, FlushOps, IommuError, IommuFlushOps, IommuIotlbGather, Prot};
 use crate::hw::{Counter, DeviceHw, Hw, SwAcc, SwCost, SwKey};
 use crate::types::{IovaAddr, PhysAddr};
 use std::fmt::Debug;
@@ -178,7 +178,7 @@ struct Costs {
 #[derive(Debug)]
 pub struct IommuDomain {
     pub pgtable: ArmLpaeIoPgtable,
-    pub ops: Box<dyn IommuFlushOps>,
+    pub ops: FlushOps,
     split: SplitKind,
     costs: Costs,
 }
@@ -192,7 +192,7 @@ impl IommuDomain {
     ) -> IommuDomain {
         IommuDomain {
             pgtable,
-            ops,
+            ops: FlushOps::new(ops),
             split: split.kind(),
             costs: Costs {
                 map: hw.sw_cost(SwKey::IommuMap),
@@ -217,7 +217,24 @@ impl IommuDomain {
         1 << self.pgsize_bitmap().trailing_zeros()
     }
 
+    #[inline]
     fn check_aligned(
+        &self,
+        what: &'static str,
+        iova: u64,
+        paddr: u64,
+        size: u64,
+    ) -> Result<(), IommuError> {
+        if (iova | paddr | size) & (self.min_pagesz() - 1) == 0 && size != 0 {
+            return Ok(());
+        }
+        self.alignment_error(what, iova, paddr, size)
+    }
+
+    /// What [`Self::check_aligned`] refuses, out of line.
+    #[cold]
+    #[inline(never)]
+    fn alignment_error(
         &self,
         what: &'static str,
         iova: u64,
@@ -249,7 +266,7 @@ impl IommuDomain {
         prot: Prot,
     ) -> Result<(), IommuError> {
         self.check_aligned("map", iova, paddr, size)?;
-        let back = hw.enter_from("__iommu_map");
+        let back = hw.enter_id(crate::frame_id!("__iommu_map"));
         // __iommu_map's own instructions and each iommu_pgsize() run back to back in this frame:
         // one charge for each stretch (see SwAcc).
         let mut sw = SwAcc::default();
@@ -263,7 +280,7 @@ impl IommuDomain {
             let n = self.split.pages_per_call(count);
             match self.pgtable.map_pages(
                 hw,
-                self.ops.as_mut(),
+                &mut self.ops,
                 IovaAddr(at),
                 PhysAddr(pa),
                 pgsize,
@@ -302,7 +319,7 @@ impl IommuDomain {
         size: u64,
         prot: Prot,
     ) -> Result<(), IommuError> {
-        let back = hw.enter_from("iommu_map");
+        let back = hw.enter_id(crate::frame_id!("iommu_map"));
         let r = self.map_range(hw, iova.0, paddr.0, size, prot);
         hw.leave_to(back);
         r
@@ -370,7 +387,7 @@ impl IommuDomain {
         gather: &mut IommuIotlbGather,
     ) -> Result<u64, IommuError> {
         self.check_aligned("unmap", iova, 0, size)?;
-        let back = hw.enter_from("__iommu_unmap");
+        let back = hw.enter_id(crate::frame_id!("__iommu_unmap"));
         let mut sw = SwAcc::default();
         sw.add(self.costs.unmap);
         let mut unmapped = 0u64;
@@ -383,7 +400,7 @@ impl IommuDomain {
             let n = self.split.pages_per_call(count);
             match self
                 .pgtable
-                .unmap_pages(hw, self.ops.as_mut(), gather, IovaAddr(at), pgsize, n)
+                .unmap_pages(hw, &mut self.ops, gather, IovaAddr(at), pgsize, n)
             {
                 Ok(b) => unmapped += b,
                 Err(e) => {
@@ -412,7 +429,7 @@ impl IommuDomain {
         iova: IovaAddr,
         size: u64,
     ) -> Result<u64, IommuError> {
-        let back = hw.enter_from("iommu_unmap");
+        let back = hw.enter_id(crate::frame_id!("iommu_unmap"));
         let mut gather = IommuIotlbGather::new();
         let r = self.unmap_range(hw, iova.0, size, &mut gather);
         self.iotlb_sync(hw, &mut gather);
@@ -428,26 +445,27 @@ impl IommuDomain {
         size: u64,
         gather: &mut IommuIotlbGather,
     ) -> Result<u64, IommuError> {
-        let back = hw.enter_from("iommu_unmap_fast");
+        let back = hw.enter_id(crate::frame_id!("iommu_unmap_fast"));
         let r = self.unmap_range(hw, iova.0, size, gather);
         hw.leave_to(back);
         r
     }
 
     /// `iommu_iotlb_sync()`.
+    #[inline]
     pub fn iotlb_sync<H: AsDynDeviceHw + ?Sized>(
         &mut self,
         hw: &mut H,
         gather: &mut IommuIotlbGather,
     ) {
-        let back = hw.enter_from("iommu_iotlb_sync");
-        super::iotlb_sync(self.ops.as_mut(), hw, gather);
+        let back = hw.enter_id(crate::frame_id!("iommu_iotlb_sync"));
+        super::iotlb_sync(&mut self.ops, hw, gather);
         hw.leave_to(back);
     }
 
     /// `iommu_flush_iotlb_all()`.
     pub fn flush_iotlb_all(&mut self, hw: &mut dyn DeviceHw) {
-        let back = hw.enter_from("iommu_flush_iotlb_all");
+        let back = hw.enter_id(crate::frame_id!("iommu_flush_iotlb_all"));
         self.ops.tlb_flush_all(hw);
         hw.leave_to(back);
     }

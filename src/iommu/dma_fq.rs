@@ -57,6 +57,7 @@
 //! queued has finished; the timer is armed whenever some ring holds an entry; every queued range
 //! is freed exactly once.
 
+use super::IommuFlushOps;
 use super::core::IommuDomain;
 use super::iova::IovaDomain;
 use crate::hw::{Counter, DeviceHw, Hw, SwCost, SwKey};

@@ -181,7 +181,17 @@ pub struct ArmLpaeIoPgtable {
     /// Where the last one-page map or unmap from the top found its leaf table (see the module
     /// header).
     leaf_walk: LeafWalk,
+    /// `arm_lpae_prot_to_pte()` of every combination of the six `IOMMU_*` bits, for this
+    /// configuration: a map looks its attributes up rather than building them.
+    prot_pte: [u64; PROT_COMBINATIONS],
+    /// The first IOVA and the first output address past the table's reach (`1 << ias`,
+    /// `1 << oas`).
+    iova_end: u64,
+    pa_end: u64,
 }
+
+/// Combinations of the `IOMMU_*` bits [`ArmLpaeIoPgtable::prot_to_pte`] reads (bits 0 to 5).
+const PROT_COMBINATIONS: usize = 64;
 
 /// A one-page walk from the top-level table to the last level: for the IOVAs of `block`
 /// (the address bits above the last level's index), the leaf table is `table`, reached in
@@ -249,6 +259,7 @@ impl ArmLpaeIoPgtable {
         });
         let pgd_size = 8u64 << pgd_bits;
         let pgd = mem.borrow_mut().alloc(cfg.node, pgd_size)?;
+        let (ias, oas) = (cfg.ias, cfg.oas);
         let t = ArmLpaeIoPgtable {
             cfg,
             bits_per_level,
@@ -266,8 +277,12 @@ impl ArmLpaeIoPgtable {
             pending_sw: SwAcc::default(),
             walk_hint: Default::default(),
             leaf_walk: LeafWalk::default(),
+            prot_pte: [0; PROT_COMBINATIONS],
+            iova_end: 1u64 << ias,
+            pa_end: 1u64 << oas,
         };
         let mut t = t;
+        t.prot_pte = std::array::from_fn(|bits| t.prot_to_pte(Prot(bits as u32)));
         t.sync_new_table(hw, pgd, pgd_size);
         Ok(t)
     }
@@ -436,7 +451,7 @@ impl ArmLpaeIoPgtable {
     fn sync_ptes_dyn(&mut self, hw: &mut dyn Hw, ptep: PhysAddr, n: u64) {
         if let Some(arch) = &self.walk_sync {
             self.pending_sw.flush(hw);
-            let back = hw.enter_from("__arm_lpae_sync_pte");
+            let back = hw.enter_id(crate::frame_id!("__arm_lpae_sync_pte"));
             arch.sync_for_device(hw, ptep, n * 8, DmaDirection::ToDevice, true);
             hw.leave_to(back);
         }
@@ -453,7 +468,7 @@ impl ArmLpaeIoPgtable {
     /// `__arm_lpae_alloc_pages()`.
     fn alloc_table(&mut self, hw: &mut dyn Hw) -> Result<PhysAddr, IommuError> {
         self.pending_sw.flush(hw);
-        let back = hw.enter_from("__arm_lpae_alloc_pages");
+        let back = hw.enter_id(crate::frame_id!("__arm_lpae_alloc_pages"));
         hw.sw(self.costs.alloc_table);
         let r = self.mem.borrow_mut().alloc(self.cfg.node, self.cfg.granule);
         if let Ok(t) = r {
@@ -530,9 +545,56 @@ impl ArmLpaeIoPgtable {
         Ok(())
     }
 
-    /// The checks `arm_lpae_map_pages()` makes before walking; returns the bytes asked for.
+    /// The checks `arm_lpae_unmap_pages()` makes before walking: the page size and count, and
+    /// the first page's IOVA. As [`Self::check_map`], a request that passes is accepted at once.
+    #[inline]
+    fn check_unmap(&self, iova: u64, pgsize: u64, pgcount: u64) -> Result<(), IommuError> {
+        if pgcount != 0
+            && pgsize.is_power_of_two()
+            && pgsize & self.pgsize_bitmap == pgsize
+            && iova & (pgsize - 1) == 0
+            && iova.checked_add(pgsize).is_some_and(|e| e <= self.iova_end)
+        {
+            return Ok(());
+        }
+        self.check_unmap_in_order(iova, pgsize, pgcount)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn check_unmap_in_order(&self, iova: u64, pgsize: u64, pgcount: u64) -> Result<(), IommuError> {
+        self.check_pgsize(pgsize, pgcount)
+            .and_then(|()| self.check_iova(iova, pgsize, pgsize))
+    }
+
+    /// The checks `arm_lpae_map_pages()` makes before walking; returns the bytes asked for. A
+    /// request that passes them all is accepted here; any other goes to the checks one by one,
+    /// out of line, for the error the first failing one names.
     #[inline]
     fn check_map(
+        &self,
+        iova: IovaAddr,
+        paddr: PhysAddr,
+        pgsize: u64,
+        pgcount: u64,
+    ) -> Result<u64, IommuError> {
+        let fits = |a: u64, size: u64, end: u64| a.checked_add(size).is_some_and(|e| e <= end);
+        if pgcount != 0
+            && pgsize.is_power_of_two()
+            && pgsize & self.pgsize_bitmap == pgsize
+            && let Some(size) = pgsize.checked_mul(pgcount)
+            && (iova.0 | paddr.0) & (pgsize - 1) == 0
+            && fits(iova.0, size, self.iova_end)
+            && fits(paddr.0, size, self.pa_end)
+        {
+            return Ok(size);
+        }
+        self.check_map_in_order(iova, paddr, pgsize, pgcount)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn check_map_in_order(
         &self,
         iova: IovaAddr,
         paddr: PhysAddr,
@@ -573,10 +635,10 @@ impl ArmLpaeIoPgtable {
     /// `arm_lpae_map_pages()`: map up to `pgcount` pages of `pgsize` at `iova` to `paddr`. Maps at
     /// most the entries left in one table and returns the bytes mapped; the caller loops.
     #[allow(clippy::too_many_arguments)]
-    pub fn map_pages<H: AsDynDeviceHw + ?Sized>(
+    pub fn map_pages<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
         &mut self,
         hw: &mut H,
-        tlb: &mut dyn IommuFlushOps,
+        tlb: &mut T,
         iova: IovaAddr,
         paddr: PhysAddr,
         pgsize: u64,
@@ -589,21 +651,18 @@ impl ArmLpaeIoPgtable {
         if !prot.contains(Prot::READ) && !prot.contains(Prot::WRITE) {
             return Ok(0);
         }
-        let back = hw.enter_from("arm_lpae_map_pages");
+        let back = hw.enter_id(crate::frame_id!("arm_lpae_map_pages"));
         hw.count(Counter::PgtableMapCall, 1);
         self.pending_sw.add(self.costs.map_pages);
-        let attrs = self.prot_to_pte(prot);
-        let r = self.lpae_map(
-            hw,
-            tlb,
-            iova.0,
-            paddr.0,
-            pgsize,
-            pgcount,
-            attrs,
-            self.start_level,
-            self.pgd,
-        );
+        let attrs = self.prot_pte[prot.0 as usize % PROT_COMBINATIONS];
+        let (lvl, table) = (self.start_level, self.pgd);
+        // The commonest call, a single page under the remembered walk, is written here; the
+        // general walk (`__arm_lpae_map`'s recursion) stays out of line.
+        let r = if self.map_remembered_leaf(iova.0, paddr.0, pgsize, pgcount, attrs, lvl, table) {
+            Ok(pgsize)
+        } else {
+            self.lpae_map(hw, tlb, iova.0, paddr.0, pgsize, pgcount, attrs, lvl, table)
+        };
         // Every call that reached the walk ends with wmb(), whatever it returned, so no table
         // walk for the new IOVA can start before the PTE stores are visible.
         self.pending_sw.flush(hw);
@@ -612,12 +671,90 @@ impl ArmLpaeIoPgtable {
         r
     }
 
+    /// `__arm_lpae_map()` of one page in its commonest case: the walk to its leaf table is the
+    /// remembered one (see the module header), the entry there is empty and the walker is
+    /// coherent. Writes the entry under one borrow of the memory and gathers exactly the charges
+    /// of the general path (a walk step per level, one `init_pte`). In any other case it changes
+    /// nothing and returns `false`, and the general path runs from the start.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn map_remembered_leaf(
+        &mut self,
+        iova: u64,
+        paddr: u64,
+        size: u64,
+        pgcount: u64,
+        attrs: u64,
+        lvl: u32,
+        table: PhysAddr,
+    ) -> bool {
+        let new = attrs | PTE_TYPE_PAGE | (paddr & self.addr_mask());
+        let write = |pte| (pte == 0).then_some(new);
+        let init_pte = self.costs.init_pte;
+        self.update_remembered_leaf(
+            iova,
+            size,
+            pgcount,
+            lvl,
+            table,
+            write,
+            |old| old == 0,
+            init_pte,
+        )
+    }
+
+    /// The one-page change both [`Self::map_remembered_leaf`] and
+    /// [`Self::clear_remembered_leaf`] make: when one page is asked for from the top-level table,
+    /// the walker is coherent and the remembered walk still holds, the entry is read and
+    /// `update`d under one borrow of the memory; if `done` accepts what it held, the walk's
+    /// steps and `cost` (the entry's own work) are gathered and the answer is `true`. Otherwise
+    /// nothing changed (`update` declines what `done` refuses) and the answer is `false`.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn update_remembered_leaf(
+        &mut self,
+        iova: u64,
+        size: u64,
+        pgcount: u64,
+        lvl: u32,
+        table: PhysAddr,
+        update: impl FnOnce(u64) -> Option<u64>,
+        done: impl FnOnce(u64) -> bool,
+        cost: SwCost,
+    ) -> bool {
+        if pgcount != 1 || self.walk_sync.is_some() {
+            return false;
+        }
+        let Some(block) = self.leaf_walk_block(iova, size, lvl, table) else {
+            return false;
+        };
+        let w = self.leaf_walk;
+        let leaf = ARM_LPAE_MAX_LEVELS - 1;
+        {
+            let mut mem = self.mem.borrow_mut();
+            if !(w.valid && w.block == block && w.stamp == mem.write_stamp()) {
+                return false;
+            }
+            let ptep = PhysAddr(w.table + (self.lvl_idx(iova, leaf) << 3));
+            let hint = &self.walk_hint[leaf as usize];
+            if !done(mem.update_u64_hinted(ptep, hint, update)) {
+                return false;
+            }
+            // A leaf written in the remembered table moves no descriptor on the way to it.
+            self.leaf_walk.stamp = mem.write_stamp();
+        }
+        self.pending_sw.add_n(self.costs.walk_level, w.steps);
+        self.pending_sw.add(cost);
+        true
+    }
+
     /// `__arm_lpae_map()`.
     #[allow(clippy::too_many_arguments)]
-    fn lpae_map<H: AsDynDeviceHw + ?Sized>(
+    #[inline(never)]
+    fn lpae_map<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
         &mut self,
         hw: &mut H,
-        tlb: &mut dyn IommuFlushOps,
+        tlb: &mut T,
         iova: u64,
         paddr: u64,
         size: u64,
@@ -802,10 +939,10 @@ impl ArmLpaeIoPgtable {
     /// `arm_lpae_init_pte()`: refuse leaves already present, replace empty tables, then write
     /// `n` leaves.
     #[allow(clippy::too_many_arguments)]
-    fn init_pte<H: AsDynDeviceHw + ?Sized>(
+    fn init_pte<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
         &mut self,
         hw: &mut H,
-        tlb: &mut dyn IommuFlushOps,
+        tlb: &mut T,
         iova: u64,
         paddr: u64,
         attrs: u64,
@@ -829,10 +966,10 @@ impl ArmLpaeIoPgtable {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn init_pte_checked<H: AsDynDeviceHw + ?Sized>(
+    fn init_pte_checked<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
         &mut self,
         hw: &mut H,
-        tlb: &mut dyn IommuFlushOps,
+        tlb: &mut T,
         iova: u64,
         paddr: u64,
         attrs: u64,
@@ -876,31 +1013,29 @@ impl ArmLpaeIoPgtable {
     /// `arm_lpae_unmap_pages()`: unmap up to `pgcount` pages of `pgsize` at `iova`. Stops at the
     /// end of a table (or at a hole after the first entry) and returns the bytes unmapped;
     /// a hole at `iova` itself is [`IommuError::NotMapped`] (the kernel WARNs and returns 0).
-    pub fn unmap_pages<H: AsDynDeviceHw + ?Sized>(
+    pub fn unmap_pages<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
         &mut self,
         hw: &mut H,
-        tlb: &mut dyn IommuFlushOps,
+        tlb: &mut T,
         gather: &mut IommuIotlbGather,
         iova: IovaAddr,
         pgsize: u64,
         pgcount: u64,
     ) -> Result<u64, IommuError> {
-        self.check_pgsize(pgsize, pgcount)
-            .and_then(|()| self.check_iova(iova.0, pgsize, pgsize))
+        self.check_unmap(iova.0, pgsize, pgcount)
             .inspect_err(|e| warn_on(hw, e))?;
-        let back = hw.enter_from("arm_lpae_unmap_pages");
+        let back = hw.enter_id(crate::frame_id!("arm_lpae_unmap_pages"));
         hw.count(Counter::PgtableUnmapCall, 1);
         self.pending_sw.add(self.costs.unmap_pages);
-        let n = self.lpae_unmap(
-            hw,
-            tlb,
-            gather,
-            iova.0,
-            pgsize,
-            pgcount,
-            self.start_level,
-            self.pgd,
-        );
+        let (lvl, table) = (self.start_level, self.pgd);
+        // The commonest call, a single page under the remembered walk, is cleared here; the
+        // general walk (`__arm_lpae_unmap`'s recursion) stays out of line.
+        let n = if self.clear_remembered_leaf(iova.0, pgsize, pgcount, lvl, table) {
+            self.tlb_add_leaf(hw, tlb, gather, iova.0, pgsize);
+            pgsize
+        } else {
+            self.lpae_unmap(hw, tlb, gather, iova.0, pgsize, pgcount, lvl, table)
+        };
         self.pending_sw.flush(hw);
         hw.leave_to(back);
         if n > 0 {
@@ -912,12 +1047,15 @@ impl ArmLpaeIoPgtable {
         }
     }
 
-    /// `__arm_lpae_unmap()`.
+    /// `__arm_lpae_unmap()`. Out of line: the commonest call, one page under the remembered walk,
+    /// is cleared by [`Self::unmap_pages`] itself ([`Self::clear_remembered_leaf`]), and any call
+    /// may come here instead, the fast path being only a shortcut to the same result.
     #[allow(clippy::too_many_arguments)]
-    fn lpae_unmap<H: AsDynDeviceHw + ?Sized>(
+    #[inline(never)]
+    fn lpae_unmap<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
         &mut self,
         hw: &mut H,
-        tlb: &mut dyn IommuFlushOps,
+        tlb: &mut T,
         gather: &mut IommuIotlbGather,
         iova: u64,
         size: u64,
@@ -925,10 +1063,6 @@ impl ArmLpaeIoPgtable {
         lvl: u32,
         table: PhysAddr,
     ) -> u64 {
-        if self.clear_remembered_leaf(iova, size, pgcount, lvl, table) {
-            self.tlb_add_leaf(hw, tlb, gather, iova, size);
-            return size;
-        }
         // The kernel recurses one level per call; a loop walks the same levels.
         let mut block = self.leaf_walk_block(iova, size, lvl, table);
         let (mut lvl, mut table) = (lvl, table);
@@ -1031,40 +1165,20 @@ impl ArmLpaeIoPgtable {
         lvl: u32,
         table: PhysAddr,
     ) -> bool {
-        if pgcount != 1 || self.walk_sync.is_some() {
-            return false;
-        }
-        let Some(block) = self.leaf_walk_block(iova, size, lvl, table) else {
-            return false;
-        };
-        let w = self.leaf_walk;
         let leaf = ARM_LPAE_MAX_LEVELS - 1;
-        {
-            let mut mem = self.mem.borrow_mut();
-            if !(w.valid && w.block == block && w.stamp == mem.write_stamp()) {
-                return false;
-            }
-            let ptep = PhysAddr(w.table + (self.lvl_idx(iova, leaf) << 3));
-            let hint = &self.walk_hint[leaf as usize];
-            let clear = |pte| Self::pte_is_leaf(pte, leaf).then_some(0);
-            if !Self::pte_is_leaf(mem.update_u64_hinted(ptep, hint, clear), leaf) {
-                return false;
-            }
-            // Clearing a leaf of the remembered table moves no descriptor on the way to it.
-            self.leaf_walk.stamp = mem.write_stamp();
-        }
-        self.pending_sw.add_n(self.costs.walk_level, w.steps);
-        self.pending_sw.add(self.costs.clear_pte);
-        true
+        let clear = |pte| Self::pte_is_leaf(pte, leaf).then_some(0);
+        let was_leaf = |old| Self::pte_is_leaf(old, leaf);
+        let clear_pte = self.costs.clear_pte;
+        self.update_remembered_leaf(iova, size, pgcount, lvl, table, clear, was_leaf, clear_pte)
     }
 
     /// `io_pgtable_tlb_add_page()` for a leaf `__arm_lpae_unmap()` cleared: invalidated now,
     /// unless the gather is queued (lazy invalidation: the IOVA waits for a whole flush).
     #[inline]
-    fn tlb_add_leaf<H: AsDynDeviceHw + ?Sized>(
+    fn tlb_add_leaf<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
         &mut self,
         hw: &mut H,
-        tlb: &mut dyn IommuFlushOps,
+        tlb: &mut T,
         gather: &mut IommuIotlbGather,
         iova: u64,
         size: u64,
@@ -1079,10 +1193,10 @@ impl ArmLpaeIoPgtable {
     /// invalidation and the same store, without the run's loop and buffer.
     #[allow(clippy::too_many_arguments)]
     #[inline]
-    fn clear_one_leaf<H: AsDynDeviceHw + ?Sized>(
+    fn clear_one_leaf<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
         &mut self,
         hw: &mut H,
-        tlb: &mut dyn IommuFlushOps,
+        tlb: &mut T,
         gather: &mut IommuIotlbGather,
         iova: u64,
         size: u64,
@@ -1115,10 +1229,10 @@ impl ArmLpaeIoPgtable {
     /// at a hole; a leaf is invalidated through `tlb_add_page`, a table freed after a walk
     /// flush. Returns the bytes unmapped.
     #[allow(clippy::too_many_arguments)]
-    fn clear_ptes<H: AsDynDeviceHw + ?Sized>(
+    fn clear_ptes<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
         &mut self,
         hw: &mut H,
-        tlb: &mut dyn IommuFlushOps,
+        tlb: &mut T,
         gather: &mut IommuIotlbGather,
         iova: u64,
         size: u64,
@@ -1145,7 +1259,7 @@ impl ArmLpaeIoPgtable {
                 self.pending_sw.flush(hw);
                 tlb.tlb_flush_walk(hw.as_dyn(), at, size, self.cfg.granule);
                 let child = self.pte_to_paddr(pte);
-                let back = hw.enter_from("__arm_lpae_free_pgtable");
+                let back = hw.enter_id(crate::frame_id!("__arm_lpae_free_pgtable"));
                 self.free_pgtable(hw.as_dyn(), lvl + 1, child);
                 hw.leave_to(back);
             }
@@ -1158,10 +1272,10 @@ impl ArmLpaeIoPgtable {
     /// `arm_lpae_split_blk_unmap()`: replace a block by a table of the next level mapping the
     /// same memory minus the part being unmapped.
     #[allow(clippy::too_many_arguments)]
-    fn split_blk_unmap<H: AsDynDeviceHw + ?Sized>(
+    fn split_blk_unmap<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
         &mut self,
         hw: &mut H,
-        tlb: &mut dyn IommuFlushOps,
+        tlb: &mut T,
         gather: &mut IommuIotlbGather,
         iova: u64,
         size: u64,
@@ -1532,6 +1646,21 @@ mod tests {
         );
         let l2 = t.pte_at(0x1000, 2).unwrap();
         assert_eq!(l2 & 0xfff, 0x3, "table descriptor");
+        // Every combination of the six IOMMU_* flags, with bits above them set too (which change
+        // nothing): the leaf carries `arm_lpae_prot_to_pte()` of the flags.
+        for bits in 0..64u32 {
+            let iova = 0x10_0000 + u64::from(bits) * 4096;
+            let prot = Prot(bits | 0x8000_0040);
+            let pa = PhysAddr(0x9000_0000);
+            let n = t.map_pages(&mut r, &mut f, IovaAddr(iova), pa, 4096, 1, prot);
+            if prot.contains(Prot::READ) || prot.contains(Prot::WRITE) {
+                assert_eq!(n, Ok(4096));
+                let want = t.prot_to_pte(Prot(bits)) | 0x9000_0000 | 0x3;
+                assert_eq!(t.pte_at(iova, 3), Some(want), "prot {bits:#x}");
+            } else {
+                assert_eq!(n, Ok(0), "no access: nothing mapped");
+            }
+        }
         assert_eq!(t.walk(0x1abc), Some((PhysAddr(0x8765_4abc), 4096)));
         // A read-only, non-cacheable, no-exec 2M block.
         t.map_pages(

@@ -237,7 +237,7 @@ pub fn iommu_iotlb_gather_add_page(
 
 /// `struct iommu_flush_ops` (io-pgtable.h) plus the domain's `iotlb_sync` (iommu.h): how page-table
 /// code asks the IOMMU driver to invalidate its TLBs.
-pub trait IommuFlushOps: std::fmt::Debug {
+pub trait IommuFlushOps: std::fmt::Debug + std::any::Any {
     fn name(&self) -> &'static str;
     /// Invalidate every TLB entry of the context (domain).
     fn tlb_flush_all(&mut self, hw: &mut dyn DeviceHw);
@@ -268,10 +268,74 @@ pub trait IommuFlushOps: std::fmt::Debug {
     }
 }
 
+/// A domain's flush ops as held by the domain: arm-smmu's by value, so that the per-page
+/// `tlb_add_page` and `iotlb_sync` find them with a match rather than a call through the trait
+/// object; any other driver's behind the trait. Decided once, when the domain is made.
+#[derive(Debug)]
+pub enum FlushOps {
+    ArmSmmu(arm_smmu::ArmSmmuDomain),
+    Other(Box<dyn IommuFlushOps>),
+}
+
+impl FlushOps {
+    pub fn new(ops: Box<dyn IommuFlushOps>) -> FlushOps {
+        let any: &dyn std::any::Any = &*ops;
+        if any.is::<arm_smmu::ArmSmmuDomain>() {
+            let any: Box<dyn std::any::Any> = ops;
+            if let Ok(d) = any.downcast::<arm_smmu::ArmSmmuDomain>() {
+                return FlushOps::ArmSmmu(*d);
+            }
+            unreachable!("checked to be arm-smmu's ops just above");
+        }
+        FlushOps::Other(ops)
+    }
+
+    fn get(&mut self) -> &mut dyn IommuFlushOps {
+        match self {
+            FlushOps::ArmSmmu(d) => d,
+            FlushOps::Other(o) => o.as_mut(),
+        }
+    }
+}
+
+impl IommuFlushOps for FlushOps {
+    fn name(&self) -> &'static str {
+        match self {
+            FlushOps::ArmSmmu(d) => d.name(),
+            FlushOps::Other(o) => o.name(),
+        }
+    }
+    fn tlb_flush_all(&mut self, hw: &mut dyn DeviceHw) {
+        self.get().tlb_flush_all(hw);
+    }
+    fn tlb_flush_walk(&mut self, hw: &mut dyn DeviceHw, iova: u64, size: u64, granule: u64) {
+        self.get().tlb_flush_walk(hw, iova, size, granule);
+    }
+    fn tlb_add_page(
+        &mut self,
+        hw: &mut dyn DeviceHw,
+        gather: &mut IommuIotlbGather,
+        iova: u64,
+        granule: u64,
+    ) {
+        self.get().tlb_add_page(hw, gather, iova, granule);
+    }
+    fn iotlb_sync(&mut self, hw: &mut dyn DeviceHw, gather: &mut IommuIotlbGather) {
+        self.get().iotlb_sync(hw, gather);
+    }
+    #[inline]
+    fn as_arm_smmu(&mut self) -> Option<&mut arm_smmu::ArmSmmuDomain> {
+        match self {
+            FlushOps::ArmSmmu(d) => Some(d),
+            FlushOps::Other(o) => o.as_arm_smmu(),
+        }
+    }
+}
+
 /// `ops->tlb_add_page()`, statically for arm-smmu (see [`IommuFlushOps::as_arm_smmu`]).
 #[inline]
-pub fn tlb_add_page<H: AsDynDeviceHw + ?Sized>(
-    ops: &mut dyn IommuFlushOps,
+pub fn tlb_add_page<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
+    ops: &mut T,
     hw: &mut H,
     gather: &mut IommuIotlbGather,
     iova: u64,
@@ -285,8 +349,8 @@ pub fn tlb_add_page<H: AsDynDeviceHw + ?Sized>(
 
 /// `ops->iotlb_sync()`, statically for arm-smmu (see [`IommuFlushOps::as_arm_smmu`]).
 #[inline]
-pub fn iotlb_sync<H: AsDynDeviceHw + ?Sized>(
-    ops: &mut dyn IommuFlushOps,
+pub fn iotlb_sync<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
+    ops: &mut T,
     hw: &mut H,
     gather: &mut IommuIotlbGather,
 ) {
