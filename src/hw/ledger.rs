@@ -7,7 +7,7 @@
 //!
 //! Invariants: frames are interned as a tree. The hot paths enter a frame by number
 //! ([`FrameId`], declared where it is entered): each number has a small entry in the ledger
-//! holding the node it reached from each of the last two nodes it was entered from, so entering
+//! holding the node it reached from each of the last four nodes it was entered from, so entering
 //! is one look at that entry, and a frame entered together with the routine that calls it (a
 //! nested [`FrameId`]) is one look for both. Entering by name looks the (current node, frame)
 //! pair up in a small set-associative cache whose set is chosen by the frame alone: the probe's
@@ -63,6 +63,9 @@ static FRAMES_NUMBERED: AtomicU32 = AtomicU32::new(0);
 
 /// Entries of each ledger's frame table (a power of two); frames beyond it go by name.
 const FRAME_SLOTS: usize = 512;
+/// Places an entry remembers a frame was entered from (a frame called from more callers in
+/// turn than this goes by name each time).
+const FRAME_WAYS: usize = 4;
 
 impl FrameId {
     pub const fn new(name: &'static str) -> FrameId {
@@ -178,7 +181,7 @@ pub struct Ledger {
     /// The cache of [`Ledger::leaf`], direct-mapped by (node, frame).
     leaves: Box<[Edge; LEAF_CACHE]>,
     /// [`Ledger::enter_id`]'s table, by frame number.
-    frames: Box<[[FrameEntry; 2]; FRAME_SLOTS]>,
+    frames: Box<[[FrameEntry; FRAME_WAYS]; FRAME_SLOTS]>,
 }
 
 impl Default for Ledger {
@@ -195,7 +198,7 @@ impl Default for Ledger {
             cur: 0,
             edges: Box::new([[EMPTY_EDGE; EDGE_WAYS]; EDGE_SETS]),
             leaves: Box::new([EMPTY_EDGE; LEAF_CACHE]),
-            frames: Box::new([[NO_FRAME_ENTRY; 2]; FRAME_SLOTS]),
+            frames: Box::new([[NO_FRAME_ENTRY; FRAME_WAYS]; FRAME_SLOTS]),
         }
     }
 }
@@ -251,18 +254,31 @@ impl Ledger {
     }
 
     /// [`Ledger::enter`] of a numbered frame: one look at the frame's own entry, which holds the
-    /// nodes it reached from the last two nodes it was entered from. A frame entered from a third
-    /// goes by name, and its entry then remembers the new place first.
+    /// nodes it reached from the last four nodes it was entered from (the first two looked at
+    /// here, the others out of line). A frame entered from a fifth goes by name, and its entry
+    /// then remembers the new place first.
     #[inline]
     pub fn enter_id(&mut self, frame: &'static FrameId) {
-        let [a, b] = self.frames[frame.slot()];
+        let ways = &self.frames[frame.slot()];
+        let (a, b) = (ways[0], ways[1]);
         if a.parent == self.cur {
             self.cur = a.child;
         } else if b.parent == self.cur {
             self.cur = b.child;
         } else {
-            self.enter_id_slow(frame);
+            self.enter_id_further(frame);
         }
+    }
+
+    /// [`Ledger::enter_id`] past the entry's first two places: the others, then by name.
+    #[inline(never)]
+    fn enter_id_further(&mut self, frame: &'static FrameId) {
+        let slot = frame.slot();
+        if let Some(e) = self.frames[slot][2..].iter().find(|e| e.parent == self.cur) {
+            self.cur = e.child;
+            return;
+        }
+        self.enter_id_slow(frame);
     }
 
     #[cold]
@@ -275,9 +291,9 @@ impl Ledger {
         }
         self.enter(frame.name);
         if slot != 0 {
-            // The newest place first; the one before it stays as the second.
+            // The newest place first; the oldest of the others goes.
             let ways = &mut self.frames[slot];
-            ways[1] = ways[0];
+            ways.copy_within(0..FRAME_WAYS - 1, 1);
             ways[0] = FrameEntry {
                 parent,
                 child: self.cur,
@@ -629,7 +645,7 @@ mod tests {
         assert_eq!(paired.2, 6 * callers.len() as u64);
     }
 
-    /// Frames entered by number from one, two and three alternating parents (more than an
+    /// Frames entered by number from one to six alternating parents (more than an
     /// entry remembers), nested in each other and mixed with enters by name of the same frames:
     /// the same tree, in the same order, with the same charges as entering every one by name.
     #[test]
@@ -640,13 +656,14 @@ mod tests {
                 &*Box::leak(Box::new(FrameId::new(name)))
             })
             .collect();
-        let parents = ["p0", "p1", "p2"];
+        let parents = ["p0", "p1", "p2", "p3", "p4", "p5"];
         let run = |by_id: bool| {
             let mut l = Ledger::default();
-            for round in 0..5u64 {
+            for round in 0..13u64 {
                 for (i, f) in ids.iter().enumerate() {
-                    // Frame i is entered from i % 3 + 1 parents in turn.
-                    let p = parents[(round as usize) % (i % 3 + 1)];
+                    // Frame i is entered from i + 1 parents in turn: one to six, more than an
+                    // entry remembers.
+                    let p = parents[(round as usize) % (i + 1)];
                     l.enter(p);
                     let back = l.current();
                     if by_id && !(round + i as u64).is_multiple_of(4) {
@@ -674,7 +691,7 @@ mod tests {
         };
         let numbered = run(true);
         assert_eq!(numbered, run(false));
-        assert_eq!(numbered.1[Counter::Barrier as usize], 5 * ids.len() as u64);
+        assert_eq!(numbered.1[Counter::Barrier as usize], 13 * ids.len() as u64);
         assert!(
             ids.iter().all(|f| f.slot() != 0),
             "every frame got a number"
