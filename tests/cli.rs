@@ -733,9 +733,12 @@ fn a_long_run_shows_progress_on_a_terminal_and_nowhere_else() {
     let began = std::time::Instant::now();
     assert!(dmasim(&["run", &probe]).status.success());
     let per_iteration = began.elapsed().as_secs_f64() / 2000.0;
-    // At most 50,000 iterations: batched-sync is 337,920 model steps an iteration, and the default
-    // work limit (2e10 steps) refuses a run of more than 59,185.
-    let mut iterations = ((3.0 / per_iteration) as u64).clamp(4000, 50_000);
+    // batched-sync is 337,920 model steps an iteration, and the default work limit (2e10 steps)
+    // refuses a run of more than 59,185: the long run raises the limit (`--max-work`) to what
+    // it needs, so however fast the model has become it can still be sized to take seconds.
+    const MOST: u64 = 2_000_000;
+    let max_work = (MOST * 337_920).to_string();
+    let mut iterations = ((3.0 / per_iteration) as u64).clamp(4000, MOST);
     // The probe's time is partly start-up, and a machine busy during the probe and idle after
     // it (or the reverse) sizes the run wrongly: a run that came out short is sized again from
     // its own rate, a few times at most.
@@ -743,14 +746,14 @@ fn a_long_run_shows_progress_on_a_terminal_and_nowhere_else() {
     let (s, piped, took) = loop {
         let s = sized(iterations);
         let began = std::time::Instant::now();
-        let piped = dmasim(&["run", &s]);
+        let piped = dmasim(&["run", &s, "--max-work", &max_work]);
         let took = began.elapsed();
         tries += 1;
-        if took > std::time::Duration::from_millis(1500) || tries == 4 || iterations == 50_000 {
+        if took > std::time::Duration::from_millis(1500) || tries == 4 || iterations == MOST {
             break (s, piped, took);
         }
         let rate = iterations as f64 / took.as_secs_f64().max(1e-3);
-        iterations = ((3.0 * rate) as u64).max(iterations * 2).min(50_000);
+        iterations = ((3.0 * rate) as u64).max(iterations * 2).min(MOST);
     };
     let err = stderr(&piped);
     assert!(piped.status.success(), "{err}");
@@ -766,10 +769,11 @@ fn a_long_run_shows_progress_on_a_terminal_and_nowhere_else() {
     let on_terminal = |quiet: bool| {
         let out = scratch(&format!("long-{quiet}.out"), "");
         let cmd = format!(
-            "'{}' {} run '{}' > '{}'",
+            "'{}' {} run '{}' --max-work {} > '{}'",
             env!("CARGO_BIN_EXE_dmasim"),
             if quiet { "-q" } else { "" },
             &*s,
+            max_work,
             &*out
         );
         // In a process group of its own: script(1) signals its whole group when it fails,
