@@ -15,7 +15,8 @@
 //! map and unmap are generic over the backend ([`AsDynDeviceHw`]), so the per-page loops run
 //! with static calls for a caller holding a concrete backend; what they hand on to a driver's
 //! flush ops or the arch layer goes as a trait object, except arm-smmu's per-page `tlb_add_page`
-//! and `iotlb_sync` ([`IommuFlushOps::as_arm_smmu`]).
+//! and `iotlb_sync`: a domain holds arm-smmu's ops by value ([`FlushOps`]), and the page table,
+//! generic over the ops too, reaches them with a match ([`IommuFlushOps::as_arm_smmu`]).
 //!
 //! Invariants: a gather is either empty (`end == 0`, `pgsize == 0`) or covers `[start, end]`
 //! inclusive with one page size; adding a page of another size, or one that neither overlaps nor
