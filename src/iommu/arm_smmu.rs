@@ -37,6 +37,9 @@ const QCOM_DUMMY_VAL: u64 = u64::MAX;
 /// How `tlb_flush_walk` invalidates a removed table's range.
 pub trait WalkFlush: Debug {
     fn name(&self) -> &'static str;
+    /// Which of the registry's policies this is: the domain keeps the value and reaches the
+    /// implementation by a match, so the per-granule register writes are static calls.
+    fn kind(&self) -> WalkFlushKind;
     fn flush_walk(
         &self,
         cb: &mut ArmSmmuContext,
@@ -55,14 +58,12 @@ pub struct ByVa;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ByAsid;
 
-impl WalkFlush for ByVa {
-    fn name(&self) -> &'static str {
-        "by-va"
-    }
-    fn flush_walk(
-        &self,
+impl ByVa {
+    /// [`WalkFlush::flush_walk`], generic over the backend.
+    #[inline]
+    pub fn flush<H: DeviceHw + ?Sized>(
         cb: &mut ArmSmmuContext,
-        hw: &mut dyn DeviceHw,
+        hw: &mut H,
         iova: u64,
         size: u64,
         granule: u64,
@@ -72,9 +73,39 @@ impl WalkFlush for ByVa {
     }
 }
 
+impl ByAsid {
+    /// [`WalkFlush::flush_walk`], generic over the backend.
+    #[inline]
+    pub fn flush<H: DeviceHw + ?Sized>(cb: &mut ArmSmmuContext, hw: &mut H) {
+        cb.tlb_inv_context_s1(hw);
+    }
+}
+
+impl WalkFlush for ByVa {
+    fn name(&self) -> &'static str {
+        "by-va"
+    }
+    fn kind(&self) -> WalkFlushKind {
+        WalkFlushKind::ByVa
+    }
+    fn flush_walk(
+        &self,
+        cb: &mut ArmSmmuContext,
+        hw: &mut dyn DeviceHw,
+        iova: u64,
+        size: u64,
+        granule: u64,
+    ) {
+        Self::flush(cb, hw, iova, size, granule);
+    }
+}
+
 impl WalkFlush for ByAsid {
     fn name(&self) -> &'static str {
         "asid"
+    }
+    fn kind(&self) -> WalkFlushKind {
+        WalkFlushKind::Asid
     }
     fn flush_walk(
         &self,
@@ -84,7 +115,7 @@ impl WalkFlush for ByAsid {
         _size: u64,
         _granule: u64,
     ) {
-        cb.tlb_inv_context_s1(hw);
+        Self::flush(cb, hw);
     }
 }
 
@@ -207,7 +238,7 @@ impl ArmSmmuContext {
 #[derive(Debug)]
 pub struct ArmSmmuDomain {
     pub cb: ArmSmmuContext,
-    walk: Box<dyn WalkFlush>,
+    walk: WalkFlushKind,
 }
 
 impl ArmSmmuDomain {
@@ -224,7 +255,7 @@ impl ArmSmmuDomain {
                     sync: hw.sw_cost(SwKey::ArmSmmuTlbSync),
                 },
             },
-            walk,
+            walk: walk.kind(),
         }
     }
 
@@ -234,8 +265,26 @@ impl ArmSmmuDomain {
         self
     }
 
-    pub fn walk_flush(&self) -> &dyn WalkFlush {
-        self.walk.as_ref()
+    pub fn walk_flush(&self) -> WalkFlushKind {
+        self.walk
+    }
+
+    /// `arm_smmu_tlb_inv_walk_s1()`: the body of [`IommuFlushOps::tlb_flush_walk`], generic as
+    /// [`Self::tlb_add_page_s1`] is, the policy reached by a match.
+    #[inline]
+    pub fn tlb_flush_walk_s1<H: DeviceHw + ?Sized>(
+        &mut self,
+        hw: &mut H,
+        iova: u64,
+        size: u64,
+        granule: u64,
+    ) {
+        let back = hw.enter_id(crate::frame_id!("arm_smmu_tlb_inv_walk_s1"));
+        match self.walk {
+            WalkFlushKind::ByVa => ByVa::flush(&mut self.cb, hw, iova, size, granule),
+            WalkFlushKind::Asid => ByAsid::flush(&mut self.cb, hw),
+        }
+        hw.leave_to(back);
     }
 
     /// `arm_smmu_tlb_add_page_s1()`: one `TLBIVAL`, issued at once. The body of
@@ -273,9 +322,7 @@ impl IommuFlushOps for ArmSmmuDomain {
     }
 
     fn tlb_flush_walk(&mut self, hw: &mut dyn DeviceHw, iova: u64, size: u64, granule: u64) {
-        let back = hw.enter_id(crate::frame_id!("arm_smmu_tlb_inv_walk_s1"));
-        self.walk.flush_walk(&mut self.cb, hw, iova, size, granule);
-        hw.leave_to(back);
+        self.tlb_flush_walk_s1(hw, iova, size, granule);
     }
 
     fn tlb_add_page(

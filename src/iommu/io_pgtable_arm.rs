@@ -1257,7 +1257,7 @@ impl ArmLpaeIoPgtable {
                 self.tlb_add_leaf(hw, tlb, gather, at, size);
             } else {
                 self.pending_sw.flush(hw);
-                tlb.tlb_flush_walk(hw.as_dyn(), at, size, self.cfg.granule);
+                super::tlb_flush_walk(tlb, hw, at, size, self.cfg.granule);
                 let child = self.pte_to_paddr(pte);
                 let back = hw.enter_id(crate::frame_id!("__arm_lpae_free_pgtable"));
                 self.free_pgtable(hw.as_dyn(), lvl + 1, child);

@@ -14,8 +14,8 @@
 //! memory handling take only the CPU side, [`crate::hw::Hw`]. The core's and the page table's
 //! map and unmap are generic over the backend ([`AsDynDeviceHw`]), so the per-page loops run
 //! with static calls for a caller holding a concrete backend; what they hand on to a driver's
-//! flush ops or the arch layer goes as a trait object, except arm-smmu's per-page `tlb_add_page`
-//! and `iotlb_sync`: a domain holds arm-smmu's ops by value ([`FlushOps`]), and the page table,
+//! flush ops or the arch layer goes as a trait object, except arm-smmu's per-page `tlb_add_page`,
+//! `iotlb_sync` and walk flush: a domain holds arm-smmu's ops by value ([`FlushOps`]), and the page table,
 //! generic over the ops too, reaches them with a match ([`IommuFlushOps::as_arm_smmu`]).
 //!
 //! Invariants: a gather is either empty (`end == 0`, `pgsize == 0`) or covers `[start, end]`
@@ -345,6 +345,21 @@ pub fn tlb_add_page<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
     match ops.as_arm_smmu() {
         Some(d) => d.tlb_add_page_s1(hw, iova, granule),
         None => ops.tlb_add_page(hw.as_dyn(), gather, iova, granule),
+    }
+}
+
+/// `ops->tlb_flush_walk()`, statically for arm-smmu (see [`IommuFlushOps::as_arm_smmu`]).
+#[inline]
+pub fn tlb_flush_walk<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
+    ops: &mut T,
+    hw: &mut H,
+    iova: u64,
+    size: u64,
+    granule: u64,
+) {
+    match ops.as_arm_smmu() {
+        Some(d) => d.tlb_flush_walk_s1(hw, iova, size, granule),
+        None => ops.tlb_flush_walk(hw.as_dyn(), iova, size, granule),
     }
 }
 
