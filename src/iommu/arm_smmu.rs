@@ -34,20 +34,14 @@ pub const TLB_LOOP_TIMEOUT_US: u64 = 1_000_000;
 /// The value written to `TLBSYNC` (`QCOM_DUMMY_VAL`).
 const QCOM_DUMMY_VAL: u64 = u64::MAX;
 
-/// How `tlb_flush_walk` invalidates a removed table's range.
+/// How `tlb_flush_walk` invalidates a removed table's range: [`ByVa`] or [`ByAsid`], each with
+/// its body as a generic `flush`.
 pub trait WalkFlush: Debug {
     fn name(&self) -> &'static str;
     /// Which of the registry's policies this is: the domain keeps the value and reaches the
-    /// implementation by a match, so the per-granule register writes are static calls.
+    /// policy's body by a match ([`ArmSmmuDomain::tlb_flush_walk_s1`]), so the per-granule
+    /// register writes are static calls.
     fn kind(&self) -> WalkFlushKind;
-    fn flush_walk(
-        &self,
-        cb: &mut ArmSmmuContext,
-        hw: &mut dyn DeviceHw,
-        iova: u64,
-        size: u64,
-        granule: u64,
-    );
 }
 
 /// ≤ 5.14, and every non-Qualcomm implementation: a `TLBIVA` per granule, then a sync.
@@ -59,7 +53,7 @@ pub struct ByVa;
 pub struct ByAsid;
 
 impl ByVa {
-    /// [`WalkFlush::flush_walk`], generic over the backend.
+    /// A `TLBIVA` per granule of the range, then a sync.
     #[inline]
     pub fn flush<H: DeviceHw + ?Sized>(
         cb: &mut ArmSmmuContext,
@@ -74,7 +68,7 @@ impl ByVa {
 }
 
 impl ByAsid {
-    /// [`WalkFlush::flush_walk`], generic over the backend.
+    /// The whole ASID (`TLBIASID`), then a sync.
     #[inline]
     pub fn flush<H: DeviceHw + ?Sized>(cb: &mut ArmSmmuContext, hw: &mut H) {
         cb.tlb_inv_context_s1(hw);
@@ -88,16 +82,6 @@ impl WalkFlush for ByVa {
     fn kind(&self) -> WalkFlushKind {
         WalkFlushKind::ByVa
     }
-    fn flush_walk(
-        &self,
-        cb: &mut ArmSmmuContext,
-        hw: &mut dyn DeviceHw,
-        iova: u64,
-        size: u64,
-        granule: u64,
-    ) {
-        Self::flush(cb, hw, iova, size, granule);
-    }
 }
 
 impl WalkFlush for ByAsid {
@@ -106,16 +90,6 @@ impl WalkFlush for ByAsid {
     }
     fn kind(&self) -> WalkFlushKind {
         WalkFlushKind::Asid
-    }
-    fn flush_walk(
-        &self,
-        cb: &mut ArmSmmuContext,
-        hw: &mut dyn DeviceHw,
-        _iova: u64,
-        _size: u64,
-        _granule: u64,
-    ) {
-        Self::flush(cb, hw);
     }
 }
 
