@@ -856,10 +856,9 @@ impl ArmLpaeIoPgtable {
         let mask = self.addr_mask();
         let leaf = ARM_LPAE_MAX_LEVELS - 1;
         let block = self.leaf_walk_block(iova, size, lvl, table);
-        let (mut lvl, mut table, mut steps) = match self.remembered_leaf_table(block) {
-            Some((t, steps)) => (leaf, t.0, steps),
-            None => (lvl, table.0, 1),
-        };
+        // From the top: the caller has already tried the remembered walk
+        // ([`Self::map_remembered_leaf`]), so it is gone or its entry is taken.
+        let (mut lvl, mut table, mut steps) = (lvl, table.0, 1);
         let mut mem = self.mem.borrow_mut();
         loop {
             let l = lvl as usize;
