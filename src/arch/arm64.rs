@@ -67,7 +67,11 @@ impl PocFrames {
         }
     }
 
-    const fn from(caller: &'static str, synced: &'static str, nosync: &'static str) -> PocFrames {
+    const fn from(
+        caller: &'static [&'static str],
+        synced: &'static str,
+        nosync: &'static str,
+    ) -> PocFrames {
         PocFrames {
             synced: FrameId::nested(caller, synced),
             nosync: FrameId::nested(caller, nosync),
@@ -82,18 +86,18 @@ impl PocFrames {
 
 static CLEAN_POC: PocFrames = PocFrames::alone("dcache_clean_poc", "dcache_clean_poc_nosync");
 static CLEAN_POC_FOR_DEVICE: PocFrames = PocFrames::from(
-    "arch_sync_dma_for_device",
+    &["arch_sync_dma_for_device"],
     "dcache_clean_poc",
     "dcache_clean_poc_nosync",
 );
 static INVAL_POC: PocFrames = PocFrames::alone("dcache_inval_poc", "dcache_inval_poc_nosync");
 static INVAL_POC_FOR_DEVICE: PocFrames = PocFrames::from(
-    "arch_sync_dma_for_device",
+    &["arch_sync_dma_for_device"],
     "dcache_inval_poc",
     "dcache_inval_poc_nosync",
 );
 static INVAL_POC_FOR_CPU: PocFrames = PocFrames::from(
-    "arch_sync_dma_for_cpu",
+    &["arch_sync_dma_for_cpu"],
     "dcache_inval_poc",
     "dcache_inval_poc_nosync",
 );

@@ -48,10 +48,11 @@ pub static WAIT_FRAME: &str = "(wait for completion)";
 /// [`crate::frame_id!`] macro), so the hot paths carry a number rather than hashing a name.
 #[derive(Debug)]
 pub struct FrameId {
-    /// A routine entered together with the one that calls it, with nothing charged between
-    /// (arm64's `arch_sync_dma_for_device` around `dcache_clean_poc`): the caller's frame, entered
-    /// first. The pair is one move of the ledger, and one number.
-    outer: Option<&'static str>,
+    /// A routine entered together with the routines that call it, with nothing charged between
+    /// (arm64's `arch_sync_dma_for_device` around `dcache_clean_poc`; `iommu_unmap` around
+    /// `iommu_iotlb_sync` around `arm_smmu_tlb_sync_context`): the callers' frames, outermost
+    /// first, entered before this one. The chain is one move of the ledger, and one number.
+    outer: &'static [&'static str],
     name: &'static str,
     /// 0 until numbered; 0 again means no number was left (the frame then always takes the
     /// name's way).
@@ -70,16 +71,17 @@ const FRAME_WAYS: usize = 4;
 impl FrameId {
     pub const fn new(name: &'static str) -> FrameId {
         FrameId {
-            outer: None,
+            outer: &[],
             name,
             id: AtomicU32::new(0),
         }
     }
 
-    /// `name` entered from inside `outer`, both at once (see [`FrameId::outer`]).
-    pub const fn nested(outer: &'static str, name: &'static str) -> FrameId {
+    /// `name` entered from inside `outer` (outermost first), all at once (see
+    /// [`FrameId::outer`]).
+    pub const fn nested(outer: &'static [&'static str], name: &'static str) -> FrameId {
         FrameId {
-            outer: Some(outer),
+            outer,
             name,
             id: AtomicU32::new(0),
         }
@@ -89,9 +91,10 @@ impl FrameId {
         self.name
     }
 
-    /// The calling routine's frame entered with this one, if any.
+    /// The calling routines' frames entered with this one, outermost first (none for a frame
+    /// entered alone).
     #[inline]
-    pub fn outer(&self) -> Option<&'static str> {
+    pub fn outer(&self) -> &'static [&'static str] {
         self.outer
     }
 
@@ -127,11 +130,18 @@ impl FrameId {
     }
 }
 
-/// A frame, declared once where it is entered: `hw.enter_id(frame_id!("__iommu_unmap"))`.
+/// A frame, declared once where it is entered: `hw.enter_id(frame_id!("__iommu_unmap"))`; a
+/// frame entered together with its callers, outermost first, when nothing is charged between
+/// them: `frame_id!("iommu_unmap" => "__iommu_unmap")`.
 #[macro_export]
 macro_rules! frame_id {
     ($name:literal) => {{
         static FRAME: $crate::hw::ledger::FrameId = $crate::hw::ledger::FrameId::new($name);
+        &FRAME
+    }};
+    ($($outer:literal),+ => $name:literal) => {{
+        static FRAME: $crate::hw::ledger::FrameId =
+            $crate::hw::ledger::FrameId::nested(&[$($outer),+], $name);
         &FRAME
     }};
 }
@@ -239,13 +249,13 @@ fn leaf_slot(cur: u32, frame: &'static str) -> usize {
 }
 
 impl Ledger {
-    /// Leave what [`Ledger::enter_id`] entered for `frame` (its outer frame too, if it has one)
+    /// Leave what [`Ledger::enter_id`] entered for `frame` (its outer frames too, if it has any)
     /// for `caller`, which the caller saved with [`Ledger::current`] before.
     #[inline]
     pub fn leave_id_to(&mut self, frame: &'static FrameId, caller: u32) {
         if cfg!(debug_assertions) {
             let mut up = self.nodes[self.cur as usize].parent;
-            if frame.outer.is_some() {
+            for _ in frame.outer {
                 up = self.nodes[up as usize].parent;
             }
             assert_eq!(up, caller, "leave_id_to() out of order");
@@ -286,7 +296,7 @@ impl Ledger {
     fn enter_id_slow(&mut self, frame: &'static FrameId) {
         let slot = frame.number();
         let parent = self.cur;
-        if let Some(outer) = frame.outer {
+        for outer in frame.outer {
             self.enter(outer);
         }
         self.enter(frame.name);
@@ -601,37 +611,40 @@ mod tests {
         assert_eq!(with_leaf.1[Counter::PhysAddrCall as usize], 3 * 39);
     }
 
-    /// Entering a nested frame by number is entering its two frames one after the other, from
-    /// more parents than an entry remembers and interleaved with single enters of the same
-    /// frames: the same tree, in the same order, with the same charges.
+    /// Entering a nested frame by number is entering its frames one after the other (two or
+    /// three deep), from more parents than an entry remembers and interleaved with enters by
+    /// name of the same frames: the same tree, in the same order, with the same charges.
     #[test]
-    fn a_nested_frame_id_is_two_enters() {
-        static CLEAN: FrameId = FrameId::nested("arch", "clean");
-        static INVAL: FrameId = FrameId::nested("arch", "inval");
-        let (clean, inval) = (&CLEAN, &INVAL);
+    fn a_nested_frame_id_is_its_enters_in_turn() {
+        static CLEAN: FrameId = FrameId::nested(&["arch"], "clean");
+        static INVAL: FrameId = FrameId::nested(&["arch"], "inval");
+        static DEEP: FrameId = FrameId::nested(&["arch", "mid"], "clean");
+        let ids: [&'static FrameId; 3] = [&CLEAN, &INVAL, &DEEP];
         let callers: Vec<&'static str> = (0..12)
             .map(|i| &*Box::leak(format!("c{i}").into_boxed_str()))
             .collect();
-        let run = |pair: bool| {
+        let run = |nested: bool| {
             let mut l = Ledger::default();
             for round in 0..3u64 {
                 for (i, c) in callers.iter().enumerate() {
                     l.enter(c);
                     let back = l.current();
-                    let inner = if i % 2 == 0 { "clean" } else { "inval" };
-                    if pair && round != 1 {
-                        let id = if i % 2 == 0 { clean } else { inval };
+                    let id = ids[i % 3];
+                    if nested && round != 1 {
                         l.enter_id(id);
                         l.charge(round + 1);
                         l.count(Counter::Barrier, 1);
                         l.leave_id_to(id, back);
                     } else {
-                        l.enter("arch");
-                        l.enter(inner);
+                        for outer in id.outer() {
+                            l.enter(outer);
+                        }
+                        l.enter(id.name());
                         l.charge(round + 1);
                         l.count(Counter::Barrier, 1);
-                        l.leave();
-                        l.leave();
+                        for _ in 0..=id.outer().len() {
+                            l.leave();
+                        }
                     }
                     l.leave();
                 }
@@ -639,10 +652,16 @@ mod tests {
             assert!(l.depth_is_zero());
             (l.stacks(), l.totals(), l.total_ps())
         };
-        let paired = run(true);
-        assert_eq!(paired, run(false));
-        assert_eq!(paired.0.len(), callers.len());
-        assert_eq!(paired.2, 6 * callers.len() as u64);
+        let by_id = run(true);
+        assert_eq!(by_id, run(false));
+        assert_eq!(by_id.0.len(), callers.len());
+        assert_eq!(by_id.2, 6 * callers.len() as u64);
+        let deep = by_id.0.iter().filter(|s| s.stack.len() == 4).count();
+        assert_eq!(
+            deep,
+            callers.len() / 3,
+            "c/arch/mid/clean once per third caller"
+        );
     }
 
     /// Frames entered by number from one to six alternating parents (more than an

@@ -434,23 +434,26 @@ pub trait Hw {
     }
     /// [`Hw::enter_from`] a frame declared where it is entered ([`crate::frame_id!`]): the same
     /// move, by number rather than by name, for the hot paths. A nested frame
-    /// ([`FrameId::nested`]) enters its outer frame and then its own, with nothing charged
-    /// between; [`Hw::leave_id`] leaves both.
+    /// ([`FrameId::nested`]) enters its outer frames and then its own, with nothing charged
+    /// between; [`Hw::leave_id`] leaves them all.
     #[inline]
     fn enter_id(&mut self, frame: &'static FrameId) -> Caller {
         match frame.outer() {
-            Some(outer) => {
-                let caller = self.enter_from(outer);
+            [] => self.enter_from(frame.name()),
+            [first, rest @ ..] => {
+                let caller = self.enter_from(first);
+                for outer in rest {
+                    self.enter(outer);
+                }
                 self.enter(frame.name());
                 caller
             }
-            None => self.enter_from(frame.name()),
         }
     }
     /// Leave what the [`Hw::enter_id`] of `frame` that returned `caller` entered.
     #[inline]
     fn leave_id(&mut self, frame: &'static FrameId, caller: Caller) {
-        if frame.outer().is_some() {
+        for _ in frame.outer() {
             self.leave();
         }
         self.leave_to(caller);
@@ -648,6 +651,39 @@ pub fn lines_spanned(start: PhysAddr, size: u64, line: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A backend without its own `enter_id` (the recorder) enters a nested frame's callers and
+    /// then the frame, and `leave_id` leaves them all: the same stacks the Model's ledger builds.
+    #[test]
+    fn a_nested_frame_is_its_callers_then_itself_on_any_backend() {
+        static DEEP: FrameId = FrameId::nested(&["a", "b"], "c");
+        let mut r = recorder::Recorder::new(64);
+        let mut m = model::Model::new(model::ModelParams::default());
+        r.enter("top");
+        m.enter("top");
+        let (rb, mb) = (r.enter_id(&DEEP), m.enter_id(&DEEP));
+        r.count(Counter::Barrier, 1);
+        m.count(Counter::Barrier, 1);
+        r.leave_id(&DEEP, rb);
+        m.leave_id(&DEEP, mb);
+        r.count(Counter::Wmb, 1);
+        m.count(Counter::Wmb, 1);
+        r.leave();
+        m.leave();
+        assert_eq!(
+            r.frames,
+            ["top", "top > a", "top > a > b", "top > a > b > c"]
+        );
+        assert_eq!(r.count_at("top > a > b > c", Counter::Barrier), 1);
+        assert_eq!(r.count_at("top", Counter::Wmb), 1);
+        let stacks: Vec<_> = m
+            .ledger
+            .stacks()
+            .into_iter()
+            .map(|s| (s.stack.join(" > "), s.counts[Counter::Barrier as usize]))
+            .collect();
+        assert_eq!(stacks, [("top".into(), 0), ("top > a > b > c".into(), 1)]);
+    }
 
     #[test]
     fn the_model_and_the_recorder_drive_devices() {

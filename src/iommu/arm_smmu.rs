@@ -24,7 +24,7 @@
 //! be reused, by a sync that observed completion (or a counted timeout).
 
 use super::{IommuFlushOps, IommuIotlbGather};
-use crate::hw::{DeviceHw, Hw, MmioReg, SMMU_TLBSTATUS_GSACTIVE, SwCost, SwKey};
+use crate::hw::{DeviceHw, FrameId, Hw, MmioReg, SMMU_TLBSTATUS_GSACTIVE, SwCost, SwKey};
 use std::fmt::Debug;
 
 /// Status reads before the poll loop starts sleeping (`TLB_SPIN_COUNT`).
@@ -184,7 +184,16 @@ impl ArmSmmuContext {
 
     /// `arm_smmu_tlb_sync_context()` / `__arm_smmu_tlb_sync()`: write `TLBSYNC`, poll `TLBSTATUS`.
     pub fn tlb_sync_context<H: DeviceHw + ?Sized>(&mut self, hw: &mut H) {
-        let back = hw.enter_id(crate::frame_id!("arm_smmu_tlb_sync_context"));
+        self.tlb_sync_context_in(hw, crate::frame_id!("arm_smmu_tlb_sync_context"));
+    }
+
+    /// [`Self::tlb_sync_context`] in `frame`: its own, or entered with its callers' frames.
+    pub fn tlb_sync_context_in<H: DeviceHw + ?Sized>(
+        &mut self,
+        hw: &mut H,
+        frame: &'static FrameId,
+    ) {
+        let back = hw.enter_id(frame);
         hw.sw(self.costs.sync);
         hw.mmio_write(MmioReg::SmmuTlbsync, QCOM_DUMMY_VAL);
         let mut delay = 1u64;
@@ -204,7 +213,7 @@ impl ArmSmmuContext {
         if !done {
             self.sync_timeouts += 1;
         }
-        hw.leave_to(back);
+        hw.leave_id(frame, back);
     }
 }
 
@@ -279,7 +288,19 @@ impl ArmSmmuDomain {
         hw: &mut H,
         gather: &mut IommuIotlbGather,
     ) {
-        self.cb.tlb_sync_context(hw);
+        self.iotlb_sync_s1_in(hw, gather, crate::frame_id!("arm_smmu_tlb_sync_context"));
+    }
+
+    /// [`Self::iotlb_sync_s1`] with the sync routine's frame entered as `frame` (see
+    /// [`super::SyncFrames`]).
+    #[inline]
+    pub fn iotlb_sync_s1_in<H: DeviceHw + ?Sized>(
+        &mut self,
+        hw: &mut H,
+        gather: &mut IommuIotlbGather,
+        frame: &'static FrameId,
+    ) {
+        self.cb.tlb_sync_context_in(hw, frame);
         let queued = gather.queued;
         *gather = IommuIotlbGather::new();
         gather.queued = queued;

@@ -18,8 +18,10 @@
 //! bytes an unmap reports are exactly the bytes whose translations it removed.
 
 use super::io_pgtable_arm::ArmLpaeIoPgtable;
-use super::{AsDynDeviceHw, FlushOps, IommuError, IommuFlushOps, IommuIotlbGather, Prot};
-use crate::hw::{Counter, DeviceHw, Hw, SwAcc, SwCost, SwKey};
+use super::{
+    AsDynDeviceHw, FlushOps, IommuError, IommuFlushOps, IommuIotlbGather, Prot, sync_frames,
+};
+use crate::hw::{Counter, DeviceHw, FrameId, Hw, SwAcc, SwCost, SwKey};
 use crate::types::{IovaAddr, PhysAddr};
 use std::fmt::Debug;
 
@@ -214,7 +216,7 @@ impl IommuDomain {
 
     /// Smallest page size: the IOMMU granule.
     pub fn min_pagesz(&self) -> u64 {
-        1 << self.pgsize_bitmap().trailing_zeros()
+        self.pgtable.min_pagesz()
     }
 
     #[inline]
@@ -256,17 +258,20 @@ impl IommuDomain {
         Ok(())
     }
 
-    /// `__iommu_map()`: map `[iova, iova + size)` to `paddr`, undoing it on failure.
+    /// `__iommu_map()` in `frame` (its own, or entered with its caller's): map `[iova, iova +
+    /// size)` to `paddr`; on failure, unmap what it had mapped (the kernel's unroll, inside
+    /// `__iommu_map`).
     fn map_range<H: AsDynDeviceHw + ?Sized>(
         &mut self,
         hw: &mut H,
+        frame: &'static FrameId,
         iova: u64,
         paddr: u64,
         size: u64,
         prot: Prot,
     ) -> Result<(), IommuError> {
         self.check_aligned("map", iova, paddr, size)?;
-        let back = hw.enter_id(crate::frame_id!("__iommu_map"));
+        let back = hw.enter_id(frame);
         // __iommu_map's own instructions and each iommu_pgsize() run back to back in this frame:
         // one charge for each stretch (see SwAcc).
         let mut sw = SwAcc::default();
@@ -300,14 +305,29 @@ impl IommuDomain {
             }
         }
         sw.flush(hw);
-        hw.leave_to(back);
-        if let Some(e) = err {
-            if at > iova {
-                let _ = self.iommu_unmap(hw, IovaAddr(iova), at - iova);
-            }
-            return Err(e);
+        let r = match err {
+            Some(e) => Err(self.unroll(hw, iova, at - iova, e)),
+            None => Ok(()),
+        };
+        hw.leave_id(frame, back);
+        r
+    }
+
+    /// `__iommu_map()`'s unroll of the `done` bytes it mapped from `iova` before failing with
+    /// `e`.
+    #[cold]
+    #[inline(never)]
+    fn unroll<H: AsDynDeviceHw + ?Sized>(
+        &mut self,
+        hw: &mut H,
+        iova: u64,
+        done: u64,
+        e: IommuError,
+    ) -> IommuError {
+        if done > 0 {
+            let _ = self.iommu_unmap(hw, IovaAddr(iova), done);
         }
-        Ok(())
+        e
     }
 
     /// `iommu_map()`.
@@ -319,10 +339,9 @@ impl IommuDomain {
         size: u64,
         prot: Prot,
     ) -> Result<(), IommuError> {
-        let back = hw.enter_id(crate::frame_id!("iommu_map"));
-        let r = self.map_range(hw, iova.0, paddr.0, size, prot);
-        hw.leave_to(back);
-        r
+        // iommu_map charges nothing of its own before __iommu_map: the two are entered as one.
+        let frame = crate::frame_id!("iommu_map" => "__iommu_map");
+        self.map_range(hw, frame, iova.0, paddr.0, size, prot)
     }
 
     /// `iommu_map_sg()`: map `segs` (physical start, length; granule-aligned, as iommu-dma
@@ -335,6 +354,7 @@ impl IommuDomain {
         segs: &[(PhysAddr, u64)],
         prot: Prot,
     ) -> Result<u64, IommuError> {
+        const MAP: &FrameId = crate::frame_id!("__iommu_map");
         hw.enter("iommu_map_sg");
         let mut sw = SwAcc::default();
         sw.add(self.costs.map_sg);
@@ -347,7 +367,7 @@ impl IommuDomain {
                 Some((start, l)) if start + l == phys.0 => run = Some((start, l + len)),
                 Some((start, l)) => {
                     sw.flush(hw);
-                    r = self.map_range(hw, iova.0 + mapped, start, l, prot);
+                    r = self.map_range(hw, MAP, iova.0 + mapped, start, l, prot);
                     if r.is_err() {
                         break;
                     }
@@ -361,7 +381,7 @@ impl IommuDomain {
         if r.is_ok()
             && let Some((start, l)) = run
         {
-            r = self.map_range(hw, iova.0 + mapped, start, l, prot);
+            r = self.map_range(hw, MAP, iova.0 + mapped, start, l, prot);
             if r.is_ok() {
                 mapped += l;
             }
@@ -382,12 +402,13 @@ impl IommuDomain {
     fn unmap_range<H: AsDynDeviceHw + ?Sized>(
         &mut self,
         hw: &mut H,
+        frame: &'static FrameId,
         iova: u64,
         size: u64,
         gather: &mut IommuIotlbGather,
     ) -> Result<u64, IommuError> {
         self.check_aligned("unmap", iova, 0, size)?;
-        let back = hw.enter_id(crate::frame_id!("__iommu_unmap"));
+        let back = hw.enter_id(frame);
         let mut sw = SwAcc::default();
         sw.add(self.costs.unmap);
         let mut unmapped = 0u64;
@@ -410,7 +431,7 @@ impl IommuDomain {
             }
         }
         sw.flush(hw);
-        hw.leave_to(back);
+        hw.leave_id(frame, back);
         match err {
             Some(e) if unmapped == 0 => Err(e),
             Some(_) => Err(IommuError::ShortUnmap {
@@ -429,11 +450,12 @@ impl IommuDomain {
         iova: IovaAddr,
         size: u64,
     ) -> Result<u64, IommuError> {
-        let back = hw.enter_id(crate::frame_id!("iommu_unmap"));
+        // iommu_unmap charges nothing of its own: each routine it calls is entered together
+        // with it (and arm-smmu's sync with iommu_iotlb_sync, which charges nothing either).
         let mut gather = IommuIotlbGather::new();
-        let r = self.unmap_range(hw, iova.0, size, &mut gather);
-        self.iotlb_sync(hw, &mut gather);
-        hw.leave_to(back);
+        let frame = crate::frame_id!("iommu_unmap" => "__iommu_unmap");
+        let r = self.unmap_range(hw, frame, iova.0, size, &mut gather);
+        super::iotlb_sync(&mut self.ops, hw, &mut gather, sync_frames!("iommu_unmap"));
         r
     }
 
@@ -445,10 +467,8 @@ impl IommuDomain {
         size: u64,
         gather: &mut IommuIotlbGather,
     ) -> Result<u64, IommuError> {
-        let back = hw.enter_id(crate::frame_id!("iommu_unmap_fast"));
-        let r = self.unmap_range(hw, iova.0, size, gather);
-        hw.leave_to(back);
-        r
+        let frame = crate::frame_id!("iommu_unmap_fast" => "__iommu_unmap");
+        self.unmap_range(hw, frame, iova.0, size, gather)
     }
 
     /// `iommu_iotlb_sync()`.
@@ -458,9 +478,7 @@ impl IommuDomain {
         hw: &mut H,
         gather: &mut IommuIotlbGather,
     ) {
-        let back = hw.enter_id(crate::frame_id!("iommu_iotlb_sync"));
-        super::iotlb_sync(&mut self.ops, hw, gather);
-        hw.leave_to(back);
+        super::iotlb_sync(&mut self.ops, hw, gather, sync_frames!());
     }
 
     /// `iommu_flush_iotlb_all()`.

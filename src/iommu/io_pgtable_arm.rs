@@ -163,6 +163,8 @@ pub struct ArmLpaeIoPgtable {
     start_level: u32,
     pgd_bits: u32,
     pgsize_bitmap: u64,
+    /// The smallest size in `pgsize_bitmap` (the granule), which every request is aligned to.
+    min_pagesz: u64,
     pgd: PhysAddr,
     mem: SharedPhysMem,
     /// `None`: the SMMU's table walker snoops CPU caches (`cfg->coherent_walk`). Otherwise PTE
@@ -268,6 +270,7 @@ impl ArmLpaeIoPgtable {
             start_level,
             pgd_bits,
             pgsize_bitmap,
+            min_pagesz: pgsize_bitmap & pgsize_bitmap.wrapping_neg(),
             pgd,
             mem,
             walk_sync,
@@ -295,6 +298,10 @@ impl ArmLpaeIoPgtable {
     }
     pub fn pgsize_bitmap(&self) -> u64 {
         self.pgsize_bitmap
+    }
+    /// `1 << __ffs(pgsize_bitmap)`.
+    pub fn min_pagesz(&self) -> u64 {
+        self.min_pagesz
     }
     pub fn start_level(&self) -> u32 {
         self.start_level
@@ -1713,6 +1720,7 @@ mod tests {
         let mut f = ArmSmmuDomain::new(&r, 1, Box::new(ByVa));
         let mut t = table(&mut r, 0x4000, 48);
         assert_eq!(t.pgsize_bitmap(), 0x4000 | (32 << 20));
+        assert_eq!(t.min_pagesz(), 0x4000);
         t.map_pages(
             &mut r,
             &mut f,

@@ -30,7 +30,7 @@ pub mod dma_iommu;
 pub mod io_pgtable_arm;
 pub mod iova;
 
-use crate::hw::DeviceHw;
+use crate::hw::{DeviceHw, FrameId};
 use crate::mm::physmem::PhysMemError;
 use crate::types::IovaAddr;
 
@@ -363,16 +363,53 @@ pub fn tlb_flush_walk<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
     }
 }
 
-/// `ops->iotlb_sync()`, statically for arm-smmu (see [`IommuFlushOps::as_arm_smmu`]).
+/// `iommu_iotlb_sync()`'s frames as one caller enters them: `iommu_iotlb_sync` inside the
+/// caller's frames that charge nothing around it, and arm-smmu's sync routine entered with them
+/// all at once (`arm_smmu_iotlb_sync` charges nothing before it either); another driver's
+/// `iotlb_sync` runs inside them.
+pub struct SyncFrames {
+    arm_smmu: FrameId,
+    other: FrameId,
+}
+
+impl SyncFrames {
+    pub const fn new(other: FrameId, arm_smmu: FrameId) -> SyncFrames {
+        SyncFrames { arm_smmu, other }
+    }
+}
+
+/// The [`SyncFrames`] of a caller whose frames, outermost first, charge nothing around its
+/// `iommu_iotlb_sync()`: `sync_frames!("iommu_unmap")`, or `sync_frames!()` for none.
+macro_rules! sync_frames {
+    ($($outer:literal),*) => {{
+        static FRAMES: $crate::iommu::SyncFrames = $crate::iommu::SyncFrames::new(
+            $crate::hw::FrameId::nested(&[$($outer),*], "iommu_iotlb_sync"),
+            $crate::hw::FrameId::nested(
+                &[$($outer,)* "iommu_iotlb_sync"],
+                "arm_smmu_tlb_sync_context",
+            ),
+        );
+        &FRAMES
+    }};
+}
+pub(crate) use sync_frames;
+
+/// `iommu_iotlb_sync()` → `ops->iotlb_sync()` in `frames`, statically for arm-smmu (see
+/// [`IommuFlushOps::as_arm_smmu`]).
 #[inline]
 pub fn iotlb_sync<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
     ops: &mut T,
     hw: &mut H,
     gather: &mut IommuIotlbGather,
+    frames: &'static SyncFrames,
 ) {
     match ops.as_arm_smmu() {
-        Some(d) => d.iotlb_sync_s1(hw, gather),
-        None => ops.iotlb_sync(hw.as_dyn(), gather),
+        Some(d) => d.iotlb_sync_s1_in(hw, gather, &frames.arm_smmu),
+        None => {
+            let back = hw.enter_id(&frames.other);
+            ops.iotlb_sync(hw.as_dyn(), gather);
+            hw.leave_id(&frames.other, back);
+        }
     }
 }
 
