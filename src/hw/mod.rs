@@ -643,9 +643,10 @@ pub fn lines_spanned(start: PhysAddr, size: u64, line: u64) -> u64 {
     // once per region on the hottest path.
     // Counted from the start's offset in its line: the same count as (last line - first line + 1)
     // without the end address, so nothing to overflow short of a size near 2^64.
+    // A power of two's trailing zeros are below 64: the wrapping shift is the plain one.
     let sh = line.trailing_zeros();
     let off = start.0 & (line - 1);
-    ((off + (size - 1)) >> sh) + 1
+    (off + (size - 1)).wrapping_shr(sh) + 1
 }
 
 #[cfg(test)]

@@ -205,6 +205,8 @@ struct LeafWalk {
     block: u64,
     table: u64,
     steps: u64,
+    /// The walk's steps priced (`steps` × the walk step's cost, saturating), once.
+    steps_cost: SwCost,
 }
 
 impl ArmLpaeIoPgtable {
@@ -331,9 +333,13 @@ impl ArmLpaeIoPgtable {
     /// `ARM_LPAE_BLOCK_SIZE(lvl)`: bytes one entry at `lvl` covers.
     #[inline]
     pub fn block_size(&self, lvl: u32) -> u64 {
-        1u64 << self.lvl_shift(lvl)
+        1u64.wrapping_shl(self.lvl_shift(lvl))
     }
 
+    /// `ARM_LPAE_LVL_SHIFT(lvl)`: below 64 at every level by construction (at most 16 + 3 × 13,
+    /// level 0 of a 64 KB granule; `tests::level_shifts_are_below_64`), so the shifts by it are
+    /// written wrapping, which for such amounts is the plain shift without a check of the amount
+    /// on every walk step.
     #[inline]
     fn lvl_shift(&self, lvl: u32) -> u32 {
         self.lvl_shift[lvl as usize]
@@ -346,7 +352,7 @@ impl ArmLpaeIoPgtable {
 
     #[inline]
     fn lvl_idx(&self, iova: u64, lvl: u32) -> u64 {
-        (iova >> self.lvl_shift(lvl)) & self.lvl_mask[lvl as usize]
+        iova.wrapping_shr(self.lvl_shift(lvl)) & self.lvl_mask[lvl as usize]
     }
 
     #[inline]
@@ -750,7 +756,7 @@ impl ArmLpaeIoPgtable {
             // A leaf written in the remembered table moves no descriptor on the way to it.
             self.leaf_walk.stamp = mem.write_stamp();
         }
-        self.pending_sw.add_n(self.costs.walk_level, w.steps);
+        self.pending_sw.add(w.steps_cost);
         self.pending_sw.add(cost);
         true
     }
@@ -817,7 +823,7 @@ impl ArmLpaeIoPgtable {
     #[inline]
     fn leaf_walk_block(&self, iova: u64, size: u64, lvl: u32, table: PhysAddr) -> Option<u64> {
         (size == self.cfg.granule && lvl == self.start_level && table == self.pgd)
-            .then(|| iova >> self.lvl_shift(ARM_LPAE_MAX_LEVELS - 2))
+            .then(|| iova.wrapping_shr(self.lvl_shift(ARM_LPAE_MAX_LEVELS - 2)))
     }
 
     /// The leaf table the walk remembered for `block` would reach, and the walk steps to it,
@@ -839,6 +845,7 @@ impl ArmLpaeIoPgtable {
             block,
             table,
             steps,
+            steps_cost: SwCost(self.costs.walk_level.0.saturating_mul(steps)),
         };
     }
 
@@ -1712,6 +1719,25 @@ mod tests {
         )
         .unwrap();
         assert_eq!(t.pte_at(0x2000, 3).unwrap() & 0x1c, 2 << 2);
+    }
+
+    /// Every configuration `new` accepts has level shifts a u64 can be shifted by, the premise
+    /// of the wrapping shifts in `lvl_idx` and `block_size`.
+    #[test]
+    fn level_shifts_are_below_64() {
+        let mut r = Recorder::new(64);
+        for granule in [0x1000, 0x4000, 0x10000] {
+            for ias in 32..=48 {
+                let t = table(&mut r, granule, ias);
+                for lvl in 0..ARM_LPAE_MAX_LEVELS {
+                    assert!(
+                        t.lvl_shift(lvl) < 64,
+                        "granule {granule:#x} ias {ias} lvl {lvl}"
+                    );
+                    assert_eq!(t.block_size(lvl), 1u64 << t.lvl_shift(lvl));
+                }
+            }
+        }
     }
 
     #[test]
