@@ -188,6 +188,7 @@ impl ArmSmmuContext {
     }
 
     /// [`Self::tlb_sync_context`] in `frame`: its own, or entered with its callers' frames.
+    #[inline]
     pub fn tlb_sync_context_in<H: DeviceHw + ?Sized>(
         &mut self,
         hw: &mut H,
@@ -196,24 +197,35 @@ impl ArmSmmuContext {
         let back = hw.enter_id(frame);
         hw.sw(self.costs.sync);
         hw.mmio_write(MmioReg::SmmuTlbsync, QCOM_DUMMY_VAL);
+        // The first read commonly finds the sync complete; the rest of the poll is out of line.
+        if hw.mmio_read(MmioReg::SmmuTlbstatus) & SMMU_TLBSTATUS_GSACTIVE != 0 {
+            self.tlb_sync_poll(hw);
+        }
+        hw.leave_id(frame, back);
+    }
+
+    /// `__arm_smmu_tlb_sync()`'s poll after its first `TLBSTATUS` read found the sync active:
+    /// the rest of the first `TLB_SPIN_COUNT` reads, then `udelay(1)`, `udelay(2)`, ... each
+    /// followed by as many reads, until a read finds it complete or the delay reaches
+    /// `TLB_LOOP_TIMEOUT_US` (a counted timeout).
+    #[cold]
+    #[inline(never)]
+    fn tlb_sync_poll<H: DeviceHw + ?Sized>(&mut self, hw: &mut H) {
         let mut delay = 1u64;
-        let mut done = false;
-        'poll: while delay < TLB_LOOP_TIMEOUT_US {
-            for _ in 0..TLB_SPIN_COUNT {
+        let mut reads = TLB_SPIN_COUNT - 1;
+        while delay < TLB_LOOP_TIMEOUT_US {
+            for _ in 0..reads {
                 if hw.mmio_read(MmioReg::SmmuTlbstatus) & SMMU_TLBSTATUS_GSACTIVE == 0 {
-                    done = true;
-                    break 'poll;
+                    return;
                 }
             }
             let back = hw.enter_id(crate::frame_id!("udelay"));
             hw.udelay(delay);
             hw.leave_to(back);
             delay *= 2;
+            reads = TLB_SPIN_COUNT;
         }
-        if !done {
-            self.sync_timeouts += 1;
-        }
-        hw.leave_id(frame, back);
+        self.sync_timeouts += 1;
     }
 }
 
@@ -377,6 +389,25 @@ mod tests {
         assert_eq!(r.count_of(Counter::SmmuTlbstatusRead), 26);
         assert_eq!(r.udelays, vec![1, 2]);
         assert_eq!(d.cb.sync_timeouts, 0);
+    }
+
+    /// The first back-off comes after exactly `TLB_SPIN_COUNT` busy reads, the first read
+    /// included: nine busy reads end the sync in the first round, ten need one `udelay`, twenty
+    /// two.
+    #[test]
+    fn sync_backs_off_after_exactly_ten_busy_reads() {
+        for (busy, delays) in [(9, vec![]), (10, vec![1]), (19, vec![1]), (20, vec![1, 2])] {
+            let mut r = Recorder::new(64);
+            r.busy_polls_per_sync = busy;
+            let mut d = ArmSmmuDomain::new(&r, 1, Box::new(ByVa));
+            d.cb.tlb_sync_context(&mut r);
+            assert_eq!(
+                r.count_of(Counter::SmmuTlbstatusRead),
+                busy + 1,
+                "{busy} busy"
+            );
+            assert_eq!(r.udelays, delays, "{busy} busy");
+        }
     }
 
     #[test]
