@@ -163,8 +163,6 @@ pub struct ArmLpaeIoPgtable {
     start_level: u32,
     pgd_bits: u32,
     pgsize_bitmap: u64,
-    /// The smallest size in `pgsize_bitmap` (the granule), which every request is aligned to.
-    min_pagesz: u64,
     pgd: PhysAddr,
     mem: SharedPhysMem,
     /// `None`: the SMMU's table walker snoops CPU caches (`cfg->coherent_walk`). Otherwise PTE
@@ -272,7 +270,6 @@ impl ArmLpaeIoPgtable {
             start_level,
             pgd_bits,
             pgsize_bitmap,
-            min_pagesz: pgsize_bitmap & pgsize_bitmap.wrapping_neg(),
             pgd,
             mem,
             walk_sync,
@@ -301,9 +298,10 @@ impl ArmLpaeIoPgtable {
     pub fn pgsize_bitmap(&self) -> u64 {
         self.pgsize_bitmap
     }
-    /// `1 << __ffs(pgsize_bitmap)`.
+    /// `1 << __ffs(pgsize_bitmap)`: the granule, which every bitmap `new` builds holds as its
+    /// lowest size.
     pub fn min_pagesz(&self) -> u64 {
-        self.min_pagesz
+        self.cfg.granule
     }
     pub fn start_level(&self) -> u32 {
         self.start_level
@@ -1722,13 +1720,16 @@ mod tests {
     }
 
     /// Every configuration `new` accepts has level shifts a u64 can be shifted by, the premise
-    /// of the wrapping shifts in `lvl_idx` and `block_size`.
+    /// of the wrapping shifts in `lvl_idx` and `block_size`, and its granule as the bitmap's
+    /// lowest size, the premise of `min_pagesz`.
     #[test]
     fn level_shifts_are_below_64() {
         let mut r = Recorder::new(64);
         for granule in [0x1000, 0x4000, 0x10000] {
             for ias in 32..=48 {
                 let t = table(&mut r, granule, ias);
+                let bitmap = t.pgsize_bitmap();
+                assert_eq!(t.min_pagesz(), bitmap & bitmap.wrapping_neg());
                 for lvl in 0..ARM_LPAE_MAX_LEVELS {
                     assert!(
                         t.lvl_shift(lvl) < 64,
