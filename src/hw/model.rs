@@ -414,6 +414,46 @@ impl Model {
     }
 }
 
+/// A run of `n + 1` lines issued back to back from `t0` with nothing to write back, the newest
+/// earlier completion being `pending`: the CPU's time for the run (lines × issue) and the
+/// completion of its last line. Completion of line i is max(issue_i + latency, completion_{i-1} +
+/// interval); both terms are linear in i, so the last completion is the larger of the chain
+/// started by the first line (or by what was already outstanding) and the last line's own
+/// latency. Saturating, as [`maint_run_saturating`]; when every input is far enough below
+/// `u64::MAX` that nothing can saturate (every run of a real profile: lines and per-line costs
+/// below 2^31, times below 2^61 ps, 26 days), the same figures in plain arithmetic
+/// (`tests::maint_run_is_the_saturating_run`).
+#[inline(always)]
+fn maint_run(c: &MaintCost, t0: u64, pending: u64, n: u64) -> (u64, u64) {
+    if ((n | c.issue_ps | c.interval_ps) >> 31 | (t0 | pending | c.latency_ps) >> 61) != 0 {
+        return maint_run_saturating(c, t0, pending, n);
+    }
+    // Products below 2^62, sums of at most two of them and two times below 2^64: no wrap.
+    let after_first = n.wrapping_mul(c.issue_ps);
+    let first_done = t0
+        .wrapping_add(c.latency_ps)
+        .max(pending.wrapping_add(c.interval_ps));
+    let last_done = first_done
+        .wrapping_add(n.wrapping_mul(c.interval_ps))
+        .max(t0.wrapping_add(after_first).wrapping_add(c.latency_ps));
+    (after_first.wrapping_add(c.issue_ps), last_done)
+}
+
+/// [`maint_run`] for any inputs, every step saturating.
+#[inline(never)]
+fn maint_run_saturating(c: &MaintCost, t0: u64, pending: u64, n: u64) -> (u64, u64) {
+    let after_first = n.saturating_mul(c.issue_ps);
+    let last_issue = t0.saturating_add(after_first);
+    let first_done = t0
+        .saturating_add(c.latency_ps)
+        .max(pending.saturating_add(c.interval_ps));
+    let last_done = first_done
+        .saturating_add(n.saturating_mul(c.interval_ps))
+        .max(last_issue.saturating_add(c.latency_ps));
+    // lines × issue, saturating as that product would.
+    (after_first.saturating_add(c.issue_ps), last_done)
+}
+
 /// `k` lines issued back to back from `t`, each `issue` after the one before, with no writeback:
 /// the issue time after them and the completion of the last, the newest earlier completion being
 /// `done`. Line by line that is completion_i = max(issue_i + latency, completion_{i-1} +
@@ -497,23 +537,9 @@ impl Hw for Model {
         // A profile without this op was rejected when the scenario was set up (see
         // `platform::Profile::require_ops`); charging nothing here would hide that, so fall back to
         // a zero cost only for ops the caller never checked, which tests rule out.
-        let c = self.maint[op as usize];
-        let t0 = self.now;
-        let n = lines - 1;
-        let after_first = n.saturating_mul(c.issue_ps);
-        let last_issue = t0.saturating_add(after_first);
-        // Completion of line i: max(issue_i + latency, completion_{i-1} + interval). Both terms
-        // are linear in i, so the last completion is the larger of the chain started by the first
-        // line (or by what was already outstanding) and the last line's own latency.
-        let first_done = t0
-            .saturating_add(c.latency_ps)
-            .max(self.pending.saturating_add(c.interval_ps));
-        let last_done = first_done
-            .saturating_add(n.saturating_mul(c.interval_ps))
-            .max(last_issue.saturating_add(c.latency_ps));
+        let (ps, last_done) =
+            maint_run(&self.maint[op as usize], self.now, self.pending, lines - 1);
         self.pending = self.pending.max(last_done);
-        // lines × issue, saturating as that product would.
-        let ps = after_first.saturating_add(c.issue_ps);
         self.now = self.now.saturating_add(ps);
         self.ledger.charge_count(ps, op.counter(), lines);
     }
@@ -961,6 +987,41 @@ mod tests {
         HierarchySpec {
             outer_from: levels.len() - 1,
             levels,
+        }
+    }
+
+    /// A value small, at either side of 2^31, 2^32, 2^61, 2^62 or 2^63, near `u64::MAX`, or
+    /// anything.
+    fn edge_value() -> impl proptest::strategy::Strategy<Value = u64> {
+        use proptest::prelude::*;
+        prop_oneof![
+            0u64..100_000,
+            (1u64 << 31) - 3..(1u64 << 31) + 3,
+            (1u64 << 32) - 3..(1u64 << 32) + 3,
+            (1u64 << 61) - 3..(1u64 << 61) + 3,
+            (1u64 << 62) - 3..(1u64 << 62) + 3,
+            (1u64 << 63) - 3..(1u64 << 63) + 3,
+            u64::MAX - 3..=u64::MAX,
+            any::<u64>(),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(20_000))]
+
+        /// The plain-arithmetic run gives the saturating run's figures for every input: small,
+        /// either side of the bounds it checks (2^31, 2^61) and of the next ones up, near
+        /// `u64::MAX`, anything. Many cases: a bound one bit too loose shows only for a few
+        /// combinations (two factors near 2^32 and a time near 2^61).
+        #[test]
+        fn maint_run_is_the_saturating_run(
+            v in proptest::array::uniform6(edge_value()),
+        ) {
+            let c = MaintCost { issue_ps: v[0], latency_ps: v[1], interval_ps: v[2] };
+            proptest::prop_assert_eq!(
+                maint_run(&c, v[3], v[4], v[5]),
+                maint_run_saturating(&c, v[3], v[4], v[5])
+            );
         }
     }
 
