@@ -261,6 +261,7 @@ impl IommuDomain {
     /// `__iommu_map()` in `frame` (its own, or entered with its caller's): map `[iova, iova +
     /// size)` to `paddr`; on failure, unmap what it had mapped (the kernel's unroll, inside
     /// `__iommu_map`).
+    #[inline(always)]
     fn map_range<H: AsDynDeviceHw + ?Sized>(
         &mut self,
         hw: &mut H,

@@ -646,6 +646,9 @@ impl ArmLpaeIoPgtable {
     /// `arm_lpae_map_pages()`: map up to `pgcount` pages of `pgsize` at `iova` to `paddr`. Maps at
     /// most the entries left in one table and returns the bytes mapped; the caller loops.
     #[allow(clippy::too_many_arguments)]
+    // Inlined into `__iommu_map`'s loop, its one caller outside tests: the call's own register
+    // saves and argument moves were a tenth of a one-page map.
+    #[inline(always)]
     pub fn map_pages<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
         &mut self,
         hw: &mut H,
