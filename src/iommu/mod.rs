@@ -396,7 +396,9 @@ pub(crate) use sync_frames;
 
 /// `iommu_iotlb_sync()` → `ops->iotlb_sync()` in `frames`, statically for arm-smmu (see
 /// [`IommuFlushOps::as_arm_smmu`]).
-#[inline]
+// Always inlined: a few instructions of its own. Measured (callgrind, benches/iommu), map_sg +
+// unmap then runs 12 instructions a page fewer (its loop compiles differently), strict unmap 1 more.
+#[inline(always)]
 pub fn iotlb_sync<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
     ops: &mut T,
     hw: &mut H,
