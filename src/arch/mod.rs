@@ -95,13 +95,15 @@ pub enum ArchOps {
 macro_rules! arch_ops_dispatch {
     ($self:expr, $a:ident => $e:expr) => {
         match $self {
-            ArchOps::Arm64($a) => $e,
-            ArchOps::Arm64CleanInval($a) => $e,
-            ArchOps::Arm32($a) => $e,
-            ArchOps::X86($a) => $e,
+            $crate::arch::ArchOps::Arm64($a) => $e,
+            $crate::arch::ArchOps::Arm64CleanInval($a) => $e,
+            $crate::arch::ArchOps::Arm32($a) => $e,
+            $crate::arch::ArchOps::X86($a) => $e,
         }
     };
 }
+// By path, for the callers that match once and then run a walk on the implementation itself.
+pub(crate) use arch_ops_dispatch;
 
 impl ArchDma for ArchOps {
     #[inline(always)]

@@ -31,9 +31,9 @@
 //! takes a [`DeviceHw`] like every implementation, forwards to them.
 
 use super::swiotlb::Swiotlb;
-use super::sync_policy::{SyncPaths, SyncPolicy, SyncRule};
+use super::sync_policy::{Batched, FlushEach, PerEntry, SyncPaths, SyncPolicy, SyncRule};
 use super::{DmaError, DmaMapOps};
-use crate::arch::ArchOps;
+use crate::arch::{ArchDma, ArchOps, arch_ops_dispatch};
 use crate::device::Device;
 use crate::hw::{DeviceHw, Hw, SwCost, SwKey};
 use crate::scatterlist::SgTable;
@@ -51,9 +51,39 @@ struct Costs {
 #[derive(Debug)]
 pub struct DmaDirect {
     arch: ArchOps,
+    st: State,
+}
+
+/// dma-direct apart from its arch implementation. A call borrows the two separately, so that a
+/// scatter-gather walk holds the implementation and the sync rule it matched once
+/// ([`with_arch_and_rule`]) while its entries change the rest (a swiotlb slot).
+#[derive(Debug)]
+struct State {
     sync: SyncPaths,
     costs: Costs,
     swiotlb: Option<Swiotlb>,
+}
+
+/// `$body` with `$arch` bound to the implementation `$ops` holds and `$sync` to `$rule`'s policy,
+/// both matched here once: a walk over a list's entries then reaches them with static calls, not
+/// a match per entry. (`$body` is compiled once per pair.)
+macro_rules! with_arch_and_rule {
+    ($ops:expr, $rule:expr, |$arch:ident, $sync:ident| $body:expr) => {
+        match $rule {
+            SyncRule::PerEntry => {
+                let $sync = PerEntry;
+                arch_ops_dispatch!($ops, $arch => $body)
+            }
+            SyncRule::FlushEach => {
+                let $sync = FlushEach;
+                arch_ops_dispatch!($ops, $arch => $body)
+            }
+            SyncRule::Batched => {
+                let $sync = Batched;
+                arch_ops_dispatch!($ops, $arch => $body)
+            }
+        }
+    };
 }
 
 /// `dma_capable()`: the whole buffer must sit below the device's mask.
@@ -70,35 +100,39 @@ impl DmaDirect {
     pub fn new(hw: &dyn Hw, arch: impl Into<ArchOps>, sync: impl Into<SyncPaths>) -> DmaDirect {
         DmaDirect {
             arch: arch.into(),
-            sync: sync.into(),
-            costs: Costs {
-                map_phys: hw.sw_cost(SwKey::DmaDirectMapPhys),
-                unmap_phys: hw.sw_cost(SwKey::DmaDirectUnmapPhys),
-                sync_single: hw.sw_cost(SwKey::DmaDirectSyncSingle),
-                sg_next: hw.sw_cost(SwKey::SgNext),
+            st: State {
+                sync: sync.into(),
+                costs: Costs {
+                    map_phys: hw.sw_cost(SwKey::DmaDirectMapPhys),
+                    unmap_phys: hw.sw_cost(SwKey::DmaDirectUnmapPhys),
+                    sync_single: hw.sw_cost(SwKey::DmaDirectSyncSingle),
+                    sg_next: hw.sw_cost(SwKey::SgNext),
+                },
+                swiotlb: None,
             },
-            swiotlb: None,
         }
     }
 
     /// dma-direct with a swiotlb pool to fall back to (`swiotlb_init()` having run).
     pub fn with_swiotlb(mut self, swiotlb: Swiotlb) -> DmaDirect {
-        self.swiotlb = Some(swiotlb);
+        self.st.swiotlb = Some(swiotlb);
         self
     }
 
     pub fn swiotlb(&self) -> Option<&Swiotlb> {
-        self.swiotlb.as_ref()
+        self.st.swiotlb.as_ref()
     }
 
     pub fn swiotlb_mut(&mut self) -> Option<&mut Swiotlb> {
-        self.swiotlb.as_mut()
+        self.st.swiotlb.as_mut()
     }
 
     pub fn sync_paths(&self) -> SyncPaths {
-        self.sync
+        self.st.sync
     }
+}
 
+impl State {
     /// `phys_to_dma()`: identity until a device has a DMA range offset.
     fn phys_to_dma(&self, _dev: &Device, phys: PhysAddr) -> DmaAddr {
         DmaAddr(phys.0)
@@ -110,21 +144,18 @@ impl DmaDirect {
 
     /// `swiotlb_map()` from dma-direct, with `arch_sync_dma_for_device()` on the slot under the
     /// single-region rule: swiotlb.c flushes at once, whichever path called it.
-    fn swiotlb_map<H: Hw + ?Sized>(
+    #[allow(clippy::too_many_arguments)]
+    fn swiotlb_map<H: Hw + ?Sized, A: ArchDma>(
         &mut self,
         hw: &mut H,
+        arch: &A,
         dev: &Device,
         phys: PhysAddr,
         size: u64,
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) -> Result<DmaAddr, DmaError> {
-        let DmaDirect {
-            arch,
-            sync,
-            swiotlb,
-            ..
-        } = self;
+        let State { sync, swiotlb, .. } = self;
         let sync = sync.single;
         let Some(swiotlb) = swiotlb.as_mut() else {
             return Err(DmaError::MappingError(format!(
@@ -133,7 +164,7 @@ impl DmaDirect {
             )));
         };
         swiotlb.map(hw.as_dyn_hw(), dev, phys, size, dir, attrs, |hw, tlb| {
-            sync.for_device(hw, &*arch, tlb, size, dir)
+            sync.for_device(hw, arch, tlb, size, dir)
         })
     }
 
@@ -141,16 +172,17 @@ impl DmaDirect {
     // The kernel's own argument list plus the caller's per-entry walk cost.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    fn map_phys<H: Hw + ?Sized>(
+    fn map_phys<H: Hw + ?Sized, A: ArchDma, S: SyncPolicy>(
         &mut self,
         hw: &mut H,
+        arch: &A,
         dev: &Device,
         phys: PhysAddr,
         size: u64,
         dir: DmaDirection,
         attrs: DmaAttrs,
         walk: SwCost,
-        sync: SyncRule,
+        sync: S,
         owed: &mut SwCost,
     ) -> Result<DmaAddr, DmaError> {
         // The sg walk's step (if any) and this inline helper run back to back in the same frame:
@@ -164,11 +196,11 @@ impl DmaDirect {
             .as_ref()
             .is_some_and(|s| s.is_force_bounce(dev))
         {
-            return self.swiotlb_map(hw, dev, phys, size, dir, attrs);
+            return self.swiotlb_map(hw, arch, dev, phys, size, dir, attrs);
         }
         if !dma_capable(dev, addr, size) {
             if self.swiotlb.is_some() {
-                return self.swiotlb_map(hw, dev, phys, size, dir, attrs);
+                return self.swiotlb_map(hw, arch, dev, phys, size, dir, attrs);
             }
             return Err(DmaError::MappingError(format!(
                 "{}: bus address {addr}+{size:#x} is above the device's mask {:#x} and no swiotlb is set up",
@@ -176,7 +208,7 @@ impl DmaDirect {
             )));
         }
         if !dev.is_dma_coherent() && !attrs.contains(DmaAttrs::SKIP_CPU_SYNC) {
-            sync.for_device(hw, &self.arch, phys, size, dir);
+            sync.for_device(hw, arch, phys, size, dir);
         }
         Ok(addr)
     }
@@ -184,16 +216,17 @@ impl DmaDirect {
     /// `dma_direct_unmap_phys()` without the closing flush.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    fn unmap_phys<H: Hw + ?Sized>(
+    fn unmap_phys<H: Hw + ?Sized, A: ArchDma, S: SyncPolicy>(
         &mut self,
         hw: &mut H,
+        arch: &A,
         dev: &Device,
         addr: DmaAddr,
         size: u64,
         dir: DmaDirection,
         attrs: DmaAttrs,
         walk: SwCost,
-        sync: SyncRule,
+        sync: S,
         owed: &mut SwCost,
     ) {
         let step = SwCost(walk.0 + self.costs.unmap_phys.0);
@@ -201,7 +234,7 @@ impl DmaDirect {
         owed.0 = owed.0.saturating_add(step.0);
         let phys = self.dma_to_phys(dev, addr);
         if !attrs.contains(DmaAttrs::SKIP_CPU_SYNC) {
-            self.sync_single_for_cpu_nowait(hw, dev, addr, size, dir, sync);
+            self.sync_single_for_cpu_nowait(hw, arch, dev, addr, size, dir, sync);
         }
         if let Some(s) = self.swiotlb.as_mut()
             && s.is_swiotlb_buffer(phys)
@@ -219,18 +252,20 @@ impl DmaDirect {
     }
 
     #[inline(always)]
-    fn sync_single_for_cpu_nowait<H: Hw + ?Sized>(
+    #[allow(clippy::too_many_arguments)]
+    fn sync_single_for_cpu_nowait<H: Hw + ?Sized, A: ArchDma, S: SyncPolicy>(
         &mut self,
         hw: &mut H,
+        arch: &A,
         dev: &Device,
         addr: DmaAddr,
         size: u64,
         dir: DmaDirection,
-        sync: SyncRule,
+        sync: S,
     ) {
         let paddr = self.dma_to_phys(dev, addr);
         if !dev.is_dma_coherent() {
-            sync.for_cpu(hw, &self.arch, paddr, size, dir);
+            sync.for_cpu(hw, arch, paddr, size, dir);
         }
         if let Some(s) = self.swiotlb.as_mut()
             && s.is_swiotlb_buffer(paddr)
@@ -239,21 +274,23 @@ impl DmaDirect {
             if copies_out && !dev.is_dma_coherent() {
                 // The invalidate of the slot must have completed before the CPU reads it: per-entry
                 // sync already waited; batched sync waits here rather than at the end of the call.
-                sync.end_of_call(hw, &self.arch);
+                sync.end_of_call(hw, arch);
             }
             s.sync_single_for_cpu(hw.as_dyn_hw(), dev, paddr, size, dir);
         }
     }
 
     #[inline(always)]
-    fn sync_single_for_device_nowait<H: Hw + ?Sized>(
+    #[allow(clippy::too_many_arguments)]
+    fn sync_single_for_device_nowait<H: Hw + ?Sized, A: ArchDma, S: SyncPolicy>(
         &mut self,
         hw: &mut H,
+        arch: &A,
         dev: &Device,
         addr: DmaAddr,
         size: u64,
         dir: DmaDirection,
-        sync: SyncRule,
+        sync: S,
     ) {
         let paddr = self.dma_to_phys(dev, addr);
         // Copy into the slot first: the clean below must push the copied bytes, not stale ones.
@@ -263,107 +300,43 @@ impl DmaDirect {
             s.sync_single_for_device(hw.as_dyn_hw(), dev, paddr, size, dir);
         }
         if !dev.is_dma_coherent() {
-            sync.for_device(hw, &self.arch, paddr, size, dir);
+            sync.for_device(hw, arch, paddr, size, dir);
         }
     }
 
-    fn end_of_call<H: Hw + ?Sized>(&self, hw: &mut H, dev: &Device, sync: SyncRule) {
+    fn end_of_call<H: Hw + ?Sized, A: ArchDma, S: SyncPolicy>(
+        &self,
+        hw: &mut H,
+        arch: &A,
+        dev: &Device,
+        sync: S,
+    ) {
         if !dev.is_dma_coherent() {
-            sync.end_of_call(hw, &self.arch);
+            sync.end_of_call(hw, arch);
         }
     }
 
-    /// `dma_direct_unmap_sg()` over `entries`: each entry's unmap issued under the map_sg/unmap_sg
-    /// rule, then one end-of-call flush when there was an entry (the kernel's `need_sync`, which
-    /// does not look at `attrs`).
-    fn unmap_entries<H: Hw + ?Sized>(
+    /// `dma_direct_map_sg()`'s walk: each entry mapped under `sync` (the map_sg/unmap_sg rule),
+    /// then one end-of-call flush; on a failure, what was mapped is unmapped (with
+    /// `DMA_ATTR_SKIP_CPU_SYNC`: the CPU never touched it) and the list has no entries mapped.
+    #[allow(clippy::too_many_arguments)]
+    fn map_entries<H: Hw + ?Sized, A: ArchDma, S: SyncPolicy + Copy>(
         &mut self,
         hw: &mut H,
-        dev: &Device,
-        sgt: &mut SgTable,
-        n: usize,
-        dir: DmaDirection,
-        attrs: DmaAttrs,
-    ) {
-        let sync = self.sync.direct_sg;
-        let mut owed = SwCost(0);
-        for e in &mut sgt.entries[..n] {
-            self.unmap_phys(
-                hw,
-                dev,
-                e.dma_address,
-                u64::from(e.dma_length),
-                dir,
-                attrs,
-                self.costs.sg_next,
-                sync,
-                &mut owed,
-            );
-            e.dma_address = DmaAddr::MAPPING_ERROR;
-            e.dma_length = 0;
-        }
-        hw.sw_charge(owed);
-        if n > 0 {
-            self.end_of_call(hw, dev, sync);
-        }
-    }
-}
-
-/// The DMA API's entry points, on any backend: dma-direct drives no SMMU, so it needs only the CPU
-/// side of the hardware interface, and the host benchmarks call these with the host backend. The
-/// [`DmaMapOps`] impl below forwards to them.
-impl DmaDirect {
-    pub fn map_page<H: Hw + ?Sized>(
-        &mut self,
-        hw: &mut H,
-        dev: &Device,
-        phys: PhysAddr,
-        size: u64,
-        dir: DmaDirection,
-        attrs: DmaAttrs,
-    ) -> Result<DmaAddr, DmaError> {
-        let sync = self.sync.single;
-        let mut owed = SwCost(0);
-        let r = self.map_phys(hw, dev, phys, size, dir, attrs, SwCost(0), sync, &mut owed);
-        hw.sw_charge(owed);
-        if r.is_ok() {
-            self.end_of_call(hw, dev, sync);
-        }
-        r
-    }
-
-    pub fn unmap_page<H: Hw + ?Sized>(
-        &mut self,
-        hw: &mut H,
-        dev: &Device,
-        addr: DmaAddr,
-        size: u64,
-        dir: DmaDirection,
-        attrs: DmaAttrs,
-    ) {
-        let sync = self.sync.single;
-        let mut owed = SwCost(0);
-        self.unmap_phys(hw, dev, addr, size, dir, attrs, SwCost(0), sync, &mut owed);
-        hw.sw_charge(owed);
-        self.end_of_call(hw, dev, sync);
-    }
-
-    pub fn map_sg<H: Hw + ?Sized>(
-        &mut self,
-        hw: &mut H,
+        arch: &A,
         dev: &Device,
         sgt: &mut SgTable,
         dir: DmaDirection,
         attrs: DmaAttrs,
+        sync: S,
     ) -> Result<usize, DmaError> {
-        let back = hw.enter_id(crate::frame_id!("dma_direct_map_sg"));
-        let sync = self.sync.direct_sg;
         let mut failed = None;
         let mut owed = SwCost(0);
         for (i, e) in sgt.entries.iter_mut().enumerate() {
             let (phys, len) = (e.phys(), u64::from(e.length));
             let r = self.map_phys(
                 hw,
+                arch,
                 dev,
                 phys,
                 len,
@@ -385,10 +358,10 @@ impl DmaDirect {
             }
         }
         hw.sw_charge(owed);
-        let r = match failed {
+        match failed {
             None => {
                 if !sgt.entries.is_empty() {
-                    self.end_of_call(hw, dev, sync);
+                    self.end_of_call(hw, arch, dev, sync);
                 }
                 sgt.nents = sgt.entries.len();
                 Ok(sgt.nents)
@@ -397,11 +370,110 @@ impl DmaDirect {
                 // Undo what was mapped through unmap_sg; the CPU never touched it, so skip the
                 // maintenance. Its closing flush also completes what the entries before `i`
                 // issued.
-                self.unmap_entries(hw, dev, sgt, i, dir, attrs.union(DmaAttrs::SKIP_CPU_SYNC));
+                let skip = attrs.union(DmaAttrs::SKIP_CPU_SYNC);
+                self.unmap_entries(hw, arch, dev, sgt, i, dir, skip, sync);
                 sgt.nents = 0;
                 Err(err)
             }
-        };
+        }
+    }
+
+    /// `dma_direct_unmap_sg()` over `entries`: each entry's unmap issued under `sync` (the
+    /// map_sg/unmap_sg rule), then one end-of-call flush when there was an entry (the kernel's
+    /// `need_sync`, which does not look at `attrs`).
+    #[allow(clippy::too_many_arguments)]
+    fn unmap_entries<H: Hw + ?Sized, A: ArchDma, S: SyncPolicy + Copy>(
+        &mut self,
+        hw: &mut H,
+        arch: &A,
+        dev: &Device,
+        sgt: &mut SgTable,
+        n: usize,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+        sync: S,
+    ) {
+        let mut owed = SwCost(0);
+        for e in &mut sgt.entries[..n] {
+            self.unmap_phys(
+                hw,
+                arch,
+                dev,
+                e.dma_address,
+                u64::from(e.dma_length),
+                dir,
+                attrs,
+                self.costs.sg_next,
+                sync,
+                &mut owed,
+            );
+            e.dma_address = DmaAddr::MAPPING_ERROR;
+            e.dma_length = 0;
+        }
+        hw.sw_charge(owed);
+        if n > 0 {
+            self.end_of_call(hw, arch, dev, sync);
+        }
+    }
+}
+
+/// The DMA API's entry points, on any backend: dma-direct drives no SMMU, so it needs only the CPU
+/// side of the hardware interface, and the host benchmarks call these with the host backend. The
+/// [`DmaMapOps`] impl below forwards to them. A path of one region reaches its arch and sync rule
+/// through their enums; a scatter-gather walk matches them once ([`with_arch_and_rule`]).
+impl DmaDirect {
+    pub fn map_page<H: Hw + ?Sized>(
+        &mut self,
+        hw: &mut H,
+        dev: &Device,
+        phys: PhysAddr,
+        size: u64,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    ) -> Result<DmaAddr, DmaError> {
+        let DmaDirect { arch, st } = self;
+        let sync = st.sync.single;
+        // One region: no sg step to walk.
+        let (walk, mut owed) = (SwCost(0), SwCost(0));
+        let r = st.map_phys(hw, arch, dev, phys, size, dir, attrs, walk, sync, &mut owed);
+        hw.sw_charge(owed);
+        if r.is_ok() {
+            st.end_of_call(hw, arch, dev, sync);
+        }
+        r
+    }
+
+    pub fn unmap_page<H: Hw + ?Sized>(
+        &mut self,
+        hw: &mut H,
+        dev: &Device,
+        addr: DmaAddr,
+        size: u64,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    ) {
+        let DmaDirect { arch, st } = self;
+        let sync = st.sync.single;
+        // One region: no sg step to walk.
+        let (walk, mut owed) = (SwCost(0), SwCost(0));
+        st.unmap_phys(hw, arch, dev, addr, size, dir, attrs, walk, sync, &mut owed);
+        hw.sw_charge(owed);
+        st.end_of_call(hw, arch, dev, sync);
+    }
+
+    pub fn map_sg<H: Hw + ?Sized>(
+        &mut self,
+        hw: &mut H,
+        dev: &Device,
+        sgt: &mut SgTable,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    ) -> Result<usize, DmaError> {
+        let back = hw.enter_id(crate::frame_id!("dma_direct_map_sg"));
+        let DmaDirect { arch, st } = self;
+        let r = with_arch_and_rule!(arch, st.sync.direct_sg, |a, sync| {
+            st.map_entries(hw, a, dev, sgt, dir, attrs, sync)
+        });
         hw.leave_to(back);
         r
     }
@@ -415,8 +487,11 @@ impl DmaDirect {
         attrs: DmaAttrs,
     ) {
         let back = hw.enter_id(crate::frame_id!("dma_direct_unmap_sg"));
+        let DmaDirect { arch, st } = self;
         let n = sgt.entries.len();
-        self.unmap_entries(hw, dev, sgt, n, dir, attrs);
+        with_arch_and_rule!(arch, st.sync.direct_sg, |a, sync| {
+            st.unmap_entries(hw, a, dev, sgt, n, dir, attrs, sync)
+        });
         sgt.nents = 0;
         hw.leave_to(back);
     }
@@ -429,10 +504,11 @@ impl DmaDirect {
         size: u64,
         dir: DmaDirection,
     ) {
-        hw.sw(self.costs.sync_single);
-        let sync = self.sync.single;
-        self.sync_single_for_cpu_nowait(hw, dev, addr, size, dir, sync);
-        self.end_of_call(hw, dev, sync);
+        let DmaDirect { arch, st } = self;
+        hw.sw(st.costs.sync_single);
+        let sync = st.sync.single;
+        st.sync_single_for_cpu_nowait(hw, arch, dev, addr, size, dir, sync);
+        st.end_of_call(hw, arch, dev, sync);
     }
 
     pub fn sync_single_for_device<H: Hw + ?Sized>(
@@ -443,10 +519,11 @@ impl DmaDirect {
         size: u64,
         dir: DmaDirection,
     ) {
-        hw.sw(self.costs.sync_single);
-        let sync = self.sync.single;
-        self.sync_single_for_device_nowait(hw, dev, addr, size, dir, sync);
-        self.end_of_call(hw, dev, sync);
+        let DmaDirect { arch, st } = self;
+        hw.sw(st.costs.sync_single);
+        let sync = st.sync.single;
+        st.sync_single_for_device_nowait(hw, arch, dev, addr, size, dir, sync);
+        st.end_of_call(hw, arch, dev, sync);
     }
 
     pub fn sync_sg_for_cpu<H: Hw + ?Sized>(
@@ -457,20 +534,15 @@ impl DmaDirect {
         dir: DmaDirection,
     ) {
         let back = hw.enter_id(crate::frame_id!("dma_direct_sync_sg_for_cpu"));
-        let sync = self.sync.direct_sync_sg;
+        let DmaDirect { arch, st } = self;
+        let sync = st.sync.direct_sync_sg;
         for e in &sgt.entries[..sgt.nents] {
-            hw.sw(self.costs.sg_next);
-            hw.sw(self.costs.sync_single);
-            self.sync_single_for_cpu_nowait(
-                hw,
-                dev,
-                e.dma_address,
-                u64::from(e.dma_length),
-                dir,
-                sync,
-            );
+            hw.sw(st.costs.sg_next);
+            hw.sw(st.costs.sync_single);
+            let len = u64::from(e.dma_length);
+            st.sync_single_for_cpu_nowait(hw, arch, dev, e.dma_address, len, dir, sync);
         }
-        self.end_of_call(hw, dev, sync);
+        st.end_of_call(hw, arch, dev, sync);
         hw.leave_to(back);
     }
 
@@ -482,20 +554,15 @@ impl DmaDirect {
         dir: DmaDirection,
     ) {
         let back = hw.enter_id(crate::frame_id!("dma_direct_sync_sg_for_device"));
-        let sync = self.sync.direct_sync_sg;
+        let DmaDirect { arch, st } = self;
+        let sync = st.sync.direct_sync_sg;
         for e in &sgt.entries[..sgt.nents] {
-            hw.sw(self.costs.sg_next);
-            hw.sw(self.costs.sync_single);
-            self.sync_single_for_device_nowait(
-                hw,
-                dev,
-                e.dma_address,
-                u64::from(e.dma_length),
-                dir,
-                sync,
-            );
+            hw.sw(st.costs.sg_next);
+            hw.sw(st.costs.sync_single);
+            let len = u64::from(e.dma_length);
+            st.sync_single_for_device_nowait(hw, arch, dev, e.dma_address, len, dir, sync);
         }
-        self.end_of_call(hw, dev, sync);
+        st.end_of_call(hw, arch, dev, sync);
         hw.leave_to(back);
     }
 }
@@ -504,11 +571,11 @@ impl DmaDirect {
 // resolution), so each of these is a forward, not a recursion.
 impl DmaMapOps for DmaDirect {
     fn swiotlb_pool(&self) -> Option<&super::swiotlb::IoTlbMem> {
-        self.swiotlb.as_ref().map(|s| s.pool())
+        self.st.swiotlb.as_ref().map(|s| s.pool())
     }
 
     fn set_cpu(&mut self, cpu: u32) {
-        if let Some(s) = self.swiotlb.as_mut() {
+        if let Some(s) = self.st.swiotlb.as_mut() {
             s.cpu = cpu;
         }
     }
@@ -960,6 +1027,48 @@ mod tests {
             // Per entry: invalidate, wait, copy out; 7.1 adds the list's closing flush.
             assert_eq!(r.barriers, unmap_barriers, "{kind:?} unmap_sg");
             assert!(d.swiotlb().unwrap().pool().is_pristine());
+        }
+    }
+
+    /// map_sg and unmap_sg run their walk on the rule matched once per call: each rule's frames
+    /// and barriers, per entry or per list, as that rule's `for_device` / `for_cpu` /
+    /// `end_of_call` give them.
+    #[test]
+    fn each_rule_runs_its_own_scatter_gather_walk() {
+        let dev = Device::new("dev", false, 64);
+        let n = |r: &Recorder, frame: &str| r.frames.iter().filter(|f| *f == frame).count();
+        // (rule, the per-region routine's suffix, flushes and barriers for 4 entries)
+        for (rule, suffix, flushes, barriers) in [
+            (SyncRule::PerEntry, "", 0, 4),
+            (SyncRule::FlushEach, "_nosync", 4, 4),
+            (SyncRule::Batched, "_nosync", 1, 1),
+        ] {
+            let mut d = DmaDirect::new(&Recorder::new(64), Arm64::new(DirRules::Since5_19), rule);
+            let mut sgt = SgTable::from_contiguous(PhysAddr(0x1000), 4 * 4096, &[4096]);
+            let dir = DmaDirection::Bidirectional;
+            let mut r = Recorder::new(64);
+            d.map_sg(&mut r, &dev, &mut sgt, dir, DmaAttrs::NONE)
+                .unwrap();
+            let clean =
+                format!("dma_direct_map_sg > arch_sync_dma_for_device > dcache_clean_poc{suffix}");
+            assert_eq!(n(&r, &clean), 4, "{rule:?}");
+            assert_eq!(
+                n(&r, "dma_direct_map_sg > arch_sync_dma_flush"),
+                flushes,
+                "{rule:?}"
+            );
+            assert_eq!(r.barriers, barriers, "{rule:?} map_sg");
+            let mut r = Recorder::new(64);
+            d.unmap_sg(&mut r, &dev, &mut sgt, dir, DmaAttrs::NONE);
+            let inval =
+                format!("dma_direct_unmap_sg > arch_sync_dma_for_cpu > dcache_inval_poc{suffix}");
+            assert_eq!(n(&r, &inval), 4, "{rule:?}");
+            assert_eq!(
+                n(&r, "dma_direct_unmap_sg > arch_sync_dma_flush"),
+                flushes,
+                "{rule:?}"
+            );
+            assert_eq!(r.barriers, barriers, "{rule:?} unmap_sg");
         }
     }
 

@@ -24,7 +24,7 @@
 //!
 //! Invariant: whichever rule, everything issued in a call has completed when the call returns.
 
-use crate::arch::{ArchDma, ArchOps};
+use crate::arch::ArchDma;
 use crate::hw::Hw;
 use crate::types::{DmaDirection, PhysAddr};
 use std::fmt::Debug;
@@ -32,25 +32,25 @@ use std::fmt::Debug;
 pub trait SyncPolicy: Debug {
     fn name(&self) -> &'static str;
     /// Maintenance for one region handed to the device.
-    fn for_device<H: Hw + ?Sized>(
+    fn for_device<H: Hw + ?Sized, A: ArchDma + ?Sized>(
         &self,
         hw: &mut H,
-        arch: &ArchOps,
+        arch: &A,
         paddr: PhysAddr,
         size: u64,
         dir: DmaDirection,
     );
     /// Maintenance for one region handed back to the CPU.
-    fn for_cpu<H: Hw + ?Sized>(
+    fn for_cpu<H: Hw + ?Sized, A: ArchDma + ?Sized>(
         &self,
         hw: &mut H,
-        arch: &ArchOps,
+        arch: &A,
         paddr: PhysAddr,
         size: u64,
         dir: DmaDirection,
     );
     /// End of a call on a non-coherent device, after all its regions.
-    fn end_of_call<H: Hw + ?Sized>(&self, hw: &mut H, arch: &ArchOps);
+    fn end_of_call<H: Hw + ?Sized, A: ArchDma + ?Sized>(&self, hw: &mut H, arch: &A);
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -67,10 +67,10 @@ impl SyncPolicy for PerEntry {
         "per-entry"
     }
     #[inline(always)]
-    fn for_device<H: Hw + ?Sized>(
+    fn for_device<H: Hw + ?Sized, A: ArchDma + ?Sized>(
         &self,
         hw: &mut H,
-        arch: &ArchOps,
+        arch: &A,
         paddr: PhysAddr,
         size: u64,
         dir: DmaDirection,
@@ -78,17 +78,17 @@ impl SyncPolicy for PerEntry {
         arch.sync_for_device(hw, paddr, size, dir, true);
     }
     #[inline(always)]
-    fn for_cpu<H: Hw + ?Sized>(
+    fn for_cpu<H: Hw + ?Sized, A: ArchDma + ?Sized>(
         &self,
         hw: &mut H,
-        arch: &ArchOps,
+        arch: &A,
         paddr: PhysAddr,
         size: u64,
         dir: DmaDirection,
     ) {
         arch.sync_for_cpu(hw, paddr, size, dir, true);
     }
-    fn end_of_call<H: Hw + ?Sized>(&self, _hw: &mut H, _arch: &ArchOps) {}
+    fn end_of_call<H: Hw + ?Sized, A: ArchDma + ?Sized>(&self, _hw: &mut H, _arch: &A) {}
 }
 
 impl SyncPolicy for FlushEach {
@@ -96,10 +96,10 @@ impl SyncPolicy for FlushEach {
         "flush-each"
     }
     #[inline(always)]
-    fn for_device<H: Hw + ?Sized>(
+    fn for_device<H: Hw + ?Sized, A: ArchDma + ?Sized>(
         &self,
         hw: &mut H,
-        arch: &ArchOps,
+        arch: &A,
         paddr: PhysAddr,
         size: u64,
         dir: DmaDirection,
@@ -108,10 +108,10 @@ impl SyncPolicy for FlushEach {
         arch.flush(hw);
     }
     #[inline(always)]
-    fn for_cpu<H: Hw + ?Sized>(
+    fn for_cpu<H: Hw + ?Sized, A: ArchDma + ?Sized>(
         &self,
         hw: &mut H,
-        arch: &ArchOps,
+        arch: &A,
         paddr: PhysAddr,
         size: u64,
         dir: DmaDirection,
@@ -119,7 +119,7 @@ impl SyncPolicy for FlushEach {
         arch.sync_for_cpu(hw, paddr, size, dir, false);
         arch.flush(hw);
     }
-    fn end_of_call<H: Hw + ?Sized>(&self, _hw: &mut H, _arch: &ArchOps) {}
+    fn end_of_call<H: Hw + ?Sized, A: ArchDma + ?Sized>(&self, _hw: &mut H, _arch: &A) {}
 }
 
 impl SyncPolicy for Batched {
@@ -127,10 +127,10 @@ impl SyncPolicy for Batched {
         "batched"
     }
     #[inline(always)]
-    fn for_device<H: Hw + ?Sized>(
+    fn for_device<H: Hw + ?Sized, A: ArchDma + ?Sized>(
         &self,
         hw: &mut H,
-        arch: &ArchOps,
+        arch: &A,
         paddr: PhysAddr,
         size: u64,
         dir: DmaDirection,
@@ -138,17 +138,17 @@ impl SyncPolicy for Batched {
         arch.sync_for_device(hw, paddr, size, dir, false);
     }
     #[inline(always)]
-    fn for_cpu<H: Hw + ?Sized>(
+    fn for_cpu<H: Hw + ?Sized, A: ArchDma + ?Sized>(
         &self,
         hw: &mut H,
-        arch: &ArchOps,
+        arch: &A,
         paddr: PhysAddr,
         size: u64,
         dir: DmaDirection,
     ) {
         arch.sync_for_cpu(hw, paddr, size, dir, false);
     }
-    fn end_of_call<H: Hw + ?Sized>(&self, hw: &mut H, arch: &ArchOps) {
+    fn end_of_call<H: Hw + ?Sized, A: ArchDma + ?Sized>(&self, hw: &mut H, arch: &A) {
         arch.flush(hw);
     }
 }
@@ -171,10 +171,10 @@ impl SyncPolicy for SyncRule {
         }
     }
     #[inline(always)]
-    fn for_device<H: Hw + ?Sized>(
+    fn for_device<H: Hw + ?Sized, A: ArchDma + ?Sized>(
         &self,
         hw: &mut H,
-        arch: &ArchOps,
+        arch: &A,
         paddr: PhysAddr,
         size: u64,
         dir: DmaDirection,
@@ -186,10 +186,10 @@ impl SyncPolicy for SyncRule {
         }
     }
     #[inline(always)]
-    fn for_cpu<H: Hw + ?Sized>(
+    fn for_cpu<H: Hw + ?Sized, A: ArchDma + ?Sized>(
         &self,
         hw: &mut H,
-        arch: &ArchOps,
+        arch: &A,
         paddr: PhysAddr,
         size: u64,
         dir: DmaDirection,
@@ -201,7 +201,7 @@ impl SyncPolicy for SyncRule {
         }
     }
     #[inline]
-    fn end_of_call<H: Hw + ?Sized>(&self, hw: &mut H, arch: &ArchOps) {
+    fn end_of_call<H: Hw + ?Sized, A: ArchDma + ?Sized>(&self, hw: &mut H, arch: &A) {
         match self {
             SyncRule::PerEntry => PerEntry.end_of_call(hw, arch),
             SyncRule::FlushEach => FlushEach.end_of_call(hw, arch),
@@ -298,6 +298,7 @@ impl SyncKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::arch::ArchOps;
     use crate::arch::arm64::{Arm64, DirRules};
     use crate::hw::CacheOp;
     use crate::hw::recorder::Recorder;
