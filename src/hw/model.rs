@@ -236,6 +236,8 @@ pub struct Model {
     params: ModelParams,
     /// Per cache op, its costs resolved once (see the closed form in `cache_maint`).
     maint: [MaintCost; 3],
+    /// `params.wmb_ps`, 0 when the profile has none, resolved once: every map ends in a wmb().
+    wmb_ps: u64,
     now: u64,
     pending: u64,
     /// `params.smmu`, or the zero-cost default when the profile has none, resolved once: the
@@ -262,6 +264,7 @@ impl Model {
         Model {
             smmu: params.smmu.unwrap_or_default(),
             maint: params.maint.map(Option::unwrap_or_default),
+            wmb_ps: params.wmb_ps.unwrap_or(0),
             params,
             now: 0,
             pending: 0,
@@ -551,7 +554,7 @@ impl Hw for Model {
         // A DSB of any kind waits for outstanding maintenance; io-pgtable's own PTE cleaning has
         // completed before (its DSB SY), so on the modelled paths only the wmb's cost remains.
         let wait = self.pending.saturating_sub(self.now);
-        let cost = self.params.wmb_ps.unwrap_or(0);
+        let cost = self.wmb_ps;
         self.now = self.now.saturating_add(wait).saturating_add(cost);
         self.ledger.barrier_as(Counter::Wmb, wait, cost);
     }

@@ -227,7 +227,9 @@ impl IommuDomain {
         paddr: u64,
         size: u64,
     ) -> Result<(), IommuError> {
-        if (iova | paddr | size) & (self.min_pagesz() - 1) == 0 && size != 0 {
+        // The smallest page size is the granule, never 0 (`ArmLpaeIoPgtable::new` refuses any
+        // other): its mask needs no overflow check.
+        if (iova | paddr | size) & self.min_pagesz().wrapping_sub(1) == 0 && size != 0 {
             return Ok(());
         }
         self.alignment_error(what, iova, paddr, size)

@@ -188,6 +188,9 @@ pub struct ArmLpaeIoPgtable {
     /// `1 << oas`).
     iova_end: u64,
     pa_end: u64,
+    /// The output-address bits of a descriptor (47:12 for a 4 KB granule), resolved once: every
+    /// leaf a map writes is masked with it.
+    addr_mask: u64,
 }
 
 /// Combinations of the `IOMMU_*` bits [`ArmLpaeIoPgtable::prot_to_pte`] reads (bits 0 to 5).
@@ -261,7 +264,7 @@ impl ArmLpaeIoPgtable {
         });
         let pgd_size = 8u64 << pgd_bits;
         let pgd = mem.borrow_mut().alloc(cfg.node, pgd_size)?;
-        let (ias, oas) = (cfg.ias, cfg.oas);
+        let (ias, oas, cfg_granule) = (cfg.ias, cfg.oas, cfg.granule);
         let t = ArmLpaeIoPgtable {
             cfg,
             bits_per_level,
@@ -282,6 +285,7 @@ impl ArmLpaeIoPgtable {
             prot_pte: [0; PROT_COMBINATIONS],
             iova_end: 1u64 << ias,
             pa_end: 1u64 << oas,
+            addr_mask: ((1u64 << 48) - 1) & !(cfg_granule - 1),
         };
         let mut t = t;
         t.prot_pte = std::array::from_fn(|bits| t.prot_to_pte(Prot(bits as u32)));
@@ -364,7 +368,7 @@ impl ArmLpaeIoPgtable {
 
     #[inline]
     fn addr_mask(&self) -> u64 {
-        ((1u64 << 48) - 1) & !(self.cfg.granule - 1)
+        self.addr_mask
     }
 
     /// `iopte_to_paddr()`.
@@ -564,7 +568,7 @@ impl ArmLpaeIoPgtable {
             && pgsize.is_power_of_two()
             && pgsize & self.pgsize_bitmap == pgsize
             && iova & (pgsize - 1) == 0
-            && iova.checked_add(pgsize).is_some_and(|e| e <= self.iova_end)
+            && fits(iova, pgsize, self.iova_end)
         {
             return Ok(());
         }
@@ -589,7 +593,6 @@ impl ArmLpaeIoPgtable {
         pgsize: u64,
         pgcount: u64,
     ) -> Result<u64, IommuError> {
-        let fits = |a: u64, size: u64, end: u64| a.checked_add(size).is_some_and(|e| e <= end);
         if pgcount != 0
             && pgsize.is_power_of_two()
             && pgsize & self.pgsize_bitmap == pgsize
@@ -1444,6 +1447,13 @@ impl ArmLpaeIoPgtable {
     }
 }
 
+/// `a + size <= end`, without the add (which could wrap): the same answer for any `a`, in two
+/// compares and a subtraction that cannot wrap.
+#[inline(always)]
+fn fits(a: u64, size: u64, end: u64) -> bool {
+    a <= end && size <= end - a
+}
+
 /// The io-pgtable entry checks are `WARN_ON`s: an unsupported page size or count, an address
 /// outside the table's range. (Misalignment is the iommu core's to refuse, without a WARN.)
 fn warn_on<H: Hw + ?Sized>(hw: &mut H, e: &IommuError) {
@@ -1469,6 +1479,48 @@ mod tests {
 
     fn table(r: &mut Recorder, granule: u64, ias: u32) -> ArmLpaeIoPgtable {
         ArmLpaeIoPgtable::new(r, IoPgtableCfg::new(granule, ias), mem(), None).unwrap()
+    }
+
+    /// `check_map`'s and `check_unmap`'s one-condition fast paths give what the checks one by
+    /// one give, for addresses either side of each end of the input and output ranges (and up
+    /// to `u64::MAX`, where an add would wrap), every page size and count near the edges. (A
+    /// fast path that refuses too much only sends the request to the checks in order, which
+    /// answer the same; one that accepts too much is what this catches.)
+    #[test]
+    fn check_map_and_unmap_are_the_checks_in_order_at_every_edge() {
+        let mut r = Recorder::new(64);
+        let mut cfg = IoPgtableCfg::new(0x1000, 40);
+        cfg.oas = 36;
+        let t = ArmLpaeIoPgtable::new(&mut r, cfg, mem(), None).unwrap();
+        let edges = |end: u64| {
+            let mut v = vec![0, 0x1000, 0x20_0000, u64::MAX - 0xfff, u64::MAX];
+            for d in [0x40_0000, 0x20_0000, 0x2000, 0x1000, 0] {
+                v.extend([end - d, end + d]);
+            }
+            v
+        };
+        let mut checked = 0u32;
+        for iova in edges(1 << 40) {
+            for paddr in edges(1 << 36) {
+                for pgsize in [0, 0x1000, 0x2000, 0x20_0000, 1 << 30, 1 << 63] {
+                    for pgcount in [0, 1, 2, 512, u64::MAX] {
+                        let (i, p) = (IovaAddr(iova), PhysAddr(paddr));
+                        assert_eq!(
+                            t.check_map(i, p, pgsize, pgcount),
+                            t.check_map_in_order(i, p, pgsize, pgcount),
+                            "iova {iova:#x} paddr {paddr:#x} pgsize {pgsize:#x} x {pgcount}"
+                        );
+                        assert_eq!(
+                            t.check_unmap(iova, pgsize, pgcount),
+                            t.check_unmap_in_order(iova, pgsize, pgcount),
+                            "unmap: iova {iova:#x} pgsize {pgsize:#x} x {pgcount}"
+                        );
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(checked, 15 * 15 * 6 * 5);
     }
 
     #[test]
