@@ -238,6 +238,14 @@ fn edge_set(frame: &'static str) -> usize {
     (frame.as_ptr() as usize >> 3) & (EDGE_SETS - 1)
 }
 
+/// One more of a count. Unchecked, where an addition of any `n` is checked: a count that goes up
+/// one at a time cannot reach 2^64 in any run (that many operations would take centuries), so
+/// the check could never fire and is a compare and branch on every operation.
+#[inline(always)]
+fn bump(count: &mut u64) {
+    *count = count.wrapping_add(1);
+}
+
 /// The leaf cache's slot for calling `frame` from node `cur`.
 #[inline]
 fn leaf_slot(cur: u32, frame: &'static str) -> usize {
@@ -388,7 +396,7 @@ impl Ledger {
         let node = &mut self.nodes[id];
         node.self_ps = node.self_ps.saturating_add(ps);
         if let Some(c) = count {
-            node.counts[c as usize] += 1;
+            bump(&mut node.counts[c as usize]);
         }
     }
 
@@ -450,7 +458,7 @@ impl Ledger {
         let n = &mut self.nodes[self.cur as usize];
         n.wait_ps = n.wait_ps.saturating_add(wait_ps);
         n.self_ps = n.self_ps.saturating_add(cost_ps);
-        n.counts[kind as usize] += 1;
+        bump(&mut n.counts[kind as usize]);
     }
 
     /// Charge a barrier's stall for completions to the current frame's wait pseudo-frame.
@@ -465,11 +473,25 @@ impl Ledger {
         self.nodes[self.cur as usize].counts[c as usize] += n;
     }
 
+    /// `count(c, 1)`, without the overflow check (see [`bump`]).
+    #[inline]
+    pub fn count_one(&mut self, c: Counter) {
+        bump(&mut self.nodes[self.cur as usize].counts[c as usize]);
+    }
+
     /// `count(c, n)` and `charge(ps)` on the current node, finding it once.
     #[inline]
     pub fn charge_count(&mut self, ps: u64, c: Counter, n: u64) {
         let node = &mut self.nodes[self.cur as usize];
         node.counts[c as usize] += n;
+        node.self_ps = node.self_ps.saturating_add(ps);
+    }
+
+    /// `charge_count(ps, c, 1)`, the count without the overflow check (see [`bump`]).
+    #[inline]
+    pub fn charge_count_one(&mut self, ps: u64, c: Counter) {
+        let node = &mut self.nodes[self.cur as usize];
+        bump(&mut node.counts[c as usize]);
         node.self_ps = node.self_ps.saturating_add(ps);
     }
 

@@ -398,7 +398,7 @@ impl Model {
     #[inline]
     fn advance_count(&mut self, ps: u64, c: Counter) {
         self.now = self.now.saturating_add(ps);
-        self.ledger.charge_count(ps, c, 1);
+        self.ledger.charge_count_one(ps, c);
     }
 
     #[inline]
@@ -647,7 +647,12 @@ impl Hw for Model {
 
     #[inline]
     fn count(&mut self, c: Counter, n: u64) {
-        self.ledger.count(c, n);
+        // Most callers count one, a constant once inlined: that count needs no overflow check.
+        if n == 1 {
+            self.ledger.count_one(c);
+        } else {
+            self.ledger.count(c, n);
+        }
     }
 
     fn numa_line(&mut self, from: u32, home: PhysAddr, lines: u64) {
