@@ -32,7 +32,7 @@ use std::fmt::Debug;
 pub trait SyncPolicy: Debug {
     fn name(&self) -> &'static str;
     /// Maintenance for one region handed to the device.
-    fn for_device<H: Hw + ?Sized, A: ArchDma + ?Sized>(
+    fn for_device<H: Hw + ?Sized, A: ArchDma>(
         &self,
         hw: &mut H,
         arch: &A,
@@ -41,7 +41,7 @@ pub trait SyncPolicy: Debug {
         dir: DmaDirection,
     );
     /// Maintenance for one region handed back to the CPU.
-    fn for_cpu<H: Hw + ?Sized, A: ArchDma + ?Sized>(
+    fn for_cpu<H: Hw + ?Sized, A: ArchDma>(
         &self,
         hw: &mut H,
         arch: &A,
@@ -50,7 +50,7 @@ pub trait SyncPolicy: Debug {
         dir: DmaDirection,
     );
     /// End of a call on a non-coherent device, after all its regions.
-    fn end_of_call<H: Hw + ?Sized, A: ArchDma + ?Sized>(&self, hw: &mut H, arch: &A);
+    fn end_of_call<H: Hw + ?Sized, A: ArchDma>(&self, hw: &mut H, arch: &A);
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -67,7 +67,7 @@ impl SyncPolicy for PerEntry {
         "per-entry"
     }
     #[inline(always)]
-    fn for_device<H: Hw + ?Sized, A: ArchDma + ?Sized>(
+    fn for_device<H: Hw + ?Sized, A: ArchDma>(
         &self,
         hw: &mut H,
         arch: &A,
@@ -78,7 +78,7 @@ impl SyncPolicy for PerEntry {
         arch.sync_for_device(hw, paddr, size, dir, true);
     }
     #[inline(always)]
-    fn for_cpu<H: Hw + ?Sized, A: ArchDma + ?Sized>(
+    fn for_cpu<H: Hw + ?Sized, A: ArchDma>(
         &self,
         hw: &mut H,
         arch: &A,
@@ -88,7 +88,7 @@ impl SyncPolicy for PerEntry {
     ) {
         arch.sync_for_cpu(hw, paddr, size, dir, true);
     }
-    fn end_of_call<H: Hw + ?Sized, A: ArchDma + ?Sized>(&self, _hw: &mut H, _arch: &A) {}
+    fn end_of_call<H: Hw + ?Sized, A: ArchDma>(&self, _hw: &mut H, _arch: &A) {}
 }
 
 impl SyncPolicy for FlushEach {
@@ -96,7 +96,7 @@ impl SyncPolicy for FlushEach {
         "flush-each"
     }
     #[inline(always)]
-    fn for_device<H: Hw + ?Sized, A: ArchDma + ?Sized>(
+    fn for_device<H: Hw + ?Sized, A: ArchDma>(
         &self,
         hw: &mut H,
         arch: &A,
@@ -108,7 +108,7 @@ impl SyncPolicy for FlushEach {
         arch.flush(hw);
     }
     #[inline(always)]
-    fn for_cpu<H: Hw + ?Sized, A: ArchDma + ?Sized>(
+    fn for_cpu<H: Hw + ?Sized, A: ArchDma>(
         &self,
         hw: &mut H,
         arch: &A,
@@ -119,7 +119,7 @@ impl SyncPolicy for FlushEach {
         arch.sync_for_cpu(hw, paddr, size, dir, false);
         arch.flush(hw);
     }
-    fn end_of_call<H: Hw + ?Sized, A: ArchDma + ?Sized>(&self, _hw: &mut H, _arch: &A) {}
+    fn end_of_call<H: Hw + ?Sized, A: ArchDma>(&self, _hw: &mut H, _arch: &A) {}
 }
 
 impl SyncPolicy for Batched {
@@ -127,7 +127,7 @@ impl SyncPolicy for Batched {
         "batched"
     }
     #[inline(always)]
-    fn for_device<H: Hw + ?Sized, A: ArchDma + ?Sized>(
+    fn for_device<H: Hw + ?Sized, A: ArchDma>(
         &self,
         hw: &mut H,
         arch: &A,
@@ -138,7 +138,7 @@ impl SyncPolicy for Batched {
         arch.sync_for_device(hw, paddr, size, dir, false);
     }
     #[inline(always)]
-    fn for_cpu<H: Hw + ?Sized, A: ArchDma + ?Sized>(
+    fn for_cpu<H: Hw + ?Sized, A: ArchDma>(
         &self,
         hw: &mut H,
         arch: &A,
@@ -148,7 +148,7 @@ impl SyncPolicy for Batched {
     ) {
         arch.sync_for_cpu(hw, paddr, size, dir, false);
     }
-    fn end_of_call<H: Hw + ?Sized, A: ArchDma + ?Sized>(&self, hw: &mut H, arch: &A) {
+    fn end_of_call<H: Hw + ?Sized, A: ArchDma>(&self, hw: &mut H, arch: &A) {
         arch.flush(hw);
     }
 }
@@ -171,7 +171,7 @@ impl SyncPolicy for SyncRule {
         }
     }
     #[inline(always)]
-    fn for_device<H: Hw + ?Sized, A: ArchDma + ?Sized>(
+    fn for_device<H: Hw + ?Sized, A: ArchDma>(
         &self,
         hw: &mut H,
         arch: &A,
@@ -186,7 +186,7 @@ impl SyncPolicy for SyncRule {
         }
     }
     #[inline(always)]
-    fn for_cpu<H: Hw + ?Sized, A: ArchDma + ?Sized>(
+    fn for_cpu<H: Hw + ?Sized, A: ArchDma>(
         &self,
         hw: &mut H,
         arch: &A,
@@ -201,7 +201,7 @@ impl SyncPolicy for SyncRule {
         }
     }
     #[inline]
-    fn end_of_call<H: Hw + ?Sized, A: ArchDma + ?Sized>(&self, hw: &mut H, arch: &A) {
+    fn end_of_call<H: Hw + ?Sized, A: ArchDma>(&self, hw: &mut H, arch: &A) {
         match self {
             SyncRule::PerEntry => PerEntry.end_of_call(hw, arch),
             SyncRule::FlushEach => FlushEach.end_of_call(hw, arch),
