@@ -255,6 +255,9 @@ pub struct Model {
     numa: Option<NumaLines>,
     /// The SMMUv3 command queue's home node, once `CMDQ_BASE` has been written.
     cmdq_node: Option<u32>,
+    /// [`Model::cmdq_line_ps`], resolved whenever the topology, the CPU's node or the queue's
+    /// node changes: every submission reads it.
+    cmdq_lines: (u64, u64),
     pub ledger: Ledger,
 }
 
@@ -274,6 +277,7 @@ impl Model {
             evict_free: 0,
             numa: None,
             cmdq_node: None,
+            cmdq_lines: (0, 0),
             ledger: Ledger::default(),
         }
     }
@@ -281,6 +285,7 @@ impl Model {
     /// Price the SMMUv3 queue's protocol against a NUMA topology (see the module header).
     pub fn set_numa(&mut self, numa: NumaLines) {
         self.numa = Some(numa);
+        self.resolve_cmdq_lines();
     }
 
     /// The node the CPU making calls runs on, for a machine with [`NumaLines`].
@@ -288,6 +293,7 @@ impl Model {
         if let Some(n) = &mut self.numa {
             n.cpu_node = node;
         }
+        self.resolve_cmdq_lines();
     }
 
     /// The command queue's home node, as the SMMU learnt it from `CMDQ_BASE`.
@@ -297,11 +303,16 @@ impl Model {
 
     /// One line transfer of the command queue for the CPU and for the SMMU, in ps; `(0, 0)`
     /// without a topology or before the queue's base is known.
+    #[inline]
     fn cmdq_line_ps(&self) -> (u64, u64) {
-        match (&self.numa, self.cmdq_node) {
+        self.cmdq_lines
+    }
+
+    fn resolve_cmdq_lines(&mut self) {
+        self.cmdq_lines = match (&self.numa, self.cmdq_node) {
             (Some(n), Some(q)) => (n.line(n.cpu_node, q), n.line(n.smmu_node, q)),
             _ => (0, 0),
-        }
+        };
     }
 
     /// The functional caches, when the profile has a `[cache_model]`.
@@ -767,6 +778,7 @@ impl SmmuPort for Model {
                 // Q_BASE_ADDR_MASK: bits 51:5 hold the address; the low bits carry LOG2SIZE.
                 let base = val & 0x000f_ffff_ffff_ffe0;
                 self.cmdq_node = self.numa.as_ref().and_then(|n| n.node_of(base));
+                self.resolve_cmdq_lines();
             }
         }
     }
@@ -788,12 +800,13 @@ impl SmmuPort for Model {
         self.advance_count(us.saturating_mul(1_000_000), Counter::Udelay);
     }
 
+    #[inline]
     fn smmu_cmdq_issue(&mut self, cmds: &[SmmuCmdKind]) {
         let p = self.smmu();
         for &c in cmds {
-            self.ledger.count(c.counter(), 1);
+            self.ledger.count_one(c.counter());
         }
-        self.ledger.count(Counter::CmdqBatch, 1);
+        self.ledger.count_one(Counter::CmdqBatch);
         let (cpu_line, smmu_line) = self.cmdq_line_ps();
         // Entries are written to memory (their line fetched from its home before dma_wmb()
         // lets the doorbell go), then the producer index is published by one write.
@@ -1457,6 +1470,35 @@ mod tests {
         m.smmu_cmdq_issue(&[SmmuCmdKind::Sync]);
         m.smmu_cmdq_wait_sync();
         assert_eq!(m.now_ps() - start, 5 + 10 + 100 + 2 * 1_000 + 2 * 7_000);
+    }
+
+    /// The line transfers are resolved once, not looked up per submission: whatever changes
+    /// after the queue's base is known (the CPU's node, the topology) reprices the next sync as
+    /// a model built that way from the start prices it.
+    #[test]
+    fn a_sync_is_priced_by_the_nodes_in_force_when_it_is_issued() {
+        let sync = |m: &mut Model| {
+            let start = m.now_ps();
+            m.smmu_cmdq_issue(&[SmmuCmdKind::Sync]);
+            m.smmu_cmdq_wait_sync();
+            m.now_ps() - start
+        };
+        let mut m = numa_model(1, 1);
+        m.mmio_write(MmioReg::SmmuCmdqBase, 0x1000);
+        assert_eq!(sync(&mut m), 5 + 10 + 100 + 4 * 7_000);
+        m.set_cpu_node(0);
+        let mut fresh = numa_model(0, 1);
+        fresh.mmio_write(MmioReg::SmmuCmdqBase, 0x1000);
+        assert_eq!(sync(&mut m), sync(&mut fresh));
+        assert_eq!(sync(&mut m), 5 + 10 + 100 + 2 * 1_000 + 2 * 7_000);
+        // A new topology with the queue's node unchanged: its own line costs.
+        m.set_numa(NumaLines {
+            memory: vec![(0, 1 << 30, 0), (1 << 30, 1 << 30, 1)],
+            cpu_node: 1,
+            smmu_node: 1,
+            line_ps: vec![vec![2_000, 3_000], vec![3_000, 2_000]],
+        });
+        assert_eq!(sync(&mut m), 5 + 10 + 100 + 4 * 3_000);
     }
 
     /// Without a known queue base, or for an address on no node, nothing is priced by node.

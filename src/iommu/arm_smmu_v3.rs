@@ -254,6 +254,9 @@ pub struct CmdqStats {
 #[derive(Clone, Debug)]
 pub struct Cmdq {
     ring: Vec<[u64; CMDQ_ENT_DWORDS]>,
+    /// The ring's length less one: the length is a power of two, so an index wraps by this mask
+    /// (the kernel's `Q_IDX`), not by a division.
+    mask: u64,
     prod: u64,
     cons: u64,
     pub stats: CmdqStats,
@@ -265,6 +268,7 @@ impl Cmdq {
         let n = 1usize << log2_entries.clamp(1, 19);
         Cmdq {
             ring: vec![[0; CMDQ_ENT_DWORDS]; n],
+            mask: n as u64 - 1,
             prod: 0,
             cons: 0,
             stats: CmdqStats::default(),
@@ -291,20 +295,27 @@ impl Cmdq {
 
     /// `arm_smmu_cmdq_issue_cmdlist()`: write `cmds` (and a `CMD_SYNC` if `sync`), publish them,
     /// and if `sync` wait for its completion.
-    fn issue_cmdlist(&mut self, hw: &mut dyn DeviceHw, cost: SwCost, cmds: &[CmdqEnt], sync: bool) {
-        hw.enter("arm_smmu_cmdq_issue_cmdlist");
+    fn issue_cmdlist<H: DeviceHw + ?Sized>(
+        &mut self,
+        hw: &mut H,
+        cost: SwCost,
+        cmds: &[CmdqEnt],
+        sync: bool,
+    ) {
+        let back = hw.enter_id(crate::frame_id!("arm_smmu_cmdq_issue_cmdlist"));
         hw.sw(cost);
         let n = cmds.len() as u64 + u64::from(sync);
         if self.prod + n - self.cons > self.ring.len() as u64 {
             self.stats.overruns += 1;
         }
+        // The sync, if any, goes last; the kinds' unwritten tail already reads Sync.
         let mut kinds = [SmmuCmdKind::Sync; CMDQ_BATCH_ENTRIES + 1];
-        let all = cmds.iter().copied().chain(sync.then_some(CmdqEnt::Sync));
-        for (i, c) in all.enumerate() {
-            let len = self.ring.len() as u64;
-            self.ring[(self.prod % len) as usize] = c.encode();
-            self.prod += 1;
+        for (i, c) in cmds.iter().enumerate() {
+            self.write_entry(c);
             kinds[i] = c.kind();
+        }
+        if sync {
+            self.write_entry(&CmdqEnt::Sync);
         }
         self.stats.commands += n;
         self.stats.batches += 1;
@@ -314,14 +325,21 @@ impl Cmdq {
             hw.smmu_cmdq_wait_sync();
             self.cons = self.prod;
         }
-        hw.leave();
+        hw.leave_to(back);
+    }
+
+    /// The next entry of the ring, at the producer index.
+    #[inline]
+    fn write_entry(&mut self, c: &CmdqEnt) {
+        self.ring[(self.prod & self.mask) as usize] = c.encode();
+        self.prod += 1;
     }
 }
 
 impl Cmdq {
     /// `arm_smmu_cmdq_issue_sync()` (≤ 5.14): a command list holding only a `CMD_SYNC`, and the
     /// wait for its completion.
-    pub fn issue_sync(&mut self, hw: &mut dyn DeviceHw, cost: SwCost) {
+    pub fn issue_sync<H: DeviceHw + ?Sized>(&mut self, hw: &mut H, cost: SwCost) {
         self.issue_cmdlist(hw, cost, &[], true);
     }
 }
@@ -636,6 +654,28 @@ mod tests {
         let sizes: Vec<usize> = r.cmdq.iter().map(Vec::len).collect();
         assert_eq!(sizes, vec![64, 64, 64, 8 + 1]);
         assert_eq!(d.cmdq.bytes_written(), 201 * 16);
+    }
+
+    /// The producer index wraps at the ring's length: each slot holds the newest command
+    /// written at an index equal to it modulo the length, and a sync goes after its list.
+    #[test]
+    fn the_ring_wraps_at_its_length() {
+        let mut r = Recorder::new(64);
+        let mut q = Cmdq::new(3);
+        for asid in 0..19u16 {
+            let cmd = [CmdqEnt::TlbiNhAsid { asid }];
+            q.issue_cmdlist(&mut r, SwCost(0), &cmd, asid == 18);
+        }
+        assert_eq!((q.prod(), q.entries()), (20, 8));
+        let mut want = [[0u64; CMDQ_ENT_DWORDS]; 8];
+        for (i, asid) in (0..19u16).enumerate() {
+            want[i % 8] = CmdqEnt::TlbiNhAsid { asid }.encode();
+        }
+        want[19 % 8] = CmdqEnt::Sync.encode();
+        for (i, w) in want.iter().enumerate() {
+            assert_eq!(q.entry(i), *w, "slot {i}");
+        }
+        assert_eq!(r.count_of(Counter::CmdqSync), 1);
     }
 
     #[test]
