@@ -190,8 +190,10 @@ pub struct Ledger {
     edges: Box<[[Edge; EDGE_WAYS]; EDGE_SETS]>,
     /// The cache of [`Ledger::leaf`], direct-mapped by (node, frame).
     leaves: Box<[Edge; LEAF_CACHE]>,
-    /// [`Ledger::enter_id`]'s table, by frame number.
-    frames: Box<[[FrameEntry; FRAME_WAYS]; FRAME_SLOTS]>,
+    /// [`Ledger::enter_id`]'s table, by frame number. Held in the ledger itself, not behind a
+    /// pointer: an enter reads its entry at a fixed offset from the ledger, with no load of the
+    /// table's address first.
+    frames: [[FrameEntry; FRAME_WAYS]; FRAME_SLOTS],
 }
 
 impl Default for Ledger {
@@ -208,7 +210,7 @@ impl Default for Ledger {
             cur: 0,
             edges: Box::new([[EMPTY_EDGE; EDGE_WAYS]; EDGE_SETS]),
             leaves: Box::new([EMPTY_EDGE; LEAF_CACHE]),
-            frames: Box::new([[NO_FRAME_ENTRY; FRAME_WAYS]; FRAME_SLOTS]),
+            frames: [[NO_FRAME_ENTRY; FRAME_WAYS]; FRAME_SLOTS],
         }
     }
 }
