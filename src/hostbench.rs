@@ -4,8 +4,7 @@
 //! Kernel counterpart: `dma_direct_sync_sg_for_device()` (kernel/dma/direct.c) on a non-coherent
 //! device, with ≤ 7.0's per-region `arch_sync_dma_for_device()` ending in a barrier
 //! ([`PerEntry`]) against issue-only helpers plus one `arch_sync_dma_flush()` per call
-//! ([`Batched`]) — the mechanism 7.1 merged for map_sg/unmap_sg; on the sync path timed here it is
-//! what the unmerged v2 series proposed (7.1 itself still flushes after every entry there).
+//! ([`Batched`]) — what 7.1 merged for every scatter-gather path, this one included.
 //! The code timed is the crate's own dma-direct, unchanged, over the [`Host`] backend, so every
 //! line and barrier the kernel's algorithm asks for becomes the real instruction (CLFLUSHOPT or CLWB
 //! plus SFENCE on x86-64, DC CIVAC or DC CVAC plus DSB SY on arm64).

@@ -177,7 +177,7 @@ enum Cmd {
         /// A platform to compare (repeat; with several --kernel, every combination runs).
         #[arg(long)]
         platform: Vec<String>,
-        /// One variant as key=value pairs, e.g. kernel=7.1,sync=unmerged-v2 (repeat; keys other
+        /// One variant as key=value pairs, e.g. kernel=7.1,sync=per-entry (repeat; keys other
         /// than kernel and platform are policies).
         #[arg(long)]
         variant: Vec<String>,

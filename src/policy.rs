@@ -576,7 +576,7 @@ pub static REGISTRY: &[PolicyDef] = &[
         sync_preset,
         not_arm_dma_ops,
         "batched from 7.1, per-entry before",
-        "cache-maintenance completion: a barrier per region everywhere (per-entry, <= 7.0); one per call in dma_direct_map_sg/unmap_sg only, every other path flushing per region (batched, 7.1 as merged); or dma-direct's sync_sg and iommu-dma's sg paths batched too (unmerged-v2, the v2 series as posted, never a preset)"
+        "cache-maintenance completion: a barrier per region everywhere (per-entry, <= 7.0); or one per call on every scatter-gather path (dma-direct's map_sg, unmap_sg and sync_sg, iommu-dma's sg paths), a path of one region, swiotlb_map and a bounced entry flushing per region (batched, 7.1)"
     ),
     policy_def!(
         arm64_dir_rules,
@@ -815,12 +815,6 @@ mod tests {
         let p = |k| Policies::preset(k, &ARM);
         assert_eq!(p(KernelVersion(7, 0)).sync, SyncKind::PerEntry);
         assert_eq!(p(KernelVersion(7, 1)).sync, SyncKind::Batched);
-        // The v2 series' wider batching was never merged: no release presets it.
-        for minor in 0..=20 {
-            for major in [3, 4, 5, 6, 7] {
-                assert_ne!(p(KernelVersion(major, minor)).sync, SyncKind::UnmergedV2);
-            }
-        }
         assert_eq!(p(KernelVersion(5, 18)).arm64_dir_rules, DirRules::Pre5_19);
         assert!(KernelVersion(5, 9) < KernelVersion(5, 10));
         assert_eq!(p(KernelVersion(3, 6)).swiotlb_addr, SwiotlbAddr::Virt);

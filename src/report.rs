@@ -216,9 +216,13 @@ pub struct RunInfo {
     pub policies: Policies,
     /// What the policies were resolved for (which of them apply).
     pub target: Target,
+    /// The IOMMU the run maps through, as its header line says it: granule, address size, SMMU
+    /// model and version, and the table walker's coherence with where it came from.
+    pub iommu: Option<String>,
 }
 
-/// The first lines of every `run` table: scenario, platform and policies.
+/// The first lines of every `run` table: scenario, platform and policies, and the IOMMU if the
+/// run has one.
 pub(crate) fn header(o: &mut String, i: &RunInfo) {
     let _ = writeln!(o, "scenario   {}", i.scenario);
     let _ = writeln!(
@@ -228,6 +232,9 @@ pub(crate) fn header(o: &mut String, i: &RunInfo) {
         i.arch.name(),
         i.policies.summary(&i.target)
     );
+    if let Some(iommu) = &i.iommu {
+        let _ = writeln!(o, "iommu      {iommu}");
+    }
 }
 
 /// The head of every run document: scenario, platform, arch and the policies in effect.

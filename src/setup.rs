@@ -34,7 +34,9 @@ use crate::hw::model::Model;
 use crate::hw::model::SmmuKind;
 use crate::hw::{CacheOp, Hw};
 use crate::iommu::arm_smmu::ArmSmmuDomain;
-use crate::iommu::arm_smmu_v3::{ArmSmmuV3Domain, Cmdq, SmmuV3Features};
+use crate::iommu::arm_smmu_v3::{
+    ArmSmmuV3Domain, Cmdq, SmmuV3Features, SmmuV3Idr1, SmmuV3Structures, arm_smmu_init_structures,
+};
 use crate::iommu::core::IommuDomain;
 use crate::iommu::dma_iommu::IommuDma;
 use crate::iommu::io_pgtable_arm::{ArmLpaeIoPgtable, IoPgtableCfg};
@@ -62,7 +64,39 @@ pub enum SetupError {
 pub struct Machine {
     pub hw: Model,
     pub mem: SharedPhysMem,
+    /// The SMMUv3 probed at boot on a NUMA platform ([`Machine::boot_numa_smmu_v3`]): where its
+    /// command queue lives. An IOMMU domain set up on this machine issues into that queue.
+    pub smmu: Option<SmmuV3Probe>,
 }
+
+/// What the SMMUv3's probe left behind: its node and the structures `arm_smmu_init_structures()`
+/// allocated (the command queue's memory, and so its home node).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SmmuV3Probe {
+    pub name: String,
+    pub node: u32,
+    pub structures: SmmuV3Structures,
+}
+
+impl SmmuV3Probe {
+    /// The command queue's home node.
+    pub fn cmdq_node(&self) -> u32 {
+        self.structures.cmdq.alloc.node
+    }
+}
+
+/// IDR1 as setup assumes an SMMUv3 reports it when nothing says otherwise: a 2^11-entry
+/// (32 KiB) command queue and event queue, 16-bit stream IDs. No Hi1620 value is published; 32
+/// KiB is larger than a page, so the queue's allocation reaches CMA as seed 003's did.
+pub const ASSUMED_IDR1: SmmuV3Idr1 = SmmuV3Idr1 {
+    cmdqs: 11,
+    evtqs: 11,
+    sidsize: 16,
+};
+
+/// The SMMUv3's own DMA mask at probe (`dma_set_mask_and_coherent` with IDR5.OAS): 44 bits,
+/// Hi1620's output address size.
+pub const SMMU_DMA_MASK_BITS: u32 = 44;
 
 impl Machine {
     /// Power on: the platform's cost model and memory laid out as `nodes`.
@@ -70,7 +104,64 @@ impl Machine {
         Machine {
             hw: Model::new(profile.model.clone()),
             mem: PhysMem::new(nodes).shared(),
+            smmu: None,
         }
+    }
+
+    /// Whether a run with an `[iommu]` domain of `cfg` on `profile` boots as
+    /// [`Machine::boot_numa_smmu_v3`] does: an SMMUv3 domain on a platform whose topology names
+    /// an SMMU and prices line transfers.
+    pub fn numa_smmu_v3(profile: &Profile, cfg: Option<&IommuConfig>) -> bool {
+        matches!(cfg, Some(c) if matches!(c.smmu, SmmuModel::SmmuV3 { .. }))
+            && profile.numa.as_ref().is_some_and(|t| {
+                t.line_ps.is_some()
+                    && t.first_of(crate::platform::numa::InitiatorKind::Smmu)
+                        .is_some()
+            })
+    }
+
+    /// Boot a NUMA platform with an SMMUv3 as the kernel does before any driver probes: memory
+    /// as the topology lays it out, boot's CMA areas (`boot`), then the SMMU's probe
+    /// (`arm_smmu_init_structures()`, its queues from `dmam_alloc_coherent()` for the SMMU's own
+    /// device on its node) and the `CMDQ_BASE` write that tells it where its commands live.
+    /// From then on every command list any path issues runs its protocol against the queue's
+    /// home node, with the CPU making calls on `cpu_node`. What the modelled kernel cannot
+    /// allocate at probe is a [`SetupError`].
+    pub fn boot_numa_smmu_v3(
+        profile: &Profile,
+        kernel: crate::policy::KernelVersion,
+        boot: &crate::dma::contiguous::CmaBoot,
+        cpu_node: u32,
+    ) -> Result<Machine, SetupError> {
+        let no =
+            |what: &str| SetupError::Driver(format!("SMMUv3 probe: the platform has no {what}"));
+        let topo = profile.numa.as_ref().ok_or_else(|| no("[numa] topology"))?;
+        let init = topo
+            .first_of(crate::platform::numa::InitiatorKind::Smmu)
+            .ok_or_else(|| no("SMMU initiator in its topology"))?;
+        let lines = numa_lines(profile, cpu_node).ok_or_else(|| no("numa.line_ns"))?;
+        let mut hw = Model::new(profile.model.clone());
+        hw.set_numa(lines);
+        let mut mem = numa_memory(profile, vec![]);
+        let mut coh = dma_coherent_init(&mut mem, kernel, boot);
+        let dev = Device {
+            numa_node: Some(init.node),
+            ..Device::new(&init.name, true, SMMU_DMA_MASK_BITS)
+        };
+        hw.enter("arm_smmu_device_probe");
+        let st = arm_smmu_init_structures(&mut hw, &mut coh, &mut mem, &dev, ASSUMED_IDR1);
+        hw.leave();
+        let structures =
+            st.map_err(|e| SetupError::Driver(format!("SMMUv3 probe of {}: {e}", init.name)))?;
+        Ok(Machine {
+            hw,
+            mem: mem.shared(),
+            smmu: Some(SmmuV3Probe {
+                name: init.name.clone(),
+                node: init.node,
+                structures,
+            }),
+        })
     }
 }
 
@@ -309,7 +400,20 @@ pub fn setup_dma_ops(
                 .iommu
                 .as_ref()
                 .ok_or(SetupError::Domain(IommuError::Empty))?;
-            let domain = iommu_domain_alloc(&mut m.hw, cfg, s.profile, p, m.mem.clone())?;
+            // An SMMUv3 probed at boot: the domain's tables on its node, its commands into the
+            // queue the probe sized.
+            let (cfg, cmdq) = match &m.smmu {
+                Some(probe) => (
+                    IommuConfig {
+                        node: probe.node,
+                        ..**cfg
+                    },
+                    Cmdq::new(probe.structures.cmdq.max_n_shift),
+                ),
+                None => (**cfg, Cmdq::new(8)),
+            };
+            let domain =
+                iommu_domain_alloc_with_cmdq(&mut m.hw, &cfg, s.profile, p, m.mem.clone(), cmdq)?;
             let dma = IommuDma::new(
                 &m.hw,
                 domain,

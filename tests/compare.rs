@@ -131,12 +131,12 @@ fn variants_can_mix_releases_and_policies() {
         "--variant",
         "kernel=7.1",
         "--variant",
-        "kernel=7.1,sync=unmerged-v2",
+        "kernel=7.1,sync=per-entry",
         "--format",
         "json",
     ]);
-    assert_eq!(c["variants"][1]["label"], "kernel 7.1, sync=unmerged-v2");
-    assert_eq!(c["variants"][1]["policies"]["sync"], "unmerged-v2");
+    assert_eq!(c["variants"][1]["label"], "kernel 7.1, sync=per-entry");
+    assert_eq!(c["variants"][1]["policies"]["sync"], "per-entry");
 }
 
 #[test]

@@ -279,3 +279,53 @@ fn lazy_invalidation_needs_a_release_and_a_device_that_have_it() {
     let e = s.set_policies("invalidation=lazy").unwrap_err();
     assert!(e.message.contains("iommu core directly"), "{e}");
 }
+
+/// The table walker's coherence is the platform's (`[smmu] coherent_walk`) unless the scenario
+/// says otherwise, also after `--platform`; the run's header says which walker ran and whose
+/// word it was.
+#[test]
+fn the_walkers_coherence_comes_from_the_platform() {
+    use dmasim::scenario::{Scenario, execute};
+    let text = |platform: &str, walk: &str| {
+        format!(
+            "[scenario]\nname = \"w\"\nplatform = \"{platform}\"\nkernel = \"5.15\"\n\n[device]\nname = \"d\"\ncoherent = true\ndma_mask_bits = 64\n\n[iommu]\ngranule = \"4K\"\nias = 48\n{walk}\n[workload]\nkind = \"streaming\"\nbuffer = \"64K\"\nentry = \"4K\"\ncalls = \"map_sg+unmap_sg\"\ndirection = \"to_device\"\niterations = 1\n"
+        )
+    };
+    let parse = |t: String| Scenario::parse("w.toml", &t, std::path::Path::new(".")).unwrap();
+    let walk = |s: &Scenario| s.iommu.unwrap().coherent_walk;
+    assert!(walk(&parse(text("kunpeng920", ""))));
+    assert!(!walk(&parse(text("sm8150", ""))));
+    assert!(!walk(&parse(text("kunpeng920", "coherent_walk = false\n"))));
+    assert!(walk(&parse(text("sm8150", "coherent_walk = true\n"))));
+    let mut moved = parse(text("sm8150", ""));
+    moved.set_platform("kunpeng920").unwrap();
+    assert!(walk(&moved));
+    let mut kept = parse(text("sm8150", "coherent_walk = false\n"));
+    kept.set_platform("kunpeng920").unwrap();
+    assert!(!walk(&kept));
+    // A coherent walker cleans no PTE; a non-coherent one cleans every PTE it writes.
+    let lines = |s: &Scenario| match execute(s).unwrap() {
+        dmasim::scenario::Outcome::Streaming(r) => (
+            r.count(dmasim::hw::Counter::CacheCleanLine),
+            r.info.iommu.clone().unwrap(),
+        ),
+        _ => panic!("a streaming result"),
+    };
+    let (n, head) = lines(&parse(text("kunpeng920", "")));
+    assert_eq!(n, 0);
+    assert_eq!(
+        head,
+        "4 KiB granule, 48-bit IAS, smmu-v3 (version 3.0), coherent table walker (the platform's [smmu] coherent_walk)"
+    );
+    let (n, head) = lines(&parse(text("sm8150", "")));
+    assert!(n > 0);
+    assert!(
+        head.contains("mmu-500 (version 2), non-coherent table walker (the platform's"),
+        "{head}"
+    );
+    let (_, head) = lines(&parse(text("sm8150", "coherent_walk = true\n")));
+    assert!(
+        head.ends_with("coherent table walker (the scenario's coherent_walk)"),
+        "{head}"
+    );
+}

@@ -139,3 +139,86 @@ fn reproduce_pernuma_cma_is_within_ten_percent_with_one_fitted_parameter() {
     assert_eq!(u2.detail["pgtable_node"], 2);
     assert!(u0.model > u2.model);
 }
+
+/// A strict 4 KB `dma_unmap_single` behind kunpeng920's SMMUv3 from a driver on node 2: the
+/// command list of every unmap runs the queue's protocol against the node the probe put the
+/// queue on. Without `cma_pernuma` the queue lands in the default area on node 0; with it, in
+/// node 2's area. The difference is the protocol's four line transfers (the CPU's stores, the
+/// SMMU's command fetch, its MSI write, the CPU's reload), each cross-socket against local.
+mod streaming_unmap {
+    use dmasim::hw::Counter;
+    use dmasim::platform::Profile;
+    use dmasim::scenario::{Outcome, RunResult, Scenario, execute};
+
+    const SCENARIO: &str = r#"
+[scenario]
+name = "kp-unmap"
+platform = "kunpeng920"
+kernel = "5.10"
+
+[boot]
+cma = "64M"
+
+[device]
+name = "nic"
+coherent = true
+dma_mask_bits = 64
+numa_node = 2
+
+[iommu]
+granule = "4K"
+ias = 48
+
+[workload]
+kind = "streaming"
+buffer = "4K"
+entry = "4K"
+calls = "map_single+unmap_single"
+direction = "to_device"
+iterations = 10
+"#;
+
+    fn run(text: &str) -> RunResult {
+        let s = Scenario::parse("kp.toml", text, std::path::Path::new(".")).unwrap();
+        match execute(&s) {
+            Ok(Outcome::Streaming(r)) => r,
+            _ => panic!("a streaming result"),
+        }
+    }
+
+    fn unmap_ps(r: &RunResult) -> f64 {
+        r.call("dma_unmap_single").unwrap().mean_ns() * 1000.0
+    }
+
+    #[test]
+    fn the_queues_node_prices_every_unmap() {
+        let remote = run(SCENARIO);
+        let local = run(&SCENARIO.replace("cma = \"64M\"", "cma = \"64M\"\ncma_pernuma = \"16M\""));
+        for r in [&remote, &local] {
+            assert_eq!(r.count(Counter::CmdqSync), 10);
+            assert_eq!(r.count(Counter::CmdqTlbiNhVa), 10);
+        }
+        let line = Profile::load("kunpeng920")
+            .unwrap()
+            .numa
+            .unwrap()
+            .line_ps
+            .unwrap();
+        // CPU and SMMU on node 2: four transfers from node 0's queue, or four within node 2.
+        let protocol = 4.0 * (line[2][0] as f64 - line[2][2] as f64);
+        let diff = unmap_ps(&remote) - unmap_ps(&local);
+        assert!((diff - protocol).abs() < 1.0, "{diff} vs {protocol}");
+        // Both pinned (ps per unmap), as the profile prices them today.
+        assert_eq!(unmap_ps(&remote).round(), 585_476.0);
+        assert_eq!(unmap_ps(&local).round(), 259_076.0);
+        // The driver on node 0 with the queue there: its own two transfers are local, the
+        // SMMU's two cross the sockets.
+        let node0 = run(&SCENARIO.replace("numa_node = 2", "numa_node = 0"));
+        let want = 2.0 * (line[0][0] as f64 + line[2][0] as f64);
+        let diff = unmap_ps(&node0) - unmap_ps(&local);
+        assert!(
+            (diff - (want - 4.0 * line[2][2] as f64)).abs() < 1.0,
+            "{diff}"
+        );
+    }
+}

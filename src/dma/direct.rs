@@ -9,10 +9,11 @@
 //! What it models: the bus-address check against the device's mask (`dma_capable`), cache
 //! maintenance for non-coherent devices through the arch layer, `DMA_ATTR_SKIP_CPU_SYNC`, nothing at
 //! all for coherent devices, and where completion is waited for: each path under its own
-//! [`SyncPolicy`] from the release's [`SyncPaths`]. In 7.1 only map_sg and unmap_sg batch: they
-//! issue every entry and end with one `arch_sync_dma_flush()` when the list had an entry and the
-//! device is non-coherent — under `DMA_ATTR_SKIP_CPU_SYNC` too, where nothing was issued — and a
-//! failed map_sg unwinds through unmap_sg, so its error path ends with that one flush as well.
+//! [`SyncPolicy`] from the release's [`SyncPaths`]. In 7.1 the scatter-gather calls batch —
+//! map_sg, unmap_sg and both sync_sg: they issue every entry and end with one
+//! `arch_sync_dma_flush()` when the list had an entry and the device is non-coherent (map_sg and
+//! unmap_sg under `DMA_ATTR_SKIP_CPU_SYNC` too, where nothing was issued), and a failed map_sg
+//! unwinds through unmap_sg, so its error path ends with that one flush as well.
 //! `swiotlb_map()` flushes its slot's clean at once even inside a batched map_sg. A buffer the device
 //! cannot reach, or any buffer when bouncing is forced (`swiotlb=force`, or the device's
 //! `force_bounce`), goes through the swiotlb pool when one is set up ([`DmaDirect::with_swiotlb`])
@@ -833,14 +834,15 @@ mod tests {
         DmaDirect::new(&r, Arm64::new(DirRules::Since5_19), kind)
     }
 
-    const RELEASES: [SyncKind; 3] = [SyncKind::PerEntry, SyncKind::Batched, SyncKind::UnmergedV2];
+    const RELEASES: [SyncKind; 2] = [SyncKind::PerEntry, SyncKind::Batched];
 
-    /// DSB per call over 10 MiB of 4 KiB entries (2560), per release: 7.1 batches map_sg and
-    /// unmap_sg only; its sync_sg still flushes after every entry; only the v2 series would not.
+    /// DSB per call over 10 MiB of 4 KiB entries (2560), per release: 7.0 waits after every
+    /// entry; 7.1 batches map_sg, unmap_sg and both sync_sg calls (v2's 5/8 folded into the
+    /// merged patch 4).
     #[test]
     fn which_calls_each_release_batches() {
         // (map_sg, sync_sg_for_device, sync_sg_for_cpu, unmap_sg)
-        let want = [(2560, 2560, 2560, 2560), (1, 2560, 2560, 1), (1, 1, 1, 1)];
+        let want = [(2560, 2560, 2560, 2560), (1, 1, 1, 1)];
         for (kind, want) in RELEASES.into_iter().zip(want) {
             let mut d = release(kind);
             let dev = Device::new("dev", false, 64);
@@ -986,16 +988,14 @@ mod tests {
 
     /// `swiotlb_map()` cleans the slot and flushes at once, even inside 7.1's batched map_sg: four
     /// bounced entries are four DSB, plus the list's closing one. To the CPU the slot's invalidate
-    /// completes before each copy out.
+    /// completes before each copy out, in a batched sync_sg_for_cpu as in unmap_sg.
     #[test]
     fn swiotlb_map_flushes_at_once_inside_a_batched_map_sg() {
         use crate::dma::swiotlb::tests::{HIGH, machine};
         use crate::dma::swiotlb::{Swiotlb, SwiotlbConfig};
-        for (kind, map_barriers, unmap_barriers) in [
-            (SyncKind::PerEntry, 4, 4),
-            (SyncKind::Batched, 5, 5),
-            (SyncKind::UnmergedV2, 5, 5),
-        ] {
+        for (kind, map_barriers, unmap_barriers) in
+            [(SyncKind::PerEntry, 4, 4), (SyncKind::Batched, 5, 5)]
+        {
             let mem = machine();
             let r = Recorder::new(64);
             let pool = Swiotlb::new(&r, mem.clone(), &SwiotlbConfig::default()).unwrap();
@@ -1014,6 +1014,10 @@ mod tests {
             assert_eq!(r.copies.len(), 4);
             assert_eq!(r.lines(CacheOp::Clean), 4 * 64);
             assert_eq!(r.barriers, map_barriers, "{kind:?} map_sg");
+            let mut r = Recorder::new(64);
+            d.sync_sg_for_cpu(&mut r, &dev, &sgt, DmaDirection::FromDevice);
+            assert_eq!(r.copies.len(), 4);
+            assert_eq!(r.barriers, unmap_barriers, "{kind:?} sync_sg_for_cpu");
             let mut r = Recorder::new(64);
             d.unmap_sg(
                 &mut r,

@@ -12,15 +12,18 @@
 //! - [`FlushEach`] (7.1, every path it did not batch): the region is issued with the `_nosync`
 //!   helper and `arch_sync_dma_flush()` follows at once — also when the arch issued nothing
 //!   (arm64's `arch_sync_dma_for_cpu` for TO_DEVICE), since the flush sits in the generic code.
-//! - [`Batched`] (7.1's `dma_direct_map_sg`/`dma_direct_unmap_sg`): regions only issue; the call
-//!   ends with one `arch_sync_dma_flush()` for a non-coherent device.
+//! - [`Batched`] (7.1's scatter-gather paths): regions only issue; the call ends with one
+//!   `arch_sync_dma_flush()` for a non-coherent device.
 //!
 //! Which rule each path gets is the release's [`SyncKind`], turned once at setup into
-//! [`SyncPaths`]. What 7.1 merged batches only dma-direct's map_sg and unmap_sg; its
-//! `dma_direct_sync_sg_for_*`, every iommu-dma path and `swiotlb_map()` (even when called from a
-//! batched map_sg) still flush after every region. The v2 series' patches 5/8, 7/8 and 8/8, which
-//! would batch dma-direct's sync_sg and iommu-dma's scatter-gather paths too, were not merged;
-//! they stay available as the explicit, non-preset [`SyncKind::UnmergedV2`].
+//! [`SyncPaths`]. What 7.1 merged is v3 of the series, whose patch 4 folded in v2's 5/8
+//! (dma-direct `sync_sg`), 7/8 (IOVA link/unlink) and 8/8 (iommu-dma `sync_sg`): so 7.1 batches
+//! every scatter-gather path — `dma_direct_map_sg`/`unmap_sg`, `dma_direct_sync_sg_for_*`, and
+//! iommu-dma's `iommu_dma_sync_sg_for_*` with the `map_sg`/`unmap_sg` that call them. A path of
+//! one region still issues and flushes at once: single buffers, `swiotlb_map()` (also when a
+//! batched map_sg bounces an entry), and iommu-dma's bounced sg entries, which go through
+//! `iommu_dma_sync_single_*`. Before swiotlb copies a slot out to the CPU, what was issued is
+//! flushed (the v3 fix), so a batched walk that bounces waits there as well.
 //!
 //! Invariant: whichever rule, everything issued in a call has completed when the call returns.
 
@@ -255,21 +258,17 @@ impl From<SyncKind> for SyncPaths {
 pub enum SyncKind {
     /// ≤ 7.0: a barrier at the end of every region's maintenance, on every path.
     PerEntry,
-    /// 7.1 as merged: `dma_direct_map_sg`/`unmap_sg` issue per entry and flush once per call;
-    /// every other path flushes after each region.
+    /// 7.1 as merged: every scatter-gather path issues per entry and flushes once per call;
+    /// every path of one region flushes after it.
     Batched,
-    /// The v2 series as posted, not merged: dma-direct's sync_sg and iommu-dma's scatter-gather
-    /// paths batched as well.
-    UnmergedV2,
 }
 
 impl crate::types::Choice for SyncKind {
-    const ALL: &'static [Self] = &[SyncKind::PerEntry, SyncKind::Batched, SyncKind::UnmergedV2];
+    const ALL: &'static [Self] = &[SyncKind::PerEntry, SyncKind::Batched];
     fn name(self) -> &'static str {
         match self {
             SyncKind::PerEntry => "per-entry",
             SyncKind::Batched => "batched",
-            SyncKind::UnmergedV2 => "unmerged-v2",
         }
     }
 }
@@ -280,12 +279,6 @@ impl SyncKind {
         match self {
             SyncKind::PerEntry => SyncPaths::uniform(SyncRule::PerEntry),
             SyncKind::Batched => SyncPaths {
-                direct_sg: SyncRule::Batched,
-                direct_sync_sg: SyncRule::FlushEach,
-                iommu_sg: SyncRule::FlushEach,
-                single: SyncRule::FlushEach,
-            },
-            SyncKind::UnmergedV2 => SyncPaths {
                 direct_sg: SyncRule::Batched,
                 direct_sync_sg: SyncRule::Batched,
                 iommu_sg: SyncRule::Batched,
@@ -341,18 +334,15 @@ mod tests {
         assert!(r.frames.contains(&"arch_sync_dma_flush".to_string()));
     }
 
+    /// 7.1 (v3 of the series, with v2's 5/8, 7/8 and 8/8 folded into its patch 4) batches every
+    /// scatter-gather path; a path of one region flushes at once.
     #[test]
-    fn only_7_1s_merged_paths_batch() {
+    fn every_sg_path_batches_in_7_1() {
         let p = SyncKind::Batched.paths();
-        assert_eq!(p.direct_sg.name(), "batched");
-        for q in [p.direct_sync_sg, p.iommu_sg, p.single] {
-            assert_eq!(q.name(), "flush-each");
-        }
-        let v2 = SyncKind::UnmergedV2.paths();
-        for q in [v2.direct_sg, v2.direct_sync_sg, v2.iommu_sg] {
+        for q in [p.direct_sg, p.direct_sync_sg, p.iommu_sg] {
             assert_eq!(q.name(), "batched");
         }
-        assert_eq!(v2.single.name(), "flush-each");
+        assert_eq!(p.single.name(), "flush-each");
         let old = SyncKind::PerEntry.paths();
         for q in [old.direct_sg, old.direct_sync_sg, old.iommu_sg, old.single] {
             assert_eq!(q.name(), "per-entry");

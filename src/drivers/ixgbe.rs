@@ -151,7 +151,7 @@ impl Forwarder {
     /// tx data areas, in node 1 of `m` (above the swiotlb pool). `api` is the device's DMA API as
     /// setup built it. The set-up is not counted.
     pub fn new(m: Machine, api: DeviceDmaApi, cfg: &IxgbeConfig) -> Result<Forwarder, DmaError> {
-        let Machine { hw, mem } = m;
+        let Machine { hw, mem, .. } = m;
         let rx_ring = cfg.rx_ring as usize;
         let mut fw = Forwarder {
             route: hw.sw_cost(SwKey::IpForwardPath),

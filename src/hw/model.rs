@@ -120,6 +120,9 @@ pub struct SmmuParams {
     pub imp: SmmuImpl,
     /// SMMUv3.2 range invalidation (`ARM_SMMU_FEAT_RANGE_INV`).
     pub range_inv: bool,
+    /// The table walker snoops CPU caches (`[smmu] coherent_walk`): the default of every
+    /// `[iommu]` domain on this platform.
+    pub coherent_walk: bool,
     /// CPU: one posted register write (TLBIVA, TLBIVAL, TLBIASID, TLBSYNC, CMDQ producer index).
     pub mmio_write_ps: u64,
     /// CPU: one register read round trip (TLBSTATUS).

@@ -19,8 +19,8 @@
 //! cache maintenance through the arch layer, by physical address (sg entries by `sg_phys`,
 //! single buffers by `iova_to_phys`), under the release's [`SyncPaths`]: the scatter-gather
 //! paths (`iommu_dma_sync_sg_for_*`, which map_sg and unmap_sg call) under `iommu_sg`, single
-//! buffers under `single`. 7.1 batched none of them — each region is followed by its own
-//! `arch_sync_dma_flush()` — only the unmerged v2 series would have.
+//! buffers under `single`. 7.1 batches the scatter-gather paths (every entry issued, one
+//! `arch_sync_dma_flush()` per call) and flushes a single buffer at once.
 //!
 //! `iommu_dma_unmap_page` follows the release's [`UnmapLookup`]: 5.10 looks the physical
 //! address up (`iommu_iova_to_phys`, a walk of the table) only for a non-coherent device's sync
@@ -1083,17 +1083,16 @@ mod tests {
         }
     }
 
-    /// DSB per call for a non-coherent device, 16 entries of 4 KiB: 7.1 batched nothing in
-    /// iommu-dma (each entry's `arch_sync_dma_for_*` is followed by `arch_sync_dma_flush()`, as
-    /// 7.0's helpers end in DSB); only the unmerged v2 series (8/8) flushes once per sg call. A
-    /// TO_DEVICE unmap_page invalidates nothing, yet 7.1 flushes in the generic code.
+    /// DSB per call for a non-coherent device, 16 entries of 4 KiB: 7.0's helpers each end in
+    /// a DSB; 7.1 (v2's 8/8 folded into the merged patch 4) issues every entry of an sg call and
+    /// flushes once. A TO_DEVICE unmap_page invalidates nothing, yet 7.1 flushes in the generic
+    /// code.
     #[test]
-    fn iommu_dma_batches_nothing_in_7_1() {
+    fn iommu_dma_batches_its_sg_paths_in_7_1() {
         // (map_sg, sync_sg_for_cpu, unmap_sg, map_page, unmap_page TO_DEVICE)
         for (kind, want) in [
             (SyncKind::PerEntry, (16, 16, 16, 1, 0)),
-            (SyncKind::Batched, (16, 16, 16, 1, 1)),
-            (SyncKind::UnmergedV2, (1, 1, 1, 1, 1)),
+            (SyncKind::Batched, (1, 1, 1, 1, 1)),
         ] {
             let mut r = Recorder::new(64);
             let mut d = iommu_dma_with(&mut r, kind);

@@ -131,6 +131,9 @@ pub struct SmmuSpec {
     pub sync: Cost,
     /// SMMUv3 only: CPU time to write one 16-byte command into the queue.
     pub cmdq_write: Option<Cost>,
+    /// Whether the SMMU's table walker snoops the CPU caches (SMMUv3 `IDR0.COHACC`, the IORT's
+    /// or the device tree's `dma-coherent` on the SMMU): io-pgtable then cleans no PTE.
+    pub coherent_walk: FlagParam,
 }
 
 /// Which outer cache the platform has (`[outer_cache] kind`).
@@ -1432,10 +1435,12 @@ fn resolve_smmu(r: &Resolver, s: &SmmuSpec) -> Result<SmmuParams, InputError> {
             }
         },
     };
+    r.source("smmu.coherent_walk", &s.coherent_walk.source)?;
     Ok(SmmuParams {
         kind,
         imp,
         range_inv,
+        coherent_walk: *s.coherent_walk.value.get_ref(),
         mmio_write_ps: r.cost("smmu.mmio_write", &s.mmio_write)?,
         mmio_read_ps: r.cost("smmu.mmio_read", &s.mmio_read)?,
         tlbi_va_ps: r.cost("smmu.tlbi_va", &s.tlbi_va)?,
@@ -1553,6 +1558,7 @@ mmio_read = { cycles = 200, source = "test" }
 tlbi_va = { ns = 30, source = "test" }
 tlbi_asid = { ns = 40, source = "test" }
 sync = { ns = 50, source = "test" }
+coherent_walk = { value = false, source = "test" }
 "#;
 
     #[test]
@@ -1592,6 +1598,18 @@ sync = { ns = 50, source = "test" }
         let s = Profile::parse("t.toml", &text).unwrap().model.smmu.unwrap();
         assert!(s.range_inv);
         assert_eq!(s.kind, SmmuKind::SmmuV3);
+        assert!(!s.coherent_walk);
+        // Whether the walker snoops is the platform's to say, with its source.
+        let text = format!("{MINIMAL}{SMMU}")
+            .replace("coherent_walk = { value = false, source = \"test\" }\n", "");
+        let e = Profile::parse("t.toml", &text).unwrap_err();
+        assert!(e.to_string().contains("coherent_walk"), "{e}");
+        let text = format!("{MINIMAL}{SMMU}").replace(
+            "value = false, source = \"test\"",
+            "value = true, source = \" \"",
+        );
+        let e = Profile::parse("t.toml", &text).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("smmu.coherent_walk.source"), "{e}");
     }
 
     #[test]

@@ -226,7 +226,7 @@ pub fn run(s: &Scenario, b: &Bounce) -> Result<BounceResult, SetupError> {
     );
     let api = setup_dma_ops(&mut m, &s.device_setup(), b.cpus)?;
     let implementation = s.dma_ops().describe(&s.policies);
-    let Machine { hw, mem } = m;
+    let Machine { hw, mem, .. } = m;
     let mut hw = hw;
     let bufs: Vec<PhysAddr> = (0..nbuf)
         .map(|_| {

@@ -29,6 +29,7 @@ use crate::hw::calls::{StackRow, stack_rows};
 use crate::hw::model::{Model, SmmuKind};
 use crate::hw::{Counter, Hw};
 use crate::input::{InputError, parse_size};
+use crate::iommu::arm_smmu_v3::Cmdq;
 use crate::iommu::io_pgtable_arm::PgtableShape;
 use crate::iommu::iova::IovaDomain;
 use crate::iommu::{IommuError, IommuIotlbGather, Prot};
@@ -38,7 +39,7 @@ use crate::report::{
     stack_table, trim_float,
 };
 pub use crate::setup::{IommuConfig, SmmuModel};
-use crate::setup::{iommu_domain_alloc, table_bytes, table_memory};
+use crate::setup::{Machine, iommu_domain_alloc_with_cmdq, table_bytes, table_memory};
 use crate::types::{IovaAddr, PhysAddr};
 use serde::Deserialize;
 use serde::Serialize;
@@ -373,13 +374,21 @@ impl Ctx<'_> {
     }
 }
 
+/// What `[iommu]` said itself; whatever it left out, the platform's `[smmu]` decides (after
+/// overrides too).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct IommuGiven {
+    pub(crate) smmu: bool,
+    pub(crate) coherent_walk: bool,
+}
+
 /// `[iommu]`: the domain a device or an IOMMU workload maps through. Returns the configuration
-/// and whether `smmu` was given (if not, the platform's `[smmu]` decides, after overrides too).
+/// and which of its keys were given.
 pub(crate) fn parse_section(
     c: &Ctx,
     io: &IommuSection,
     profile: &Profile,
-) -> Result<(IommuConfig, bool), InputError> {
+) -> Result<(IommuConfig, IommuGiven), InputError> {
     let granule = match c.spanned_size(&io.granule, "iommu.granule") {
         Ok(g @ (0x1000 | 0x4000 | 0x10000)) => g,
         Ok(g) => {
@@ -421,11 +430,17 @@ pub(crate) fn parse_section(
             granule,
             ias: ias as u32,
             smmu,
-            coherent_walk: io.coherent_walk.unwrap_or(false),
+            // The platform's walker unless the scenario says otherwise.
+            coherent_walk: io
+                .coherent_walk
+                .unwrap_or_else(|| profile.model.smmu.is_some_and(|s| s.coherent_walk)),
             // The tables come from table_memory(), one node.
             node: 0,
         },
-        smmu_given,
+        IommuGiven {
+            smmu: smmu_given,
+            coherent_walk: io.coherent_walk.is_some(),
+        },
     ))
 }
 
@@ -1037,13 +1052,16 @@ fn new_domain(
     s: &Scenario,
     cfg: &IommuConfig,
     mapped: u64,
+    cmdq_shift: Option<u32>,
 ) -> Result<crate::iommu::core::IommuDomain, String> {
-    iommu_domain_alloc(
+    let cmdq = Cmdq::new(cmdq_shift.unwrap_or(8));
+    iommu_domain_alloc_with_cmdq(
         hw,
         cfg,
         &s.profile,
         &s.policies,
         table_memory(table_bytes(mapped)),
+        cmdq,
     )
     .map_err(|e| e.to_string())
 }
@@ -1165,7 +1183,18 @@ pub fn run(s: &Scenario) -> Result<IommuRunResult, String> {
     let cfg = s
         .iommu
         .ok_or_else(|| format!("scenario `{}` has no [iommu] domain", s.name))?;
-    let mut hw = Model::new(s.profile.model.clone());
+    // On a NUMA platform the SMMUv3 probes at boot: its command queue's node prices every
+    // command list below. The tables themselves come from table_memory().
+    let (mut hw, cmdq_shift) = if s.probes_smmu_v3() {
+        let m = Machine::boot_numa_smmu_v3(&s.profile, s.kernel, &s.boot, s.cpu_node())
+            .map_err(|e| e.to_string())?;
+        let shift = m.smmu.as_ref().map(|p| p.structures.cmdq.max_n_shift);
+        let mut hw = m.hw;
+        hw.clear_ledger();
+        (hw, shift)
+    } else {
+        (Model::new(s.profile.model.clone()), None)
+    };
     let mut m = Meter {
         ops: Vec::new(),
         geometry: None,
@@ -1176,8 +1205,8 @@ pub fn run(s: &Scenario) -> Result<IommuRunResult, String> {
                 let label = size_label(size);
                 let map = m.slot(format!("map_sg {label}"), "iommu_map_sg", size);
                 let unmap = m.slot(format!("unmap {label}"), "iommu_unmap", size);
-                let mut d =
-                    new_domain(&mut hw, s, &cfg, size).map_err(|e| format!("domain: {e}"))?;
+                let mut d = new_domain(&mut hw, s, &cfg, size, cmdq_shift)
+                    .map_err(|e| format!("domain: {e}"))?;
                 m.saw(&d);
                 let segs = segments(data_base(0, size), size, w.element, w.layout);
                 for it in 0..w.iterations {
@@ -1199,7 +1228,7 @@ pub fn run(s: &Scenario) -> Result<IommuRunResult, String> {
                 m.ops[unmap].iova = w.iova;
             }
         }
-        Workload::IommuOps(w) => run_ops(&mut hw, &mut m, s, &cfg, w)?,
+        Workload::IommuOps(w) => run_ops(&mut hw, &mut m, s, &cfg, w, cmdq_shift)?,
         other => {
             return Err(format!(
                 "scenario `{}` is a {} workload, not an IOMMU one",
@@ -1291,6 +1320,7 @@ fn run_ops(
     s: &Scenario,
     cfg: &IommuConfig,
     w: &Ops,
+    cmdq_shift: Option<u32>,
 ) -> Result<(), String> {
     let ops = &w.ops;
     let mapped: u64 = ops
@@ -1300,7 +1330,7 @@ fn run_ops(
             _ => 0,
         })
         .sum();
-    let mut d = new_domain(hw, s, cfg, mapped).map_err(|e| format!("domain: {e}"))?;
+    let mut d = new_domain(hw, s, cfg, mapped, cmdq_shift).map_err(|e| format!("domain: {e}"))?;
     m.saw(&d);
     let mut iovad = IovaDomain::new(hw, cfg.granule, 1, 1)
         .map_err(|e| format!("IOVA domain: {e}"))?
@@ -1764,18 +1794,6 @@ const IOMMU_COLUMNS: &[(Counter, &str)] = &[
 pub fn table(r: &IommuRunResult) -> String {
     let mut o = String::new();
     header(&mut o, &r.info);
-    let _ = writeln!(
-        o,
-        "iommu      {} KiB granule, {}-bit IAS, {}, {} table walker",
-        r.iommu.granule >> 10,
-        r.iommu.ias,
-        r.iommu.smmu.name(),
-        if r.iommu.coherent_walk {
-            "coherent"
-        } else {
-            "non-coherent"
-        }
-    );
     let _ = writeln!(
         o,
         "workload   {}, {} iterations",

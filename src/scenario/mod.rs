@@ -391,8 +391,9 @@ pub struct Scenario {
     pub swiotlb: SwiotlbSpec,
     /// The IOMMU domain the device (or an IOMMU workload) maps through.
     pub iommu: Option<IommuConfig>,
-    /// Whether `iommu.smmu` was given; if not, the platform's `[smmu]` decides.
-    smmu_given: bool,
+    /// Which of `iommu.smmu` and `iommu.coherent_walk` were given; the platform's `[smmu]`
+    /// decides the others.
+    iommu_given: iommu::IommuGiven,
     pub workload: Workload,
     /// The CMA boot parameters (`[boot]`), as the kernel's command line would give them.
     pub boot: CmaBoot,
@@ -903,9 +904,9 @@ impl Scenario {
             None => CmaBoot::default(),
         };
 
-        let (iommu, smmu_given) = match iommu_cfg {
+        let (iommu, iommu_given) = match iommu_cfg {
             Some((cfg, given)) => (Some(cfg), given),
-            None => (None, false),
+            None => (None, iommu::IommuGiven::default()),
         };
         let mut s = Scenario {
             name: f.scenario.name,
@@ -928,7 +929,7 @@ impl Scenario {
             device,
             swiotlb,
             iommu,
-            smmu_given,
+            iommu_given,
             workload: w,
             boot,
             lines,
@@ -945,7 +946,36 @@ impl Scenario {
             arch: self.profile.arch(),
             policies: self.policies.clone(),
             target: self.target(),
+            iommu: self.iommu.map(|c| self.describe_iommu(&c)),
         }
+    }
+
+    /// The header line of the IOMMU: granule, input address size, which SMMU (model, version
+    /// as the platform gives it), and whose word the walker's coherence is.
+    fn describe_iommu(&self, c: &IommuConfig) -> String {
+        let version = self
+            .profile
+            .file
+            .smmu
+            .as_ref()
+            .and_then(|s| s.version.as_ref())
+            .map_or(String::new(), |v| format!(" (version {})", v.get_ref()));
+        format!(
+            "{} KiB granule, {}-bit IAS, {}{version}, {} table walker ({})",
+            c.granule >> 10,
+            c.ias,
+            c.smmu.name(),
+            if c.coherent_walk {
+                "coherent"
+            } else {
+                "non-coherent"
+            },
+            if self.iommu_given.coherent_walk {
+                "the scenario's coherent_walk"
+            } else {
+                "the platform's [smmu] coherent_walk"
+            }
+        )
     }
 
     /// What presets and policy checks depend on.
@@ -1227,7 +1257,10 @@ impl Scenario {
                     ),
                 });
             };
-            if !self.smmu_given {
+            if !self.iommu_given.coherent_walk {
+                cfg.coherent_walk = self.profile.model.smmu.is_some_and(|s| s.coherent_walk);
+            }
+            if !self.iommu_given.smmu {
                 cfg.smmu = p;
             } else if p.kind() != cfg.smmu.kind() {
                 let msg = format!(
@@ -1294,6 +1327,29 @@ impl Scenario {
         Ok(())
     }
 
+    /// Whether the run boots as the kernel does on a NUMA platform with an SMMUv3
+    /// ([`crate::setup::Machine::boot_numa_smmu_v3`]): the SMMU probes, its command queue lands
+    /// where boot's CMA areas put it, and every command list is priced against that node.
+    pub fn probes_smmu_v3(&self) -> bool {
+        matches!(
+            self.workload,
+            Workload::Streaming(_) | Workload::IommuSweep(_) | Workload::IommuOps(_)
+        ) && crate::setup::Machine::numa_smmu_v3(&self.profile, self.iommu.as_ref())
+    }
+
+    /// The node of the CPU making the calls: the device's (a driver's calls run where its
+    /// device and interrupts are), else the SMMU's when the run probes one, else node 0.
+    pub fn cpu_node(&self) -> u32 {
+        self.device.numa_node.unwrap_or_else(|| {
+            self.profile
+                .numa
+                .as_ref()
+                .filter(|_| self.probes_smmu_v3())
+                .and_then(|t| t.first_of(crate::platform::numa::InitiatorKind::Smmu))
+                .map_or(0, |i| i.node)
+        })
+    }
+
     /// `[boot]` against the workload and the platform's memory. An area the scenario asks for
     /// that is larger than the memory it must come from is bad input; one that fits in memory
     /// but cannot be placed (other reservations, `@base`/`-limit`) is the kernel's result:
@@ -1312,12 +1368,12 @@ impl Scenario {
         .into_iter()
         .flatten()
         .min();
-        if !matches!(self.workload, Workload::Coherent(_)) {
+        if !matches!(self.workload, Workload::Coherent(_)) && !self.probes_smmu_v3() {
             return Err(self.error(
                 &Origin::File(first),
                 "boot",
                 format!(
-                    "a {} workload allocates no coherent memory, so CMA boot parameters change nothing; [boot] applies to a coherent workload",
+                    "a {} workload allocates no coherent memory here, so CMA boot parameters change nothing; [boot] applies to a coherent workload, or to a streaming or IOMMU workload behind an SMMUv3 on a NUMA platform (whose command queue boot's CMA places)",
                     self.workload.kind()
                 ),
             ));

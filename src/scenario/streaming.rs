@@ -325,23 +325,29 @@ impl RunResult {
 
 /// Run a checked streaming scenario on the Model.
 pub fn run(s: &Scenario, w: &Streaming) -> Result<RunResult, SetupError> {
-    let mut node_size = w.buffer_bytes.next_power_of_two().max(1 << 20) * 2;
-    if s.iommu.is_some() {
-        node_size += table_bytes(w.buffer_bytes);
-    }
-    let mut m = Machine::boot(
-        &s.profile,
-        vec![NodeRange {
-            node: 0,
-            start: PhysAddr(DRAM_BASE),
-            size: node_size,
-        }],
-    );
+    // The driver's calls, and its buffer, on its device's node.
+    let node = s.cpu_node();
+    let mut m = if s.probes_smmu_v3() {
+        Machine::boot_numa_smmu_v3(&s.profile, s.kernel, &s.boot, node)?
+    } else {
+        let mut node_size = w.buffer_bytes.next_power_of_two().max(1 << 20) * 2;
+        if s.iommu.is_some() {
+            node_size += table_bytes(w.buffer_bytes);
+        }
+        Machine::boot(
+            &s.profile,
+            vec![NodeRange {
+                node,
+                start: PhysAddr(DRAM_BASE),
+                size: node_size,
+            }],
+        )
+    };
     // The driver's buffer first, as it would be allocated before the device is opened.
     let buf = m
         .mem
         .borrow_mut()
-        .alloc(0, w.buffer_bytes)
+        .alloc(node, w.buffer_bytes)
         .map_err(|e| SetupError::Swiotlb(format!("buffer allocation: {e}")))?;
     let mut api = setup_dma_ops(&mut m, &s.device_setup(), 1)?;
     let mut hw = m.hw;
