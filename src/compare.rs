@@ -195,13 +195,18 @@ pub enum CompareError {
     },
 }
 
-/// Run `base` under each variant and line the results up.
-pub fn compare(base: &Scenario, variants: &[Variant]) -> Result<Comparison, CompareError> {
+/// Run `base` under each variant and line the results up, counting the runs' steps on
+/// `progress`.
+pub fn compare(
+    base: &Scenario,
+    variants: &[Variant],
+    progress: &scenario::Progress,
+) -> Result<Comparison, CompareError> {
     let mut columns = Vec::with_capacity(variants.len());
     for v in variants {
         let mut s = base.clone();
         v.apply(&mut s)?;
-        let outcome = scenario::execute(&s).map_err(|e| match e {
+        let outcome = scenario::execute_with(&s, progress).map_err(|e| match e {
             RunError::Input(i) => CompareError::Input(i),
             RunError::Refused(r) => CompareError::Refused {
                 label: v.label(),

@@ -246,7 +246,8 @@ enum Cmd {
 }
 
 /// A progress bar on standard error for a long run, drawn by a thread of its own that reads the
-/// runners' counter ([`scenario::progress`]) a few times a second: the run itself only counts its
+/// run's counter (a clone of the [`scenario::Progress`] handle the run counts on) a few times a
+/// second: the run itself only counts its
 /// outer steps, and nothing it computes or prints depends on the bar. The bar appears only once
 /// the run has taken [`Progress::DELAY`] of wall time, so a quick run draws nothing whatever its
 /// size estimate said; only when standard error is a terminal and `-q` is not given; and it is
@@ -264,12 +265,12 @@ impl Progress {
     /// A bar counting `total` outer steps (the scenario's `progress_total`), or, for work whose
     /// total is not known up front (a sweep), a spinner counting steps done. `None` when no bar
     /// may be drawn.
-    fn start(total: Option<u64>) -> Option<Progress> {
+    fn start(total: Option<u64>, counter: &scenario::Progress) -> Option<Progress> {
         if !io::stderr().is_terminal() || QUIET.load(Ordering::Relaxed) {
             return None;
         }
         let stop = Arc::new(AtomicBool::new(false));
-        let base = scenario::progress::done();
+        let counter = counter.clone();
         let flag = stop.clone();
         let thread = std::thread::spawn(move || {
             let began = std::time::Instant::now();
@@ -293,7 +294,7 @@ impl Progress {
                 bar.set_style(style.progress_chars("=> "));
             }
             while !flag.load(Ordering::Relaxed) {
-                let done = scenario::progress::done().saturating_sub(base);
+                let done = counter.done();
                 bar.set_position(total.map_or(done, |t| done.min(t)));
                 bar.tick();
                 std::thread::park_timeout(Self::POLL);
@@ -313,9 +314,10 @@ impl Progress {
 
 /// Runs `work` with a [`Progress`] display over it (for a known `total` of outer steps, or a
 /// step counter when `None`), cleared before the caller writes anything.
-fn with_progress<T>(total: Option<u64>, work: impl FnOnce() -> T) -> T {
-    let bar = Progress::start(total);
-    let r = work();
+fn with_progress<T>(total: Option<u64>, work: impl FnOnce(&scenario::Progress) -> T) -> T {
+    let counter = scenario::Progress::new();
+    let bar = Progress::start(total, &counter);
+    let r = work(&counter);
     if let Some(bar) = bar {
         bar.finish();
     }
@@ -597,7 +599,7 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
                 );
             }
             let check = |t: &Scenario| t.check_work(u128::from(max_work));
-            let r = with_progress(None, || {
+            let r = with_progress(None, |p| {
                 dmasim::sweep::run(
                     &scenario,
                     &overrides.set,
@@ -605,6 +607,7 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
                     &sweeps,
                     &variants,
                     &check,
+                    p,
                 )
             });
             let r = r.map_err(compare_error)?;
@@ -640,8 +643,8 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
             if sensitivity {
                 // The reruns' number is known only once the base run has said which parameters
                 // it used, so the display (past a second, on a terminal) counts steps, no total.
-                let r = with_progress(None, || {
-                    dmasim::sensitivity::analyse(&s, &[dmasim::compare::Variant::default()])
+                let r = with_progress(None, |p| {
+                    dmasim::sensitivity::analyse(&s, &[dmasim::compare::Variant::default()], p)
                 });
                 let r = r.map_err(compare_error)?;
                 return write_sensitivity(out, &r, format);
@@ -652,7 +655,8 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
                     s.work()
                 ));
             }
-            let outcome = with_progress(Some(s.progress_total()), || scenario::execute(&s));
+            let outcome =
+                with_progress(Some(s.progress_total()), |p| scenario::execute_with(&s, p));
             let outcome = outcome.map_err(|e| match e {
                 scenario::RunError::Refused(r) => anyhow::Error::from(r),
                 scenario::RunError::Input(i) => anyhow::Error::from(i),
@@ -693,12 +697,12 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
                 t.check_work(u128::from(max_work))?;
             }
             if sensitivity {
-                let r = with_progress(None, || dmasim::sensitivity::analyse(&s, &variants));
+                let r = with_progress(None, |p| dmasim::sensitivity::analyse(&s, &variants, p));
                 let r = r.map_err(compare_error)?;
                 return write_sensitivity(out, &r, format);
             }
             let total = s.progress_total().saturating_mul(variants.len() as u64);
-            let c = with_progress(Some(total), || dmasim::compare::compare(&s, &variants));
+            let c = with_progress(Some(total), |p| dmasim::compare::compare(&s, &variants, p));
             let c = c.map_err(compare_error)?;
             if let Some(path) = &plot {
                 let doc = if is_html(path) {

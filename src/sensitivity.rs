@@ -369,8 +369,8 @@ fn same_costs(a: &Profile, b: &Profile) -> bool {
         && a.numa.as_ref().map(|t| &t.line_ps) == b.numa.as_ref().map(|t| &t.line_ps)
 }
 
-fn run(s: &Scenario, label: &str) -> Result<Outcome, CompareError> {
-    scenario::execute(s).map_err(|e| match e {
+fn run(s: &Scenario, label: &str, progress: &scenario::Progress) -> Result<Outcome, CompareError> {
+    scenario::execute_with(s, progress).map_err(|e| match e {
         RunError::Input(i) => CompareError::Input(i),
         RunError::Refused(r) => CompareError::Refused {
             label: label.to_string(),
@@ -436,7 +436,11 @@ fn totals(outcomes: &[Outcome]) -> [u64; Counter::N] {
 
 /// Run `base` under each variant (one variant for a plain run), then again with each cost the
 /// runs used at ±[`STEP`], and collect every headline's elasticity to each.
-pub fn analyse(base: &Scenario, variants: &[Variant]) -> Result<Sensitivity, CompareError> {
+pub fn analyse(
+    base: &Scenario,
+    variants: &[Variant],
+    progress: &scenario::Progress,
+) -> Result<Sensitivity, CompareError> {
     let mut scenarios = Vec::with_capacity(variants.len());
     for v in variants {
         let mut s = base.clone();
@@ -444,7 +448,7 @@ pub fn analyse(base: &Scenario, variants: &[Variant]) -> Result<Sensitivity, Com
         scenarios.push((v.label(), s));
     }
     let run_all = |ss: &[(String, Scenario)]| -> Result<Vec<Outcome>, CompareError> {
-        ss.iter().map(|(l, s)| run(s, l)).collect()
+        ss.iter().map(|(l, s)| run(s, l, progress)).collect()
     };
     let outcomes = run_all(&scenarios)?;
     let mut runs = outcomes.len();

@@ -123,6 +123,7 @@ pub fn run(
     sweeps: &[Sweep],
     variants: &[Variant],
     check: &dyn Fn(&Scenario) -> Result<(), InputError>,
+    progress: &crate::scenario::Progress,
 ) -> Result<SweepResult, CompareError> {
     let mut scenarios = Vec::new();
     for setting in settings(sweeps) {
@@ -145,7 +146,7 @@ pub fn run(
         name.clone_from(&s.name);
         points.push(Point {
             setting,
-            comparison: compare::compare(&s, variants)?,
+            comparison: compare::compare(&s, variants, progress)?,
         });
     }
     Ok(SweepResult {

@@ -4,8 +4,8 @@
 //! modelled kernel (exit 3) — never in a panic, which an overflow would be.
 //!
 //! How overflow checks are on for the code under test: `[profile.release]` in Cargo.toml sets
-//! `overflow-checks = true`, so `cargo test --release` (the CI command) builds the library with
-//! them, and so does every release build of the binary: an overflow that the input checks miss
+//! `overflow-checks = true`, and `[profile.ci]` inherits it, so `cargo test --profile ci` (the
+//! CI command) builds the library with them, and so does every release build of the binary: an overflow that the input checks miss
 //! ends that run as a caught panic (exit 70), never as a wrapped number. The test crate shares the
 //! library's profile; `overflow_checks_are_on` proves they are, so a change of profile that
 //! turned them off would fail here rather than make this test vacuous. (A plain `cargo test`

@@ -1,8 +1,8 @@
-//! Progress counting: every runner advances the process-wide counter by exactly its scenario's
-//! `progress_total`, once per outer step, so a display on a terminal ends full. (One test in
-//! its own binary: the counter is shared by every thread of the process.)
+//! Progress counting: every runner advances the handle it is given by exactly its scenario's
+//! `progress_total`, once per outer step, so a display on a terminal ends full. Each run counts
+//! on its own handle, so other tests running beside this one cannot disturb the count.
 
-use dmasim::scenario::{Scenario, execute, progress};
+use dmasim::scenario::{Progress, Scenario, execute_with};
 use std::path::Path;
 
 #[test]
@@ -34,9 +34,9 @@ fn every_kind_counts_its_outer_steps() {
             .replace("iterations = 10", "iterations = 3")
             .replace("packets = 100000", "packets = 70001");
         let s = Scenario::parse(name, &text, Path::new("scenarios")).unwrap();
-        let before = progress::done();
-        execute(&s).unwrap();
-        let counted = progress::done() - before;
+        let progress = Progress::new();
+        execute_with(&s, &progress).unwrap();
+        let counted = progress.done();
         assert_eq!(counted, s.progress_total(), "{name}");
         assert!(counted >= 3, "{name}: {counted}");
     }

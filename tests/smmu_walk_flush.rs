@@ -125,7 +125,7 @@ iova = "0x40100000"
 size = "4M"
 "#;
     let s = dmasim::scenario::Scenario::parse("t.toml", text, std::path::Path::new(".")).unwrap();
-    let r = dmasim::scenario::iommu::run(&s).unwrap();
+    let r = dmasim::scenario::iommu::run(&s, &dmasim::scenario::Progress::new()).unwrap();
     let u = &r.ops[1];
     use dmasim::hw::Counter;
     // 1 MB of the first table (256 TLBIVAL), the whole second table (a 512-TLBIVA walk flush),

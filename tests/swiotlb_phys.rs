@@ -137,7 +137,7 @@ fn is_swiotlb_buffer_and_swiotlbs_phys_addr_vanish_under_phys_the_packet_paths_s
     let Workload::Forwarding(f) = &s39.workload else {
         unreachable!()
     };
-    let r = dmasim::scenario::forwarding::run(&s39, f).unwrap();
+    let r = dmasim::scenario::forwarding::run(&s39, f, &dmasim::scenario::Progress::new()).unwrap();
     assert_eq!(r.per_packet(Counter::PhysAddrCall), 4.0);
 }
 

@@ -359,7 +359,7 @@ fn the_streaming_workload_says_what_the_cpu_does_between_transfers() {
             );
         let s = Scenario::parse("s.toml", &text, std::path::Path::new(".")).unwrap();
         let w = s.streaming().unwrap();
-        dmasim::scenario::streaming::run(&s, w).unwrap()
+        dmasim::scenario::streaming::run(&s, w, &dmasim::scenario::Progress::new()).unwrap()
     };
     let (wrote, none, read) = (run("write_all"), run("none"), run("read_all"));
     for r in [&wrote, &none, &read] {

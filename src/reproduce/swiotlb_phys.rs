@@ -42,7 +42,8 @@ pub fn run_under(base: &Scenario, kernel: KernelVersion) -> Result<ForwardingRes
     let Workload::Forwarding(f) = &s.workload else {
         return Err(InputError::new(FILE, "not a forwarding scenario"));
     };
-    crate::scenario::forwarding::run(&s, f).map_err(|e| InputError::new(FILE, e.to_string()))
+    crate::scenario::forwarding::run(&s, f, &crate::scenario::Progress::new())
+        .map_err(|e| InputError::new(FILE, e.to_string()))
 }
 
 /// The built-in scenario.

@@ -19,7 +19,7 @@
 //! between sizes; a mapping the pool cannot hold is the kernel's mapping error (counted), never a
 //! panic.
 
-use super::{Ctx, RunInfo, Scenario, Shared, Workload, progress};
+use super::{Ctx, Progress, RunInfo, Scenario, Shared, Workload};
 use crate::device::Device;
 use crate::dma::DmaMapOps;
 use crate::dma::swiotlb::nr_slots;
@@ -205,7 +205,7 @@ pub struct BounceResult {
 }
 
 /// Run a bounce scenario on the Model.
-pub fn run(s: &Scenario, b: &Bounce) -> Result<BounceResult, SetupError> {
+pub fn run(s: &Scenario, b: &Bounce, progress: &Progress) -> Result<BounceResult, SetupError> {
     let largest = b.sizes.iter().copied().max().unwrap_or(1);
     let stride = largest.next_multiple_of(4096);
     let nbuf = u64::from(b.cpus) * u64::from(b.in_flight);
@@ -291,7 +291,7 @@ pub fn run(s: &Scenario, b: &Bounce) -> Result<BounceResult, SetupError> {
                     api.unmap_page(hw, a, size, dir, attrs)
                 });
             }
-            progress::advance(1);
+            progress.advance(1);
         }
         let total = |call: &str| {
             t.stats

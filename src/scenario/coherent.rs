@@ -23,7 +23,7 @@
 //! in range with memory, an SMMU for `iommu` devices); a failed allocation is a result, and a
 //! free gives the memory back to where it came from; counts come from running the allocators.
 
-use super::{Ctx, RunInfo, Scenario, Shared, Workload};
+use super::{Ctx, Progress, RunInfo, Scenario, Shared, Workload};
 use crate::device::Device;
 use crate::dma::coherent::{Allocation, DmaCoherent, dma_alloc_attrs_gfp};
 use crate::dma::contiguous::{Gfp, Served};
@@ -700,7 +700,7 @@ enum Live {
 }
 
 /// Run the workload on the Model.
-pub fn run(s: &Scenario, w: &Coherent) -> Result<CoherentResult, String> {
+pub fn run(s: &Scenario, w: &Coherent, progress: &Progress) -> Result<CoherentResult, String> {
     let topo = s
         .profile
         .numa
@@ -849,7 +849,7 @@ pub fn run(s: &Scenario, w: &Coherent) -> Result<CoherentResult, String> {
             Err(e) => Err(e.clone()),
         };
         live.push(got.ok());
-        super::progress::advance(1);
+        progress.advance(1);
         rows.push(AllocRow {
             index,
             name: a.name.clone(),

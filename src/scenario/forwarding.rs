@@ -26,7 +26,7 @@
 //! cleaned does not change the CPU time per packet, so each packet's tx buffer is unmapped in the
 //! same iteration it was mapped.
 
-use super::{Ctx, RunInfo, Scenario, Shared, Workload, progress};
+use super::{Ctx, Progress, RunInfo, Scenario, Shared, Workload};
 use crate::arch::x86::physaddr::PhysAddrKind;
 use crate::device::{Device, PCI_SEG_BOUNDARY};
 use crate::drivers::ixgbe::IxgbeConfig;
@@ -267,7 +267,11 @@ pub fn forwarder(s: &Scenario, f: &Forwarding) -> Result<Forwarder, SetupError> 
 const PROGRESS_BLOCK: u64 = 1 << 16;
 
 /// Run a forwarding scenario on the Model.
-pub fn run(s: &Scenario, f: &Forwarding) -> Result<ForwardingResult, SetupError> {
+pub fn run(
+    s: &Scenario,
+    f: &Forwarding,
+    progress: &Progress,
+) -> Result<ForwardingResult, SetupError> {
     let mut fw = forwarder(s, f)?;
     // In blocks, so that progress is counted per block of packets rather than per packet;
     // forwarding a+b packets is forwarding a, then b.
@@ -276,7 +280,7 @@ pub fn run(s: &Scenario, f: &Forwarding) -> Result<ForwardingResult, SetupError>
         let n = left.min(PROGRESS_BLOCK);
         fw.forward(n)
             .map_err(|e| SetupError::Driver(e.to_string()))?;
-        progress::advance(n);
+        progress.advance(n);
         left -= n;
     }
     debug_assert!(fw.hw.ledger.depth_is_zero());

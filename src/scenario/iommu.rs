@@ -24,7 +24,7 @@
 //! time is the Model clock's advance across it; its counts are the ledger's difference across it,
 //! so per-operation figures and the breakdown agree.
 
-use super::{Ctx, RunInfo, Scenario, Shared, Workload, progress};
+use super::{Ctx, Progress, RunInfo, Scenario, Shared, Workload};
 use crate::hw::calls::{StackRow, stack_rows};
 use crate::hw::model::{Model, SmmuKind};
 use crate::hw::{Counter, Hw};
@@ -1179,7 +1179,7 @@ impl Meter {
 /// Run a checked IOMMU scenario on the Model. What the modelled kernel refuses (mapping over a
 /// live mapping, unmapping a hole) is recorded on the operation and the run goes on; only a
 /// domain that cannot be set up ends it.
-pub fn run(s: &Scenario) -> Result<IommuRunResult, String> {
+pub fn run(s: &Scenario, progress: &Progress) -> Result<IommuRunResult, String> {
     let cfg = s
         .iommu
         .ok_or_else(|| format!("scenario `{}` has no [iommu] domain", s.name))?;
@@ -1222,13 +1222,13 @@ pub fn run(s: &Scenario) -> Result<IommuRunResult, String> {
                     if let Err(e) = r {
                         m.refused(unmap, format!("iteration {it}: {e}"));
                     }
-                    progress::advance(1);
+                    progress.advance(1);
                 }
                 m.ops[map].iova = w.iova;
                 m.ops[unmap].iova = w.iova;
             }
         }
-        Workload::IommuOps(w) => run_ops(&mut hw, &mut m, s, &cfg, w, cmdq_shift)?,
+        Workload::IommuOps(w) => run_ops(&mut hw, &mut m, s, &cfg, w, cmdq_shift, progress)?,
         other => {
             return Err(format!(
                 "scenario `{}` is a {} workload, not an IOMMU one",
@@ -1321,6 +1321,7 @@ fn run_ops(
     cfg: &IommuConfig,
     w: &Ops,
     cmdq_shift: Option<u32>,
+    progress: &Progress,
 ) -> Result<(), String> {
     let ops = &w.ops;
     let mapped: u64 = ops
@@ -1519,7 +1520,7 @@ fn run_ops(
                 m.ops[i].shape = Some(d.pgtable.shape());
             }
         }
-        progress::advance(1);
+        progress.advance(1);
     }
     Ok(())
 }
@@ -1953,7 +1954,7 @@ of = "a"
     #[test]
     fn sweep_parses_and_runs() {
         let s = parse(SWEEP).unwrap();
-        let r = run(&s).unwrap();
+        let r = run(&s, &Progress::new()).unwrap();
         let u = r.op("unmap 2M").unwrap();
         assert_eq!(u.calls, 2);
         assert_eq!(u.per_call(Counter::SmmuTlbiva), 512.0);
@@ -1968,7 +1969,7 @@ of = "a"
     #[test]
     fn ops_run_with_allocated_and_fixed_iovas() {
         let s = parse(OPS).unwrap();
-        let r = run(&s).unwrap();
+        let r = run(&s, &Progress::new()).unwrap();
         assert_eq!(r.ops.len(), 4);
         // 4 MB contiguous and 2 MB aligned in IOVA and PA: two 2 MB blocks, one TLBIVAL each.
         let u = &r.ops[2];
@@ -1984,7 +1985,7 @@ of = "a"
         // op[3] unmaps 0x40000000+4M twice over: op[2] already removed it, so each iteration's
         // op[3] finds a hole (the core WARNs and unmaps 0 bytes).
         let text = OPS.replace("of = \"a\"", "iova = \"0x40000000\"\nsize = \"4M\"");
-        let r = run(&parse(&text).unwrap()).unwrap();
+        let r = run(&parse(&text).unwrap(), &Progress::new()).unwrap();
         assert_eq!((r.ops[3].calls, r.ops[3].errors), (2, 2));
         let first = r.ops[3].first_error.as_deref().unwrap();
         assert!(first.starts_with("iteration 0"), "{first}");
@@ -1996,7 +1997,7 @@ of = "a"
         // Mapped at a fixed IOVA twice without unmapping: -EEXIST on the second iteration only.
         let text = OPS.replace("\n[[workload.op]]\nop = \"unmap\"\nof = \"a\"\n", "");
         let text = text.replacen("name = \"a\"\n", "name = \"a\"\niova = \"0x80000000\"\n", 1);
-        let r = run(&parse(&text).unwrap()).unwrap();
+        let r = run(&parse(&text).unwrap(), &Progress::new()).unwrap();
         assert_eq!((r.ops[0].calls, r.ops[0].errors), (2, 1));
         let first = r.ops[0].first_error.as_deref().unwrap();
         assert!(first.starts_with("iteration 1"), "{first}");

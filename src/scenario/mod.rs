@@ -39,6 +39,7 @@ use toml::Spanned;
 pub use crate::hw::calls::{self, CallStat, StackRow};
 pub use crate::report::RunInfo;
 pub use crate::setup::{DeviceSetup, DmaOpsKind, IommuConfig, SmmuModel, SwiotlbSpec};
+pub use progress::Progress;
 pub use streaming::RunResult;
 
 /// What running a scenario produced, by workload kind.
@@ -200,7 +201,12 @@ pub enum RunError {
 
 /// Run any scenario on the Model.
 pub fn execute(s: &Scenario) -> Result<Outcome, RunError> {
-    let outcome = run_kind(s)?;
+    execute_with(s, &Progress::new())
+}
+
+/// [`execute`], counting the run's outer steps on `progress`.
+pub fn execute_with(s: &Scenario, progress: &Progress) -> Result<Outcome, RunError> {
+    let outcome = run_kind(s, progress)?;
     if outcome.total_ps() == u64::MAX {
         return Err(RunError::Input(InputError::new(
             &s.file,
@@ -210,29 +216,29 @@ pub fn execute(s: &Scenario) -> Result<Outcome, RunError> {
     Ok(outcome)
 }
 
-fn run_kind(s: &Scenario) -> Result<Outcome, Refused> {
+fn run_kind(s: &Scenario, p: &Progress) -> Result<Outcome, Refused> {
     let refused = |m: String| Refused {
         file: s.file.clone(),
         message: m,
     };
     match &s.workload {
-        Workload::Streaming(w) => streaming::run(s, w)
+        Workload::Streaming(w) => streaming::run(s, w, p)
             .map(Outcome::Streaming)
             .map_err(|e| refused(e.to_string())),
-        Workload::Forwarding(f) => forwarding::run(s, f)
+        Workload::Forwarding(f) => forwarding::run(s, f, p)
             .map(Outcome::Forwarding)
             .map_err(|e| refused(e.to_string())),
-        Workload::Bounce(b) => bounce::run(s, b)
+        Workload::Bounce(b) => bounce::run(s, b, p)
             .map(Outcome::Bounce)
             .map_err(|e| refused(e.to_string())),
         Workload::IommuSweep(_) | Workload::IommuOps(_) => {
-            iommu::run(s).map(Outcome::Iommu).map_err(refused)
+            iommu::run(s, p).map(Outcome::Iommu).map_err(refused)
         }
         Workload::UserAccess(u) => Ok(Outcome::UserAccess(user_access::run(s, u))),
-        Workload::Pipeline(p) => pipeline::run(s, p)
+        Workload::Pipeline(w) => pipeline::run(s, w, p)
             .map(Outcome::Pipeline)
             .map_err(|e| refused(e.to_string())),
-        Workload::Coherent(c) => coherent::run(s, c)
+        Workload::Coherent(c) => coherent::run(s, c, p)
             .map(|r| Outcome::Coherent(Box::new(r)))
             .map_err(refused),
     }
@@ -1531,7 +1537,7 @@ impl Scenario {
         }
     }
 
-    /// The outer steps the run counts with [`progress::advance`]: iterations (per size, for a
+    /// The outer steps the run counts with [`Progress::advance`]: iterations (per size, for a
     /// sweep or a bounce workload), or packets.
     pub fn progress_total(&self) -> u64 {
         match &self.workload {

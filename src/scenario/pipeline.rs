@@ -20,7 +20,7 @@
 //! dequeued before the engine completed it; what user space reads back is the engine's stamp for
 //! that block (checked every block, reported as `data_errors`).
 
-use super::{Ctx, RunInfo, Scenario, Shared, Workload, progress};
+use super::{Ctx, Progress, RunInfo, Scenario, Shared, Workload};
 use crate::device::Device;
 use crate::drivers::pl_dma::{Coherence, Flow, PlDma, PlDmaConfig};
 use crate::hw::Counter;
@@ -441,11 +441,11 @@ impl PipelineResult {
 }
 
 /// Run every option of a checked pipeline scenario on the Model.
-pub fn run(s: &Scenario, w: &Pipeline) -> Result<PipelineResult, SetupError> {
+pub fn run(s: &Scenario, w: &Pipeline, progress: &Progress) -> Result<PipelineResult, SetupError> {
     let runs = w
         .coherence
         .iter()
-        .map(|&c| run_option(s, w, c))
+        .map(|&c| run_option(s, w, c, progress))
         .collect::<Result<Vec<_>, _>>()?;
     let stacks = runs
         .iter()
@@ -482,7 +482,12 @@ fn transfer_ps(bytes: u64, mb_s: f64) -> u64 {
     }
 }
 
-fn run_option(s: &Scenario, w: &Pipeline, c: Coherence) -> Result<OptionRun, SetupError> {
+fn run_option(
+    s: &Scenario,
+    w: &Pipeline,
+    c: Coherence,
+    progress: &Progress,
+) -> Result<OptionRun, SetupError> {
     let mut m = Machine::boot(
         &s.profile,
         vec![NodeRange {
@@ -556,7 +561,7 @@ fn run_option(s: &Scenario, w: &Pipeline, c: Coherence) -> Result<OptionRun, Set
         dev_free = start.saturating_add(per_block);
         device_busy = device_busy.saturating_add(per_block);
         done.push_back(dev_free);
-        progress::advance(1);
+        progress.advance(1);
     }
     let first_left = n.saturating_sub(q);
     for j in first_left..n {

@@ -10,7 +10,7 @@
 //! the modelled kernel refuses is counted with its error, and the loop goes on as a driver
 //! would (a refused map is not unmapped).
 
-use super::{Ctx, RunInfo, Scenario, Shared, Workload, progress};
+use super::{Ctx, Progress, RunInfo, Scenario, Shared, Workload};
 use crate::device::Device;
 use crate::hw::cache::Access;
 use crate::hw::calls::{CallTimer, stack_rows};
@@ -324,7 +324,7 @@ impl RunResult {
 }
 
 /// Run a checked streaming scenario on the Model.
-pub fn run(s: &Scenario, w: &Streaming) -> Result<RunResult, SetupError> {
+pub fn run(s: &Scenario, w: &Streaming, progress: &Progress) -> Result<RunResult, SetupError> {
     // The driver's calls, and its buffer, on its device's node.
     let node = s.cpu_node();
     let mut m = if s.probes_smmu_v3() {
@@ -369,7 +369,7 @@ pub fn run(s: &Scenario, w: &Streaming) -> Result<RunResult, SetupError> {
                         api.unmap_sg(hw, &mut sgt, dir, attrs)
                     });
                 }
-                progress::advance(1);
+                progress.advance(1);
             }
         }
         Calls::SyncSg => {
@@ -387,7 +387,7 @@ pub fn run(s: &Scenario, w: &Streaming) -> Result<RunResult, SetupError> {
                     t.time(&mut hw, "dma_sync_sg_for_cpu", |hw| {
                         api.sync_sg_for_cpu(hw, &sgt, dir)
                     });
-                    progress::advance(1);
+                    progress.advance(1);
                 }
             }
         }
@@ -418,7 +418,7 @@ pub fn run(s: &Scenario, w: &Streaming) -> Result<RunResult, SetupError> {
                         api.sync_single_for_cpu(hw, addr, len, dir)
                     });
                 }
-                progress::advance(1);
+                progress.advance(1);
             }
         }
         Calls::MapUnmapPage | Calls::MapUnmapSingle => {
@@ -453,7 +453,7 @@ pub fn run(s: &Scenario, w: &Streaming) -> Result<RunResult, SetupError> {
                         });
                     }
                 }
-                progress::advance(1);
+                progress.advance(1);
             }
         }
     }
@@ -639,7 +639,7 @@ mod tests {
     use crate::scenario::tests::GOOD;
 
     fn go(s: &Scenario) -> RunResult {
-        run(s, s.streaming().unwrap()).unwrap()
+        run(s, s.streaming().unwrap(), &Progress::new()).unwrap()
     }
 
     fn scenario(text: &str) -> Scenario {

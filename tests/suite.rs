@@ -1,0 +1,34 @@
+//! The integration tests, one crate: each module is one end-to-end area of the product (exact
+//! operation counts, reproduction tolerances, CLI errors, documents). One crate links once, where
+//! a crate per file linked the library thirty times over.
+
+mod batched_sync;
+mod bounce;
+mod calibrate_profile;
+mod cli;
+mod coherent_placement;
+mod coherent_scenario;
+mod compare;
+mod docs_examples;
+mod input_errors;
+mod iommu_dma;
+mod iommu_ops;
+mod iommu_props;
+mod json_documents;
+mod module_graph;
+mod mutation;
+mod numa_topology;
+mod pernuma_cma;
+mod plots;
+mod progress;
+mod release_rules;
+mod reproduce_figures;
+mod run_tables;
+mod sensitivity;
+mod smmu_walk_flush;
+mod snapshots;
+mod sweep;
+mod swiotlb_phys;
+mod zynq;
+mod zynq_pipeline;
+mod zynq_user_access;
