@@ -347,6 +347,17 @@ fn seg_boundary_preset(k: KernelVersion, _: &Target) -> SegBoundary {
     }
 }
 
+/// What `iommu_map_sg()` returns for a failed map: `size_t` 0 up to 5.14, the negative errno
+/// from 5.15 (`__iommu_map_sg` made `ssize_t` with the series that let `dma_map_sg` report
+/// errors).
+pub fn map_sg_returns(k: KernelVersion) -> crate::iommu::core::MapSgReturn {
+    if k >= KernelVersion(5, 15) {
+        crate::iommu::core::MapSgReturn::Errno
+    } else {
+        crate::iommu::core::MapSgReturn::Zero
+    }
+}
+
 /// How a release reserves and hands out CMA for coherent allocations on `arch` (a release
 /// preset, not an overridable policy: the boot parameters a release lacks are refused at boot).
 /// Read in kernel/dma/contiguous.c, mm/cma.c and arch/arm64/mm/init.c of 5.10, 5.11, 5.12,
@@ -808,6 +819,14 @@ mod tests {
             iova_alloc: false,
             outer_cache: false,
         }
+    }
+
+    #[test]
+    fn iommu_map_sg_returns_an_errno_from_5_15() {
+        use crate::iommu::core::MapSgReturn;
+        assert_eq!(map_sg_returns(KernelVersion(5, 14)), MapSgReturn::Zero);
+        assert_eq!(map_sg_returns(KernelVersion(5, 15)), MapSgReturn::Errno);
+        assert_eq!(map_sg_returns(KernelVersion(7, 1)), MapSgReturn::Errno);
     }
 
     #[test]

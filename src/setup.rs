@@ -473,7 +473,8 @@ pub fn iommu_domain_alloc_with_cmdq(
                     .with_rules(p.smmuv3_inv),
             ),
         };
-        Ok(IommuDomain::new(hw, t, ops, p.unmap_split))
+        Ok(IommuDomain::new(hw, t, ops, p.unmap_split)
+            .with_map_sg_returns(crate::policy::map_sg_returns(p.kernel)))
     })();
     hw.leave();
     r.map_err(SetupError::Domain)

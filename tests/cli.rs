@@ -797,15 +797,17 @@ fn a_long_run_shows_progress_on_a_terminal_and_nowhere_else() {
     assert!(quiet.trim().is_empty(), "-q, yet: {quiet:?}");
 }
 
-/// Runs every other test of this file in a child process whose temp directory is a fresh, empty
-/// one, then checks that the directory is still empty.
+/// Runs every other test of this module in a child process whose temp directory is a fresh,
+/// empty one, then checks that the directory is still empty.
 #[test]
 fn the_suite_leaves_nothing_in_the_temp_directory() {
     const ME: &str = "the_suite_leaves_nothing_in_the_temp_directory";
     let tmp = Scratch::new("tmpdir");
     std::fs::create_dir_all(&*tmp).unwrap();
+    // This module's tests, named as the harness names them (the path without the crate).
+    let module = module_path!().split_once("::").map_or("", |(_, m)| m);
     let o = Command::new(std::env::current_exe().unwrap())
-        .args(["--skip", ME, "--test-threads", "2"])
+        .args([&format!("{module}::"), "--skip", ME, "--test-threads", "2"])
         .env("TMPDIR", &*tmp)
         .output()
         .expect("the test binary runs");

@@ -183,6 +183,29 @@ pub struct IommuDomain {
     pub ops: FlushOps,
     split: SplitKind,
     costs: Costs,
+    /// What `iommu_map_sg()` hands back when a map fails, by release.
+    pub map_sg_returns: MapSgReturn,
+}
+
+/// What `iommu_map_sg()` returns for a map that failed part-way: up to 5.14 its `size_t` 0 (the
+/// error itself is lost); from 5.15 (`__iommu_map_sg` returns `ssize_t`, with the series that
+/// made `dma_map_sg` report errors) the negative errno of the page-table call that failed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MapSgReturn {
+    Zero,
+    #[default]
+    Errno,
+}
+
+impl MapSgReturn {
+    /// The value the caller sees, as the kernel prints it.
+    pub fn value(self, r: &Result<u64, IommuError>) -> String {
+        match (r, self) {
+            (Ok(b), _) => b.to_string(),
+            (Err(_), MapSgReturn::Zero) => "0".to_string(),
+            (Err(e), MapSgReturn::Errno) => e.errno().to_string(),
+        }
+    }
 }
 
 impl IommuDomain {
@@ -203,7 +226,14 @@ impl IommuDomain {
                 sg_entry: hw.sw_cost(SwKey::IommuMapSgEntry),
                 map_sg: hw.sw_cost(SwKey::IommuMapSg),
             },
+            map_sg_returns: MapSgReturn::default(),
         }
+    }
+
+    /// The release's `iommu_map_sg()` return on failure.
+    pub fn with_map_sg_returns(mut self, r: MapSgReturn) -> IommuDomain {
+        self.map_sg_returns = r;
+        self
     }
 
     pub fn split(&self) -> SplitKind {
@@ -317,7 +347,7 @@ impl IommuDomain {
     }
 
     /// `__iommu_map()`'s unroll of the `done` bytes it mapped from `iova` before failing with
-    /// `e`.
+    /// `e`: an `iommu_unmap()`, made even when `done` is 0, so its IOTLB sync always runs.
     #[cold]
     #[inline(never)]
     fn unroll<H: AsDynDeviceHw + ?Sized>(
@@ -327,9 +357,7 @@ impl IommuDomain {
         done: u64,
         e: IommuError,
     ) -> IommuError {
-        if done > 0 {
-            let _ = self.iommu_unmap(hw, IovaAddr(iova), done);
-        }
+        let _ = self.iommu_unmap(hw, IovaAddr(iova), done);
         e
     }
 
@@ -390,9 +418,10 @@ impl IommuDomain {
             }
         }
         if let Err(e) = r {
-            if mapped > 0 {
-                let _ = self.iommu_unmap(hw, iova, mapped);
-            }
+            // `__iommu_map_sg`'s own undo: an iommu_unmap() of what the runs before the failed
+            // one mapped, made even when that is nothing (and then only its IOTLB sync does any
+            // work), after the failed run's own unroll.
+            let _ = self.iommu_unmap(hw, iova, mapped);
             hw.leave();
             return Err(e);
         }
@@ -410,6 +439,9 @@ impl IommuDomain {
         size: u64,
         gather: &mut IommuIotlbGather,
     ) -> Result<u64, IommuError> {
+        if size == 0 {
+            return self.unmap_nothing(hw, frame, iova);
+        }
         self.check_aligned("unmap", iova, 0, size)?;
         let back = hw.enter_id(frame);
         let mut sw = SwAcc::default();
@@ -440,6 +472,27 @@ impl IommuDomain {
             }),
             None => Ok(unmapped),
         }
+    }
+
+    /// `__iommu_unmap()` of 0 bytes at an aligned IOVA (the unrolls of a map that failed at its
+    /// first page): the checks pass, the loop does not run, 0 bytes come back and no error.
+    #[cold]
+    #[inline(never)]
+    fn unmap_nothing<H: AsDynDeviceHw + ?Sized>(
+        &mut self,
+        hw: &mut H,
+        frame: &'static FrameId,
+        iova: u64,
+    ) -> Result<u64, IommuError> {
+        if iova & (self.min_pagesz() - 1) != 0 {
+            return self.alignment_error("unmap", iova, 0, 0).map(|()| 0);
+        }
+        let back = hw.enter_id(frame);
+        let mut sw = SwAcc::default();
+        sw.add(self.costs.unmap);
+        sw.flush(hw);
+        hw.leave_id(frame, back);
+        Ok(0)
     }
 
     /// [`Self::unmap_range`]'s loop after its first pass has unmapped `unmapped` bytes: the
@@ -813,5 +866,78 @@ mod seed001 {
         assert_eq!(e, Err(IommuError::Exists(IovaAddr(IOVA + 0x5000))));
         assert!(d.iova_to_phys(&mut r, IovaAddr(IOVA)).is_none());
         assert!(d.iova_to_phys(&mut r, IovaAddr(IOVA + 0x5000)).is_some());
+    }
+
+    /// An `iommu_map_sg` of 16 pages whose first eight are one physically contiguous run, over a
+    /// page already mapped at the sixth. Both unrolls are `iommu_unmap()` calls, made even when
+    /// they have nothing to unmap, and each ends in an IOTLB sync (arm-smmu's syncs the context
+    /// whatever the gather holds):
+    /// - 5.14 (one `ops->map` per page): pages 0-4 map, page 5 fails; `__iommu_map`'s unroll
+    ///   unmaps five pages (five driver calls, five leaf TLBIVAL) and syncs; `__iommu_map_sg`'s own
+    ///   `iommu_unmap` of the 0 bytes of earlier runs syncs again. It returns 0 (`size_t`).
+    /// - 5.15 (`map_pages` of the run): io-pgtable checks the eight PTEs before writing any and
+    ///   refuses the run whole, so both unrolls unmap nothing, and each syncs. It returns
+    ///   -EEXIST.
+    #[test]
+    fn a_failed_map_sg_unrolls_through_iommu_unmap_as_each_release_does() {
+        for (kernel, split, returns, unmap_calls, tlbival, ret) in [
+            (
+                "5.14",
+                Box::new(PerPage) as Box<dyn UnmapSplit>,
+                MapSgReturn::Zero,
+                5,
+                5,
+                "0",
+            ),
+            (
+                "5.15",
+                Box::new(UnmapPages),
+                MapSgReturn::Errno,
+                0,
+                0,
+                "-EEXIST",
+            ),
+        ] {
+            let mut r = Recorder::new(64);
+            let d = domain(&mut r, Box::new(ByVa), split);
+            let mut d = d.with_map_sg_returns(returns);
+            d.iommu_map(
+                &mut r,
+                IovaAddr(IOVA + 0x5000),
+                PhysAddr(0x9000_0000),
+                4096,
+                Prot::RW,
+            )
+            .unwrap();
+            // Entries 0-7 contiguous from 0x2000_0000, 8-15 scattered.
+            let mut segs: Vec<(PhysAddr, u64)> = (0..8)
+                .map(|i| (PhysAddr(0x2000_0000 + i * 4096), 4096))
+                .collect();
+            segs.extend(
+                scattered(8)
+                    .into_iter()
+                    .map(|(p, l)| (PhysAddr(p.0 + (1 << 30)), l)),
+            );
+            let mut r = Recorder::new(64);
+            let e = d.iommu_map_sg(&mut r, IovaAddr(IOVA), &segs, Prot::RW);
+            assert_eq!(
+                e,
+                Err(IommuError::Exists(IovaAddr(IOVA + 0x5000))),
+                "{kernel}"
+            );
+            assert_eq!(d.map_sg_returns.value(&e), ret, "{kernel}");
+            assert_eq!(r.count_of(Counter::SmmuTlbsync), 2, "{kernel}");
+            assert_eq!(
+                r.count_of(Counter::PgtableUnmapCall),
+                unmap_calls,
+                "{kernel}"
+            );
+            assert_eq!(r.count_of(Counter::SmmuTlbival), tlbival, "{kernel}");
+            // Nothing of the list stays mapped; the page that was there before still is.
+            for i in (0..16).filter(|&i| i != 5) {
+                assert!(d.iova_to_phys(&mut r, IovaAddr(IOVA + i * 4096)).is_none());
+            }
+            assert!(d.iova_to_phys(&mut r, IovaAddr(IOVA + 0x5000)).is_some());
+        }
     }
 }

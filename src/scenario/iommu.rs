@@ -1407,7 +1407,19 @@ fn run_ops(
                                 if let IovaSpec::Fixed(a) = mo.iova {
                                     m.ops[i].iova = a;
                                 }
-                                m.returned(i, e.errno().to_string(), 0);
+                                // What iommu_map_sg() itself returned (an IOVA the
+                                // allocator refused never reached it).
+                                let iova_refused = matches!(
+                                    e,
+                                    IommuError::IovaZero { .. } | IommuError::IovaExhausted { .. }
+                                );
+                                let returned = match mo.call {
+                                    MapCall::MapSg if !iova_refused => {
+                                        d.map_sg_returns.value(&Err(e.clone()))
+                                    }
+                                    _ => e.errno().to_string(),
+                                };
+                                m.returned(i, returned, 0);
                                 m.refused(i, at(&e));
                                 break 'op;
                             }
