@@ -28,7 +28,7 @@ use crate::iommu::arm_smmu_v3::SmmuV3Rules;
 use crate::iommu::core::SplitKind;
 use crate::iommu::dma_fq::Invalidation;
 use crate::iommu::dma_iommu::UnmapLookup;
-use crate::iommu::io_pgtable_arm::BlockUnmap;
+use crate::iommu::io_pgtable_arm::{BlockUnmap, PteClear};
 use crate::iommu::iova::IovaRelease;
 use crate::platform::{Arch, Profile};
 
@@ -180,6 +180,7 @@ pub struct Policies {
     pub smmuv3_inv: SmmuV3Rules,
     pub unmap_split: SplitKind,
     pub block_unmap: BlockUnmap,
+    pub pte_clear: PteClear,
     pub invalidation: Invalidation,
     pub iova: IovaRelease,
     pub unmap_lookup: UnmapLookup,
@@ -290,6 +291,15 @@ fn unmap_split_preset(k: KernelVersion, _: &Target) -> SplitKind {
 
 /// 6.13 retired `arm_lpae_split_blk_unmap()` (commit 33729a5fc0ca, in the Arm SMMU updates
 /// for 6.13): a partial unmap of a block WARNs once and unmaps nothing.
+/// io-pgtable-arm clears and cleans an unmapped run at once from 6.12 (commit 85b715a33458).
+fn pte_clear_preset(k: KernelVersion, _: &Target) -> PteClear {
+    if k >= KernelVersion(6, 12) {
+        PteClear::PerRun
+    } else {
+        PteClear::PerPte
+    }
+}
+
 fn block_unmap_preset(k: KernelVersion, _: &Target) -> BlockUnmap {
     if k >= KernelVersion(6, 13) {
         BlockUnmap::Refuse
@@ -654,6 +664,14 @@ pub static REGISTRY: &[PolicyDef] = &[
         "io-pgtable-arm unmap of part of a block: replace the block by a table mapping the rest (split, <= 6.12) or WARN once and unmap nothing (refuse, 6.13)"
     ),
     policy_def!(
+        pte_clear,
+        PteClear,
+        pte_clear_preset,
+        iommu_only,
+        "per-run from 6.12, per-pte before",
+        "io-pgtable-arm unmap of a run of entries: each cleared and (non-coherent walker) cleaned in turn, a tlb_add_page per leaf (per-pte, <= 6.11); or tables first, then the run cleared and cleaned with one sync and a tlb_add_page for every entry, tables included (per-run, 6.12)"
+    ),
+    policy_def!(
         invalidation,
         Invalidation,
         invalidation_preset,
@@ -736,6 +754,7 @@ impl Policies {
             smmuv3_inv: smmuv3_inv_preset(kernel, t),
             unmap_split: unmap_split_preset(kernel, t),
             block_unmap: block_unmap_preset(kernel, t),
+            pte_clear: pte_clear_preset(kernel, t),
             invalidation: invalidation_preset(kernel, t),
             iova: iova_preset(kernel, t),
             unmap_lookup: unmap_lookup_preset(kernel, t),

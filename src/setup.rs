@@ -460,6 +460,7 @@ pub fn iommu_domain_alloc_with_cmdq(
         let walk_sync = (!cfg.coherent_walk).then(|| arch_dma(profile, p));
         let pcfg = IoPgtableCfg {
             block_unmap: p.block_unmap,
+            pte_clear: p.pte_clear,
             node: cfg.node,
             ..IoPgtableCfg::new(cfg.granule, cfg.ias)
         };

@@ -24,9 +24,11 @@
 //! already present (`-EEXIST`, WARN) and replaces a table, whatever it still maps, by unmapping
 //! it with no gather (one walk flush, the subtree freed) before writing the block; within one
 //! call the entries are taken in order, so a refused call may already have freed the tables of
-//! the entries before the leaf. Not modelled: 6.1+ cleans a run of cleared PTEs at once for a
-//! non-coherent walker (this model cleans each as it is written, as 5.15 does); later releases
-//! also gather a `tlb_add_page` for every cleared entry, tables included.
+//! the entries before the leaf. Up to 6.11 each entry of an unmapped run is cleaned as it is
+//! cleared; from 6.12 ([`PteClear`]) the run's tables go first, then the run is cleared and
+//! cleaned with one sync and every entry of it, tables included, gets a `tlb_add_page`. The map
+//! side has cleaned a run of new leaves with one sync since 5.15's `map_pages`
+//! (`__arm_lpae_init_pte` of `num_entries`), in every release read to 7.1.
 //! `arm_lpae_map()` / `arm_lpae_map_pages()` end every call that reaches the walk with `wmb()`
 //! (the same in every release read, 5.14 to 7.1); one that returns early (no R/W access, a bad
 //! size) issues none.
@@ -114,6 +116,29 @@ impl crate::types::Choice for BlockUnmap {
     }
 }
 
+/// How `__arm_lpae_unmap()` clears a run of entries at the level being unmapped — the
+/// `pte_clear` policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PteClear {
+    /// ≤ 6.11: entry by entry, each cleaned to PoC as it is cleared (non-coherent walker), a
+    /// leaf's `tlb_add_page` after it, a table walk-flushed and freed.
+    PerPte,
+    /// 6.12 (commit 85b715a33458, "Optimise non-coherent unmap"): tables first, then the whole
+    /// run cleared and cleaned with one sync, then a `tlb_add_page` for every entry of the run,
+    /// tables included.
+    PerRun,
+}
+
+impl crate::types::Choice for PteClear {
+    const ALL: &'static [Self] = &[PteClear::PerPte, PteClear::PerRun];
+    fn name(self) -> &'static str {
+        match self {
+            PteClear::PerPte => "per-pte",
+            PteClear::PerRun => "per-run",
+        }
+    }
+}
+
 /// `struct io_pgtable_cfg`, the parts a stage-1 LPAE table uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IoPgtableCfg {
@@ -129,6 +154,8 @@ pub struct IoPgtableCfg {
     pub quirk_ns: bool,
     /// The release's rule for a partial unmap of a block.
     pub block_unmap: BlockUnmap,
+    /// The release's way of clearing a run of entries on unmap.
+    pub pte_clear: PteClear,
 }
 
 impl IoPgtableCfg {
@@ -140,6 +167,7 @@ impl IoPgtableCfg {
             node: 0,
             quirk_ns: false,
             block_unmap: BlockUnmap::Split,
+            pte_clear: PteClear::PerPte,
         }
     }
 }
@@ -1257,6 +1285,9 @@ impl ArmLpaeIoPgtable {
         ptep: PhysAddr,
         ptes: &[u64],
     ) -> u64 {
+        if self.cfg.pte_clear == PteClear::PerRun {
+            return self.clear_ptes_per_run(hw, tlb, gather, iova, size, lvl, ptep, ptes);
+        }
         let mut i = 0u64;
         for &pte in ptes {
             if pte == 0 {
@@ -1283,6 +1314,54 @@ impl ArmLpaeIoPgtable {
             i += 1;
         }
         self.clear_entries(ptep, lvl, i);
+        i * size
+    }
+
+    /// 6.12's leaf-level run of `__arm_lpae_unmap()` (commit 85b715a33458): the run's table
+    /// entries are cleared (each cleaned at once), walk-flushed and freed first; then every
+    /// entry of the run is cleared and the run cleaned with one `__arm_lpae_sync_pte` of them
+    /// all; then, unless the gather is queued, `tlb_add_page` for each entry, tables included.
+    #[allow(clippy::too_many_arguments)]
+    #[cold]
+    #[inline(never)]
+    fn clear_ptes_per_run<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
+        &mut self,
+        hw: &mut H,
+        tlb: &mut T,
+        gather: &mut IommuIotlbGather,
+        iova: u64,
+        size: u64,
+        lvl: u32,
+        ptep: PhysAddr,
+        ptes: &[u64],
+    ) -> u64 {
+        let mut i = 0u64;
+        for &pte in ptes {
+            if pte == 0 {
+                hw.count(Counter::Warn, 1);
+                break;
+            }
+            self.pending_sw.add(self.costs.clear_pte);
+            if !Self::pte_is_leaf(pte, lvl) {
+                let at = ptep.0 + i * 8;
+                self.write_ptes(PhysAddr(at), lvl, 1, |_| 0);
+                self.sync_ptes(hw, PhysAddr(at), 1);
+                self.pending_sw.flush(hw);
+                super::tlb_flush_walk(tlb, hw, iova + i * size, size, self.cfg.granule);
+                let child = self.pte_to_paddr(pte);
+                let back = hw.enter_id(crate::frame_id!("__arm_lpae_free_pgtable"));
+                self.free_pgtable(hw.as_dyn(), lvl + 1, child);
+                hw.leave_to(back);
+            }
+            i += 1;
+        }
+        self.clear_entries(ptep, lvl, i);
+        if i > 0 {
+            self.sync_ptes(hw, ptep, i);
+        }
+        for j in 0..i {
+            self.tlb_add_leaf(hw, tlb, gather, iova + j * size, size);
+        }
         i * size
     }
 
