@@ -209,8 +209,8 @@ iterations = 10
         let diff = unmap_ps(&remote) - unmap_ps(&local);
         assert!((diff - protocol).abs() < 1.0, "{diff} vs {protocol}");
         // Both pinned (ps per unmap), as the profile prices them today.
-        assert_eq!(unmap_ps(&remote).round(), 585_476.0);
-        assert_eq!(unmap_ps(&local).round(), 259_076.0);
+        assert_eq!(unmap_ps(&remote).round(), 686_628.0);
+        assert_eq!(unmap_ps(&local).round(), 360_228.0);
         // The driver on node 0 with the queue there: its own two transfers are local, the
         // SMMU's two cross the sockets.
         let node0 = run(&SCENARIO.replace("numa_node = 2", "numa_node = 0"));

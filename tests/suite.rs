@@ -20,6 +20,7 @@ mod mutation;
 mod numa_topology;
 mod pernuma_cma;
 mod plots;
+mod priced;
 mod progress;
 mod release_rules;
 mod reproduce_figures;

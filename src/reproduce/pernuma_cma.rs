@@ -233,7 +233,7 @@ pub fn run() -> Result<Report, InputError> {
             "the time is the whole arm_smmu_cmdq_issue_sync() call (arm_smmu_cmdq_issue_cmdlist with one CMD_SYNC): from writing the command to seeing its MSI payload".into(),
             format!("Linux 5.10 (arm_smmu_cmdq_issue_sync, MSI polling); cma={}M, and cma_pernuma={}M in the after case: sizes not stated, any that holds the queues gives the same placement", CMA / MIB, CMA_PERNUMA / MIB),
             format!("IDR1: CMDQS {}, EVTQS {}, SIDSIZE {} (not published for Hi1620): a command queue of {} KiB, larger than a page, so it reaches CMA as the seed's did; no PRI queue; a 2-level stream table whose level-1 table is one page and so skips CMA", IDR1.cmdqs, IDR1.evtqs, IDR1.sidsize, (16u64 << IDR1.cmdqs) >> 10),
-            "the unmap rows price the SMMU and queue side only: the profile holds no software costs for the iommu_unmap path (no Kunpeng 920 row to fit them); page tables come from alloc_pages_node on the SMMU's node (not priced by node: table walks are not modelled)".into(),
+            "the unmap rows add to the SMMU and queue side the iommu core's and io-pgtable's software costs, which the profile holds at instruction counts (no Kunpeng 920 row measures them); page tables come from alloc_pages_node on the SMMU's node (not priced by node: table walks are not modelled)".into(),
         ],
         rows,
     })
