@@ -232,9 +232,13 @@ fn an_exhausted_node_area_falls_back_to_the_default_then_the_page_allocator() {
 
 #[test]
 fn the_page_allocator_falls_back_along_the_distance_order() {
-    // No CMA at all; node 3's memory used up, so a device on node 3 gets node 2's (distance
-    // 12), not node 0's (22).
-    let (mut mem, mut c) = boot(KernelVersion(5, 10), &CmaBoot::default());
+    // No CMA at all (a build with CONFIG_CMA_SIZE_MBYTES=0 and no cma=); node 3's memory used
+    // up, so a device on node 3 gets node 2's (distance 12), not node 0's (22).
+    let none = CmaBoot {
+        size_mbytes: 0,
+        ..CmaBoot::default()
+    };
+    let (mut mem, mut c) = boot(KernelVersion(5, 10), &none);
     while mem
         .alloc_pages_node(3, 10, None)
         .is_ok_and(|p| mem.node_of(p) == Some(3))
@@ -267,4 +271,32 @@ fn managed_allocations_are_freed_when_the_driver_detaches() {
     assert_eq!(c.live().len(), 1, "the unmanaged one stays");
     assert_eq!(c.cma.pernuma[2].as_ref().unwrap().used_pages(), 2);
     assert_eq!(mem.allocated_bytes(), before);
+}
+
+/// Without `cma=` the arm64 defconfig's CONFIG_CMA_SIZE_MBYTES (32) still reserves a default
+/// area on node 0, below the DMA zone's limit, and a device with no area of its own is served
+/// from it; a build set to 0 has none.
+#[test]
+fn without_cma_the_defconfig_size_reserves_a_default_area() {
+    let (mut mem, mut c) = boot(KernelVersion(5, 10), &CmaBoot::default());
+    let area = c
+        .cma
+        .areas()
+        .find(|a| a.name == "reserved")
+        .expect("a default area");
+    assert_eq!((area.node, area.size()), (0, 32 * MIB));
+    let dev = Device {
+        numa_node: Some(3),
+        ..Device::new("nic", true, 64)
+    };
+    let a = c
+        .alloc(&mut mem, &dev, 64 << 10, Gfp::KERNEL, false)
+        .unwrap();
+    assert_eq!((a.served, a.node), (Served::Area("reserved".into()), 0));
+    let none = CmaBoot {
+        size_mbytes: 0,
+        ..CmaBoot::default()
+    };
+    let (_, c) = boot(KernelVersion(5, 10), &none);
+    assert_eq!(c.cma.areas().count(), 0);
 }

@@ -222,3 +222,26 @@ iterations = 10
         );
     }
 }
+
+/// With CMA configured, 5.10 caps a queue at `PAGE_SHIFT + CONFIG_CMA_ALIGNMENT` bytes (1 MiB:
+/// 2^16 commands of 16 bytes, 2^15 events of 32), whatever larger size IDR1 offers.
+#[test]
+fn queues_are_capped_at_the_cma_alignment() {
+    let p = Profile::load("kunpeng920").unwrap();
+    let b = boot(Some(16 * MIB));
+    let mut mem = numa_memory(&p, vec![]);
+    let mut coh = dma_coherent_init(&mut mem, KernelVersion(5, 10), &b);
+    let mut hw = Model::new(p.model.clone());
+    let dev = Device {
+        numa_node: Some(2),
+        ..Device::new("smmu-socket1", true, 44)
+    };
+    let big = SmmuV3Idr1 {
+        cmdqs: 19,
+        evtqs: 19,
+        sidsize: 16,
+    };
+    let s = arm_smmu_init_structures(&mut hw, &mut coh, &mut mem, &dev, big).unwrap();
+    assert_eq!((s.cmdq.max_n_shift, s.cmdq.alloc.size), (16, 1 << 20));
+    assert_eq!((s.evtq.max_n_shift, s.evtq.alloc.size), (15, 1 << 20));
+}

@@ -141,3 +141,21 @@ fn an_access_size_the_architecture_does_not_have_exits_2() {
     assert!(!e.contains("panicked"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// ARM defines no pgprot_device of its own in 3.14-4.0: from 3.19 asm-generic's fallback makes
+/// it pgprot_noncached (strongly-ordered); before that a driver calling it does not build.
+#[test]
+fn pgprot_device_is_noncached_from_3_19_and_absent_before() {
+    let text = include_str!("../scenarios/zynq-user-access.toml")
+        .replace("buffer = \"200M\"", "buffer = \"1M\"")
+        .replace(
+            "mapping = \"dma_mmap_coherent\"",
+            "mapping = \"remap_pfn_range\"\nprot = \"device\"",
+        );
+    let r = run(&text);
+    assert_eq!(r.workload.memory_type(), MemType::StronglyOrdered);
+    let old = text.replace("kernel = \"3.19\"", "kernel = \"3.16\"");
+    let e = Scenario::parse("u.toml", &old, std::path::Path::new(".")).unwrap_err();
+    assert_eq!(e.key.as_deref(), Some("workload.prot"), "{e}");
+    assert!(e.line.is_some() && e.message.contains("3.19"), "{e}");
+}

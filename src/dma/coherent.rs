@@ -424,7 +424,11 @@ mod tests {
             zone_dma_bits: 32,
             default_below_dma32: false,
         };
-        let cma = Contiguous::reserve(&mut mem, rules, &CmaBoot::default(), &[0, 1]);
+        let none = CmaBoot {
+            size_mbytes: 0,
+            ..CmaBoot::default()
+        };
+        let cma = Contiguous::reserve(&mut mem, rules, &none, &[0, 1]);
         (mem, DmaCoherent::new(cma, 0))
     }
 

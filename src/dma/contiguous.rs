@@ -64,13 +64,31 @@ pub struct CmaCmdline {
     pub limit: u64,
 }
 
-/// The CMA boot parameters of a scenario (`[boot]`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// `CONFIG_CMA_SIZE_MBYTES` of the arm64 defconfig (arch/arm64/configs/defconfig, 5.10 and
+/// later): the default area's size when the command line has no `cma=`. The Kconfig default
+/// is 16; the defconfig sets 32.
+pub const CMA_SIZE_MBYTES_ARM64_DEFCONFIG: u64 = 32;
+
+/// The CMA boot parameters of a scenario (`[boot]`), and the build's CMA size.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CmaBoot {
     pub cma: Option<CmaCmdline>,
     pub cma_pernuma: Option<u64>,
     /// `numa_cma=` as (node, size) pairs, in the order given.
     pub numa_cma: Vec<(u32, u64)>,
+    /// `CONFIG_CMA_SIZE_MBYTES`: the default area's size in MiB without `cma=` (0: none).
+    pub size_mbytes: u64,
+}
+
+impl Default for CmaBoot {
+    fn default() -> CmaBoot {
+        CmaBoot {
+            cma: None,
+            cma_pernuma: None,
+            numa_cma: Vec::new(),
+            size_mbytes: CMA_SIZE_MBYTES_ARM64_DEFCONFIG,
+        }
+    }
 }
 
 /// The kernel's `memparse()`: a number (decimal, or hex with `0x`), then an optional K, M, G,
@@ -293,11 +311,13 @@ impl Contiguous {
     }
 
     fn reserve_default(&mut self, mem: &mut PhysMem, boot: &CmaBoot) {
-        let Some(cmd) = boot.cma else {
-            // CONFIG_CMA_SIZE_MBYTES is 0 in the arm64 defconfig of these releases (the size
-            // comes from `cma=`), so without it there is no default area.
-            return;
-        };
+        // Without `cma=`, dma_contiguous_reserve() takes the build's size
+        // (CONFIG_CMA_SIZE_SEL_MBYTES: CONFIG_CMA_SIZE_MBYTES), below the same limit.
+        let cmd = boot.cma.unwrap_or(CmaCmdline {
+            size: boot.size_mbytes.saturating_mul(1 << 20),
+            base: 0,
+            limit: 0,
+        });
         if cmd.size == 0 {
             return;
         }

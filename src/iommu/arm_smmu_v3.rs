@@ -63,9 +63,11 @@ const CMDQ_SYNC_0_CS_SEV: u64 = 2;
 const ARM_SMMU_SH_ISH: u64 = 3;
 const ARM_SMMU_MEMATTR_OIWB: u64 = 0xf;
 
-/// `Q_MAX_SZ_SHIFT` (5.10): `PAGE_SHIFT + MAX_ORDER - 1` with 4 KB pages and `MAX_ORDER` 11,
-/// the largest queue `dmam_alloc_coherent()` is asked for (4 MiB).
-pub const Q_MAX_SZ_SHIFT: u32 = 22;
+/// `Q_MAX_SZ_SHIFT` (5.10), the largest queue `dmam_alloc_coherent()` is asked for: with CMA
+/// configured it is `PAGE_SHIFT + CONFIG_CMA_ALIGNMENT` (12 + 8 with 4 KB pages and the default
+/// alignment: 1 MiB), so a queue fits the alignment CMA can give; only a kernel without CMA
+/// uses `PAGE_SHIFT + MAX_ORDER - 1` (4 MiB). Every machine modelled here has CMA.
+pub const Q_MAX_SZ_SHIFT: u32 = 12 + 8;
 /// `CMDQ_ENT_SZ_SHIFT`, `EVTQ_ENT_SZ_SHIFT`: 16-byte commands, 32-byte events.
 pub const CMDQ_ENT_SZ_SHIFT: u32 = 4;
 pub const EVTQ_ENT_SZ_SHIFT: u32 = 5;

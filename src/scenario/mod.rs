@@ -423,6 +423,8 @@ struct BootSection {
     cma: Option<Spanned<String>>,
     cma_pernuma: Option<Spanned<String>>,
     numa_cma: Option<Spanned<String>>,
+    /// The kernel's build: `CONFIG_CMA_SIZE_MBYTES`, the default area without `cma=`.
+    cma_size_mbytes: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -1692,6 +1694,10 @@ fn boot_section(c: &Ctx, b: &BootSection, lines: &mut Lines) -> Result<CmaBoot, 
         lines.boot_numa_cma = Some(c.line(v.span()));
         boot.numa_cma =
             parse_numa_cma(v.get_ref().trim()).map_err(|m| c.err(v.span(), "boot.numa_cma", m))?;
+    }
+    if let Some(v) = &b.cma_size_mbytes {
+        lines.boot_cma = lines.boot_cma.or(Some(c.line(v.span())));
+        boot.size_mbytes = c.int(v, "boot.cma_size_mbytes", 0..=(1 << 20))? as u64;
     }
     Ok(boot)
 }

@@ -339,6 +339,8 @@ impl CpuSplit {
 #[derive(Clone, Debug)]
 pub struct OptionRun {
     pub coherence: Coherence,
+    /// What the driver does, in a driver writer's words, under this release.
+    pub what: String,
     /// The engine's bandwidth in this option (the ACP's port may limit it), MB/s.
     pub engine_mb_s: f64,
     /// Modelled time from the first enqueue until the last block was consumed.
@@ -437,6 +439,22 @@ pub struct PipelineResult {
 impl PipelineResult {
     pub fn run(&self, c: Coherence) -> Option<&OptionRun> {
         self.runs.iter().find(|r| r.coherence == c)
+    }
+}
+
+/// What the driver does for option `c` under `kernel`. ARMv7 reads the device tree's
+/// `dma-coherent` only from 3.16 (`of_dma_is_coherent` → `set_arch_dma_coherent_ops` in
+/// `of_dma_configure`); on 3.14 and 3.15 a device on the ACP gets `arm_dma_ops` like any other,
+/// so the modelled driver installs `arm_coherent_dma_ops` itself (`set_dma_ops`, exported since
+/// 3.6) before it maps anything, and the report says so.
+fn describe(c: Coherence, kernel: crate::policy::KernelVersion) -> String {
+    if c == Coherence::Acp && kernel < crate::policy::KernelVersion(3, 16) {
+        format!(
+            "{}; {kernel} ignores the DT `dma-coherent` property, so the driver sets arm_coherent_dma_ops itself",
+            c.describe()
+        )
+    } else {
+        c.describe().to_string()
     }
 }
 
@@ -572,6 +590,7 @@ fn run_option(
     let stacks = stack_rows(&hw.ledger);
     let split = CpuSplit::of(&stacks);
     Ok(OptionRun {
+        what: describe(c, s.kernel),
         coherence: c,
         engine_mb_s,
         elapsed_ps: cpu,
@@ -665,7 +684,7 @@ struct RunDoc<'a> {
     head: HeadDoc<'a>,
     device: DeviceDoc<'a>,
     workload: WorkloadDoc,
-    options: Vec<OptionDoc>,
+    options: Vec<OptionDoc<'a>>,
     best: &'static str,
     reason: &'a str,
     total_ns: f64,
@@ -684,9 +703,9 @@ struct WorkloadDoc {
 }
 
 #[derive(Serialize)]
-struct OptionDoc {
+struct OptionDoc<'a> {
     coherence: &'static str,
-    what: &'static str,
+    what: &'a str,
     user_memory: &'static str,
     engine_mb_s: f64,
     throughput_mb_s: f64,
@@ -706,13 +725,13 @@ struct OptionDoc {
     cpu_busy_ns: f64,
 }
 
-fn option_doc(r: &OptionRun) -> OptionDoc {
+fn option_doc(r: &OptionRun) -> OptionDoc<'_> {
     let s = &r.split;
     let mb = |ps| per_mb_ms(ps, r.bytes);
     let user = |ps| r.user_access_charged.then(|| mb(ps));
     OptionDoc {
         coherence: r.coherence.name(),
-        what: r.coherence.describe(),
+        what: &r.what,
         user_memory: r.coherence.user_memory().name(),
         engine_mb_s: r.engine_mb_s,
         throughput_mb_s: r.throughput_mb_s(),
@@ -820,7 +839,7 @@ pub fn table(r: &PipelineResult) -> String {
             o,
             "\n{}: {}; user mapping {}; engine {} MB/s",
             x.coherence.name(),
-            x.coherence.describe(),
+            x.what,
             x.coherence.user_memory().name(),
             trim_float(x.engine_mb_s)
         );

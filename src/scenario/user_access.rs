@@ -132,6 +132,8 @@ pub struct UserAccess {
     pub access_bytes: u64,
     /// The line of `access_bytes`, for the arch check at resolve.
     pub access_line: Option<usize>,
+    /// The line of `prot`, for the release check at resolve.
+    pub prot_line: Option<usize>,
     pub iterations: u32,
 }
 
@@ -167,6 +169,19 @@ impl UserAccess {
                     arch.name()
                 ),
             ));
+        }
+        // ARM has no pgprot_device of its own in these releases; asm-generic's fallback to
+        // pgprot_noncached arrived in 3.19, so a driver calling it does not build before that.
+        if self.mapping.prot() == Pgprot::Device && s.kernel < crate::policy::KernelVersion(3, 19) {
+            return Err(InputError {
+                file: s.file.clone(),
+                line: self.prot_line,
+                key: Some("workload.prot".into()),
+                message: format!(
+                    "pgprot_device does not exist on ARM in {}: asm-generic's fallback (pgprot_noncached, strongly-ordered) arrived in 3.19; use noncached, or kernel 3.19 or later",
+                    s.kernel
+                ),
+            });
         }
         let size = self.size_on(arch);
         if !access_sizes(arch).contains(&size) {
@@ -335,6 +350,7 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, _shared: &Shared) -> Result<Wor
         pattern,
         access_bytes,
         access_line,
+        prot_line: w.prot.as_ref().map(|p| c.line(p.span())),
         iterations,
     }))
 }

@@ -8,7 +8,9 @@
 //! What it models: with `CONFIG_ARM_DMA_MEM_BUFFERABLE` (default y for ARMv6/v7, which the
 //! seed's Zynq kernel is), `pgprot_dmacoherent` is `L_PTE_MT_BUFFERABLE | L_PTE_XN` — Normal
 //! non-cacheable, bufferable — the same type as `pgprot_writecombine`; `pgprot_noncached` is
-//! `L_PTE_MT_UNCACHED`, strongly-ordered; `pgprot_device` is Device; a vma's own
+//! `L_PTE_MT_UNCACHED`, strongly-ordered; `pgprot_device` has no ARM definition in these
+//! releases — asm-generic's fallback to `pgprot_noncached` (strongly-ordered) arrives in 3.19,
+//! and before it a driver calling it does not build (the scenario check refuses it); a vma's own
 //! `vm_page_prot` for an ordinary shared mapping is Normal write-back cacheable.
 //!
 //! Invariants: `remap_pfn_range` installs exactly the protection it is given: a user mapping's
@@ -32,7 +34,7 @@ pub enum Pgprot {
     WriteCombine,
     /// `pgprot_noncached(vm_page_prot)`.
     NonCached,
-    /// `pgprot_device(vm_page_prot)`.
+    /// `pgprot_device(vm_page_prot)`: on ARM 3.19-4.0, asm-generic's `pgprot_noncached`.
     Device,
 }
 
@@ -72,9 +74,8 @@ impl Pgprot {
             Pgprot::VmPageProt => MemType::Cached,
             // L_PTE_MT_BUFFERABLE for both (CONFIG_ARM_DMA_MEM_BUFFERABLE).
             Pgprot::DmaCoherent | Pgprot::WriteCombine => MemType::NormalNc,
-            // L_PTE_MT_UNCACHED.
-            Pgprot::NonCached => MemType::StronglyOrdered,
-            Pgprot::Device => MemType::Device,
+            // L_PTE_MT_UNCACHED; pgprot_device is pgprot_noncached (asm-generic, 3.19).
+            Pgprot::NonCached | Pgprot::Device => MemType::StronglyOrdered,
         }
     }
 }
@@ -98,6 +99,8 @@ mod tests {
         assert_eq!(get_dma_pgprot(false).memory_type(), MemType::NormalNc);
         assert_eq!(get_dma_pgprot(true).memory_type(), MemType::NormalNc);
         assert_eq!(Pgprot::NonCached.memory_type(), MemType::StronglyOrdered);
+        // ARM has no pgprot_device of its own: asm-generic's is pgprot_noncached.
+        assert_eq!(Pgprot::Device.memory_type(), MemType::StronglyOrdered);
         assert_eq!(Pgprot::VmPageProt.memory_type(), MemType::Cached);
         for n in Pgprot::NAMES {
             assert!(Pgprot::parse(n).is_some(), "{n}");
