@@ -394,6 +394,7 @@ pub fn contiguous_rules(k: KernelVersion) -> crate::dma::contiguous::ContiguousR
         },
         numa_first: v(6, 6),
         zone_dma_bits: if v(5, 11) { 32 } else { 30 },
+        zone_from_dram_start: !v(5, 11),
         default_below_dma32: !v(5, 11),
     }
 }
@@ -588,6 +589,24 @@ macro_rules! policy_def {
         }
     };
 }
+
+/// Kernel behaviours the policies do not offer, each with what the model runs instead and
+/// why: `dmasim policies` prints them after the policies, so a choice a user looks for and
+/// does not find is answered there.
+pub static NOT_MODELLED: &[(&str, &str)] = &[
+    (
+        "arm-smmu-v3 CMD_SYNC completion without MSI polling",
+        "an SMMUv3 that is not coherent or has no MSIs (ARM_SMMU_OPT_MSIPOLL off) completes CMD_SYNC with CS=SEV and the CPU polls CMDQ_CONS by MMIO (an uncached register read per poll, WFE between); the model always runs the MSI protocol: the SMMU writes the sync's own queue slot and the CPU reloads that line",
+    ),
+    (
+        "arm-smmu-v3 command-queue sharing between CPUs",
+        "one CPU issues every command; the 5.4 lock-free queue's cmpxchg on prod, its owner hand-over and the shared/exclusive lock run uncontended",
+    ),
+    (
+        "swiotlb bouncing of untrusted devices behind an IOMMU",
+        "iommu-dma maps every buffer in place; PCI's 32-bit-first IOVA attempt is not made",
+    ),
+];
 
 /// Every policy, in the order reports print them.
 pub static REGISTRY: &[PolicyDef] = &[

@@ -398,10 +398,15 @@ pub fn policies_json(profile: &crate::platform::Profile) -> serde_json::Value {
             })
         })
         .collect();
+    let not_modelled: Vec<serde_json::Value> = crate::policy::NOT_MODELLED
+        .iter()
+        .map(|(what, instead)| serde_json::json!({ "behaviour": what, "instead": instead }))
+        .collect();
     serde_json::json!({
         "platform": profile.name(),
         "arch": t.arch.name(),
         "policies": policies,
+        "not_modelled": not_modelled,
     })
 }
 
@@ -451,6 +456,10 @@ pub fn policies_table(profile: &crate::platform::Profile) -> String {
         if let Err(why) = d.applies(&t) {
             let _ = writeln!(o, "  not here: {why}");
         }
+    }
+    let _ = writeln!(o, "\nnot modelled (no policy offers them):");
+    for (what, instead) in crate::policy::NOT_MODELLED {
+        let _ = writeln!(o, "  {what}: {instead}");
     }
     o
 }

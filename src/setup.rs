@@ -194,6 +194,7 @@ pub fn arm32(profile: &Profile, policies: &Policies) -> Arm32 {
         policies.outer_range.fns(kib << 10)
     });
     Arm32::new(v7, outer)
+        .with_unmap_area_to_device(policies.kernel < crate::policy::KernelVersion(3, 15))
 }
 
 /// The swiotlb pool a scenario sets up (`[swiotlb]`; defaults: 64 MiB, not forced, areas as the

@@ -118,3 +118,27 @@ fn unmap_page_lookups_follow_the_release_end_to_end() {
         assert_eq!(unmap.per_call(Counter::CacheInvalLine), lines);
     }
 }
+
+/// What no policy offers is listed by `dmasim policies` (table and JSON), with what runs
+/// instead: a user looking for SMMUv3 CMD_SYNC polling without MSIs finds the answer there.
+#[test]
+fn policies_list_what_is_not_modelled() {
+    let p = dmasim::platform::Profile::load("kunpeng920").unwrap();
+    let t = dmasim::report::policies_table(&p);
+    assert!(
+        t.contains("not modelled") && t.contains("CMD_SYNC completion without MSI polling"),
+        "{t}"
+    );
+    let j = dmasim::report::policies_json(&p);
+    let list = j["not_modelled"].as_array().unwrap();
+    assert!(list.iter().any(|e| {
+        e["behaviour"]
+            .as_str()
+            .unwrap()
+            .contains("without MSI polling")
+    }));
+    assert!(
+        list.iter()
+            .all(|e| !e["instead"].as_str().unwrap().is_empty())
+    );
+}

@@ -25,7 +25,7 @@
 //! a free returns it to where it came from; a failed allocation leaves nothing allocated.
 
 use crate::device::Device;
-use crate::dma::contiguous::{Contiguous, Gfp, Served, get_order, max_zone_phys};
+use crate::dma::contiguous::{Contiguous, Gfp, Served, get_order};
 use crate::mm::physmem::PhysMem;
 use crate::types::PhysAddr;
 
@@ -131,8 +131,8 @@ impl DmaCoherent {
             .checked_next_multiple_of(PAGE)
             .ok_or_else(fail)?;
         let dma_bits = self.cma.rules.zone_dma_bits;
-        let zone_dma = max_zone_phys(mem, dma_bits);
-        let zone_dma32 = max_zone_phys(mem, 32);
+        let zone_dma = self.cma.rules.max_zone_phys(mem, dma_bits);
+        let zone_dma32 = self.cma.rules.max_zone_phys(mem, 32);
         // dma_direct_optimal_gfp_mask(): the zone the mask falls into, tried first.
         let phys_limit = dev.dma_mask;
         if phys_limit <= crate::device::Device::bit_mask(dma_bits) {
@@ -423,6 +423,7 @@ mod tests {
             numa_first: true,
             zone_dma_bits: 32,
             default_below_dma32: false,
+            zone_from_dram_start: false,
         };
         let none = CmaBoot {
             size_mbytes: 0,

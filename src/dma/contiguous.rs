@@ -8,7 +8,10 @@
 //! `dma_numa_cma_reserve()` called first thing in `dma_contiguous_reserve()` on every
 //! architecture); 7.1's is 6.6's. The default area's limit is arm64's
 //! (`arch/arm64/mm/init.c`): `arm64_dma32_phys_limit` in 5.10, `arm64_dma_phys_limit` from 5.11
-//! (ZONE_DMA, at most 32 bits), each through `max_zone_phys()`.
+//! (ZONE_DMA, at most 32 bits), each through `max_zone_phys()` — 5.10's counts the zone from
+//! the start of DRAM rounded down to its width, 5.11's is an absolute limit widened when DRAM
+//! starts above it ([`ContiguousRules::max_zone_phys`]). Without `cma=` the default area's size
+//! is the build's `CONFIG_CMA_SIZE_MBYTES` ([`CmaBoot::size_mbytes`]).
 //!
 //! What it models: the boot parameters as the kernel parses them (`memparse` sizes, `cma=` with
 //! `@base` and `-limit`, `numa_cma=` as `node:size` pairs); which releases have which
@@ -54,6 +57,20 @@ pub struct ContiguousRules {
     pub zone_dma_bits: u32,
     /// The default area is limited by ZONE_DMA32's end (5.10) rather than ZONE_DMA's.
     pub default_below_dma32: bool,
+    /// 5.10's `max_zone_phys()`: the zone's width counted from the start of DRAM rounded down
+    /// to it (a DMA offset assumed for memory above 4 GiB), rather than 5.11's absolute limit.
+    pub zone_from_dram_start: bool,
+}
+
+impl ContiguousRules {
+    /// `max_zone_phys(bits)` on arm64 in this release.
+    pub fn max_zone_phys(&self, mem: &PhysMem, bits: u32) -> u64 {
+        if self.zone_from_dram_start {
+            max_zone_phys_5_10(mem, bits)
+        } else {
+            max_zone_phys(mem, bits)
+        }
+    }
 }
 
 /// `cma=nn[KMG][@base[KMG][-limit[KMG]]]`.
@@ -206,8 +223,25 @@ pub enum Served {
     PageAllocator,
 }
 
-/// `max_zone_phys(bits)` on arm64: the end of a zone of that width, widened to 4 GiB when DRAM
-/// starts above it and to everything when DRAM starts above 4 GiB.
+/// 5.10's `max_zone_phys(bits)`: the start of DRAM with its low `bits` cleared, plus the
+/// zone's width, capped at the end of DRAM.
+pub fn max_zone_phys_5_10(mem: &PhysMem, bits: u32) -> u64 {
+    let start = mem.nodes().iter().map(|n| n.start.0).min().unwrap_or(0);
+    let end = mem
+        .nodes()
+        .iter()
+        .map(|n| n.start.0 + n.size)
+        .max()
+        .unwrap_or(0);
+    if bits >= 64 {
+        return end;
+    }
+    let offset = start & !((1u64 << bits) - 1);
+    offset.saturating_add(1 << bits).min(end)
+}
+
+/// `max_zone_phys(bits)` on arm64 from 5.11: the end of a zone of that width, widened to 4 GiB
+/// when DRAM starts above it and to everything when DRAM starts above 4 GiB.
 pub fn max_zone_phys(mem: &PhysMem, bits: u32) -> u64 {
     let start = mem.nodes().iter().map(|n| n.start.0).min().unwrap_or(0);
     let end = mem
@@ -322,9 +356,9 @@ impl Contiguous {
             return;
         }
         let limit = if self.rules.default_below_dma32 {
-            max_zone_phys(mem, 32)
+            self.rules.max_zone_phys(mem, 32)
         } else {
-            max_zone_phys(mem, self.rules.zone_dma_bits)
+            self.rules.max_zone_phys(mem, self.rules.zone_dma_bits)
         };
         let limit = match (cmd.limit, limit) {
             (0, l) => l,
@@ -510,6 +544,31 @@ impl Gfp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// DRAM from 2 GiB to 6 GiB: 5.10 puts a 30-bit zone's end at 2 GiB + 1 GiB (counted from
+    /// DRAM's start rounded down to 1 GiB); 5.11 widens it to 4 GiB, as DRAM starts above the
+    /// zone. A 32-bit zone ends at 4 GiB in both. From address 0 the two agree.
+    #[test]
+    fn max_zone_phys_is_relative_to_dram_in_5_10_only() {
+        use crate::mm::physmem::NodeRange;
+        let mem = PhysMem::new(vec![NodeRange {
+            node: 0,
+            start: PhysAddr(2 << 30),
+            size: 4 << 30,
+        }]);
+        assert_eq!(max_zone_phys_5_10(&mem, 30), 3 << 30);
+        assert_eq!(max_zone_phys(&mem, 30), 4 << 30);
+        assert_eq!(max_zone_phys_5_10(&mem, 32), 4 << 30);
+        assert_eq!(max_zone_phys(&mem, 32), 4 << 30);
+        let low = PhysMem::new(vec![NodeRange {
+            node: 0,
+            start: PhysAddr(0),
+            size: 8 << 30,
+        }]);
+        for bits in [30, 32] {
+            assert_eq!(max_zone_phys_5_10(&low, bits), max_zone_phys(&low, bits));
+        }
+    }
 
     #[test]
     fn boot_parameters_parse_as_the_kernel_reads_them() {

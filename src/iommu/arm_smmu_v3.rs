@@ -29,7 +29,9 @@
 //!   granule (512 commands for a 2 MB walk flush, 8192 for 32 MB).
 //!
 //! Not modelled: ATS (`arm_smmu_atc_inv_domain`), stage 2, the E2H `CMD_TLBI_EL2_*` opcodes, SVA,
-//! multiple producers racing on the queue, and waiting for queue space: the ring's consumer index
+//! `CMD_SYNC` completion without MSI polling (an SMMU that is not coherent or has no MSIs: CS=SEV
+//! and the CPU polling `CMDQ_CONS` by MMIO — every run uses the MSI protocol, and `dmasim
+//! policies` lists this), multiple producers racing on the queue, and waiting for queue space: the ring's consumer index
 //! catches up at every completed sync, and a batch that would overrun it is counted in
 //! [`CmdqStats::overruns`]. Releases before 5.4 issued each invalidation as its own command list
 //! (no batching); they run with 5.4's rules.

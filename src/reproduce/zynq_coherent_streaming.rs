@@ -267,6 +267,7 @@ pub fn run() -> Result<Report, InputError> {
                 "Linux {} (the seed's user ran Xilinx's 3.17 or a 3.19 tree; both have 3.16's l2c210_* PL310 ranges and cache-v7.S's dsb st)",
                 base.kernel
             ),
+            "CONFIG_ARM_ERRATA_764369 off, as mainline's multi_v7_defconfig and mach-zynq's Kconfig leave it; Xilinx's own xilinx_zynq_defconfig enables it, which adds one dsb before each cache-v7.S range loop (one per sync here): `--policy arm_errata_764369=on` runs that configuration".into(),
             format!(
                 "one {block}-byte block per direction, kmalloc'ed (lowmem, physically contiguous, 32-byte aligned), mapped once with dma_map_single; a non-coherent device on an HP port"
             ),

@@ -1697,7 +1697,7 @@ fn boot_section(c: &Ctx, b: &BootSection, lines: &mut Lines) -> Result<CmaBoot, 
     }
     if let Some(v) = &b.cma_size_mbytes {
         lines.boot_cma = lines.boot_cma.or(Some(c.line(v.span())));
-        boot.size_mbytes = c.int(v, "boot.cma_size_mbytes", 0..=(1 << 20))? as u64;
+        boot.size_mbytes = c.int(v, "boot.cma_size_mbytes", 0..=(1 << 20))?;
     }
     Ok(boot)
 }

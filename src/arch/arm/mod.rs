@@ -10,7 +10,8 @@
 //! (`outer_inv_range` for FROM_DEVICE, `outer_clean_range` otherwise). Towards the CPU, nothing at
 //! all for TO_DEVICE; otherwise the outer cache is invalidated *first*, then the L1
 //! (`dmac_unmap_area`) — in that order because a line the L1 refilled from a stale L2 would
-//! otherwise survive. The second invalidation at unmap exists because the CPU may speculatively
+//! otherwise survive. 3.14 alone calls `dmac_unmap_area` for TO_DEVICE too (outside the
+//! direction test), where `v7_dma_unmap_area` returns at once: a call, no maintenance. The second invalidation at unmap exists because the CPU may speculatively
 //! refill lines while the device owns the buffer.
 //!
 //! Invariants: a lowmem buffer is one `dmac_*_area` call whatever its length
@@ -36,11 +37,24 @@ pub struct Arm32 {
     pub v7: CacheV7,
     /// The outer cache's `outer_cache_fns`, or `None` when the platform has none.
     pub outer: Option<Box<dyn OuterCacheFns>>,
+    /// 3.14's `__dma_page_dev_to_cpu` calls `dmac_unmap_area` for TO_DEVICE as well (which
+    /// returns at once); later releases skip the call with the outer invalidate.
+    pub unmap_area_to_device: bool,
 }
 
 impl Arm32 {
     pub fn new(v7: CacheV7, outer: Option<Box<dyn OuterCacheFns>>) -> Arm32 {
-        Arm32 { v7, outer }
+        Arm32 {
+            v7,
+            outer,
+            unmap_area_to_device: false,
+        }
+    }
+
+    /// 3.14's `__dma_page_dev_to_cpu`, which reaches `dmac_unmap_area` for TO_DEVICE too.
+    pub fn with_unmap_area_to_device(mut self, on: bool) -> Arm32 {
+        self.unmap_area_to_device = on;
+        self
     }
 
     /// `__dma_page_cpu_to_dev`.
@@ -77,6 +91,10 @@ impl Arm32 {
             if let Some(outer) = &self.outer {
                 outer.inv_range(hw, paddr, PhysAddr(paddr.0.saturating_add(size)));
             }
+            self.v7.v7_dma_unmap_area(hw, paddr, size, dir);
+        } else if self.unmap_area_to_device {
+            // 3.14: dma_cache_maint_page() runs whatever the direction; v7_dma_unmap_area
+            // tests for TO_DEVICE and returns.
             self.v7.v7_dma_unmap_area(hw, paddr, size, dir);
         }
         hw.leave();
@@ -237,6 +255,26 @@ mod tests {
         assert!(r.ops.is_empty() && r.outer_ops.is_empty());
         assert_eq!(r.counts.iter().sum::<u64>(), 0);
         assert!(r.events.is_empty());
+    }
+
+    /// 3.14 calls dmac_unmap_area for TO_DEVICE as well: the call shows, nothing is maintained.
+    #[test]
+    fn for_cpu_to_device_calls_v7_dma_unmap_area_in_3_14_only() {
+        let a = zynq().with_unmap_area_to_device(true);
+        let mut r = Recorder::new(32);
+        a.sync_for_cpu(&mut r, BUF, MB, DmaDirection::ToDevice, true);
+        assert!(r.ops.is_empty() && r.outer_ops.is_empty());
+        assert_eq!(r.counts.iter().sum::<u64>(), 0);
+        assert_eq!(
+            r.frames,
+            vec![
+                "__dma_page_dev_to_cpu",
+                "__dma_page_dev_to_cpu > v7_dma_unmap_area"
+            ]
+        );
+        let mut r = Recorder::new(32);
+        zynq().sync_for_cpu(&mut r, BUF, MB, DmaDirection::ToDevice, true);
+        assert_eq!(r.frames, vec!["__dma_page_dev_to_cpu"]);
     }
 
     #[test]
