@@ -454,3 +454,42 @@ fn reproduce_the_eight_sync_timings_within_ten_percent() {
     );
     assert_eq!(ops(from, "l1_writeback") + ops(from, "l2_writeback"), 0);
 }
+
+/// The reproduction says which CONFIG_ARM_ERRATA_764369 it assumes (Xilinx's own defconfig
+/// enables it, mainline's does not), and the policy that runs the other configuration adds one
+/// dsb per cache-v7.S range loop.
+#[test]
+fn the_reproduction_states_its_errata_764369_configuration() {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_dmasim"))
+        .args(["reproduce", "zynq-coherent-streaming"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("CONFIG_ARM_ERRATA_764369 off") && out.contains("xilinx_zynq_defconfig"),
+        "{out}"
+    );
+    // With the erratum on, one more barrier per range loop: the L1 clean of a TO_DEVICE sync.
+    let barriers = |policy: &str| {
+        let mut s = Scenario::parse("s.toml", SCENARIO, std::path::Path::new(".")).unwrap();
+        s.set_policies(policy).unwrap();
+        let node = NodeRange {
+            node: 0,
+            start: BUF,
+            size: 4 * MB,
+        };
+        let mut m = Machine::boot(&s.profile, vec![node]);
+        let mut api = setup_dma_ops(&mut m, &s.device_setup(), 1).unwrap();
+        let dir = DmaDirection::ToDevice;
+        let addr = api
+            .map_single(&mut m.hw, BUF, MB, dir, DmaAttrs::default())
+            .unwrap();
+        m.hw.clear_ledger();
+        api.sync_single_for_device(&mut m.hw, addr, MB, dir);
+        m.hw.ledger.totals()[Counter::Barrier as usize]
+    };
+    assert_eq!(
+        barriers("arm_errata_764369=on"),
+        barriers("arm_errata_764369=off") + 1
+    );
+}

@@ -374,3 +374,25 @@ fn charged_user_access_makes_the_uncached_mapping_pay_for_every_read() {
     assert_eq!(e.key.as_deref(), Some("workload.user_access_bytes"), "{e}");
     assert!(e.line.is_some(), "{e}");
 }
+
+/// 3.14 and 3.15 ignore the device tree's `dma-coherent` (ARM reads it from 3.16), so a device
+/// on the ACP gets arm_dma_ops unless its driver installs arm_coherent_dma_ops itself: the model
+/// runs the driver doing so (the same costs as 3.16's DT path) and the report says it did.
+#[test]
+fn the_acp_under_3_14_is_coherent_because_the_driver_says_so() {
+    let text = OPTIONS.replace("kernel = \"3.19\"", "kernel = \"3.14\"");
+    let Outcome::Pipeline(r) = execute(&scenario(&text)).unwrap() else {
+        panic!("a pipeline result")
+    };
+    let acp = r.run(Coherence::Acp).unwrap();
+    assert!(
+        acp.what.contains("driver sets arm_coherent_dma_ops itself"),
+        "{}",
+        acp.what
+    );
+    assert_eq!(acp.counts[Counter::CacheCleanLine as usize], 0);
+    let Outcome::Pipeline(r) = execute(&scenario(OPTIONS)).unwrap() else {
+        panic!("a pipeline result")
+    };
+    assert!(!r.run(Coherence::Acp).unwrap().what.contains("driver sets"));
+}
