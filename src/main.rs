@@ -636,7 +636,18 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
             if plot.is_some() {
                 return Err(arg_error("--plot draws a sweep: give --sweep KEY=V1,V2,...").into());
             }
-            let mut s = Scenario::load_with(&scenario, &overrides.set)?;
+            if overrides.platform.len() > 1 {
+                return Err(arg_error(
+                    "several --platform values: put them side by side with `dmasim compare`, or give --sweep",
+                )
+                .into());
+            }
+            // The platform first, then the settings, then the checks.
+            let mut s = Scenario::load_on(
+                &scenario,
+                &overrides.set,
+                overrides.platform.first().map(String::as_str),
+            )?;
             apply_overrides(&mut s, &overrides)?;
             warn_unpriced(&s.profile, &s.sw_keys(), &s.name);
             s.check_work(u128::from(max_work))?;
@@ -685,11 +696,15 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
                 )
                 .into());
             }
-            let mut s = Scenario::load_with(&scenario, &set)?;
+            let variants = dmasim::compare::variants_from(&variant, &platform, &kernel)?;
+            // The settings are read on the first variant's platform (each variant then applies
+            // its own and is checked there), so a --set that fits the compared platforms and not
+            // the file's is accepted.
+            let first = variants.iter().find_map(|v| v.platform.as_deref());
+            let mut s = Scenario::load_on(&scenario, &set, first)?;
             for p in &policy {
                 s.set_policies(p)?;
             }
-            let variants = dmasim::compare::variants_from(&variant, &platform, &kernel)?;
             // Each variant is checked for its size before any runs, as `run` does.
             for v in &variants {
                 let mut t = s.clone();

@@ -31,7 +31,6 @@ use crate::dma::swiotlb::{Areas, Release, Swiotlb, SwiotlbConfig};
 use crate::dma::{DmaError, DmaMapOps};
 use crate::hw::DeviceHw;
 use crate::hw::model::Model;
-use crate::hw::model::SmmuKind;
 use crate::hw::{CacheOp, Hw};
 use crate::iommu::arm_smmu::ArmSmmuDomain;
 use crate::iommu::arm_smmu_v3::{
@@ -244,13 +243,6 @@ impl SmmuModel {
             SmmuModel::Mmu500 => "mmu-500",
             SmmuModel::SmmuV3 { range_inv: false } => "smmu-v3",
             SmmuModel::SmmuV3 { range_inv: true } => "smmu-v3.2",
-        }
-    }
-
-    pub(crate) fn kind(self) -> SmmuKind {
-        match self {
-            SmmuModel::Mmu500 => SmmuKind::Mmu500,
-            SmmuModel::SmmuV3 { .. } => SmmuKind::SmmuV3,
         }
     }
 }

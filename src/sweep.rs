@@ -129,7 +129,8 @@ pub fn run(
     for setting in settings(sweeps) {
         let mut all = sets.to_vec();
         all.extend(setting.iter().map(|(k, v)| format!("{k}={v}")));
-        let mut s = Scenario::load_with(path, &all)?;
+        let first = variants.iter().find_map(|v| v.platform.as_deref());
+        let mut s = Scenario::load_on(path, &all, first)?;
         for p in policies {
             s.set_policies(p)?;
         }

@@ -839,3 +839,39 @@ fn the_suite_leaves_nothing_in_the_temp_directory() {
         .collect();
     assert!(left.is_empty(), "left in the temp directory: {left:?}");
 }
+
+/// `--platform` applies before `--set`, and only then is the scenario checked: a setting that
+/// fits the new platform and not the file's runs; an SMMU the new platform does not have is
+/// refused, naming the argument.
+#[test]
+fn the_platform_applies_before_the_settings() {
+    let text = "[scenario]\nname = \"nic\"\nplatform = \"sm8150\"\nkernel = \"5.15\"\n\n[device]\nname = \"nic\"\ncoherent = false\ndma_mask_bits = 64\n\n[iommu]\ngranule = \"4K\"\nias = 48\n\n[workload]\nkind = \"streaming\"\nbuffer = \"64K\"\nentry = \"4K\"\ncalls = \"map_sg+unmap_sg\"\ndirection = \"to_device\"\niterations = 2\n";
+    let f = scratch("nic.toml", text);
+    let path = f.to_string();
+    for order in [
+        ["--platform", "kunpeng920", "--set", "iommu.smmu=smmu-v3"],
+        ["--set", "iommu.smmu=smmu-v3", "--platform", "kunpeng920"],
+    ] {
+        let mut args = vec!["run", path.as_str()];
+        args.extend(order);
+        let o = dmasim(&args);
+        assert!(o.status.success(), "{order:?}: {}", stderr(&o));
+        assert!(String::from_utf8_lossy(&o.stdout).contains("smmu-v3 (version 3.0)"));
+    }
+    // kunpeng920's SMMUv3 is version 3.0: no range invalidation to turn on from a scenario.
+    let o = dmasim(&[
+        "run",
+        &path,
+        "--platform",
+        "kunpeng920",
+        "--set",
+        "iommu.smmu=smmu-v3.2",
+    ]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("--set iommu.smmu=smmu-v3.2") && e.contains("kunpeng920"),
+        "{e}"
+    );
+    assert_eq!(e.lines().count(), 1, "{e}");
+}

@@ -715,7 +715,19 @@ impl Scenario {
     /// An error in a key the user set names the argument; any other names the line as written
     /// in the file.
     pub fn load_with(path: &str, sets: &[String]) -> Result<Scenario, InputError> {
-        if sets.is_empty() {
+        Scenario::load_on(path, sets, None)
+    }
+
+    /// [`Scenario::load_with`] on `platform` (`--platform`) rather than the file's: the
+    /// platform applies first, then the settings, and only then is the result checked, so a
+    /// `--set` that fits the new platform and not the file's is accepted.
+    pub fn load_on(
+        path: &str,
+        sets: &[String],
+        platform: Option<&str>,
+    ) -> Result<Scenario, InputError> {
+        let profile = platform.map(Profile::load).transpose()?;
+        if sets.is_empty() && profile.is_none() {
             return Scenario::load(path);
         }
         let (file, text, dir) = read_scenario(path)?;
@@ -732,7 +744,7 @@ impl Scenario {
             edited = crate::input::set_key(path, &edited, k.trim(), v.trim())?;
             keys.push((k.trim().to_string(), s.clone()));
         }
-        Scenario::parse(path, &edited, &dir).map_err(|mut e| {
+        Scenario::parse_on(path, &edited, &dir, profile).map_err(|mut e| {
             let set = e.key.as_ref().and_then(|ek| {
                 keys.iter()
                     .find(|(k, _)| ek == k || ek.starts_with(&format!("{k}.")))
@@ -747,6 +759,16 @@ impl Scenario {
     }
 
     pub fn parse(file: &str, text: &str, dir: &std::path::Path) -> Result<Scenario, InputError> {
+        Scenario::parse_on(file, text, dir, None)
+    }
+
+    /// [`Scenario::parse`], on `platform` instead of the file's `scenario.platform` when given.
+    pub fn parse_on(
+        file: &str,
+        text: &str,
+        dir: &std::path::Path,
+        platform: Option<Profile>,
+    ) -> Result<Scenario, InputError> {
         let c = Ctx { file, text };
         let doc = parse_document(file, text)?;
         let doc_span = doc.span();
@@ -763,9 +785,13 @@ impl Scenario {
             ));
         };
 
-        let profile = c.profile(&f.scenario, dir)?;
+        let given = platform.is_some();
+        let profile = match platform {
+            Some(p) => p,
+            None => c.profile(&f.scenario, dir)?,
+        };
         let mut lines = Lines {
-            platform: Some(c.line(f.scenario.platform.span())),
+            platform: (!given).then(|| c.line(f.scenario.platform.span())),
             ..Lines::default()
         };
         let (kernel, kernel_origin) = match &f.scenario.kernel {
@@ -1270,7 +1296,7 @@ impl Scenario {
             }
             if !self.iommu_given.smmu {
                 cfg.smmu = p;
-            } else if p.kind() != cfg.smmu.kind() {
+            } else if p != cfg.smmu {
                 let msg = format!(
                     "{} does not match the platform `{}`, whose [smmu] is {}",
                     cfg.smmu.name(),
