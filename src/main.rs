@@ -454,14 +454,13 @@ fn write_sensitivity(
     Ok(())
 }
 
+/// `--kernel` and `--policy` on a scenario that [`Scenario::load_on`] has already put on the
+/// `--platform` (with the `--set` edits).
 fn apply_overrides(s: &mut Scenario, o: &Overrides) -> Result<(), InputError> {
     if o.platform.len() > 1 || o.kernel.len() > 1 {
         return Err(arg_error(
             "several --kernel or --platform values: put them side by side with `dmasim compare`, or give --sweep",
         ));
-    }
-    if let Some(p) = o.platform.first() {
-        s.set_platform(p)?;
     }
     if let Some(k) = o.kernel.first() {
         s.set_kernel_str(k)?;

@@ -875,3 +875,80 @@ fn the_platform_applies_before_the_settings() {
     );
     assert_eq!(e.lines().count(), 1, "{e}");
 }
+
+/// A profile parameter set on the command line (`--set platform.KEY=VALUE`, with its unit) gives
+/// the answer editing the profile gives; a cost without a unit, or a key the profile does not
+/// have, is one message naming the argument, exit 2.
+#[test]
+fn a_profile_parameter_set_on_the_command_line_is_the_edited_profile() {
+    // The first latency line is [cache.clean]'s.
+    let mut first = true;
+    let text: String = include_str!("../profiles/dimensity9500.toml")
+        .lines()
+        .map(|l| {
+            if first && l.starts_with("latency = {") {
+                first = false;
+                "latency = { ns = 150, source = \"edited\" }\n".to_string()
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    let p = scratch("d9500-150.toml", &text);
+    let path = p.to_string();
+    let edited = dmasim(&[
+        "run",
+        "batched-sync",
+        "--kernel",
+        "7.0",
+        "--platform",
+        &path,
+    ]);
+    let set = dmasim(&[
+        "run",
+        "batched-sync",
+        "--kernel",
+        "7.0",
+        "--set",
+        "platform.cache.clean.latency=150ns",
+    ]);
+    let plain = dmasim(&["run", "batched-sync", "--kernel", "7.0"]);
+    assert!(
+        edited.status.success() && set.status.success(),
+        "{}",
+        stderr(&set)
+    );
+    let calls = |o: &Output| {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter(|l| l.starts_with("dma_map_sg") || l.starts_with("dma_unmap_sg"))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(calls(&edited), calls(&set));
+    assert_ne!(calls(&plain), calls(&set));
+    // The same edit reaches every compared platform.
+    let o = dmasim(&[
+        "compare",
+        "batched-sync",
+        "--kernel",
+        "7.0",
+        "--kernel",
+        "7.1",
+        "--set",
+        "platform.cache.clean.latency=0.15us",
+        "--format",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for (arg, needle) in [
+        ("platform.cache.clean.latency=150", "its unit"),
+        ("platform.cache.nope=1ns", "has no `cache.nope`"),
+    ] {
+        let o = dmasim(&["run", "batched-sync", "--set", arg]);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{e}");
+        assert!(e.contains(arg) && e.contains(needle), "{e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+}

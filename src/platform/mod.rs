@@ -370,6 +370,29 @@ pub struct Profile {
     pub numa: Option<numa::Topology>,
     /// `acp.bandwidth_mb_s`, checked to be more than 0 and at most [`MAX_PORT_MB_S`].
     pub acp_mb_s: Option<f64>,
+    /// The TOML it was read from, so that a `--set platform.KEY=VALUE` edits it and is checked
+    /// exactly as the file would be.
+    pub text: String,
+}
+
+/// `150ns`, `0.2us`, `800ps`, `40cycles` as (the profile's unit key, the number in it).
+fn parse_cost_arg(v: &str) -> Option<(&'static str, f64)> {
+    let v = v.trim();
+    let split = v
+        .find(|c: char| c.is_ascii_alphabetic() || c == 'µ')
+        .unwrap_or(v.len());
+    let (num, unit) = v.split_at(split);
+    let n: f64 = num.trim().parse().ok()?;
+    if !n.is_finite() {
+        return None;
+    }
+    match unit.trim() {
+        "ns" => Some(("ns", n)),
+        "us" | "µs" => Some(("ns", n * 1000.0)),
+        "ps" => Some(("ns", n / 1000.0)),
+        "cycles" | "cycle" => Some(("cycles", n)),
+        _ => None,
+    }
 }
 
 /// A parameter's resolved value and source, for reports.
@@ -446,6 +469,74 @@ impl Profile {
             cpus,
             numa,
             acp_mb_s,
+            text: text.to_string(),
+        })
+    }
+
+    /// This profile with one parameter changed from the command line (`--set
+    /// platform.KEY=VALUE`): a cost takes a number with its unit (`150ns`, `0.2us`, `800ps`,
+    /// `40cycles`), any other parameter its value as the file writes it. The edited profile is
+    /// checked as a file would be; an error names the argument. The parameter's source becomes
+    /// the argument, so reports say where the value came from.
+    pub fn with_set(&self, key: &str, value: &str) -> Result<Profile, InputError> {
+        let arg = format!("--set platform.{key}={value}");
+        let err = |m: String| InputError::new("<argument>", format!("{arg}: {m}"));
+        let mut doc: toml_edit::DocumentMut = self
+            .text
+            .parse()
+            .map_err(|e: toml_edit::TomlError| err(e.message().to_string()))?;
+        let path: Vec<&str> = key.split('.').map(str::trim).collect();
+        if path.iter().any(|p| p.is_empty()) {
+            return Err(err("the key is empty or has an empty part".into()));
+        }
+        let (last, tables) = path.split_last().expect("split gives one part at least");
+        let mut item = doc.as_item_mut();
+        for t in tables {
+            item = item
+                .as_table_like_mut()
+                .and_then(|tl| tl.get_mut(t))
+                .ok_or_else(|| {
+                    err(format!(
+                        "platform `{}` has no `{key}` (`dmasim platforms --format json` and docs/profiles.md list the parameters)",
+                        self.name()
+                    ))
+                })?;
+        }
+        let slot = item
+            .as_table_like_mut()
+            .and_then(|tl| tl.get_mut(last))
+            .ok_or_else(|| {
+                err(format!(
+                    "platform `{}` has no `{key}` (`dmasim platforms --format json` and docs/profiles.md list the parameters)",
+                    self.name()
+                ))
+            })?;
+        let source = format!("set on the command line: {arg}");
+        let mut table = toml_edit::InlineTable::new();
+        let old = slot.as_table_like();
+        let is_cost = old.is_some_and(|t| t.contains_key("ns") || t.contains_key("cycles"));
+        let is_param = old.is_some_and(|t| t.contains_key("value"));
+        if is_cost {
+            let (unit, n) = parse_cost_arg(value).ok_or_else(|| {
+                err("a cost takes a number and its unit: ns, us, ps or cycles (e.g. 150ns)".into())
+            })?;
+            table.insert(unit, toml_edit::Value::from(n));
+        } else if is_param {
+            let v = value
+                .parse::<toml_edit::Value>()
+                .map_err(|_| err("expected a number, or true or false".into()))?;
+            table.insert("value", v);
+        } else {
+            return Err(err(
+                "not a parameter of the profile: --set platform.KEY takes a cost (`{ ns = ... }`) or a `{ value = ... }` parameter".into(),
+            ));
+        }
+        table.insert("source", toml_edit::Value::from(source));
+        *slot = toml_edit::Item::Value(toml_edit::Value::InlineTable(table));
+        let text = doc.to_string();
+        Profile::parse(&self.origin, &text).map_err(|e| match &e.key {
+            Some(k) if k == key || k.starts_with(&format!("{key}.")) => err(e.message),
+            _ => err(e.to_string()),
         })
     }
 

@@ -404,6 +404,9 @@ pub struct Scenario {
     /// The CMA boot parameters (`[boot]`), as the kernel's command line would give them.
     pub boot: CmaBoot,
     lines: Lines,
+    /// `--set platform.KEY=VALUE` edits of the profile, kept so that another platform
+    /// (`--platform`, a compared variant) gets them too.
+    profile_sets: Vec<(String, String)>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -727,6 +730,32 @@ impl Scenario {
         platform: Option<&str>,
     ) -> Result<Scenario, InputError> {
         let profile = platform.map(Profile::load).transpose()?;
+        // `platform.KEY=VALUE` edits the profile, every other key the scenario file.
+        let mut profile_sets = Vec::new();
+        let mut scenario_sets = Vec::new();
+        for s in sets {
+            match s.split_once('=') {
+                Some((k, v)) if k.trim().starts_with("platform.") => profile_sets.push((
+                    k.trim()["platform.".len()..].to_string(),
+                    v.trim().to_string(),
+                )),
+                _ => scenario_sets.push(s.clone()),
+            }
+        }
+        let mut s = Scenario::load_scenario_sets(path, &scenario_sets, profile)?;
+        if !profile_sets.is_empty() {
+            s.profile_sets = profile_sets;
+            let p = s.with_profile_sets(s.profile.clone())?;
+            s.set_profile(p)?;
+        }
+        Ok(s)
+    }
+
+    fn load_scenario_sets(
+        path: &str,
+        sets: &[String],
+        profile: Option<Profile>,
+    ) -> Result<Scenario, InputError> {
         if sets.is_empty() && profile.is_none() {
             return Scenario::load(path);
         }
@@ -967,6 +996,7 @@ impl Scenario {
             workload: w,
             boot,
             lines,
+            profile_sets: Vec::new(),
         };
         s.resolve()?;
         Ok(s)
@@ -1024,9 +1054,23 @@ impl Scenario {
         .with_iova_alloc(self.workload.allocates_iovas())
     }
 
-    /// Run on another platform (`--platform`): presets follow the new hardware.
+    /// Run on another platform (`--platform`): presets follow the new hardware, and the
+    /// command line's `--set platform.KEY=VALUE` edits apply to it as to the first.
     pub fn set_platform(&mut self, name: &str) -> Result<(), InputError> {
-        self.set_profile(Profile::load(name)?)
+        let profile = self.with_profile_sets(Profile::load(name)?)?;
+        self.set_profile(profile)
+    }
+
+    fn with_profile_sets(&self, mut p: Profile) -> Result<Profile, InputError> {
+        for (k, v) in &self.profile_sets {
+            p = p.with_set(k, v)?;
+        }
+        Ok(p)
+    }
+
+    /// The `--set platform.KEY=VALUE` edits in effect, as (key, value).
+    pub fn profile_sets(&self) -> &[(String, String)] {
+        &self.profile_sets
     }
 
     /// Run on a profile already loaded (a caller that holds its text, such as the fuzz targets).
