@@ -29,11 +29,13 @@ pub struct Variant {
     pub kernel: Option<String>,
     /// `key=value` policy overrides, applied after the release's presets.
     pub policies: Vec<String>,
+    /// `section.key=value` scenario settings (`workload.entry=16K`), applied first.
+    pub sets: Vec<String>,
 }
 
 impl Variant {
-    /// `kernel=7.1,platform=sm8150,sync=batched`: `kernel` and `platform` pick those; any other
-    /// key is a policy.
+    /// `kernel=7.1,platform=sm8150,sync=batched,workload.entry=16K`: `kernel` and `platform`
+    /// pick those; a dotted key sets a scenario key as `--set` does; any other key is a policy.
     pub fn parse(spec: &str) -> Result<Variant, String> {
         let mut v = Variant::default();
         for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -47,6 +49,7 @@ impl Variant {
             match k {
                 "kernel" => v.kernel = Some(val.to_string()),
                 "platform" => v.platform = Some(val.to_string()),
+                _ if k.contains('.') => v.sets.push(format!("{k}={val}")),
                 _ => v.policies.push(format!("{k}={val}")),
             }
         }
@@ -66,6 +69,7 @@ impl Variant {
             parts.push(format!("kernel {k}"));
         }
         parts.extend(self.policies.iter().cloned());
+        parts.extend(self.sets.iter().cloned());
         if parts.is_empty() {
             "as written".to_string()
         } else {
@@ -78,6 +82,9 @@ impl Variant {
         let named = |e: InputError| {
             InputError::new("<argument>", format!("variant `{}`: {}", self.label(), e))
         };
+        if !self.sets.is_empty() {
+            *s = s.with_sets(&self.sets).map_err(named)?;
+        }
         if let Some(p) = &self.platform {
             s.set_platform(p).map_err(named)?;
         }
@@ -127,6 +134,7 @@ pub fn variants_from(
                     platform: p.cloned(),
                     kernel: k.cloned(),
                     policies: Vec::new(),
+                    sets: Vec::new(),
                 })
             })
             .collect()
@@ -143,6 +151,8 @@ pub fn variants_from(
 #[derive(Clone, Debug)]
 pub struct Column {
     pub label: String,
+    /// The scenario keys the variant set (`workload.entry=16K`).
+    pub sets: Vec<String>,
     pub outcome: Outcome,
 }
 
@@ -215,6 +225,7 @@ pub fn compare(
         })?;
         columns.push(Column {
             label: v.label(),
+            sets: v.sets.clone(),
             outcome,
         });
     }
@@ -342,9 +353,14 @@ pub fn table(c: &Comparison) -> String {
     let _ = writeln!(o, "scenario   {}", c.scenario);
     for (i, col) in c.columns.iter().enumerate() {
         let info = col.outcome.info();
+        let sets = if col.sets.is_empty() {
+            String::new()
+        } else {
+            format!("; {}", col.sets.join(", "))
+        };
         let _ = writeln!(
             o,
-            "{:<10} {}: {} ({}), {}",
+            "{:<10} {}: {} ({}), {}{sets}",
             if i == 0 { "variants" } else { "" },
             letter(i),
             info.platform,
@@ -493,6 +509,7 @@ pub fn json(c: &Comparison) -> Value {
                 "label": col.label,
                 "platform": head.get("platform"),
                 "policies": head.get("policies"),
+                "settings": col.sets,
                 "total_ps": col.outcome.total_ps(),
             })
         })

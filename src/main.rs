@@ -177,8 +177,9 @@ enum Cmd {
         /// A platform to compare (repeat; with several --kernel, every combination runs).
         #[arg(long)]
         platform: Vec<String>,
-        /// One variant as key=value pairs, e.g. kernel=7.1,sync=per-entry (repeat; keys other
-        /// than kernel and platform are policies).
+        /// One variant as key=value pairs, e.g. kernel=7.1,sync=per-entry,workload.entry=16K
+        /// (repeat; kernel and platform pick those, a dotted key sets a scenario key as --set
+        /// does, any other key is a policy).
         #[arg(long)]
         variant: Vec<String>,
         /// A policy override applied to every variant: key=value (repeatable).
@@ -590,6 +591,7 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
                     platform: overrides.platform.first().cloned(),
                     kernel: overrides.kernel.first().cloned(),
                     policies: Vec::new(),
+                    sets: Vec::new(),
                 }]
             };
             if format == Format::Folded {

@@ -195,3 +195,52 @@ fn bad_requests_exit_2_with_one_message() {
         assert!(o.stdout.is_empty(), "{args:?}");
     }
 }
+
+/// A variant may set scenario keys (a dotted key, as `--set` takes it): that variant runs the
+/// edited scenario, the others the scenario as written, and the variant's settings are reported;
+/// a key the scenario refuses names the variant.
+#[test]
+fn a_variant_may_set_scenario_keys() {
+    let c = json(&[
+        "compare",
+        "batched-sync",
+        "--variant",
+        "kernel=7.0",
+        "--variant",
+        "kernel=7.1,workload.entry=16K",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(c["variants"][1]["settings"][0], "workload.entry=16K");
+    assert_eq!(c["variants"][0]["settings"].as_array().unwrap().len(), 0);
+    // The same as running the edited scenario under 7.1.
+    let plain = json(&[
+        "run",
+        "batched-sync",
+        "--kernel",
+        "7.1",
+        "--set",
+        "workload.entry=16K",
+        "--format",
+        "json",
+    ]);
+    let ps = c["variants"][1]["total_ps"].as_f64().unwrap();
+    assert!(
+        (ps / 1000.0 - plain["total_ns"].as_f64().unwrap()).abs() < 1.0,
+        "{plain}"
+    );
+    let o = dmasim(&[
+        "compare",
+        "batched-sync",
+        "--variant",
+        "kernel=7.0",
+        "--variant",
+        "workload.entry=0",
+    ]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("workload.entry=0") && e.lines().count() == 1,
+        "{e}"
+    );
+}

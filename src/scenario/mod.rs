@@ -407,6 +407,9 @@ pub struct Scenario {
     /// `--set platform.KEY=VALUE` edits of the profile, kept so that another platform
     /// (`--platform`, a compared variant) gets them too.
     profile_sets: Vec<(String, String)>,
+    /// The text it was parsed from (with any `--set` edits), its file name and directory, so
+    /// that a variant can set scenario keys of its own ([`Scenario::with_sets`]).
+    source: std::rc::Rc<(String, String, std::path::PathBuf)>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -997,6 +1000,7 @@ impl Scenario {
             boot,
             lines,
             profile_sets: Vec::new(),
+            source: std::rc::Rc::new((file.to_string(), text.to_string(), dir.to_path_buf())),
         };
         s.resolve()?;
         Ok(s)
@@ -1066,6 +1070,47 @@ impl Scenario {
             p = p.with_set(k, v)?;
         }
         Ok(p)
+    }
+
+    /// This scenario with scenario keys set as `--set KEY=VALUE` would (`--variant
+    /// kernel=7.1,workload.entry=16K`): the text is edited and read again on the same platform
+    /// (with its `--set platform.` edits), then the release and the policy overrides given as
+    /// arguments apply again. An error names the argument.
+    pub fn with_sets(&self, sets: &[String]) -> Result<Scenario, InputError> {
+        let (file, text, dir) = &*self.source;
+        let mut edited = text.clone();
+        for a in sets {
+            let (k, v) = a
+                .split_once('=')
+                .ok_or_else(|| InputError::new("<argument>", format!("`{a}` is not KEY=VALUE")))?;
+            edited = crate::input::set_key(file, &edited, k.trim(), v.trim())?;
+        }
+        let named = |e: InputError| {
+            if e.file == "<argument>" {
+                e
+            } else {
+                InputError::new("<argument>", format!("{}: {}", sets.join(","), e.message))
+            }
+        };
+        let mut t =
+            Scenario::parse_on(file, &edited, dir, Some(self.profile.clone())).map_err(named)?;
+        t.profile_sets = self.profile_sets.clone();
+        t.lines.platform = self.lines.platform;
+        if self.kernel_origin == Origin::Argument {
+            t.set_kernel(self.kernel).map_err(named)?;
+        }
+        let args: Vec<PolicyOverride> = self
+            .overrides
+            .iter()
+            .filter(|o| o.origin == Origin::Argument)
+            .cloned()
+            .collect();
+        if !args.is_empty() {
+            let before = t.clone();
+            t.overrides.extend(args);
+            t.resolve_or(before).map_err(named)?;
+        }
+        Ok(t)
     }
 
     /// The `--set platform.KEY=VALUE` edits in effect, as (key, value).
