@@ -153,6 +153,8 @@ pub struct Column {
     pub label: String,
     /// The scenario keys the variant set (`workload.entry=16K`).
     pub sets: Vec<String>,
+    /// `[sw]` costs the variant's run can charge and its profile leaves out (charged as 0).
+    pub unpriced: Vec<String>,
     pub outcome: Outcome,
 }
 
@@ -226,6 +228,12 @@ pub fn compare(
         columns.push(Column {
             label: v.label(),
             sets: v.sets.clone(),
+            unpriced: s
+                .profile
+                .unpriced_sw(&s.sw_keys())
+                .iter()
+                .map(|k| format!("sw.{}", k.name()))
+                .collect(),
             outcome,
         });
     }
@@ -510,6 +518,7 @@ pub fn json(c: &Comparison) -> Value {
                 "platform": head.get("platform"),
                 "policies": head.get("policies"),
                 "settings": col.sets,
+                "unpriced_costs": col.unpriced,
                 "total_ps": col.outcome.total_ps(),
             })
         })

@@ -599,7 +599,13 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
                     arg_error("--format folded applies to a single run or to `compare`").into(),
                 );
             }
-            let check = |t: &Scenario| t.check_work(u128::from(max_work));
+            let warned = std::cell::RefCell::new(std::collections::BTreeSet::new());
+            let check = |t: &Scenario| {
+                if warned.borrow_mut().insert(t.profile.origin.clone()) {
+                    warn_unpriced(&t.profile, &t.sw_keys(), &t.name);
+                }
+                t.check_work(u128::from(max_work))
+            };
             let r = with_progress(None, |p| {
                 dmasim::sweep::run(
                     &scenario,
@@ -706,11 +712,16 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
             for p in &policy {
                 s.set_policies(p)?;
             }
-            // Each variant is checked for its size before any runs, as `run` does.
+            // Each variant is checked for its size before any runs, as `run` does, and each
+            // platform's unpriced costs are said once.
+            let mut warned = std::collections::BTreeSet::new();
             for v in &variants {
                 let mut t = s.clone();
                 v.apply(&mut t)?;
                 t.check_work(u128::from(max_work))?;
+                if warned.insert(t.profile.origin.clone()) {
+                    warn_unpriced(&t.profile, &t.sw_keys(), &t.name);
+                }
             }
             if sensitivity {
                 let r = with_progress(None, |p| dmasim::sensitivity::analyse(&s, &variants, p));

@@ -149,6 +149,10 @@ pub struct Sensitivity {
     pub no_effect: Vec<String>,
     /// Parameters of the profiles not perturbed, with why.
     pub not_perturbed: Vec<(String, &'static str)>,
+    /// Costs the runs charge at 0: written as 0, or absent from the profile (a `[sw]` cost the
+    /// run can charge, an optional interval). No ±10 % moves them, so they are reported apart,
+    /// with why each is 0.
+    pub not_priced: Vec<(String, &'static str)>,
     /// Runs of the model made, the base runs included.
     pub runs: usize,
 }
@@ -501,6 +505,15 @@ pub fn analyse(
     let mut params = Vec::new();
     let mut no_effect = Vec::new();
     let mut not_perturbed = Vec::new();
+    let mut not_priced: Vec<(String, &'static str)> = Vec::new();
+    for (_, s) in &scenarios {
+        for k in s.profile.unpriced_sw(&s.sw_keys()) {
+            let key = format!("sw.{}", k.name());
+            if !not_priced.iter().any(|(n, _)| *n == key) {
+                not_priced.push((key, "absent from the profile, so charged as 0"));
+            }
+        }
+    }
     // An operation's completion interval is optional and 0 when absent, which ±10 % cannot
     // move; a user should still see that the answer was computed with it at 0.
     for op in CacheOp::ALL {
@@ -511,7 +524,7 @@ pub fn analyse(
                 .iter()
                 .any(|(_, s)| s.profile.model.maint(op).is_some())
         {
-            not_perturbed.push((
+            not_priced.push((
                 key,
                 "absent, so 0: 10 % of nothing is nothing; give it a value to see its effect",
             ));
@@ -540,9 +553,9 @@ pub fn analyse(
             Ok(Some(values(&headlines, &o)))
         };
         let (Some(minus), Some(plus)) = (side(1.0 - STEP)?, side(1.0 + STEP)?) else {
-            not_perturbed.push((
+            not_priced.push((
                 info.key,
-                "0: 10 % of nothing is nothing; give it a value to see its effect",
+                "written as 0: 10 % of nothing is nothing; give it a value to see its effect",
             ));
             continue;
         };
@@ -567,6 +580,7 @@ pub fn analyse(
         params,
         no_effect,
         not_perturbed,
+        not_priced,
         runs,
     })
 }
@@ -802,6 +816,12 @@ pub fn table(s: &Sensitivity) -> String {
             s.no_effect.join(", ")
         );
     }
+    if !s.not_priced.is_empty() {
+        let _ = writeln!(o, "not priced (charged as 0):");
+        for (k, why) in &s.not_priced {
+            let _ = writeln!(o, "  {k} ({why})");
+        }
+    }
     if !s.not_perturbed.is_empty() {
         let _ = writeln!(o, "not perturbed:");
         let mut seen: Vec<&str> = Vec::new();
@@ -882,6 +902,11 @@ pub fn json(s: &Sensitivity) -> Value {
         "headlines": headlines,
         "moved_nothing": s.no_effect,
         "not_perturbed": not,
+        "not_priced": s
+            .not_priced
+            .iter()
+            .map(|(k, why)| json!({ "parameter": k, "why": why }))
+            .collect::<Vec<Value>>(),
     })
 }
 

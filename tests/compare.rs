@@ -244,3 +244,60 @@ fn a_variant_may_set_scenario_keys() {
         "{e}"
     );
 }
+
+/// `compare` and `--sweep` say once per platform which costs its profile leaves unpriced (as
+/// `run` does), and the comparison's JSON carries the list per variant.
+#[test]
+fn compare_and_sweep_warn_of_unpriced_costs_once_per_platform() {
+    for args in [
+        vec![
+            "compare",
+            "batched-sync",
+            "--platform",
+            "sm8150",
+            "--kernel",
+            "7.0",
+            "--kernel",
+            "7.1",
+        ],
+        vec![
+            "run",
+            "batched-sync",
+            "--sweep",
+            "workload.entry=4K,16K",
+            "--platform",
+            "sm8150",
+            "--kernel",
+            "7.0",
+            "--kernel",
+            "7.1",
+        ],
+    ] {
+        let o = dmasim(&args);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{args:?}: {e}");
+        assert_eq!(e.matches("does not price").count(), 1, "{args:?}: {e}");
+        assert!(e.contains("sw.dma_direct_map_phys"), "{e}");
+    }
+    let c = json(&[
+        "compare",
+        "batched-sync",
+        "--platform",
+        "sm8150",
+        "--platform",
+        "dimensity9500",
+        "--format",
+        "json",
+    ]);
+    assert!(
+        c["variants"][0]["unpriced_costs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|k| k == "sw.dma_direct_map_phys")
+    );
+    assert_eq!(
+        c["variants"][1]["unpriced_costs"].as_array().unwrap().len(),
+        0
+    );
+}

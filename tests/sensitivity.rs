@@ -269,9 +269,40 @@ fn the_table_ranks_names_the_first_parameter_and_says_what_is_robust() {
         t.contains("platform.cpu_freq_mhz (the clock of every `cycles` cost"),
         "{t}"
     );
+    // Costs charged at 0 are "not priced", apart from what is not perturbed.
+    assert!(t.contains("not priced (charged as 0):"), "{t}");
+    assert!(t.contains("  cache.clean.interval (absent, so 0"), "{t}");
+    assert!(t.contains("  cache.inval.interval (absent, so 0"), "{t}");
+    let not_perturbed = t.split("not perturbed:").nth(1).unwrap_or("");
+    assert!(!not_perturbed.contains("interval"), "{t}");
+}
+
+/// A `[sw]` cost the run can charge and the profile leaves out is listed as not priced, in the
+/// table and in the JSON.
+#[test]
+fn an_unpriced_cost_is_not_priced_not_unperturbed() {
+    let d = json(&[
+        "run",
+        "batched-sync",
+        "--platform",
+        "sm8150",
+        "--sensitivity",
+        "--format",
+        "json",
+    ]);
+    let np: Vec<&str> = d["not_priced"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["parameter"].as_str().unwrap())
+        .collect();
+    assert!(np.contains(&"sw.dma_direct_map_phys"), "{np:?}");
     assert!(
-        t.contains("cache.clean.interval, cache.inval.interval (absent, so 0"),
-        "{t}"
+        d["not_perturbed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["parameter"] != "sw.dma_direct_map_phys")
     );
 }
 
