@@ -516,7 +516,32 @@ fn costs_json() -> serde_json::Value {
     serde_json::json!({ "sw_costs": costs })
 }
 
+/// A `--plot` path must name a format dmasim writes: SVG, or a self-contained HTML page.
+/// Checked before anything runs, so a `.png` is refused rather than given SVG bytes.
+fn check_plot(plot: Option<&String>) -> Result<(), InputError> {
+    let Some(path) = plot else {
+        return Ok(());
+    };
+    let lower = path.to_ascii_lowercase();
+    if lower.ends_with(".svg") || is_html(path) {
+        return Ok(());
+    }
+    let ext = std::path::Path::new(path).extension().map_or_else(
+        || "no extension".to_string(),
+        |e| format!("`.{}`", e.to_string_lossy()),
+    );
+    Err(arg_error(format!(
+        "--plot {path}: {ext} is not a format dmasim writes; it writes SVG (.svg) or a self-contained HTML page (.html, .htm): convert the SVG to PNG with a tool such as rsvg-convert"
+    )))
+}
+
 fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
+    match &cli.cmd {
+        Cmd::Run { plot, .. } | Cmd::Compare { plot, .. } | Cmd::Reproduce { plot, .. } => {
+            check_plot(plot.as_ref())?
+        }
+        _ => {}
+    }
     match cli.cmd {
         Cmd::Platforms { format } => match format {
             Format::Table => {

@@ -326,3 +326,34 @@ fn an_unwritable_plot_is_bad_input() {
         "{err}"
     );
 }
+
+/// `--plot` writes the formats it names (SVG, HTML) and refuses any other before running, so a
+/// `.png` never holds SVG bytes.
+#[test]
+fn a_plot_in_a_format_dmasim_does_not_write_is_refused() {
+    let dir = std::env::temp_dir().join(format!("dmasim-png-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let png = dir.join("x.png");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_dmasim"))
+        .args([
+            "compare",
+            "batched-sync",
+            "--kernel",
+            "7.0",
+            "--kernel",
+            "7.1",
+            "--plot",
+        ])
+        .arg(&png)
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("`.png`") && e.contains(".svg") && e.lines().count() == 1,
+        "{e}"
+    );
+    assert!(!png.exists());
+    assert!(o.stdout.is_empty());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
