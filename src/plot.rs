@@ -69,18 +69,15 @@ pub fn escape(s: &str) -> String {
     o
 }
 
-/// A round number at or above `x` (1, 2 or 5 times a power of ten).
-fn nice_ceil(x: f64) -> f64 {
-    if !(x.is_finite() && x > 0.0) {
-        return 1.0;
+/// An axis tick as the data reads: no more digits than it has (`30`, `2.5`, `0.125`).
+fn tick(x: f64) -> String {
+    let t = format!("{x:.4}");
+    let t = t.trim_end_matches('0').trim_end_matches('.');
+    if t == "-0" || t.is_empty() {
+        "0".into()
+    } else {
+        t.to_string()
     }
-    let p = 10f64.powf(x.log10().floor());
-    for m in [1.0, 2.0, 5.0, 10.0] {
-        if m * p >= x {
-            return m * p;
-        }
-    }
-    10.0 * p
 }
 
 /// A number as a short tick or hover label.
@@ -104,7 +101,7 @@ fn panel(o: &mut String, c: &Chart, y0: f64) {
         .iter()
         .flat_map(|s| s.values.iter().flatten())
         .fold(0.0f64, |m, &v| if v.is_finite() { m.max(v) } else { m });
-    let ymax = nice_ceil(max);
+    let ymax = nice_ceil_fine(max);
     let n = c.x_labels.len().max(1);
     let x_at = |i: usize| {
         if n == 1 {
@@ -137,7 +134,7 @@ fn panel(o: &mut String, c: &Chart, y0: f64) {
             LEFT + pw,
             LEFT - 6.0,
             y + 4.0,
-            num(v)
+            tick(v)
         );
     }
     for (i, l) in c.x_labels.iter().enumerate() {
@@ -276,8 +273,7 @@ fn text_w(s: &str, size: f64) -> f64 {
     s.chars().count() as f64 * size * 0.65
 }
 
-/// A round axis end at or above `x`, finer than [`nice_ceil`] so a bar chart's longest bar
-/// fills most of its axis: 1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 times a power of ten.
+/// A round axis end at or above `x`, so the longest bar or highest point fills most of its axis: 1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 times a power of ten.
 fn nice_ceil_fine(x: f64) -> f64 {
     if !(x.is_finite() && x > 0.0) {
         return 1.0;
@@ -597,9 +593,22 @@ fn stack_panel(o: &mut String, c: &StackChart, y0: f64) {
     let _ = writeln!(o, "</g>");
 }
 
+/// A line chart's size: the plot, and room right of it for the longest legend entry whole, and
+/// below for every entry.
+fn line_size(c: &Chart) -> (f64, f64) {
+    let legend = c
+        .series
+        .iter()
+        .map(|s| text_w(&s.label, 12.0))
+        .fold(0.0, f64::max);
+    let width = (W - RIGHT + 38.0 + legend + 12.0).max(W);
+    let height = (TOP + 14.0 + 18.0 * c.series.len() as f64 + 8.0).max(H);
+    (width, height)
+}
+
 fn panel_size(p: &Panel) -> (f64, f64) {
     match p {
-        Panel::Line(_) => (W, H),
+        Panel::Line(c) => line_size(c),
         Panel::Bars(b) => (bar_layout(b).2, bars_height(b)),
         Panel::Stack(s) => (stack_width(s), stack_height(s)),
     }
@@ -834,12 +843,13 @@ mod tests {
     }
 
     #[test]
-    fn nice_ceilings_are_round() {
-        assert_eq!(nice_ceil(273.1), 500.0);
-        assert_eq!(nice_ceil(96.6), 100.0);
-        assert_eq!(nice_ceil(0.0), 1.0);
-        assert_eq!(nice_ceil(f64::NAN), 1.0);
-        assert_eq!(nice_ceil(1.5), 2.0);
+    fn nice_ceilings_are_round_and_ticks_read_as_the_data() {
+        assert_eq!(nice_ceil_fine(f64::NAN), 1.0);
+        assert_eq!(nice_ceil_fine(31.0), 40.0);
+        assert_eq!(tick(30.0), "30");
+        assert_eq!(tick(2.5), "2.5");
+        assert_eq!(tick(0.125), "0.125");
+        assert_eq!(tick(0.0), "0");
         assert_eq!(nice_ceil_fine(273.1), 300.0);
         assert_eq!(nice_ceil_fine(108.0), 120.0);
         assert_eq!(nice_ceil_fine(25.0), 25.0);

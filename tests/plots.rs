@@ -357,3 +357,61 @@ fn a_plot_in_a_format_dmasim_does_not_write_is_refused() {
     assert!(o.stdout.is_empty());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A two-key sweep's legend reads whole: every entry's text ends inside the SVG (its width
+/// taken at 0.65 em a character, the renderer's own estimate for a sans-serif face), and the
+/// value axis' ticks read as the data does.
+#[test]
+fn a_two_key_sweeps_legend_fits_inside_the_picture() {
+    let dir = std::env::temp_dir().join(format!("dmasim-legend-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let svg = dir.join("two.svg");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_dmasim"))
+        .args([
+            "run",
+            "batched-sync",
+            "--sweep",
+            "workload.entry=4K,16K",
+            "--sweep",
+            "workload.direction=to_device,bidirectional",
+            "--kernel",
+            "7.0",
+            "--kernel",
+            "7.1",
+            "--plot",
+        ])
+        .arg(&svg)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    let root = doc.root_element();
+    let width: f64 = root.attribute("width").unwrap().parse().unwrap();
+    let mut entries = 0;
+    for t in doc.descendants().filter(|n| {
+        n.has_tag_name("text")
+            && n.attribute("stroke") == Some("none")
+            && n.attribute("font-size") == Some("12")
+    }) {
+        let x: f64 = t.attribute("x").unwrap().parse().unwrap();
+        let label = t.text().unwrap_or("");
+        assert!(label.contains("kernel 7."), "{label}");
+        let end = x + label.chars().count() as f64 * 12.0 * 0.65;
+        assert!(
+            end <= width,
+            "`{label}` ends at {end} in a picture {width} wide"
+        );
+        entries += 1;
+    }
+    assert!(entries >= 4, "{entries} legend entries");
+    // No tick like `30.00`: a tick has no trailing zero after a decimal point.
+    for t in doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text") && n.attribute("text-anchor") == Some("end"))
+    {
+        let v = t.text().unwrap_or("");
+        assert!(!(v.contains('.') && v.ends_with('0')), "tick `{v}`");
+    }
+}
