@@ -512,3 +512,32 @@ fn every_shipped_scenario_runs() {
     }
     assert!(n >= 5, "{n} scenarios");
 }
+
+/// The user docs describe the product as it is: no development log (sessions, issue numbers),
+/// and profiles and scenarios cite public sources only, never a file the repository does not
+/// ship or a fit still to come.
+#[test]
+fn user_docs_and_shipped_files_are_for_users() {
+    let root = Path::new(ROOT);
+    let mut pages = vec![root.join("README.md")];
+    for e in std::fs::read_dir(root.join("docs")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "md") {
+            pages.push(p);
+        }
+    }
+    for p in &pages {
+        let t = std::fs::read_to_string(p).unwrap().to_lowercase();
+        assert!(!t.contains("session"), "{}: mentions sessions", p.display());
+        assert!(!t.contains("issue #"), "{}: names an issue", p.display());
+    }
+    for dir in ["profiles", "scenarios"] {
+        for e in std::fs::read_dir(root.join(dir)).unwrap() {
+            let p = e.unwrap().path();
+            let t = std::fs::read_to_string(&p).unwrap();
+            for bad in ["kernel-facts", "the lead's", "session"] {
+                assert!(!t.contains(bad), "{}: `{bad}`", p.display());
+            }
+        }
+    }
+}

@@ -449,7 +449,7 @@ impl IommuDomain {
         // The loop's first pass, which commonly unmaps it all (a single page, or a run the
         // table takes in one call). The rest of the loop is out of line: without its state
         // kept across the call, a strict unmap of one page runs about 20 instructions and 9
-        // memory accesses shorter (docs/performance.md, session 18).
+        // memory accesses shorter (callgrind, per bench item).
         sw.add(self.costs.pgsize);
         sw.flush(hw);
         let (pgsize, count) = iommu_pgsize(self.pgsize_bitmap(), iova, iova, size);
