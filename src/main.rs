@@ -62,7 +62,7 @@ fn info(msg: std::fmt::Arguments) {
 enum Format {
     Table,
     Json,
-    /// Folded stacks for flame-graph tools (`run` only).
+    /// Folded stacks for flame-graph tools (`run`, and `compare` of two variants).
     Folded,
 }
 
@@ -363,6 +363,11 @@ fn main() -> ExitCode {
             } else if let Some(r) = e.downcast_ref::<scenario::Refused>() {
                 note(format_args!("error: {r}"));
                 ExitCode::from(3)
+            } else if let Some(io) = e.downcast_ref::<io::Error>() {
+                // Every file dmasim reads or writes reports as an InputError naming it; a bare
+                // I/O error is the write of the results.
+                note(format_args!("error: cannot write standard output: {io}"));
+                ExitCode::from(1)
             } else {
                 note(format_args!("error: {e:#}"));
                 ExitCode::from(1)
@@ -854,8 +859,13 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
             format,
         } => {
             if list {
+                let w = reproduce::EXPERIMENTS
+                    .iter()
+                    .map(|e| e.name.len())
+                    .max()
+                    .unwrap_or(0);
                 for e in reproduce::EXPERIMENTS {
-                    writeln!(out, "{:<16} {}", e.name, e.summary)?;
+                    writeln!(out, "{:<w$}  {}", e.name, e.summary)?;
                 }
                 return Ok(());
             }

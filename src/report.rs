@@ -313,9 +313,28 @@ pub(crate) fn stack_table(
     }
 }
 
+/// Rows of (instruction, counter, count) with each column as wide as its longest entry, so a
+/// long instruction label (`TLBSTATUS read`, `unmap_pages call`) keeps the columns aligned.
+pub(crate) fn operation_rows(o: &mut String, rows: &[(String, &str, String)]) {
+    let w0 = rows
+        .iter()
+        .map(|r| r.0.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(12);
+    let w1 = rows.iter().map(|r| r.1.len()).max().unwrap_or(0).max(24);
+    let w2 = rows.iter().map(|r| r.2.len()).max().unwrap_or(0).max(12);
+    for (a, b, c) in rows {
+        let _ = writeln!(o, "  {a:<w0$} {b:<w1$} {c:>w2$}");
+    }
+}
+
 pub(crate) fn trim_float(x: f64) -> String {
     if x.fract() == 0.0 {
         format!("{x:.0}")
+    } else if x.abs() < 0.005 {
+        // Two decimals would print a count that is not zero as 0.00.
+        format!("{x:.2e}")
     } else {
         format!("{x:.2}")
     }
@@ -467,6 +486,14 @@ pub fn policies_table(profile: &crate::platform::Profile) -> String {
 #[cfg(test)]
 mod tests {
     use super::TimeUnit;
+
+    /// A count per call below 0.005 is not printed as 0.00.
+    #[test]
+    fn small_counts_keep_their_digits() {
+        assert_eq!(super::trim_float(0.004), "4.00e-3");
+        assert_eq!(super::trim_float(0.5), "0.50");
+        assert_eq!(super::trim_float(3.0), "3");
+    }
 
     #[test]
     fn a_column_reads_in_one_unit_and_no_time_reads_as_zero() {

@@ -952,3 +952,46 @@ fn a_profile_parameter_set_on_the_command_line_is_the_edited_profile() {
         assert_eq!(e.lines().count(), 1, "{e}");
     }
 }
+
+/// Small output defects stay fixed: an error writing the results names standard output;
+/// `reproduce --list` keeps its columns apart; `compare --help` says folded output is for two
+/// variants too; the operations table keeps its columns under long instruction labels.
+#[test]
+fn small_output_defects_stay_fixed() {
+    if Path::new("/dev/full").exists() {
+        let o = Command::new(env!("CARGO_BIN_EXE_dmasim"))
+            .args(["run", "batched-sync"])
+            .stdout(std::fs::File::create("/dev/full").unwrap())
+            .output()
+            .unwrap();
+        let e = stderr(&o);
+        assert!(e.contains("cannot write standard output"), "{e}");
+        assert_ne!(o.status.code(), Some(0));
+    }
+    let o = dmasim(&["reproduce", "--list"]);
+    for l in String::from_utf8_lossy(&o.stdout).lines() {
+        let name = l.split_whitespace().next().unwrap();
+        assert!(l[name.len()..].starts_with("  "), "{l}");
+    }
+    let help = String::from_utf8_lossy(&dmasim(&["compare", "--help"]).stdout).into_owned();
+    assert!(!help.contains("(`run` only)"), "{help}");
+    // An IOMMU-backed streaming run: long labels (`unmap_pages call`) in one aligned column.
+    let text = "[scenario]\nname = \"s\"\nplatform = \"sm8150\"\nkernel = \"5.15\"\n\n[device]\nname = \"d\"\ncoherent = true\ndma_mask_bits = 64\n\n[iommu]\ngranule = \"4K\"\nias = 48\n\n[workload]\nkind = \"streaming\"\nbuffer = \"64K\"\nentry = \"4K\"\ncalls = \"map_sg+unmap_sg\"\ndirection = \"to_device\"\niterations = 1\n";
+    let f = scratch("aligned.toml", text);
+    let path = f.to_string();
+    let o = dmasim(&["run", &path]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let table: Vec<&str> = out
+        .split("operations per iteration\n")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .take_while(|l| !l.is_empty())
+        .collect();
+    let ends: Vec<usize> = table.iter().map(|l| l.len()).collect();
+    assert!(ends.windows(2).all(|w| w[0] == w[1]), "{table:#?}");
+    assert!(
+        table.iter().any(|l| l.contains("unmap_pages call")),
+        "{out}"
+    );
+}

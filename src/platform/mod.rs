@@ -938,8 +938,9 @@ pub fn builtin_list() -> Vec<(String, String)> {
 /// Longest one operation may cost, in ns: one second. With it and the model's limits on work,
 /// no run's picosecond clock can wrap.
 pub const MAX_COST_NS: f64 = 1e9;
-/// The CPU frequencies a profile may give, in MHz.
-pub const MIN_FREQ_MHZ: f64 = 1.0;
+/// The CPU frequencies a profile may give, in MHz. The floor is a plausible one for a CPU that
+/// runs Linux's DMA layer: a value below it is most likely a GHz figure typed as MHz.
+pub const MIN_FREQ_MHZ: f64 = 10.0;
 pub const MAX_FREQ_MHZ: f64 = 100_000.0;
 /// The largest cache line a profile may give, in bytes.
 pub const MAX_LINE_BYTES: f64 = 4096.0;
@@ -1073,7 +1074,14 @@ fn resolve(origin: &str, text: &str, f: &ProfileFile) -> Result<ModelParams, Inp
             text,
             Some(f.platform.cpu_freq_mhz.value.span()),
             "platform.cpu_freq_mhz.value",
-            format!("must be {MIN_FREQ_MHZ}..={MAX_FREQ_MHZ} MHz, found {freq}"),
+            if freq > 0.0 && freq < MIN_FREQ_MHZ && freq * 1000.0 <= MAX_FREQ_MHZ {
+                format!(
+                    "must be {MIN_FREQ_MHZ}..={MAX_FREQ_MHZ} MHz, found {freq}: the key is in MHz, so {freq} GHz is {}",
+                    freq * 1000.0
+                )
+            } else {
+                format!("must be {MIN_FREQ_MHZ}..={MAX_FREQ_MHZ} MHz, found {freq}")
+            },
         ));
     }
     r.freq_mhz = freq;
@@ -1618,6 +1626,12 @@ cost = { ns = 5, source = "test" }
             (
                 "cpu_freq_mhz = { value = 1000",
                 "cpu_freq_mhz = { value = 1e-300",
+                "platform.cpu_freq_mhz.value",
+                6,
+            ),
+            (
+                "cpu_freq_mhz = { value = 1000",
+                "cpu_freq_mhz = { value = 2.4",
                 "platform.cpu_freq_mhz.value",
                 6,
             ),

@@ -600,19 +600,15 @@ pub fn table(r: &RunResult) -> String {
         per_call_operations(&mut o, r);
     }
     let _ = writeln!(o, "\noperations per iteration");
-    for c in Counter::ALL {
-        let n = r.counts[c as usize];
-        if n > 0 {
-            let per = n as f64 / it as f64;
-            let _ = writeln!(
-                o,
-                "  {:<12} {:<24} {:>12}",
-                instr(c, r.info.arch),
-                c.name(),
-                trim_float(per)
-            );
-        }
-    }
+    let rows: Vec<(String, &str, String)> = Counter::ALL
+        .iter()
+        .filter(|c| r.counts[**c as usize] > 0)
+        .map(|&c| {
+            let per = r.counts[c as usize] as f64 / it as f64;
+            (instr(c, r.info.arch).to_string(), c.name(), trim_float(per))
+        })
+        .collect();
+    crate::report::operation_rows(&mut o, &rows);
     stack_table(&mut o, "per iteration", &r.stacks, r.total_ps, it);
     o
 }
@@ -620,15 +616,23 @@ pub fn table(r: &RunResult) -> String {
 /// Each call's own operations, per call: what an IOMMU-backed device pays in IOVA, page-table
 /// and TLB work on every map and unmap.
 fn per_call_operations(o: &mut String, r: &RunResult) {
-    let _ = writeln!(o, "\noperations per call");
-    for c in &r.calls {
-        let ops: Vec<String> = Counter::ALL
-            .iter()
-            .filter(|k| c.counts[**k as usize] > 0)
-            .map(|k| format!("{} {}", k.name(), trim_float(c.per_call(*k))))
-            .collect();
-        if !ops.is_empty() {
-            let _ = writeln!(o, "  {:<26} {}", c.call, ops.join(", "));
+    let lines: Vec<String> = r
+        .calls
+        .iter()
+        .filter_map(|c| {
+            let ops: Vec<String> = Counter::ALL
+                .iter()
+                .filter(|k| c.counts[**k as usize] > 0)
+                .map(|k| format!("{} {}", k.name(), trim_float(c.per_call(*k))))
+                .collect();
+            (!ops.is_empty()).then(|| format!("  {:<26} {}", c.call, ops.join(", ")))
+        })
+        .collect();
+    // No heading over nothing.
+    if !lines.is_empty() {
+        let _ = writeln!(o, "\noperations per call");
+        for l in lines {
+            let _ = writeln!(o, "{l}");
         }
     }
 }

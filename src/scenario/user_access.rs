@@ -505,18 +505,15 @@ pub fn table(r: &UserAccessResult) -> String {
     let _ = writeln!(o, "time       {:.3} s per iteration", r.seconds());
     let _ = writeln!(o, "\noperations per iteration");
     let it = u64::from(w.iterations);
-    for c in Counter::ALL {
-        let n = r.counts[c as usize];
-        if n > 0 {
-            let _ = writeln!(
-                o,
-                "  {:<12} {:<24} {:>14}",
-                instr(c, r.info.arch),
-                c.name(),
-                trim_float(n as f64 / it as f64)
-            );
-        }
-    }
+    let rows: Vec<(String, &str, String)> = Counter::ALL
+        .iter()
+        .filter(|c| r.counts[**c as usize] > 0)
+        .map(|&c| {
+            let per = r.counts[c as usize] as f64 / it as f64;
+            (instr(c, r.info.arch).to_string(), c.name(), trim_float(per))
+        })
+        .collect();
+    crate::report::operation_rows(&mut o, &rows);
     stack_table(&mut o, "per iteration", &r.stacks, r.total_ps, it);
     o
 }
