@@ -98,6 +98,39 @@ impl Variant {
     }
 }
 
+/// `--baseline K`: move the variant `k` names (its letter, its 1-based number, or its label)
+/// to the front, where every change is measured from; the others keep their order.
+pub fn put_baseline_first(variants: &mut Vec<Variant>, k: &str) -> Result<(), InputError> {
+    let k = k.trim();
+    let by_letter = (k.len() == 1)
+        .then(|| k.chars().next())
+        .flatten()
+        .filter(char::is_ascii_alphabetic)
+        .map(|c| (c.to_ascii_uppercase() as u8 - b'A') as usize);
+    let by_number = k.parse::<usize>().ok().and_then(|n| n.checked_sub(1));
+    let i = by_letter
+        .or(by_number)
+        .filter(|&i| i < variants.len())
+        .or_else(|| variants.iter().position(|v| v.label() == k))
+        .ok_or_else(|| {
+            let labels: Vec<String> = variants
+                .iter()
+                .enumerate()
+                .map(|(i, v)| format!("{} ({})", letter(i), v.label()))
+                .collect();
+            InputError::new(
+                "<argument>",
+                format!(
+                    "--baseline {k}: no such variant; the variants are {}",
+                    labels.join(", ")
+                ),
+            )
+        })?;
+    let b = variants.remove(i);
+    variants.insert(0, b);
+    Ok(())
+}
+
 /// The variants a command line asks for: each `--variant` as given, or else every combination of
 /// the `--platform` and `--kernel` values (the scenario's own where none is given).
 pub fn variants_from(
@@ -354,6 +387,47 @@ fn letter(i: usize) -> String {
     }
 }
 
+/// When the variants span several platforms, each platform's release changes: (the first
+/// variant on the platform, another on it with a different release), in variant order.
+pub fn within_platform(c: &Comparison) -> Vec<(usize, usize)> {
+    let platforms: Vec<&str> = c
+        .columns
+        .iter()
+        .map(|col| col.outcome.info().platform.as_str())
+        .collect();
+    let mut distinct = platforms.clone();
+    distinct.dedup();
+    distinct.sort_unstable();
+    distinct.dedup();
+    if distinct.len() < 2 {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for p in distinct_in_order(&platforms) {
+        let on: Vec<usize> = (0..platforms.len())
+            .filter(|&i| platforms[i] == p)
+            .collect();
+        let first = on[0];
+        let k0 = c.columns[first].outcome.info().policies.kernel;
+        for &i in &on[1..] {
+            if c.columns[i].outcome.info().policies.kernel != k0 {
+                out.push((first, i));
+            }
+        }
+    }
+    out
+}
+
+fn distinct_in_order<'a>(v: &[&'a str]) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    for x in v {
+        if !out.contains(x) {
+            out.push(x);
+        }
+    }
+    out
+}
+
 /// The terminal table.
 pub fn table(c: &Comparison) -> String {
     let mut o = String::new();
@@ -430,6 +504,33 @@ pub fn table(c: &Comparison) -> String {
         let _ = write!(o, " {:>10}", change_cell(Some(a as f64), Some(b as f64)));
     }
     let _ = writeln!(o);
+    let pairs = within_platform(c);
+    if !pairs.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nrelease change within each platform (mean time per call)"
+        );
+        for &(a, b) in &pairs {
+            let (ia, ib) = (c.columns[a].outcome.info(), c.columns[b].outcome.info());
+            let _ = writeln!(
+                o,
+                "  {}: {} vs {} (kernel {} vs {})",
+                ia.platform,
+                letter(b),
+                letter(a),
+                ib.policies.kernel,
+                ia.policies.kernel
+            );
+            for r in &c.calls {
+                let _ = writeln!(
+                    o,
+                    "    {:<w$} {:>10}",
+                    r.call,
+                    change_cell(r.mean_ns(a), r.mean_ns(b))
+                );
+            }
+        }
+    }
 
     let w = c
         .operations
@@ -554,10 +655,30 @@ pub fn json(c: &Comparison) -> Value {
             })
             .collect()
     };
+    let within: Vec<Value> = within_platform(c)
+        .into_iter()
+        .map(|(a, b)| {
+            json!({
+                "platform": c.columns[a].outcome.info().platform,
+                "from": c.columns[a].label,
+                "to": c.columns[b].label,
+                "calls": c.calls.iter().map(|r| json!({
+                    "call": r.call,
+                    "from_mean_ns": r.mean_ns(a),
+                    "to_mean_ns": r.mean_ns(b),
+                    "change_pct": match (r.mean_ns(a), r.mean_ns(b)) {
+                        (Some(x), Some(y)) => change_pct(x, y),
+                        _ => None,
+                    },
+                })).collect::<Vec<Value>>(),
+            })
+        })
+        .collect();
     json!({
         "scenario": c.scenario,
         "variants": variants,
         "calls": calls,
+        "within_platform": within,
         "operations": rows(&c.operations, "operation", false),
         "stacks": rows(&c.stacks, "stack", true),
     })

@@ -188,6 +188,10 @@ enum Cmd {
         /// Set any scenario key for every variant: KEY=VALUE (repeatable), as for `run`.
         #[arg(long = "set")]
         set: Vec<String>,
+        /// The variant the others are measured against: its letter in the table (A, B, ...),
+        /// its number (1, 2, ...) or its label (e.g. "kernel 7.1"); default: the first.
+        #[arg(long)]
+        baseline: Option<String>,
         /// Most model steps each variant's run may take.
         #[arg(long, default_value_t = scenario::DEFAULT_MAX_WORK as u64,
               value_parser = clap::value_parser!(u64).range(1..))]
@@ -722,6 +726,7 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
             variant,
             policy,
             set,
+            baseline,
             max_work,
             sensitivity,
             plot,
@@ -733,7 +738,10 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
                 )
                 .into());
             }
-            let variants = dmasim::compare::variants_from(&variant, &platform, &kernel)?;
+            let mut variants = dmasim::compare::variants_from(&variant, &platform, &kernel)?;
+            if let Some(b) = &baseline {
+                dmasim::compare::put_baseline_first(&mut variants, b)?;
+            }
             // The settings are read on the first variant's platform (each variant then applies
             // its own and is checked there), so a --set that fits the compared platforms and not
             // the file's is accepted.

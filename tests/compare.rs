@@ -301,3 +301,69 @@ fn compare_and_sweep_warn_of_unpriced_costs_once_per_platform() {
         0
     );
 }
+
+/// `--baseline K` measures every variant against K (its letter, number or label); a 2×2 of
+/// kernels and platforms also gives each release change within its platform.
+#[test]
+fn a_baseline_and_the_release_change_within_each_platform() {
+    let t = ok(&[
+        "compare",
+        SCENARIO,
+        "--kernel",
+        "7.0",
+        "--kernel",
+        "7.1",
+        "--baseline",
+        "B",
+    ]);
+    assert!(t.contains("A: dimensity9500 (arm64), kernel 7.1"), "{t}");
+    assert!(t.contains("B: dimensity9500 (arm64), kernel 7.0"), "{t}");
+    let by_label = ok(&[
+        "compare",
+        SCENARIO,
+        "--kernel",
+        "7.0",
+        "--kernel",
+        "7.1",
+        "--baseline",
+        "kernel 7.1",
+    ]);
+    assert_eq!(t, by_label);
+    let o = dmasim(&[
+        "compare",
+        SCENARIO,
+        "--kernel",
+        "7.0",
+        "--kernel",
+        "7.1",
+        "--baseline",
+        "3",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let c = json(&[
+        "compare",
+        SCENARIO,
+        "--kernel",
+        "7.0",
+        "--kernel",
+        "7.1",
+        "--platform",
+        "dimensity9500",
+        "--platform",
+        "sm8150",
+        "--format",
+        "json",
+    ]);
+    let w = c["within_platform"].as_array().unwrap();
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert_eq!(w[0]["platform"], "dimensity9500");
+    assert_eq!(w[1]["platform"], "sm8150");
+    // Within dimensity9500, 7.1 against 7.0 is seed 000's map_sg change.
+    let pct = w[0]["calls"][0]["change_pct"].as_f64().unwrap();
+    assert!((pct + 64.6).abs() < 0.1, "{pct}");
+    // One platform: nothing to split.
+    let one = json(&[
+        "compare", SCENARIO, "--kernel", "7.0", "--kernel", "7.1", "--format", "json",
+    ]);
+    assert_eq!(one["within_platform"].as_array().unwrap().len(), 0);
+}
