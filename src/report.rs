@@ -329,6 +329,19 @@ pub(crate) fn operation_rows(o: &mut String, rows: &[(String, &str, String)]) {
     }
 }
 
+/// A time in ns, in the unit that reads best (`4.1 ms`).
+pub(crate) fn human_time_ns(ns: f64) -> String {
+    if ns >= 1e9 {
+        format!("{:.3} s", ns / 1e9)
+    } else if ns >= 1e6 {
+        format!("{:.3} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.3} µs", ns / 1e3)
+    } else {
+        format!("{ns:.1} ns")
+    }
+}
+
 pub(crate) fn trim_float(x: f64) -> String {
     if x.fract() == 0.0 {
         format!("{x:.0}")

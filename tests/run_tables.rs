@@ -52,3 +52,29 @@ fn every_run_table_has_one_unit_per_column() {
     }
     assert!(headers >= 20, "{headers} time columns");
 }
+
+/// A streaming workload's `rate` gives the share of one CPU its calls take at that rate: the
+/// modelled time of one iteration times the iterations a second.
+#[test]
+fn a_rate_gives_the_cpu_share() {
+    use dmasim::scenario::{Outcome, Scenario, execute};
+    let text = include_str!("../scenarios/batched-sync.toml")
+        .replace("iterations = 200", "iterations = 20\nrate = \"30/s\"");
+    let s = Scenario::parse("b.toml", &text, std::path::Path::new(".")).unwrap();
+    let Ok(Outcome::Streaming(r)) = execute(&s) else {
+        panic!("a streaming result")
+    };
+    let per_it = r.total_ps as f64 / 20.0;
+    let share = r.cpu_share().unwrap();
+    assert!((share - per_it * 1e-12 * 30.0).abs() < 1e-12, "{share}");
+    assert!(r.info.scenario == "batched-sync");
+    let doc = Outcome::Streaming(r.clone()).json();
+    assert_eq!(doc["workload"]["rate_per_s"], 30.0);
+    assert!((doc["cpu_share"].as_f64().unwrap() - share).abs() < 1e-15);
+    assert!(Outcome::Streaming(r).table().contains("% of one CPU"));
+    for bad in ["0/s", "fast", "-3/s"] {
+        let t = text.replace("rate = \"30/s\"", &format!("rate = \"{bad}\""));
+        let e = Scenario::parse("b.toml", &t, std::path::Path::new(".")).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("workload.rate"), "{bad}: {e}");
+    }
+}

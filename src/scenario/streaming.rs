@@ -58,6 +58,7 @@ struct Section {
     direction: Option<Spanned<String>>,
     iterations: Option<Spanned<i64>>,
     cpu: Option<Spanned<String>>,
+    rate: Option<Spanned<String>>,
 }
 
 /// What the program does to the buffer between DMA transfers (`cpu`): before each for-device
@@ -165,6 +166,29 @@ pub struct Streaming {
     pub attrs: DmaAttrs,
     /// What the program does to the buffer between transfers.
     pub cpu: CpuTouch,
+    /// How often the driver runs one iteration (`rate = "30/s"`), per second: the report gives
+    /// the share of one CPU the calls take at that rate.
+    pub rate_per_s: Option<f64>,
+}
+
+/// `rate`: `"30/s"`, `"30 Hz"`, `"60 fps"` (one iteration a frame), `"1.5k/s"`; at most a
+/// billion a second.
+fn parse_rate(s: &str) -> Option<f64> {
+    let t = s.trim().to_ascii_lowercase();
+    let num = ["/s", "hz", "fps"]
+        .iter()
+        .find_map(|u| t.strip_suffix(u))?
+        .trim();
+    let (num, mult) = match num.strip_suffix('k') {
+        Some(n) => (n, 1e3),
+        None => match num.strip_suffix('m') {
+            Some(n) => (n, 1e6),
+            None => (num, 1.0),
+        },
+    };
+    let v: f64 = num.trim().parse().ok()?;
+    let v = v * mult;
+    (v.is_finite() && v > 0.0 && v <= 1e9).then_some(v)
 }
 
 fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, _shared: &Shared) -> Result<Workload, InputError> {
@@ -287,6 +311,19 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, _shared: &Shared) -> Result<Wor
             )
         })?,
     };
+    let rate_per_s = match &w.rate {
+        None => None,
+        Some(v) => Some(parse_rate(v.get_ref()).ok_or_else(|| {
+            c.err(
+                v.span(),
+                "workload.rate",
+                format!(
+                    "expected how often an iteration runs, e.g. \"30/s\", \"1k/s\" or \"60 fps\" (more than 0, at most 1e9 a second), found \"{}\"",
+                    v.get_ref()
+                ),
+            )
+        })?),
+    };
     Ok(Workload::Streaming(Streaming {
         buffer_bytes,
         entry_bytes,
@@ -295,6 +332,7 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, _shared: &Shared) -> Result<Wor
         iterations,
         attrs,
         cpu,
+        rate_per_s,
     }))
 }
 
@@ -320,6 +358,18 @@ impl RunResult {
 
     pub fn count(&self, c: Counter) -> u64 {
         self.counts[c as usize]
+    }
+
+    /// The modelled time of one iteration's calls.
+    pub fn iteration_ps(&self) -> f64 {
+        self.total_ps as f64 / f64::from(self.workload.iterations.max(1))
+    }
+
+    /// At the workload's `rate`, the fraction of one CPU the calls take (1.0: all of it).
+    pub fn cpu_share(&self) -> Option<f64> {
+        self.workload
+            .rate_per_s
+            .map(|r| self.iteration_ps() * 1e-12 * r)
     }
 }
 
@@ -487,6 +537,10 @@ struct RunDoc<'a> {
     operations: BTreeMap<&'static str, u64>,
     breakdown: Vec<StackDoc>,
     total_ns: f64,
+    /// At the workload's `rate`: the calls' modelled time per second over one second, the
+    /// fraction of one CPU they take.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cpu_share: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -501,6 +555,8 @@ struct WorkloadDoc {
     attrs: Vec<&'static str>,
     #[serde(skip_serializing_if = "is_none")]
     cpu: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rate_per_s: Option<f64>,
 }
 
 fn is_none(c: &&'static str) -> bool {
@@ -523,7 +579,9 @@ pub fn json(r: &RunResult) -> serde_json::Value {
             iterations: r.workload.iterations,
             attrs: attr_names(r.workload.attrs),
             cpu: r.workload.cpu.name(),
+            rate_per_s: r.workload.rate_per_s,
         },
+        cpu_share: r.cpu_share(),
         calls: r.calls.iter().map(call_doc).collect(),
         operations: counts_map(&r.counts),
         breakdown: breakdown_docs(&r.stacks, r.total_ps),
@@ -588,6 +646,15 @@ pub fn table(r: &RunResult) -> String {
             c.call,
             c.count,
             unit.num(c.mean_ns())
+        );
+    }
+    if let (Some(rate), Some(share)) = (w.rate_per_s, r.cpu_share()) {
+        let _ = writeln!(
+            o,
+            "at {}/s    {:.3} % of one CPU ({} of calls a second)",
+            trim_float(rate),
+            share * 100.0,
+            crate::report::human_time_ns(share * 1e9)
         );
     }
     refusals(
