@@ -173,6 +173,34 @@ pub struct Calibration {
     pub runs: Vec<OpRun>,
 }
 
+/// What `dmasim calibrate` says on standard error after its fit: each fit it could not make as
+/// measured (a latency that came out negative, held at 0) and each cross-check that misses the
+/// measurement by more than 10 % (the Model's one dirty line plus barrier against the timed
+/// one). The profile is written all the same: these are warnings, not errors.
+pub fn warnings(c: &Calibration) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in &c.runs {
+        let (m, f) = (&r.measurements, &r.fit);
+        let name = insn_upper(r.instruction);
+        if f.latency_clamped {
+            out.push(format!(
+                "{name}: the latency fit came out negative (measurement noise) and is held at 0"
+            ));
+        }
+        let model = f.issue_ns + f.latency_ns + f.barrier_ns;
+        if m.one_line_ns > 0.0 {
+            let err = (model - m.one_line_ns) / m.one_line_ns * 100.0;
+            if err.abs() > 10.0 {
+                out.push(format!(
+                    "{name}: cross-check misses by {err:+.1} %: the Model charges one dirty line + barrier {model:.1} ns, measured {:.1} ns",
+                    m.one_line_ns
+                ));
+            }
+        }
+    }
+    out
+}
+
 /// The instructions to measure: the one asked for, else every one this host's user space can
 /// issue, clean-and-invalidate first (its run gives the barrier and the software path).
 pub fn instructions_for(
@@ -692,6 +720,19 @@ mod tests {
             runs: vec![OpRun::new(Instruction::Clflushopt, m, g)],
         };
         assert!(render_profile(&c).contains("held at 0"));
+        let w = warnings(&c);
+        assert!(w.iter().any(|w| w.contains("held at 0")), "{w:?}");
+        // A cross-check measured far from the Model's charge is named; one close to it is not.
+        let mut c2 = c.clone();
+        let f = c2.runs[0].fit;
+        c2.runs[0].measurements.one_line_ns = (f.issue_ns + f.latency_ns + f.barrier_ns) * 2.0;
+        assert!(
+            warnings(&c2)
+                .iter()
+                .any(|w| w.contains("cross-check misses by -50.0 %"))
+        );
+        c2.runs[0].measurements.one_line_ns = (f.issue_ns + f.latency_ns + f.barrier_ns) * 1.05;
+        assert!(!warnings(&c2).iter().any(|w| w.contains("cross-check")));
     }
 
     #[test]

@@ -848,6 +848,9 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
                 instruction,
             };
             let c = dmasim::calibrate::measure_host(&opts)?;
+            for w in dmasim::calibrate::warnings(&c) {
+                note(format_args!("warning: {w}"));
+            }
             let text = dmasim::calibrate::render_profile(&c);
             if let Some(path) = &output {
                 std::fs::write(path, &text)
