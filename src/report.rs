@@ -219,6 +219,10 @@ pub struct RunInfo {
     /// The IOMMU the run maps through, as its header line says it: granule, address size, SMMU
     /// model and version, and the table walker's coherence with where it came from.
     pub iommu: Option<String>,
+    /// The profile's costs that were fitted to published rows, and those held (set by
+    /// judgement, not fitted), by key.
+    pub fitted: Vec<String>,
+    pub held: Vec<String>,
 }
 
 /// The first lines of every `run` table: scenario, platform and policies, and the IOMMU if the
@@ -235,6 +239,19 @@ pub(crate) fn header(o: &mut String, i: &RunInfo) {
     if let Some(iommu) = &i.iommu {
         let _ = writeln!(o, "iommu      {iommu}");
     }
+    let list = |v: &[String]| {
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            v.join(", ")
+        }
+    };
+    let _ = writeln!(
+        o,
+        "costs      fitted: {}; held (assumed, not fitted): {}",
+        list(&i.fitted),
+        list(&i.held)
+    );
 }
 
 /// The head of every run document: scenario, platform, arch and the policies in effect.
@@ -244,6 +261,8 @@ pub(crate) struct HeadDoc<'a> {
     platform: &'a str,
     arch: &'a str,
     policies: BTreeMap<&'static str, String>,
+    fitted_costs: &'a [String],
+    held_costs: &'a [String],
 }
 
 impl<'a> HeadDoc<'a> {
@@ -253,6 +272,8 @@ impl<'a> HeadDoc<'a> {
             platform: &i.platform,
             arch: i.arch.name(),
             policies: policies_map(&i.policies, &i.target),
+            fitted_costs: &i.fitted,
+            held_costs: &i.held,
         }
     }
 }

@@ -47,42 +47,7 @@ pub const STEP: f64 = 0.10;
 /// parameter moves the result by less than 1 %.
 pub const ROBUST: f64 = 0.1;
 
-/// Where a parameter's value comes from, by its source text (docs/profiles.md).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum SourceKind {
-    /// `measured: ...` — taken on the machine (`dmasim calibrate` writes these).
-    Measured,
-    /// A manual, datasheet, paper or kernel file (and `counted:` instruction counts).
-    Cited,
-    /// `fit: <rows>` — chosen so that the model meets published rows.
-    Fitted,
-    /// `held: ...` or `assumption: ...` — a value set by judgement and kept fixed.
-    Held,
-}
-
-impl SourceKind {
-    pub fn of(source: &str) -> SourceKind {
-        let s = source.trim_start().to_ascii_lowercase();
-        if s.starts_with("measured") {
-            SourceKind::Measured
-        } else if s.starts_with("fit:") || s.starts_with("fit ") || s.starts_with("fitted") {
-            SourceKind::Fitted
-        } else if s.starts_with("held") || s.starts_with("assum") {
-            SourceKind::Held
-        } else {
-            SourceKind::Cited
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            SourceKind::Measured => "measured",
-            SourceKind::Cited => "cited",
-            SourceKind::Fitted => "fitted",
-            SourceKind::Held => "held",
-        }
-    }
-}
+pub use crate::platform::SourceKind;
 
 /// What a headline result is.
 #[derive(Clone, Debug, PartialEq)]

@@ -78,3 +78,40 @@ fn a_rate_gives_the_cpu_share() {
         assert_eq!(e.key.as_deref(), Some("workload.rate"), "{bad}: {e}");
     }
 }
+
+/// A run's header says which of the profile's costs were fitted and which held (assumed, not
+/// fitted); the JSON head carries both lists.
+#[test]
+fn the_header_says_which_costs_were_fitted_and_which_held() {
+    use dmasim::scenario::{Scenario, execute};
+    let s = Scenario::parse(
+        "b.toml",
+        include_str!("../scenarios/batched-sync.toml"),
+        std::path::Path::new("."),
+    )
+    .unwrap();
+    let out = execute(&s).unwrap();
+    let t = out.table();
+    let line = t.lines().find(|l| l.starts_with("costs ")).unwrap();
+    assert!(line.contains("fitted: cache.clean.latency"), "{line}");
+    let held = line.split("held (assumed, not fitted): ").nth(1).unwrap();
+    assert!(
+        held.contains("barrier.cost") && !held.contains("cache.clean.latency"),
+        "{line}"
+    );
+    let j = out.json();
+    assert!(
+        j["fitted_costs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|k| k == "cache.clean.latency")
+    );
+    assert!(
+        j["held_costs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|k| k == "barrier.cost")
+    );
+}

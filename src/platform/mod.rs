@@ -395,6 +395,43 @@ fn parse_cost_arg(v: &str) -> Option<(&'static str, f64)> {
     }
 }
 
+/// Where a parameter's value comes from, by its source text (docs/profiles.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SourceKind {
+    /// `measured: ...` — taken on the machine (`dmasim calibrate` writes these).
+    Measured,
+    /// A manual, datasheet, paper or kernel file (and `counted:` instruction counts).
+    Cited,
+    /// `fit: <rows>` — chosen so that the model meets published rows.
+    Fitted,
+    /// `held: ...` or `assumption: ...` — a value set by judgement and kept fixed.
+    Held,
+}
+
+impl SourceKind {
+    pub fn of(source: &str) -> SourceKind {
+        let s = source.trim_start().to_ascii_lowercase();
+        if s.starts_with("measured") {
+            SourceKind::Measured
+        } else if s.starts_with("fit:") || s.starts_with("fit ") || s.starts_with("fitted") {
+            SourceKind::Fitted
+        } else if s.starts_with("held") || s.starts_with("assum") {
+            SourceKind::Held
+        } else {
+            SourceKind::Cited
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SourceKind::Measured => "measured",
+            SourceKind::Cited => "cited",
+            SourceKind::Fitted => "fitted",
+            SourceKind::Held => "held",
+        }
+    }
+}
+
 /// A parameter's resolved value and source, for reports.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ParamInfo {
@@ -538,6 +575,30 @@ impl Profile {
             Some(k) if k == key || k.starts_with(&format!("{key}.")) => err(e.message),
             _ => err(e.to_string()),
         })
+    }
+
+    /// The profile's costs by how their values were obtained: (fitted, held), each a list of
+    /// keys in profile order. Geometry, counts and properties are not costs and are left out.
+    pub fn fitted_and_held(&self) -> (Vec<String>, Vec<String>) {
+        let (mut fitted, mut held) = (Vec::new(), Vec::new());
+        for p in self.params() {
+            let cost = !(p.key.starts_with("platform.")
+                || p.key.starts_with("code.")
+                || p.key.starts_with("numa.distance")
+                || p.key.starts_with("numa.latency_ns")
+                || p.key.ends_with("line_bytes")
+                || p.key.ends_with("size_kib")
+                || p.key.ends_with("ways"));
+            if !cost {
+                continue;
+            }
+            match SourceKind::of(&p.source) {
+                SourceKind::Fitted => fitted.push(p.key),
+                SourceKind::Held => held.push(p.key),
+                _ => {}
+            }
+        }
+        (fitted, held)
     }
 
     /// A built-in profile by name, or a profile file by path. An unknown name lists the known ones.

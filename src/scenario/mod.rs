@@ -1008,6 +1008,7 @@ impl Scenario {
 
     /// The head of this scenario's results.
     pub fn run_info(&self) -> RunInfo {
+        let (fitted, held) = self.profile.fitted_and_held();
         RunInfo {
             scenario: self.name.clone(),
             platform: self.profile.name().to_string(),
@@ -1015,6 +1016,8 @@ impl Scenario {
             policies: self.policies.clone(),
             target: self.target(),
             iommu: self.iommu.map(|c| self.describe_iommu(&c)),
+            fitted,
+            held,
         }
     }
 
