@@ -93,6 +93,33 @@ pub struct SweepResult {
     pub scenario: String,
     pub sweeps: Vec<Sweep>,
     pub points: Vec<Point>,
+    /// The `--set` edits and `--policy` overrides every point ran with.
+    pub sets: Vec<String>,
+    pub policies: Vec<String>,
+}
+
+/// A swept value in base units, as a number: a size in bytes (`4K`: 4096), a time in ps
+/// (`150ns`: 150000), a plain number as written; `None` for a word (`to_device`).
+pub fn base_value(v: &str) -> Option<f64> {
+    let t = v.trim();
+    if let Ok(x) = t.parse::<f64>() {
+        return x.is_finite().then_some(x);
+    }
+    if let Some(b) = crate::input::parse_size(t) {
+        return Some(b as f64);
+    }
+    let split = t.find(|c: char| c.is_ascii_alphabetic() || c == 'µ')?;
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.trim().parse().ok()?;
+    let ps = match unit.trim() {
+        "ps" => 1.0,
+        "ns" => 1e3,
+        "us" | "µs" => 1e6,
+        "ms" => 1e9,
+        "s" => 1e12,
+        _ => return None,
+    };
+    Some(n * ps)
 }
 
 /// Every setting, in the order given (the first key varies slowest).
@@ -154,6 +181,8 @@ pub fn run(
         scenario: name,
         sweeps: sweeps.to_vec(),
         points,
+        sets: sets.to_vec(),
+        policies: policies.to_vec(),
     })
 }
 
@@ -323,9 +352,18 @@ pub fn json(r: &SweepResult) -> Value {
                 .iter()
                 .map(|(k, v)| (k.clone(), json!(v)))
                 .collect();
+            let values: serde_json::Map<String, Value> = p
+                .setting
+                .iter()
+                .map(|(k, v)| (k.clone(), json!(base_value(v))))
+                .collect();
             let c = compare::json(&p.comparison);
             json!({
                 "setting": setting,
+                "setting_values": values,
+                // The effective configuration of each variant at this point, in the schema
+                // `compare` uses: platform, release and policies, settings, unpriced costs.
+                "variants": c["variants"],
                 "calls": c["calls"],
                 "total_ps": p.comparison.columns.iter().map(|c| c.outcome.total_ps()).collect::<Vec<_>>(),
             })
@@ -339,6 +377,8 @@ pub fn json(r: &SweepResult) -> Value {
     json!({
         "scenario": r.scenario,
         "sweep": sweeps,
+        "sets": r.sets,
+        "policy_overrides": r.policies,
         "variants": series_names(r),
         "points": points,
     })

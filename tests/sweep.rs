@@ -270,3 +270,65 @@ fn quiet_silences_notes_but_not_errors() {
     assert_eq!(err.status.code(), Some(2));
     assert!(!err.stderr.is_empty(), "errors still show under -q");
 }
+
+/// A sweep's JSON records what every point ran with: the swept values as typed and in base
+/// units, the `--set` edits and `--policy` overrides, and per point each variant's platform,
+/// release and policies in the schema `compare` uses.
+#[test]
+fn the_json_records_each_points_effective_configuration() {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_dmasim"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args([
+            "run",
+            "batched-sync",
+            "--sweep",
+            "workload.entry=4K,16K",
+            "--kernel",
+            "7.0",
+            "--kernel",
+            "7.1",
+            "--set",
+            "workload.iterations=3",
+            "--policy",
+            "arm64_dir_rules=pre-5.19",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let d: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(d["sets"][0], "workload.iterations=3");
+    assert_eq!(d["policy_overrides"][0], "arm64_dir_rules=pre-5.19");
+    let p = &d["points"][1];
+    assert_eq!(p["setting"]["workload.entry"], "16K");
+    assert_eq!(p["setting_values"]["workload.entry"], 16384.0);
+    let v = &p["variants"][1];
+    assert_eq!(v["policies"]["kernel"], "7.1");
+    assert_eq!(v["policies"]["arm64_dir_rules"], "pre-5.19");
+    assert_eq!(v["platform"], "dimensity9500");
+    // The same keys as a comparison's variants.
+    let c = std::process::Command::new(env!("CARGO_BIN_EXE_dmasim"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args([
+            "compare",
+            "batched-sync",
+            "--kernel",
+            "7.0",
+            "--kernel",
+            "7.1",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    let c: serde_json::Value = serde_json::from_slice(&c.stdout).unwrap();
+    let keys = |x: &serde_json::Value| {
+        let mut k: Vec<String> = x.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    assert_eq!(keys(v), keys(&c["variants"][1]));
+    assert_eq!(dmasim::sweep::base_value("150ns"), Some(150_000.0));
+    assert_eq!(dmasim::sweep::base_value("to_device"), None);
+}
