@@ -415,3 +415,43 @@ fn a_two_key_sweeps_legend_fits_inside_the_picture() {
         assert!(!(v.contains('.') && v.ends_with('0')), "tick `{v}`");
     }
 }
+
+/// `reproduce --plot` shows the rows a parameter was fitted on apart from the predictions: one
+/// panel each, every published row in exactly one of them.
+#[test]
+fn reproduce_plots_fitted_rows_apart_from_predictions() {
+    let dir = std::env::temp_dir().join(format!("dmasim-repro-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let svg = dir.join("r.svg");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_dmasim"))
+        .args(["reproduce", "batched-sync", "--plot"])
+        .arg(&svg)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    let titles: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text") && n.attribute("font-weight") == Some("bold"))
+        .filter_map(|n| n.text())
+        .collect();
+    assert!(
+        titles.iter().any(|t| t.contains("fitted rows")),
+        "{titles:?}"
+    );
+    assert!(
+        titles.iter().any(|t| t.contains("predictions")),
+        "{titles:?}"
+    );
+    // batched-sync: map_sg.reduction is fitted, unmap_sg.reduction predicted.
+    let fitted_at = text.find("fitted rows").unwrap();
+    let predicted_at = text.find("predictions (").unwrap();
+    let map = text.find("map_sg.reduction").unwrap();
+    let unmap = text.find("unmap_sg.reduction").unwrap();
+    assert!(
+        fitted_at < map && map < predicted_at && predicted_at < unmap,
+        "{text}"
+    );
+}

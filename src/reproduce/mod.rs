@@ -256,10 +256,30 @@ const PLOT_CLIP: f64 = 25.0;
 /// The error band drawn on the plot: the README's yardstick, ±10.
 const PLOT_BAND: f64 = 10.0;
 
-/// The plot of one experiment's published rows: each row's error as a bar about zero.
+/// The plot of one experiment's published rows: each row's error as a bar about zero, the rows
+/// a parameter was fitted on in one panel and the predictions in another, so a reader sees at a
+/// glance which agreement was bought and which was earned.
 fn error_panels(r: &Report) -> Vec<crate::plot::Panel> {
-    use crate::plot::{BarChart, BarGroup, Panel};
     let published: Vec<&Row> = r.rows.iter().filter(|row| row.error.is_some()).collect();
+    let (fitted, predicted): (Vec<&Row>, Vec<&Row>) = published
+        .into_iter()
+        .partition(|row| !row.fitted_params.is_empty());
+    let mut out = Vec::new();
+    out.extend(error_panel(
+        r,
+        &fitted,
+        "fitted rows (a parameter was fitted on each)",
+    ));
+    out.extend(error_panel(
+        r,
+        &predicted,
+        "predictions (nothing fitted on them)",
+    ));
+    out
+}
+
+fn error_panel(r: &Report, published: &[&Row], what: &str) -> Option<crate::plot::Panel> {
+    use crate::plot::{BarChart, BarGroup, Panel};
     let groups: Vec<BarGroup> = published
         .iter()
         .map(|row| {
@@ -284,10 +304,10 @@ fn error_panels(r: &Report) -> Vec<crate::plot::Panel> {
         })
         .collect();
     if groups.is_empty() {
-        Vec::new()
+        None
     } else {
-        vec![Panel::Bars(BarChart {
-            title: format!("{}: model vs published, error per row", r.experiment),
+        Some(Panel::Bars(BarChart {
+            title: format!("{}: {what}, model vs published", r.experiment),
             x_name: format!(
                 "error: % of the published figure (percentage points for % rows); band ±{PLOT_BAND}, axis cut at ±{PLOT_CLIP}"
             ),
@@ -296,7 +316,7 @@ fn error_panels(r: &Report) -> Vec<crate::plot::Panel> {
             signed: true,
             band: Some(PLOT_BAND),
             clip: Some(PLOT_CLIP),
-        })]
+        }))
     }
 }
 
