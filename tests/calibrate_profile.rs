@@ -142,5 +142,7 @@ fn calibrate_warns_of_cross_checks_that_miss_and_still_writes_the_profile() {
             misses, warned,
             "{name}: model {model}, measured {measured}\n{err}"
         );
+        checked += 1;
     }
+    assert!(checked > 0, "no cross-check in the header:\n{profile}");
 }
