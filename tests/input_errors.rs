@@ -691,3 +691,36 @@ fn a_cache_geometry_that_is_not_a_power_of_two_is_refused_where_it_is_written() 
         "cache.ways.value",
     );
 }
+
+/// A GHz figure typed as `cpu_freq_mhz` (2.4) is refused below the plausible floor, naming the
+/// file, line and key, with the hint of what it most likely meant.
+#[test]
+fn a_ghz_figure_typed_as_mhz_is_refused_with_a_hint() {
+    let text = include_str!("../profiles/dimensity9500.toml");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("cpu_freq_mhz"))
+        .expect("a cpu_freq_mhz line");
+    let value = line
+        .split("value = ")
+        .nth(1)
+        .unwrap()
+        .split(',')
+        .next()
+        .unwrap();
+    let edited = text.replacen(line, &line.replacen(value, "2.4", 1), 1);
+    let dir = std::env::temp_dir().join(format!("dmasim-ghz-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("ghz.toml");
+    std::fs::write(&p, &edited).unwrap();
+    let path = p.to_string_lossy().into_owned();
+    let o = dmasim(&["run", "batched-sync", "--platform", &path]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("platform.cpu_freq_mhz") && e.contains("2.4 GHz is 2400"),
+        "{e}"
+    );
+    assert_eq!(e.lines().count(), 1, "{e}");
+}
