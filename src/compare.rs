@@ -395,15 +395,12 @@ pub fn within_platform(c: &Comparison) -> Vec<(usize, usize)> {
         .iter()
         .map(|col| col.outcome.info().platform.as_str())
         .collect();
-    let mut distinct = platforms.clone();
-    distinct.dedup();
-    distinct.sort_unstable();
-    distinct.dedup();
+    let distinct = distinct_in_order(&platforms);
     if distinct.len() < 2 {
         return Vec::new();
     }
     let mut out = Vec::new();
-    for p in distinct_in_order(&platforms) {
+    for p in distinct {
         let on: Vec<usize> = (0..platforms.len())
             .filter(|&i| platforms[i] == p)
             .collect();

@@ -45,6 +45,8 @@ const W: f64 = 720.0;
 const H: f64 = 300.0;
 const LEFT: f64 = 80.0;
 const RIGHT: f64 = 200.0;
+/// Where a line chart's legend entries start (swatch, then text at `LEGEND_X + 26`).
+const LEGEND_X: f64 = W - RIGHT + 12.0;
 const TOP: f64 = 40.0;
 const BOTTOM: f64 = 50.0;
 /// Colours that stay apart for most readers (Okabe–Ito).
@@ -205,9 +207,9 @@ fn panel(o: &mut String, c: &Chart, y0: f64) {
         let _ = writeln!(
             o,
             r#"<line x1="{}" y1="{ly:.1}" x2="{}" y2="{ly:.1}" stroke-width="2"/><text x="{}" y="{:.1}" font-size="12" stroke="none">{}</text></g>"#,
-            W - RIGHT + 12.0,
-            W - RIGHT + 32.0,
-            W - RIGHT + 38.0,
+            LEGEND_X,
+            LEGEND_X + 20.0,
+            LEGEND_X + 26.0,
             ly + 4.0,
             escape(&s.label)
         );
@@ -601,7 +603,7 @@ fn line_size(c: &Chart) -> (f64, f64) {
         .iter()
         .map(|s| text_w(&s.label, 12.0))
         .fold(0.0, f64::max);
-    let width = (W - RIGHT + 38.0 + legend + 12.0).max(W);
+    let width = (LEGEND_X + 26.0 + legend + 12.0).max(W);
     let height = (TOP + 14.0 + 18.0 * c.series.len() as f64 + 8.0).max(H);
     (width, height)
 }

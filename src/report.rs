@@ -334,9 +334,23 @@ pub(crate) fn stack_table(
     }
 }
 
-/// Rows of (instruction, counter, count) with each column as wide as its longest entry, so a
-/// long instruction label (`TLBSTATUS read`, `unmap_pages call`) keeps the columns aligned.
-pub(crate) fn operation_rows(o: &mut String, rows: &[(String, &str, String)]) {
+/// Every operation the run issued, per iteration: (instruction, counter, count) rows with each
+/// column as wide as its longest entry, so a long instruction label (`TLBSTATUS read`,
+/// `unmap_pages call`) keeps the columns aligned.
+pub(crate) fn operations_per_iteration(
+    o: &mut String,
+    counts: &[u64; Counter::N],
+    arch: Arch,
+    iterations: u64,
+) {
+    let rows: Vec<(&str, &str, String)> = Counter::ALL
+        .iter()
+        .filter(|c| counts[**c as usize] > 0)
+        .map(|&c| {
+            let per = counts[c as usize] as f64 / iterations.max(1) as f64;
+            (instr(c, arch), c.name(), trim_float(per))
+        })
+        .collect();
     let w0 = rows
         .iter()
         .map(|r| r.0.chars().count())

@@ -223,9 +223,8 @@ pub enum Served {
     PageAllocator,
 }
 
-/// 5.10's `max_zone_phys(bits)`: the start of DRAM with its low `bits` cleared, plus the
-/// zone's width, capped at the end of DRAM.
-pub fn max_zone_phys_5_10(mem: &PhysMem, bits: u32) -> u64 {
+/// `memblock_start_of_DRAM()` and `memblock_end_of_DRAM()`.
+fn dram_span(mem: &PhysMem) -> (u64, u64) {
     let start = mem.nodes().iter().map(|n| n.start.0).min().unwrap_or(0);
     let end = mem
         .nodes()
@@ -233,6 +232,13 @@ pub fn max_zone_phys_5_10(mem: &PhysMem, bits: u32) -> u64 {
         .map(|n| n.start.0 + n.size)
         .max()
         .unwrap_or(0);
+    (start, end)
+}
+
+/// 5.10's `max_zone_phys(bits)`: the start of DRAM with its low `bits` cleared, plus the
+/// zone's width, capped at the end of DRAM.
+pub fn max_zone_phys_5_10(mem: &PhysMem, bits: u32) -> u64 {
+    let (start, end) = dram_span(mem);
     if bits >= 64 {
         return end;
     }
@@ -243,13 +249,7 @@ pub fn max_zone_phys_5_10(mem: &PhysMem, bits: u32) -> u64 {
 /// `max_zone_phys(bits)` on arm64 from 5.11: the end of a zone of that width, widened to 4 GiB
 /// when DRAM starts above it and to everything when DRAM starts above 4 GiB.
 pub fn max_zone_phys(mem: &PhysMem, bits: u32) -> u64 {
-    let start = mem.nodes().iter().map(|n| n.start.0).min().unwrap_or(0);
-    let end = mem
-        .nodes()
-        .iter()
-        .map(|n| n.start.0 + n.size)
-        .max()
-        .unwrap_or(0);
+    let (start, end) = dram_span(mem);
     let mask = if bits >= 64 {
         u64::MAX
     } else {

@@ -33,12 +33,8 @@ const MIB: u64 = 1 << 20;
 /// The default area's size (`cma=`) and the per-node areas' (`cma_pernuma=`).
 const CMA: u64 = 64 * MIB;
 const CMA_PERNUMA: u64 = 32 * MIB;
-/// What the SMMU's IDR1 is assumed to report.
-const IDR1: SmmuV3Idr1 = SmmuV3Idr1 {
-    cmdqs: 11,
-    evtqs: 11,
-    sidsize: 16,
-};
+/// What the SMMU's IDR1 is assumed to report: the same as every run that probes it.
+const IDR1: SmmuV3Idr1 = crate::setup::ASSUMED_IDR1;
 /// Calls averaged per row (the model is deterministic; a run of calls shows that nothing
 /// accumulates from one to the next).
 const CALLS: u64 = 1000;

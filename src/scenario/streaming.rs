@@ -26,7 +26,7 @@ use toml::Spanned;
 pub use crate::hw::calls::{CallStat, StackRow};
 use crate::report::{
     CallDoc, DeviceDoc, FORMAT_VERSION, HeadDoc, StackDoc, TimeUnit, breakdown_docs, call_doc,
-    counts_map, device_line, header, human_bytes, instr, ns, refusals, stack_table, trim_float,
+    counts_map, device_line, header, human_bytes, ns, refusals, stack_table, trim_float,
 };
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -667,15 +667,7 @@ pub fn table(r: &RunResult) -> String {
         per_call_operations(&mut o, r);
     }
     let _ = writeln!(o, "\noperations per iteration");
-    let rows: Vec<(String, &str, String)> = Counter::ALL
-        .iter()
-        .filter(|c| r.counts[**c as usize] > 0)
-        .map(|&c| {
-            let per = r.counts[c as usize] as f64 / it as f64;
-            (instr(c, r.info.arch).to_string(), c.name(), trim_float(per))
-        })
-        .collect();
-    crate::report::operation_rows(&mut o, &rows);
+    crate::report::operations_per_iteration(&mut o, &r.counts, r.info.arch, it);
     stack_table(&mut o, "per iteration", &r.stacks, r.total_ps, it);
     o
 }

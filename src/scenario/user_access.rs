@@ -24,8 +24,7 @@ use crate::hw::model::Model;
 use crate::hw::{Counter, Hw};
 use crate::input::InputError;
 use crate::report::{
-    FORMAT_VERSION, HeadDoc, breakdown_docs, counts_map, header, human_bytes, instr, ns,
-    stack_table, trim_float,
+    FORMAT_VERSION, HeadDoc, breakdown_docs, counts_map, header, human_bytes, ns, stack_table,
 };
 use crate::types::{Arch, PhysAddr};
 use serde::{Deserialize, Serialize};
@@ -505,15 +504,7 @@ pub fn table(r: &UserAccessResult) -> String {
     let _ = writeln!(o, "time       {:.3} s per iteration", r.seconds());
     let _ = writeln!(o, "\noperations per iteration");
     let it = u64::from(w.iterations);
-    let rows: Vec<(String, &str, String)> = Counter::ALL
-        .iter()
-        .filter(|c| r.counts[**c as usize] > 0)
-        .map(|&c| {
-            let per = r.counts[c as usize] as f64 / it as f64;
-            (instr(c, r.info.arch).to_string(), c.name(), trim_float(per))
-        })
-        .collect();
-    crate::report::operation_rows(&mut o, &rows);
+    crate::report::operations_per_iteration(&mut o, &r.counts, r.info.arch, it);
     stack_table(&mut o, "per iteration", &r.stacks, r.total_ps, it);
     o
 }
