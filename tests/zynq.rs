@@ -17,6 +17,11 @@ const BUF: PhysAddr = PhysAddr(0x1000_0000);
 fn counts_of(kernel: (u32, u32), call: &str, dir: DmaDirection) -> [u64; Counter::N] {
     let mut s = Scenario::parse("s.toml", SCENARIO, std::path::Path::new(".")).unwrap();
     s.set_kernel(KernelVersion(kernel.0, kernel.1)).unwrap();
+    counts_on(&s, call, dir)
+}
+
+/// The counts one call makes on the scenario `s` as set up.
+fn counts_on(s: &Scenario, call: &str, dir: DmaDirection) -> [u64; Counter::N] {
     let node = NodeRange {
         node: 0,
         start: BUF,
@@ -473,20 +478,7 @@ fn the_reproduction_states_its_errata_764369_configuration() {
     let barriers = |policy: &str| {
         let mut s = Scenario::parse("s.toml", SCENARIO, std::path::Path::new(".")).unwrap();
         s.set_policies(policy).unwrap();
-        let node = NodeRange {
-            node: 0,
-            start: BUF,
-            size: 4 * MB,
-        };
-        let mut m = Machine::boot(&s.profile, vec![node]);
-        let mut api = setup_dma_ops(&mut m, &s.device_setup(), 1).unwrap();
-        let dir = DmaDirection::ToDevice;
-        let addr = api
-            .map_single(&mut m.hw, BUF, MB, dir, DmaAttrs::default())
-            .unwrap();
-        m.hw.clear_ledger();
-        api.sync_single_for_device(&mut m.hw, addr, MB, dir);
-        m.hw.ledger.totals()[Counter::Barrier as usize]
+        counts_on(&s, "for_device", DmaDirection::ToDevice)[Counter::Barrier as usize]
     };
     assert_eq!(
         barriers("arm_errata_764369=on"),
