@@ -29,6 +29,10 @@ const FILES: &[(&str, &str)] = &[
         "zynq-coherent-streaming",
         include_str!("../data/published/zynq-coherent-streaming.toml"),
     ),
+    (
+        "zynq-memcpy",
+        include_str!("../data/published/zynq-memcpy.toml"),
+    ),
 ];
 
 #[derive(Clone, Debug, Deserialize)]

@@ -140,6 +140,16 @@ fn bad_outer_cache_input_names_line_and_key() {
             "outer_cache.revision",
         ),
         ("arch = \"armv7\"", "arch = \"arm64\"", "outer_cache"),
+        (
+            "linefill_buffers = { value = 2",
+            "linefill_buffers = { value = 0",
+            "cache_model.linefill_buffers.value",
+        ),
+        (
+            "linefill_buffers = { value = 2",
+            "linefill_buffers = { value = 1.5",
+            "cache_model.linefill_buffers.value",
+        ),
     ] {
         let text = good.replacen(from, to, 1);
         assert_ne!(text, good, "{from}");

@@ -396,3 +396,38 @@ fn the_acp_under_3_14_is_coherent_because_the_driver_says_so() {
     };
     assert!(!r.run(Coherence::Acp).unwrap().what.contains("driver sets"));
 }
+
+/// With the program's pass charged, the advice says which access pattern decides: reading every
+/// block in glibc memcpy's 8-byte loads makes the non-cacheable mapping pay a bus round trip per
+/// load, more than a cached pass plus its maintenance; a program that only writes its blocks
+/// (posted, buffered stores) and reads nothing turns the comparison around.
+#[test]
+fn the_advice_names_the_access_pattern_that_decides_the_ranking() {
+    let two = |flow: &str| {
+        run(&scenario(
+            &OPTIONS
+                .replace(
+                    "[\"coherent\", \"streaming\", \"streaming-partial\", \"write-combine\", \"acp\", \"bounce\", \"user-pages\"]",
+                    "[\"coherent\", \"streaming-partial\"]",
+                )
+                .replace("flow = \"loopback\"", &format!("flow = \"{flow}\""))
+                .replace("device_mb_s = 600", "device_mb_s = 600\nuser_access_bytes = 8"),
+        ))
+    };
+    let loopback = two("loopback");
+    let why = &loopback.advice.reason;
+    assert!(
+        why.contains("what decides the ranking is the program's access pattern"),
+        "{why}"
+    );
+    assert!(why.contains("8-byte loads and stores"), "{why}");
+    assert_eq!(loopback.advice.best, Coherence::StreamingPartial, "{why}");
+    assert!(
+        why.contains("a cached pass plus its maintenance costs less"),
+        "{why}"
+    );
+    let to_device = two("to_device");
+    let why = &to_device.advice.reason;
+    assert_eq!(to_device.advice.best, Coherence::Coherent, "{why}");
+    assert!(why.contains("the uncached pass costs less"), "{why}");
+}

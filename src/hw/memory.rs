@@ -74,9 +74,16 @@ pub fn access_sizes(arch: Arch) -> &'static [u64] {
     }
 }
 
-/// The size memcpy moves per access on `arch` (the largest it has).
-pub fn copy_access(arch: Arch) -> u64 {
-    *access_sizes(arch).last().expect("every arch has sizes")
+/// The size a user program's `memcpy` moves per load and per store on `arch`. ARMv7: 8 —
+/// glibc's ARMv7 memcpy (sysdeps/arm/armv7/multiarch/memcpy_impl.S, the NEON, VFP and plain
+/// variants alike) copies its long aligned runs with 64-bit `vldr`/`vstr` or `ldrd`/`strd`, not
+/// with the kernel's 32-byte LDM/STM (the VFP one "much better at streaming loads and stores" on
+/// the Cortex-A9, its comment says). Elsewhere: the largest access.
+pub fn user_copy_access(arch: Arch) -> u64 {
+    match arch {
+        Arch::Armv7 => 8,
+        _ => *access_sizes(arch).last().expect("every arch has sizes"),
+    }
 }
 
 /// What one type's accesses cost, in picoseconds, by size.
@@ -106,6 +113,9 @@ pub struct MemCosts {
     /// Cached memory: the L1 prefetches the next line of a sequential stream, so a fill of the
     /// line after the previous one overlaps the accesses to that previous line.
     pub prefetch_next_line: bool,
+    /// Cached memory: how many line fills the L1 has in flight at most (its linefill buffers);
+    /// 0 reads as 1.
+    pub linefill_buffers: u32,
 }
 
 impl MemCosts {

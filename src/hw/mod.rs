@@ -563,6 +563,18 @@ pub trait Hw {
         _bytes: u64,
     ) {
     }
+    /// A program's (or the kernel's) memcpy of `bytes` from `src` to `dst`, each given with the
+    /// memory type of its mapping, in `size`-byte loads and stores, charged as
+    /// [`Hw::cpu_access`] charges a loop, with the two passes interleaved line by line as a
+    /// copy loop runs them. Backends that cannot price it ignore it.
+    fn cpu_copy(
+        &mut self,
+        _dst: (memory::MemType, PhysAddr),
+        _src: (memory::MemType, PhysAddr),
+        _size: u64,
+        _bytes: u64,
+    ) {
+    }
     /// `lines` cache lines homed on the node whose memory holds `home`, each moved to an
     /// initiator (a CPU, a device) on node `from`, one after another: a device ring's
     /// descriptor written by the CPU and read by the device, a completion the device writes

@@ -36,7 +36,9 @@
 //! is paced by their writebacks and the CPU stalls for the buffer (charged as a wait); a clean of
 //! a clean or absent line costs the bare operation. An outer (PL310) operation on a dirty line
 //! adds its writeback to DDR, `writeback_ps[1]`, to the CPU's time, the operation being atomic.
-//! Without `[cache_model]` nothing of this exists and every charge is as before.
+//! A program's own loads and stores ([`cpu_loop`]) post their victims to the eviction buffers
+//! instead and wait only for a busy buffer. Without `[cache_model]` nothing of this exists and
+//! every charge is as before.
 //!
 //! Invariants: time only moves forward; `pending` (the completion time of the newest outstanding
 //! operation) is never before the last barrier. Charges equal elapsed time: every picosecond the
@@ -49,6 +51,9 @@ use super::{
 };
 use crate::types::PhysAddr;
 use std::collections::BTreeMap;
+
+mod cpu_loop;
+pub use cpu_loop::{MAX_LINEFILLS, Stream};
 
 /// The functional cache model's shape and its writeback costs, from `[cache_model]`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -254,6 +259,9 @@ pub struct Model {
     caches: Option<Caches>,
     /// When the L1's eviction buffer is next free (cache model only).
     evict_free: u64,
+    /// When the outer cache's eviction buffer is next free, after a program's access pushed a
+    /// dirty line out of it (cache model only).
+    outer_evict_free: u64,
     /// The NUMA machine's line transfers, when the profile gives them.
     numa: Option<NumaLines>,
     /// The SMMUv3 command queue's home node, once `CMDQ_BASE` has been written.
@@ -278,6 +286,7 @@ impl Model {
             smmu_sync_done: 0,
             caches,
             evict_free: 0,
+            outer_evict_free: 0,
             numa: None,
             cmdq_node: None,
             cmdq_lines: (0, 0),
@@ -331,14 +340,18 @@ impl Model {
         }
     }
 
-    /// Picoseconds of writeback work in `fx`, by the levels' writeback costs.
-    fn writeback_work(&self, fx: &Effects) -> u64 {
-        let wb = self
-            .params
+    /// Each level's cost of writing one dirty line out (0 without a cache model).
+    fn writeback_ps(&self) -> [u64; 2] {
+        self.params
             .caches
             .as_ref()
             .map(|c| c.writeback_ps)
-            .unwrap_or_default();
+            .unwrap_or_default()
+    }
+
+    /// Picoseconds of writeback work in `fx`, by the levels' writeback costs.
+    fn writeback_work(&self, fx: &Effects) -> u64 {
+        let wb = self.writeback_ps();
         (0..wb.len()).fold(0u64, |acc, l| {
             acc.saturating_add(fx.writebacks[l].saturating_mul(wb[l]))
         })
@@ -695,75 +708,41 @@ impl Hw for Model {
         start: PhysAddr,
         bytes: u64,
     ) {
-        if bytes == 0 || size == 0 {
-            return;
-        }
-        let mem = self.params.mem.clone().unwrap_or_default();
-        let per = mem
-            .of(mt)
-            .and_then(|c| c.cost(a == Access::Write, size))
-            .unwrap_or(0);
-        let line = self.params.line_bytes.max(1);
-        let end = start.0.saturating_add(bytes);
-        // The loop runs line by line: its accesses within each line, and for cached memory the
-        // line's fill (an L1 miss) and any dirty victims the fill displaced.
-        let mut caches = if mt == super::memory::MemType::Cached {
-            self.caches.take()
-        } else {
-            None
-        };
-        let (mut accesses, mut fills, mut ps, mut stall) = (0u64, 0u64, 0u64, 0u64);
-        let mut total = Effects::default();
-        let mut prev_line: Option<(u64, u64)> = None;
-        let mut lo = start.0;
-        while lo < end {
-            let next = (lo / line).saturating_add(1).saturating_mul(line).min(end);
-            let n = (next - lo).div_ceil(size);
-            let work = n.saturating_mul(per);
-            if let Some(c) = caches.as_mut() {
-                let l = c.line_of(lo);
-                let mut fx = Effects::default();
-                c.access(a, l, &mut fx);
-                // A miss that brought the line into the L1 (a store to a level that does not
-                // write-allocate goes on as a write, with no fill to wait for).
-                if fx.served[0] == 0 && c.state(0, l) != super::cache::LineState::Absent {
-                    fills += 1;
-                    let fill = if fx.served[1] > 0 && c.depth() > 1 {
-                        mem.fill_l2_ps
-                    } else {
-                        mem.fill_memory_ps
-                    };
-                    // A sequential stream's next line was prefetched while the loop worked on
-                    // the previous one: only what that work did not cover is exposed.
-                    let exposed = match prev_line {
-                        Some((p, took)) if mem.prefetch_next_line && p.wrapping_add(1) == l => {
-                            fill.saturating_sub(took)
-                        }
-                        _ => fill,
-                    };
-                    stall = stall.saturating_add(exposed);
-                }
-                stall = stall.saturating_add(self.writeback_work(&fx));
-                total.add(&fx);
-                prev_line = Some((l, work));
-            }
-            accesses = accesses.saturating_add(n);
-            ps = ps.saturating_add(work);
-            lo = next;
-        }
-        if caches.is_some() {
-            self.caches = caches;
-        }
-        self.ledger.count(Counter::CpuAccess, accesses);
-        if fills > 0 {
-            self.ledger.count(Counter::LineFill, fills);
-        }
-        self.count_writebacks(&total);
-        self.advance(ps);
-        if stall > 0 {
-            self.now = self.now.saturating_add(stall);
-            self.ledger.charge_wait(stall);
-        }
+        self.cpu_streams(
+            &[Stream {
+                access: a,
+                mt,
+                size,
+                start,
+            }],
+            bytes,
+        );
+    }
+
+    fn cpu_copy(
+        &mut self,
+        dst: (super::memory::MemType, PhysAddr),
+        src: (super::memory::MemType, PhysAddr),
+        size: u64,
+        bytes: u64,
+    ) {
+        self.cpu_streams(
+            &[
+                Stream {
+                    access: Access::Read,
+                    mt: src.0,
+                    size,
+                    start: src.1,
+                },
+                Stream {
+                    access: Access::Write,
+                    mt: dst.0,
+                    size,
+                    start: dst.1,
+                },
+            ],
+            bytes,
+        );
     }
 }
 
@@ -853,7 +832,7 @@ impl SmmuPort for Model {
 mod tests {
     use super::*;
 
-    fn params(issue: u64, latency: u64, interval: u64, barrier: u64) -> ModelParams {
+    pub(super) fn params(issue: u64, latency: u64, interval: u64, barrier: u64) -> ModelParams {
         let c = MaintCost {
             issue_ps: issue,
             latency_ps: latency,
@@ -1230,7 +1209,7 @@ mod tests {
         assert_eq!(m.ledger.total_ps(), m.now_ps());
     }
 
-    fn with_caches(mut p: ModelParams, wb: [u64; 2]) -> ModelParams {
+    pub(super) fn with_caches(mut p: ModelParams, wb: [u64; 2]) -> ModelParams {
         use crate::hw::cache::{Geometry, LevelSpec};
         let level = |name, size_bytes, ways| LevelSpec {
             name,

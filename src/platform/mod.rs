@@ -229,6 +229,9 @@ pub struct CacheModelSpec {
     /// Whether the L1 prefetches the next line of a sequential stream of CPU accesses (priced
     /// by `[memory_type.cached]`'s fills). Optional: no prefetch if absent.
     pub l1_prefetch: Option<FlagParam>,
+    /// How many line fills the L1 keeps in flight at most (its linefill buffers). Optional: 1
+    /// if absent, every fill then waiting for the one before it.
+    pub linefill_buffers: Option<Param>,
 }
 
 /// The outer-cache revisions whose kernel code dmasim models: those for which 3.16+'s
@@ -801,6 +804,9 @@ impl Profile {
             if let Some(p) = &m.l1_prefetch {
                 out.push(flag("cache_model.l1_prefetch", p));
             }
+            if let Some(p) = &m.linefill_buffers {
+                out.push(param_info("cache_model.linefill_buffers", p, "buffers"));
+            }
             out.push(cost_info("cache_model.l1_writeback", &m.l1_writeback));
             if let Some(c) = &m.l2_writeback {
                 out.push(cost_info("cache_model.l2_writeback", c));
@@ -1315,6 +1321,24 @@ fn resolve_memory_types(
         .as_ref()
         .and_then(|m| m.l1_prefetch.as_ref())
         .is_some_and(|p| *p.value.get_ref());
+    if let Some(p) = f
+        .cache_model
+        .as_ref()
+        .and_then(|m| m.linefill_buffers.as_ref())
+    {
+        let n = r.param("cache_model.linefill_buffers", p)?;
+        let max = crate::hw::model::MAX_LINEFILLS as f64;
+        if n < 1.0 || n.fract() != 0.0 || n > max {
+            return Err(InputError::at(
+                r.origin,
+                r.text,
+                Some(p.value.span()),
+                "cache_model.linefill_buffers.value",
+                format!("must be a whole number of buffers from 1 to {max}, found {n}"),
+            ));
+        }
+        out.linefill_buffers = n as u32;
+    }
     Ok(out)
 }
 

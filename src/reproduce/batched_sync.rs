@@ -78,16 +78,13 @@ pub fn run() -> Result<Report, InputError> {
             .insert("operations_per_iteration_after".into(), counts(&after));
         rows.push(r);
     }
-    Ok(Report {
-        experiment: published.experiment.clone(),
-        title: published.title.clone(),
-        source: published.source.clone(),
-        conditions: published.conditions.clone(),
-        platform: base.profile.name().to_string(),
-        assumptions: vec![
+    Ok(Report::of(
+        &published,
+        base.profile.name(),
+        vec![
             "direction DMA_BIDIRECTIONAL: the publication does not say; dma_map_benchmark defaults to it, and a DMA_TO_DEVICE unmap would need no cache maintenance on arm64, leaving nothing for batching to save".into(),
             format!("{} entries of 4 KB, page aligned and physically contiguous; non-coherent device", before.entries),
         ],
         rows,
-    })
+    ))
 }

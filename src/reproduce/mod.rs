@@ -13,6 +13,7 @@ pub mod pernuma_cma;
 pub mod smmu_walk_flush;
 pub mod swiotlb_phys;
 pub mod zynq_coherent_streaming;
+pub mod zynq_memcpy;
 
 use crate::input::InputError;
 use crate::platform::Profile;
@@ -56,6 +57,26 @@ pub struct Report {
     pub rows: Vec<Row>,
 }
 
+impl Report {
+    /// A report of `published`'s experiment, run on `platform`.
+    pub fn of(
+        published: &Published,
+        platform: &str,
+        assumptions: Vec<String>,
+        rows: Vec<Row>,
+    ) -> Report {
+        Report {
+            experiment: published.experiment.clone(),
+            title: published.title.clone(),
+            source: published.source.clone(),
+            conditions: published.conditions.clone(),
+            platform: platform.to_string(),
+            assumptions,
+            rows,
+        }
+    }
+}
+
 /// An experiment: its name, a one-line summary and how to run it.
 pub struct Experiment {
     pub name: &'static str,
@@ -88,6 +109,11 @@ pub const EXPERIMENTS: &[Experiment] = &[
         name: "zynq-coherent-streaming",
         summary: "seed 002: dma_sync_single_for_* of a 1 MB streaming block on a Zynq-7000 (ARMv7, PL310), 3.19",
         run: zynq_coherent_streaming::run,
+    },
+    Experiment {
+        name: "zynq-memcpy",
+        summary: "not a seed: glibc memcpy of 8 MiB cached buffers on a Zynq-7000 (Genode's Linux baseline), a check of the program-access costs",
+        run: zynq_memcpy::run,
     },
 ];
 

@@ -218,13 +218,10 @@ pub fn run() -> Result<Report, InputError> {
         r.detail.insert("pgtable_node".into(), c.pgd_node.into());
         rows.push(r);
     }
-    Ok(Report {
-        experiment: published.experiment.clone(),
-        title: published.title.clone(),
-        source: published.source.clone(),
-        conditions: published.conditions.clone(),
-        platform: profile.name().to_string(),
-        assumptions: vec![
+    Ok(Report::of(
+        &published,
+        profile.name(),
+        vec![
             "the CPU that sends the CMD_SYNC and polls for it runs on node 2, the SMMU's node: the seed does not say; with the CPU on node 0 the two placements would cost the same (two transfers local and two remote either way), so only a CPU on the SMMU's socket shows the published difference".into(),
             "the time is the whole arm_smmu_cmdq_issue_sync() call (arm_smmu_cmdq_issue_cmdlist with one CMD_SYNC): from writing the command to seeing its MSI payload".into(),
             format!("Linux 5.10 (arm_smmu_cmdq_issue_sync, MSI polling); cma={}M, and cma_pernuma={}M in the after case: sizes not stated, any that holds the queues gives the same placement", CMA / MIB, CMA_PERNUMA / MIB),
@@ -232,5 +229,5 @@ pub fn run() -> Result<Report, InputError> {
             "the unmap rows add to the SMMU and queue side the iommu core's and io-pgtable's software costs, which the profile holds at instruction counts (no Kunpeng 920 row measures them); page tables come from alloc_pages_node on the SMMU's node (not priced by node: table walks are not modelled)".into(),
         ],
         rows,
-    })
+    ))
 }

@@ -165,13 +165,10 @@ pub fn run() -> Result<Report, InputError> {
         rows.push(row);
     }
 
-    Ok(Report {
-        experiment: published.experiment.clone(),
-        title: published.title.clone(),
-        source: published.source.clone(),
-        conditions: published.conditions.clone(),
-        platform: base.profile.name().to_string(),
-        assumptions: vec![
+    Ok(Report::of(
+        &published,
+        base.profile.name(),
+        vec![
             "kernel 5.14 (per-page unmap split) for both before and after: the patch was measured on the release it was written against; after = walk_flush asid only".into(),
             "IOVA fixed and 2 MB aligned (0x40000000): the seed does not say, but its 2M unmap is cheaper than its 1M one, which only happens when whole level-3 tables are freed".into(),
             "the 4 KB pages of each sg list are physically scattered (none adjacent), so iommu_map_sg maps one PTE per element; contiguous pages would be coalesced and mapped with 2 MB blocks".into(),
@@ -182,5 +179,5 @@ pub fn run() -> Result<Report, InputError> {
             format!("camera: buffers of {cam} (a 4K NV12 frame) unmapped at {rate_label}; the published figure is a lower bound (\"more than 100 ms\"); detail gives the rate for each seed size"),
         ],
         rows,
-    })
+    ))
 }

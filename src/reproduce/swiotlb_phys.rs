@@ -276,13 +276,10 @@ pub fn run() -> Result<Report, InputError> {
     );
     let cpus = before.workload.cpus;
     let freq = base.profile.file.platform.cpu_freq_mhz.value.get_ref();
-    Ok(Report {
-        experiment: published.experiment.clone(),
-        title: published.title.clone(),
-        source: published.source.clone(),
-        conditions: published.conditions.clone(),
-        platform: base.profile.name().to_string(),
-        assumptions: vec![
+    Ok(Report::of(
+        &published,
+        base.profile.name(),
+        vec![
             format!("{cpus} CPUs at {freq} MHz route in parallel, one ixgbe queue pair each, without slowing each other: packets per second = CPUs / CPU time per packet. The seed names no machine; the shares and the before/after ratio do not depend on this choice, only the absolute cycles per packet do"),
             "each packet makes the DMA calls of ixgbe's 3.6 page-reuse receive path and transmit path: dma_sync_single_range_for_cpu of the received half page, dma_sync_single_range_for_device of the other half (the page is reused: a routed packet is freed long before its page comes round the 512-entry ring again), dma_map_single + dma_mapping_error of the linear frame on transmit and dma_unmap_single at completion, where the skb is freed. Under 3.6 swiotlb makes 7 calls to __phys_addr per packet in those calls, the seed's count of what the series removes".into(),
             "packet memory lies above the swiotlb pool (a large server's memory is mostly above the 64 MiB pool carved out below 4 GiB), so is_swiotlb_buffer evaluates both bounds: two __phys_addr calls, not one".into(),
@@ -294,7 +291,7 @@ pub fn run() -> Result<Report, InputError> {
             closing_note,
         ],
         rows,
-    })
+    ))
 }
 
 fn published_value(p: &crate::published::Published, id: &str) -> f64 {

@@ -616,6 +616,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../scenarios/zynq-coherence-options.toml"),
     ),
     (
+        "zynq-memcpy",
+        include_str!("../../scenarios/zynq-memcpy.toml"),
+    ),
+    (
         "zynq-pipeline-coherent",
         include_str!("../../scenarios/zynq-pipeline-coherent.toml"),
     ),

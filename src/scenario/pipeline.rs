@@ -22,7 +22,7 @@
 
 use super::{Ctx, Progress, RunInfo, Scenario, Shared, Workload};
 use crate::device::Device;
-use crate::drivers::pl_dma::{Coherence, Flow, PlDma, PlDmaConfig};
+use crate::drivers::pl_dma::{Coherence, Flow, PlDma, PlDmaConfig, UserMemory};
 use crate::hw::Counter;
 use crate::hw::calls::{CallStat, CallTimer, StackRow, stack_rows};
 use crate::input::InputError;
@@ -478,7 +478,7 @@ pub fn run(s: &Scenario, w: &Pipeline, progress: &Progress) -> Result<PipelineRe
     let total_ps = runs
         .iter()
         .fold(0u64, |a, r| a.saturating_add(r.cpu_busy_ps));
-    let advice = advise(&runs);
+    let advice = advise(&runs, w.user_access_bytes);
     Ok(PipelineResult {
         info: s.run_info(),
         device: s.device.clone(),
@@ -608,7 +608,7 @@ fn run_option(
 
 /// The seed's goal: move the frames at the highest rate; of the options within [`SAME_RATE`] of
 /// the best rate, the one that leaves the CPU the most time (least CPU per MB).
-fn advise(runs: &[OptionRun]) -> Advice {
+fn advise(runs: &[OptionRun], access_bytes: u64) -> Advice {
     let top = runs
         .iter()
         .map(|r| r.throughput_mb_s())
@@ -664,7 +664,9 @@ fn advise(runs: &[OptionRun]) -> Advice {
             r.cpu_ms_per_mb()
         );
     }
-    if !runs.iter().any(|r| r.user_access_charged) {
+    if runs.iter().any(|r| r.user_access_charged) {
+        why.push_str(&deciding_pattern(runs, access_bytes));
+    } else {
         why.push_str(
             "; user space's own pass over the blocks is not charged (user_access_bytes = 0, the seed's accounting), so an uncached or write-combined user mapping looks free here: set user_access_bytes to price it",
         );
@@ -673,6 +675,70 @@ fn advise(runs: &[OptionRun]) -> Advice {
         best: b.coherence,
         reason: why,
     }
+}
+
+/// Which access pattern decides the ranking: what user space's own pass over the blocks costs
+/// through each kind of mapping the options give it, against the cache maintenance a cached
+/// mapping needs to stay coherent, each per MB moved and the cheapest of the options having it.
+fn deciding_pattern(runs: &[OptionRun], access_bytes: u64) -> String {
+    let user_ms = |r: &OptionRun| {
+        per_mb_ms(
+            r.split.user_read_ps.saturating_add(r.split.user_write_ps),
+            r.bytes,
+        )
+    };
+    let mut kinds: Vec<(UserMemory, f64)> = Vec::new();
+    for r in runs.iter().filter(|r| !r.coherence.copies()) {
+        let (m, ms) = (r.coherence.user_memory(), user_ms(r));
+        match kinds.iter_mut().find(|k| k.0 == m) {
+            Some(k) => k.1 = k.1.min(ms),
+            None => kinds.push((m, ms)),
+        }
+    }
+    let passes: Vec<String> = kinds
+        .iter()
+        .map(|(m, ms)| format!("{ms:.3} ms per MB through a {} mapping", m.name()))
+        .collect();
+    let maintenance = runs
+        .iter()
+        .filter(|r| r.split.maintenance_ps > 0)
+        .map(|r| {
+            (
+                per_mb_ms(r.split.maintenance_ps, r.bytes),
+                r.coherence.name(),
+            )
+        })
+        .min_by(|a, b| a.0.total_cmp(&b.0));
+    let mut out = format!(
+        "; what decides the ranking is the program's access pattern: its pass over each block in {access_bytes}-byte loads and stores costs {}",
+        passes.join(", ")
+    );
+    if let Some((ms, name)) = maintenance {
+        let _ = write!(
+            out,
+            ", and keeping a cached mapping coherent costs at least {ms:.3} ms per MB of cache maintenance ({name})"
+        );
+    }
+    // The two costs the options trade against each other, per MB: the pass through an uncached
+    // mapping, or the pass through a cached one plus its maintenance.
+    let cached = runs
+        .iter()
+        .filter(|r| !r.coherence.copies() && r.coherence.user_memory() == UserMemory::Cached)
+        .map(|r| user_ms(r) + per_mb_ms(r.split.maintenance_ps, r.bytes))
+        .fold(f64::INFINITY, f64::min);
+    let uncached = kinds
+        .iter()
+        .filter(|k| k.0 != UserMemory::Cached)
+        .map(|k| k.1)
+        .fold(f64::INFINITY, f64::min);
+    if cached.is_finite() && uncached.is_finite() {
+        out.push_str(if uncached < cached {
+            ": with this pattern the uncached pass costs less than a cached pass plus its maintenance"
+        } else {
+            ": with this pattern a cached pass plus its maintenance costs less than the uncached pass, whose every load is a bus round trip"
+        });
+    }
+    out
 }
 
 // Rendering.

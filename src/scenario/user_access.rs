@@ -6,10 +6,10 @@
 //! program's own `malloc`ed pages — and decides the memory type ([`crate::arch::arm::pgtable`]).
 //!
 //! What it models: a read loop or a write loop of `access_bytes`-sized accesses over the buffer,
-//! or a memcpy into it or out of it from a cached `malloc`ed buffer of the same size (the
-//! architecture's largest access, 32-byte LDM/STM on ARMv7), `iterations` times, charged
-//! through [`crate::hw::Hw::cpu_access`]: cached memory through the cache model, other types one
-//! bus transaction per access.
+//! or a memcpy into it or out of it from a cached `malloc`ed buffer of the same size (glibc's:
+//! 8-byte loads and stores on ARMv7, [`user_copy_access`]), `iterations` times, charged through
+//! [`crate::hw::Hw::cpu_access`] and [`crate::hw::Hw::cpu_copy`]: cached memory through the cache
+//! model, other types one bus transaction per access.
 //!
 //! Invariants: the memory type comes from the mapping call and its protection only; a loop's
 //! accesses are counted by running it line by line; an access size the architecture does not
@@ -19,7 +19,7 @@ use super::{Ctx, RunInfo, Scenario, Shared, Workload};
 use crate::arch::arm::pgtable::{Pgprot, get_dma_pgprot};
 use crate::hw::cache::Access;
 use crate::hw::calls::{StackRow, stack_rows};
-use crate::hw::memory::{MemType, access_sizes, copy_access};
+use crate::hw::memory::{MemType, access_sizes, user_copy_access};
 use crate::hw::model::Model;
 use crate::hw::{Counter, Hw};
 use crate::input::InputError;
@@ -127,7 +127,7 @@ pub struct UserAccess {
     pub coherent_memory: bool,
     pub mapping: Mapping,
     pub pattern: Pattern,
-    /// Bytes per access of a read or write loop (memcpy uses the architecture's largest).
+    /// Bytes per access of a read or write loop (memcpy uses glibc's, [`user_copy_access`]).
     pub access_bytes: u64,
     /// The line of `access_bytes`, for the arch check at resolve.
     pub access_line: Option<usize>,
@@ -145,7 +145,7 @@ impl UserAccess {
     /// The size of each access to the mapped buffer on `arch`.
     pub fn size_on(&self, arch: Arch) -> u64 {
         if self.pattern.is_copy() {
-            copy_access(arch)
+            user_copy_access(arch)
         } else {
             self.access_bytes
         }
@@ -326,7 +326,7 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, _shared: &Shared) -> Result<Wor
             return Err(c.err(
                 a.span(),
                 "workload.access_bytes",
-                "memcpy moves the architecture's largest access; access_bytes is for read and write loops",
+                "memcpy moves what glibc's memcpy moves per load and store (8 bytes on ARMv7); access_bytes is for read and write loops",
             ));
         }
         (Some(a), false) => (
@@ -373,6 +373,16 @@ impl UserAccessResult {
     pub fn count(&self, c: Counter) -> u64 {
         self.counts[c as usize]
     }
+
+    /// The buffer's bytes the loop moved per second (MiB/s), averaged over the iterations.
+    pub fn mib_per_s(&self) -> f64 {
+        let s = self.seconds();
+        if s > 0.0 {
+            self.workload.buffer_bytes as f64 / f64::from(1u32 << 20) / s
+        } else {
+            0.0
+        }
+    }
 }
 
 /// Run the loop on the Model.
@@ -397,13 +407,11 @@ pub fn run(s: &Scenario, w: &UserAccess) -> UserAccessResult {
             }
             Pattern::MemcpyIn => {
                 hw.enter("memcpy");
-                hw.cpu_access(Access::Read, MemType::Cached, size, other, n);
-                hw.cpu_access(Access::Write, mt, size, buf, n);
+                hw.cpu_copy((mt, buf), (MemType::Cached, other), size, n);
             }
             Pattern::MemcpyOut => {
                 hw.enter("memcpy");
-                hw.cpu_access(Access::Read, mt, size, buf, n);
-                hw.cpu_access(Access::Write, MemType::Cached, size, other, n);
+                hw.cpu_copy((MemType::Cached, other), (mt, buf), size, n);
             }
         }
         hw.leave();
@@ -427,6 +435,7 @@ struct Doc<'a> {
     memory_type: &'static str,
     mismatched_attributes: bool,
     seconds_per_iteration: f64,
+    mib_per_s: f64,
     operations: std::collections::BTreeMap<&'static str, u64>,
     breakdown: Vec<crate::report::StackDoc>,
     total_ns: f64,
@@ -471,6 +480,7 @@ pub fn json(r: &UserAccessResult) -> serde_json::Value {
         memory_type: r.memory_type.key(),
         mismatched_attributes: w.mismatched(),
         seconds_per_iteration: r.seconds(),
+        mib_per_s: r.mib_per_s(),
         operations: counts_map(&r.counts),
         breakdown: breakdown_docs(&r.stacks, r.total_ps),
         total_ns: ns(r.total_ps),
@@ -502,6 +512,11 @@ pub fn table(r: &UserAccessResult) -> String {
         );
     }
     let _ = writeln!(o, "time       {:.3} s per iteration", r.seconds());
+    let _ = writeln!(
+        o,
+        "rate       {:.1} MiB/s of the buffer (the first iteration starts with cold caches)",
+        r.mib_per_s()
+    );
     let _ = writeln!(o, "\noperations per iteration");
     let it = u64::from(w.iterations);
     crate::report::operations_per_iteration(&mut o, &r.counts, r.info.arch, it);
