@@ -130,7 +130,7 @@ fn sweep(dir: &std::path::Path, platform: &str) -> IommuRunResult {
     let text = SWEEP.replace("PLATFORM", platform);
     let s = Scenario::parse("s.toml", &text, dir).unwrap();
     match execute(&s) {
-        Ok(Outcome::Iommu(r)) => r,
+        Ok(Outcome::IommuSweep(r) | Outcome::IommuOps(r)) => r,
         other => panic!("an IOMMU result, got {other:?}"),
     }
 }

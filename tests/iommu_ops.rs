@@ -13,7 +13,7 @@ use dmasim::scenario::{Outcome, Scenario, execute};
 fn run(text: &str) -> IommuRunResult {
     let s = Scenario::parse("s.toml", text, std::path::Path::new(".")).unwrap();
     match execute(&s) {
-        Ok(Outcome::Iommu(r)) => r,
+        Ok(Outcome::IommuSweep(r) | Outcome::IommuOps(r)) => r,
         other => panic!("an IOMMU result, got {other:?}"),
     }
 }
@@ -308,7 +308,7 @@ fn from_6_12_an_unmapped_run_is_cleaned_with_one_sync() {
         let mut s = Scenario::parse("w.toml", &text, std::path::Path::new(".")).unwrap();
         s.set_kernel(k).unwrap();
         match execute(&s).unwrap() {
-            Outcome::Iommu(r) => r,
+            Outcome::IommuSweep(r) | Outcome::IommuOps(r) => r,
             _ => panic!("an IOMMU result"),
         }
     };

@@ -448,3 +448,55 @@ pub fn json(r: &BounceResult) -> serde_json::Value {
         "total_ns": ns(r.total_ps),
     })
 }
+
+impl super::WorkloadKind for Bounce {
+    type Output = BounceResult;
+    const KINDS: &'static [super::Kind] = &[KIND];
+
+    fn run(&self, s: &Scenario, progress: &Progress) -> Result<BounceResult, String> {
+        run(s, self, progress).map_err(|e| e.to_string())
+    }
+
+    fn check(&self, s: &Scenario) -> Result<(), InputError> {
+        s.profile.require_copy("a bounce workload")
+    }
+
+    fn work(&self, s: &Scenario) -> u128 {
+        let line = s.work_line();
+        let per: u128 = self
+            .sizes
+            .iter()
+            .map(|&size| 640 + 2 * u128::from(size) / line)
+            .sum();
+        per * u128::from(self.iterations) * u128::from(self.cpus) * u128::from(self.in_flight)
+    }
+
+    fn progress_total(&self) -> u64 {
+        self.sizes.len() as u64 * u64::from(self.iterations)
+    }
+
+    fn uses_swiotlb(&self) -> bool {
+        true
+    }
+
+    fn behind_iommu(&self) -> bool {
+        false
+    }
+}
+
+impl super::KindResult for BounceResult {
+    super::kind::result_fields!();
+    /// Per size, its map and its unmap.
+    fn call_totals(&self) -> Vec<(String, u64, u64)> {
+        self.rows
+            .iter()
+            .flat_map(|row| {
+                let size = human_bytes(row.size);
+                [
+                    (format!("map {size}"), row.maps, row.map_ps),
+                    (format!("unmap {size}"), row.maps, row.unmap_ps),
+                ]
+            })
+            .collect()
+    }
+}

@@ -1242,6 +1242,39 @@ pub fn table(r: &CoherentResult) -> String {
     o
 }
 
+impl super::WorkloadKind for Coherent {
+    type Output = Box<CoherentResult>;
+    const KINDS: &'static [super::Kind] = &[KIND];
+
+    fn run(&self, s: &Scenario, progress: &Progress) -> Result<Box<CoherentResult>, String> {
+        run(s, self, progress).map(Box::new)
+    }
+
+    fn check(&self, s: &Scenario) -> Result<(), InputError> {
+        Coherent::check(self, s)
+    }
+
+    fn work(&self, _s: &Scenario) -> u128 {
+        Coherent::work(self)
+    }
+
+    fn progress_total(&self) -> u64 {
+        self.allocs.len() as u64
+    }
+
+    fn own_devices(&self) -> bool {
+        true
+    }
+}
+
+impl super::KindResult for CoherentResult {
+    super::kind::result_fields!();
+    /// Per allocation: its dma_alloc_coherent and, if freed, its dma_free_coherent.
+    fn call_totals(&self) -> Vec<(String, u64, u64)> {
+        CoherentResult::call_totals(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

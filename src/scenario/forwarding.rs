@@ -450,3 +450,63 @@ pub fn json(r: &ForwardingResult) -> serde_json::Value {
     };
     serde_json::to_value(doc).expect("plain data serialises")
 }
+
+impl super::WorkloadKind for Forwarding {
+    type Output = ForwardingResult;
+    const KINDS: &'static [super::Kind] = &[KIND];
+
+    fn run(&self, s: &Scenario, progress: &Progress) -> Result<ForwardingResult, String> {
+        run(s, self, progress).map_err(|e| e.to_string())
+    }
+
+    fn check(&self, s: &Scenario) -> Result<(), InputError> {
+        if self.cpus == 0 {
+            return Err(s.error(
+                &super::Origin::File(s.lines.kind),
+                "workload.cpus",
+                format!(
+                    "missing: platform `{}` has no `platform.cpus`, so the scenario must say how many CPUs route",
+                    s.profile.name()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn work(&self, _s: &Scenario) -> u128 {
+        64 * u128::from(self.packets)
+    }
+
+    fn progress_total(&self) -> u64 {
+        self.packets
+    }
+
+    fn uses_swiotlb(&self) -> bool {
+        true
+    }
+
+    fn pci_device(&self) -> bool {
+        true
+    }
+
+    fn behind_iommu(&self) -> bool {
+        false
+    }
+
+    /// The IP forwarding path's own costs; on x86-64 before 3.8 its skb frees call `__pa()`.
+    fn driver_layers(&self, s: &Scenario) -> Vec<crate::hw::sw_costs::Layer> {
+        use crate::hw::sw_costs::Layer;
+        let mut v = vec![Layer::IpForward];
+        if s.policies.phys_addr == PhysAddrKind::Call {
+            v.push(Layer::X86PhysAddr);
+        }
+        v
+    }
+}
+
+impl super::KindResult for ForwardingResult {
+    super::kind::result_fields!();
+    fn call_totals(&self) -> Vec<(String, u64, u64)> {
+        super::kind::call_stat_totals(&self.calls)
+    }
+}

@@ -1901,6 +1901,81 @@ pub fn table(r: &IommuRunResult) -> String {
     o
 }
 
+impl super::WorkloadKind for Sweep {
+    type Output = IommuRunResult;
+    const KINDS: &'static [super::Kind] = &[SWEEP];
+
+    fn run(&self, s: &Scenario, progress: &Progress) -> Result<IommuRunResult, String> {
+        run(s, progress)
+    }
+
+    fn work(&self, s: &Scenario) -> u128 {
+        let page = s.work_page();
+        let pages: u128 = self.sizes.iter().map(|&size| u128::from(size) / page).sum();
+        super::IOMMU_PAGE_STEPS * pages * u128::from(self.iterations)
+    }
+
+    fn progress_total(&self) -> u64 {
+        self.sizes.len() as u64 * u64::from(self.iterations)
+    }
+
+    fn uses_dma_api(&self) -> bool {
+        false
+    }
+
+    fn probes_smmu(&self) -> bool {
+        true
+    }
+}
+
+impl super::WorkloadKind for Ops {
+    type Output = IommuRunResult;
+    const KINDS: &'static [super::Kind] = &[OPS];
+
+    fn run(&self, s: &Scenario, progress: &Progress) -> Result<IommuRunResult, String> {
+        run(s, progress)
+    }
+
+    fn work(&self, s: &Scenario) -> u128 {
+        let page = s.work_page();
+        let pages: u128 = self
+            .ops
+            .iter()
+            .map(|op| match op {
+                Op::Map(m) => u128::from(m.size) / page,
+                _ => 0,
+            })
+            .sum();
+        super::IOMMU_PAGE_STEPS * pages * u128::from(self.iterations)
+    }
+
+    fn progress_total(&self) -> u64 {
+        u64::from(self.iterations)
+    }
+
+    fn uses_dma_api(&self) -> bool {
+        false
+    }
+
+    fn allocates_iovas(&self) -> bool {
+        Ops::allocates_iovas(self)
+    }
+
+    fn probes_smmu(&self) -> bool {
+        true
+    }
+}
+
+impl super::KindResult for IommuRunResult {
+    super::kind::result_fields!();
+    fn call_totals(&self) -> Vec<(String, u64, u64)> {
+        self.ops
+            .iter()
+            .map(|o| (o.label.clone(), o.calls, o.total_ps))
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

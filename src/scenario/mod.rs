@@ -8,7 +8,9 @@
 //! [`CmaBoot`]) are read here; `[workload]` belongs to the kind it names, and each kind is one
 //! module ([`streaming`], [`forwarding`], [`bounce`], [`iommu`], [`user_access`],
 //! [`pipeline`], [`coherent`]) owning its section's keys, its
-//! checks, its runner and its result. [`KINDS`] is the registry. Running goes through
+//! checks, its work estimate, its runner and its result, through the [`WorkloadKind`] and
+//! [`KindResult`] traits; one list ([`kind::workloads!`], below) makes the [`Workload`] and
+//! [`Outcome`] enums, the registry [`KINDS`] and every dispatch from them. Running goes through
 //! [`crate::setup`], which builds the machine; a runner never assembles a stack itself.
 //!
 //! Invariants: a scenario that parses has been checked completely (sizes, directions, calls,
@@ -20,6 +22,7 @@ pub mod bounce;
 pub mod coherent;
 pub mod forwarding;
 pub mod iommu;
+mod kind;
 pub mod pipeline;
 pub mod progress;
 pub mod streaming;
@@ -39,141 +42,52 @@ use toml::Spanned;
 pub use crate::hw::calls::{self, CallStat, StackRow};
 pub use crate::report::RunInfo;
 pub use crate::setup::{DeviceSetup, DmaOpsKind, IommuConfig, SmmuModel, SwiotlbSpec};
+pub use kind::{KindResult, WorkloadKind};
 pub use progress::Progress;
 pub use streaming::RunResult;
 
-/// What running a scenario produced, by workload kind.
-#[derive(Clone, Debug)]
-pub enum Outcome {
-    Streaming(RunResult),
-    Forwarding(forwarding::ForwardingResult),
-    Bounce(bounce::BounceResult),
-    Iommu(iommu::IommuRunResult),
-    UserAccess(user_access::UserAccessResult),
-    Pipeline(pipeline::PipelineResult),
-    Coherent(Box<coherent::CoherentResult>),
+kind::workloads! {
+    Streaming(streaming::Streaming),
+    Forwarding(forwarding::Forwarding),
+    Bounce(bounce::Bounce),
+    IommuSweep(iommu::Sweep),
+    IommuOps(iommu::Ops),
+    UserAccess(user_access::UserAccess),
+    Pipeline(pipeline::Pipeline),
+    Coherent(coherent::Coherent),
 }
 
 impl Outcome {
     /// The terminal table.
     pub fn table(&self) -> String {
-        match self {
-            Outcome::Streaming(r) => streaming::table(r),
-            Outcome::Forwarding(r) => forwarding::table(r),
-            Outcome::Bounce(r) => bounce::table(r),
-            Outcome::Iommu(r) => iommu::table(r),
-            Outcome::UserAccess(r) => user_access::table(r),
-            Outcome::Pipeline(r) => pipeline::table(r),
-            Outcome::Coherent(r) => coherent::table(r),
-        }
+        self.as_result().table()
     }
 
     /// The JSON document (docs/output.md).
     pub fn json(&self) -> serde_json::Value {
-        match self {
-            Outcome::Streaming(r) => streaming::json(r),
-            Outcome::Forwarding(r) => forwarding::json(r),
-            Outcome::Bounce(r) => bounce::json(r),
-            Outcome::Iommu(r) => iommu::json(r),
-            Outcome::UserAccess(r) => user_access::json(r),
-            Outcome::Pipeline(r) => pipeline::json(r),
-            Outcome::Coherent(r) => coherent::json(r),
-        }
+        self.as_result().json()
     }
 
     /// The run's modelled time, in ps.
     pub fn total_ps(&self) -> u64 {
-        match self {
-            Outcome::Streaming(r) => r.total_ps,
-            Outcome::Forwarding(r) => r.total_ps,
-            Outcome::Bounce(r) => r.total_ps,
-            Outcome::Iommu(r) => r.total_ps,
-            Outcome::UserAccess(r) => r.total_ps,
-            Outcome::Pipeline(r) => r.total_ps,
-            Outcome::Coherent(r) => r.total_ps,
-        }
+        self.as_result().total_ps()
     }
 
     /// Which scenario ran where, under which policies.
     pub fn info(&self) -> &RunInfo {
-        match self {
-            Outcome::Streaming(r) => &r.info,
-            Outcome::Forwarding(r) => &r.info,
-            Outcome::Bounce(r) => &r.info,
-            Outcome::Iommu(r) => &r.info,
-            Outcome::UserAccess(r) => &r.info,
-            Outcome::Pipeline(r) => &r.info,
-            Outcome::Coherent(r) => &r.info,
-        }
+        self.as_result().info()
     }
 
     /// Every timed call of the run as (name, calls, total ps), in the order the kind reports
     /// them: the DMA API calls, or per size a bounce workload's map and unmap, or an IOMMU
     /// workload's operations by label.
     pub fn call_totals(&self) -> Vec<(String, u64, u64)> {
-        match self {
-            Outcome::Streaming(r) => r
-                .calls
-                .iter()
-                .map(|c| (c.call.to_string(), c.count, c.total_ps))
-                .collect(),
-            Outcome::Forwarding(r) => r
-                .calls
-                .iter()
-                .map(|c| (c.call.to_string(), c.count, c.total_ps))
-                .collect(),
-            Outcome::Bounce(r) => r
-                .rows
-                .iter()
-                .flat_map(|row| {
-                    let size = crate::report::human_bytes(row.size);
-                    [
-                        (format!("map {size}"), row.maps, row.map_ps),
-                        (format!("unmap {size}"), row.maps, row.unmap_ps),
-                    ]
-                })
-                .collect(),
-            Outcome::Iommu(r) => r
-                .ops
-                .iter()
-                .map(|o| (o.label.clone(), o.calls, o.total_ps))
-                .collect(),
-            // The program's loop, once per iteration.
-            Outcome::UserAccess(r) => vec![(
-                format!("{} loop", r.workload.pattern.name()),
-                u64::from(r.workload.iterations),
-                r.total_ps,
-            )],
-            // Per option: its ioctls and the DMA API calls inside them.
-            Outcome::Pipeline(r) => r
-                .runs
-                .iter()
-                .flat_map(|x| {
-                    x.calls.iter().map(move |c| {
-                        (
-                            format!("{} {}", x.coherence.name(), c.call),
-                            c.count,
-                            c.total_ps,
-                        )
-                    })
-                })
-                .collect(),
-            // Per allocation: its dma_alloc_coherent and, if freed, its dma_free_coherent.
-            Outcome::Coherent(r) => r.call_totals(),
-        }
+        self.as_result().call_totals()
     }
 
     /// The call stacks, for folded output.
     pub fn stacks(&self) -> &[StackRow] {
-        match self {
-            Outcome::Streaming(r) => &r.stacks,
-            Outcome::Forwarding(r) => &r.stacks,
-            Outcome::Bounce(r) => &r.stacks,
-            Outcome::Iommu(r) => &r.stacks,
-            Outcome::UserAccess(r) => &r.stacks,
-            Outcome::Pipeline(r) => &r.stacks,
-            Outcome::Coherent(r) => &r.stacks,
-        }
+        self.as_result().stacks()
     }
 }
 
@@ -217,31 +131,10 @@ pub fn execute_with(s: &Scenario, progress: &Progress) -> Result<Outcome, RunErr
 }
 
 fn run_kind(s: &Scenario, p: &Progress) -> Result<Outcome, Refused> {
-    let refused = |m: String| Refused {
+    s.workload.run_kind(s, p).map_err(|message| Refused {
         file: s.file.clone(),
-        message: m,
-    };
-    match &s.workload {
-        Workload::Streaming(w) => streaming::run(s, w, p)
-            .map(Outcome::Streaming)
-            .map_err(|e| refused(e.to_string())),
-        Workload::Forwarding(f) => forwarding::run(s, f, p)
-            .map(Outcome::Forwarding)
-            .map_err(|e| refused(e.to_string())),
-        Workload::Bounce(b) => bounce::run(s, b, p)
-            .map(Outcome::Bounce)
-            .map_err(|e| refused(e.to_string())),
-        Workload::IommuSweep(_) | Workload::IommuOps(_) => {
-            iommu::run(s, p).map(Outcome::Iommu).map_err(refused)
-        }
-        Workload::UserAccess(u) => Ok(Outcome::UserAccess(user_access::run(s, u))),
-        Workload::Pipeline(w) => pipeline::run(s, w, p)
-            .map(Outcome::Pipeline)
-            .map_err(|e| refused(e.to_string())),
-        Workload::Coherent(c) => coherent::run(s, c, p)
-            .map(|r| Outcome::Coherent(Box::new(r)))
-            .map_err(refused),
-    }
+        message,
+    })
 }
 
 /// A workload kind: its name, what it does, and how its `[workload]` section is read.
@@ -251,85 +144,44 @@ pub struct Kind {
     parse: fn(&Ctx, Spanned<toml::de::DeValue>, &Shared) -> Result<Workload, InputError>,
 }
 
-/// Every workload kind.
-pub static KINDS: &[Kind] = &[
-    streaming::KIND,
-    forwarding::KIND,
-    bounce::KIND,
-    iommu::SWEEP,
-    iommu::OPS,
-    user_access::KIND,
-    pipeline::KIND,
-    coherent::KIND,
-];
-
 /// What a kind's parser may need from the shared sections.
 pub(crate) struct Shared<'a> {
     pub(crate) profile: &'a Profile,
     pub(crate) iommu: Option<&'a IommuConfig>,
 }
 
-/// What a scenario does.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Workload {
-    Streaming(streaming::Streaming),
-    Forwarding(forwarding::Forwarding),
-    Bounce(bounce::Bounce),
-    IommuSweep(iommu::Sweep),
-    IommuOps(iommu::Ops),
-    UserAccess(user_access::UserAccess),
-    Pipeline(pipeline::Pipeline),
-    Coherent(coherent::Coherent),
-}
-
 impl Workload {
     pub fn kind(&self) -> &'static str {
-        match self {
-            Workload::Streaming(_) => "streaming",
-            Workload::Forwarding(_) => "forwarding",
-            Workload::Bounce(_) => "bounce",
-            Workload::IommuSweep(_) => "iommu_sweep",
-            Workload::IommuOps(_) => "iommu_ops",
-            Workload::UserAccess(_) => "user_access",
-            Workload::Pipeline(_) => "pipeline",
-            Workload::Coherent(_) => "coherent",
-        }
+        self.as_kind().kind()
     }
 
     /// Whether the workload drives a device through the DMA API (and so needs `[device]`,
     /// unless it names its own devices).
     pub fn uses_dma_api(&self) -> bool {
-        !matches!(
-            self,
-            Workload::IommuSweep(_) | Workload::IommuOps(_) | Workload::UserAccess(_)
-        )
+        self.as_kind().uses_dma_api()
     }
 
     /// Whether the workload names its devices itself (`[[workload.device]]`) instead of the
     /// one `[device]`.
     pub fn own_devices(&self) -> bool {
-        matches!(self, Workload::Coherent(_))
+        self.as_kind().own_devices()
     }
 
     /// Whether the device's ops need a swiotlb pool.
     pub fn uses_swiotlb(&self) -> bool {
-        matches!(self, Workload::Forwarding(_) | Workload::Bounce(_))
+        self.as_kind().uses_swiotlb()
     }
 
     /// Whether the device is a PCI function (the forwarding workload's NIC), whose bus sets
     /// its segment boundary whatever the release.
     pub fn pci_device(&self) -> bool {
-        matches!(self, Workload::Forwarding(_))
+        self.as_kind().pci_device()
     }
 
     /// Whether the workload takes IOVAs from the allocator (behind an `[iommu]`): every DMA-API
     /// workload through iommu-dma, an `iommu_ops` list with an `iova = "alloc"` map.
     pub fn allocates_iovas(&self) -> bool {
-        match self {
-            Workload::IommuOps(o) => o.allocates_iovas(),
-            Workload::IommuSweep(_) => false,
-            _ => self.uses_dma_api(),
-        }
+        self.as_kind().allocates_iovas()
     }
 }
 
@@ -342,7 +194,7 @@ pub use streaming::{Calls, Streaming};
 pub const DEFAULT_MAX_WORK: u128 = 20_000_000_000;
 /// Steps one page mapped and unmapped through the io-pgtable costs, in the units of a cache line
 /// maintained (measured: a PTE's walk, write, clean and invalidation take about that much longer).
-const IOMMU_PAGE_STEPS: u128 = 100;
+pub(crate) const IOMMU_PAGE_STEPS: u128 = 100;
 /// Runs estimated above this many steps say so on standard error before they start. (Progress
 /// is drawn by wall time, not by this estimate: any run past a second shows it on a terminal.)
 pub const WARN_WORK: u128 = 1_000_000_000;
@@ -884,8 +736,13 @@ impl Scenario {
             .clone();
         let kind_name = kind_v.get_ref().as_str().unwrap_or("");
         lines.kind = Some(c.line(kind_v.span()));
-        let Some(kind) = KINDS.iter().find(|k| k.name == kind_name) else {
-            let kinds: Vec<&str> = KINDS.iter().map(|k| k.name).collect();
+        let Some(kind) = KINDS
+            .iter()
+            .copied()
+            .flatten()
+            .find(|k| k.name == kind_name)
+        else {
+            let kinds: Vec<&str> = KINDS.iter().copied().flatten().map(|k| k.name).collect();
             return Err(c.err(
                 kind_v.span(),
                 "workload.kind",
@@ -1277,101 +1134,15 @@ impl Scenario {
                 ),
             ));
         }
-        match &self.workload {
-            Workload::Forwarding(f) if f.cpus == 0 => {
-                return Err(self.error(
-                    &file(self.lines.kind),
-                    "workload.cpus",
-                    format!(
-                        "missing: platform `{}` has no `platform.cpus`, so the scenario must say how many CPUs route",
-                        self.profile.name()
-                    ),
-                ));
-            }
-            Workload::Forwarding(_) | Workload::Bounce(_) if self.iommu.is_some() => {
-                return Err(self.error(
-                    &file(self.lines.kind),
-                    "iommu",
-                    format!(
-                        "a {} workload's device does not sit behind an IOMMU in this model; remove [iommu]",
-                        self.workload.kind()
-                    ),
-                ));
-            }
-            _ => {}
-        }
-        if let Workload::Bounce(_) = self.workload {
-            self.profile.require_copy("a bounce workload")?;
-        }
-        if let Workload::UserAccess(u) = &self.workload {
-            u.check(self)?;
-        }
-        if let Workload::Pipeline(p) = &self.workload {
-            // The user program's pass over each block: a size the CPU has, priced for every
-            // memory type and direction an option maps the blocks with.
-            let arch = self.profile.arch();
-            let size = p.user_access_bytes;
-            if size > 0 && !crate::hw::memory::access_sizes(arch).contains(&size) {
-                return Err(InputError {
-                    file: self.file.clone(),
-                    line: p.user_access_line,
-                    key: Some("workload.user_access_bytes".into()),
-                    message: format!(
-                        "{} has no {size}-byte access; its sizes: {:?}",
-                        arch.name(),
-                        crate::hw::memory::access_sizes(arch)
-                    ),
-                });
-            }
-            for &c in p.coherence.iter().filter(|_| size > 0) {
-                for d in p.flow.directions() {
-                    let write = *d == crate::types::DmaDirection::ToDevice;
-                    let why = format!(
-                        "the pipeline's `{}` option (user space {} each block through a {} mapping)",
-                        c.name(),
-                        if write { "writes" } else { "reads" },
-                        c.user_memory().name()
-                    );
-                    self.profile.require_access(
-                        c.user_memory().memory_type(),
-                        write,
-                        size,
-                        &why,
-                    )?;
-                }
-            }
-            if self.iommu.is_some() {
-                return Err(self.error(
-                    &file(self.lines.kind),
-                    "iommu",
-                    "a pipeline's PL DMA engine does not sit behind an IOMMU in this model; remove [iommu]".to_string(),
-                ));
-            }
-            if p.coherence
-                .contains(&crate::drivers::pl_dma::Coherence::Acp)
-                && self.profile.acp_mb_s.is_none()
-            {
-                let msg = format!(
-                    "`acp` puts the engine on an accelerator coherency port, but platform `{}` has none (its profile has no `[acp]` section with `bandwidth_mb_s`)",
-                    self.profile.name()
-                );
-                return Err(self.error(&file(p.coherence_line), "workload.coherence", msg));
-            }
-            if p.coherence.iter().any(|c| c.copies()) {
-                self.profile.require_copy(
-                    "the pipeline's `bounce` option (copy_to_user / copy_from_user)",
-                )?;
-            }
-            // Every buffer the driver allocates lies in the run's memory node; the device must
-            // reach all of it (dma-direct has no bounce pool here).
-            let last = pipeline::DRAM_BASE.saturating_add(p.node_bytes() - 1);
-            if last > self.device.dma_mask {
-                let msg = format!(
-                    "the pipeline's blocks may lie up to {last:#x}, above the device's mask {:#x}: raise the mask",
-                    self.device.dma_mask
-                );
-                return Err(self.error(&file(self.lines.mask), "device.dma_mask_bits", msg));
-            }
+        if self.iommu.is_some() && !self.workload.as_kind().behind_iommu() {
+            return Err(self.error(
+                &file(self.lines.kind),
+                "iommu",
+                format!(
+                    "a {} workload's device does not sit behind an IOMMU in this model; remove [iommu]",
+                    self.workload.kind()
+                ),
+            ));
         }
         if let Some(cfg) = self.iommu.as_mut() {
             self.profile
@@ -1426,24 +1197,8 @@ impl Scenario {
                 return Err(self.error(&file(self.lines.numa_node), "device.numa_node", msg));
             }
         }
-        if let Workload::Coherent(w) = &self.workload {
-            w.check(self)?;
-        }
         self.check_boot()?;
-        // A streaming buffer dma-direct cannot reach, with no bounce pool to fall back on, fails
-        // every map: the input says so before anything runs.
-        if let Workload::Streaming(w) = &self.workload
-            && self.iommu.is_none()
-        {
-            let last = streaming::DRAM_BASE.saturating_add(w.buffer_bytes - 1);
-            if last > self.device.dma_mask {
-                let msg = format!(
-                    "the buffer ends at {last:#x}, above the device's mask {:#x}, and a streaming device has no swiotlb pool to bounce through: every map would fail (raise the mask, or put the device behind an [iommu])",
-                    self.device.dma_mask
-                );
-                return Err(self.error(&file(self.lines.mask), "device.dma_mask_bits", msg));
-            }
-        }
+        self.workload.as_kind().check(self)?;
         let arch = crate::setup::arch_dma(&self.profile, &self.policies);
         if self.workload.uses_dma_api() {
             self.profile
@@ -1461,10 +1216,8 @@ impl Scenario {
     /// ([`crate::setup::Machine::boot_numa_smmu_v3`]): the SMMU probes, its command queue lands
     /// where boot's CMA areas put it, and every command list is priced against that node.
     pub fn probes_smmu_v3(&self) -> bool {
-        matches!(
-            self.workload,
-            Workload::Streaming(_) | Workload::IommuSweep(_) | Workload::IommuOps(_)
-        ) && crate::setup::Machine::numa_smmu_v3(&self.profile, self.iommu.as_ref())
+        self.workload.as_kind().probes_smmu()
+            && crate::setup::Machine::numa_smmu_v3(&self.profile, self.iommu.as_ref())
     }
 
     /// The node of the CPU making the calls: the device's (a driver's calls run where its
@@ -1498,7 +1251,7 @@ impl Scenario {
         .into_iter()
         .flatten()
         .min();
-        if !matches!(self.workload, Workload::Coherent(_)) && !self.probes_smmu_v3() {
+        if !self.workload.as_kind().own_devices() && !self.probes_smmu_v3() {
             return Err(self.error(
                 &Origin::File(first),
                 "boot",
@@ -1609,71 +1362,23 @@ impl Scenario {
     /// written, a packet forwarded, ...), from the workload alone, before anything runs. The
     /// model takes a few nanoseconds of wall time per step.
     pub fn work(&self) -> u128 {
-        let line = u128::from(self.profile.model.line_bytes.max(1));
-        let page = u128::from(self.iommu.map_or(4096, |c| c.granule));
-        match &self.workload {
-            Workload::Streaming(w) => {
-                let bytes = u128::from(w.buffer_bytes);
-                let entries = bytes / u128::from(*w.entry_bytes.iter().min().unwrap_or(&1)).max(1);
-                let mut per = 2 * (bytes / line) + 4 * entries;
-                if self.iommu.is_some() {
-                    per += IOMMU_PAGE_STEPS * bytes / page;
-                }
-                u128::from(w.iterations) * per
-            }
-            Workload::Forwarding(f) => 64 * u128::from(f.packets),
-            Workload::Bounce(b) => {
-                let per: u128 = b
-                    .sizes
-                    .iter()
-                    .map(|&s| 640 + 2 * u128::from(s) / line)
-                    .sum();
-                per * u128::from(b.iterations) * u128::from(b.cpus) * u128::from(b.in_flight)
-            }
-            Workload::IommuSweep(w) => {
-                let pages: u128 = w.sizes.iter().map(|&s| u128::from(s) / page).sum();
-                IOMMU_PAGE_STEPS * pages * u128::from(w.iterations)
-            }
-            Workload::IommuOps(o) => {
-                let pages: u128 = o
-                    .ops
-                    .iter()
-                    .map(|op| match op {
-                        iommu::Op::Map(m) => u128::from(m.size) / page,
-                        _ => 0,
-                    })
-                    .sum();
-                IOMMU_PAGE_STEPS * pages * u128::from(o.iterations)
-            }
-            Workload::UserAccess(u) => {
-                2 * u128::from(u.buffer_bytes) / line * u128::from(u.iterations)
-            }
-            // Per block and buffer: every line synced twice at most, a copy of the bytes (a few
-            // lines' worth of steps per page), a page pinned.
-            Workload::Pipeline(p) => {
-                let bytes = u128::from(p.block_bytes);
-                let per = 2 * bytes / line + 8 * bytes / 4096 + 64;
-                per * p.flow.directions().len() as u128
-                    * u128::from(p.blocks)
-                    * p.coherence.len() as u128
-            }
-            Workload::Coherent(c) => c.work(),
-        }
+        self.workload.as_kind().work(self)
+    }
+
+    /// The cache line a run's work estimate counts in ([`WorkloadKind::work`]).
+    pub(crate) fn work_line(&self) -> u128 {
+        u128::from(self.profile.model.line_bytes.max(1))
+    }
+
+    /// The page a run's work estimate counts IOMMU steps in: the domain's granule, or 4 KB.
+    pub(crate) fn work_page(&self) -> u128 {
+        u128::from(self.iommu.map_or(4096, |c| c.granule))
     }
 
     /// The outer steps the run counts with [`Progress::advance`]: iterations (per size, for a
     /// sweep or a bounce workload), or packets.
     pub fn progress_total(&self) -> u64 {
-        match &self.workload {
-            Workload::Streaming(w) => u64::from(w.iterations),
-            Workload::Forwarding(f) => f.packets,
-            Workload::Bounce(b) => b.sizes.len() as u64 * u64::from(b.iterations),
-            Workload::IommuSweep(w) => w.sizes.len() as u64 * u64::from(w.iterations),
-            Workload::IommuOps(o) => u64::from(o.iterations),
-            Workload::UserAccess(u) => u64::from(u.iterations),
-            Workload::Pipeline(p) => p.blocks.saturating_mul(p.coherence.len() as u64),
-            Workload::Coherent(c) => c.allocs.len() as u64,
-        }
+        self.workload.as_kind().progress_total()
     }
 
     /// Refuse a run estimated above `max_work` steps (see [`DEFAULT_MAX_WORK`]).
@@ -1712,9 +1417,7 @@ impl Scenario {
                     }
                 }
             }
-        } else if let Workload::IommuOps(o) = &self.workload
-            && o.allocates_iovas()
-        {
+        } else if self.workload.allocates_iovas() {
             layers.push(Layer::Iova);
         }
         if let Some(cfg) = &self.iommu {
@@ -1724,22 +1427,12 @@ impl Scenario {
                 SmmuModel::SmmuV3 { .. } => Layer::ArmSmmuV3,
             });
         }
-        if let Workload::Forwarding(_) = self.workload {
-            layers.push(Layer::IpForward);
-        }
-        if let Workload::Pipeline(p) = &self.workload {
-            layers.push(Layer::PlDma);
-            if p.coherence
-                .contains(&crate::drivers::pl_dma::Coherence::UserPages)
-            {
-                layers.push(Layer::UserPages);
-            }
-        }
-        // x86-64's __pa() is a call up to 3.8: dma_map_single, the 2012 swiotlb's virtual
-        // bookkeeping and the forwarding path's skb frees make it.
-        let translates =
-            self.workload.uses_dma_api() || matches!(self.workload, Workload::Forwarding(_));
-        if translates && self.policies.phys_addr == crate::arch::x86::physaddr::PhysAddrKind::Call {
+        layers.extend(self.workload.as_kind().driver_layers(self));
+        // x86-64's __pa() is a call up to 3.8: dma_map_single and the 2012 swiotlb's virtual
+        // bookkeeping make it (a driver that makes it too says so in its layers).
+        if self.workload.uses_dma_api()
+            && self.policies.phys_addr == crate::arch::x86::physaddr::PhysAddrKind::Call
+        {
             layers.push(Layer::X86PhysAddr);
         }
         SwKey::charged_by(&layers)

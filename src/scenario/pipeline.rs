@@ -959,3 +959,125 @@ pub fn table(r: &PipelineResult) -> String {
     );
     o
 }
+
+impl super::WorkloadKind for Pipeline {
+    type Output = PipelineResult;
+    const KINDS: &'static [super::Kind] = &[KIND];
+
+    fn run(&self, s: &Scenario, progress: &Progress) -> Result<PipelineResult, String> {
+        run(s, self, progress).map_err(|e| e.to_string())
+    }
+
+    fn check(&self, s: &Scenario) -> Result<(), InputError> {
+        // The user program's pass over each block: a size the CPU has, priced for every
+        // memory type and direction an option maps the blocks with.
+        let arch = s.profile.arch();
+        let size = self.user_access_bytes;
+        if size > 0 && !crate::hw::memory::access_sizes(arch).contains(&size) {
+            return Err(InputError {
+                file: s.file.clone(),
+                line: self.user_access_line,
+                key: Some("workload.user_access_bytes".into()),
+                message: format!(
+                    "{} has no {size}-byte access; its sizes: {:?}",
+                    arch.name(),
+                    crate::hw::memory::access_sizes(arch)
+                ),
+            });
+        }
+        for &c in self.coherence.iter().filter(|_| size > 0) {
+            for d in self.flow.directions() {
+                let write = *d == crate::types::DmaDirection::ToDevice;
+                let why = format!(
+                    "the pipeline's `{}` option (user space {} each block through a {} mapping)",
+                    c.name(),
+                    if write { "writes" } else { "reads" },
+                    c.user_memory().name()
+                );
+                s.profile
+                    .require_access(c.user_memory().memory_type(), write, size, &why)?;
+            }
+        }
+        if self
+            .coherence
+            .contains(&crate::drivers::pl_dma::Coherence::Acp)
+            && s.profile.acp_mb_s.is_none()
+        {
+            let msg = format!(
+                "`acp` puts the engine on an accelerator coherency port, but platform `{}` has none (its profile has no `[acp]` section with `bandwidth_mb_s`)",
+                s.profile.name()
+            );
+            return Err(s.error(
+                &super::Origin::File(self.coherence_line),
+                "workload.coherence",
+                msg,
+            ));
+        }
+        if self.coherence.iter().any(|c| c.copies()) {
+            s.profile
+                .require_copy("the pipeline's `bounce` option (copy_to_user / copy_from_user)")?;
+        }
+        // Every buffer the driver allocates lies in the run's memory node; the device must
+        // reach all of it (dma-direct has no bounce pool here).
+        let last = DRAM_BASE.saturating_add(self.node_bytes() - 1);
+        if last > s.device.dma_mask {
+            let msg = format!(
+                "the pipeline's blocks may lie up to {last:#x}, above the device's mask {:#x}: raise the mask",
+                s.device.dma_mask
+            );
+            return Err(s.error(
+                &super::Origin::File(s.lines.mask),
+                "device.dma_mask_bits",
+                msg,
+            ));
+        }
+        Ok(())
+    }
+
+    /// Per block and buffer: every line synced twice at most, a copy of the bytes (a few
+    /// lines' worth of steps per page), a page pinned.
+    fn work(&self, s: &Scenario) -> u128 {
+        let bytes = u128::from(self.block_bytes);
+        let per = 2 * bytes / s.work_line() + 8 * bytes / 4096 + 64;
+        per * self.flow.directions().len() as u128
+            * u128::from(self.blocks)
+            * self.coherence.len() as u128
+    }
+
+    fn progress_total(&self) -> u64 {
+        self.blocks.saturating_mul(self.coherence.len() as u64)
+    }
+
+    /// The PL DMA engine does not sit behind an IOMMU in this model.
+    fn behind_iommu(&self) -> bool {
+        false
+    }
+
+    fn driver_layers(&self, _s: &Scenario) -> Vec<crate::hw::sw_costs::Layer> {
+        use crate::hw::sw_costs::Layer;
+        let mut v = vec![Layer::PlDma];
+        if self.coherence.contains(&Coherence::UserPages) {
+            v.push(Layer::UserPages);
+        }
+        v
+    }
+}
+
+impl super::KindResult for PipelineResult {
+    super::kind::result_fields!();
+    /// Per option: its ioctls and the DMA API calls inside them.
+    fn call_totals(&self) -> Vec<(String, u64, u64)> {
+        self.runs
+            .iter()
+            .flat_map(|x| {
+                x.calls.iter().map(move |c| {
+                    (
+                        format!("{} {}", x.coherence.name(), c.call),
+                        c.count,
+                        c.total_ps,
+                    )
+                })
+            })
+            .collect()
+    }
+}

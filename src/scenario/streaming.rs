@@ -696,6 +696,60 @@ fn per_call_operations(o: &mut String, r: &RunResult) {
     }
 }
 
+impl super::WorkloadKind for Streaming {
+    type Output = RunResult;
+    const KINDS: &'static [super::Kind] = &[KIND];
+
+    fn run(&self, s: &Scenario, progress: &Progress) -> Result<RunResult, String> {
+        run(s, self, progress).map_err(|e| e.to_string())
+    }
+
+    /// A streaming buffer dma-direct cannot reach, with no bounce pool to fall back on, fails
+    /// every map: the input says so before anything runs.
+    fn check(&self, s: &Scenario) -> Result<(), InputError> {
+        if s.iommu.is_none() {
+            let last = DRAM_BASE.saturating_add(self.buffer_bytes - 1);
+            if last > s.device.dma_mask {
+                let msg = format!(
+                    "the buffer ends at {last:#x}, above the device's mask {:#x}, and a streaming device has no swiotlb pool to bounce through: every map would fail (raise the mask, or put the device behind an [iommu])",
+                    s.device.dma_mask
+                );
+                return Err(s.error(
+                    &super::Origin::File(s.lines.mask),
+                    "device.dma_mask_bits",
+                    msg,
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn work(&self, s: &Scenario) -> u128 {
+        let bytes = u128::from(self.buffer_bytes);
+        let entries = bytes / u128::from(*self.entry_bytes.iter().min().unwrap_or(&1)).max(1);
+        let mut per = 2 * (bytes / s.work_line()) + 4 * entries;
+        if s.iommu.is_some() {
+            per += super::IOMMU_PAGE_STEPS * bytes / s.work_page();
+        }
+        u128::from(self.iterations) * per
+    }
+
+    fn progress_total(&self) -> u64 {
+        u64::from(self.iterations)
+    }
+
+    fn probes_smmu(&self) -> bool {
+        true
+    }
+}
+
+impl super::KindResult for RunResult {
+    super::kind::result_fields!();
+    fn call_totals(&self) -> Vec<(String, u64, u64)> {
+        super::kind::call_stat_totals(&self.calls)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

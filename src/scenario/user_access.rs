@@ -523,3 +523,40 @@ pub fn table(r: &UserAccessResult) -> String {
     stack_table(&mut o, "per iteration", &r.stacks, r.total_ps, it);
     o
 }
+
+impl super::WorkloadKind for UserAccess {
+    type Output = UserAccessResult;
+    const KINDS: &'static [super::Kind] = &[KIND];
+
+    fn run(&self, s: &Scenario, _progress: &super::Progress) -> Result<UserAccessResult, String> {
+        Ok(run(s, self))
+    }
+
+    fn check(&self, s: &Scenario) -> Result<(), InputError> {
+        UserAccess::check(self, s)
+    }
+
+    fn work(&self, s: &Scenario) -> u128 {
+        2 * u128::from(self.buffer_bytes) / s.work_line() * u128::from(self.iterations)
+    }
+
+    fn progress_total(&self) -> u64 {
+        u64::from(self.iterations)
+    }
+
+    fn uses_dma_api(&self) -> bool {
+        false
+    }
+}
+
+impl super::KindResult for UserAccessResult {
+    super::kind::result_fields!();
+    /// The program's loop, once per iteration.
+    fn call_totals(&self) -> Vec<(String, u64, u64)> {
+        vec![(
+            format!("{} loop", self.workload.pattern.name()),
+            u64::from(self.workload.iterations),
+            self.total_ps,
+        )]
+    }
+}
