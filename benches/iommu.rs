@@ -15,8 +15,8 @@ use dmasim::dma::DmaMapOps;
 use dmasim::dma::sync_policy::SyncKind;
 use dmasim::hw::model::{Model, ModelParams};
 use dmasim::iommu::Prot;
-use dmasim::iommu::arm_smmu::{ArmSmmuDomain, ByAsid, ByVa, WalkFlush};
-use dmasim::iommu::core::{IommuDomain, PerPage, UnmapPages, UnmapSplit};
+use dmasim::iommu::arm_smmu::{ArmSmmuDomain, WalkFlushKind};
+use dmasim::iommu::core::{IommuDomain, SplitKind};
 use dmasim::iommu::dma_iommu::IommuDma;
 use dmasim::iommu::io_pgtable_arm::{ArmLpaeIoPgtable, IoPgtableCfg};
 use dmasim::mm::physmem::PhysMem;
@@ -37,7 +37,7 @@ fn model() -> Model {
     })
 }
 
-fn domain(hw: &mut Model, walk: Box<dyn WalkFlush>, split: Box<dyn UnmapSplit>) -> IommuDomain {
+fn domain(hw: &mut Model, walk: WalkFlushKind, split: SplitKind) -> IommuDomain {
     let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
     let t = ArmLpaeIoPgtable::new(hw, IoPgtableCfg::new(4096, 48), mem, None).unwrap();
     let ops = Box::new(ArmSmmuDomain::new(hw, 1, walk));
@@ -57,9 +57,9 @@ fn scattered_n(n: u64) -> Vec<(PhysAddr, u64)> {
 
 fn domain_for(hw: &mut Model, policy: &str) -> IommuDomain {
     if policy.starts_with("5.14") {
-        domain(hw, Box::new(ByVa), Box::new(PerPage))
+        domain(hw, WalkFlushKind::ByVa, SplitKind::PerPage)
     } else {
-        domain(hw, Box::new(ByAsid), Box::new(UnmapPages))
+        domain(hw, WalkFlushKind::Asid, SplitKind::UnmapPages)
     }
 }
 
@@ -82,7 +82,7 @@ fn iommu_map_sg_unmap_32m(bencher: divan::Bencher, policy: &str) {
 #[divan::bench]
 fn dma_map_sg_unmap_sg_32m_iommu_dma(bencher: divan::Bencher) {
     let mut hw = model();
-    let d = domain(&mut hw, Box::new(ByAsid), Box::new(UnmapPages));
+    let d = domain(&mut hw, WalkFlushKind::Asid, SplitKind::UnmapPages);
     let arch = Arm64::new(DirRules::Since5_19);
     let mut dma = IommuDma::new(&hw, d, 1, arch, SyncKind::Batched).unwrap();
     let dev = Device::new("cam", true, 40);

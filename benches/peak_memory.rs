@@ -15,8 +15,8 @@ use dmasim::dma::direct::DmaDirect;
 use dmasim::dma::mapping::DmaApi;
 use dmasim::hw::model::{Model, ModelParams};
 use dmasim::iommu::Prot;
-use dmasim::iommu::arm_smmu::{ArmSmmuDomain, ByAsid};
-use dmasim::iommu::core::{IommuDomain, UnmapPages};
+use dmasim::iommu::arm_smmu::{ArmSmmuDomain, WalkFlushKind};
+use dmasim::iommu::core::{IommuDomain, SplitKind};
 use dmasim::iommu::io_pgtable_arm::{ArmLpaeIoPgtable, IoPgtableCfg};
 use dmasim::mm::physmem::PhysMem;
 use dmasim::platform::Profile;
@@ -59,8 +59,8 @@ fn iommu_1g() {
     });
     let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
     let t = ArmLpaeIoPgtable::new(&mut hw, IoPgtableCfg::new(4096, 48), mem, None).unwrap();
-    let ops = Box::new(ArmSmmuDomain::new(&hw, 1, Box::new(ByAsid)));
-    let mut d = IommuDomain::new(&hw, t, ops, Box::new(UnmapPages));
+    let ops = Box::new(ArmSmmuDomain::new(&hw, 1, WalkFlushKind::Asid));
+    let mut d = IommuDomain::new(&hw, t, ops, SplitKind::UnmapPages);
     let pages = GIB / 4096;
     let segs: Vec<(PhysAddr, u64)> = (0..pages)
         .map(|i| (PhysAddr(0x8000_0000 + i * 8192), 4096))

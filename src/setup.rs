@@ -460,7 +460,7 @@ pub fn iommu_domain_alloc_with_cmdq(
         let t = ArmLpaeIoPgtable::new(hw, pcfg, mem, walk_sync)?;
         let ops: Box<dyn IommuFlushOps> = match cfg.smmu {
             SmmuModel::Mmu500 => Box::new(
-                ArmSmmuDomain::new(hw, 1, p.walk_flush.ops()).with_coherent_walk(cfg.coherent_walk),
+                ArmSmmuDomain::new(hw, 1, p.walk_flush).with_coherent_walk(cfg.coherent_walk),
             ),
             SmmuModel::SmmuV3 { range_inv } => Box::new(
                 ArmSmmuV3Domain::new(hw, 1, cfg.granule, SmmuV3Features { range_inv }, cmdq)?

@@ -2,8 +2,8 @@
 //! it must keep.
 
 use dmasim::hw::recorder::Recorder;
-use dmasim::iommu::arm_smmu::{ArmSmmuDomain, ByAsid, ByVa, WalkFlush};
-use dmasim::iommu::core::{IommuDomain, PerPage, UnmapPages, UnmapSplit, iommu_pgsize};
+use dmasim::iommu::arm_smmu::{ArmSmmuDomain, WalkFlushKind};
+use dmasim::iommu::core::{IommuDomain, SplitKind, iommu_pgsize};
 use dmasim::iommu::io_pgtable_arm::{ArmLpaeIoPgtable, BlockUnmap, IoPgtableCfg};
 use dmasim::iommu::iova::IovaDomain;
 use dmasim::iommu::{IommuError, Prot};
@@ -58,8 +58,8 @@ fn op(window: u64, block: u64) -> impl Strategy<Value = Op> {
 fn domain(
     r: &mut Recorder,
     cfg: IoPgtableCfg,
-    walk: Box<dyn WalkFlush>,
-    split: Box<dyn UnmapSplit>,
+    walk: WalkFlushKind,
+    split: SplitKind,
 ) -> IommuDomain {
     let mem = PhysMem::single(PhysAddr(0x1000_0000_0000), 1 << 30).shared();
     let t = ArmLpaeIoPgtable::new(r, cfg, mem, None).unwrap();
@@ -188,15 +188,15 @@ fn check_against_reference(
     ops: Vec<Op>,
 ) -> Result<(), TestCaseError> {
     let mut r = Recorder::new(64);
-    let split: Box<dyn UnmapSplit> = if per_page {
-        Box::new(PerPage)
+    let split: SplitKind = if per_page {
+        SplitKind::PerPage
     } else {
-        Box::new(UnmapPages)
+        SplitKind::UnmapPages
     };
-    let walk: Box<dyn WalkFlush> = if per_page {
-        Box::new(ByVa)
+    let walk: WalkFlushKind = if per_page {
+        WalkFlushKind::ByVa
     } else {
-        Box::new(ByAsid)
+        WalkFlushKind::Asid
     };
     let cfg = IoPgtableCfg {
         block_unmap,

@@ -34,16 +34,6 @@ pub const TLB_LOOP_TIMEOUT_US: u64 = 1_000_000;
 /// The value written to `TLBSYNC` (`QCOM_DUMMY_VAL`).
 const QCOM_DUMMY_VAL: u64 = u64::MAX;
 
-/// How `tlb_flush_walk` invalidates a removed table's range: [`ByVa`] or [`ByAsid`], each with
-/// its body as a generic `flush`.
-pub trait WalkFlush: Debug {
-    fn name(&self) -> &'static str;
-    /// Which of the registry's policies this is: the domain keeps the value and reaches the
-    /// policy's body by a match ([`ArmSmmuDomain::tlb_flush_walk_s1`]), so the per-granule
-    /// register writes are static calls.
-    fn kind(&self) -> WalkFlushKind;
-}
-
 /// ≤ 5.14, and every non-Qualcomm implementation: a `TLBIVA` per granule, then a sync.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ByVa;
@@ -75,25 +65,6 @@ impl ByAsid {
     }
 }
 
-impl WalkFlush for ByVa {
-    fn name(&self) -> &'static str {
-        "by-va"
-    }
-    fn kind(&self) -> WalkFlushKind {
-        WalkFlushKind::ByVa
-    }
-}
-
-impl WalkFlush for ByAsid {
-    fn name(&self) -> &'static str {
-        "asid"
-    }
-    fn kind(&self) -> WalkFlushKind {
-        WalkFlushKind::Asid
-    }
-}
-
-/// A walk-flush policy by its name in a scenario.
 /// The `walk_flush` policy: how a freed table's walk is flushed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WalkFlushKind {
@@ -109,16 +80,6 @@ impl crate::types::Choice for WalkFlushKind {
         match self {
             WalkFlushKind::ByVa => "by-va",
             WalkFlushKind::Asid => "asid",
-        }
-    }
-}
-
-impl WalkFlushKind {
-    /// The implementation, chosen once when the domain is set up.
-    pub fn ops(self) -> Box<dyn WalkFlush> {
-        match self {
-            WalkFlushKind::ByVa => Box::new(ByVa),
-            WalkFlushKind::Asid => Box::new(ByAsid),
         }
     }
 }
@@ -238,7 +199,7 @@ pub struct ArmSmmuDomain {
 
 impl ArmSmmuDomain {
     /// A domain on an SMMU whose table walker is not coherent (see [`Self::with_coherent_walk`]).
-    pub fn new(hw: &dyn Hw, asid: u16, walk: Box<dyn WalkFlush>) -> ArmSmmuDomain {
+    pub fn new(hw: &dyn Hw, asid: u16, walk: WalkFlushKind) -> ArmSmmuDomain {
         ArmSmmuDomain {
             cb: ArmSmmuContext {
                 asid,
@@ -250,7 +211,7 @@ impl ArmSmmuDomain {
                     sync: hw.sw_cost(SwKey::ArmSmmuTlbSync),
                 },
             },
-            walk: walk.kind(),
+            walk,
         }
     }
 
@@ -360,13 +321,13 @@ mod tests {
     #[test]
     fn walk_flush_by_va_writes_one_tlbiva_per_granule_then_syncs() {
         let mut r = Recorder::new(64);
-        let mut d = ArmSmmuDomain::new(&r, 3, Box::new(ByVa));
+        let mut d = ArmSmmuDomain::new(&r, 3, WalkFlushKind::ByVa);
         d.tlb_flush_walk(&mut r, 0x20_0000, 2 << 20, 4096);
         assert_eq!(r.count_of(Counter::SmmuTlbiva), 512);
         assert_eq!(r.count_of(Counter::SmmuTlbsync), 1);
         assert_eq!(r.count_of(Counter::SmmuTlbstatusRead), 1);
         let mut r = Recorder::new(64);
-        let mut d = ArmSmmuDomain::new(&r, 3, Box::new(ByAsid));
+        let mut d = ArmSmmuDomain::new(&r, 3, WalkFlushKind::Asid);
         d.tlb_flush_walk(&mut r, 0x20_0000, 2 << 20, 4096);
         assert_eq!(
             r.mmio,
@@ -382,7 +343,7 @@ mod tests {
     fn sync_spins_ten_reads_then_backs_off() {
         let mut r = Recorder::new(64);
         r.busy_polls_per_sync = 25;
-        let mut d = ArmSmmuDomain::new(&r, 1, Box::new(ByVa));
+        let mut d = ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa);
         let mut g = IommuIotlbGather::new();
         d.iotlb_sync(&mut r, &mut g);
         // 10 busy, udelay(1), 10 busy, udelay(2), 5 busy + 1 idle.
@@ -399,7 +360,7 @@ mod tests {
         for (busy, delays) in [(9, vec![]), (10, vec![1]), (19, vec![1]), (20, vec![1, 2])] {
             let mut r = Recorder::new(64);
             r.busy_polls_per_sync = busy;
-            let mut d = ArmSmmuDomain::new(&r, 1, Box::new(ByVa));
+            let mut d = ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa);
             d.cb.tlb_sync_context(&mut r);
             assert_eq!(
                 r.count_of(Counter::SmmuTlbstatusRead),
@@ -414,7 +375,7 @@ mod tests {
     fn sync_gives_up_after_a_second_of_polling() {
         let mut r = Recorder::new(64);
         r.busy_polls_per_sync = u64::MAX;
-        let mut d = ArmSmmuDomain::new(&r, 1, Box::new(ByVa));
+        let mut d = ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa);
         d.cb.tlb_sync_context(&mut r);
         assert_eq!(d.cb.sync_timeouts, 1);
         assert_eq!(r.udelays.len(), 20);
@@ -424,7 +385,7 @@ mod tests {
     #[test]
     fn leaf_invalidation_encodes_asid_and_va() {
         let mut r = Recorder::new(64);
-        let mut d = ArmSmmuDomain::new(&r, 7, Box::new(ByVa));
+        let mut d = ArmSmmuDomain::new(&r, 7, WalkFlushKind::ByVa);
         let mut g = IommuIotlbGather::new();
         d.tlb_add_page(&mut r, &mut g, 0x4000_0000, 2 << 20);
         assert_eq!(r.mmio, vec![MmioReg::SmmuTlbival]);
@@ -436,7 +397,7 @@ mod tests {
     fn context_invalidation_issues_a_wmb_before_tlbiasid() {
         for coherent in [false, true] {
             let mut r = Recorder::new(64);
-            let mut d = ArmSmmuDomain::new(&r, 3, Box::new(ByAsid)).with_coherent_walk(coherent);
+            let mut d = ArmSmmuDomain::new(&r, 3, WalkFlushKind::Asid).with_coherent_walk(coherent);
             d.tlb_flush_all(&mut r);
             assert_eq!(
                 r.events,
@@ -464,7 +425,7 @@ mod tests {
     fn range_invalidation_issues_a_wmb_per_call_only_for_a_coherent_walker() {
         for (coherent, wmbs) in [(false, 0), (true, 1)] {
             let mut r = Recorder::new(64);
-            let mut d = ArmSmmuDomain::new(&r, 3, Box::new(ByVa)).with_coherent_walk(coherent);
+            let mut d = ArmSmmuDomain::new(&r, 3, WalkFlushKind::ByVa).with_coherent_walk(coherent);
             d.tlb_flush_walk(&mut r, 0x20_0000, 2 << 20, 4096);
             assert_eq!(r.count_of(Counter::Wmb), wmbs, "coherent={coherent}");
             assert_eq!(r.count_of(Counter::SmmuTlbiva), 512);
@@ -496,7 +457,7 @@ mod tests {
         let domain = |r: &mut Recorder, split: SplitKind| {
             let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
             let t = ArmLpaeIoPgtable::new(r, IoPgtableCfg::new(4096, 48), mem, None).unwrap();
-            let ops = Box::new(ArmSmmuDomain::new(r, 5, Box::new(ByVa)));
+            let ops = Box::new(ArmSmmuDomain::new(r, 5, WalkFlushKind::ByVa));
             IommuDomain::new(r, t, ops, split)
         };
         // 1 MB of scattered 4K elements: one driver map call, so one wmb, per page on both.

@@ -731,7 +731,7 @@ mod tests {
     #[test]
     fn core_unmaps_on_smmu_v3() {
         use crate::iommu::Prot;
-        use crate::iommu::core::{IommuDomain, UnmapPages};
+        use crate::iommu::core::{IommuDomain, SplitKind};
         use crate::iommu::io_pgtable_arm::{ArmLpaeIoPgtable, IoPgtableCfg};
         use crate::mm::physmem::PhysMem;
         use crate::types::{IovaAddr, PhysAddr};
@@ -740,7 +740,7 @@ mod tests {
             let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
             let t = ArmLpaeIoPgtable::new(&mut r, IoPgtableCfg::new(4096, 48), mem, None).unwrap();
             let ops = Box::new(dom(&r, range_inv));
-            let mut d = IommuDomain::new(&r, t, ops, Box::new(UnmapPages));
+            let mut d = IommuDomain::new(&r, t, ops, SplitKind::UnmapPages);
             let segs: Vec<_> = (0..8192u64)
                 .map(|i| (PhysAddr(0x8000_0000 + i * 8192), 4096))
                 .collect();
@@ -839,7 +839,7 @@ mod tests {
     #[test]
     fn a_32m_unmap_is_8192_commands_on_5_15_and_7_0_and_16_asid_on_7_1() {
         use crate::iommu::Prot;
-        use crate::iommu::core::{IommuDomain, UnmapPages};
+        use crate::iommu::core::{IommuDomain, SplitKind};
         use crate::iommu::io_pgtable_arm::{ArmLpaeIoPgtable, IoPgtableCfg};
         use crate::mm::physmem::PhysMem;
         use crate::types::{IovaAddr, PhysAddr};
@@ -852,7 +852,7 @@ mod tests {
             let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
             let t = ArmLpaeIoPgtable::new(&mut r, IoPgtableCfg::new(4096, 48), mem, None).unwrap();
             let ops = Box::new(dom_of(&r, false, 4096, k));
-            let mut d = IommuDomain::new(&r, t, ops, Box::new(UnmapPages));
+            let mut d = IommuDomain::new(&r, t, ops, SplitKind::UnmapPages);
             let segs: Vec<_> = (0..8192u64)
                 .map(|i| (PhysAddr(0x8000_0000 + i * 8192), 4096))
                 .collect();

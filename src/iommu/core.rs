@@ -8,8 +8,8 @@
 //! What it models: at each step `iommu_pgsize` picks the largest supported page size that the
 //! alignment of IOVA and PA and the remaining size allow, and a count of such pages up to the
 //! next boundary where a larger page size would fit. How many of those pages one driver call
-//! handles is the release's [`UnmapSplit`] policy: [`PerPage`] (≤ 5.14, `ops->map`/`ops->unmap`,
-//! one call per page) or [`UnmapPages`] (5.15, `map_pages`/`unmap_pages`, the whole count; the
+//! handles is the release's [`SplitKind`] policy: `PerPage` (≤ 5.14, `ops->map`/`ops->unmap`,
+//! one call per page) or `UnmapPages` (5.15, `map_pages`/`unmap_pages`, the whole count; the
 //! page table may still return short at a table boundary, and the core loops). `iommu_map_sg`
 //! maps each run of physically contiguous segments with one `__iommu_map`. Unmap ends with one
 //! `iommu_iotlb_sync` (strict), unless the caller gathers (`iommu_unmap_fast`).
@@ -25,54 +25,12 @@ use crate::hw::{Counter, DeviceHw, FrameId, Hw, SwAcc, SwCost, SwKey};
 use crate::types::{IovaAddr, PhysAddr};
 use std::fmt::Debug;
 
-/// How many pages of the chosen size one driver call may handle.
-pub trait UnmapSplit: Debug {
-    fn name(&self) -> &'static str;
-    /// Given the count `iommu_pgsize` computed, the pages passed to one driver call.
-    fn pages_per_call(&self, count: u64) -> u64;
-    /// Which of the registry's policies this is: the domain keeps the value and reaches the
-    /// implementation by a match, not through a vtable, on every step of a map or unmap.
-    fn kind(&self) -> SplitKind;
-}
-
-/// ≤ 5.14: `ops->map` / `ops->unmap` take a single page.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct PerPage;
-
-/// 5.15: `ops->map_pages` / `ops->unmap_pages` take a page count.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct UnmapPages;
-
-impl UnmapSplit for PerPage {
-    fn name(&self) -> &'static str {
-        "per-page"
-    }
-    fn pages_per_call(&self, _count: u64) -> u64 {
-        1
-    }
-    fn kind(&self) -> SplitKind {
-        SplitKind::PerPage
-    }
-}
-
-impl UnmapSplit for UnmapPages {
-    fn name(&self) -> &'static str {
-        "unmap-pages"
-    }
-    fn pages_per_call(&self, count: u64) -> u64 {
-        count
-    }
-    fn kind(&self) -> SplitKind {
-        SplitKind::UnmapPages
-    }
-}
-
 /// The `unmap_split` policy: how the core splits a request into driver calls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SplitKind {
-    /// ≤ 5.14: one `ops->map` / `ops->unmap` per page ([`PerPage`]).
+    /// ≤ 5.14: `ops->map` / `ops->unmap` take a single page.
     PerPage,
-    /// 5.15: `map_pages` / `unmap_pages` per run of same-size pages ([`UnmapPages`]).
+    /// 5.15: `ops->map_pages` / `ops->unmap_pages` take a run of same-size pages.
     UnmapPages,
 }
 
@@ -86,32 +44,14 @@ impl crate::types::Choice for SplitKind {
     }
 }
 
-impl UnmapSplit for SplitKind {
-    fn name(&self) -> &'static str {
-        crate::types::Choice::name(*self)
-    }
+impl SplitKind {
+    /// Given the count `iommu_pgsize` computed, the pages passed to one driver call.
     #[inline]
-    fn pages_per_call(&self, count: u64) -> u64 {
+    pub fn pages_per_call(self, count: u64) -> u64 {
         match self {
-            SplitKind::PerPage => PerPage.pages_per_call(count),
-            SplitKind::UnmapPages => UnmapPages.pages_per_call(count),
+            SplitKind::PerPage => 1,
+            SplitKind::UnmapPages => count,
         }
-    }
-    fn kind(&self) -> SplitKind {
-        *self
-    }
-}
-
-/// A boxed policy is the policy it holds (tests and benches hand the domain one).
-impl<T: UnmapSplit + ?Sized> UnmapSplit for Box<T> {
-    fn name(&self) -> &'static str {
-        (**self).name()
-    }
-    fn pages_per_call(&self, count: u64) -> u64 {
-        (**self).pages_per_call(count)
-    }
-    fn kind(&self) -> SplitKind {
-        (**self).kind()
     }
 }
 
@@ -213,12 +153,12 @@ impl IommuDomain {
         hw: &dyn Hw,
         pgtable: ArmLpaeIoPgtable,
         ops: Box<dyn IommuFlushOps>,
-        split: impl UnmapSplit,
+        split: SplitKind,
     ) -> IommuDomain {
         IommuDomain {
             pgtable,
             ops: FlushOps::new(ops),
-            split: split.kind(),
+            split,
             costs: Costs {
                 map: hw.sw_cost(SwKey::IommuMap),
                 unmap: hw.sw_cost(SwKey::IommuUnmap),
@@ -636,17 +576,13 @@ mod seed001 {
     use super::*;
     use crate::hw::Counter;
     use crate::hw::recorder::Recorder;
-    use crate::iommu::arm_smmu::{ArmSmmuDomain, ByAsid, ByVa, WalkFlush};
+    use crate::iommu::arm_smmu::{ArmSmmuDomain, WalkFlushKind};
     use crate::iommu::io_pgtable_arm::IoPgtableCfg;
     use crate::mm::physmem::PhysMem;
 
     const IOVA: u64 = 0x10_0000_0000;
 
-    fn domain(
-        r: &mut Recorder,
-        walk: Box<dyn WalkFlush>,
-        split: Box<dyn UnmapSplit>,
-    ) -> IommuDomain {
+    fn domain(r: &mut Recorder, walk: WalkFlushKind, split: SplitKind) -> IommuDomain {
         let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
         let t = ArmLpaeIoPgtable::new(r, IoPgtableCfg::new(4096, 48), mem, None).unwrap();
         let ops = Box::new(ArmSmmuDomain::new(r, 5, walk));
@@ -664,7 +600,7 @@ mod seed001 {
         r.frames.iter().filter(|f| f.ends_with(frame)).count()
     }
 
-    fn unmap_32m(walk: Box<dyn WalkFlush>, split: Box<dyn UnmapSplit>) -> (Recorder, IommuDomain) {
+    fn unmap_32m(walk: WalkFlushKind, split: SplitKind) -> (Recorder, IommuDomain) {
         let mut r = Recorder::new(64);
         let mut d = domain(&mut r, walk, split);
         let base = d.pgtable.mem().allocations();
@@ -692,7 +628,7 @@ mod seed001 {
 
     #[test]
     fn before_5_15_by_va_16_walk_flushes_of_512_tlbiva() {
-        let (r, _) = unmap_32m(Box::new(ByVa), Box::new(PerPage));
+        let (r, _) = unmap_32m(WalkFlushKind::ByVa, SplitKind::PerPage);
         assert_eq!(driver_calls(&r, "arm_lpae_unmap_pages"), 16);
         assert_eq!(r.count_of(Counter::SmmuTlbiva), 8192);
         assert_eq!(r.count_of(Counter::SmmuTlbival), 0);
@@ -702,7 +638,7 @@ mod seed001 {
 
     #[test]
     fn flush_walk_prefer_tlbiasid_16_tlbiasid() {
-        let (r, _) = unmap_32m(Box::new(ByAsid), Box::new(PerPage));
+        let (r, _) = unmap_32m(WalkFlushKind::Asid, SplitKind::PerPage);
         assert_eq!(driver_calls(&r, "arm_lpae_unmap_pages"), 16);
         assert_eq!(r.count_of(Counter::SmmuTlbiva), 0);
         assert_eq!(r.count_of(Counter::SmmuTlbiasid), 16);
@@ -715,23 +651,20 @@ mod seed001 {
     /// algorithm does.
     #[test]
     fn unmap_pages_one_driver_call_but_still_one_walk_flush_per_table() {
-        let (r, _) = unmap_32m(Box::new(ByAsid), Box::new(UnmapPages));
+        let (r, _) = unmap_32m(WalkFlushKind::Asid, SplitKind::UnmapPages);
         assert_eq!(driver_calls(&r, "arm_lpae_unmap_pages"), 1);
         assert_eq!(r.count_of(Counter::SmmuTlbiasid), 16);
         assert_eq!(r.count_of(Counter::SmmuTlbsync), 16 + 1);
-        let (r, _) = unmap_32m(Box::new(ByVa), Box::new(UnmapPages));
+        let (r, _) = unmap_32m(WalkFlushKind::ByVa, SplitKind::UnmapPages);
         assert_eq!(driver_calls(&r, "arm_lpae_unmap_pages"), 1);
         assert_eq!(r.count_of(Counter::SmmuTlbiva), 8192);
     }
 
     #[test]
     fn one_mb_unmap_is_256_calls_before_5_15_and_one_after() {
-        for (split, calls) in [
-            (Box::new(PerPage) as Box<dyn UnmapSplit>, 256),
-            (Box::new(UnmapPages), 1),
-        ] {
+        for (split, calls) in [(SplitKind::PerPage, 256), (SplitKind::UnmapPages, 1)] {
             let mut r = Recorder::new(64);
-            let mut d = domain(&mut r, Box::new(ByVa), split);
+            let mut d = domain(&mut r, WalkFlushKind::ByVa, split);
             d.iommu_map_sg(&mut r, IovaAddr(IOVA), &scattered(256), Prot::RW)
                 .unwrap();
             let mut r = Recorder::new(64);
@@ -744,12 +677,9 @@ mod seed001 {
 
     #[test]
     fn unaligned_unmap_straddling_2m_boundaries() {
-        for split in [
-            Box::new(PerPage) as Box<dyn UnmapSplit>,
-            Box::new(UnmapPages),
-        ] {
+        for split in [SplitKind::PerPage, SplitKind::UnmapPages] {
             let mut r = Recorder::new(64);
-            let mut d = domain(&mut r, Box::new(ByVa), split);
+            let mut d = domain(&mut r, WalkFlushKind::ByVa, split);
             d.iommu_map_sg(&mut r, IovaAddr(IOVA), &scattered(2048), Prot::RW)
                 .unwrap();
             let tables = d.pgtable.mem().allocations();
@@ -779,7 +709,7 @@ mod seed001 {
     #[test]
     fn contiguous_memory_is_mapped_with_blocks() {
         let mut r = Recorder::new(64);
-        let mut d = domain(&mut r, Box::new(ByVa), Box::new(UnmapPages));
+        let mut d = domain(&mut r, WalkFlushKind::ByVa, SplitKind::UnmapPages);
         // 4 MB + 8 KB contiguous starting 4 KB below a 2 MB boundary.
         let segs: Vec<_> = (0..1026u64)
             .map(|i| (PhysAddr(0x8020_0000 - 4096 + i * 4096), 4096))
@@ -816,12 +746,12 @@ mod seed001 {
             }),
             ..ModelParams::default()
         };
-        let run = |walk: Box<dyn WalkFlush>| {
+        let run = |walk: WalkFlushKind| {
             let mut m = Model::new(params.clone());
             let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
             let t = ArmLpaeIoPgtable::new(&mut m, IoPgtableCfg::new(4096, 48), mem, None).unwrap();
             let ops = Box::new(ArmSmmuDomain::new(&m, 5, walk));
-            let mut d = IommuDomain::new(&m, t, ops, Box::new(PerPage));
+            let mut d = IommuDomain::new(&m, t, ops, SplitKind::PerPage);
             d.iommu_map_sg(&mut m, IovaAddr(IOVA), &scattered(8192), Prot::RW)
                 .unwrap();
             m.clear_ledger();
@@ -834,8 +764,8 @@ mod seed001 {
             );
             (m.now_ps() - t0, m.ledger.totals(), m.ledger.stacks())
         };
-        let (by_va, c_va, stacks) = run(Box::new(ByVa));
-        let (asid, c_asid, _) = run(Box::new(ByAsid));
+        let (by_va, c_va, stacks) = run(WalkFlushKind::ByVa);
+        let (asid, c_asid, _) = run(WalkFlushKind::Asid);
         assert_eq!(c_va[Counter::SmmuTlbiva as usize], 8192);
         assert_eq!(c_asid[Counter::SmmuTlbiasid as usize], 16);
         // 512 TLBIVA outrun the CPU's posted writes: each walk flush's sync spins ten reads and
@@ -853,7 +783,7 @@ mod seed001 {
     #[test]
     fn failed_map_leaves_nothing_mapped() {
         let mut r = Recorder::new(64);
-        let mut d = domain(&mut r, Box::new(ByVa), Box::new(UnmapPages));
+        let mut d = domain(&mut r, WalkFlushKind::ByVa, SplitKind::UnmapPages);
         d.iommu_map(
             &mut r,
             IovaAddr(IOVA + 0x5000),
@@ -881,17 +811,10 @@ mod seed001 {
     #[test]
     fn a_failed_map_sg_unrolls_through_iommu_unmap_as_each_release_does() {
         for (kernel, split, returns, unmap_calls, tlbival, ret) in [
-            (
-                "5.14",
-                Box::new(PerPage) as Box<dyn UnmapSplit>,
-                MapSgReturn::Zero,
-                5,
-                5,
-                "0",
-            ),
+            ("5.14", SplitKind::PerPage, MapSgReturn::Zero, 5, 5, "0"),
             (
                 "5.15",
-                Box::new(UnmapPages),
+                SplitKind::UnmapPages,
                 MapSgReturn::Errno,
                 0,
                 0,
@@ -899,7 +822,7 @@ mod seed001 {
             ),
         ] {
             let mut r = Recorder::new(64);
-            let d = domain(&mut r, Box::new(ByVa), split);
+            let d = domain(&mut r, WalkFlushKind::ByVa, split);
             let mut d = d.with_map_sg_returns(returns);
             d.iommu_map(
                 &mut r,

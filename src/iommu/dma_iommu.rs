@@ -844,8 +844,8 @@ mod tests {
     use crate::dma::sync_policy::{SyncKind, SyncPaths, SyncRule};
     use crate::hw::recorder::Recorder;
     use crate::hw::{CacheOp, Counter};
-    use crate::iommu::arm_smmu::{ArmSmmuDomain, ByAsid};
-    use crate::iommu::core::UnmapPages;
+    use crate::iommu::arm_smmu::{ArmSmmuDomain, WalkFlushKind};
+    use crate::iommu::core::SplitKind;
     use crate::iommu::io_pgtable_arm::{ArmLpaeIoPgtable, IoPgtableCfg};
     use crate::mm::physmem::PhysMem;
     use crate::scatterlist::SgEntry;
@@ -863,8 +863,8 @@ mod tests {
     fn iommu_dma_with(r: &mut Recorder, sync: impl Into<SyncPaths>) -> IommuDma {
         let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
         let t = ArmLpaeIoPgtable::new(r, IoPgtableCfg::new(4096, 36), mem, None).unwrap();
-        let ops = Box::new(ArmSmmuDomain::new(r, 1, Box::new(ByAsid)));
-        let d = IommuDomain::new(r, t, ops, Box::new(UnmapPages));
+        let ops = Box::new(ArmSmmuDomain::new(r, 1, WalkFlushKind::Asid));
+        let d = IommuDomain::new(r, t, ops, SplitKind::UnmapPages);
         IommuDma::new(r, d, 1, Arm64::new(DirRules::Since5_19), sync).unwrap()
     }
 
@@ -1210,8 +1210,8 @@ mod tests {
             let mut m = Model::new(p);
             let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
             let t = ArmLpaeIoPgtable::new(&mut m, IoPgtableCfg::new(4096, 36), mem, None).unwrap();
-            let ops = Box::new(ArmSmmuDomain::new(&m, 1, Box::new(ByAsid)));
-            let dom = IommuDomain::new(&m, t, ops, Box::new(UnmapPages));
+            let ops = Box::new(ArmSmmuDomain::new(&m, 1, WalkFlushKind::Asid));
+            let dom = IommuDomain::new(&m, t, ops, SplitKind::UnmapPages);
             let arch = Arm64::new(DirRules::Since5_19);
             let mut d = IommuDma::new(&m, dom, 1, arch, SyncKind::PerEntry)
                 .unwrap()
@@ -1436,7 +1436,7 @@ mod tests {
                 ArmSmmuV3Domain::new(&r, 3, 4096, SmmuV3Features::default(), Cmdq::new(10))
                     .unwrap(),
             );
-            let dom = IommuDomain::new(&r, t, ops, Box::new(UnmapPages));
+            let dom = IommuDomain::new(&r, t, ops, SplitKind::UnmapPages);
             let arch = Arm64::new(DirRules::Since5_19);
             let mut d = IommuDma::new(&r, dom, 1, arch, SyncKind::Batched)
                 .unwrap()
@@ -1461,8 +1461,8 @@ mod tests {
         let mut m = Model::new(ModelParams::default());
         let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
         let t = ArmLpaeIoPgtable::new(&mut m, IoPgtableCfg::new(4096, 36), mem, None).unwrap();
-        let ops = Box::new(ArmSmmuDomain::new(&m, 1, Box::new(ByAsid)));
-        let dom = IommuDomain::new(&m, t, ops, Box::new(UnmapPages));
+        let ops = Box::new(ArmSmmuDomain::new(&m, 1, WalkFlushKind::Asid));
+        let dom = IommuDomain::new(&m, t, ops, SplitKind::UnmapPages);
         let arch = Arm64::new(DirRules::Since5_19);
         let mut d = IommuDma::new(&m, dom, 1, arch, SyncKind::Batched)
             .unwrap()
@@ -1500,8 +1500,8 @@ mod tests {
         let mut r = Recorder::new(64);
         let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
         let t = ArmLpaeIoPgtable::new(&mut r, IoPgtableCfg::new(4096, 36), mem, None).unwrap();
-        let ops = Box::new(ArmSmmuDomain::new(&r, 1, Box::new(ByAsid)));
-        let dom = IommuDomain::new(&r, t, ops, Box::new(UnmapPages));
+        let ops = Box::new(ArmSmmuDomain::new(&r, 1, WalkFlushKind::Asid));
+        let dom = IommuDomain::new(&r, t, ops, SplitKind::UnmapPages);
         let arch = Arm64::new(DirRules::Since5_19);
         let mut d = IommuDma::new(&r, dom, 2, arch, SyncKind::Batched)
             .unwrap()

@@ -1550,7 +1550,7 @@ mod tests {
     use crate::arch::arm64::{Arm64, DirRules};
     use crate::hw::recorder::Recorder;
     use crate::hw::{CacheOp, Counter};
-    use crate::iommu::arm_smmu::{ArmSmmuDomain, ByVa};
+    use crate::iommu::arm_smmu::{ArmSmmuDomain, WalkFlushKind};
 
     pub(crate) fn mem() -> SharedPhysMem {
         PhysMem::single(PhysAddr(0x1_0000_0000), 256 << 20).shared()
@@ -1668,7 +1668,7 @@ mod tests {
         let unmapped = [0u64, 1, 512, 2, 3, 2, 513, 511, 1024, 4, 1025, 1023];
         let run = |force_general: bool| {
             let mut m = Model::new(params.clone());
-            let mut f = ArmSmmuDomain::new(&m, 1, Box::new(ByVa));
+            let mut f = ArmSmmuDomain::new(&m, 1, WalkFlushKind::ByVa);
             let mut t =
                 ArmLpaeIoPgtable::new(&mut m, IoPgtableCfg::new(4096, 48), mem(), None).unwrap();
             for &p in &mapped {
@@ -1720,7 +1720,7 @@ mod tests {
     #[test]
     fn the_remembered_walk_gives_way_to_any_write() {
         let mut r = Recorder::new(64);
-        let mut f = ArmSmmuDomain::new(&r, 1, Box::new(ByVa));
+        let mut f = ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa);
         let mut t = table(&mut r, 0x1000, 48);
         let base = 0x20_0000u64;
         for i in 0..2 {
@@ -1771,7 +1771,7 @@ mod tests {
     #[test]
     fn descriptors_are_bit_exact() {
         let mut r = Recorder::new(64);
-        let mut f = ArmSmmuDomain::new(&r, 1, Box::new(ByVa));
+        let mut f = ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa);
         let mut t = table(&mut r, 0x1000, 48);
         let prot = Prot::RW.union(Prot::CACHE);
         t.map_pages(
@@ -1878,7 +1878,7 @@ mod tests {
     #[test]
     fn blocks_for_16k_and_64k_granules() {
         let mut r = Recorder::new(64);
-        let mut f = ArmSmmuDomain::new(&r, 1, Box::new(ByVa));
+        let mut f = ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa);
         let mut t = table(&mut r, 0x4000, 48);
         assert_eq!(t.pgsize_bitmap(), 0x4000 | (32 << 20));
         assert_eq!(t.min_pagesz(), 0x4000);
@@ -1930,7 +1930,7 @@ mod tests {
     #[test]
     fn a_block_replaces_a_table_that_still_maps_pages() {
         let mut r = Recorder::new(64);
-        let mut f = ArmSmmuDomain::new(&r, 1, Box::new(ByVa));
+        let mut f = ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa);
         let mut t = table(&mut r, 0x1000, 48);
         let map = |t: &mut ArmLpaeIoPgtable, r: &mut Recorder, f: &mut ArmSmmuDomain, pa, sz| {
             t.map_pages(r, f, IovaAddr(0x20_0000), PhysAddr(pa), sz, 1, Prot::RW)
@@ -1961,7 +1961,7 @@ mod tests {
     #[test]
     fn a_refused_block_run_has_already_freed_the_tables_before_the_leaf() {
         let mut r = Recorder::new(64);
-        let mut f = ArmSmmuDomain::new(&r, 1, Box::new(ByVa));
+        let mut f = ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa);
         let mut t = table(&mut r, 0x1000, 48);
         let (a, b) = (0x4000_0000u64, 0x4020_0000u64);
         t.map_pages(
@@ -2004,7 +2004,7 @@ mod tests {
     #[test]
     fn map_over_a_mapping_is_refused_and_unmap_of_a_hole_is_an_error() {
         let mut r = Recorder::new(64);
-        let mut f = ArmSmmuDomain::new(&r, 1, Box::new(ByVa));
+        let mut f = ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa);
         let mut t = table(&mut r, 0x1000, 48);
         t.map_pages(
             &mut r,
@@ -2070,7 +2070,7 @@ mod tests {
     #[test]
     fn unmap_stops_at_the_end_of_a_last_level_table() {
         let mut r = Recorder::new(64);
-        let mut f = ArmSmmuDomain::new(&r, 1, Box::new(ByVa));
+        let mut f = ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa);
         let mut t = table(&mut r, 0x1000, 48);
         let iova = (2 << 20) - 8 * 4096;
         let mut left = 16u64;
@@ -2101,7 +2101,7 @@ mod tests {
     #[test]
     fn partial_unmap_of_a_block_splits_it() {
         let mut r = Recorder::new(64);
-        let mut f = ArmSmmuDomain::new(&r, 1, Box::new(ByVa));
+        let mut f = ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa);
         let mut t = table(&mut r, 0x1000, 48);
         let base = 0x4000_0000u64;
         t.map_pages(
@@ -2161,7 +2161,7 @@ mod tests {
     #[test]
     fn a_block_replaces_an_empty_table_with_a_walk_flush() {
         let mut r = Recorder::new(64);
-        let mut f = ArmSmmuDomain::new(&r, 1, Box::new(ByVa));
+        let mut f = ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa);
         let mut t = table(&mut r, 0x1000, 48);
         t.map_pages(
             &mut r,
@@ -2194,7 +2194,7 @@ mod tests {
     #[test]
     fn non_coherent_walker_cleans_every_pte_write() {
         let mut r = Recorder::new(64);
-        let mut f = ArmSmmuDomain::new(&r, 1, Box::new(ByVa));
+        let mut f = ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa);
         let arch = ArchOps::from(Arm64::new(DirRules::Since5_19));
         let mut t = ArmLpaeIoPgtable::new(&mut r, IoPgtableCfg::new(0x1000, 48), mem(), Some(arch))
             .unwrap();
@@ -2227,7 +2227,7 @@ mod tests {
     #[test]
     fn freeing_returns_every_table() {
         let mut r = Recorder::new(64);
-        let mut f = ArmSmmuDomain::new(&r, 1, Box::new(ByVa));
+        let mut f = ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa);
         let mut t = table(&mut r, 0x1000, 48);
         for i in 0..5u64 {
             t.map_pages(

@@ -462,11 +462,7 @@ fn device(c: &Ctx, d: &DeviceSection) -> Result<crate::device::Device, InputErro
 /// Read `[boot]` as the kernel reads its command line: `early_cma()`, `early_cma_pernuma()`
 /// (`memparse`), `early_numa_cma()`. Whether the release has each parameter, and whether the
 /// areas fit the platform's memory, are checked at resolve (an override can change both).
-fn boot_section(
-    c: &Ctx,
-    b: &BootSection,
-    lines: &mut Lines,
-) -> Result<CmaBoot, InputError> {
+fn boot_section(c: &Ctx, b: &BootSection, lines: &mut Lines) -> Result<CmaBoot, InputError> {
     let mut boot = CmaBoot::default();
     if let Some(v) = &b.cma {
         lines.boot_cma = Some(c.line(v.span()));
