@@ -19,6 +19,7 @@ mod module_graph;
 mod mutation;
 mod numa_topology;
 mod pernuma_cma;
+mod plain_walk;
 mod plots;
 mod priced;
 mod progress;

@@ -1,0 +1,157 @@
+//! A shortcut for the commonest page-table call: one page, mapped or unmapped from the top-level
+//! table, with a coherent table walker.
+//!
+//! Kernel counterpart: none — `__arm_lpae_map()` and `__arm_lpae_unmap()` walk from the top on
+//! every call. The answer is theirs; only the way to it is shorter.
+//!
+//! What it does: it remembers where the last such call found its leaf table (the address bits
+//! above the last level's index, the table, the walk steps to it) together with the simulated
+//! memory's write stamp ([`PhysMem::write_stamp`](crate::mm::physmem::PhysMem::write_stamp)) at
+//! that moment. While the stamp is unchanged, every descriptor on the way reads byte for byte as
+//! the walk read it, so the remembered table is the one a walk would reach and the steps are
+//! the levels it would pass. Otherwise the call walks from the top itself, under one borrow of
+//! the memory, through tables that exist. It writes the leaf only when the general path would
+//! write exactly that (an empty entry for a map, a page for an unmap) and gathers exactly the
+//! general path's charges (a walk step per level, one `init_pte` or `clear_pte`); in any other
+//! case it changes nothing and the general path runs from the start.
+//!
+//! Rule (docs/design.md): this module is the only place the shortcut lives; the table calls it
+//! once on map and once on unmap. With `DMASIM_PLAIN_WALK` set in the environment it declines
+//! every call, and the test suite runs the figure net, the snapshots and the exact-count tests
+//! that way too.
+//!
+//! Invariants: a call it takes changes the memory and the pending charges exactly as the general
+//! path would; a call it declines changes nothing.
+
+use super::{ARM_LPAE_MAX_LEVELS, ArmLpaeIoPgtable, PTE_TYPE_PAGE};
+use crate::hw::SwCost;
+use crate::mm::physmem::PhysMem;
+use crate::types::PhysAddr;
+
+/// Whether new tables take the shortcut: yes, unless the environment sets `DMASIM_PLAIN_WALK`
+/// (read once per process). The integration suite runs itself again that way
+/// (`tests/plain_walk.rs`), so the figures, snapshots and exact counts are proved the same
+/// without it.
+pub(super) fn enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("DMASIM_PLAIN_WALK").is_none())
+}
+
+/// Where the last one-page call from the top found its leaf table.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct LeafWalk {
+    valid: bool,
+    /// The memory's write stamp when the walk was read (or its own leaf last written).
+    stamp: u64,
+    /// The IOVA bits above the last level's index.
+    block: u64,
+    table: u64,
+    /// The walk's steps to the leaf, the leaf level's own included, and their price.
+    steps: u64,
+    steps_cost: SwCost,
+}
+
+impl ArmLpaeIoPgtable {
+    /// Turn the shortcut off for this table: every call takes the general path (for the tests
+    /// that prove the two the same).
+    pub fn plain_walk(&mut self) {
+        self.shortcut = false;
+    }
+
+    /// `__arm_lpae_map()` of one empty page entry: `true` when done here.
+    #[inline]
+    pub(super) fn map_one_shortcut(
+        &mut self,
+        iova: u64,
+        paddr: u64,
+        size: u64,
+        pgcount: u64,
+        attrs: u64,
+    ) -> bool {
+        let new = attrs | PTE_TYPE_PAGE | (paddr & self.addr_mask);
+        let cost = self.costs.init_pte;
+        let write = |pte| (pte == 0).then_some(new);
+        self.leaf_shortcut(iova, size, pgcount, cost, write, |old| old == 0)
+    }
+
+    /// `__arm_lpae_unmap()` of one page entry: `true` when cleared here (the caller then
+    /// invalidates it, clear before invalidate as the kernel orders them).
+    #[inline]
+    pub(super) fn unmap_one_shortcut(&mut self, iova: u64, size: u64, pgcount: u64) -> bool {
+        let leaf = ARM_LPAE_MAX_LEVELS - 1;
+        let cost = self.costs.clear_pte;
+        let clear = |pte| Self::pte_is_leaf(pte, leaf).then_some(0);
+        self.leaf_shortcut(iova, size, pgcount, cost, clear, |old| {
+            Self::pte_is_leaf(old, leaf)
+        })
+    }
+
+    /// Find the leaf entry of one page (remembered, or walked through existing tables) and
+    /// `update` it; `update` declines (`None`) what the general path must handle, and `took`
+    /// says from the entry's old value whether it did not.
+    #[inline(always)]
+    fn leaf_shortcut(
+        &mut self,
+        iova: u64,
+        size: u64,
+        pgcount: u64,
+        cost: SwCost,
+        update: impl FnOnce(u64) -> Option<u64>,
+        took: impl FnOnce(u64) -> bool,
+    ) -> bool {
+        if !self.shortcut || pgcount != 1 || size != self.cfg.granule || self.walk_sync.is_some() {
+            return false;
+        }
+        let leaf = ARM_LPAE_MAX_LEVELS - 1;
+        let block = iova.wrapping_shr(self.lvl_shift(leaf - 1));
+        let mut mem = self.mem.borrow_mut();
+        let w = self.leaf_walk;
+        let (table, steps, steps_cost) =
+            if w.valid && w.block == block && w.stamp == mem.write_stamp() {
+                (w.table, w.steps, w.steps_cost)
+            } else {
+                match self.walk_to_leaf_table(&mem, iova) {
+                    Some(found) => found,
+                    None => return false,
+                }
+            };
+        let ptep = PhysAddr(table + (self.lvl_idx(iova, leaf) << 3));
+        if !took(mem.update_u64_hinted(ptep, &self.walk_hint[leaf as usize], update)) {
+            return false;
+        }
+        // A leaf written in its table moves no descriptor on the way to it.
+        self.leaf_walk = LeafWalk {
+            valid: true,
+            stamp: mem.write_stamp(),
+            block,
+            table,
+            steps,
+            steps_cost,
+        };
+        drop(mem);
+        self.pending_sw.add(steps_cost);
+        self.pending_sw.add(cost);
+        true
+    }
+
+    /// The walk from the top-level table to the leaf table of `iova`, through table descriptors
+    /// only: the table, the steps (the leaf level's included) and their price; `None` at
+    /// anything else. Out of line: the remembered table answers most calls.
+    #[inline(never)]
+    fn walk_to_leaf_table(&self, mem: &PhysMem, iova: u64) -> Option<(u64, u64, SwCost)> {
+        let leaf = ARM_LPAE_MAX_LEVELS - 1;
+        let (mut lvl, mut table, mut steps) = (self.start_level, self.pgd.0, 1);
+        while lvl < leaf {
+            let ptep = PhysAddr(table + (self.lvl_idx(iova, lvl) << 3));
+            let pte = mem.read_u64_hinted(ptep, &self.walk_hint[lvl as usize]);
+            if !Self::pte_is_table(pte, lvl) {
+                return None;
+            }
+            table = pte & self.addr_mask;
+            lvl += 1;
+            steps += 1;
+        }
+        let steps_cost = SwCost(self.costs.walk_level.0.saturating_mul(steps));
+        Some((table, steps, steps_cost))
+    }
+}
