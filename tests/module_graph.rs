@@ -247,7 +247,8 @@ fn edges() -> Vec<Edge> {
     let mut out = Vec::new();
     for f in &files {
         let here = module_path(&src, f);
-        // lib.rs declares the modules and main.rs is a separate crate (it writes `dmasim::`).
+        // lib.rs declares the modules; the binary (src/bin/dmasim) is a separate crate that
+        // writes `dmasim::`, and its own `crate::` paths name no module of the library.
         let Some(from) = here.first() else { continue };
         let code = code_only(&std::fs::read_to_string(f).unwrap());
         for (to, offset) in named_modules(&code, &here) {

@@ -1,0 +1,64 @@
+//! One module per command, each with its arguments and its body, as cargo's `commands/`.
+//!
+//! Kernel counterpart: none.
+
+pub mod compare;
+pub mod host;
+pub mod list;
+pub mod reproduce;
+pub mod run;
+
+use crate::cli::{Overrides, RunFormat};
+use crate::ui::*;
+use anyhow::Result;
+use dmasim::input::InputError;
+use dmasim::scenario::{self, Scenario};
+use std::io::Write;
+
+/// A comparison's failure as the command reports it: a refused variant is named.
+pub(crate) fn compare_error(e: dmasim::compare::CompareError) -> anyhow::Error {
+    match e {
+        dmasim::compare::CompareError::Input(i) => anyhow::Error::from(i),
+        dmasim::compare::CompareError::Refused { label, refused } => {
+            anyhow::Error::from(scenario::Refused {
+                file: refused.file,
+                message: format!("variant `{label}`: {}", refused.message),
+            })
+        }
+    }
+}
+
+pub(crate) fn write_sensitivity(
+    out: &mut impl Write,
+    r: &dmasim::sensitivity::Sensitivity,
+    format: RunFormat,
+) -> Result<()> {
+    match format {
+        RunFormat::Table => write!(out, "{}", dmasim::sensitivity::table(r))?,
+        RunFormat::Json => print_json(out, &dmasim::sensitivity::json(r))?,
+        RunFormat::Folded => {
+            return Err(arg_error(
+                "--format folded writes call stacks; --sensitivity writes a table or JSON",
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// `--kernel` and `--policy` on a scenario that [`Scenario::load_on`] has already put on the
+/// `--platform` (with the `--set` edits).
+pub(crate) fn apply_overrides(s: &mut Scenario, o: &Overrides) -> Result<(), InputError> {
+    if o.platform.len() > 1 || o.kernel.len() > 1 {
+        return Err(arg_error(
+            "several --kernel or --platform values: put them side by side with `dmasim compare`, or give --sweep",
+        ));
+    }
+    if let Some(k) = o.kernel.first() {
+        s.set_kernel_str(k)?;
+    }
+    for p in &o.policy {
+        s.set_policies(p)?;
+    }
+    Ok(())
+}
