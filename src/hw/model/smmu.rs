@@ -1,0 +1,89 @@
+//! The Model's device side: the SMMU as a second agent with its own timeline, reached through
+//! [`SmmuPort`]: register writes and reads, `udelay`, command-queue submission and the wait for a
+//! `CMD_SYNC`, priced against the command queue's node on a NUMA machine.
+//!
+//! Kernel counterpart: none; the drivers that drive it are `iommu::arm_smmu` and
+//! `iommu::arm_smmu_v3`.
+
+use super::*;
+impl SmmuPort for Model {
+    #[inline]
+    fn mmio_write(&mut self, reg: MmioReg, val: u64) {
+        let p = self.smmu();
+        self.advance_count(p.mmio_write_ps, reg.counter());
+        match reg {
+            MmioReg::SmmuTlbiva | MmioReg::SmmuTlbival => self.smmu_work(p.tlbi_va_ps),
+            MmioReg::SmmuTlbiasid => self.smmu_work(p.tlbi_asid_ps),
+            MmioReg::SmmuTlbsync => self.smmu_sync(p.sync_ps),
+            MmioReg::SmmuTlbstatus => {}
+            MmioReg::SmmuCmdqBase => {
+                // Q_BASE_ADDR_MASK: bits 51:5 hold the address; the low bits carry LOG2SIZE.
+                let base = val & 0x000f_ffff_ffff_ffe0;
+                self.cmdq_node = self.numa.as_ref().and_then(|n| n.node_of(base));
+                self.resolve_cmdq_lines();
+            }
+        }
+    }
+
+    #[inline]
+    fn mmio_read(&mut self, reg: MmioReg) -> u64 {
+        let p = self.smmu();
+        self.advance_count(p.mmio_read_ps, reg.counter());
+        match reg {
+            // The value is the one the device holds when the read's answer leaves it, which is
+            // no earlier than the end of the round trip.
+            MmioReg::SmmuTlbstatus if self.now < self.smmu_sync_done => SMMU_TLBSTATUS_GSACTIVE,
+            _ => 0,
+        }
+    }
+
+    #[inline]
+    fn udelay(&mut self, us: u64) {
+        self.advance_count(us.saturating_mul(1_000_000), Counter::Udelay);
+    }
+
+    #[inline]
+    fn smmu_cmdq_issue(&mut self, cmds: &[SmmuCmdKind]) {
+        let p = self.smmu();
+        for &c in cmds {
+            self.ledger.count_one(c.counter());
+        }
+        self.ledger.count_one(Counter::CmdqBatch);
+        let (cpu_line, smmu_line) = self.cmdq_line_ps();
+        // Entries are written to memory (their line fetched from its home before dma_wmb()
+        // lets the doorbell go), then the producer index is published by one write.
+        self.advance(
+            (cmds.len() as u64)
+                .saturating_mul(p.cmdq_write_ps)
+                .saturating_add(cpu_line)
+                .saturating_add(p.mmio_write_ps),
+        );
+        // The SMMU fetches the new commands from the queue's home node.
+        if !cmds.is_empty() {
+            self.smmu_work(smmu_line);
+        }
+        for &c in cmds {
+            match c {
+                SmmuCmdKind::TlbiNhVa => self.smmu_work(p.tlbi_va_ps),
+                SmmuCmdKind::TlbiNhAsid => self.smmu_work(p.tlbi_asid_ps),
+                // Its MSI write into the sync's slot reaches the home node after the sync.
+                SmmuCmdKind::Sync => self.smmu_sync(p.sync_ps.saturating_add(smmu_line)),
+            }
+        }
+    }
+
+    fn smmu_cmdq_wait_sync(&mut self) {
+        // Reported like a barrier's stall: the wait, apart from the instructions that asked.
+        // The polling CPU sees the MSI payload once the slot's line has come back from its
+        // home node.
+        let (cpu_line, _) = self.cmdq_line_ps();
+        let seen = if cpu_line > 0 {
+            self.smmu_sync_done.max(self.now).saturating_add(cpu_line)
+        } else {
+            self.smmu_sync_done
+        };
+        let wait = seen.saturating_sub(self.now);
+        self.now = self.now.saturating_add(wait);
+        self.ledger.charge_wait(wait);
+    }
+}
