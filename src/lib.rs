@@ -60,4 +60,5 @@ pub mod scenario;
 pub mod sensitivity;
 pub mod setup;
 pub mod sweep;
+pub mod trace;
 pub mod types;

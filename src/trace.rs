@@ -1,0 +1,740 @@
+//! Reading a kernel trace of a driver's DMA API calls: the text of `/sys/kernel/tracing/trace`
+//! or `trace_pipe`, `trace-cmd report` (with or without `-R` raw fields, `-t` timestamps) and
+//! `perf script`, for the `dma:*` events (6.12 on), `iommu:map`/`iommu:unmap` and
+//! `swiotlb:swiotlb_bounced`.
+//!
+//! Kernel counterpart: include/trace/events/dma.h, iommu.h and swiotlb.h — the events' print
+//! formats (`TP_printk`), and kernel/trace/trace_output.c for how arrays, flags and the line's
+//! header print.
+//!
+//! What it reads: each line's event by name (wherever the header puts it: `name: ` after the
+//! timestamp, `dma:name:` in perf script), its timestamp and CPU when the header has them, and
+//! its fields by `key=value`, never by position, so the format changes between releases read
+//! alike: `dma_map_page` and its 6.18 name `dma_map_phys`, alloc and free with and without
+//! `dir=`, `phys_addr=` or `virt_addr=`, `dma_map_sg` with or without the 128-entry cap
+//! (`nents=a/b ents=c/d [TRUNCATED]`), the older and newer `iommu:map`/`unmap`. Addresses print
+//! as bare hex (`%llx`) and sizes as decimal (`%zu`); arrays as `{0x1000,0x2000}`; `attrs` as
+//! `|`-separated names, empty when zero, and names this parser does not know are kept. A raw
+//! line (`trace-cmd report -R`) names the device `device=` and gives `dir` as a number.
+//!
+//! Invariants: a line that is not one of these events is counted by its event name (or as
+//! unrecognised) and skipped, never refused; a line that names one of them but whose fields do
+//! not read is an error naming the file, the line and the field. Nothing here depends on the
+//! kernel release: the replay decides what each call did.
+
+use crate::input::InputError;
+use crate::types::DmaDirection;
+use std::collections::BTreeMap;
+
+/// What one traced call was.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// `dma_map_phys` (`dma_map_page` before 6.18, and `dma_map_resource`).
+    Map {
+        dir: DmaDirection,
+        dma_addr: u64,
+        size: u64,
+        /// Absent for `dma_map_resource` on releases that print none.
+        phys_addr: Option<u64>,
+        resource: bool,
+    },
+    /// `dma_unmap_phys` (`dma_unmap_page`, `dma_unmap_resource`).
+    Unmap {
+        dir: DmaDirection,
+        dma_addr: u64,
+        size: u64,
+        resource: bool,
+    },
+    /// `dma_alloc`, `dma_alloc_pages`, `dma_alloc_sgt`: `dir` only from 6.13 (6.12.y).
+    Alloc {
+        dir: Option<DmaDirection>,
+        dma_addr: u64,
+        size: u64,
+        what: AllocKind,
+    },
+    /// `dma_alloc_sgt_err`, `dma_alloc` failures are not traced as such.
+    AllocErr { size: u64 },
+    /// `dma_free`, `dma_free_pages`, `dma_free_sgt`.
+    Free {
+        dir: Option<DmaDirection>,
+        dma_addr: u64,
+        size: u64,
+        what: AllocKind,
+    },
+    /// `dma_map_sg`: the mapped list. `nents`/`ents` as (printed, real) when the line says;
+    /// `truncated` when it was cut at 128 entries.
+    MapSg {
+        dir: DmaDirection,
+        dma_addrs: Vec<u64>,
+        sizes: Vec<u64>,
+        phys_addrs: Vec<u64>,
+        nents: Option<(u64, u64)>,
+        ents: Option<(u64, u64)>,
+        truncated: bool,
+    },
+    /// `dma_map_sg_err`: the list's physical addresses and the error.
+    MapSgErr {
+        dir: DmaDirection,
+        phys_addrs: Vec<u64>,
+        err: i64,
+    },
+    /// `dma_unmap_sg`: the physical addresses of the list given back.
+    UnmapSg {
+        dir: DmaDirection,
+        phys_addrs: Vec<u64>,
+    },
+    /// `dma_sync_single_for_cpu` / `_for_device`.
+    SyncSingle {
+        dir: DmaDirection,
+        dma_addr: u64,
+        size: u64,
+        for_device: bool,
+    },
+    /// `dma_sync_sg_for_cpu` / `_for_device`.
+    SyncSg {
+        dir: DmaDirection,
+        dma_addrs: Vec<u64>,
+        sizes: Vec<u64>,
+        for_device: bool,
+    },
+    /// `iommu:map`.
+    IommuMap { iova: u64, paddr: u64, size: u64 },
+    /// `iommu:unmap`.
+    IommuUnmap { iova: u64, size: u64, unmapped: u64 },
+    /// `swiotlb:swiotlb_bounced`.
+    SwiotlbBounced {
+        dma_mask: u64,
+        dev_addr: u64,
+        size: u64,
+    },
+}
+
+/// Which allocator an alloc or free event names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AllocKind {
+    Coherent,
+    Pages,
+    Sgt,
+}
+
+/// One traced call, where the trace put it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// 1-based line in the trace text.
+    pub line: usize,
+    /// Nanoseconds since the trace clock's origin, when the header has a timestamp.
+    pub time_ns: Option<u64>,
+    pub cpu: Option<u32>,
+    /// `dev_name()` of the device; empty for `iommu:*` events, which name none.
+    pub device: String,
+    /// The DMA attributes as printed (`SKIP_CPU_SYNC`, ...), unknown names kept.
+    pub attrs: Vec<String>,
+    pub event: Event,
+}
+
+/// A trace, read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Trace {
+    pub records: Vec<Record>,
+    /// Lines of other events, by event name (`?` for lines with no event at all), skipped.
+    pub skipped: BTreeMap<String, u64>,
+}
+
+/// The events this reader knows, by the name the trace prints.
+const EVENTS: &[&str] = &[
+    "dma_map_phys",
+    "dma_map_page",
+    "dma_map_resource",
+    "dma_unmap_phys",
+    "dma_unmap_page",
+    "dma_unmap_resource",
+    "dma_alloc",
+    "dma_alloc_pages",
+    "dma_alloc_sgt",
+    "dma_alloc_sgt_err",
+    "dma_free",
+    "dma_free_pages",
+    "dma_free_sgt",
+    "dma_map_sg",
+    "dma_map_sg_err",
+    "dma_unmap_sg",
+    "dma_sync_single_for_cpu",
+    "dma_sync_single_for_device",
+    "dma_sync_sg_for_cpu",
+    "dma_sync_sg_for_device",
+    "map",
+    "unmap",
+    "swiotlb_bounced",
+];
+
+/// Read a trace's text (`file` names it in errors).
+pub fn parse(file: &str, text: &str) -> Result<Trace, InputError> {
+    let mut t = Trace::default();
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        let l = raw.trim();
+        if l.is_empty() || l.starts_with('#') || l.starts_with("CPU") {
+            continue;
+        }
+        let Some(h) = header(l) else {
+            *t.skipped.entry("?".into()).or_default() += 1;
+            continue;
+        };
+        if !EVENTS.contains(&h.event) || !system_fits(h.system, h.event) {
+            *t.skipped.entry(h.event.to_string()).or_default() += 1;
+            continue;
+        }
+        let err = |key: &str, msg: String| InputError {
+            file: file.to_string(),
+            line: Some(line),
+            key: Some(format!("{}.{key}", h.event)),
+            message: msg,
+        };
+        let f = Fields::of(h.rest, h.event);
+        let (device, attrs, event) = event(&h, &f).map_err(|(k, m)| err(k, m))?;
+        t.records.push(Record {
+            line,
+            time_ns: h.time_ns,
+            cpu: h.cpu,
+            device,
+            attrs,
+            event,
+        });
+    }
+    Ok(t)
+}
+
+/// What precedes a line's fields.
+struct Header<'a> {
+    /// `dma`, `iommu`, `swiotlb` when the line names the system (perf script), else empty.
+    system: &'a str,
+    event: &'a str,
+    time_ns: Option<u64>,
+    cpu: Option<u32>,
+    rest: &'a str,
+}
+
+/// The event token is the first `name:` (or `system:name:`) token after the task and CPU; the
+/// timestamp is the `seconds.fraction:` token before it.
+fn header(l: &str) -> Option<Header<'_>> {
+    let mut time_ns = None;
+    let mut cpu = None;
+    let mut at = 0;
+    for tok in l.split_ascii_whitespace() {
+        let start = at + l[at..].find(tok)?;
+        at = start + tok.len();
+        if let Some(c) = tok.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
+            if cpu.is_none() {
+                cpu = c.parse().ok();
+            }
+            continue;
+        }
+        let Some(name) = tok.strip_suffix(':') else {
+            continue;
+        };
+        if let Some(ns) = seconds_ns(name) {
+            time_ns = Some(ns);
+            continue;
+        }
+        let (system, event) = match name.split_once(':') {
+            Some((s, e)) => (s, e),
+            None => ("", name),
+        };
+        if event.is_empty()
+            || !event
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        {
+            continue;
+        }
+        return Some(Header {
+            system,
+            event,
+            time_ns,
+            cpu,
+            rest: l[at..].trim(),
+        });
+    }
+    None
+}
+
+/// `iommu:map` is `map` in the formatted trace: a bare `map:` is taken only for lines that read
+/// as the iommu event (checked by its fields), and a system other than the event's own refuses.
+fn system_fits(system: &str, event: &str) -> bool {
+    match system {
+        "" => true,
+        "dma" => event.starts_with("dma_"),
+        "iommu" => event == "map" || event == "unmap",
+        "swiotlb" => event == "swiotlb_bounced",
+        _ => false,
+    }
+}
+
+/// `12345.678901` seconds as nanoseconds (a trace clock with up to nine decimals).
+fn seconds_ns(s: &str) -> Option<u64> {
+    let (whole, frac) = s.split_once('.')?;
+    if whole.is_empty() || frac.is_empty() || frac.len() > 9 {
+        return None;
+    }
+    if !whole.bytes().all(|b| b.is_ascii_digit()) || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let secs: u64 = whole.parse().ok()?;
+    let f: u64 = frac.parse().ok()?;
+    let scale = 10u64.pow(9 - frac.len() as u32);
+    secs.checked_mul(1_000_000_000)?
+        .checked_add(f.checked_mul(scale)?)
+}
+
+/// A line's fields: the leading device name (formatted lines) and every `key=value`.
+struct Fields<'a> {
+    device: Option<&'a str>,
+    kv: Vec<(&'a str, &'a str)>,
+    /// The line printed ` [TRUNCATED]`.
+    truncated: bool,
+    /// Raw fields (`trace-cmd report -R`): numbers as the ring buffer holds them.
+    raw: bool,
+}
+
+impl<'a> Fields<'a> {
+    fn of(rest: &'a str, event: &str) -> Fields<'a> {
+        let mut f = Fields {
+            device: None,
+            kv: Vec::new(),
+            truncated: false,
+            raw: false,
+        };
+        // swiotlb_bounced prints `dev_name: NAME`; iommu events start with `IOMMU:`.
+        let rest = rest
+            .strip_prefix("IOMMU:")
+            .map(str::trim_start)
+            .unwrap_or(rest);
+        let mut toks = rest.split_ascii_whitespace().peekable();
+        if event == "swiotlb_bounced"
+            && let Some(&"dev_name:") = toks.peek()
+        {
+            toks.next();
+            f.device = toks.next();
+        }
+        while let Some(tok) = toks.next() {
+            if tok == "[TRUNCATED]" {
+                f.truncated = true;
+                continue;
+            }
+            // `iova=0x.. - 0x..`: the range's end is implied by the size.
+            if tok == "-" {
+                toks.next();
+                continue;
+            }
+            match tok.split_once('=') {
+                Some((k, v)) => {
+                    if k == "device" {
+                        f.raw = true;
+                        f.device = Some(v);
+                    } else {
+                        f.kv.push((k, v));
+                    }
+                }
+                None if f.device.is_none() && f.kv.is_empty() => f.device = Some(tok),
+                None => {}
+            }
+        }
+        f
+    }
+
+    fn get(&self, k: &str) -> Option<&'a str> {
+        self.kv.iter().find(|(key, _)| *key == k).map(|(_, v)| *v)
+    }
+}
+
+type FieldError = (&'static str, String);
+
+fn need<'a>(f: &Fields<'a>, k: &'static str) -> Result<&'a str, FieldError> {
+    f.get(k).ok_or((k, "missing".to_string()))
+}
+
+/// An address: bare hex as `%llx` prints it, or `0x` hex.
+fn addr(f: &Fields, k: &'static str) -> Result<u64, FieldError> {
+    let v = need(f, k)?;
+    let h = v.strip_prefix("0x").unwrap_or(v);
+    if f.raw && !v.starts_with("0x") {
+        return v.parse().map_err(|_| (k, format!("`{v}` is not a number")));
+    }
+    u64::from_str_radix(h, 16).map_err(|_| (k, format!("`{v}` is not a hexadecimal address")))
+}
+
+/// A size or count: decimal as `%zu`/`%d` prints it (or `0x` hex).
+fn num(f: &Fields, k: &'static str) -> Result<u64, FieldError> {
+    let v = need(f, k)?;
+    match v.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => v.parse(),
+    }
+    .map_err(|_| (k, format!("`{v}` is not a number")))
+}
+
+/// `{0x1000,0x2000}` (or a raw `[..]` list).
+fn array(f: &Fields, k: &'static str) -> Result<Vec<u64>, FieldError> {
+    let v = need(f, k)?;
+    let inner = v
+        .strip_prefix('{')
+        .and_then(|s| s.strip_suffix('}'))
+        .or_else(|| v.strip_prefix('[').and_then(|s| s.strip_suffix(']')))
+        .ok_or((k, format!("`{v}` is not a list such as {{0x1000,0x2000}}")))?;
+    if inner.is_empty() {
+        return Ok(Vec::new());
+    }
+    inner
+        .split(',')
+        .map(|x| {
+            let x = x.trim();
+            match x.strip_prefix("0x") {
+                Some(h) => u64::from_str_radix(h, 16),
+                None => x.parse(),
+            }
+            .map_err(|_| (k, format!("`{x}` in the list is not a number")))
+        })
+        .collect()
+}
+
+/// `dir=`: a name, or in raw lines its number (0 BIDIRECTIONAL .. 3 NONE).
+fn dir(f: &Fields) -> Result<DmaDirection, FieldError> {
+    let v = need(f, "dir")?;
+    match v {
+        "BIDIRECTIONAL" | "0" => Ok(DmaDirection::Bidirectional),
+        "TO_DEVICE" | "1" => Ok(DmaDirection::ToDevice),
+        "FROM_DEVICE" | "2" => Ok(DmaDirection::FromDevice),
+        "NONE" | "3" => Ok(DmaDirection::None),
+        _ => Err((
+            "dir",
+            format!("`{v}`: expected BIDIRECTIONAL, TO_DEVICE, FROM_DEVICE or NONE"),
+        )),
+    }
+}
+
+/// `a/b` as printed by the capped `dma_map_sg` (`nents=%d/%d`).
+fn pair(f: &Fields, k: &'static str) -> Result<Option<(u64, u64)>, FieldError> {
+    let Some(v) = f.get(k) else {
+        return Ok(None);
+    };
+    let bad = || (k, format!("`{v}` is not a count a/b"));
+    let (a, b) = v.split_once('/').ok_or_else(bad)?;
+    Ok(Some((
+        a.parse().map_err(|_| bad())?,
+        b.parse().map_err(|_| bad())?,
+    )))
+}
+
+fn event(h: &Header, f: &Fields) -> Result<(String, Vec<String>, Event), FieldError> {
+    let device = f.device.unwrap_or("").to_string();
+    let attrs = f
+        .get("attrs")
+        .filter(|a| !a.is_empty() && *a != "0")
+        .map(|a| a.split('|').map(str::to_string).collect())
+        .unwrap_or_default();
+    let opt_dir = || f.get("dir").map(|_| dir(f)).transpose();
+    let e = match h.event {
+        "dma_map_phys" | "dma_map_page" | "dma_map_resource" => Event::Map {
+            dir: dir(f)?,
+            dma_addr: addr(f, "dma_addr")?,
+            size: num(f, "size")?,
+            phys_addr: f
+                .get("phys_addr")
+                .map(|_| addr(f, "phys_addr"))
+                .transpose()?,
+            resource: h.event == "dma_map_resource",
+        },
+        "dma_unmap_phys" | "dma_unmap_page" | "dma_unmap_resource" => Event::Unmap {
+            dir: dir(f)?,
+            // The raw field is `addr` (dma_unmap_phys's `addr`), the formatted one `dma_addr`.
+            dma_addr: if f.get("dma_addr").is_some() {
+                addr(f, "dma_addr")?
+            } else {
+                addr(f, "addr")?
+            },
+            size: num(f, "size")?,
+            resource: h.event == "dma_unmap_resource",
+        },
+        "dma_alloc" | "dma_alloc_pages" | "dma_alloc_sgt" => Event::Alloc {
+            dir: opt_dir()?,
+            dma_addr: addr(f, "dma_addr")?,
+            size: num(f, "size")?,
+            what: alloc_kind(h.event),
+        },
+        "dma_alloc_sgt_err" => Event::AllocErr {
+            size: num(f, "size")?,
+        },
+        "dma_free" | "dma_free_pages" | "dma_free_sgt" => Event::Free {
+            dir: opt_dir()?,
+            dma_addr: addr(f, "dma_addr")?,
+            size: num(f, "size")?,
+            what: alloc_kind(h.event),
+        },
+        "dma_map_sg" => Event::MapSg {
+            dir: dir(f)?,
+            dma_addrs: array(f, "dma_addrs")?,
+            sizes: if f.get("sizes").is_some() {
+                array(f, "sizes")?
+            } else {
+                array(f, "lengths")?
+            },
+            phys_addrs: array(f, "phys_addrs")?,
+            nents: pair(f, "nents")?,
+            ents: pair(f, "ents")?,
+            truncated: f.truncated,
+        },
+        "dma_map_sg_err" => Event::MapSgErr {
+            dir: dir(f)?,
+            // The list holds sg_phys() values, whatever its name says.
+            phys_addrs: if f.get("phys_addrs").is_some() {
+                array(f, "phys_addrs")?
+            } else {
+                array(f, "dma_addrs")?
+            },
+            err: need(f, "err")?
+                .parse()
+                .map_err(|_| ("err", "not a number".to_string()))?,
+        },
+        "dma_unmap_sg" => Event::UnmapSg {
+            dir: dir(f)?,
+            phys_addrs: array(f, "phys_addrs")?,
+        },
+        "dma_sync_single_for_cpu" | "dma_sync_single_for_device" => Event::SyncSingle {
+            dir: dir(f)?,
+            dma_addr: addr(f, "dma_addr")?,
+            size: num(f, "size")?,
+            for_device: h.event.ends_with("device"),
+        },
+        "dma_sync_sg_for_cpu" | "dma_sync_sg_for_device" => Event::SyncSg {
+            dir: dir(f)?,
+            dma_addrs: array(f, "dma_addrs")?,
+            sizes: array(f, "sizes")?,
+            for_device: h.event.ends_with("device"),
+        },
+        "map" => Event::IommuMap {
+            iova: addr(f, "iova")?,
+            paddr: addr(f, "paddr")?,
+            size: num(f, "size")?,
+        },
+        "unmap" => Event::IommuUnmap {
+            iova: addr(f, "iova")?,
+            size: num(f, "size")?,
+            unmapped: num(f, "unmapped_size")?,
+        },
+        "swiotlb_bounced" => Event::SwiotlbBounced {
+            dma_mask: addr(f, "dma_mask")?,
+            dev_addr: addr(f, "dev_addr")?,
+            size: num(f, "size")?,
+        },
+        _ => unreachable!("EVENTS lists every name matched here"),
+    };
+    Ok((device, attrs, e))
+}
+
+fn alloc_kind(event: &str) -> AllocKind {
+    if event.ends_with("_pages") {
+        AllocKind::Pages
+    } else if event.ends_with("_sgt") {
+        AllocKind::Sgt
+    } else {
+        AllocKind::Coherent
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(line: &str) -> Record {
+        let t = parse("t.txt", line).unwrap();
+        assert_eq!(t.records.len(), 1, "{t:?}");
+        t.records[0].clone()
+    }
+
+    #[test]
+    fn an_ftrace_line_of_each_release_reads_by_key() {
+        // 6.12's dma_map_page and 6.18's dma_map_phys: the same call.
+        let a = one(
+            "  irq/45-ath12k-812 [003] ..s1. 1234.567890: dma_map_page: 0000:03:00.0 dir=FROM_DEVICE dma_addr=ffd00000 size=2048 phys_addr=1a2b3c000 attrs=",
+        );
+        let b = one(
+            "  irq/45-ath12k-812 [003] ..s1. 1234.567890: dma_map_phys: 0000:03:00.0 dir=FROM_DEVICE dma_addr=ffd00000 size=2048 phys_addr=1a2b3c000 attrs=",
+        );
+        assert_eq!(a.event, b.event);
+        assert_eq!(a.device, "0000:03:00.0");
+        assert_eq!(a.cpu, Some(3));
+        assert_eq!(a.time_ns, Some(1_234_567_890_000));
+        assert!(a.attrs.is_empty());
+        assert_eq!(
+            a.event,
+            Event::Map {
+                dir: DmaDirection::FromDevice,
+                dma_addr: 0xffd0_0000,
+                size: 2048,
+                phys_addr: Some(0x1_a2b3_c000),
+                resource: false,
+            }
+        );
+        // 6.12's first alloc has no dir= and prints phys_addr; later ones dir= and virt_addr.
+        let old = one(
+            "kworker-1 [000] ..... 5.000001: dma_alloc: d4280800.sdh dma_addr=3f000000 size=4096 phys_addr=3f000000 flags=GFP_KERNEL attrs=",
+        );
+        assert!(matches!(
+            old.event,
+            Event::Alloc {
+                dir: None,
+                size: 4096,
+                ..
+            }
+        ));
+        let new = one(
+            "kworker-1 [000] ..... 5.000001: dma_alloc: d4280800.sdh dir=BIDIRECTIONAL dma_addr=3f000000 size=4096 virt_addr=00000000a1b2c3d4 flags=GFP_KERNEL attrs=",
+        );
+        assert!(matches!(
+            new.event,
+            Event::Alloc {
+                dir: Some(DmaDirection::Bidirectional),
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn sg_lists_arrays_the_cap_and_unknown_attributes() {
+        let r = one(
+            "app-9 [001] ..... 10.5: dma_map_sg: 0000:01:00.0 dir=TO_DEVICE nents=130/200 ents=128/200 [TRUNCATED] dma_addrs={0x1000,0x2000} sizes={4096,4096} phys_addrs={0x80001000,0x80002000} attrs=SKIP_CPU_SYNC|CACHE_CLEAN",
+        );
+        assert_eq!(r.attrs, vec!["SKIP_CPU_SYNC", "CACHE_CLEAN"]);
+        assert_eq!(r.time_ns, Some(10_500_000_000));
+        match r.event {
+            Event::MapSg {
+                dma_addrs,
+                sizes,
+                phys_addrs,
+                nents,
+                ents,
+                truncated,
+                ..
+            } => {
+                assert_eq!(dma_addrs, vec![0x1000, 0x2000]);
+                assert_eq!(sizes, vec![4096, 4096]);
+                assert_eq!(phys_addrs, vec![0x8000_1000, 0x8000_2000]);
+                assert_eq!((nents, ents), (Some((130, 200)), Some((128, 200))));
+                assert!(truncated);
+            }
+            e => panic!("{e:?}"),
+        }
+        let u = one(
+            "app-9 [001] ..... 11.0: dma_unmap_sg: 0000:01:00.0 dir=TO_DEVICE phys_addrs={0x80001000,0x80002000} attrs=",
+        );
+        assert!(matches!(u.event, Event::UnmapSg { ref phys_addrs, .. } if phys_addrs.len() == 2));
+    }
+
+    #[test]
+    fn perf_script_trace_cmd_raw_and_the_other_systems() {
+        // perf script: its own header, `dma:name:`.
+        let p = one(
+            "   app  9123 [002]  4567.000123456:  dma:dma_sync_single_for_cpu: 0000:01:00.0 dir=FROM_DEVICE dma_addr=1000 size=64",
+        );
+        assert_eq!(p.time_ns, Some(4_567_000_123_456));
+        assert!(matches!(
+            p.event,
+            Event::SyncSingle {
+                for_device: false,
+                size: 64,
+                ..
+            }
+        ));
+        // trace-cmd report -R: raw fields, `device=`, numeric dir, `addr` on unmap.
+        let r = one(
+            "app-9 [001] 12.000001: dma_unmap_phys: device=0000:01:00.0 addr=4096 size=64 dir=2 attrs=0",
+        );
+        assert_eq!(r.device, "0000:01:00.0");
+        assert_eq!(
+            r.event,
+            Event::Unmap {
+                dir: DmaDirection::FromDevice,
+                dma_addr: 4096,
+                size: 64,
+                resource: false,
+            }
+        );
+        // iommu:map, new and old; swiotlb_bounced.
+        let m = one(
+            "app-9 [001] 12.5: map: IOMMU: iova=0x00000000ffff0000 - 0x00000000ffff1000 paddr=0x0000000080001000 size=4096",
+        );
+        assert_eq!(
+            m.event,
+            Event::IommuMap {
+                iova: 0xffff_0000,
+                paddr: 0x8000_1000,
+                size: 4096
+            }
+        );
+        let old = one(
+            "app-9 [001] 12.5: unmap: IOMMU: iova=0x00000000ffff0000 size=4096 unmapped_size=4096",
+        );
+        assert!(matches!(
+            old.event,
+            Event::IommuUnmap { unmapped: 4096, .. }
+        ));
+        let s = one(
+            "app-9 [001] 12.6: swiotlb_bounced: dev_name: 0000:01:00.0 dma_mask=ffffffff dev_addr=100000000 size=1500 FORCE",
+        );
+        assert_eq!(s.device, "0000:01:00.0");
+        assert!(matches!(
+            s.event,
+            Event::SwiotlbBounced {
+                dma_mask: 0xffff_ffff,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn other_events_are_counted_and_bad_fields_name_the_line() {
+        let t = parse(
+            "t.txt",
+            "# tracer: nop\n\napp-9 [001] 1.0: sched_switch: prev_comm=a\nnot a trace line\napp-9 [001] 1.1: dma_sync_sg_for_device: dev dir=TO_DEVICE dma_addrs={0x1000} sizes={64}\n",
+        )
+        .unwrap();
+        assert_eq!(t.records.len(), 1);
+        assert_eq!(t.records[0].line, 5);
+        assert_eq!(t.skipped.get("sched_switch"), Some(&1));
+        assert_eq!(t.skipped.get("?"), Some(&1));
+        let e = parse(
+            "t.txt",
+            "x\napp-9 [001] 1.0: dma_map_phys: dev dir=SIDEWAYS dma_addr=1000 size=64 phys_addr=1000 attrs=",
+        )
+        .unwrap_err();
+        assert_eq!(e.line, Some(2));
+        assert_eq!(e.key.as_deref(), Some("dma_map_phys.dir"));
+        let e = parse(
+            "t.txt",
+            "app-9 [001] 1.0: dma_sync_single_for_device: dev dir=TO_DEVICE dma_addr=zz size=64",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.key.as_deref(),
+            Some("dma_sync_single_for_device.dma_addr")
+        );
+    }
+
+    proptest::proptest! {
+        /// Whatever a trace holds, reading it ends in a trace or in an error, never a panic:
+        /// lines built from the tokens a real one has, shuffled and cut anywhere.
+        #[test]
+        fn any_text_reads_or_is_refused(
+            toks in proptest::collection::vec(proptest::sample::select(vec![
+                "app-9", "[001]", "1.5:", "12345.000000001:", "dma_map_phys:", "dma:dma_map_sg:",
+                "map:", "IOMMU:", "dev", "dir=TO_DEVICE", "dir=9", "dma_addr=ffff", "dma_addr=",
+                "size=64", "size=-1", "phys_addr=zz", "dma_addrs={0x1,", "sizes={}", "nents=1/",
+                "[TRUNCATED]", "attrs=A|B", "-", "iova=0x10", "paddr=0x20", "unmapped_size=4",
+                "device=d", "dev_name:", "\n", "99999999999999999999.9:",
+            ]), 0..40),
+        ) {
+            let text = toks.join(" ");
+            let _ = parse("t.txt", &text);
+        }
+    }
+}
