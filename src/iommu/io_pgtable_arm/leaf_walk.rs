@@ -106,29 +106,35 @@ impl ArmLpaeIoPgtable {
         let block = iova.wrapping_shr(self.lvl_shift(leaf - 1));
         let mut mem = self.mem.borrow_mut();
         let w = self.leaf_walk;
-        let (table, steps, steps_cost) =
-            if w.valid && w.block == block && w.stamp == mem.write_stamp() {
-                (w.table, w.steps, w.steps_cost)
-            } else {
-                match self.walk_to_leaf_table(&mem, iova) {
-                    Some(found) => found,
-                    None => return false,
-                }
-            };
+        let remembered = w.valid && w.block == block && w.stamp == mem.write_stamp();
+        let (table, steps, steps_cost) = if remembered {
+            (w.table, w.steps, w.steps_cost)
+        } else {
+            match self.walk_to_leaf_table(&mem, iova) {
+                Some(found) => found,
+                None => return false,
+            }
+        };
         let ptep = PhysAddr(table + (self.lvl_idx(iova, leaf) << 3));
         if !took(mem.update_u64_hinted(ptep, &self.walk_hint[leaf as usize], update)) {
             return false;
         }
-        // A leaf written in its table moves no descriptor on the way to it.
-        self.leaf_walk = LeafWalk {
-            valid: true,
-            stamp: mem.write_stamp(),
-            block,
-            table,
-            steps,
-            steps_cost,
-        };
+        // A leaf written in its table moves no descriptor on the way to it: the walk stays
+        // good under the new stamp.
+        let stamp = mem.write_stamp();
         drop(mem);
+        if remembered {
+            self.leaf_walk.stamp = stamp;
+        } else {
+            self.leaf_walk = LeafWalk {
+                valid: true,
+                stamp,
+                block,
+                table,
+                steps,
+                steps_cost,
+            };
+        }
         self.pending_sw.add(steps_cost);
         self.pending_sw.add(cost);
         true
