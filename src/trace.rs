@@ -10,12 +10,19 @@
 //! What it reads: each line's event by name (wherever the header puts it: `name: ` after the
 //! timestamp, `dma:name:` in perf script), its timestamp and CPU when the header has them, and
 //! its fields by `key=value`, never by position, so the format changes between releases read
-//! alike: `dma_map_page` and its 6.18 name `dma_map_phys`, alloc and free with and without
-//! `dir=`, `phys_addr=` or `virt_addr=`, `dma_map_sg` with or without the 128-entry cap
+//! alike: `dma_map_page` and its 6.18 name `dma_map_phys` (which also takes 6.18's resource
+//! mappings, `attrs=MMIO`), alloc and free with and without `dir=` (6.13 on; 6.12-rc printed
+//! `phys_addr=`, 6.12 `virt_addr=`), `dma_map_sg` with or without the 128-entry cap
 //! (`nents=a/b ents=c/d [TRUNCATED]`), the older and newer `iommu:map`/`unmap`. Addresses print
-//! as bare hex (`%llx`) and sizes as decimal (`%zu`); arrays as `{0x1000,0x2000}`; `attrs` as
+//! as hex (`%llx`, bare) and sizes as decimal (`%zu`); arrays as `{0x1000,0x2000}`; `attrs` as
 //! `|`-separated names, empty when zero, and names this parser does not know are kept. A raw
-//! line (`trace-cmd report -R`) names the device `device=` and gives `dir` as a number.
+//! line (`trace-cmd report -R`, libtraceevent 1.4 on) names the device `device=` (`dev_name=`
+//! for swiotlb), prints a field the print format uses with that format's conversion (addresses
+//! still bare hex), `dir` as a number, `attrs` as `0x..`, arrays as `ARRAY[..]` of bytes, and
+//! uses the struct's field names (`addrs`, `lengths`, `full_nents`, `truncated`). A line
+//! libtraceevent could not format (`[FAILED TO PARSE]`) prints every number in decimal. A
+//! 6.12 `dma_alloc` may print a `dir` it never set: a `dir` that is not a direction on alloc or
+//! free reads as unknown.
 //!
 //! Invariants: a line that is not one of these events is counted by its event name (or as
 //! unrecognised) and skipped, never refused; a line that names one of them but whose fields do
@@ -34,8 +41,9 @@ pub enum Event {
         dir: DmaDirection,
         dma_addr: u64,
         size: u64,
-        /// Absent for `dma_map_resource` on releases that print none.
+        /// Every release prints it; a raw line may leave it out.
         phys_addr: Option<u64>,
+        /// `dma_map_resource`, or from 6.18 a `dma_map_phys` with `attrs=MMIO`.
         resource: bool,
     },
     /// `dma_unmap_phys` (`dma_unmap_page`, `dma_unmap_resource`).
@@ -52,7 +60,8 @@ pub enum Event {
         size: u64,
         what: AllocKind,
     },
-    /// `dma_alloc_sgt_err`, `dma_alloc` failures are not traced as such.
+    /// `dma_alloc_sgt_err` (a failed `dma_alloc` may instead show as `dma_alloc` with
+    /// `dma_addr=0` on recent releases).
     AllocErr { size: u64 },
     /// `dma_free`, `dma_free_pages`, `dma_free_sgt`.
     Free {
@@ -236,6 +245,10 @@ fn header(l: &str) -> Option<Header<'_>> {
             time_ns = Some(ns);
             continue;
         }
+        // A counter clock (`x86-tsc`, `counter`) prints an integer of its own unit.
+        if !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
         let (system, event) = match name.split_once(':') {
             Some((s, e)) => (s, e),
             None => ("", name),
@@ -258,8 +271,8 @@ fn header(l: &str) -> Option<Header<'_>> {
     None
 }
 
-/// `iommu:map` is `map` in the formatted trace: a bare `map:` is taken only for lines that read
-/// as the iommu event (checked by its fields), and a system other than the event's own refuses.
+/// Whether a line's system (perf script's `dma:`, ...) may carry the event: none given, or the
+/// event's own (`iommu:map` prints as a bare `map:` in ftrace and trace-cmd).
 fn system_fits(system: &str, event: &str) -> bool {
     match system {
         "" => true,
@@ -292,8 +305,10 @@ struct Fields<'a> {
     kv: Vec<(&'a str, &'a str)>,
     /// The line printed ` [TRUNCATED]`.
     truncated: bool,
-    /// Raw fields (`trace-cmd report -R`): numbers as the ring buffer holds them.
+    /// Raw fields (`trace-cmd report -R`).
     raw: bool,
+    /// `[FAILED TO PARSE]`: every number printed in decimal.
+    decimal: bool,
 }
 
 impl<'a> Fields<'a> {
@@ -303,6 +318,15 @@ impl<'a> Fields<'a> {
             kv: Vec::new(),
             truncated: false,
             raw: false,
+            decimal: false,
+        };
+        let rest = match rest.strip_prefix("[FAILED TO PARSE]") {
+            Some(r) => {
+                f.raw = true;
+                f.decimal = true;
+                r.trim_start()
+            }
+            None => rest,
         };
         // swiotlb_bounced prints `dev_name: NAME`; iommu events start with `IOMMU:`.
         let rest = rest
@@ -328,7 +352,19 @@ impl<'a> Fields<'a> {
             }
             match tok.split_once('=') {
                 Some((k, v)) => {
-                    if k == "device" {
+                    // A raw array, `ARRAY[00, 10, ...]`, spans tokens: take it whole.
+                    let v = if v.starts_with("ARRAY[") && !v.ends_with(']') {
+                        let from = rest.find(tok).unwrap_or(0) + k.len() + 1;
+                        let end = rest[from..].find(']').map_or(rest.len(), |e| from + e + 1);
+                        while toks.peek().is_some_and(|t| !t.ends_with(']')) {
+                            toks.next();
+                        }
+                        toks.next();
+                        &rest[from..end]
+                    } else {
+                        v
+                    };
+                    if k == "device" || (k == "dev_name" && event == "swiotlb_bounced") {
                         f.raw = true;
                         f.device = Some(v);
                     } else {
@@ -356,10 +392,10 @@ fn need<'a>(f: &Fields<'a>, k: &'static str) -> Result<&'a str, FieldError> {
 /// An address: bare hex as `%llx` prints it, or `0x` hex.
 fn addr(f: &Fields, k: &'static str) -> Result<u64, FieldError> {
     let v = need(f, k)?;
-    let h = v.strip_prefix("0x").unwrap_or(v);
-    if f.raw && !v.starts_with("0x") {
+    if f.decimal && !v.starts_with("0x") {
         return v.parse().map_err(|_| (k, format!("`{v}` is not a number")));
     }
+    let h = v.strip_prefix("0x").unwrap_or(v);
     u64::from_str_radix(h, 16).map_err(|_| (k, format!("`{v}` is not a hexadecimal address")))
 }
 
@@ -373,13 +409,36 @@ fn num(f: &Fields, k: &'static str) -> Result<u64, FieldError> {
     .map_err(|_| (k, format!("`{v}` is not a number")))
 }
 
-/// `{0x1000,0x2000}` (or a raw `[..]` list).
+/// `{0x1000,0x2000}`, or a raw `ARRAY[..]` of the elements' bytes (little-endian, `width`
+/// bytes each: 8 for addresses, 4 for lengths).
 fn array(f: &Fields, k: &'static str) -> Result<Vec<u64>, FieldError> {
+    let width = if k == "lengths" || k == "sizes" { 4 } else { 8 };
     let v = need(f, k)?;
+    if let Some(bytes) = v.strip_prefix("ARRAY[").and_then(|s| s.strip_suffix(']')) {
+        let b: Vec<u8> = bytes
+            .split(',')
+            .map(str::trim)
+            .filter(|x| !x.is_empty())
+            .map(|x| u8::from_str_radix(x, 16))
+            .collect::<Result<_, _>>()
+            .map_err(|_| (k, format!("`{v}` is not an array of bytes")))?;
+        if !b.len().is_multiple_of(width) {
+            return Err((
+                k,
+                format!(
+                    "{} bytes is not a whole number of {width}-byte elements",
+                    b.len()
+                ),
+            ));
+        }
+        return Ok(b
+            .chunks(width)
+            .map(|c| c.iter().rev().fold(0u64, |a, &x| (a << 8) | u64::from(x)))
+            .collect());
+    }
     let inner = v
         .strip_prefix('{')
         .and_then(|s| s.strip_suffix('}'))
-        .or_else(|| v.strip_prefix('[').and_then(|s| s.strip_suffix(']')))
         .ok_or((k, format!("`{v}` is not a list such as {{0x1000,0x2000}}")))?;
     if inner.is_empty() {
         return Ok(Vec::new());
@@ -425,14 +484,26 @@ fn pair(f: &Fields, k: &'static str) -> Result<Option<(u64, u64)>, FieldError> {
     )))
 }
 
+/// A raw `full_nents=N`: the list had N entries, of which the trace holds at most 128.
+fn raw_pair(f: &Fields, k: &'static str) -> Result<Option<(u64, u64)>, FieldError> {
+    if f.get(k).is_none() {
+        return Ok(None);
+    }
+    let full = num(f, k)?;
+    Ok(Some((full.min(128), full)))
+}
+
 fn event(h: &Header, f: &Fields) -> Result<(String, Vec<String>, Event), FieldError> {
     let device = f.device.unwrap_or("").to_string();
-    let attrs = f
+    // A raw line prints the flags as a number (`0x0`); a formatted one as names.
+    let attrs: Vec<String> = f
         .get("attrs")
-        .filter(|a| !a.is_empty() && *a != "0")
+        .filter(|a| !a.is_empty() && *a != "0" && *a != "0x0")
         .map(|a| a.split('|').map(str::to_string).collect())
         .unwrap_or_default();
-    let opt_dir = || f.get("dir").map(|_| dir(f)).transpose();
+    // 6.12's dma_alloc printed a `dir` it never set: not a direction reads as unknown.
+    let opt_dir = || f.get("dir").and_then(|_| dir(f).ok());
+    let mmio = attrs.iter().any(|a| a == "MMIO");
     let e = match h.event {
         "dma_map_phys" | "dma_map_page" | "dma_map_resource" => Event::Map {
             dir: dir(f)?,
@@ -442,7 +513,7 @@ fn event(h: &Header, f: &Fields) -> Result<(String, Vec<String>, Event), FieldEr
                 .get("phys_addr")
                 .map(|_| addr(f, "phys_addr"))
                 .transpose()?,
-            resource: h.event == "dma_map_resource",
+            resource: h.event == "dma_map_resource" || mmio,
         },
         "dma_unmap_phys" | "dma_unmap_page" | "dma_unmap_resource" => Event::Unmap {
             dir: dir(f)?,
@@ -453,10 +524,10 @@ fn event(h: &Header, f: &Fields) -> Result<(String, Vec<String>, Event), FieldEr
                 addr(f, "addr")?
             },
             size: num(f, "size")?,
-            resource: h.event == "dma_unmap_resource",
+            resource: h.event == "dma_unmap_resource" || mmio,
         },
         "dma_alloc" | "dma_alloc_pages" | "dma_alloc_sgt" => Event::Alloc {
-            dir: opt_dir()?,
+            dir: opt_dir(),
             dma_addr: addr(f, "dma_addr")?,
             size: num(f, "size")?,
             what: alloc_kind(h.event),
@@ -465,7 +536,7 @@ fn event(h: &Header, f: &Fields) -> Result<(String, Vec<String>, Event), FieldEr
             size: num(f, "size")?,
         },
         "dma_free" | "dma_free_pages" | "dma_free_sgt" => Event::Free {
-            dir: opt_dir()?,
+            dir: opt_dir(),
             dma_addr: addr(f, "dma_addr")?,
             size: num(f, "size")?,
             what: alloc_kind(h.event),
@@ -479,9 +550,15 @@ fn event(h: &Header, f: &Fields) -> Result<(String, Vec<String>, Event), FieldEr
                 array(f, "lengths")?
             },
             phys_addrs: array(f, "phys_addrs")?,
-            nents: pair(f, "nents")?,
-            ents: pair(f, "ents")?,
-            truncated: f.truncated,
+            nents: match pair(f, "nents")? {
+                Some(p) => Some(p),
+                None => raw_pair(f, "full_nents")?,
+            },
+            ents: match pair(f, "ents")? {
+                Some(p) => Some(p),
+                None => raw_pair(f, "full_ents")?,
+            },
+            truncated: f.truncated || f.get("truncated") == Some("1"),
         },
         "dma_map_sg_err" => Event::MapSgErr {
             dir: dir(f)?,
@@ -497,7 +574,12 @@ fn event(h: &Header, f: &Fields) -> Result<(String, Vec<String>, Event), FieldEr
         },
         "dma_unmap_sg" => Event::UnmapSg {
             dir: dir(f)?,
-            phys_addrs: array(f, "phys_addrs")?,
+            // Raw lines name the array `addrs`.
+            phys_addrs: if f.get("phys_addrs").is_some() {
+                array(f, "phys_addrs")?
+            } else {
+                array(f, "addrs")?
+            },
         },
         "dma_sync_single_for_cpu" | "dma_sync_single_for_device" => Event::SyncSingle {
             dir: dir(f)?,
@@ -508,7 +590,11 @@ fn event(h: &Header, f: &Fields) -> Result<(String, Vec<String>, Event), FieldEr
         "dma_sync_sg_for_cpu" | "dma_sync_sg_for_device" => Event::SyncSg {
             dir: dir(f)?,
             dma_addrs: array(f, "dma_addrs")?,
-            sizes: array(f, "sizes")?,
+            sizes: if f.get("sizes").is_some() {
+                array(f, "sizes")?
+            } else {
+                array(f, "lengths")?
+            },
             for_device: h.event.ends_with("device"),
         },
         "map" => Event::IommuMap {
@@ -575,7 +661,7 @@ mod tests {
                 resource: false,
             }
         );
-        // 6.12's first alloc has no dir= and prints phys_addr; later ones dir= and virt_addr.
+        // 6.12-rc's alloc has no dir= and prints phys_addr; 6.13's dir= and virt_addr.
         let old = one(
             "kworker-1 [000] ..... 5.000001: dma_alloc: d4280800.sdh dma_addr=3f000000 size=4096 phys_addr=3f000000 flags=GFP_KERNEL attrs=",
         );
@@ -602,7 +688,7 @@ mod tests {
     #[test]
     fn sg_lists_arrays_the_cap_and_unknown_attributes() {
         let r = one(
-            "app-9 [001] ..... 10.5: dma_map_sg: 0000:01:00.0 dir=TO_DEVICE nents=130/200 ents=128/200 [TRUNCATED] dma_addrs={0x1000,0x2000} sizes={4096,4096} phys_addrs={0x80001000,0x80002000} attrs=SKIP_CPU_SYNC|CACHE_CLEAN",
+            "app-9 [001] ..... 10.5: dma_map_sg: 0000:01:00.0 dir=TO_DEVICE nents=128/200 ents=128/200 [TRUNCATED] dma_addrs={0x1000,0x2000} sizes={0x1000,0x1000} phys_addrs={0x80001000,0x80002000} attrs=SKIP_CPU_SYNC|CACHE_CLEAN",
         );
         assert_eq!(r.attrs, vec!["SKIP_CPU_SYNC", "CACHE_CLEAN"]);
         assert_eq!(r.time_ns, Some(10_500_000_000));
@@ -619,7 +705,7 @@ mod tests {
                 assert_eq!(dma_addrs, vec![0x1000, 0x2000]);
                 assert_eq!(sizes, vec![4096, 4096]);
                 assert_eq!(phys_addrs, vec![0x8000_1000, 0x8000_2000]);
-                assert_eq!((nents, ents), (Some((130, 200)), Some((128, 200))));
+                assert_eq!((nents, ents), (Some((128, 200)), Some((128, 200))));
                 assert!(truncated);
             }
             e => panic!("{e:?}"),
@@ -645,20 +731,67 @@ mod tests {
                 ..
             }
         ));
-        // trace-cmd report -R: raw fields, `device=`, numeric dir, `addr` on unmap.
+        // trace-cmd report -R: raw fields, `device=`, numeric dir, `addr` on unmap (still
+        // printed with the format's %llx), attrs as a number.
         let r = one(
-            "app-9 [001] 12.000001: dma_unmap_phys: device=0000:01:00.0 addr=4096 size=64 dir=2 attrs=0",
+            "app-9 [001] 12.000001: dma_unmap_phys: device=0000:01:00.0 addr=1000 size=64 dir=2 attrs=0x0",
         );
         assert_eq!(r.device, "0000:01:00.0");
+        assert!(r.attrs.is_empty());
         assert_eq!(
             r.event,
             Event::Unmap {
                 dir: DmaDirection::FromDevice,
-                dma_addr: 4096,
+                dma_addr: 0x1000,
                 size: 64,
                 resource: false,
             }
         );
+        // Raw arrays are the elements' bytes; the capped list's counts are raw fields.
+        let sg = one(
+            "app-9 [001] 12.1: dma_map_sg: device=d full_nents=200 full_ents=200 truncated=1 phys_addrs=ARRAY[00, 10, 00, 80, 00, 00, 00, 00] dma_addrs=ARRAY[00, 10, 00, 00, 00, 00, 00, 00] lengths=ARRAY[00, 10, 00, 00] dir=1 attrs=0x0",
+        );
+        assert_eq!(
+            sg.event,
+            Event::MapSg {
+                dir: DmaDirection::ToDevice,
+                dma_addrs: vec![0x1000],
+                sizes: vec![0x1000],
+                phys_addrs: vec![0x8000_1000],
+                nents: Some((128, 200)),
+                ents: Some((128, 200)),
+                truncated: true,
+            }
+        );
+        let un = one(
+            "app-9 [001] 12.2: dma_unmap_sg: device=d addrs=ARRAY[00, 10, 00, 80, 00, 00, 00, 00] dir=1 attrs=0x0",
+        );
+        assert_eq!(
+            un.event,
+            Event::UnmapSg {
+                dir: DmaDirection::ToDevice,
+                phys_addrs: vec![0x8000_1000],
+            }
+        );
+        // A line libtraceevent could not format: decimal numbers.
+        let failed = one(
+            "app-9 [001] 12.3: dma_sync_single_for_device: [FAILED TO PARSE] device=d dma_addr=4096 size=64 dir=1",
+        );
+        assert!(matches!(
+            failed.event,
+            Event::SyncSingle { dma_addr: 4096, .. }
+        ));
+        // A counter clock's integer timestamp is no event name; a 6.12 alloc's unset dir.
+        let tsc = one(
+            "app-9 [001] 987654321: dma_alloc: dev dir=0x7f3a dma_addr=1000 size=4096 virt_addr=00000000deadbeef flags=GFP_KERNEL attrs=",
+        );
+        assert_eq!(tsc.time_ns, None);
+        assert!(matches!(tsc.event, Event::Alloc { dir: None, .. }));
+        // 6.18's resource mapping is a dma_map_phys with MMIO.
+        let mmio = one(
+            "app-9 [001] 12.4: dma_map_phys: dev dir=BIDIRECTIONAL dma_addr=fe000000 size=4096 phys_addr=fe000000 attrs=MMIO",
+        );
+        assert!(matches!(mmio.event, Event::Map { resource: true, .. }));
         // iommu:map, new and old; swiotlb_bounced.
         let m = one(
             "app-9 [001] 12.5: map: IOMMU: iova=0x00000000ffff0000 - 0x00000000ffff1000 paddr=0x0000000080001000 size=4096",
@@ -682,6 +815,10 @@ mod tests {
             "app-9 [001] 12.6: swiotlb_bounced: dev_name: 0000:01:00.0 dma_mask=ffffffff dev_addr=100000000 size=1500 FORCE",
         );
         assert_eq!(s.device, "0000:01:00.0");
+        let raw = one(
+            "app-9 [001] 12.6: swiotlb_bounced: dev_name=0000:01:00.0 dma_mask=ffffffff dev_addr=100000000 size=1500 force=1",
+        );
+        assert_eq!(raw.device, "0000:01:00.0");
         assert!(matches!(
             s.event,
             Event::SwiotlbBounced {
@@ -731,6 +868,8 @@ mod tests {
                 "size=64", "size=-1", "phys_addr=zz", "dma_addrs={0x1,", "sizes={}", "nents=1/",
                 "[TRUNCATED]", "attrs=A|B", "-", "iova=0x10", "paddr=0x20", "unmapped_size=4",
                 "device=d", "dev_name:", "\n", "99999999999999999999.9:",
+                "addrs=ARRAY[00,", "10,", "ff]", "lengths=ARRAY[", "[FAILED", "TO", "PARSE]",
+                "dev_name=x", "full_nents=300", "truncated=1", "é", "123:",
             ]), 0..40),
         ) {
             let text = toks.join(" ");
