@@ -33,6 +33,8 @@ use crate::input::InputError;
 use crate::types::DmaDirection;
 use std::collections::BTreeMap;
 
+pub mod checks;
+
 /// What one traced call was.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
