@@ -629,6 +629,73 @@ fn alloc_kind(event: &str) -> AllocKind {
     }
 }
 
+/// What a trace shows of one device, before any device table says more.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceSeen {
+    pub name: String,
+    /// DMA API calls traced for it.
+    pub calls: u64,
+    /// The first and last of their timestamps, when the trace has them.
+    pub first_ns: Option<u64>,
+    pub last_ns: Option<u64>,
+    /// A map whose DMA address differs from its physical one: an IOMMU (or an offset) stands
+    /// between the device and memory; the trace line that shows it.
+    pub translated_at: Option<usize>,
+    /// A `swiotlb_bounced` event for it: the device bounces; the line.
+    pub bounced_at: Option<usize>,
+}
+
+impl Trace {
+    /// Every device the trace names, in the order it first appears, with what its events show
+    /// (`iommu:*` events name no device and count for none).
+    pub fn devices(&self) -> Vec<DeviceSeen> {
+        let mut out: Vec<DeviceSeen> = Vec::new();
+        for r in self.records.iter().filter(|r| !r.device.is_empty()) {
+            let i = match out.iter().position(|d| d.name == r.device) {
+                Some(i) => i,
+                None => {
+                    out.push(DeviceSeen {
+                        name: r.device.clone(),
+                        calls: 0,
+                        first_ns: None,
+                        last_ns: None,
+                        translated_at: None,
+                        bounced_at: None,
+                    });
+                    out.len() - 1
+                }
+            };
+            let d = &mut out[i];
+            if let Event::SwiotlbBounced { .. } = r.event {
+                d.bounced_at.get_or_insert(r.line);
+                continue;
+            }
+            d.calls += 1;
+            if let Some(t) = r.time_ns {
+                d.first_ns.get_or_insert(t);
+                d.last_ns = Some(t);
+            }
+            let translated = match &r.event {
+                Event::Map {
+                    dma_addr,
+                    phys_addr: Some(p),
+                    ..
+                } => dma_addr != p,
+                Event::MapSg {
+                    dma_addrs,
+                    phys_addrs,
+                    ..
+                } => dma_addrs.first() != phys_addrs.first(),
+                _ => false,
+            };
+            if translated {
+                d.translated_at.get_or_insert(r.line);
+            }
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -877,5 +944,27 @@ mod tests {
             let text = toks.join(" ");
             let _ = parse("t.txt", &text);
         }
+    }
+
+    #[test]
+    fn devices_say_what_the_trace_shows_of_them() {
+        let t = parse(
+            "t.txt",
+            "a-1 [000] 1.000000: dma_map_phys: nic dir=TO_DEVICE dma_addr=1000 size=64 phys_addr=1000 attrs=\n\
+             a-1 [000] 1.000100: dma_map_phys: gpu dir=TO_DEVICE dma_addr=ffff0000 size=64 phys_addr=80001000 attrs=\n\
+             a-1 [000] 1.000200: map: IOMMU: iova=0x00000000ffff0000 - 0x00000000ffff1000 paddr=0x0000000080001000 size=4096\n\
+             a-1 [000] 1.000300: swiotlb_bounced: dev_name: nic dma_mask=ffffffff dev_addr=100000000 size=64 FORCE\n\
+             a-1 [000] 1.000400: dma_unmap_phys: nic dir=TO_DEVICE dma_addr=1000 size=64 attrs=\n",
+        )
+        .unwrap();
+        let d = t.devices();
+        assert_eq!(d.len(), 2);
+        assert_eq!((d[0].name.as_str(), d[0].calls), ("nic", 2));
+        assert_eq!(
+            (d[0].first_ns, d[0].last_ns),
+            (Some(1_000_000_000), Some(1_000_400_000))
+        );
+        assert_eq!((d[0].translated_at, d[0].bounced_at), (None, Some(4)));
+        assert_eq!((d[1].name.as_str(), d[1].translated_at), ("gpu", Some(2)));
     }
 }
