@@ -230,10 +230,8 @@ struct Header<'a> {
 fn header(l: &str) -> Option<Header<'_>> {
     let mut time_ns = None;
     let mut cpu = None;
-    let mut at = 0;
-    for tok in l.split_ascii_whitespace() {
-        let start = at + l[at..].find(tok)?;
-        at = start + tok.len();
+    for (start, tok) in tokens(l) {
+        let at = start + tok.len();
         if let Some(c) = tok.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
             if cpu.is_none() {
                 cpu = c.parse().ok();
@@ -271,6 +269,12 @@ fn header(l: &str) -> Option<Header<'_>> {
         });
     }
     None
+}
+
+/// The whitespace-separated tokens of `s`, each with the byte offset it starts at.
+fn tokens(s: &str) -> impl Iterator<Item = (usize, &str)> {
+    s.split_ascii_whitespace()
+        .map(move |t| (t.as_ptr() as usize - s.as_ptr() as usize, t))
 }
 
 /// Whether a line's system (perf script's `dma:`, ...) may carry the event: none given, or the
@@ -335,14 +339,14 @@ impl<'a> Fields<'a> {
             .strip_prefix("IOMMU:")
             .map(str::trim_start)
             .unwrap_or(rest);
-        let mut toks = rest.split_ascii_whitespace().peekable();
+        let mut toks = tokens(rest).peekable();
         if event == "swiotlb_bounced"
-            && let Some(&"dev_name:") = toks.peek()
+            && let Some(&(_, "dev_name:")) = toks.peek()
         {
             toks.next();
-            f.device = toks.next();
+            f.device = toks.next().map(|t| t.1);
         }
-        while let Some(tok) = toks.next() {
+        while let Some((at, tok)) = toks.next() {
             if tok == "[TRUNCATED]" {
                 f.truncated = true;
                 continue;
@@ -356,9 +360,9 @@ impl<'a> Fields<'a> {
                 Some((k, v)) => {
                     // A raw array, `ARRAY[00, 10, ...]`, spans tokens: take it whole.
                     let v = if v.starts_with("ARRAY[") && !v.ends_with(']') {
-                        let from = rest.find(tok).unwrap_or(0) + k.len() + 1;
+                        let from = at + k.len() + 1;
                         let end = rest[from..].find(']').map_or(rest.len(), |e| from + e + 1);
-                        while toks.peek().is_some_and(|t| !t.ends_with(']')) {
+                        while toks.peek().is_some_and(|t| !t.1.ends_with(']')) {
                             toks.next();
                         }
                         toks.next();

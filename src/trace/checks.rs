@@ -5,8 +5,9 @@
 //! direction differing from the map's, a double unmap), `check_sync()` (a sync outside the
 //! mapping, or in a direction the mapping forbids), `debug_dma_free_coherent()`, the leak report
 //! of `dma_debug_device_change()`, and the active-cacheline tracking that warns of two live
-//! mappings sharing a cache line (`active_cacheline_insert()`: only mappings the device may
-//! write, so not `DMA_TO_DEVICE`, and no warning for a map with `DMA_ATTR_SKIP_CPU_SYNC`).
+//! mappings sharing a cache line (`active_cacheline_insert()`: each entry is tracked by the
+//! cache line its physical address starts in, across all devices; only mappings the device may
+//! write, so not `DMA_TO_DEVICE`; no warning for a map with `DMA_ATTR_SKIP_CPU_SYNC`).
 //!
 //! What it models: mappings keyed as debug.c keys them — a single mapping by device and DMA
 //! address, a scatter-gather list by device and the physical addresses `dma_unmap_sg` logs, a
@@ -14,7 +15,8 @@
 //! began, so an unmap of something never mapped is reported as possibly mapped before the
 //! trace started, and a list cut at 128 entries is kept but its missing entries are not checked.
 //! Cache lines are `L1_CACHE_BYTES` = 64 bytes, the most common value; a different line size
-//! changes only the overlap finding.
+//! changes only the overlap finding. Coherent allocations, which debug.c tracks too, are left
+//! out of it: their trace events give no physical address.
 //!
 //! Invariants: each finding names its device and the trace lines involved (the map's line first
 //! where there is one); the findings come in the order of the lines that reveal them, and the
@@ -42,7 +44,8 @@ pub enum FindingKind {
     SyncOutside,
     /// A sync in a direction the mapping does not allow.
     SyncDirection,
-    /// Two live streaming mappings the device may write sharing a cache line.
+    /// A mapping the device may write whose entry starts in the cache line another live one's
+    /// does.
     CachelineOverlap,
     /// A `dma_map_sg_err` event: the map failed.
     MapError,
@@ -104,6 +107,7 @@ struct Device {
 /// Every finding of `trace`.
 pub fn check(trace: &Trace) -> Vec<Finding> {
     let mut devices: BTreeMap<&str, Device> = BTreeMap::new();
+    let mut active = ActiveLines::default();
     let mut out = Vec::new();
     for r in &trace.records {
         if r.device.is_empty() {
@@ -133,9 +137,11 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
                     phys: phys_addr.map(|p| (p, *size)).into_iter().collect(),
                     truncated: false,
                 };
-                overlaps(d, &live, r, &mut find);
+                active.insert(&live, r, &mut find);
                 d.gone_single.remove(dma_addr);
-                d.single.insert(*dma_addr, live);
+                if let Some(old) = d.single.insert(*dma_addr, live) {
+                    active.remove(&old);
+                }
             }
             Event::MapSg {
                 dir,
@@ -160,9 +166,11 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
                         .collect(),
                     truncated: *truncated,
                 };
-                overlaps(d, &live, r, &mut find);
+                active.insert(&live, r, &mut find);
                 d.gone_sg.remove(phys_addrs);
-                d.sg.insert(phys_addrs.clone(), live);
+                if let Some(old) = d.sg.insert(phys_addrs.clone(), live) {
+                    active.remove(&old);
+                }
             }
             Event::MapSgErr { err, .. } => find(
                 FindingKind::MapError,
@@ -176,6 +184,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
                 ..
             } => match d.single.remove(dma_addr) {
                 Some(m) => {
+                    active.remove(&m);
                     let mapped = m.segments[0].1;
                     if mapped != *size {
                         find(
@@ -203,6 +212,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             },
             Event::UnmapSg { dir, phys_addrs } => match d.sg.remove(phys_addrs) {
                 Some(m) => {
+                    active.remove(&m);
                     if m.dir != *dir {
                         find(
                             FindingKind::DirectionMismatch,
@@ -364,41 +374,62 @@ fn sync(
     }
 }
 
-/// debug.c's active-cacheline check: a new mapping whose physical ranges share a cache line
-/// with a live one of the same device.
-fn overlaps(
-    d: &Device,
-    new: &Live,
-    r: &Record,
-    find: &mut impl FnMut(FindingKind, Vec<usize>, String),
-) {
-    // "If the device is not writing memory then we don't have any concerns about the cpu
-    // consuming stale data" (debug.c): TO_DEVICE mappings are not tracked.
-    if new.dir == DmaDirection::ToDevice || r.attrs.iter().any(|a| a == "SKIP_CPU_SYNC") {
-        return;
-    }
-    let lines_of =
-        |(p, s): (u64, u64)| (p / CACHE_LINE, p.saturating_add(s.max(1) - 1) / CACHE_LINE);
-    for m in d
-        .single
-        .values()
-        .chain(d.sg.values())
-        .filter(|m| m.dir != DmaDirection::ToDevice)
-    {
-        let shared = new.phys.iter().any(|&a| {
-            let (a0, a1) = lines_of(a);
-            m.phys.iter().any(|&b| {
-                let (b0, b1) = lines_of(b);
-                a0 <= b1 && b0 <= a1
-            })
-        });
-        if shared {
-            find(
-                FindingKind::CachelineOverlap,
-                vec![m.line, r.line],
-                "two live mappings share a cache line".to_string(),
-            );
+/// debug.c's active cache lines: the line each entry of a live mapping the device may write
+/// starts in (`to_cacheline_number()`), across all devices, with the trace line of each mapping
+/// holding it.
+#[derive(Default)]
+struct ActiveLines(BTreeMap<u64, Vec<usize>>);
+
+impl ActiveLines {
+    /// `active_cacheline_insert()` of every entry of `live`: an entry whose line is already held
+    /// is an overlap (reported once per mapping), unless the map skips the CPU sync.
+    fn insert(
+        &mut self,
+        live: &Live,
+        r: &Record,
+        find: &mut impl FnMut(FindingKind, Vec<usize>, String),
+    ) {
+        // "If the device is not writing memory then we don't have any concerns about the cpu
+        // consuming stale data" (debug.c): TO_DEVICE mappings are not tracked.
+        if live.dir == DmaDirection::ToDevice {
             return;
+        }
+        let skip_sync = r.attrs.iter().any(|a| a == "SKIP_CPU_SYNC");
+        let mut reported = false;
+        for &(phys, _) in &live.phys {
+            let holders = self.0.entry(phys / CACHE_LINE).or_default();
+            if let Some(&first) = holders.first()
+                && !skip_sync
+                && !reported
+            {
+                reported = true;
+                find(
+                    FindingKind::CachelineOverlap,
+                    vec![first, r.line],
+                    format!(
+                        "the entry at {phys:#x} starts in a cache line a live mapping's entry starts in"
+                    ),
+                );
+            }
+            holders.push(live.line);
+        }
+    }
+
+    /// `active_cacheline_remove()` of every entry of `live`.
+    fn remove(&mut self, live: &Live) {
+        if live.dir == DmaDirection::ToDevice {
+            return;
+        }
+        for &(phys, _) in &live.phys {
+            let cln = phys / CACHE_LINE;
+            if let Some(holders) = self.0.get_mut(&cln) {
+                if let Some(i) = holders.iter().position(|&l| l == live.line) {
+                    holders.swap_remove(i);
+                }
+                if holders.is_empty() {
+                    self.0.remove(&cln);
+                }
+            }
         }
     }
 }
@@ -444,6 +475,30 @@ mod tests {
         assert_eq!(kinds(&t), vec![]);
     }
 
+    /// Lines are tracked by where each entry starts, for every device at once, and let go at
+    /// unmap: entries that only run into each other's lines, or whose first holder is gone, do
+    /// not overlap.
+    #[test]
+    fn cache_lines_are_where_entries_start_across_devices() {
+        let t = format!(
+            "{H} dma_map_phys: a dir=FROM_DEVICE dma_addr=1000 size=256 phys_addr=b0000000 attrs=\n\
+             {H} dma_map_phys: b dir=FROM_DEVICE dma_addr=1000 size=64 phys_addr=b0000040 attrs=\n\
+             {H} dma_map_sg: b dir=FROM_DEVICE dma_addrs={{0x2000}} sizes={{0x40}} phys_addrs={{0xb0000010}} attrs=\n\
+             {H} dma_unmap_phys: a dir=FROM_DEVICE dma_addr=1000 size=256 attrs=\n\
+             {H} dma_map_phys: a dir=FROM_DEVICE dma_addr=3000 size=64 phys_addr=b0000000 attrs=\n\
+             {H} dma_unmap_sg: b dir=FROM_DEVICE phys_addrs={{0xb0000010}} attrs=\n\
+             {H} dma_unmap_phys: b dir=FROM_DEVICE dma_addr=1000 size=64 attrs=\n\
+             {H} dma_unmap_phys: a dir=FROM_DEVICE dma_addr=3000 size=64 attrs=\n"
+        );
+        assert_eq!(
+            kinds(&t),
+            vec![
+                (FindingKind::CachelineOverlap, vec![1, 3]),
+                (FindingKind::CachelineOverlap, vec![3, 5]),
+            ]
+        );
+    }
+
     #[test]
     fn each_check_names_its_lines() {
         let t = format!(
@@ -454,7 +509,7 @@ mod tests {
              {H} dma_unmap_phys: dev dir=TO_DEVICE dma_addr=1000 size=4096 attrs=\n\
              {H} dma_unmap_phys: dev dir=TO_DEVICE dma_addr=9000 size=64 attrs=\n\
              {H} dma_map_phys: dev dir=FROM_DEVICE dma_addr=5000 size=100 phys_addr=a0000000 attrs=\n\
-             {H} dma_map_phys: dev dir=FROM_DEVICE dma_addr=6000 size=100 phys_addr=a0000040 attrs=\n\
+             {H} dma_map_phys: dev dir=FROM_DEVICE dma_addr=6000 size=100 phys_addr=a0000020 attrs=\n\
              {H} dma_map_sg_err: dev dir=TO_DEVICE dma_addrs={{0x80000000}} err=-12 attrs=\n\
              {H} dma_alloc: dev dir=BIDIRECTIONAL dma_addr=c000 size=8192 virt_addr=0 flags=GFP_KERNEL attrs=\n"
         );

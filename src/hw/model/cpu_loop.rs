@@ -66,6 +66,8 @@ struct Tally {
     /// When each linefill buffer's fill completes; the first `buffers` are the L1's.
     in_flight: [u64; MAX_LINEFILLS],
     buffers: usize,
+    /// Each level's writeback time, read once.
+    writeback_ps: [u64; 2],
     accesses: u64,
     fills: u64,
     work: u64,
@@ -98,6 +100,7 @@ impl Model {
         let mut caches = self.caches.take();
         let mut t = Tally {
             buffers: (mem.linefill_buffers as usize).clamp(1, MAX_LINEFILLS),
+            writeback_ps: self.writeback_ps(),
             ..Tally::default()
         };
         let mut now = self.now;
@@ -172,7 +175,7 @@ impl Model {
                 now = done;
             }
         }
-        for (level, work) in self.writeback_ps().into_iter().enumerate() {
+        for (level, work) in t.writeback_ps.into_iter().enumerate() {
             for _ in 0..fx.writebacks[level] {
                 let buffer = if level == 0 {
                     &mut self.evict_free
