@@ -54,7 +54,7 @@ fn lone_sync_ps(hw: &mut Model, s: &SmmuV3Structures) -> u64 {
 
 #[test]
 fn default_cma_puts_the_queues_on_node_0_and_cma_pernuma_on_the_smmus_node() {
-    let (hw, s) = probe(KernelVersion(5, 10), &boot(None), 2);
+    let (mut hw, s) = probe(KernelVersion(5, 10), &boot(None), 2);
     assert_eq!(s.cmdq.alloc.size, 32 << 10);
     assert_eq!(s.cmdq.max_n_shift, 11);
     assert_eq!(
@@ -70,7 +70,7 @@ fn default_cma_puts_the_queues_on_node_0_and_cma_pernuma_on_the_smmus_node() {
         (2, &Served::PageAllocator)
     );
     assert_eq!(hw.cmdq_node(), Some(0));
-    assert_eq!(hw.ledger.totals()[Counter::SmmuCmdqBase as usize], 1);
+    assert_eq!(hw.ledger().totals()[Counter::SmmuCmdqBase as usize], 1);
 
     let (hw, s) = probe(KernelVersion(5, 10), &boot(Some(32 * MIB)), 2);
     assert_eq!(
@@ -96,8 +96,8 @@ fn a_lone_cmd_sync_costs_four_line_transfers_more_from_the_far_node() {
     // CPU and SMMU both on node 2: each of the four transfers moves from node 0's price to
     // node 2's.
     assert_eq!(tf - tn, 4 * (line[2][0] - line[2][2]));
-    assert_eq!(far.ledger.totals()[Counter::CmdqSync as usize], 1);
-    assert_eq!(far.ledger.totals()[Counter::CmdqBatch as usize], 1);
+    assert_eq!(far.ledger().totals()[Counter::CmdqSync as usize], 1);
+    assert_eq!(far.ledger().totals()[Counter::CmdqBatch as usize], 1);
     // A CPU on the queue's node 0 sees the SMMU's two remote transfers and two local ones of
     // its own, whichever of the two placements.
     let (mut cpu0, s0) = probe(KernelVersion(5, 10), &boot(None), 0);

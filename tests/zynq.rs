@@ -40,7 +40,7 @@ fn counts_on(s: &Scenario, call: &str, dir: DmaDirection) -> [u64; Counter::N] {
         _ => unreachable!(),
     }
     let took = m.hw.now_ps() - t0;
-    let totals = m.hw.ledger.totals();
+    let totals = m.hw.ledger().totals();
     let maint: u64 = [
         Counter::CacheCleanLine,
         Counter::CacheInvalLine,
@@ -198,7 +198,7 @@ fn call_counts(
         "for_cpu" => api.sync_single_for_cpu(&mut m.hw, addr, MB, dir),
         _ => unreachable!(),
     }
-    m.hw.ledger.totals()
+    m.hw.ledger().totals()
 }
 
 /// Every (call × direction) at L1 and at the PL310 for a 1 MB buffer, under 3.19 (l2c210_*
@@ -332,7 +332,7 @@ fn a_clean_after_a_write_costs_its_writebacks_and_a_second_clean_does_not() {
         m.hw.clear_ledger();
         let t0 = m.hw.now_ps();
         api.sync_single_for_device(&mut m.hw, addr, MB, dir);
-        (m.hw.now_ps() - t0, m.hw.ledger.totals())
+        (m.hw.now_ps() - t0, m.hw.ledger().totals())
     };
     m.hw.cpu_touch(Access::Write, BUF, MB);
     let (written, t) = sync(&mut m);

@@ -47,6 +47,26 @@ struct Costs {
     unmap_phys: SwCost,
     sync_single: SwCost,
     sg_next: SwCost,
+    /// An sg walk's step and the inline map or unmap helper run back to back, in one frame:
+    /// one charge of both per entry.
+    sg_map_phys: SwCost,
+    sg_unmap_phys: SwCost,
+}
+
+impl Costs {
+    fn new(hw: &dyn Hw) -> Costs {
+        let map_phys = hw.sw_cost(SwKey::DmaDirectMapPhys);
+        let unmap_phys = hw.sw_cost(SwKey::DmaDirectUnmapPhys);
+        let sg_next = hw.sw_cost(SwKey::SgNext);
+        Costs {
+            map_phys,
+            unmap_phys,
+            sync_single: hw.sw_cost(SwKey::DmaDirectSyncSingle),
+            sg_next,
+            sg_map_phys: SwCost(sg_next.0.saturating_add(map_phys.0)),
+            sg_unmap_phys: SwCost(sg_next.0.saturating_add(unmap_phys.0)),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -103,12 +123,7 @@ impl DmaDirect {
             arch: arch.into(),
             st: State {
                 sync: sync.into(),
-                costs: Costs {
-                    map_phys: hw.sw_cost(SwKey::DmaDirectMapPhys),
-                    unmap_phys: hw.sw_cost(SwKey::DmaDirectUnmapPhys),
-                    sync_single: hw.sw_cost(SwKey::DmaDirectSyncSingle),
-                    sg_next: hw.sw_cost(SwKey::SgNext),
-                },
+                costs: Costs::new(hw),
                 swiotlb: None,
             },
         }
@@ -170,7 +185,7 @@ impl State {
     }
 
     /// `dma_direct_map_phys()` without the closing flush: the part shared by map_page and map_sg.
-    // The kernel's own argument list plus the caller's per-entry walk cost.
+    /// Inline in the kernel, so its instructions are charged with its caller's.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn map_phys<H: Hw + ?Sized, A: ArchDma, S: SyncPolicy>(
@@ -182,15 +197,8 @@ impl State {
         size: u64,
         dir: DmaDirection,
         attrs: DmaAttrs,
-        walk: SwCost,
         sync: S,
-        owed: &mut SwCost,
     ) -> Result<DmaAddr, DmaError> {
-        // The sg walk's step (if any) and this inline helper run back to back in the same frame:
-        // one step of the clock for both, and the frame's charge is the caller's to pay.
-        let step = SwCost(walk.0 + self.costs.map_phys.0);
-        hw.sw_clock(step);
-        owed.0 = owed.0.saturating_add(step.0);
         let addr = self.phys_to_dma(dev, phys);
         if self
             .swiotlb
@@ -214,7 +222,7 @@ impl State {
         Ok(addr)
     }
 
-    /// `dma_direct_unmap_phys()` without the closing flush.
+    /// `dma_direct_unmap_phys()` without the closing flush; charged with its caller, as map_phys.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn unmap_phys<H: Hw + ?Sized, A: ArchDma, S: SyncPolicy>(
@@ -226,13 +234,8 @@ impl State {
         size: u64,
         dir: DmaDirection,
         attrs: DmaAttrs,
-        walk: SwCost,
         sync: S,
-        owed: &mut SwCost,
     ) {
-        let step = SwCost(walk.0 + self.costs.unmap_phys.0);
-        hw.sw_clock(step);
-        owed.0 = owed.0.saturating_add(step.0);
         let phys = self.dma_to_phys(dev, addr);
         if !attrs.contains(DmaAttrs::SKIP_CPU_SYNC) {
             self.sync_single_for_cpu_nowait(hw, arch, dev, addr, size, dir, sync);
@@ -332,21 +335,10 @@ impl State {
         sync: S,
     ) -> Result<usize, DmaError> {
         let mut failed = None;
-        let mut owed = SwCost(0);
         for (i, e) in sgt.entries.iter_mut().enumerate() {
             let (phys, len) = (e.phys(), u64::from(e.length));
-            let r = self.map_phys(
-                hw,
-                arch,
-                dev,
-                phys,
-                len,
-                dir,
-                attrs,
-                self.costs.sg_next,
-                sync,
-                &mut owed,
-            );
+            hw.sw(self.costs.sg_map_phys);
+            let r = self.map_phys(hw, arch, dev, phys, len, dir, attrs, sync);
             match r {
                 Ok(addr) => {
                     e.dma_address = addr;
@@ -358,7 +350,6 @@ impl State {
                 }
             }
         }
-        hw.sw_charge(owed);
         match failed {
             None => {
                 if !sgt.entries.is_empty() {
@@ -394,24 +385,13 @@ impl State {
         attrs: DmaAttrs,
         sync: S,
     ) {
-        let mut owed = SwCost(0);
         for e in &mut sgt.entries[..n] {
-            self.unmap_phys(
-                hw,
-                arch,
-                dev,
-                e.dma_address,
-                u64::from(e.dma_length),
-                dir,
-                attrs,
-                self.costs.sg_next,
-                sync,
-                &mut owed,
-            );
+            hw.sw(self.costs.sg_unmap_phys);
+            let len = u64::from(e.dma_length);
+            self.unmap_phys(hw, arch, dev, e.dma_address, len, dir, attrs, sync);
             e.dma_address = DmaAddr::MAPPING_ERROR;
             e.dma_length = 0;
         }
-        hw.sw_charge(owed);
         if n > 0 {
             self.end_of_call(hw, arch, dev, sync);
         }
@@ -434,10 +414,8 @@ impl DmaDirect {
     ) -> Result<DmaAddr, DmaError> {
         let DmaDirect { arch, st } = self;
         let sync = st.sync.single;
-        // One region: no sg step to walk.
-        let (walk, mut owed) = (SwCost(0), SwCost(0));
-        let r = st.map_phys(hw, arch, dev, phys, size, dir, attrs, walk, sync, &mut owed);
-        hw.sw_charge(owed);
+        hw.sw(st.costs.map_phys);
+        let r = st.map_phys(hw, arch, dev, phys, size, dir, attrs, sync);
         if r.is_ok() {
             st.end_of_call(hw, arch, dev, sync);
         }
@@ -455,10 +433,8 @@ impl DmaDirect {
     ) {
         let DmaDirect { arch, st } = self;
         let sync = st.sync.single;
-        // One region: no sg step to walk.
-        let (walk, mut owed) = (SwCost(0), SwCost(0));
-        st.unmap_phys(hw, arch, dev, addr, size, dir, attrs, walk, sync, &mut owed);
-        hw.sw_charge(owed);
+        hw.sw(st.costs.unmap_phys);
+        st.unmap_phys(hw, arch, dev, addr, size, dir, attrs, sync);
         st.end_of_call(hw, arch, dev, sync);
     }
 

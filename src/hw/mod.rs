@@ -380,34 +380,11 @@ impl Counter {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SwCost(pub u64);
 
-/// Software charges of one frame, gathered and made as one [`Hw::sw`] call. Consecutive charges
-/// to the same frame with no other operation between them are one charge of their sum on every
-/// backend (the Model's clock and ledger add saturating, so the order of additions cannot show;
-/// the other backends ignore `sw`), and a sum of 0 is no call at all. A hot path adds as it goes
-/// and flushes before anything whose effect depends on the clock (cache maintenance, a barrier,
-/// a device register, another frame).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SwAcc(u64);
-
-impl SwAcc {
+impl SwCost {
+    /// `n` charges of this cost, as one.
     #[inline]
-    pub fn add(&mut self, c: SwCost) {
-        self.0 = self.0.saturating_add(c.0);
-    }
-
-    /// `n` charges of `c`.
-    #[inline]
-    pub fn add_n(&mut self, c: SwCost, n: u64) {
-        self.0 = self.0.saturating_add(c.0.saturating_mul(n));
-    }
-
-    /// Charge what was gathered to the current frame.
-    #[inline]
-    pub fn flush<H: Hw + ?Sized>(&mut self, hw: &mut H) {
-        if self.0 != 0 {
-            hw.sw(SwCost(self.0));
-            self.0 = 0;
-        }
+    pub fn times(self, n: u64) -> SwCost {
+        SwCost(self.0.saturating_mul(n))
     }
 }
 
@@ -486,21 +463,6 @@ pub trait Hw {
     fn wmb(&mut self);
     /// The kernel's own instructions along a named path.
     fn sw(&mut self, cost: SwCost);
-    /// The clock half of [`Hw::sw`]: time moves by `cost` now, and the caller owes the current
-    /// frame the charge, which it pays with [`Hw::sw_charge`] (summed, in the same frame) before
-    /// leaving it or handing control to anything that reads the frames' totals. For a loop whose
-    /// steps must be at the right time (maintenance issued after them) but whose frame need be
-    /// found only once. By default the whole charge is made here.
-    #[inline]
-    fn sw_clock(&mut self, cost: SwCost) {
-        self.sw(cost);
-    }
-    /// Pay the current frame what [`Hw::sw_clock`] calls owed it, without moving the clock. By
-    /// default nothing is owed.
-    #[inline]
-    fn sw_charge(&mut self, owed: SwCost) {
-        let _ = owed;
-    }
     /// Resolve a named software cost once, so hot paths do not look names up. Only declared
     /// names can be asked for ([`sw_costs::REGISTRY`]); one the profile does not price is 0.
     fn sw_cost(&self, key: SwKey) -> SwCost;
@@ -690,7 +652,7 @@ mod tests {
         assert_eq!(r.count_at("top > a > b > c", Counter::Barrier), 1);
         assert_eq!(r.count_at("top", Counter::Wmb), 1);
         let stacks: Vec<_> = m
-            .ledger
+            .ledger()
             .stacks()
             .into_iter()
             .map(|s| (s.stack.join(" > "), s.counts[Counter::Barrier as usize]))

@@ -93,7 +93,7 @@ pub struct Model {
     /// [`Model::cmdq_line_ps`], resolved whenever the topology, the CPU's node or the queue's
     /// node changes: every submission reads it.
     cmdq_lines: (u64, u64),
-    pub ledger: Ledger,
+    ledger: Ledger,
 }
 
 impl Model {
@@ -235,6 +235,11 @@ impl Model {
     /// Forget charges and counts (after a warm-up), keeping the clock monotonic.
     pub fn clear_ledger(&mut self) {
         self.ledger.clear();
+    }
+
+    /// The call-stack ledger, for reading its charges and counts.
+    pub fn ledger(&mut self) -> &Ledger {
+        &self.ledger
     }
 
     // The clock saturates rather than wraps: a run whose modelled time passes u64::MAX ps (213
@@ -414,18 +419,6 @@ impl Hw for Model {
     fn sw(&mut self, cost: SwCost) {
         if cost.0 != 0 {
             self.advance(cost.0);
-        }
-    }
-
-    #[inline]
-    fn sw_clock(&mut self, cost: SwCost) {
-        self.now = self.now.saturating_add(cost.0);
-    }
-
-    #[inline]
-    fn sw_charge(&mut self, owed: SwCost) {
-        if owed.0 != 0 {
-            self.ledger.charge(owed.0);
         }
     }
 

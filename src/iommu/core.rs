@@ -21,7 +21,7 @@ use super::io_pgtable_arm::ArmLpaeIoPgtable;
 use super::{
     AsDynDeviceHw, FlushOps, IommuError, IommuFlushOps, IommuIotlbGather, Prot, sync_frames,
 };
-use crate::hw::{Counter, DeviceHw, FrameId, Hw, SwAcc, SwCost, SwKey};
+use crate::hw::{Counter, DeviceHw, FrameId, Hw, SwCost, SwKey};
 use crate::types::{IovaAddr, PhysAddr};
 use std::fmt::Debug;
 
@@ -245,15 +245,11 @@ impl IommuDomain {
     ) -> Result<(), IommuError> {
         self.check_aligned("map", iova, paddr, size)?;
         let back = hw.enter_id(frame);
-        // __iommu_map's own instructions and each iommu_pgsize() run back to back in this frame:
-        // one charge for each stretch (see SwAcc).
-        let mut sw = SwAcc::default();
-        sw.add(self.costs.map);
+        hw.sw(self.costs.map);
         let (mut at, mut pa, mut left) = (iova, paddr, size);
         let mut err = None;
         while left > 0 {
-            sw.add(self.costs.pgsize);
-            sw.flush(hw);
+            hw.sw(self.costs.pgsize);
             let (pgsize, count) = iommu_pgsize(self.pgsize_bitmap(), at, pa, left);
             let n = self.split.pages_per_call(count);
             match self.pgtable.map_pages(
@@ -277,7 +273,6 @@ impl IommuDomain {
                 }
             }
         }
-        sw.flush(hw);
         let r = match err {
             Some(e) => Err(self.unroll(hw, iova, at - iova, e)),
             None => Ok(()),
@@ -327,17 +322,15 @@ impl IommuDomain {
     ) -> Result<u64, IommuError> {
         const MAP: &FrameId = crate::frame_id!("__iommu_map");
         hw.enter("iommu_map_sg");
-        let mut sw = SwAcc::default();
-        sw.add(self.costs.map_sg);
+        hw.sw(self.costs.map_sg);
         let mut mapped = 0u64;
         let mut run: Option<(u64, u64)> = None;
         let mut r = Ok(());
         for &(phys, len) in segs {
-            sw.add(self.costs.sg_entry);
+            hw.sw(self.costs.sg_entry);
             match run {
                 Some((start, l)) if start + l == phys.0 => run = Some((start, l + len)),
                 Some((start, l)) => {
-                    sw.flush(hw);
                     r = self.map_range(hw, MAP, iova.0 + mapped, start, l, prot);
                     if r.is_err() {
                         break;
@@ -348,7 +341,6 @@ impl IommuDomain {
                 None => run = Some((phys.0, len)),
             }
         }
-        sw.flush(hw);
         if r.is_ok()
             && let Some((start, l)) = run
         {
@@ -384,14 +376,12 @@ impl IommuDomain {
         }
         self.check_aligned("unmap", iova, 0, size)?;
         let back = hw.enter_id(frame);
-        let mut sw = SwAcc::default();
-        sw.add(self.costs.unmap);
+        hw.sw(self.costs.unmap);
         // The loop's first pass, which commonly unmaps it all (a single page, or a run the
         // table takes in one call). The rest of the loop is out of line: without its state
         // kept across the call, a strict unmap of one page runs about 20 instructions and 9
         // memory accesses shorter (callgrind, per bench item).
-        sw.add(self.costs.pgsize);
-        sw.flush(hw);
+        hw.sw(self.costs.pgsize);
         let (pgsize, count) = iommu_pgsize(self.pgsize_bitmap(), iova, iova, size);
         let n = self.split.pages_per_call(count);
         let first = self
@@ -428,9 +418,7 @@ impl IommuDomain {
             return self.alignment_error("unmap", iova, 0, 0).map(|()| 0);
         }
         let back = hw.enter_id(frame);
-        let mut sw = SwAcc::default();
-        sw.add(self.costs.unmap);
-        sw.flush(hw);
+        hw.sw(self.costs.unmap);
         hw.leave_id(frame, back);
         Ok(0)
     }
@@ -446,10 +434,8 @@ impl IommuDomain {
         mut unmapped: u64,
         gather: &mut IommuIotlbGather,
     ) -> (u64, Option<IommuError>) {
-        let mut sw = SwAcc::default();
         while unmapped < size {
-            sw.add(self.costs.pgsize);
-            sw.flush(hw);
+            hw.sw(self.costs.pgsize);
             let at = iova + unmapped;
             let (pgsize, count) = iommu_pgsize(self.pgsize_bitmap(), at, at, size - unmapped);
             let n = self.split.pages_per_call(count);
@@ -758,11 +744,11 @@ mod seed001 {
             let t0 = m.now_ps();
             d.iommu_unmap(&mut m, IovaAddr(IOVA), 32 << 20).unwrap();
             assert_eq!(
-                m.ledger.total_ps(),
+                m.ledger().total_ps(),
                 m.now_ps() - t0,
                 "charges sum to elapsed time"
             );
-            (m.now_ps() - t0, m.ledger.totals(), m.ledger.stacks())
+            (m.now_ps() - t0, m.ledger().totals(), m.ledger().stacks())
         };
         let (by_va, c_va, stacks) = run(WalkFlushKind::ByVa);
         let (asid, c_asid, _) = run(WalkFlushKind::Asid);

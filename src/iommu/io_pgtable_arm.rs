@@ -48,7 +48,7 @@
 
 use super::{AsDynDeviceHw, IommuError, IommuFlushOps, IommuIotlbGather, Prot};
 use crate::arch::{ArchDma, ArchOps};
-use crate::hw::{Counter, Hw, SwAcc, SwCost, SwKey};
+use crate::hw::{Counter, Hw, SwCost, SwKey};
 use crate::mm::physmem::{PhysMem, SharedPhysMem};
 use crate::types::{DmaDirection, IovaAddr, PhysAddr};
 
@@ -204,9 +204,6 @@ pub struct ArmLpaeIoPgtable {
     /// Per level, where in simulated memory's page store the table read at that level was last
     /// found ([`PhysMem::read_u64_hinted`]).
     walk_hint: [std::cell::Cell<u32>; ARM_LPAE_MAX_LEVELS as usize],
-    /// The walk's own instructions not yet charged: gathered along a map or unmap and charged
-    /// as one before anything that reads the clock or changes frame ([`SwAcc`]).
-    pending_sw: SwAcc,
     /// Where the last one-page map or unmap from the top found its leaf table (see the module
     /// header).
     leaf_walk: LeafWalk,
@@ -296,7 +293,6 @@ impl ArmLpaeIoPgtable {
             costs,
             pte_scratch: Vec::new(),
             warned_partial_block: false,
-            pending_sw: SwAcc::default(),
             walk_hint: Default::default(),
             leaf_walk: LeafWalk::default(),
             shortcut: leaf_walk::enabled(),
@@ -483,7 +479,6 @@ impl ArmLpaeIoPgtable {
 
     fn sync_ptes_dyn(&mut self, hw: &mut dyn Hw, ptep: PhysAddr, n: u64) {
         if let Some(arch) = &self.walk_sync {
-            self.pending_sw.flush(hw);
             let back = hw.enter_id(crate::frame_id!("__arm_lpae_sync_pte"));
             arch.sync_for_device(hw, ptep, n * 8, DmaDirection::ToDevice, true);
             hw.leave_to(back);
@@ -493,14 +488,12 @@ impl ArmLpaeIoPgtable {
     /// The `dma_map_single(TO_DEVICE)` of a freshly zeroed table for a non-coherent walker.
     fn sync_new_table(&mut self, hw: &mut dyn Hw, table: PhysAddr, size: u64) {
         if let Some(arch) = &self.walk_sync {
-            self.pending_sw.flush(hw);
             arch.sync_for_device(hw, table, size, DmaDirection::ToDevice, true);
         }
     }
 
     /// `__arm_lpae_alloc_pages()`.
     fn alloc_table(&mut self, hw: &mut dyn Hw) -> Result<PhysAddr, IommuError> {
-        self.pending_sw.flush(hw);
         let back = hw.enter_id(crate::frame_id!("__arm_lpae_alloc_pages"));
         hw.sw(self.costs.alloc_table);
         let r = self.mem.borrow_mut().alloc(self.cfg.node, self.cfg.granule);
@@ -514,7 +507,6 @@ impl ArmLpaeIoPgtable {
     /// `__arm_lpae_free_pages()`: the `dma_unmap_single(TO_DEVICE)` does no maintenance on arm64
     /// but is the kernel's path, so it goes through the arch layer.
     fn free_table_pages(&mut self, hw: &mut dyn Hw, table: PhysAddr, size: u64) {
-        self.pending_sw.flush(hw);
         hw.sw(self.costs.free_table);
         if let Some(arch) = &self.walk_sync {
             arch.sync_for_cpu(hw, table, size, DmaDirection::ToDevice, true);
@@ -688,19 +680,18 @@ impl ArmLpaeIoPgtable {
         }
         let back = hw.enter_id(crate::frame_id!("arm_lpae_map_pages"));
         hw.count(Counter::PgtableMapCall, 1);
-        self.pending_sw.add(self.costs.map_pages);
+        hw.sw(self.costs.map_pages);
         let attrs = self.prot_pte[prot.0 as usize % PROT_COMBINATIONS];
         let (lvl, table) = (self.start_level, self.pgd);
         // The commonest call, one page into tables that exist, may take the shortcut
         // (`leaf_walk`); the general walk (`__arm_lpae_map`'s recursion) stays out of line.
-        let r = if self.map_one_shortcut(iova.0, paddr.0, pgsize, pgcount, attrs) {
+        let r = if self.map_one_shortcut(hw, iova.0, paddr.0, pgsize, pgcount, attrs) {
             Ok(pgsize)
         } else {
             self.lpae_map(hw, tlb, iova.0, paddr.0, pgsize, pgcount, attrs, lvl, table)
         };
         // Every call that reached the walk ends with wmb(), whatever it returned, so no table
         // walk for the new IOVA can start before the PTE stores are visible.
-        self.pending_sw.flush(hw);
         hw.wmb();
         hw.leave_to(back);
         r
@@ -725,9 +716,9 @@ impl ArmLpaeIoPgtable {
         let (mut lvl, mut table) = (lvl, table);
         loop {
             let (l, t, passed) = self.descend(iova, size, lvl, table);
-            self.pending_sw.add_n(self.costs.walk_level, passed);
+            hw.sw(self.costs.walk_level.times(passed));
             (lvl, table) = (l, t);
-            self.pending_sw.add(self.costs.walk_level);
+            hw.sw(self.costs.walk_level);
             let idx = self.lvl_idx(iova, lvl);
             let ptep = PhysAddr(table.0 + idx * 8);
             if size == self.block_size(lvl) {
@@ -865,7 +856,7 @@ impl ArmLpaeIoPgtable {
         };
         let base = attrs | leaf_type;
         let mask = self.addr_mask();
-        self.pending_sw.add_n(self.costs.init_pte, n);
+        hw.sw(self.costs.init_pte.times(n));
         self.write_ptes(ptep, lvl, n, |i| base | ((paddr + i * sz) & mask));
         self.sync_ptes(hw, ptep, n);
         Ok(())
@@ -887,17 +878,16 @@ impl ArmLpaeIoPgtable {
             .inspect_err(|e| warn_on(hw, e))?;
         let back = hw.enter_id(crate::frame_id!("arm_lpae_unmap_pages"));
         hw.count(Counter::PgtableUnmapCall, 1);
-        self.pending_sw.add(self.costs.unmap_pages);
+        hw.sw(self.costs.unmap_pages);
         let (lvl, table) = (self.start_level, self.pgd);
         // The commonest call, one page in tables that exist, may take the shortcut
         // (`leaf_walk`); the general walk (`__arm_lpae_unmap`'s recursion) stays out of line.
-        let n = if self.unmap_one_shortcut(iova.0, pgsize, pgcount) {
+        let n = if self.unmap_one_shortcut(hw, iova.0, pgsize, pgcount) {
             self.tlb_add_leaf(hw, tlb, gather, iova.0, pgsize);
             pgsize
         } else {
             self.lpae_unmap(hw, tlb, gather, iova.0, pgsize, pgcount, lvl, table)
         };
-        self.pending_sw.flush(hw);
         hw.leave_to(back);
         if n > 0 {
             Ok(n)
@@ -928,12 +918,12 @@ impl ArmLpaeIoPgtable {
         loop {
             let (l, t, passed) = self.descend(iova, size, lvl, table);
             (lvl, table) = (l, t);
-            self.pending_sw.add_n(self.costs.walk_level, passed);
+            hw.sw(self.costs.walk_level.times(passed));
             if lvl == ARM_LPAE_MAX_LEVELS {
                 hw.count(Counter::Warn, 1);
                 return 0;
             }
-            self.pending_sw.add(self.costs.walk_level);
+            hw.sw(self.costs.walk_level);
             let idx = self.lvl_idx(iova, lvl);
             let ptep = PhysAddr(table.0 + idx * 8);
             let pte = self.read_lvl_pte(ptep, lvl);
@@ -997,7 +987,6 @@ impl ArmLpaeIoPgtable {
         size: u64,
     ) {
         if !gather.queued {
-            self.pending_sw.flush(hw);
             super::tlb_add_page(tlb, hw, gather, iova, size);
         }
     }
@@ -1016,7 +1005,7 @@ impl ArmLpaeIoPgtable {
         lvl: u32,
         ptep: PhysAddr,
     ) -> u64 {
-        self.pending_sw.add(self.costs.clear_pte);
+        hw.sw(self.costs.clear_pte);
         self.sync_ptes(hw, ptep, 1);
         self.tlb_add_leaf(hw, tlb, gather, iova, size);
         self.clear_entries(ptep, lvl, 1);
@@ -1055,7 +1044,7 @@ impl ArmLpaeIoPgtable {
                 break;
             }
             let at = iova + i * size;
-            self.pending_sw.add(self.costs.clear_pte);
+            hw.sw(self.costs.clear_pte);
             // The entry is cleared (and cleaned for a non-coherent walker) before the
             // invalidation, so the SMMU cannot refetch it; the bytes are written below in
             // one go, which leaves the same memory behind.
@@ -1063,7 +1052,6 @@ impl ArmLpaeIoPgtable {
             if Self::pte_is_leaf(pte, lvl) {
                 self.tlb_add_leaf(hw, tlb, gather, at, size);
             } else {
-                self.pending_sw.flush(hw);
                 super::tlb_flush_walk(tlb, hw, at, size, self.cfg.granule);
                 let child = self.pte_to_paddr(pte);
                 let back = hw.enter_id(crate::frame_id!("__arm_lpae_free_pgtable"));
@@ -1100,12 +1088,11 @@ impl ArmLpaeIoPgtable {
                 hw.count(Counter::Warn, 1);
                 break;
             }
-            self.pending_sw.add(self.costs.clear_pte);
+            hw.sw(self.costs.clear_pte);
             if !Self::pte_is_leaf(pte, lvl) {
                 let at = ptep.0 + i * 8;
                 self.write_ptes(PhysAddr(at), lvl, 1, |_| 0);
                 self.sync_ptes(hw, PhysAddr(at), 1);
-                self.pending_sw.flush(hw);
                 super::tlb_flush_walk(tlb, hw, iova + i * size, size, self.cfg.granule);
                 let child = self.pte_to_paddr(pte);
                 let back = hw.enter_id(crate::frame_id!("__arm_lpae_free_pgtable"));
@@ -1142,7 +1129,6 @@ impl ArmLpaeIoPgtable {
         if lvl == ARM_LPAE_MAX_LEVELS {
             return 0;
         }
-        self.pending_sw.flush(hw);
         hw.enter("arm_lpae_split_blk_unmap");
         let split_sz = self.block_size(lvl);
         let per_table = 1u64 << self.bits_per_level;
@@ -1171,14 +1157,12 @@ impl ArmLpaeIoPgtable {
             }
         });
         for i in (0..per_table).filter(|&i| !skip(i)) {
-            self.pending_sw.flush(hw);
             hw.sw(self.costs.init_pte);
             self.sync_ptes(hw, PhysAddr(tablep.0 + i * 8), 1);
         }
         self.install_table(hw, tablep, ptep);
         let r = match unmap {
             Some((_, n)) => {
-                self.pending_sw.flush(hw);
                 for i in 0..n {
                     super::tlb_add_page(tlb, hw, gather, iova + i * size, size);
                 }
@@ -1186,7 +1170,6 @@ impl ArmLpaeIoPgtable {
             }
             None => self.lpae_unmap(hw, tlb, gather, iova, size, pgcount, lvl, tablep),
         };
-        self.pending_sw.flush(hw);
         hw.leave();
         r
     }

@@ -877,9 +877,9 @@ mod tests {
                 d.alloc_iova(&mut m, 1, 16, true).unwrap();
             }
             d.free_iova(&mut m, 16).unwrap();
-            let t0 = m.ledger.total_ps();
+            let t0 = m.ledger().total_ps();
             assert!(d.alloc_iova(&mut m, 2, 16, true).is_err());
-            assert_eq!(m.ledger.total_ps() - t0, ps, "{rel:?}");
+            assert_eq!(m.ledger().total_ps() - t0, ps, "{rel:?}");
         }
     }
 

@@ -114,7 +114,7 @@ fn run_case(profile: &Profile, boot: &CmaBoot) -> Result<Case, InputError> {
     .map_err(|e| err(e.to_string()))?;
     let pgd_node = topo.node_of(dom.pgtable.ttbr().0);
     let iova = IovaAddr(1 << 32);
-    let (mut unmap_ps, before) = (0u64, hw.ledger.totals());
+    let (mut unmap_ps, before) = (0u64, hw.ledger().totals());
     for _ in 0..CALLS {
         dom.iommu_map(&mut hw, iova, PhysAddr(3 << 37), 4096, Prot::RW)
             .map_err(|e| err(format!("iommu_map: {e}")))?;
@@ -123,7 +123,7 @@ fn run_case(profile: &Profile, boot: &CmaBoot) -> Result<Case, InputError> {
             .map_err(|e| err(format!("iommu_unmap: {e}")))?;
         unmap_ps += hw.now_ps() - t;
     }
-    let after = hw.ledger.totals();
+    let after = hw.ledger().totals();
     let per = |c: Counter| (after[c as usize] - before[c as usize]) / CALLS;
     Ok(Case {
         structures,

@@ -251,7 +251,7 @@ pub fn run(s: &Scenario, b: &Bounce, progress: &Progress) -> Result<BounceResult
         let locks0 = locks(&api);
         // One timer per size: each row's map and unmap times are its own.
         let mut t = CallTimer::default();
-        let counts0 = hw.ledger.totals();
+        let counts0 = hw.ledger().totals();
         let mut row = BounceRow {
             size,
             maps: 0,
@@ -301,7 +301,7 @@ pub fn run(s: &Scenario, b: &Bounce, progress: &Progress) -> Result<BounceResult
         };
         row.map_ps = total("dma_map_page");
         row.unmap_ps = total("dma_unmap_page");
-        let counts1 = hw.ledger.totals();
+        let counts1 = hw.ledger().totals();
         row.bounce_copies =
             counts1[Counter::BounceCopy as usize] - counts0[Counter::BounceCopy as usize];
         row.bounce_bytes =
@@ -313,8 +313,8 @@ pub fn run(s: &Scenario, b: &Bounce, progress: &Progress) -> Result<BounceResult
             .collect();
         rows.push(row);
     }
-    debug_assert!(hw.ledger.depth_is_zero());
-    let stacks = stack_rows(&hw.ledger);
+    debug_assert!(hw.ledger().depth_is_zero());
+    let stacks = stack_rows(hw.ledger());
     Ok(BounceResult {
         info: s.run_info(),
         device: s.device.clone(),
@@ -324,7 +324,7 @@ pub fn run(s: &Scenario, b: &Bounce, progress: &Progress) -> Result<BounceResult
         nareas,
         rows,
         stacks,
-        total_ps: hw.ledger.total_ps(),
+        total_ps: hw.ledger().total_ps(),
     })
 }
 

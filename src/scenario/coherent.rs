@@ -967,9 +967,9 @@ pub fn run(s: &Scenario, w: &Coherent, progress: &Progress) -> Result<CoherentRe
         smmu,
         allocs: rows,
         rings,
-        counts: hw.ledger.totals(),
-        stacks: stack_rows(&hw.ledger),
-        total_ps: hw.ledger.total_ps(),
+        counts: hw.ledger().totals(),
+        stacks: stack_rows(hw.ledger()),
+        total_ps: hw.ledger().total_ps(),
     })
 }
 

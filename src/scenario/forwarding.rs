@@ -283,8 +283,8 @@ pub fn run(
         progress.advance(n);
         left -= n;
     }
-    debug_assert!(fw.hw.ledger.depth_is_zero());
-    let stacks = stack_rows(&fw.hw.ledger);
+    debug_assert!(fw.hw.ledger().depth_is_zero());
+    let stacks = stack_rows(fw.hw.ledger());
     Ok(ForwardingResult {
         info: s.run_info(),
         device: s.device.clone(),
@@ -293,9 +293,9 @@ pub fn run(
         dropped: fw.dropped,
         rx_pages_mapped: fw.rx_pages_mapped,
         calls: fw.call_stats(),
-        counts: fw.hw.ledger.totals(),
+        counts: fw.hw.ledger().totals(),
         stacks,
-        total_ps: fw.hw.ledger.total_ps(),
+        total_ps: fw.hw.ledger().total_ps(),
     })
 }
 

@@ -586,19 +586,19 @@ fn run_option(
         let done_at = done.pop_front().unwrap_or(0);
         take_back(&mut hw, &mut drv, &mut t, &mut cpu, done_at, j);
     }
-    debug_assert!(hw.ledger.depth_is_zero());
-    let stacks = stack_rows(&hw.ledger);
+    debug_assert!(hw.ledger().depth_is_zero());
+    let stacks = stack_rows(hw.ledger());
     let split = CpuSplit::of(&stacks);
     Ok(OptionRun {
         what: describe(c, s.kernel),
         coherence: c,
         engine_mb_s,
         elapsed_ps: cpu,
-        cpu_busy_ps: hw.ledger.total_ps(),
+        cpu_busy_ps: hw.ledger().total_ps(),
         device_busy_ps: device_busy,
         bytes: n.saturating_mul(w.used_bytes),
         calls: t.stats,
-        counts: hw.ledger.totals(),
+        counts: hw.ledger().totals(),
         stacks,
         split,
         user_access_charged: drv.user_access_charged,

@@ -507,9 +507,9 @@ pub fn run(s: &Scenario, w: &Streaming, progress: &Progress) -> Result<RunResult
             }
         }
     }
-    debug_assert!(hw.ledger.depth_is_zero());
+    debug_assert!(hw.ledger().depth_is_zero());
 
-    let stacks = stack_rows(&hw.ledger);
+    let stacks = stack_rows(hw.ledger());
     t.attribute(&stacks);
     Ok(RunResult {
         info: s.run_info(),
@@ -518,9 +518,9 @@ pub fn run(s: &Scenario, w: &Streaming, progress: &Progress) -> Result<RunResult
         workload: w.clone(),
         entries: sgt.orig_nents(),
         calls: t.stats,
-        counts: hw.ledger.totals(),
+        counts: hw.ledger().totals(),
         stacks,
-        total_ps: hw.ledger.total_ps(),
+        total_ps: hw.ledger().total_ps(),
     })
 }
 

@@ -420,9 +420,9 @@ pub fn run(s: &Scenario, w: &UserAccess) -> UserAccessResult {
         info: s.run_info(),
         workload: w.clone(),
         memory_type: mt,
-        counts: hw.ledger.totals(),
-        stacks: stack_rows(&hw.ledger),
-        total_ps: hw.ledger.total_ps(),
+        counts: hw.ledger().totals(),
+        stacks: stack_rows(hw.ledger()),
+        total_ps: hw.ledger().total_ps(),
     }
 }
 

@@ -221,8 +221,8 @@ mod tests {
     fn a_programs_victims_are_posted_and_cost_only_while_the_buffer_is_busy() {
         // 256 lines of eight 100 ps stores: 800 ps of work per line.
         let work = 256 * 800;
-        let m = write_loop(500);
-        assert_eq!(m.ledger.totals()[Counter::L1Writeback as usize], 192);
+        let mut m = write_loop(500);
+        assert_eq!(m.ledger().totals()[Counter::L1Writeback as usize], 192);
         assert_eq!(
             m.now_ps(),
             work,
@@ -232,7 +232,7 @@ mod tests {
         // before it to leave the buffer.
         let mut m = write_loop(2_000);
         assert_eq!(m.now_ps(), work + 191 * 1_200);
-        assert_eq!(m.ledger.total_ps(), m.now_ps());
+        assert_eq!(m.ledger().total_ps(), m.now_ps());
         // A barrier waits for the last victim to drain.
         let t = m.now_ps();
         m.barrier();

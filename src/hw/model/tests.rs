@@ -296,8 +296,8 @@ proptest::proptest! {
                 (slow.now, slow.pending, slow.evict_free),
                 "after {:?}", o
             );
-            proptest::prop_assert_eq!(fast.ledger.totals(), slow.ledger.totals());
-            proptest::prop_assert_eq!(fast.ledger.total_ps(), slow.ledger.total_ps());
+            proptest::prop_assert_eq!(fast.ledger().totals(), slow.ledger().totals());
+            proptest::prop_assert_eq!(fast.ledger().total_ps(), slow.ledger().total_ps());
             proptest::prop_assert_eq!(
                 fast.caches().unwrap().fingerprint(),
                 slow.caches().unwrap().fingerprint(),
@@ -348,12 +348,12 @@ fn outer_cache_writes_charge_per_line_and_per_sync() {
     // Nothing outstanding: a barrier costs only itself.
     m.barrier();
     assert_eq!(m.now_ps(), 3_170_000 + 7_000);
-    let t = m.ledger.totals();
+    let t = m.ledger().totals();
     assert_eq!(t[Counter::OuterCleanLine as usize], 100);
     assert_eq!(t[Counter::OuterInvalLine as usize], 0);
     assert_eq!(t[Counter::OuterCleanInvalLine as usize], 2);
     assert_eq!(t[Counter::OuterSync as usize], 1);
-    assert_eq!(m.ledger.total_ps(), m.now_ps());
+    assert_eq!(m.ledger().total_ps(), m.now_ps());
 }
 
 /// A whole-cache operation by way costs the CPU the controller's walk of every line (it
@@ -371,11 +371,11 @@ fn outer_way_operations_charge_per_line_walked() {
     assert_eq!(m.now_ps(), 16384 * 5_000);
     m.outer_way_op(CacheOp::CleanInval, 16384);
     assert_eq!(m.now_ps(), 16384 * 11_000);
-    let t = m.ledger.totals();
+    let t = m.ledger().totals();
     assert_eq!(t[Counter::OuterCleanWay as usize], 1);
     assert_eq!(t[Counter::OuterCleanInvalWay as usize], 1);
     assert_eq!(t[Counter::OuterCleanLine as usize], 0);
-    assert_eq!(m.ledger.total_ps(), m.now_ps());
+    assert_eq!(m.ledger().total_ps(), m.now_ps());
 }
 
 pub(super) fn with_caches(mut p: ModelParams, wb: [u64; 2]) -> ModelParams {
@@ -411,16 +411,16 @@ fn a_clean_by_way_writes_back_every_dirty_outer_line() {
     let mut m = Model::new(with_caches(params(10, 500, 0, 50), [1_000, 2_000]));
     // 128 dirty lines, the first 64 pushed out of the 4 KB L1 into the L2 dirty.
     m.cpu_touch(Access::Write, PhysAddr(0), 128 * 64);
-    let before = m.ledger.totals()[Counter::L2Writeback as usize];
+    let before = m.ledger().totals()[Counter::L2Writeback as usize];
     let t0 = m.now_ps();
     m.outer_way_op(CacheOp::Clean, 1024);
-    let l2_wb = m.ledger.totals()[Counter::L2Writeback as usize] - before;
+    let l2_wb = m.ledger().totals()[Counter::L2Writeback as usize] - before;
     assert!(l2_wb >= 64, "{l2_wb}");
     assert_eq!(m.now_ps() - t0, 1024 * 5 + l2_wb * 2_000);
     let t1 = m.now_ps();
     m.outer_way_op(CacheOp::Clean, 1024);
     assert_eq!(m.now_ps() - t1, 1024 * 5);
-    assert_eq!(m.ledger.totals()[Counter::OuterCleanWay as usize], 2);
+    assert_eq!(m.ledger().totals()[Counter::OuterCleanWay as usize], 2);
 }
 
 /// With nothing dirty, the line-by-line pipeline of the cache model charges exactly what the
@@ -461,10 +461,10 @@ fn dirty_lines_cost_their_writebacks_at_each_level() {
     let t0 = m.now_ps();
     m.outer_line_op(CacheOp::Clean, PhysAddr(0), 16);
     assert_eq!(m.now_ps() - t0, 16 * (30 + 2_000));
-    let t = m.ledger.totals();
+    let t = m.ledger().totals();
     assert_eq!(t[Counter::L1Writeback as usize], 16);
     assert_eq!(t[Counter::L2Writeback as usize], 16);
-    assert_eq!(m.ledger.total_ps(), m.now_ps());
+    assert_eq!(m.ledger().total_ps(), m.now_ps());
     // Clean everywhere now: the same two operations cost the bare operations.
     let t1 = m.now_ps();
     m.cache_maint(CacheOp::Clean, PhysAddr(0), 16);
@@ -475,7 +475,7 @@ fn dirty_lines_cost_their_writebacks_at_each_level() {
     let t2 = m.now_ps();
     m.cache_maint(CacheOp::Inval, PhysAddr(0), 1);
     assert_eq!(m.now_ps() - t2, 10);
-    assert_eq!(m.ledger.totals()[Counter::L1Writeback as usize], 16);
+    assert_eq!(m.ledger().totals()[Counter::L1Writeback as usize], 16);
 }
 
 /// A program's loop: uncached memory is one priced access each; cached memory pays its
@@ -511,7 +511,7 @@ fn cpu_accesses_cost_by_memory_type_and_line_state() {
     let t1 = m.now_ps();
     m.cpu_access(Access::Read, MemType::Cached, 8, PhysAddr(0), 256);
     assert_eq!(m.now_ps() - t1, 32 * 12);
-    let t = m.ledger.totals();
+    let t = m.ledger().totals();
     assert_eq!(t[Counter::CpuAccess as usize], 256 + 256 + 32);
     assert_eq!(t[Counter::LineFill as usize], 4);
     // With prefetch: the first line's fill is exposed, each next line's fill less the
@@ -521,7 +521,7 @@ fn cpu_accesses_cost_by_memory_type_and_line_state() {
     let mut m = Model::new(p);
     m.cpu_access(Access::Read, MemType::Cached, 1, PhysAddr(0), 256);
     assert_eq!(m.now_ps(), 256 * 10 + 1_000 + 3 * (1_000 - 640));
-    assert_eq!(m.ledger.total_ps(), m.now_ps());
+    assert_eq!(m.ledger().total_ps(), m.now_ps());
 }
 
 #[test]
@@ -544,7 +544,7 @@ fn tlbstatus_reads_busy_until_prior_invalidations_and_the_sync_complete() {
     assert_eq!(m.mmio_read(MmioReg::SmmuTlbstatus), SMMU_TLBSTATUS_GSACTIVE);
     assert_eq!(m.mmio_read(MmioReg::SmmuTlbstatus), 0);
     assert_eq!(m.now_ps(), 250);
-    let t = m.ledger.totals();
+    let t = m.ledger().totals();
     assert_eq!(t[Counter::SmmuTlbiva as usize], 4);
     assert_eq!(t[Counter::SmmuTlbstatusRead as usize], 2);
     m.udelay(2);
@@ -572,8 +572,8 @@ fn cmdq_sync_waits_for_the_queue_to_drain() {
     assert_eq!(m.now_ps(), 25);
     m.smmu_cmdq_wait_sync();
     assert_eq!(m.now_ps(), 205);
-    assert_eq!(m.ledger.total_ps(), 205);
-    assert_eq!(m.ledger.totals()[Counter::CmdqBatch as usize], 1);
+    assert_eq!(m.ledger().total_ps(), 205);
+    assert_eq!(m.ledger().totals()[Counter::CmdqBatch as usize], 1);
 }
 
 fn numa_model(cpu_node: u32, smmu_node: u32) -> Model {
@@ -609,7 +609,7 @@ fn a_cmd_sync_pays_four_line_transfers_by_the_queues_home_node() {
         m.smmu_cmdq_issue(&[SmmuCmdKind::Sync]);
         m.smmu_cmdq_wait_sync();
         t.push(m.now_ps() - start);
-        assert_eq!(m.ledger.totals()[Counter::SmmuCmdqBase as usize], 1);
+        assert_eq!(m.ledger().totals()[Counter::SmmuCmdqBase as usize], 1);
     }
     // Remote queue (node 0 from node 1): 5 + 7000 + 10, SMMU 7000 + 100 + 7000, reload 7000.
     assert_eq!(t[0], 5 + 10 + 100 + 4 * 7_000);
@@ -677,12 +677,12 @@ fn wmb_is_priced_and_counted_apart_from_the_full_barrier() {
     m.cache_maint(CacheOp::Clean, PhysAddr(0), 1);
     m.wmb();
     assert_eq!(m.now_ps(), 25 + 1000 + 25);
-    let t = m.ledger.totals();
+    let t = m.ledger().totals();
     assert_eq!(
         (t[Counter::Wmb as usize], t[Counter::Barrier as usize]),
         (2, 0)
     );
-    assert_eq!(m.ledger.total_ps(), m.now_ps());
+    assert_eq!(m.ledger().total_ps(), m.now_ps());
 }
 
 #[test]
@@ -696,7 +696,7 @@ fn barrier_exposes_latency_once() {
     // Nothing outstanding: a second barrier costs only itself.
     m.barrier();
     assert_eq!(m.now_ps(), 1730);
-    assert_eq!(m.ledger.total_ps(), 1730);
+    assert_eq!(m.ledger().total_ps(), 1730);
 }
 
 #[test]
@@ -741,11 +741,11 @@ fn copies_charge_per_call_and_per_byte() {
     m.copy(2048);
     m.leave();
     assert_eq!(m.now_ps(), 5000 + 512);
-    let t = m.ledger.totals();
+    let t = m.ledger().totals();
     assert_eq!(t[Counter::BounceCopy as usize], 1);
     assert_eq!(t[Counter::BounceCopyBytes as usize], 2048);
     m.count(Counter::SpinLock, 2);
-    assert_eq!(m.ledger.totals()[Counter::SpinLock as usize], 2);
+    assert_eq!(m.ledger().totals()[Counter::SpinLock as usize], 2);
     assert_eq!(m.now_ps(), 5512, "a count charges no time");
 }
 

@@ -389,9 +389,9 @@ fn each_lookup_charges_one_table_walk() {
                 DmaAttrs::NONE,
             )
             .unwrap();
-        let t0 = m.ledger.total_ps();
+        let t0 = m.ledger().total_ps();
         d.unmap_page(&mut m, &dev, a, 4096, dir, DmaAttrs::NONE);
-        spent.push(m.ledger.total_ps() - t0);
+        spent.push(m.ledger().total_ps() - t0);
     }
     assert_eq!(spent[1] - spent[0], 40_000);
     assert_eq!(spent[2], spent[1]);
@@ -636,11 +636,11 @@ fn the_flush_queue_timer_fires_at_the_first_call_after_ten_ms() {
     assert_eq!(d.fq_stats().timer_flushes, 1);
     assert_eq!(d.fq_stats().freed, 2);
     assert_eq!(c, b);
-    let totals = m.ledger.totals();
+    let totals = m.ledger().totals();
     assert_eq!(totals[Counter::SmmuTlbiasid as usize], 1);
     assert_eq!(totals[Counter::SmmuTlbival as usize], 0);
     assert!(
-        m.ledger.stacks().iter().any(|s| s.stack_string()
+        m.ledger().stacks().iter().any(|s| s.stack_string()
             == "fq_flush_timeout > fq_flush_iotlb > arm_smmu_tlb_inv_context_s1"),
         "the timer runs as its own top-level frame"
     );

@@ -24,7 +24,7 @@
 //! path would; a call it declines changes nothing.
 
 use super::{ARM_LPAE_MAX_LEVELS, ArmLpaeIoPgtable, PTE_TYPE_PAGE};
-use crate::hw::SwCost;
+use crate::hw::{Hw, SwCost};
 use crate::mm::physmem::PhysMem;
 use crate::types::PhysAddr;
 
@@ -60,8 +60,9 @@ impl ArmLpaeIoPgtable {
 
     /// `__arm_lpae_map()` of one empty page entry: `true` when done here.
     #[inline]
-    pub(super) fn map_one_shortcut(
+    pub(super) fn map_one_shortcut<H: Hw + ?Sized>(
         &mut self,
+        hw: &mut H,
         iova: u64,
         paddr: u64,
         size: u64,
@@ -71,17 +72,23 @@ impl ArmLpaeIoPgtable {
         let new = attrs | PTE_TYPE_PAGE | (paddr & self.addr_mask);
         let cost = self.costs.init_pte;
         let write = |pte| (pte == 0).then_some(new);
-        self.leaf_shortcut(iova, size, pgcount, cost, write, |old| old == 0)
+        self.leaf_shortcut(hw, iova, size, pgcount, cost, write, |old| old == 0)
     }
 
     /// `__arm_lpae_unmap()` of one page entry: `true` when cleared here (the caller then
     /// invalidates it, clear before invalidate as the kernel orders them).
     #[inline]
-    pub(super) fn unmap_one_shortcut(&mut self, iova: u64, size: u64, pgcount: u64) -> bool {
+    pub(super) fn unmap_one_shortcut<H: Hw + ?Sized>(
+        &mut self,
+        hw: &mut H,
+        iova: u64,
+        size: u64,
+        pgcount: u64,
+    ) -> bool {
         let leaf = ARM_LPAE_MAX_LEVELS - 1;
         let cost = self.costs.clear_pte;
         let clear = |pte| Self::pte_is_leaf(pte, leaf).then_some(0);
-        self.leaf_shortcut(iova, size, pgcount, cost, clear, |old| {
+        self.leaf_shortcut(hw, iova, size, pgcount, cost, clear, |old| {
             Self::pte_is_leaf(old, leaf)
         })
     }
@@ -90,8 +97,10 @@ impl ArmLpaeIoPgtable {
     /// `update` it; `update` declines (`None`) what the general path must handle, and `took`
     /// says from the entry's old value whether it did not.
     #[inline(always)]
-    fn leaf_shortcut(
+    #[allow(clippy::too_many_arguments)]
+    fn leaf_shortcut<H: Hw + ?Sized>(
         &mut self,
+        hw: &mut H,
         iova: u64,
         size: u64,
         pgcount: u64,
@@ -135,8 +144,8 @@ impl ArmLpaeIoPgtable {
                 steps_cost,
             };
         }
-        self.pending_sw.add(steps_cost);
-        self.pending_sw.add(cost);
+        hw.sw(steps_cost);
+        hw.sw(cost);
         true
     }
 

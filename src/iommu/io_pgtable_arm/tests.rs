@@ -150,7 +150,7 @@ fn the_shortcut_does_what_the_general_path_does() {
             .iter()
             .map(|&p| t.pte_at(base + p * 4096, 3))
             .collect();
-        (results, ptes, m.ledger.stacks(), m.now_ps() - t0)
+        (results, ptes, m.ledger().stacks(), m.now_ps() - t0)
     };
     let general = run(false, false);
     assert_eq!(run(true, false), general);

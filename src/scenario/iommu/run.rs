@@ -182,9 +182,9 @@ impl Meter {
     /// Time and count one call of the operation at `slot`.
     fn time<T>(&mut self, hw: &mut Model, slot: usize, f: impl FnOnce(&mut Model) -> T) -> T {
         let t0 = hw.now_ps();
-        let c0 = hw.ledger.totals();
+        let c0 = hw.ledger().totals();
         let r = f(hw);
-        let c1 = hw.ledger.totals();
+        let c1 = hw.ledger().totals();
         let o = &mut self.ops[slot];
         o.calls += 1;
         o.total_ps += hw.now_ps() - t0;
@@ -290,17 +290,17 @@ pub fn run(s: &Scenario, progress: &Progress) -> Result<IommuRunResult, String> 
             ));
         }
     }
-    debug_assert!(hw.ledger.depth_is_zero());
-    let stacks = stack_rows(&hw.ledger);
+    debug_assert!(hw.ledger().depth_is_zero());
+    let stacks = stack_rows(hw.ledger());
     Ok(IommuRunResult {
         info: s.run_info(),
         iommu: cfg,
         geometry: m.geometry,
         workload: s.workload.clone(),
         ops: m.ops,
-        counts: hw.ledger.totals(),
+        counts: hw.ledger().totals(),
         stacks,
-        total_ps: hw.ledger.total_ps(),
+        total_ps: hw.ledger().total_ps(),
     })
 }
 

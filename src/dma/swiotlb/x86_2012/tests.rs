@@ -334,9 +334,9 @@ fn model_time_and_per_symbol_profile_follow_the_calls_made() {
         let t = o.map_page(&mut m, &dev, tx, 60, TO, NONE).unwrap();
         assert!(!o.mapping_error(&mut m, &dev, t));
         o.unmap_page(&mut m, &dev, t, 60, TO, NONE);
+        let stacks = m.ledger().stacks();
         let self_time = |sym: &str| -> u64 {
-            m.ledger
-                .stacks()
+            stacks
                 .iter()
                 .filter(|s| s.stack.last() == Some(&sym))
                 .map(|s| s.self_ps)
