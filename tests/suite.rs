@@ -24,6 +24,7 @@ mod plots;
 mod priced;
 mod progress;
 mod release_rules;
+mod replay;
 mod reproduce_figures;
 mod run_tables;
 mod sensitivity;

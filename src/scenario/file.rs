@@ -322,6 +322,7 @@ impl Scenario {
         let shared = Shared {
             profile: &profile,
             iommu: iommu_cfg.as_ref().map(|(cfg, _)| cfg),
+            dir,
         };
         let w = (kind.parse)(&c, workload, &shared)?;
 

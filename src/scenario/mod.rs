@@ -27,6 +27,7 @@ pub mod iommu;
 mod kind;
 pub mod pipeline;
 pub mod progress;
+pub mod replay;
 mod resolve;
 pub mod streaming;
 pub mod user_access;
@@ -60,6 +61,7 @@ kind::workloads! {
     IommuOps(iommu::Ops),
     UserAccess(user_access::UserAccess),
     Pipeline(pipeline::Pipeline),
+    Replay(replay::Replay),
     Coherent(coherent::Coherent),
 }
 
@@ -154,6 +156,8 @@ pub struct Kind {
 pub(crate) struct Shared<'a> {
     pub(crate) profile: &'a Profile,
     pub(crate) iommu: Option<&'a IommuConfig>,
+    /// The scenario file's directory: files it names are read from there.
+    pub(crate) dir: &'a std::path::Path,
 }
 
 impl Workload {

@@ -319,10 +319,16 @@ impl Scenario {
     /// IOMMU; a bounce pool where the workload needs one (on x86-64 before 5.0, lib/swiotlb.c's
     /// own `swiotlb_dma_ops`; dma-direct over the pool otherwise); dma-direct otherwise.
     pub fn dma_ops(&self) -> DmaOpsKind {
-        if self.iommu.is_some() {
+        self.dma_ops_for(self.iommu.is_some(), self.workload.uses_swiotlb())
+    }
+
+    /// [`Scenario::dma_ops`] for a device behind an IOMMU or not, with a bounce pool or not
+    /// (a replayed trace's devices each have their own).
+    pub fn dma_ops_for(&self, iommu: bool, swiotlb: bool) -> DmaOpsKind {
+        if iommu {
             return DmaOpsKind::IommuDma;
         }
-        if !self.workload.uses_swiotlb() {
+        if !swiotlb {
             // ARM had no dma-direct before 5.x; every modelled ARMv7 release has arm_dma_ops.
             if self.profile.arch() == Arch::Armv7 {
                 return DmaOpsKind::ArmDma;

@@ -1,0 +1,809 @@
+//! The `replay` workload: a driver's own DMA API calls, read from a kernel trace, made again on
+//! the modelled platform, release and policies.
+//!
+//! Kernel counterpart: none — the calls are the driver's (`dma:*` trace events, 6.12 on); what
+//! they cost is the modelled stack's. [`crate::trace::replay`] pairs each unmap and sync with
+//! its map; each device gets the ops setup gives a device of its kind (behind an IOMMU or not,
+//! with a bounce pool or not); the calls run in trace order on one modelled CPU.
+//!
+//! Devices: a trace names devices, not their setup. `[workload]` gives the defaults
+//! (`coherent`, `dma_mask_bits`) and `[workload.devices."NAME"]` a device's own; what is not
+//! given is inferred from the trace where it shows (a map whose DMA address differs from its
+//! physical one: an IOMMU; a `swiotlb_bounced` event: a bounce pool) and the report says so.
+//!
+//! Invariants: every traced call is replayed or named as not replayable with its line; a call
+//! whose map the modelled kernel refused is not made (as a driver would not unmap a failed map)
+//! and is counted as skipped; the checks of [`crate::trace::checks`] are made on the trace as
+//! read, before anything runs.
+
+use super::{Ctx, Progress, RunInfo, Scenario, Shared, Workload};
+use crate::device::Device;
+use crate::hw::Counter;
+use crate::hw::calls::{CallStat, CallTimer, StackRow, stack_rows};
+use crate::input::InputError;
+use crate::mm::physmem::NodeRange;
+use crate::report::{
+    FORMAT_VERSION, HeadDoc, StackDoc, TimeUnit, breakdown_docs, call_doc, counts_map, header,
+    human_bytes, ns, stack_table,
+};
+use crate::scatterlist::{SgEntry, SgTable};
+use crate::setup::{DeviceSetup, Machine, SetupError, setup_dma_ops};
+use crate::trace::checks::Finding;
+use crate::trace::replay::{Call, DeviceCalls, Unresolved};
+use crate::types::{DmaAddr, PhysAddr};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write;
+use std::rc::Rc;
+use toml::Spanned;
+
+/// The registry entry of this kind.
+pub const KIND: super::Kind = super::Kind {
+    name: "replay",
+    summary: "a driver's DMA API calls read from a kernel trace, made again",
+    parse,
+};
+
+/// Where the model's own memory (page tables, bounce pools) starts when the trace's buffers
+/// leave room there; otherwise above the trace's highest address.
+const MODEL_MEMORY_BASE: u64 = 0x8000_0000;
+const MODEL_MEMORY: u64 = 1 << 30;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Section {
+    #[allow(dead_code)]
+    kind: Spanned<String>,
+    trace: Option<Spanned<String>>,
+    coherent: Option<Spanned<bool>>,
+    dma_mask_bits: Option<Spanned<i64>>,
+    #[serde(default)]
+    devices: BTreeMap<String, DeviceSection>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DeviceSection {
+    coherent: Option<Spanned<bool>>,
+    dma_mask_bits: Option<Spanned<i64>>,
+    iommu: Option<Spanned<bool>>,
+    bounce: Option<Spanned<bool>>,
+}
+
+/// One traced device as the replay sets it up.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReplayDevice {
+    pub device: Device,
+    pub iommu: bool,
+    pub bounce: bool,
+    /// What was inferred from the trace rather than given, in words, with the line.
+    pub inferred: Vec<String>,
+    pub calls: DeviceCalls,
+}
+
+/// A trace to replay.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Replay {
+    /// The trace file as the scenario names it.
+    pub trace: String,
+    pub devices: Rc<Vec<ReplayDevice>>,
+    /// What `trace::checks` found in the trace.
+    pub findings: Rc<Vec<Finding>>,
+    /// Lines of other events, by name.
+    pub skipped: BTreeMap<String, u64>,
+    /// The lowest and highest physical address the calls touch.
+    phys_span: (u64, u64),
+    /// Where `iommu` inference needs an `[iommu]` section: the device and the line.
+    needs_iommu: Option<(String, usize)>,
+}
+
+fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Workload, InputError> {
+    let kind_span = v.span();
+    let w: Section = c.section(v)?;
+    let trace = w.trace.as_ref().ok_or_else(|| {
+        c.err(
+            kind_span.clone(),
+            "workload.trace",
+            "missing: the trace file to replay (the text of `trace-cmd report`, tracefs or `perf script`)",
+        )
+    })?;
+    let path = shared.dir.join(trace.get_ref());
+    let bytes = std::fs::read(&path).map_err(|e| {
+        c.err(
+            trace.span(),
+            "workload.trace",
+            format!("cannot read {}: {e}", path.display()),
+        )
+    })?;
+    let shown = path.display().to_string();
+    if bytes.starts_with(b"\x17\x08\x44tracing") {
+        return Err(InputError::new(
+            &shown,
+            "a binary trace-cmd file (trace.dat): run `trace-cmd report` on it and replay its text",
+        ));
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|_| InputError::new(&shown, "not a text trace (it is not UTF-8)"))?;
+    let parsed = crate::trace::parse(&shown, &text)?;
+    let findings = crate::trace::checks::check(&parsed);
+    let seen = parsed.devices();
+    let rebuilt = crate::trace::replay::rebuild(&parsed);
+
+    let mask = |v: &Spanned<i64>, key: &str| c.int(v, key, 12..=64).map(|b| b as u32);
+    let default_coherent = w.coherent.as_ref().is_some_and(|b| *b.get_ref());
+    let default_mask = match &w.dma_mask_bits {
+        Some(m) => mask(m, "workload.dma_mask_bits")?,
+        None => 64,
+    };
+    for name in w.devices.keys() {
+        if !rebuilt.iter().any(|d| &d.name == name) {
+            let known: Vec<&str> = rebuilt.iter().map(|d| d.name.as_str()).collect();
+            return Err(c.err(
+                kind_span.clone(),
+                &format!("workload.devices.{name}"),
+                format!(
+                    "the trace has no device `{name}`; it names: {}",
+                    known.join(", ")
+                ),
+            ));
+        }
+    }
+    let mut devices = Vec::new();
+    let mut needs_iommu = None;
+    let (mut lo, mut hi) = (u64::MAX, 0u64);
+    for calls in rebuilt {
+        let own = w.devices.get(&calls.name);
+        let seen = seen.iter().find(|s| s.name == calls.name);
+        let mut inferred = Vec::new();
+        let coherent = own
+            .and_then(|d| d.coherent.as_ref())
+            .map_or(default_coherent, |b| *b.get_ref());
+        let mask_bits = match own.and_then(|d| d.dma_mask_bits.as_ref()) {
+            Some(m) => mask(m, &format!("workload.devices.{}.dma_mask_bits", calls.name))?,
+            None => default_mask,
+        };
+        let iommu = match own.and_then(|d| d.iommu.as_ref()) {
+            Some(b) => *b.get_ref(),
+            None => match seen.and_then(|s| s.translated_at) {
+                Some(line) => {
+                    inferred.push(format!(
+                        "behind an IOMMU (line {line}: a DMA address differs from its physical address)"
+                    ));
+                    if shared.iommu.is_none() {
+                        needs_iommu.get_or_insert((calls.name.clone(), line));
+                    }
+                    true
+                }
+                None => false,
+            },
+        };
+        let bounce = match own.and_then(|d| d.bounce.as_ref()) {
+            Some(b) => *b.get_ref(),
+            None => match seen.and_then(|s| s.bounced_at) {
+                Some(line) => {
+                    inferred.push(format!("bounces through swiotlb (line {line})"));
+                    true
+                }
+                None => false,
+            },
+        };
+        for t in &calls.calls {
+            let ranges: Vec<(u64, u64)> = match &t.call {
+                Call::MapPage { phys, size, .. } => vec![(*phys, *size)],
+                Call::MapSg { entries, .. } => entries.clone(),
+                _ => Vec::new(),
+            };
+            for (p, len) in ranges {
+                lo = lo.min(p);
+                hi = hi.max(p.saturating_add(len));
+            }
+        }
+        devices.push(ReplayDevice {
+            device: Device::new(&calls.name, coherent, mask_bits),
+            iommu,
+            bounce,
+            inferred,
+            calls,
+        });
+    }
+    Ok(Workload::Replay(Replay {
+        trace: trace.get_ref().clone(),
+        devices: Rc::new(devices),
+        findings: Rc::new(findings),
+        skipped: parsed.skipped,
+        phys_span: (lo.min(hi), hi),
+        needs_iommu,
+    }))
+}
+
+/// What was replayed for one device.
+#[derive(Clone, Debug)]
+pub struct DeviceResult {
+    pub name: String,
+    pub coherent: bool,
+    pub dma_mask: u64,
+    pub dma_ops: String,
+    pub inferred: Vec<String>,
+    pub calls: Vec<CallStat>,
+    /// Bytes per call, in the order of `calls`.
+    pub bytes: Vec<u64>,
+    pub unresolved: Vec<Unresolved>,
+    /// Calls not made because the map they belong to was refused by the modelled kernel.
+    pub skipped_after_refusal: u64,
+    pub truncated: u64,
+    pub allocs: u64,
+    /// The trace's own span of this device's calls, in ns.
+    pub span_ns: Option<u64>,
+}
+
+impl DeviceResult {
+    fn total_ps(&self) -> u64 {
+        self.calls.iter().map(|c| c.total_ps).sum()
+    }
+
+    fn call_count(&self) -> u64 {
+        self.calls.iter().map(|c| c.count).sum()
+    }
+
+    /// The modelled time of the calls as a share of one CPU over the trace's own span.
+    pub fn cpu_share(&self) -> Option<f64> {
+        let span = self.span_ns.filter(|&s| s > 0)?;
+        Some(ns(self.total_ps()) / span as f64)
+    }
+
+    /// Calls a second at the trace's own rate.
+    pub fn call_rate(&self) -> Option<f64> {
+        let span = self.span_ns.filter(|&s| s > 0)?;
+        Some(self.call_count() as f64 * 1e9 / span as f64)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct RunResult {
+    pub info: RunInfo,
+    pub trace: String,
+    pub devices: Vec<DeviceResult>,
+    pub findings: Rc<Vec<Finding>>,
+    pub skipped: BTreeMap<String, u64>,
+    pub counts: [u64; Counter::N],
+    pub stacks: Vec<StackRow>,
+    pub total_ps: u64,
+}
+
+/// A mapping the replay made, by the trace's number for it.
+enum Mapped {
+    Single(DmaAddr),
+    Sg(SgTable),
+}
+
+fn sg_table(entries: &[(u64, u64)]) -> Option<SgTable> {
+    let mut out = Vec::with_capacity(entries.len());
+    for &(phys, len) in entries {
+        let page = phys & !(crate::scatterlist::PAGE_SIZE - 1);
+        out.push(SgEntry {
+            page: PhysAddr(page),
+            offset: (phys - page) as u32,
+            length: u32::try_from(len).ok()?,
+            dma_address: DmaAddr::MAPPING_ERROR,
+            dma_length: 0,
+        });
+    }
+    Some(SgTable {
+        entries: out,
+        nents: 0,
+    })
+}
+
+/// The DMA address `offset` bytes into a mapped list, its mapped segments counted back to
+/// back.
+fn sg_addr(sgt: &SgTable, offset: u64) -> Option<DmaAddr> {
+    let mut at = 0u64;
+    for e in &sgt.entries[..sgt.nents] {
+        let len = u64::from(e.dma_length);
+        if offset < at + len {
+            return Some(DmaAddr(e.dma_address.0 + (offset - at)));
+        }
+        at += len;
+    }
+    None
+}
+
+pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, SetupError> {
+    // The model's own memory where the driver's buffers are not.
+    let (lo, hi) = w.phys_span;
+    let base = if hi <= MODEL_MEMORY_BASE || lo >= MODEL_MEMORY_BASE + MODEL_MEMORY {
+        MODEL_MEMORY_BASE
+    } else {
+        hi.div_ceil(MODEL_MEMORY) * MODEL_MEMORY
+    };
+    let mut m = Machine::boot(
+        &s.profile,
+        vec![NodeRange {
+            node: 0,
+            start: PhysAddr(base),
+            size: MODEL_MEMORY,
+        }],
+    );
+    let mut apis = Vec::new();
+    for d in w.devices.iter() {
+        let setup = DeviceSetup {
+            profile: &s.profile,
+            policies: &s.policies,
+            device: &d.device,
+            swiotlb: &s.swiotlb,
+            iommu: if d.iommu { s.iommu.as_ref() } else { None },
+            ops: s.dma_ops_for(d.iommu && s.iommu.is_some(), d.bounce),
+        };
+        let ops = setup.ops.describe(&s.policies);
+        apis.push((setup_dma_ops(&mut m, &setup, 1)?, ops));
+    }
+    let mut hw = m.hw;
+    hw.clear_ledger();
+    // Every device's calls in trace order.
+    let mut order: Vec<(usize, usize, usize)> = w
+        .devices
+        .iter()
+        .enumerate()
+        .flat_map(|(di, d)| {
+            d.calls
+                .calls
+                .iter()
+                .enumerate()
+                .map(move |(ci, c)| (c.line, di, ci))
+        })
+        .collect();
+    order.sort_unstable();
+    let mut timers: Vec<CallTimer> = w.devices.iter().map(|_| CallTimer::default()).collect();
+    let mut bytes: Vec<BTreeMap<&'static str, u64>> = vec![BTreeMap::new(); w.devices.len()];
+    let mut skipped = vec![0u64; w.devices.len()];
+    let mut live: Vec<HashMap<usize, Mapped>> = w.devices.iter().map(|_| HashMap::new()).collect();
+    for (_, di, ci) in order {
+        let traced = &w.devices[di].calls.calls[ci];
+        let (api, t, live) = (&mut apis[di].0, &mut timers[di], &mut live[di]);
+        let name = traced.call.name();
+        let made = match &traced.call {
+            Call::MapPage {
+                map,
+                phys,
+                size,
+                dir,
+                attrs,
+            } => {
+                let r = t.time_result(&mut hw, name, |hw| {
+                    api.map_page(hw, PhysAddr(*phys), *size, *dir, *attrs)
+                });
+                if let Some(a) = r {
+                    live.insert(map.0, Mapped::Single(a));
+                }
+                true
+            }
+            Call::UnmapPage {
+                map,
+                size,
+                dir,
+                attrs,
+            } => match live.remove(&map.0) {
+                Some(Mapped::Single(a)) => {
+                    t.time(&mut hw, name, |hw| {
+                        api.unmap_page(hw, a, *size, *dir, *attrs)
+                    });
+                    true
+                }
+                _ => false,
+            },
+            Call::MapSg {
+                map,
+                entries,
+                dir,
+                attrs,
+            } => match sg_table(entries) {
+                Some(mut sgt) => {
+                    let r =
+                        t.time_result(&mut hw, name, |hw| api.map_sg(hw, &mut sgt, *dir, *attrs));
+                    if r.is_some() {
+                        live.insert(map.0, Mapped::Sg(sgt));
+                    }
+                    true
+                }
+                None => false,
+            },
+            Call::UnmapSg { map, dir, attrs } => match live.remove(&map.0) {
+                Some(Mapped::Sg(mut sgt)) => {
+                    t.time(&mut hw, name, |hw| api.unmap_sg(hw, &mut sgt, *dir, *attrs));
+                    true
+                }
+                _ => false,
+            },
+            Call::SyncSingle {
+                map,
+                offset,
+                size,
+                dir,
+                for_device,
+            } => {
+                let addr = match live.get(&map.0) {
+                    Some(Mapped::Single(a)) => Some(DmaAddr(a.0 + offset)),
+                    Some(Mapped::Sg(sgt)) => sg_addr(sgt, *offset),
+                    None => None,
+                };
+                match addr {
+                    Some(a) => {
+                        t.time(&mut hw, name, |hw| {
+                            if *for_device {
+                                api.sync_single_for_device(hw, a, *size, *dir)
+                            } else {
+                                api.sync_single_for_cpu(hw, a, *size, *dir)
+                            }
+                        });
+                        true
+                    }
+                    None => false,
+                }
+            }
+            Call::SyncSg {
+                map,
+                dir,
+                for_device,
+            } => match live.get(&map.0) {
+                Some(Mapped::Sg(sgt)) => {
+                    t.time(&mut hw, name, |hw| {
+                        if *for_device {
+                            api.sync_sg_for_device(hw, sgt, *dir)
+                        } else {
+                            api.sync_sg_for_cpu(hw, sgt, *dir)
+                        }
+                    });
+                    true
+                }
+                _ => false,
+            },
+        };
+        if made {
+            *bytes[di].entry(name).or_default() += traced.bytes;
+        } else {
+            skipped[di] += 1;
+        }
+        progress.advance(1);
+    }
+    debug_assert!(hw.ledger().depth_is_zero());
+    let stacks = stack_rows(hw.ledger());
+    let devices = w
+        .devices
+        .iter()
+        .zip(timers)
+        .zip(apis)
+        .enumerate()
+        .map(|(i, ((d, t), (_, ops)))| DeviceResult {
+            name: d.device.name.clone(),
+            coherent: d.device.coherent,
+            dma_mask: d.device.dma_mask,
+            dma_ops: ops,
+            inferred: d.inferred.clone(),
+            bytes: t
+                .stats
+                .iter()
+                .map(|c| bytes[i].get(c.call).copied().unwrap_or(0))
+                .collect(),
+            calls: t.stats,
+            unresolved: d.calls.unresolved.clone(),
+            skipped_after_refusal: skipped[i],
+            truncated: d.calls.truncated,
+            allocs: d.calls.allocs,
+            span_ns: d
+                .calls
+                .first_ns
+                .zip(d.calls.last_ns)
+                .map(|(a, b)| b.saturating_sub(a)),
+        })
+        .collect();
+    Ok(RunResult {
+        info: s.run_info(),
+        trace: w.trace.clone(),
+        devices,
+        findings: w.findings.clone(),
+        skipped: w.skipped.clone(),
+        counts: hw.ledger().totals(),
+        stacks,
+        total_ps: hw.ledger().total_ps(),
+    })
+}
+
+// Rendering.
+
+/// The `dmasim run` table of a replay.
+pub fn table(r: &RunResult) -> String {
+    let mut o = String::new();
+    header(&mut o, &r.info);
+    let calls: u64 = r.devices.iter().map(|d| d.call_count()).sum();
+    let n = r.devices.len();
+    let _ = writeln!(
+        o,
+        "trace      {}: {n} device{}, {calls} calls replayed",
+        r.trace,
+        if n == 1 { "" } else { "s" },
+    );
+    if !r.skipped.is_empty() {
+        let n: u64 = r.skipped.values().sum();
+        let _ = writeln!(o, "           {n} lines of other events skipped");
+    }
+    for d in &r.devices {
+        let _ = writeln!(
+            o,
+            "\ndevice     {} ({}, DMA mask {:#x}), {}",
+            d.name,
+            if d.coherent {
+                "coherent"
+            } else {
+                "non-coherent"
+            },
+            d.dma_mask,
+            d.dma_ops
+        );
+        for i in &d.inferred {
+            let _ = writeln!(o, "inferred   {i}");
+        }
+        let unit = TimeUnit::for_column(d.calls.iter().map(|c| c.mean_ns()));
+        let total_unit = TimeUnit::for_column(d.calls.iter().map(|c| ns(c.total_ps)));
+        let _ = writeln!(
+            o,
+            "{:<28} {:>8} {:>10} {:>14} {:>14}",
+            "call",
+            "count",
+            "bytes",
+            unit.header("mean"),
+            total_unit.header("total")
+        );
+        for (c, b) in d.calls.iter().zip(&d.bytes) {
+            let _ = writeln!(
+                o,
+                "{:<28} {:>8} {:>10} {:>14} {:>14}",
+                c.call,
+                c.count,
+                human_bytes(*b),
+                unit.num(c.mean_ns()),
+                total_unit.num(ns(c.total_ps))
+            );
+        }
+        if let (Some(rate), Some(share)) = (d.call_rate(), d.cpu_share()) {
+            let _ = writeln!(
+                o,
+                "at the trace's rate ({rate:.0} calls/s): {:.3} % of one CPU",
+                share * 100.0
+            );
+        }
+        for c in d.calls.iter().filter(|c| c.errors > 0) {
+            let _ = writeln!(
+                o,
+                "refused    {} of {} {}: {}",
+                c.errors,
+                c.count,
+                c.call,
+                c.first_error.as_deref().unwrap_or("")
+            );
+        }
+        if d.skipped_after_refusal > 0 {
+            let _ = writeln!(
+                o,
+                "not made   {} calls on mappings the modelled kernel refused",
+                d.skipped_after_refusal
+            );
+        }
+        if d.truncated > 0 {
+            let _ = writeln!(
+                o,
+                "truncated  {} lists the trace cut at 128 entries: their first 128 replayed",
+                d.truncated
+            );
+        }
+        if d.allocs > 0 {
+            let _ = writeln!(
+                o,
+                "not replayed {} coherent allocations and frees",
+                d.allocs
+            );
+        }
+        for u in d.unresolved.iter().take(5) {
+            let _ = writeln!(o, "not replayed line {}: {}: {}", u.line, u.event, u.why);
+        }
+        if d.unresolved.len() > 5 {
+            let _ = writeln!(o, "not replayed ... {} more", d.unresolved.len() - 5);
+        }
+    }
+    findings(&mut o, &r.findings);
+    stack_table(&mut o, "over the trace", &r.stacks, r.total_ps, 1);
+    o
+}
+
+fn findings(o: &mut String, f: &[Finding]) {
+    if f.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "\nwarnings (what CONFIG_DMA_API_DEBUG would report)");
+    for x in f {
+        let lines: Vec<String> = x.lines.iter().map(|l| l.to_string()).collect();
+        let _ = writeln!(
+            o,
+            "  line {}: {} {}: {}",
+            lines.join(", "),
+            x.device,
+            x.kind.name(),
+            x.message
+        );
+    }
+}
+
+#[derive(Serialize)]
+struct RunDoc<'a> {
+    format_version: u32,
+    #[serde(flatten)]
+    head: HeadDoc<'a>,
+    workload: WorkloadDoc<'a>,
+    devices: Vec<DeviceDoc<'a>>,
+    findings: Vec<FindingDoc<'a>>,
+    operations: BTreeMap<&'static str, u64>,
+    breakdown: Vec<StackDoc>,
+    total_ns: f64,
+}
+
+#[derive(Serialize)]
+struct WorkloadDoc<'a> {
+    kind: &'static str,
+    trace: &'a str,
+    skipped_lines: &'a BTreeMap<String, u64>,
+}
+
+#[derive(Serialize)]
+struct DeviceDoc<'a> {
+    name: &'a str,
+    coherent: bool,
+    dma_mask: String,
+    dma_ops: &'a str,
+    inferred: &'a [String],
+    calls: Vec<serde_json::Value>,
+    not_replayed: Vec<UnresolvedDoc<'a>>,
+    not_made_after_refusal: u64,
+    truncated_lists: u64,
+    coherent_allocations: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    calls_per_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cpu_share: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct UnresolvedDoc<'a> {
+    line: usize,
+    event: &'static str,
+    why: &'a str,
+}
+
+#[derive(Serialize)]
+struct FindingDoc<'a> {
+    kind: &'static str,
+    device: &'a str,
+    lines: &'a [usize],
+    message: &'a str,
+}
+
+/// The `dmasim run --format json` document of a replay.
+pub fn json(r: &RunResult) -> serde_json::Value {
+    let doc = RunDoc {
+        format_version: FORMAT_VERSION,
+        head: HeadDoc::of(&r.info),
+        workload: WorkloadDoc {
+            kind: "replay",
+            trace: &r.trace,
+            skipped_lines: &r.skipped,
+        },
+        devices: r
+            .devices
+            .iter()
+            .map(|d| DeviceDoc {
+                name: &d.name,
+                coherent: d.coherent,
+                dma_mask: format!("{:#x}", d.dma_mask),
+                dma_ops: &d.dma_ops,
+                inferred: &d.inferred,
+                calls: d
+                    .calls
+                    .iter()
+                    .zip(&d.bytes)
+                    .map(|(c, b)| {
+                        let mut v = serde_json::to_value(call_doc(c)).expect("plain data");
+                        v["bytes"] = (*b).into();
+                        v
+                    })
+                    .collect(),
+                not_replayed: d
+                    .unresolved
+                    .iter()
+                    .map(|u| UnresolvedDoc {
+                        line: u.line,
+                        event: u.event,
+                        why: &u.why,
+                    })
+                    .collect(),
+                not_made_after_refusal: d.skipped_after_refusal,
+                truncated_lists: d.truncated,
+                coherent_allocations: d.allocs,
+                calls_per_s: d.call_rate(),
+                cpu_share: d.cpu_share(),
+            })
+            .collect(),
+        findings: r
+            .findings
+            .iter()
+            .map(|f| FindingDoc {
+                kind: f.kind.name(),
+                device: &f.device,
+                lines: &f.lines,
+                message: &f.message,
+            })
+            .collect(),
+        operations: counts_map(&r.counts),
+        breakdown: breakdown_docs(&r.stacks, r.total_ps),
+        total_ns: ns(r.total_ps),
+    };
+    serde_json::to_value(doc).expect("plain data serialises")
+}
+
+impl super::WorkloadKind for Replay {
+    type Output = RunResult;
+    const KINDS: &'static [super::Kind] = &[KIND];
+
+    fn run(&self, s: &Scenario, progress: &Progress) -> Result<RunResult, String> {
+        run(s, self, progress).map_err(|e| e.to_string())
+    }
+
+    /// A device the trace shows behind an IOMMU needs the scenario's `[iommu]` domain.
+    fn check(&self, s: &Scenario) -> Result<(), InputError> {
+        if let Some((dev, line)) = &self.needs_iommu {
+            return Err(InputError::new(
+                &s.file,
+                format!(
+                    "device {dev} maps through an IOMMU (trace line {line}: a DMA address differs from its physical address): give an [iommu] section, or set workload.devices.\"{dev}\".iommu = false"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn work(&self, s: &Scenario) -> u128 {
+        let line = s.work_line();
+        self.devices
+            .iter()
+            .flat_map(|d| d.calls.calls.iter())
+            .map(|c| 8 + u128::from(c.bytes) / line)
+            .sum()
+    }
+
+    fn progress_total(&self) -> u64 {
+        self.devices
+            .iter()
+            .map(|d| d.calls.calls.len() as u64)
+            .sum()
+    }
+
+    fn own_devices(&self) -> bool {
+        true
+    }
+
+    fn uses_swiotlb(&self) -> bool {
+        self.devices.iter().any(|d| d.bounce)
+    }
+}
+
+impl super::KindResult for RunResult {
+    super::kind::result_fields!();
+    /// Per device and call, so that a comparison shows each device's change.
+    fn call_totals(&self) -> Vec<(String, u64, u64)> {
+        self.devices
+            .iter()
+            .flat_map(|d| {
+                d.calls
+                    .iter()
+                    .map(move |c| (format!("{} {}", d.name, c.call), c.count, c.total_ps))
+            })
+            .collect()
+    }
+}

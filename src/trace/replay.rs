@@ -1,0 +1,516 @@
+//! A traced driver's DMA API calls rebuilt as calls the model can make again: each unmap and
+//! sync paired with the map it belongs to, per device.
+//!
+//! Kernel counterpart: none — this is the bookkeeping kernel/dma/debug.c keeps (its hash of
+//! live mappings by device and DMA address), used to turn a trace back into calls.
+//!
+//! What it rebuilds: `dma_map_phys`/`dma_map_page` and their unmap, paired by device and DMA
+//! address; `dma_map_sg` and `dma_unmap_sg`, paired by device and the list's physical addresses
+//! (the unmap prints no DMA address); syncs of a single mapping, paired by the mapping that
+//! holds the synced range (a driver may sync part of a mapping, or one entry of a list), and
+//! syncs of a list, by its first DMA address. The model maps again at its own addresses, so a
+//! later call names the mapping by [`MapId`], never by the traced address.
+//!
+//! What it cannot rebuild, and says so ([`Unresolved`]): an unmap or sync whose map is not in the
+//! trace (lost before it started, or a misuse `trace::checks` names), a list the trace cut at
+//! 128 entries (its first 128 are replayed), a map the modelled kernel would refuse before
+//! anything is done with it (a map of zero bytes), and the coherent allocations (`dma_alloc*`
+//! and `dma_free*`), which are counted but not replayed.
+//!
+//! Invariants: every call of the trace is either in [`DeviceCalls::calls`] or named in
+//! [`DeviceCalls::unresolved`] (a test checks the counts); a [`MapId`] is used only between
+//! the map that made it and the unmap that ends it.
+
+use super::{Event, Record, Trace};
+use crate::types::{DmaAttrs, DmaDirection};
+use std::collections::{BTreeMap, HashMap};
+
+/// A mapping the replay made, numbered per device in map order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MapId(pub usize);
+
+/// One call to make again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Call {
+    MapPage {
+        map: MapId,
+        phys: u64,
+        size: u64,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    },
+    UnmapPage {
+        map: MapId,
+        size: u64,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    },
+    /// The list's entries as (physical address, length).
+    MapSg {
+        map: MapId,
+        entries: Vec<(u64, u64)>,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    },
+    UnmapSg {
+        map: MapId,
+        dir: DmaDirection,
+        attrs: DmaAttrs,
+    },
+    /// A sync of `size` bytes at `offset` bytes into the mapping (a list's entries counted
+    /// back to back: the model's list may merge them differently).
+    SyncSingle {
+        map: MapId,
+        offset: u64,
+        size: u64,
+        dir: DmaDirection,
+        for_device: bool,
+    },
+    SyncSg {
+        map: MapId,
+        dir: DmaDirection,
+        for_device: bool,
+    },
+}
+
+impl Call {
+    /// The DMA API function the call is, as the run's table names it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Call::MapPage { .. } => "dma_map_page",
+            Call::UnmapPage { .. } => "dma_unmap_page",
+            Call::MapSg { .. } => "dma_map_sg",
+            Call::UnmapSg { .. } => "dma_unmap_sg",
+            Call::SyncSingle {
+                for_device: false, ..
+            } => "dma_sync_single_for_cpu",
+            Call::SyncSingle {
+                for_device: true, ..
+            } => "dma_sync_single_for_device",
+            Call::SyncSg {
+                for_device: false, ..
+            } => "dma_sync_sg_for_cpu",
+            Call::SyncSg {
+                for_device: true, ..
+            } => "dma_sync_sg_for_device",
+        }
+    }
+}
+
+/// A call in the trace, where it was.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Traced {
+    pub line: usize,
+    pub time_ns: Option<u64>,
+    pub call: Call,
+    /// The bytes the call covers as the trace gives them.
+    pub bytes: u64,
+}
+
+/// A call of the trace the replay leaves out, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unresolved {
+    pub line: usize,
+    pub event: &'static str,
+    pub why: String,
+}
+
+/// One device's calls.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeviceCalls {
+    pub name: String,
+    pub calls: Vec<Traced>,
+    pub unresolved: Vec<Unresolved>,
+    /// Coherent allocations and frees: counted, not replayed.
+    pub allocs: u64,
+    /// Lists the trace cut at 128 entries: replayed with the entries it printed.
+    pub truncated: u64,
+    /// The first and last timestamps of the device's calls, when the trace has them.
+    pub first_ns: Option<u64>,
+    pub last_ns: Option<u64>,
+}
+
+/// What a live mapping covers in the traced DMA address space: per entry, (start, length).
+#[derive(Clone, Debug)]
+struct Live {
+    sg: bool,
+    entries: Vec<(u64, u64)>,
+    phys: Vec<u64>,
+}
+
+#[derive(Default)]
+struct DeviceState {
+    out: DeviceCalls,
+    next: usize,
+    live: HashMap<usize, Live>,
+    /// Traced DMA address of each live entry → (map number, entry index, its length).
+    by_addr: BTreeMap<u64, (usize, usize, u64)>,
+    /// First physical address of each live list → its map numbers, oldest first.
+    sg_by_phys: HashMap<u64, Vec<usize>>,
+}
+
+impl DeviceState {
+    fn add(&mut self, r: &Record, call: Call, bytes: u64) {
+        self.out.calls.push(Traced {
+            line: r.line,
+            time_ns: r.time_ns,
+            call,
+            bytes,
+        });
+    }
+
+    fn unresolved(&mut self, r: &Record, event: &'static str, why: impl Into<String>) {
+        self.out.unresolved.push(Unresolved {
+            line: r.line,
+            event,
+            why: why.into(),
+        });
+    }
+
+    fn new_map(&mut self, sg: bool, entries: Vec<(u64, u64)>, phys: Vec<u64>) -> MapId {
+        let n = self.next;
+        self.next += 1;
+        for (i, &(a, len)) in entries.iter().enumerate() {
+            self.by_addr.insert(a, (n, i, len));
+        }
+        if sg && let Some(&p) = phys.first() {
+            self.sg_by_phys.entry(p).or_default().push(n);
+        }
+        self.live.insert(n, Live { sg, entries, phys });
+        MapId(n)
+    }
+
+    fn end_map(&mut self, n: usize) -> Option<Live> {
+        let l = self.live.remove(&n)?;
+        for &(a, _) in &l.entries {
+            if self.by_addr.get(&a).is_some_and(|e| e.0 == n) {
+                self.by_addr.remove(&a);
+            }
+        }
+        if l.sg
+            && let Some(p) = l.phys.first()
+            && let Some(v) = self.sg_by_phys.get_mut(p)
+        {
+            v.retain(|&m| m != n);
+            if v.is_empty() {
+                self.sg_by_phys.remove(p);
+            }
+        }
+        Some(l)
+    }
+
+    /// The live mapping holding `[addr, addr + size)` in one of its entries: the mapping, and
+    /// the offset into it with its entries counted back to back.
+    fn holding(&self, addr: u64, size: u64) -> Option<(usize, u64)> {
+        let (&start, &(n, i, len)) = self.by_addr.range(..=addr).next_back()?;
+        let off = addr - start;
+        if off.saturating_add(size) > len {
+            return None;
+        }
+        let before: u64 = self.live.get(&n)?.entries[..i].iter().map(|e| e.1).sum();
+        Some((n, before + off))
+    }
+}
+
+/// The attributes a trace line names, as the model knows them; names it does not model are
+/// kept in the trace and play no part here.
+pub fn attrs_of(names: &[String]) -> DmaAttrs {
+    if names.iter().any(|a| a == "SKIP_CPU_SYNC") {
+        DmaAttrs::SKIP_CPU_SYNC
+    } else {
+        DmaAttrs::NONE
+    }
+}
+
+/// Rebuild every device's calls from a trace, in trace order.
+pub fn rebuild(trace: &Trace) -> Vec<DeviceCalls> {
+    let mut order: Vec<String> = Vec::new();
+    let mut devs: HashMap<String, DeviceState> = HashMap::new();
+    for r in trace.records.iter().filter(|r| !r.device.is_empty()) {
+        if matches!(r.event, Event::SwiotlbBounced { .. }) {
+            continue;
+        }
+        let d = devs.entry(r.device.clone()).or_insert_with(|| {
+            order.push(r.device.clone());
+            DeviceState {
+                out: DeviceCalls {
+                    name: r.device.clone(),
+                    ..DeviceCalls::default()
+                },
+                ..DeviceState::default()
+            }
+        });
+        if let Some(t) = r.time_ns {
+            d.out.first_ns.get_or_insert(t);
+            d.out.last_ns = Some(t);
+        }
+        step(d, r);
+    }
+    order
+        .into_iter()
+        .filter_map(|n| devs.remove(&n))
+        .map(|d| d.out)
+        .collect()
+}
+
+fn step(d: &mut DeviceState, r: &Record) {
+    let attrs = attrs_of(&r.attrs);
+    match &r.event {
+        Event::Map {
+            dir,
+            dma_addr,
+            size,
+            phys_addr,
+            resource,
+        } => {
+            let Some(phys) = phys_addr else {
+                return d.unresolved(r, "dma_map_phys", "the line gives no physical address");
+            };
+            if *resource {
+                return d.unresolved(
+                    r,
+                    "dma_map_resource",
+                    "a resource mapping (MMIO) is not replayed",
+                );
+            }
+            if *size == 0 {
+                return d.unresolved(r, "dma_map_phys", "a map of zero bytes");
+            }
+            let map = d.new_map(false, vec![(*dma_addr, *size)], vec![*phys]);
+            let call = Call::MapPage {
+                map,
+                phys: *phys,
+                size: *size,
+                dir: *dir,
+                attrs,
+            };
+            d.add(r, call, *size);
+        }
+        Event::Unmap {
+            dir,
+            dma_addr,
+            size,
+            resource,
+        } => {
+            if *resource {
+                return d.unresolved(
+                    r,
+                    "dma_unmap_resource",
+                    "a resource mapping (MMIO) is not replayed",
+                );
+            }
+            let found = d
+                .by_addr
+                .get(dma_addr)
+                .filter(|&&(n, i, _)| i == 0 && d.live.get(&n).is_some_and(|l| !l.sg))
+                .map(|&(n, _, _)| n);
+            let Some(n) = found else {
+                return d.unresolved(
+                    r,
+                    "dma_unmap_phys",
+                    format!("no live map at DMA address {dma_addr:#x} in the trace"),
+                );
+            };
+            d.end_map(n);
+            let call = Call::UnmapPage {
+                map: MapId(n),
+                size: *size,
+                dir: *dir,
+                attrs,
+            };
+            d.add(r, call, *size);
+        }
+        Event::MapSg {
+            dir,
+            dma_addrs,
+            sizes,
+            phys_addrs,
+            truncated,
+            ..
+        } => {
+            if phys_addrs.is_empty() {
+                return d.unresolved(r, "dma_map_sg", "the list has no entries");
+            }
+            if *truncated {
+                d.out.truncated += 1;
+            }
+            // The physical entries are the list as the driver built it; the DMA ones may be
+            // fewer (an IOMMU merges). Each physical entry's length is its DMA segment's when
+            // they pair one to one; otherwise the mapped bytes are spread over the entries as
+            // the segments give them.
+            let total: u64 = sizes.iter().sum();
+            let n = phys_addrs.len();
+            let lens: Vec<u64> = if sizes.len() == n {
+                sizes.clone()
+            } else {
+                let each = total / n as u64;
+                let mut v = vec![each; n];
+                if let Some(last) = v.last_mut() {
+                    *last += total - each * n as u64;
+                }
+                v
+            };
+            if lens.contains(&0) {
+                return d.unresolved(r, "dma_map_sg", "an entry of zero bytes");
+            }
+            let entries: Vec<(u64, u64)> = phys_addrs
+                .iter()
+                .copied()
+                .zip(lens.iter().copied())
+                .collect();
+            let dma_entries: Vec<(u64, u64)> = dma_addrs
+                .iter()
+                .copied()
+                .zip(sizes.iter().copied())
+                .collect();
+            let map = d.new_map(true, dma_entries, phys_addrs.clone());
+            let call = Call::MapSg {
+                map,
+                entries,
+                dir: *dir,
+                attrs,
+            };
+            d.add(r, call, total);
+        }
+        Event::UnmapSg { dir, phys_addrs } => {
+            let found = phys_addrs.first().and_then(|p| {
+                d.sg_by_phys.get(p).and_then(|v| {
+                    v.iter().copied().find(|n| {
+                        d.live.get(n).is_some_and(|l| {
+                            l.phys.len() == phys_addrs.len() || l.phys.len() >= 128
+                        })
+                    })
+                })
+            });
+            let Some(n) = found else {
+                return d.unresolved(
+                    r,
+                    "dma_unmap_sg",
+                    "no live list with these physical addresses in the trace",
+                );
+            };
+            let bytes = d
+                .live
+                .get(&n)
+                .map_or(0, |l| l.entries.iter().map(|e| e.1).sum());
+            d.end_map(n);
+            let call = Call::UnmapSg {
+                map: MapId(n),
+                dir: *dir,
+                attrs,
+            };
+            d.add(r, call, bytes);
+        }
+        Event::SyncSingle {
+            dir,
+            dma_addr,
+            size,
+            for_device,
+        } => {
+            let event = if *for_device {
+                "dma_sync_single_for_device"
+            } else {
+                "dma_sync_single_for_cpu"
+            };
+            let Some((n, offset)) = d.holding(*dma_addr, *size) else {
+                return d.unresolved(
+                    r,
+                    event,
+                    format!("no live mapping holds {dma_addr:#x}+{size:#x} in the trace"),
+                );
+            };
+            let call = Call::SyncSingle {
+                map: MapId(n),
+                offset,
+                size: *size,
+                dir: *dir,
+                for_device: *for_device,
+            };
+            d.add(r, call, *size);
+        }
+        Event::SyncSg {
+            dir,
+            dma_addrs,
+            sizes,
+            for_device,
+        } => {
+            let event = if *for_device {
+                "dma_sync_sg_for_device"
+            } else {
+                "dma_sync_sg_for_cpu"
+            };
+            let found = dma_addrs
+                .first()
+                .and_then(|a| d.by_addr.get(a))
+                .filter(|&&(n, i, _)| i == 0 && d.live.get(&n).is_some_and(|l| l.sg))
+                .map(|&(n, _, _)| n);
+            let Some(n) = found else {
+                return d.unresolved(r, event, "no live list starts at this DMA address");
+            };
+            let call = Call::SyncSg {
+                map: MapId(n),
+                dir: *dir,
+                for_device: *for_device,
+            };
+            d.add(r, call, sizes.iter().sum());
+        }
+        Event::Alloc { .. } | Event::Free { .. } | Event::AllocErr { .. } => {
+            d.out.allocs += 1;
+        }
+        Event::MapSgErr { .. } => {
+            d.unresolved(r, "dma_map_sg_err", "a map the traced kernel refused");
+        }
+        Event::IommuMap { .. } | Event::IommuUnmap { .. } | Event::SwiotlbBounced { .. } => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rebuilt(text: &str) -> Vec<DeviceCalls> {
+        rebuild(&crate::trace::parse("t.txt", text).unwrap())
+    }
+
+    const STREAM: &str = "\
+ kworker-1 [000] ..... 10.000000: dma_map_phys: 0000:01:00.0 dir=FROM_DEVICE dma_addr=ffff0000 size=4096 phys_addr=80001000 attrs=
+ kworker-1 [000] ..... 10.000010: dma_sync_single_for_cpu: 0000:01:00.0 dir=FROM_DEVICE dma_addr=ffff0100 size=64
+ kworker-1 [000] ..... 10.000020: dma_unmap_phys: 0000:01:00.0 dir=FROM_DEVICE dma_addr=ffff0000 size=4096 attrs=SKIP_CPU_SYNC
+";
+
+    #[test]
+    fn a_map_its_partial_sync_and_its_unmap_pair() {
+        let d = rebuilt(STREAM);
+        assert_eq!(d.len(), 1);
+        let calls: Vec<&str> = d[0].calls.iter().map(|c| c.call.name()).collect();
+        assert_eq!(
+            calls,
+            ["dma_map_page", "dma_sync_single_for_cpu", "dma_unmap_page"]
+        );
+        assert_eq!(
+            d[0].calls[1].call,
+            Call::SyncSingle {
+                map: MapId(0),
+                offset: 0x100,
+                size: 64,
+                dir: DmaDirection::FromDevice,
+                for_device: false
+            }
+        );
+        assert!(matches!(
+            d[0].calls[2].call,
+            Call::UnmapPage { map: MapId(0), attrs, .. } if attrs == DmaAttrs::SKIP_CPU_SYNC
+        ));
+        assert!(d[0].unresolved.is_empty());
+    }
+
+    #[test]
+    fn an_unmap_with_no_map_in_the_trace_is_named_not_replayed() {
+        let lines: Vec<&str> = STREAM.lines().collect();
+        let d = rebuilt(&format!("{}\n", lines[2]));
+        assert!(d[0].calls.is_empty());
+        assert_eq!(d[0].unresolved.len(), 1);
+        assert_eq!(d[0].unresolved[0].line, 1);
+        assert_eq!(d[0].unresolved[0].event, "dma_unmap_phys");
+    }
+}
