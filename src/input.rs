@@ -244,11 +244,23 @@ pub fn parse_size(s: &str) -> Option<u64> {
 /// otherwise, so `--set workload.entry=64K` and `--set scenario.kernel=7.1` need no quotes.
 /// Missing tables are created.
 pub fn set_key(file: &str, text: &str, key: &str, value: &str) -> Result<String, InputError> {
-    let arg = |m: String| InputError::new("<argument>", format!("--set {key}={value}: {m}"));
+    let path: Vec<&str> = key.split('.').map(str::trim).collect();
+    set_path(file, text, &path, value, &format!("--set {key}={value}"))
+}
+
+/// [`set_key`] of a key given by its parts (a part may hold dots: a device named
+/// `0000:01:00.0`); an error names `arg`.
+pub fn set_path(
+    file: &str,
+    text: &str,
+    path: &[&str],
+    value: &str,
+    arg: &str,
+) -> Result<String, InputError> {
+    let arg = |m: String| InputError::new("<argument>", format!("{arg}: {m}"));
     let mut doc: toml_edit::DocumentMut = text
         .parse()
         .map_err(|e: toml_edit::TomlError| InputError::new(file, e.message().to_string()))?;
-    let path: Vec<&str> = key.split('.').map(str::trim).collect();
     if path.iter().any(|p| p.is_empty()) {
         return Err(arg("the key is empty or has an empty part".into()));
     }
@@ -284,7 +296,7 @@ pub fn set_key(file: &str, text: &str, key: &str, value: &str) -> Result<String,
                 *v.decor_mut() = d;
             }
         }
-        Some(_) => return Err(arg(format!("`{key}` is a table, not a value"))),
+        Some(_) => return Err(arg(format!("`{}` is a table, not a value", path.join(".")))),
         None => {
             table.insert(last, toml_edit::Item::Value(v));
         }

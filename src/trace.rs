@@ -179,6 +179,35 @@ const EVENTS: &[&str] = &[
     "swiotlb_bounced",
 ];
 
+/// Whether `path` is a binary trace-cmd file (`trace.dat`), by its magic.
+pub fn is_trace_dat(path: &str) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 10];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|()| head == *b"\x17\x08\x44tracing")
+}
+
+/// Whether a text is a trace rather than a scenario: a tracefs header (`# tracer:`), or one of
+/// this reader's events on one of its first lines, and no TOML table header.
+pub fn looks_like_trace(text: &str) -> bool {
+    let mut lines = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .take(200);
+    lines.any(|l| {
+        l.starts_with("# tracer:")
+            || (!l.starts_with('#')
+                && !l.starts_with('[')
+                && EVENTS
+                    .iter()
+                    .any(|e| l.contains(&format!(" {e}: ")) || l.contains(&format!(":{e}: "))))
+    }) && !text
+        .lines()
+        .any(|l| l.trim_start().starts_with("[workload"))
+}
+
 /// Read a trace's text (`file` names it in errors).
 pub fn parse(file: &str, text: &str) -> Result<Trace, InputError> {
     let mut t = Trace::default();

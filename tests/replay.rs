@@ -76,3 +76,155 @@ fn every_call_of_the_streaming_fixture_is_replayed() {
     assert_eq!(d.skipped_after_refusal, 0);
     assert!(r.findings.is_empty());
 }
+
+fn replay_of(file: &str) -> dmasim::scenario::replay::RunResult {
+    let s = Scenario::load(file).unwrap();
+    match execute(&s) {
+        Ok(Outcome::Replay(r)) => r,
+        _ => panic!("{file}: a replay result"),
+    }
+}
+
+fn counts(d: &dmasim::scenario::replay::DeviceResult) -> Vec<(&'static str, u64)> {
+    d.calls.iter().map(|c| (c.call, c.count)).collect()
+}
+
+/// One fixture per generation of the print formats: 6.12's first events (`dma_map_page`,
+/// alloc without `dir=`), 6.13's `dir=` on alloc and free, 6.18's `dma_map_phys`. Each call of
+/// the DMA mapping API is replayed, none is left out, and the coherent allocation and free are
+/// counted (they are not made again).
+#[test]
+fn each_print_format_generation_replays_every_call() {
+    for f in ["v6.12", "v6.13", "v6.18"] {
+        let r = replay_of(&format!("tests/data/traces/{f}.txt"));
+        assert_eq!(r.devices.len(), 1, "{f}");
+        let d = &r.devices[0];
+        assert_eq!(
+            counts(d),
+            [
+                ("dma_map_page", 1),
+                ("dma_map_sg", 1),
+                ("dma_sync_sg_for_cpu", 1),
+                ("dma_sync_single_for_device", 1),
+                ("dma_unmap_sg", 1),
+                ("dma_unmap_page", 1),
+            ],
+            "{f}"
+        );
+        assert!(d.unresolved.is_empty(), "{f}: {:?}", d.unresolved);
+        assert_eq!((d.allocs, d.skipped_after_refusal), (2, 0), "{f}");
+        assert!(d.calls.iter().all(|c| c.errors == 0), "{f}");
+    }
+}
+
+/// The capped `dma_map_sg`: a list of 130 entries printed with its first 128 and
+/// `[TRUNCATED]` is replayed with those 128, said so, and still paired with its unmap, which
+/// lists all 130.
+#[test]
+fn a_truncated_list_replays_its_printed_entries_and_pairs_with_its_unmap() {
+    let r = replay_of("tests/data/traces/capped-sg.txt");
+    let d = &r.devices[0];
+    assert_eq!(counts(d), [("dma_map_sg", 2), ("dma_unmap_sg", 2)]);
+    assert_eq!(d.truncated, 1);
+    assert!(d.unresolved.is_empty());
+    // 2 + 128 entries of 4 KB.
+    assert_eq!(d.bytes, [130 * 4096, 130 * 4096]);
+}
+
+fn dmasim(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_dmasim"))
+        .args(args)
+        .output()
+        .expect("binary runs")
+}
+
+/// A trace with one of each misuse debug.c reports gives exactly one finding of each kind,
+/// naming its lines; `--check` turns them into exit status 4, and without it they are warnings.
+#[test]
+fn each_misuse_is_one_finding_naming_its_lines_and_check_exits_4() {
+    let o = dmasim(&["replay", "tests/data/traces/misuse.txt", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let found: Vec<(String, Vec<u64>)> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let lines = f["lines"].as_array().unwrap();
+            (
+                f["kind"].as_str().unwrap().to_string(),
+                lines.iter().map(|l| l.as_u64().unwrap()).collect(),
+            )
+        })
+        .collect();
+    let want: Vec<(String, Vec<u64>)> = [
+        ("sync-outside-mapping", vec![2, 3]),
+        ("sync-direction", vec![2, 4]),
+        ("size-mismatch", vec![2, 5]),
+        ("direction-mismatch", vec![2, 5]),
+        ("double-unmap", vec![5, 6]),
+        ("not-mapped", vec![7]),
+        ("cacheline-overlap", vec![8, 9]),
+        ("map-error", vec![11]),
+        ("leak", vec![9]),
+    ]
+    .into_iter()
+    .map(|(k, l)| (k.to_string(), l))
+    .collect();
+    assert_eq!(found, want);
+    let o = dmasim(&["replay", "tests/data/traces/misuse.txt", "--check"]);
+    assert_eq!(o.status.code(), Some(4));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("line 8, 9: 0000:02:00.0 cacheline-overlap"),
+        "{out}"
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("9 misuses"), "{err}");
+}
+
+/// Bad input: a binary trace, a line that stops short, an event without a field it must have,
+/// a device the trace does not name: one message naming the file (and line), exit 2.
+#[test]
+fn bad_traces_and_devices_exit_2_with_one_message() {
+    let dir = std::env::temp_dir().join(format!("dmasim-replay-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let dat = dir.join("trace.dat");
+    std::fs::write(&dat, b"\x17\x08\x44tracing6\0\0\0\0").unwrap();
+    let cut = dir.join("cut.txt");
+    std::fs::write(
+        &cut,
+        "a-1 [000] 1.000000: dma_map_phys: dev dir=TO_DEVICE dma_addr=1000 size=40\n\
+         a-1 [000] 1.000001: dma_unmap_phys: dev dir=TO_DEVICE dma_addr=1000 si",
+    )
+    .unwrap();
+    let missing = dir.join("missing.txt");
+    std::fs::write(
+        &missing,
+        "a-1 [000] 1.000000: dma_map_phys: dev dir=TO_DEVICE size=64 phys_addr=1000 attrs=\n",
+    )
+    .unwrap();
+    let cases: [(&[&str], &str); 4] = [
+        (&[dat.to_str().unwrap()], "trace-cmd report"),
+        (&[cut.to_str().unwrap()], ":2"),
+        (&[missing.to_str().unwrap()], "dma_addr"),
+        (
+            &[
+                "tests/data/traces/v6.18.txt",
+                "--device",
+                "0000:09:00.0:coherent=yes",
+            ],
+            "0000:09:00.0",
+        ),
+    ];
+    for (args, says) in cases {
+        let mut a = vec!["replay"];
+        a.extend_from_slice(args);
+        let o = dmasim(&a);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -121,6 +121,12 @@ pub(super) fn read_scenario(
             std::path::PathBuf::new(),
         ));
     }
+    if p.is_file() && crate::trace::is_trace_dat(path) {
+        return Err(InputError::new(
+            path,
+            "a binary trace-cmd file (trace.dat): run `trace-cmd report` on it and give its text",
+        ));
+    }
     let text = crate::input::read_input(path, "scenario").map_err(|mut e| {
         if !p.exists() {
             e.message.push_str(&format!(
@@ -135,5 +141,11 @@ pub(super) fn read_scenario(
         e
     })?;
     let dir = p.parent().map(|d| d.to_path_buf()).unwrap_or_default();
+    // A trace where a scenario is expected: the scenario that replays it.
+    if crate::trace::looks_like_trace(&text) {
+        let name = p.file_name().map_or(path.into(), |n| n.to_string_lossy());
+        let text = super::replay::scenario_text(&name, &text);
+        return Ok((path.to_string(), text, dir));
+    }
     Ok((path.to_string(), text, dir))
 }

@@ -267,6 +267,23 @@ impl Scenario {
         sets: &[String],
         platform: Option<&str>,
     ) -> Result<Scenario, InputError> {
+        let source = read_scenario(path)?;
+        Scenario::load_source_on(source, sets, platform)
+    }
+
+    /// The text of a scenario (or of a trace, read as a `replay` scenario), its name and its
+    /// directory, as [`Scenario::load_on`] reads them from a path; a command may edit the text
+    /// ([`crate::input::set_path`]) before [`Scenario::load_source_on`].
+    pub fn source(path: &str) -> Result<(String, String, std::path::PathBuf), InputError> {
+        read_scenario(path)
+    }
+
+    /// [`Scenario::load_on`] of a scenario's text ([`Scenario::source`]).
+    pub fn load_source_on(
+        source: (String, String, std::path::PathBuf),
+        sets: &[String],
+        platform: Option<&str>,
+    ) -> Result<Scenario, InputError> {
         let profile = platform.map(Profile::load).transpose()?;
         // `platform.KEY=VALUE` edits the profile, every other key the scenario file.
         let mut profile_sets = Vec::new();
@@ -280,7 +297,7 @@ impl Scenario {
                 _ => scenario_sets.push(s.clone()),
             }
         }
-        let mut s = Scenario::load_scenario_sets(path, &scenario_sets, profile)?;
+        let mut s = Scenario::load_scenario_sets(source, &scenario_sets, profile)?;
         if !profile_sets.is_empty() {
             s.profile_sets = profile_sets;
             let p = s.with_profile_sets(s.profile.clone())?;
@@ -290,14 +307,13 @@ impl Scenario {
     }
 
     fn load_scenario_sets(
-        path: &str,
+        (file, text, dir): (String, String, std::path::PathBuf),
         sets: &[String],
         profile: Option<Profile>,
     ) -> Result<Scenario, InputError> {
         if sets.is_empty() && profile.is_none() {
-            return Scenario::load(path);
+            return Scenario::parse(&file, &text, &dir);
         }
-        let (file, text, dir) = read_scenario(path)?;
         let path = file.as_str();
         let mut edited = text.clone();
         let mut keys = Vec::new();

@@ -97,6 +97,34 @@ pub struct Replay {
     needs_iommu: Option<(String, usize)>,
 }
 
+/// The scenario a trace is read as where a scenario is expected (`dmasim run trace.txt`,
+/// `compare`, `--sweep`): the trace replayed on the default platform and the latest release,
+/// with an `[iommu]` domain (4 KB granule, 48-bit IOVAs) when the trace shows a device behind an
+/// IOMMU. `--platform`, `--kernel`, `--set` and `dmasim replay --device` change it.
+pub fn scenario_text(trace_file: &str, trace_text: &str) -> String {
+    let translated = crate::trace::parse(trace_file, trace_text)
+        .map(|t| t.devices().iter().any(|d| d.translated_at.is_some()))
+        .unwrap_or(false);
+    let stem = trace_file
+        .rsplit_once('.')
+        .map_or(trace_file, |(s, _)| s)
+        .to_string();
+    let mut t = toml_edit::DocumentMut::new();
+    t["scenario"]["name"] = toml_edit::value(stem);
+    t["scenario"]["platform"] = toml_edit::value(DEFAULT_PLATFORM);
+    if translated {
+        t["iommu"]["granule"] = toml_edit::value("4K");
+        t["iommu"]["ias"] = toml_edit::value(48);
+    }
+    t["workload"]["kind"] = toml_edit::value("replay");
+    t["workload"]["trace"] = toml_edit::value(trace_file);
+    t.to_string()
+}
+
+/// The platform a trace replays on unless `--platform` says: an arm64 phone SoC whose DMA
+/// masters do not snoop, where the DMA API's cache maintenance shows.
+pub const DEFAULT_PLATFORM: &str = "dimensity9500";
+
 fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Workload, InputError> {
     let kind_span = v.span();
     let w: Section = c.section(v)?;

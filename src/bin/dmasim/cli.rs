@@ -110,6 +110,9 @@ pub enum Cmd {
     /// Run one scenario under several variants and show them side by side: per call, per
     /// operation and per call stack, each change against the first variant.
     Compare(CompareArgs),
+    /// Replay a driver's DMA API calls from a kernel trace on the model, and check them as
+    /// CONFIG_DMA_API_DEBUG would.
+    Replay(crate::commands::replay::ReplayArgs),
     /// Measure per-entry vs batched cache maintenance on this machine's real caches.
     Hostbench(HostbenchArgs),
     /// Fit a profile to this machine from host measurements and write it as TOML: every

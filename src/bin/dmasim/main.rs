@@ -10,6 +10,7 @@
 //! | 1  | the tool could not finish for a reason that is not the input: an I/O error writing the output, a serialisation failure |
 //! | 2  | bad input: a profile, scenario or argument (one message naming the file, line and key; clap's usage errors exit 2 too), or a host measurement that cannot run as asked on this machine ([`HostError`]: an option out of range for it, an instruction its CPU lacks) |
 //! | 3  | the modelled kernel refused to set the machine up (a swiotlb pool that does not fit, a receive ring that cannot be mapped), so there is no result; calls it refuses *during* a run are part of the result and exit 0 |
+//! | 4  | `dmasim replay --check`: the trace shows a misuse of the DMA API (the report, findings included, is printed first) |
 //! | 70 | a bug in dmasim: a panic, caught (`EX_SOFTWARE` from sysexits.h); an integer overflow is one, as release builds check for it |
 //!
 //! A [`HostError`] is classed with bad input rather than as an environment failure because it is
@@ -70,6 +71,9 @@ fn main() -> ExitCode {
             } else if let Some(he) = e.downcast_ref::<HostError>() {
                 note(format_args!("error: {he}"));
                 ExitCode::from(2)
+            } else if let Some(f) = e.downcast_ref::<commands::replay::Findings>() {
+                note(format_args!("error: {f}"));
+                ExitCode::from(4)
             } else if let Some(r) = e.downcast_ref::<scenario::Refused>() {
                 note(format_args!("error: {r}"));
                 ExitCode::from(3)
@@ -107,6 +111,7 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
         Cmd::Costs(a) => commands::list::costs(a, out),
         Cmd::Run(a) => commands::run::run(a, out),
         Cmd::Compare(a) => commands::compare::compare(a, out),
+        Cmd::Replay(a) => commands::replay::replay(a, out),
         Cmd::Hostbench(a) => commands::host::hostbench(a, out),
         Cmd::Calibrate(a) => commands::host::calibrate(a, out),
         Cmd::Reproduce(a) => commands::reproduce::reproduce(a, out),

@@ -1,0 +1,155 @@
+//! `dmasim replay`: a driver's DMA API calls, read from a kernel trace, made again on the model
+//! (the `replay` workload, docs/replay.md), with the device table given on the command line and
+//! the trace's misuses checked as CONFIG_DMA_API_DEBUG would.
+//!
+//! Kernel counterpart: none.
+
+use crate::ui::*;
+use anyhow::Result;
+use std::io::Write;
+
+use super::apply_overrides;
+use crate::cli::{Overrides, RunFormat};
+use dmasim::input::InputError;
+use dmasim::scenario::{self, Outcome, Scenario};
+
+/// `dmasim replay`'s arguments.
+#[derive(clap::Args)]
+pub struct ReplayArgs {
+    /// The trace: the text of /sys/kernel/tracing/trace or trace_pipe, of `trace-cmd report`,
+    /// or of `perf script`, with the dma:* events (or a scenario of kind `replay`).
+    pub trace: String,
+    #[command(flatten)]
+    pub overrides: Overrides,
+    /// A device's setup: NAME:key=value,... with coherent=yes|no, iommu=yes|no, bounce=yes|no,
+    /// dma_mask_bits=N (repeatable). What is not given is inferred from the trace.
+    #[arg(long = "device")]
+    pub device: Vec<String>,
+    /// Exit with status 4 when the trace shows a misuse of the DMA API (the findings are
+    /// printed either way).
+    #[arg(long)]
+    pub check: bool,
+    /// Most model steps the replay may take, 1 or more.
+    #[arg(long, default_value_t = scenario::DEFAULT_MAX_WORK as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_work: u64,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: RunFormat,
+}
+
+/// `--check` found misuses: exit status 4 (main.rs).
+#[derive(Debug)]
+pub struct Findings(pub usize);
+
+impl std::fmt::Display for Findings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} misuse{} of the DMA API in the trace (--check)",
+            self.0,
+            if self.0 == 1 { "" } else { "s" }
+        )
+    }
+}
+
+impl std::error::Error for Findings {}
+
+/// One device's settings: (key, value as TOML).
+type Settings<'a> = Vec<(&'a str, String)>;
+
+/// `--device NAME:key=value,...` as the name and its settings.
+fn device_spec(arg: &str) -> Result<(&str, Settings<'_>), InputError> {
+    let bad = |m: &str| InputError::new("<argument>", format!("--device {arg}: {m}"));
+    // A device name may hold colons (a PCI address): the settings follow the last one.
+    let (name, kvs) = arg
+        .rsplit_once(':')
+        .filter(|(_, kv)| kv.contains('='))
+        .ok_or_else(|| bad("expected NAME:key=value,... (e.g. 0000:01:00.0:coherent=yes)"))?;
+    let mut out = Vec::new();
+    for kv in kvs.split(',') {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| bad(&format!("`{kv}` is not key=value")))?;
+        let (k, v) = (k.trim(), v.trim());
+        let v = match (k, v) {
+            ("coherent" | "iommu" | "bounce", "yes" | "true") => "true".to_string(),
+            ("coherent" | "iommu" | "bounce", "no" | "false") => "false".to_string(),
+            ("coherent" | "iommu" | "bounce", _) => {
+                return Err(bad(&format!("{k} is yes or no, found `{v}`")));
+            }
+            ("dma_mask_bits", _) => v.to_string(),
+            _ => {
+                return Err(bad(&format!(
+                    "unknown key `{k}`; the keys are coherent, iommu, bounce and dma_mask_bits"
+                )));
+            }
+        };
+        out.push((k, v));
+    }
+    Ok((name, out))
+}
+
+pub fn replay(args: ReplayArgs, out: &mut impl Write) -> Result<()> {
+    let ReplayArgs {
+        trace,
+        overrides,
+        device,
+        check,
+        max_work,
+        format,
+    } = args;
+    let (file, mut text, dir) = Scenario::source(&trace)?;
+    for d in &device {
+        let (name, kvs) = device_spec(d)?;
+        for (k, v) in kvs {
+            let path = ["workload", "devices", name, k];
+            text = dmasim::input::set_path(&file, &text, &path, &v, &format!("--device {d}"))?;
+        }
+    }
+    if overrides.platform.len() > 1 || overrides.kernel.len() > 1 {
+        return Err(arg_error(
+            "several --kernel or --platform values: compare them with `dmasim compare TRACE --kernel A --kernel B`",
+        )
+        .into());
+    }
+    let mut s = Scenario::load_source_on(
+        (file, text, dir),
+        &overrides.set,
+        overrides.platform.first().map(String::as_str),
+    )
+    .map_err(|e| match e.key.as_deref() {
+        // A device the trace does not name, given with --device.
+        Some(k) if k.starts_with("workload.devices.") && !device.is_empty() => {
+            InputError::new("<argument>", format!("--device: {}", e.message))
+        }
+        _ => e,
+    })?;
+    if s.workload.kind() != "replay" {
+        return Err(arg_error(format!(
+            "{trace} is a {} scenario, not a trace: run it with `dmasim run`",
+            s.workload.kind()
+        ))
+        .into());
+    }
+    apply_overrides(&mut s, &overrides)?;
+    warn_unpriced(&s.profile, &s.sw_keys(), &s.name);
+    s.check_work(u128::from(max_work))?;
+    let outcome = with_progress(Some(s.progress_total()), |p| scenario::execute_with(&s, p));
+    let outcome = outcome.map_err(|e| match e {
+        scenario::RunError::Refused(r) => anyhow::Error::from(r),
+        scenario::RunError::Input(i) => anyhow::Error::from(i),
+    })?;
+    match format {
+        RunFormat::Table => write!(out, "{}", outcome.table())?,
+        RunFormat::Json => print_json(out, &outcome.json())?,
+        RunFormat::Folded => write!(out, "{}", dmasim::report::folded(outcome.stacks()))?,
+    }
+    if let Outcome::Replay(r) = &outcome
+        && check
+        && !r.findings.is_empty()
+    {
+        out.flush()?;
+        return Err(Findings(r.findings.len()).into());
+    }
+    Ok(())
+}
