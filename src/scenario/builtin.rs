@@ -144,7 +144,7 @@ pub(super) fn read_scenario(
     // A trace where a scenario is expected: the scenario that replays it.
     if crate::trace::looks_like_trace(&text) {
         let name = p.file_name().map_or(path.into(), |n| n.to_string_lossy());
-        let text = super::replay::scenario_text(&name, &text);
+        let text = super::replay::scenario_text(&name);
         return Ok((path.to_string(), text, dir));
     }
     Ok((path.to_string(), text, dir))

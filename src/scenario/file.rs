@@ -334,7 +334,7 @@ impl Scenario {
                     Some(kind_v.span()),
                     "device",
                     format!(
-                        "a {} workload names its devices in [[workload.device]]: remove [device]",
+                        "a {} workload names its devices itself (in [workload]): remove [device]",
                         w.kind()
                     ),
                 ));

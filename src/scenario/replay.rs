@@ -93,18 +93,25 @@ pub struct Replay {
     pub skipped: BTreeMap<String, u64>,
     /// The lowest and highest physical address the calls touch.
     phys_span: (u64, u64),
-    /// Where `iommu` inference needs an `[iommu]` section: the device and the line.
-    needs_iommu: Option<(String, usize)>,
+}
+
+/// The domain a device behind an IOMMU maps through when the scenario gives no `[iommu]`: the
+/// platform's SMMU, 4 KB pages, 48-bit IOVAs (arm64's usual `CONFIG_ARM64_VA_BITS_48`).
+fn default_domain(profile: &crate::platform::Profile) -> Option<crate::setup::IommuConfig> {
+    let smmu = super::iommu::platform_smmu(profile)?;
+    Some(crate::setup::IommuConfig {
+        granule: 4096,
+        ias: 48,
+        smmu,
+        coherent_walk: profile.model.smmu.is_some_and(|s| s.coherent_walk),
+        node: 0,
+    })
 }
 
 /// The scenario a trace is read as where a scenario is expected (`dmasim run trace.txt`,
-/// `compare`, `--sweep`): the trace replayed on the default platform and the latest release,
-/// with an `[iommu]` domain (4 KB granule, 48-bit IOVAs) when the trace shows a device behind an
-/// IOMMU. `--platform`, `--kernel`, `--set` and `dmasim replay --device` change it.
-pub fn scenario_text(trace_file: &str, trace_text: &str) -> String {
-    let translated = crate::trace::parse(trace_file, trace_text)
-        .map(|t| t.devices().iter().any(|d| d.translated_at.is_some()))
-        .unwrap_or(false);
+/// `compare`, `--sweep`): the trace replayed on the default platform and the latest release.
+/// `--platform`, `--kernel`, `--set` and `dmasim replay --device` change it.
+pub fn scenario_text(trace_file: &str) -> String {
     let stem = trace_file
         .rsplit_once('.')
         .map_or(trace_file, |(s, _)| s)
@@ -112,10 +119,6 @@ pub fn scenario_text(trace_file: &str, trace_text: &str) -> String {
     let mut t = toml_edit::DocumentMut::new();
     t["scenario"]["name"] = toml_edit::value(stem);
     t["scenario"]["platform"] = toml_edit::value(DEFAULT_PLATFORM);
-    if translated {
-        t["iommu"]["granule"] = toml_edit::value("4K");
-        t["iommu"]["ias"] = toml_edit::value(48);
-    }
     t["workload"]["kind"] = toml_edit::value("replay");
     t["workload"]["trace"] = toml_edit::value(trace_file);
     t.to_string()
@@ -177,7 +180,6 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
         }
     }
     let mut devices = Vec::new();
-    let mut needs_iommu = None;
     let (mut lo, mut hi) = (u64::MAX, 0u64);
     for calls in rebuilt {
         let own = w.devices.get(&calls.name);
@@ -197,9 +199,6 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
                     inferred.push(format!(
                         "behind an IOMMU (line {line}: a DMA address differs from its physical address)"
                     ));
-                    if shared.iommu.is_none() {
-                        needs_iommu.get_or_insert((calls.name.clone(), line));
-                    }
                     true
                 }
                 None => false,
@@ -240,7 +239,6 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
         findings: Rc::new(findings),
         skipped: parsed.skipped,
         phys_span: (lo.min(hi), hi),
-        needs_iommu,
     }))
 }
 
@@ -352,6 +350,7 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, S
             size: MODEL_MEMORY,
         }],
     );
+    let domain = s.iommu.or_else(|| default_domain(&s.profile));
     let mut apis = Vec::new();
     for d in w.devices.iter() {
         let setup = DeviceSetup {
@@ -359,8 +358,8 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, S
             policies: &s.policies,
             device: &d.device,
             swiotlb: &s.swiotlb,
-            iommu: if d.iommu { s.iommu.as_ref() } else { None },
-            ops: s.dma_ops_for(d.iommu && s.iommu.is_some(), d.bounce),
+            iommu: if d.iommu { domain.as_ref() } else { None },
+            ops: s.dma_ops_for(d.iommu, d.bounce),
         };
         let ops = setup.ops.describe(&s.policies);
         apis.push((setup_dma_ops(&mut m, &setup, 1)?, ops));
@@ -506,7 +505,16 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, S
             coherent: d.device.coherent,
             dma_mask: d.device.dma_mask,
             dma_ops: ops,
-            inferred: d.inferred.clone(),
+            inferred: {
+                let mut v = d.inferred.clone();
+                if d.iommu && s.iommu.is_none() {
+                    v.push(
+                        "its domain: the platform's SMMU, 4 KB pages, 48-bit IOVAs (an [iommu] section sets another)"
+                            .to_string(),
+                    );
+                }
+                v
+            },
             bytes: t
                 .stats
                 .iter()
@@ -783,17 +791,25 @@ impl super::WorkloadKind for Replay {
         run(s, self, progress).map_err(|e| e.to_string())
     }
 
-    /// A device the trace shows behind an IOMMU needs the scenario's `[iommu]` domain.
+    /// A device behind an IOMMU needs an SMMU on the platform (the scenario's `[iommu]`, or
+    /// the platform's own with [`default_domain`]).
     fn check(&self, s: &Scenario) -> Result<(), InputError> {
-        if let Some((dev, line)) = &self.needs_iommu {
+        let Some(d) = self.devices.iter().find(|d| d.iommu) else {
+            return Ok(());
+        };
+        if s.iommu.is_none() && default_domain(&s.profile).is_none() {
             return Err(InputError::new(
                 &s.file,
                 format!(
-                    "device {dev} maps through an IOMMU (trace line {line}: a DMA address differs from its physical address): give an [iommu] section, or set workload.devices.\"{dev}\".iommu = false"
+                    "device {} maps through an IOMMU, but platform {} has no [smmu]: replay it on a platform with one (--platform), or say the device has none (--device {}:iommu=no)",
+                    d.device.name,
+                    s.profile.name(),
+                    d.device.name
                 ),
             ));
         }
-        Ok(())
+        s.profile
+            .require_wmb(&format!("device {} (behind an IOMMU)", d.device.name))
     }
 
     fn work(&self, s: &Scenario) -> u128 {
