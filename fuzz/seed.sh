@@ -36,4 +36,6 @@ app-9 [001] 12.000001: dma_unmap_phys: device=0000:01:00.0 addr=1000 size=64 dir
 app-9 [001] 12.1: dma_map_sg: device=d full_nents=200 full_ents=200 truncated=1 phys_addrs=ARRAY[00, 10, 00, 80, 00, 00, 00, 00] dma_addrs=ARRAY[00, 10, 00, 00, 00, 00, 00, 00] lengths=ARRAY[00, 10, 00, 00] dir=1 attrs=0x0
    app  9123 [002]  4567.000123456:  dma:dma_sync_single_for_cpu: 0000:01:00.0 dir=FROM_DEVICE dma_addr=1000 size=64
 TRACE
+# And the replay's fixtures: one per print-format generation, the capped list, the misuses.
+cp "$root"/tests/data/traces/*.txt "$fuzz/corpus/trace/"
 echo "seeded $(ls "$fuzz/corpus/profile" | wc -l) profile, $(ls "$fuzz/corpus/scenario" | wc -l) scenario, $(ls "$fuzz/corpus/run" | wc -l) run, $(ls "$fuzz/corpus/trace" | wc -l) trace inputs in $fuzz/corpus"

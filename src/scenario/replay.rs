@@ -264,7 +264,10 @@ pub struct DeviceResult {
 
 impl DeviceResult {
     fn total_ps(&self) -> u64 {
-        self.calls.iter().map(|c| c.total_ps).sum()
+        self.calls
+            .iter()
+            .map(|c| c.total_ps)
+            .fold(0, u64::saturating_add)
     }
 
     fn call_count(&self) -> u64 {
@@ -326,10 +329,10 @@ fn sg_addr(sgt: &SgTable, offset: u64) -> Option<DmaAddr> {
     let mut at = 0u64;
     for e in &sgt.entries[..sgt.nents] {
         let len = u64::from(e.dma_length);
-        if offset < at + len {
-            return Some(DmaAddr(e.dma_address.0 + (offset - at)));
+        if offset < at.saturating_add(len) {
+            return e.dma_address.0.checked_add(offset - at).map(DmaAddr);
         }
-        at += len;
+        at = at.saturating_add(len);
     }
     None
 }
@@ -337,10 +340,14 @@ fn sg_addr(sgt: &SgTable, offset: u64) -> Option<DmaAddr> {
 pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, SetupError> {
     // The model's own memory where the driver's buffers are not.
     let (lo, hi) = w.phys_span;
-    let base = if hi <= MODEL_MEMORY_BASE || lo >= MODEL_MEMORY_BASE + MODEL_MEMORY {
-        MODEL_MEMORY_BASE
-    } else {
-        hi.div_ceil(MODEL_MEMORY) * MODEL_MEMORY
+    let above = hi
+        .div_ceil(MODEL_MEMORY)
+        .checked_mul(MODEL_MEMORY)
+        .filter(|b| b.checked_add(MODEL_MEMORY).is_some());
+    let base = match above {
+        Some(b) if hi > MODEL_MEMORY_BASE && lo < MODEL_MEMORY_BASE + MODEL_MEMORY => b,
+        // Free where it usually is, or no room above the trace's addresses: where it usually is.
+        _ => MODEL_MEMORY_BASE,
     };
     let mut m = Machine::boot(
         &s.profile,
@@ -449,7 +456,7 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, S
                 for_device,
             } => {
                 let addr = match live.get(&map.0) {
-                    Some(Mapped::Single(a)) => Some(DmaAddr(a.0 + offset)),
+                    Some(Mapped::Single(a)) => a.0.checked_add(*offset).map(DmaAddr),
                     Some(Mapped::Sg(sgt)) => sg_addr(sgt, *offset),
                     None => None,
                 };
@@ -486,7 +493,8 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, S
             },
         };
         if made {
-            *bytes[di].entry(name).or_default() += traced.bytes;
+            let b = bytes[di].entry(name).or_default();
+            *b = b.saturating_add(traced.bytes);
         } else {
             skipped[di] += 1;
         }

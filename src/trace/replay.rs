@@ -207,9 +207,18 @@ impl DeviceState {
         if off.saturating_add(size) > len {
             return None;
         }
-        let before: u64 = self.live.get(&n)?.entries[..i].iter().map(|e| e.1).sum();
-        Some((n, before + off))
+        let before = saturating_sum(self.live.get(&n)?.entries[..i].iter().map(|e| e.1));
+        Some((n, before.saturating_add(off)))
     }
+}
+
+/// Why a map whose range runs past the top of the 64-bit physical address space is not made:
+/// no kernel could have made it, so the line was damaged.
+const WRAPS: &str = "its range runs past the end of the physical address space";
+
+/// A sum of sizes from a trace, which may name any 64-bit values.
+fn saturating_sum(xs: impl Iterator<Item = u64>) -> u64 {
+    xs.fold(0, u64::saturating_add)
 }
 
 /// The attributes a trace line names, as the model knows them; names it does not model are
@@ -276,6 +285,9 @@ fn step(d: &mut DeviceState, r: &Record) {
             if *size == 0 {
                 return d.unresolved(r, "dma_map_phys", "a map of zero bytes");
             }
+            if phys.checked_add(*size).is_none() {
+                return d.unresolved(r, "dma_map_phys", WRAPS);
+            }
             let map = d.new_map(false, vec![(*dma_addr, *size)], vec![*phys]);
             let call = Call::MapPage {
                 map,
@@ -338,7 +350,7 @@ fn step(d: &mut DeviceState, r: &Record) {
             // fewer (an IOMMU merges). Each physical entry's length is its DMA segment's when
             // they pair one to one; otherwise the mapped bytes are spread over the entries as
             // the segments give them.
-            let total: u64 = sizes.iter().sum();
+            let total = saturating_sum(sizes.iter().copied());
             let n = phys_addrs.len();
             let lens: Vec<u64> = if sizes.len() == n {
                 sizes.clone()
@@ -346,12 +358,19 @@ fn step(d: &mut DeviceState, r: &Record) {
                 let each = total / n as u64;
                 let mut v = vec![each; n];
                 if let Some(last) = v.last_mut() {
-                    *last += total - each * n as u64;
+                    *last += total - each * n as u64; // below n: cannot overflow
                 }
                 v
             };
             if lens.contains(&0) {
                 return d.unresolved(r, "dma_map_sg", "an entry of zero bytes");
+            }
+            if phys_addrs
+                .iter()
+                .zip(&lens)
+                .any(|(p, l)| p.checked_add(*l).is_none())
+            {
+                return d.unresolved(r, "dma_map_sg", WRAPS);
             }
             let entries: Vec<(u64, u64)> = phys_addrs
                 .iter()
@@ -392,7 +411,7 @@ fn step(d: &mut DeviceState, r: &Record) {
             let bytes = d
                 .live
                 .get(&n)
-                .map_or(0, |l| l.entries.iter().map(|e| e.1).sum());
+                .map_or(0, |l| saturating_sum(l.entries.iter().map(|e| e.1)));
             d.end_map(n);
             let call = Call::UnmapSg {
                 map: MapId(n),
@@ -452,7 +471,7 @@ fn step(d: &mut DeviceState, r: &Record) {
                 dir: *dir,
                 for_device: *for_device,
             };
-            d.add(r, call, sizes.iter().sum());
+            d.add(r, call, saturating_sum(sizes.iter().copied()));
         }
         Event::Alloc { .. } | Event::Free { .. } | Event::AllocErr { .. } => {
             d.out.allocs += 1;
