@@ -699,7 +699,7 @@ fn mutated_traces_end_in_a_result_or_an_error_never_a_panic() {
     let dir = std::env::temp_dir().join(format!("dmasim-mutation-traces-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("case.txt");
-    let mut rng = Rng(0x7472_6163_65);
+    let mut rng = Rng(0x0074_7261_6365);
     let (mut ran, mut failures) = (0u64, Vec::new());
     for _ in 0..TRACE_CASES {
         let (name, seed) = *rng.pick(TRACES);
