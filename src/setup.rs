@@ -57,6 +57,9 @@ pub enum SetupError {
     /// A driver's open path failed (e.g. its receive ring could not be mapped).
     #[error("{0}")]
     Driver(String),
+    /// A replayed trace could not be read again for the run.
+    #[error("the trace: {0}")]
+    Trace(String),
 }
 
 /// The hardware model and physical memory of one run.

@@ -185,7 +185,24 @@ pub fn is_trace_dat(path: &str) -> bool {
     let mut head = [0u8; 10];
     std::fs::File::open(path)
         .and_then(|mut f| f.read_exact(&mut head))
-        .is_ok_and(|()| head == *b"\x17\x08\x44tracing")
+        .is_ok_and(|()| head == TRACE_DAT_MAGIC)
+}
+
+/// [`looks_like_trace`] of a file's first 64 KiB (whole lines).
+pub fn file_looks_like_trace(path: &str) -> bool {
+    use std::io::Read;
+    let mut head = Vec::new();
+    if std::fs::File::open(path)
+        .and_then(|f| f.take(64 << 10).read_to_end(&mut head))
+        .is_err()
+    {
+        return false;
+    }
+    let upto = head
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(head.len(), |i| i + 1);
+    std::str::from_utf8(&head[..upto]).is_ok_and(looks_like_trace)
 }
 
 /// Whether a text is a trace rather than a scenario: a tracefs header (`# tracer:`), or one of
@@ -212,38 +229,107 @@ pub fn looks_like_trace(text: &str) -> bool {
 pub fn parse(file: &str, text: &str) -> Result<Trace, InputError> {
     let mut t = Trace::default();
     for (i, raw) in text.lines().enumerate() {
-        let line = i + 1;
-        let l = raw.trim();
-        if l.is_empty() || l.starts_with('#') || l.starts_with("CPU") {
-            continue;
+        match parse_line(file, i + 1, raw)? {
+            Line::Record(r) => t.records.push(r),
+            Line::Skipped(event) => *t.skipped.entry(event.to_string()).or_default() += 1,
+            Line::Nothing => {}
         }
-        let Some(h) = header(l) else {
-            *t.skipped.entry("?".into()).or_default() += 1;
-            continue;
-        };
-        if !EVENTS.contains(&h.event) || !system_fits(h.system, h.event) {
-            *t.skipped.entry(h.event.to_string()).or_default() += 1;
-            continue;
-        }
-        let err = |key: &str, msg: String| InputError {
-            file: file.to_string(),
-            line: Some(line),
-            key: Some(format!("{}.{key}", h.event)),
-            message: msg,
-        };
-        let f = Fields::of(h.rest, h.event);
-        let (device, attrs, event) = event(&h, &f).map_err(|(k, m)| err(k, m))?;
-        t.records.push(Record {
-            line,
-            time_ns: h.time_ns,
-            cpu: h.cpu,
-            device,
-            attrs,
-            event,
-        });
     }
     Ok(t)
 }
+
+/// What one line of a trace is.
+pub enum Line<'a> {
+    /// One of the events this reader knows.
+    Record(Record),
+    /// Another event, by name (`?` for a line with none).
+    Skipped(&'a str),
+    /// A comment or a blank line.
+    Nothing,
+}
+
+/// Read line number `line` (1-based) of a trace; an error names `file`, the line and the field.
+pub fn parse_line<'a>(file: &str, line: usize, raw: &'a str) -> Result<Line<'a>, InputError> {
+    let l = raw.trim();
+    if l.is_empty() || l.starts_with('#') || l.starts_with("CPU") {
+        return Ok(Line::Nothing);
+    }
+    let Some(h) = header(l) else {
+        return Ok(Line::Skipped("?"));
+    };
+    if !EVENTS.contains(&h.event) || !system_fits(h.system, h.event) {
+        return Ok(Line::Skipped(h.event));
+    }
+    let f = Fields::of(h.rest, h.event);
+    let (device, attrs, event) = event(&h, &f).map_err(|(k, m)| InputError {
+        file: file.to_string(),
+        line: Some(line),
+        key: Some(format!("{}.{k}", h.event)),
+        message: m,
+    })?;
+    Ok(Line::Record(Record {
+        line,
+        time_ns: h.time_ns,
+        cpu: h.cpu,
+        device,
+        attrs,
+        event,
+    }))
+}
+
+/// Read a trace from `input` line by line, as a stream, handing each record to `each` in
+/// order: memory does not grow with the trace. Returns the other events' lines by name, and
+/// under `(bad line)` the lines that did not read when `skip_bad` lets them be skipped rather
+/// than refused. A binary `trace.dat` is refused with the way to its text.
+pub fn read(
+    file: &str,
+    mut input: impl std::io::BufRead,
+    skip_bad: bool,
+    mut each: impl FnMut(Record) -> Result<(), InputError>,
+) -> Result<BTreeMap<String, u64>, InputError> {
+    let mut skipped: BTreeMap<String, u64> = BTreeMap::new();
+    let mut buf = Vec::new();
+    let mut line = 0usize;
+    loop {
+        buf.clear();
+        let n = input
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| InputError::new(file, format!("cannot read the trace: {e}")))?;
+        if n == 0 {
+            return Ok(skipped);
+        }
+        line += 1;
+        if line == 1 && buf.starts_with(TRACE_DAT_MAGIC) {
+            return Err(InputError::new(file, TRACE_DAT));
+        }
+        let parsed = match std::str::from_utf8(&buf) {
+            Ok(text) => parse_line(file, line, text),
+            Err(_) => Err(InputError {
+                file: file.to_string(),
+                line: Some(line),
+                key: None,
+                message: "not text (the line is not UTF-8)".into(),
+            }),
+        };
+        match parsed {
+            Ok(Line::Record(r)) => each(r)?,
+            Ok(Line::Skipped(event)) => match skipped.get_mut(event) {
+                Some(n) => *n += 1,
+                None => {
+                    skipped.insert(event.to_string(), 1);
+                }
+            },
+            Ok(Line::Nothing) => {}
+            Err(_) if skip_bad => *skipped.entry("(bad line)".into()).or_default() += 1,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The first bytes of a binary trace-cmd file.
+const TRACE_DAT_MAGIC: &[u8] = b"\x17\x08\x44tracing";
+const TRACE_DAT: &str =
+    "a binary trace-cmd file (trace.dat): run `trace-cmd report` on it and give its text";
 
 /// What precedes a line's fields.
 struct Header<'a> {
@@ -683,50 +769,72 @@ impl Trace {
     /// Every device the trace names, in the order it first appears, with what its events show
     /// (`iommu:*` events name no device and count for none).
     pub fn devices(&self) -> Vec<DeviceSeen> {
-        let mut out: Vec<DeviceSeen> = Vec::new();
-        for r in self.records.iter().filter(|r| !r.device.is_empty()) {
-            let i = match out.iter().position(|d| d.name == r.device) {
-                Some(i) => i,
-                None => {
-                    out.push(DeviceSeen {
-                        name: r.device.clone(),
-                        calls: 0,
-                        first_ns: None,
-                        last_ns: None,
-                        translated_at: None,
-                        bounced_at: None,
-                    });
-                    out.len() - 1
-                }
-            };
-            let d = &mut out[i];
-            if let Event::SwiotlbBounced { .. } = r.event {
-                d.bounced_at.get_or_insert(r.line);
-                continue;
-            }
-            d.calls += 1;
-            if let Some(t) = r.time_ns {
-                d.first_ns.get_or_insert(t);
-                d.last_ns = Some(t);
-            }
-            let translated = match &r.event {
-                Event::Map {
-                    dma_addr,
-                    phys_addr: Some(p),
-                    ..
-                } => dma_addr != p,
-                Event::MapSg {
-                    dma_addrs,
-                    phys_addrs,
-                    ..
-                } => dma_addrs.first() != phys_addrs.first(),
-                _ => false,
-            };
-            if translated {
-                d.translated_at.get_or_insert(r.line);
-            }
+        let mut seen = DevicesSeen::default();
+        for r in &self.records {
+            seen.push(r);
         }
-        out
+        seen.finish()
+    }
+}
+
+/// [`Trace::devices`] as a trace streams by.
+#[derive(Default)]
+pub struct DevicesSeen {
+    out: Vec<DeviceSeen>,
+    index: std::collections::HashMap<String, usize>,
+}
+
+impl DevicesSeen {
+    pub fn push(&mut self, r: &Record) {
+        if r.device.is_empty() {
+            return;
+        }
+        let i = match self.index.get(&r.device) {
+            Some(&i) => i,
+            None => {
+                self.index.insert(r.device.clone(), self.out.len());
+                self.out.push(DeviceSeen {
+                    name: r.device.clone(),
+                    calls: 0,
+                    first_ns: None,
+                    last_ns: None,
+                    translated_at: None,
+                    bounced_at: None,
+                });
+                self.out.len() - 1
+            }
+        };
+        let d = &mut self.out[i];
+        if let Event::SwiotlbBounced { .. } = r.event {
+            d.bounced_at.get_or_insert(r.line);
+            return;
+        }
+        d.calls += 1;
+        if let Some(t) = r.time_ns {
+            d.first_ns.get_or_insert(t);
+            d.last_ns = Some(t);
+        }
+        let translated = match &r.event {
+            Event::Map {
+                dma_addr,
+                phys_addr: Some(p),
+                ..
+            } => dma_addr != p,
+            Event::MapSg {
+                dma_addrs,
+                phys_addrs,
+                ..
+            } => dma_addrs.first() != phys_addrs.first(),
+            _ => false,
+        };
+        if translated {
+            d.translated_at.get_or_insert(r.line);
+        }
+    }
+
+    /// Every device seen, in the order it first appeared.
+    pub fn finish(self) -> Vec<DeviceSeen> {
+        self.out
     }
 }
 

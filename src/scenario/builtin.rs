@@ -127,6 +127,14 @@ pub(super) fn read_scenario(
             "a binary trace-cmd file (trace.dat): run `trace-cmd report` on it and give its text",
         ));
     }
+    // A trace where a scenario is expected (told by its first lines; a trace may be far larger
+    // than any scenario): the scenario that replays it.
+    if p.is_file() && crate::trace::file_looks_like_trace(path) {
+        let dir = p.parent().map(|d| d.to_path_buf()).unwrap_or_default();
+        let name = p.file_name().map_or(path.into(), |n| n.to_string_lossy());
+        let text = super::replay::scenario_text(&name);
+        return Ok((path.to_string(), text, dir));
+    }
     let text = crate::input::read_input(path, "scenario").map_err(|mut e| {
         if !p.exists() {
             e.message.push_str(&format!(
@@ -141,11 +149,5 @@ pub(super) fn read_scenario(
         e
     })?;
     let dir = p.parent().map(|d| d.to_path_buf()).unwrap_or_default();
-    // A trace where a scenario is expected: the scenario that replays it.
-    if crate::trace::looks_like_trace(&text) {
-        let name = p.file_name().map_or(path.into(), |n| n.to_string_lossy());
-        let text = super::replay::scenario_text(&name);
-        return Ok((path.to_string(), text, dir));
-    }
     Ok((path.to_string(), text, dir))
 }

@@ -29,7 +29,7 @@ use crate::report::{
 use crate::scatterlist::{SgEntry, SgTable};
 use crate::setup::{DeviceSetup, Machine, SetupError, setup_dma_ops};
 use crate::trace::checks::Finding;
-use crate::trace::replay::{Call, DeviceCalls, Unresolved};
+use crate::trace::replay::{Call, DeviceCalls, Rebuilder, Unresolved};
 use crate::types::{DmaAddr, PhysAddr};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -57,6 +57,7 @@ struct Section {
     trace: Option<Spanned<String>>,
     coherent: Option<Spanned<bool>>,
     dma_mask_bits: Option<Spanned<i64>>,
+    skip_bad_lines: Option<Spanned<bool>>,
     #[serde(default)]
     devices: BTreeMap<String, DeviceSection>,
 }
@@ -84,8 +85,11 @@ pub struct ReplayDevice {
 /// A trace to replay.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Replay {
-    /// The trace file as the scenario names it.
+    /// The trace file as the scenario names it, and where it is.
     pub trace: String,
+    path: std::path::PathBuf,
+    /// Whether lines that do not read are skipped (counted) rather than refused.
+    skip_bad: bool,
     pub devices: Rc<Vec<ReplayDevice>>,
     /// What `trace::checks` found in the trace.
     pub findings: Rc<Vec<Finding>>,
@@ -139,26 +143,40 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
         )
     })?;
     let path = shared.dir.join(trace.get_ref());
-    let bytes = std::fs::read(&path).map_err(|e| {
+    let shown = path.display().to_string();
+    let skip_bad = w.skip_bad_lines.as_ref().is_some_and(|b| *b.get_ref());
+    // The first of two reads of the trace, both streamed: what each device is and does, and
+    // what the checks find; the run reads it again and makes the calls as they come.
+    let input = open(&path).map_err(|e| {
         c.err(
             trace.span(),
             "workload.trace",
-            format!("cannot read {}: {e}", path.display()),
+            format!("cannot read {shown}: {e}"),
         )
     })?;
-    let shown = path.display().to_string();
-    if bytes.starts_with(b"\x17\x08\x44tracing") {
-        return Err(InputError::new(
-            &shown,
-            "a binary trace-cmd file (trace.dat): run `trace-cmd report` on it and replay its text",
-        ));
-    }
-    let text = String::from_utf8(bytes)
-        .map_err(|_| InputError::new(&shown, "not a text trace (it is not UTF-8)"))?;
-    let parsed = crate::trace::parse(&shown, &text)?;
-    let findings = crate::trace::checks::check(&parsed);
-    let seen = parsed.devices();
-    let rebuilt = crate::trace::replay::rebuild(&parsed);
+    let mut checker = crate::trace::checks::Checker::default();
+    let mut seen = crate::trace::DevicesSeen::default();
+    let mut rebuilder = Rebuilder::default();
+    let (mut lo, mut hi) = (u64::MAX, 0u64);
+    let skipped = crate::trace::read(&shown, input, skip_bad, |r| {
+        checker.push(&r);
+        seen.push(&r);
+        if let Some((_, t)) = rebuilder.push(&r) {
+            let mut span = |p: u64, len: u64| {
+                lo = lo.min(p);
+                hi = hi.max(p.saturating_add(len));
+            };
+            match &t.call {
+                Call::MapPage { phys, size, .. } => span(*phys, *size),
+                Call::MapSg { entries, .. } => entries.iter().for_each(|&(p, l)| span(p, l)),
+                _ => {}
+            }
+        }
+        Ok(())
+    })?;
+    let findings = checker.finish();
+    let seen = seen.finish();
+    let rebuilt = rebuilder.finish();
 
     let mask = |v: &Spanned<i64>, key: &str| c.int(v, key, 12..=64).map(|b| b as u32);
     let default_coherent = w.coherent.as_ref().is_some_and(|b| *b.get_ref());
@@ -180,7 +198,6 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
         }
     }
     let mut devices = Vec::new();
-    let (mut lo, mut hi) = (u64::MAX, 0u64);
     for calls in rebuilt {
         let own = w.devices.get(&calls.name);
         let seen = seen.iter().find(|s| s.name == calls.name);
@@ -214,17 +231,6 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
                 None => false,
             },
         };
-        for t in &calls.calls {
-            let ranges: Vec<(u64, u64)> = match &t.call {
-                Call::MapPage { phys, size, .. } => vec![(*phys, *size)],
-                Call::MapSg { entries, .. } => entries.clone(),
-                _ => Vec::new(),
-            };
-            for (p, len) in ranges {
-                lo = lo.min(p);
-                hi = hi.max(p.saturating_add(len));
-            }
-        }
         devices.push(ReplayDevice {
             device: Device::new(&calls.name, coherent, mask_bits),
             iommu,
@@ -235,11 +241,21 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
     }
     Ok(Workload::Replay(Replay {
         trace: trace.get_ref().clone(),
+        path,
+        skip_bad,
         devices: Rc::new(devices),
         findings: Rc::new(findings),
-        skipped: parsed.skipped,
+        skipped,
         phys_span: (lo.min(hi), hi),
     }))
+}
+
+/// A trace file, read through a buffer.
+fn open(path: &std::path::Path) -> std::io::Result<std::io::BufReader<std::fs::File>> {
+    Ok(std::io::BufReader::with_capacity(
+        1 << 16,
+        std::fs::File::open(path)?,
+    ))
 }
 
 /// What was replayed for one device.
@@ -254,6 +270,7 @@ pub struct DeviceResult {
     /// Bytes per call, in the order of `calls`.
     pub bytes: Vec<u64>,
     pub unresolved: Vec<Unresolved>,
+    pub unresolved_count: u64,
     /// Calls not made because the map they belong to was refused by the modelled kernel.
     pub skipped_after_refusal: u64,
     pub truncated: u64,
@@ -373,26 +390,25 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, S
     }
     let mut hw = m.hw;
     hw.clear_ledger();
-    // Every device's calls in trace order.
-    let mut order: Vec<(usize, usize, usize)> = w
-        .devices
-        .iter()
-        .enumerate()
-        .flat_map(|(di, d)| {
-            d.calls
-                .calls
-                .iter()
-                .enumerate()
-                .map(move |(ci, c)| (c.line, di, ci))
-        })
-        .collect();
-    order.sort_unstable();
-    let mut timers: Vec<CallTimer> = w.devices.iter().map(|_| CallTimer::default()).collect();
-    let mut bytes: Vec<BTreeMap<&'static str, u64>> = vec![BTreeMap::new(); w.devices.len()];
-    let mut skipped = vec![0u64; w.devices.len()];
-    let mut live: Vec<HashMap<usize, Mapped>> = w.devices.iter().map(|_| HashMap::new()).collect();
-    for (_, di, ci) in order {
-        let traced = &w.devices[di].calls.calls[ci];
+    let n = w.devices.len();
+    let mut timers: Vec<CallTimer> = (0..n).map(|_| CallTimer::default()).collect();
+    let mut bytes: Vec<BTreeMap<&'static str, u64>> = vec![BTreeMap::new(); n];
+    let mut skipped = vec![0u64; n];
+    let mut live: Vec<HashMap<usize, Mapped>> = (0..n).map(|_| HashMap::new()).collect();
+    let mut rebuilder = Rebuilder::default();
+    let shown = w.path.display().to_string();
+    let input = open(&w.path).map_err(|e| SetupError::Trace(format!("{shown}: {e}")))?;
+    // The second read: each call made as its line comes, every device's in trace order.
+    let read = crate::trace::read(&shown, input, w.skip_bad, |r| {
+        let Some((di, traced)) = rebuilder.push(&r) else {
+            return Ok(());
+        };
+        if di >= n {
+            return Err(InputError::new(
+                &shown,
+                "the trace changed while it was replayed",
+            ));
+        }
         let (api, t, live) = (&mut apis[di].0, &mut timers[di], &mut live[di]);
         let name = traced.call.name();
         let made = match &traced.call {
@@ -499,7 +515,9 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, S
             skipped[di] += 1;
         }
         progress.advance(1);
-    }
+        Ok(())
+    });
+    read.map_err(|e| SetupError::Trace(e.to_string()))?;
     debug_assert!(hw.ledger().depth_is_zero());
     let stacks = stack_rows(hw.ledger());
     let devices = w
@@ -530,6 +548,7 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, S
                 .collect(),
             calls: t.stats,
             unresolved: d.calls.unresolved.clone(),
+            unresolved_count: d.calls.unresolved_count,
             skipped_after_refusal: skipped[i],
             truncated: d.calls.truncated,
             allocs: d.calls.allocs,
@@ -649,8 +668,8 @@ pub fn table(r: &RunResult) -> String {
         for u in d.unresolved.iter().take(5) {
             let _ = writeln!(o, "not replayed line {}: {}: {}", u.line, u.event, u.why);
         }
-        if d.unresolved.len() > 5 {
-            let _ = writeln!(o, "not replayed ... {} more", d.unresolved.len() - 5);
+        if d.unresolved_count > 5 {
+            let _ = writeln!(o, "not replayed ... {} more", d.unresolved_count - 5);
         }
     }
     findings(&mut o, &r.findings);
@@ -704,7 +723,9 @@ struct DeviceDoc<'a> {
     dma_ops: &'a str,
     inferred: &'a [String],
     calls: Vec<serde_json::Value>,
+    /// The first calls left out, each with its line; `not_replayed_count` counts them all.
     not_replayed: Vec<UnresolvedDoc<'a>>,
+    not_replayed_count: u64,
     not_made_after_refusal: u64,
     truncated_lists: u64,
     coherent_allocations: u64,
@@ -767,6 +788,7 @@ pub fn json(r: &RunResult) -> serde_json::Value {
                         why: &u.why,
                     })
                     .collect(),
+                not_replayed_count: d.unresolved_count,
                 not_made_after_refusal: d.skipped_after_refusal,
                 truncated_lists: d.truncated,
                 coherent_allocations: d.allocs,
@@ -824,16 +846,15 @@ impl super::WorkloadKind for Replay {
         let line = s.work_line();
         self.devices
             .iter()
-            .flat_map(|d| d.calls.calls.iter())
-            .map(|c| 8 + u128::from(c.bytes) / line)
+            .map(|d| 8 * u128::from(d.calls.made) + u128::from(d.calls.bytes) / line)
             .sum()
     }
 
     fn progress_total(&self) -> u64 {
         self.devices
             .iter()
-            .map(|d| d.calls.calls.len() as u64)
-            .sum()
+            .map(|d| d.calls.made)
+            .fold(0, u64::saturating_add)
     }
 
     fn own_devices(&self) -> bool {

@@ -106,14 +106,37 @@ struct Device {
 
 /// Every finding of `trace`.
 pub fn check(trace: &Trace) -> Vec<Finding> {
-    let mut devices: BTreeMap<&str, Device> = BTreeMap::new();
-    let mut active = ActiveLines::default();
-    let mut out = Vec::new();
+    let mut c = Checker::default();
     for r in &trace.records {
+        c.push(r);
+    }
+    c.finish()
+}
+
+/// The checks made as a trace is read, record by record, holding only what is live (and the
+/// addresses last unmapped, for a second unmap).
+#[derive(Default)]
+pub struct Checker {
+    devices: BTreeMap<String, Device>,
+    active: ActiveLines,
+    out: Vec<Finding>,
+}
+
+impl Checker {
+    /// Check one record in trace order.
+    pub fn push(&mut self, r: &Record) {
         if r.device.is_empty() {
-            continue;
+            return;
         }
-        let d = devices.entry(&r.device).or_default();
+        let Checker {
+            devices,
+            active,
+            out,
+        } = self;
+        if !devices.contains_key(&r.device) {
+            devices.insert(r.device.clone(), Device::default());
+        }
+        let d = devices.get_mut(&r.device).expect("inserted above");
         let mut find = |kind, lines: Vec<usize>, message: String| {
             out.push(Finding {
                 kind,
@@ -274,29 +297,36 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
             | Event::SwiotlbBounced { .. } => {}
         }
     }
-    // What is still live at the end, in the order it was made.
-    let mut leaks = Vec::new();
-    for (name, d) in &devices {
-        for m in d.single.values().chain(d.sg.values()) {
-            let (addr, size) = m.segments.first().copied().unwrap_or((0, 0));
-            leaks.push((m.line, name.to_string(), format!("mapping of {size} bytes at {addr:#x} ({} entries{}) still live at the end of the trace", m.segments.len(), if m.truncated { ", list truncated" } else { "" })));
-        }
-        for (addr, (line, size)) in &d.coherent {
-            leaks.push((
+
+    /// The findings, once the trace has ended: those made along the way, then what is still
+    /// live, in the order it was made.
+    pub fn finish(self) -> Vec<Finding> {
+        let Checker {
+            devices, mut out, ..
+        } = self;
+        let mut leaks = Vec::new();
+        for (name, d) in &devices {
+            for m in d.single.values().chain(d.sg.values()) {
+                let (addr, size) = m.segments.first().copied().unwrap_or((0, 0));
+                leaks.push((m.line, name.to_string(), format!("mapping of {size} bytes at {addr:#x} ({} entries{}) still live at the end of the trace", m.segments.len(), if m.truncated { ", list truncated" } else { "" })));
+            }
+            for (addr, (line, size)) in &d.coherent {
+                leaks.push((
                 *line,
                 name.to_string(),
                 format!("coherent allocation of {size} bytes at {addr:#x} not freed by the end of the trace"),
             ));
+            }
         }
+        leaks.sort();
+        out.extend(leaks.into_iter().map(|(line, device, message)| Finding {
+            kind: FindingKind::Leak,
+            device,
+            lines: vec![line],
+            message,
+        }));
+        out
     }
-    leaks.sort();
-    out.extend(leaks.into_iter().map(|(line, device, message)| Finding {
-        kind: FindingKind::Leak,
-        device,
-        lines: vec![line],
-        message,
-    }));
-    out
 }
 
 /// An unmap of something not live: a second unmap if this trace saw it go, else possibly

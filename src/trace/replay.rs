@@ -119,8 +119,15 @@ pub struct Unresolved {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DeviceCalls {
     pub name: String,
+    /// The calls, in trace order ([`rebuild`]; a stream through [`Rebuilder`] hands each on
+    /// instead and counts them in `made` and `bytes`).
     pub calls: Vec<Traced>,
+    /// Calls rebuilt, and the bytes they cover.
+    pub made: u64,
+    pub bytes: u64,
+    /// The first [`KEPT_UNRESOLVED`] calls left out; `unresolved_count` counts them all.
     pub unresolved: Vec<Unresolved>,
+    pub unresolved_count: u64,
     /// Coherent allocations and frees: counted, not replayed.
     pub allocs: u64,
     /// Lists the trace cut at 128 entries: replayed with the entries it printed.
@@ -150,21 +157,32 @@ struct DeviceState {
 }
 
 impl DeviceState {
-    fn add(&mut self, r: &Record, call: Call, bytes: u64) {
-        self.out.calls.push(Traced {
+    fn add(&mut self, r: &Record, call: Call, bytes: u64) -> Option<Traced> {
+        self.out.made += 1;
+        self.out.bytes = self.out.bytes.saturating_add(bytes);
+        Some(Traced {
             line: r.line,
             time_ns: r.time_ns,
             call,
             bytes,
-        });
+        })
     }
 
-    fn unresolved(&mut self, r: &Record, event: &'static str, why: impl Into<String>) {
-        self.out.unresolved.push(Unresolved {
-            line: r.line,
-            event,
-            why: why.into(),
-        });
+    fn unresolved(
+        &mut self,
+        r: &Record,
+        event: &'static str,
+        why: impl Into<String>,
+    ) -> Option<Traced> {
+        self.out.unresolved_count += 1;
+        if self.out.unresolved.len() < KEPT_UNRESOLVED {
+            self.out.unresolved.push(Unresolved {
+                line: r.line,
+                event,
+                why: why.into(),
+            });
+        }
+        None
     }
 
     fn new_map(&mut self, sg: bool, entries: Vec<(u64, u64)>, phys: Vec<u64>) -> MapId {
@@ -231,38 +249,70 @@ pub fn attrs_of(names: &[String]) -> DmaAttrs {
     }
 }
 
+/// How many of a device's left-out calls are kept to be named (the rest are counted).
+pub const KEPT_UNRESOLVED: usize = 100;
+
 /// Rebuild every device's calls from a trace, in trace order.
 pub fn rebuild(trace: &Trace) -> Vec<DeviceCalls> {
-    let mut order: Vec<String> = Vec::new();
-    let mut devs: HashMap<String, DeviceState> = HashMap::new();
-    for r in trace.records.iter().filter(|r| !r.device.is_empty()) {
-        if matches!(r.event, Event::SwiotlbBounced { .. }) {
-            continue;
+    let mut b = Rebuilder::default();
+    let mut calls: Vec<Vec<Traced>> = Vec::new();
+    for r in &trace.records {
+        if let Some((i, t)) = b.push(r) {
+            calls.resize_with(calls.len().max(i + 1), Vec::new);
+            calls[i].push(t);
         }
-        let d = devs.entry(r.device.clone()).or_insert_with(|| {
-            order.push(r.device.clone());
-            DeviceState {
-                out: DeviceCalls {
-                    name: r.device.clone(),
-                    ..DeviceCalls::default()
-                },
-                ..DeviceState::default()
+    }
+    let mut out = b.finish();
+    for (d, c) in out.iter_mut().zip(calls) {
+        d.calls = c;
+    }
+    out
+}
+
+/// The pairing as a stream: each record in, the call it is (and its device's number, in the
+/// order devices first appear) out, holding only what is live.
+#[derive(Default)]
+pub struct Rebuilder {
+    index: HashMap<String, usize>,
+    devs: Vec<DeviceState>,
+}
+
+impl Rebuilder {
+    /// The call `r` is, to be made now by device number `.0`; `None` for a record that is no
+    /// call to make (counted or named in its device's summary).
+    pub fn push(&mut self, r: &Record) -> Option<(usize, Traced)> {
+        if r.device.is_empty() || matches!(r.event, Event::SwiotlbBounced { .. }) {
+            return None;
+        }
+        let i = match self.index.get(&r.device) {
+            Some(&i) => i,
+            None => {
+                self.index.insert(r.device.clone(), self.devs.len());
+                self.devs.push(DeviceState {
+                    out: DeviceCalls {
+                        name: r.device.clone(),
+                        ..DeviceCalls::default()
+                    },
+                    ..DeviceState::default()
+                });
+                self.devs.len() - 1
             }
-        });
+        };
+        let d = &mut self.devs[i];
         if let Some(t) = r.time_ns {
             d.out.first_ns.get_or_insert(t);
             d.out.last_ns = Some(t);
         }
-        step(d, r);
+        step(d, r).map(|t| (i, t))
     }
-    order
-        .into_iter()
-        .filter_map(|n| devs.remove(&n))
-        .map(|d| d.out)
-        .collect()
+
+    /// Each device's summary, in the order devices first appeared.
+    pub fn finish(self) -> Vec<DeviceCalls> {
+        self.devs.into_iter().map(|d| d.out).collect()
+    }
 }
 
-fn step(d: &mut DeviceState, r: &Record) {
+fn step(d: &mut DeviceState, r: &Record) -> Option<Traced> {
     let attrs = attrs_of(&r.attrs);
     match &r.event {
         Event::Map {
@@ -296,7 +346,7 @@ fn step(d: &mut DeviceState, r: &Record) {
                 dir: *dir,
                 attrs,
             };
-            d.add(r, call, *size);
+            d.add(r, call, *size)
         }
         Event::Unmap {
             dir,
@@ -330,7 +380,7 @@ fn step(d: &mut DeviceState, r: &Record) {
                 dir: *dir,
                 attrs,
             };
-            d.add(r, call, *size);
+            d.add(r, call, *size)
         }
         Event::MapSg {
             dir,
@@ -389,7 +439,7 @@ fn step(d: &mut DeviceState, r: &Record) {
                 dir: *dir,
                 attrs,
             };
-            d.add(r, call, total);
+            d.add(r, call, total)
         }
         Event::UnmapSg { dir, phys_addrs } => {
             let found = phys_addrs.first().and_then(|p| {
@@ -418,7 +468,7 @@ fn step(d: &mut DeviceState, r: &Record) {
                 dir: *dir,
                 attrs,
             };
-            d.add(r, call, bytes);
+            d.add(r, call, bytes)
         }
         Event::SyncSingle {
             dir,
@@ -445,7 +495,7 @@ fn step(d: &mut DeviceState, r: &Record) {
                 dir: *dir,
                 for_device: *for_device,
             };
-            d.add(r, call, *size);
+            d.add(r, call, *size)
         }
         Event::SyncSg {
             dir,
@@ -471,15 +521,16 @@ fn step(d: &mut DeviceState, r: &Record) {
                 dir: *dir,
                 for_device: *for_device,
             };
-            d.add(r, call, saturating_sum(sizes.iter().copied()));
+            d.add(r, call, saturating_sum(sizes.iter().copied()))
         }
         Event::Alloc { .. } | Event::Free { .. } | Event::AllocErr { .. } => {
             d.out.allocs += 1;
+            None
         }
         Event::MapSgErr { .. } => {
-            d.unresolved(r, "dma_map_sg_err", "a map the traced kernel refused");
+            d.unresolved(r, "dma_map_sg_err", "a map the traced kernel refused")
         }
-        Event::IommuMap { .. } | Event::IommuUnmap { .. } | Event::SwiotlbBounced { .. } => {}
+        Event::IommuMap { .. } | Event::IommuUnmap { .. } | Event::SwiotlbBounced { .. } => None,
     }
 }
 

@@ -29,6 +29,9 @@ pub struct ReplayArgs {
     /// printed either way).
     #[arg(long)]
     pub check: bool,
+    /// Skip (and count) a line of a traced event that does not read, rather than stop there.
+    #[arg(long)]
+    pub skip_bad_lines: bool,
     /// Most model steps the replay may take, 1 or more.
     #[arg(long, default_value_t = scenario::DEFAULT_MAX_WORK as u64,
           value_parser = clap::value_parser!(u64).range(1..))]
@@ -95,6 +98,7 @@ pub fn replay(args: ReplayArgs, out: &mut impl Write) -> Result<()> {
         overrides,
         device,
         check,
+        skip_bad_lines,
         max_work,
         format,
     } = args;
@@ -105,6 +109,10 @@ pub fn replay(args: ReplayArgs, out: &mut impl Write) -> Result<()> {
             let path = ["workload", "devices", name, k];
             text = dmasim::input::set_path(&file, &text, &path, &v, &format!("--device {d}"))?;
         }
+    }
+    if skip_bad_lines {
+        let path = ["workload", "skip_bad_lines"];
+        text = dmasim::input::set_path(&file, &text, &path, "true", "--skip-bad-lines")?;
     }
     if overrides.platform.len() > 1 || overrides.kernel.len() > 1 {
         return Err(arg_error(
