@@ -228,3 +228,61 @@ fn bad_traces_and_devices_exit_2_with_one_message() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A real capture (linux-wireless, ath12k on 6.12.35): 6.12.y's alloc and free without `dir=`,
+/// the newer `iommu:map`/`unmap` with an IOVA range, and another event's line, all read; the
+/// buffer allocated and freed whole is no finding; the allocation and free are counted, not
+/// replayed, and the page fault's line is skipped by name.
+#[test]
+fn a_real_ath12k_capture_reads_and_checks_clean() {
+    let r = replay_of("tests/data/traces/ath12k-6.12.35.txt");
+    assert_eq!(r.devices.len(), 1);
+    let d = &r.devices[0];
+    assert_eq!(d.name, "0000:c2:00.0");
+    assert_eq!((d.allocs, d.calls.len()), (2, 0));
+    assert!(r.findings.is_empty(), "{:?}", r.findings);
+    assert_eq!(r.skipped.get("io_page_fault"), Some(&1));
+    let text = std::fs::read_to_string("tests/data/traces/ath12k-6.12.35.txt").unwrap();
+    let t = dmasim::trace::parse("ath12k.txt", &text).unwrap();
+    let iommu: Vec<&dmasim::trace::Event> = t
+        .records
+        .iter()
+        .map(|r| &r.event)
+        .filter(|e| {
+            matches!(
+                e,
+                dmasim::trace::Event::IommuMap { .. } | dmasim::trace::Event::IommuUnmap { .. }
+            )
+        })
+        .collect();
+    assert_eq!(
+        iommu,
+        [
+            &dmasim::trace::Event::IommuMap {
+                iova: 0xfe98_0000,
+                paddr: 0x1_0ec8_0000,
+                size: 524_288
+            },
+            &dmasim::trace::Event::IommuUnmap {
+                iova: 0xfe98_0000,
+                size: 524_288,
+                unmapped: 524_288
+            },
+        ]
+    );
+}
+
+/// A real capture of `swiotlb_bounced` (QEMU's edu device, 32-bit mask) under tracefs's full
+/// header: the device is seen bouncing, at its first such line.
+#[test]
+fn a_real_swiotlb_capture_shows_the_device_bouncing() {
+    let text = std::fs::read_to_string("tests/data/traces/swiotlb-edu.txt").unwrap();
+    let t = dmasim::trace::parse("swiotlb-edu.txt", &text).unwrap();
+    let d = t.devices();
+    assert_eq!(d.len(), 1);
+    assert_eq!(
+        (d[0].name.as_str(), d[0].bounced_at),
+        ("0000:00:0a.0", Some(15))
+    );
+    assert!(t.skipped.is_empty());
+}

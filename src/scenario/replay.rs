@@ -586,8 +586,9 @@ pub fn table(r: &RunResult) -> String {
         if n == 1 { "" } else { "s" },
     );
     if !r.skipped.is_empty() {
-        let n: u64 = r.skipped.values().sum();
-        let _ = writeln!(o, "           {n} lines of other events skipped");
+        let n: u64 = r.skipped.values().fold(0, |a, b| a.saturating_add(*b));
+        let s = if n == 1 { "" } else { "s" };
+        let _ = writeln!(o, "           {n} line{s} of other events skipped");
     }
     for d in &r.devices {
         let _ = writeln!(
@@ -607,15 +608,17 @@ pub fn table(r: &RunResult) -> String {
         }
         let unit = TimeUnit::for_column(d.calls.iter().map(|c| c.mean_ns()));
         let total_unit = TimeUnit::for_column(d.calls.iter().map(|c| ns(c.total_ps)));
-        let _ = writeln!(
-            o,
-            "{:<28} {:>8} {:>10} {:>14} {:>14}",
-            "call",
-            "count",
-            "bytes",
-            unit.header("mean"),
-            total_unit.header("total")
-        );
+        if !d.calls.is_empty() {
+            let _ = writeln!(
+                o,
+                "{:<28} {:>8} {:>10} {:>14} {:>14}",
+                "call",
+                "count",
+                "bytes",
+                unit.header("mean"),
+                total_unit.header("total")
+            );
+        }
         for (c, b) in d.calls.iter().zip(&d.bytes) {
             let _ = writeln!(
                 o,
@@ -627,7 +630,9 @@ pub fn table(r: &RunResult) -> String {
                 total_unit.num(ns(c.total_ps))
             );
         }
-        if let (Some(rate), Some(share)) = (d.call_rate(), d.cpu_share()) {
+        if let (Some(rate), Some(share)) = (d.call_rate(), d.cpu_share())
+            && !d.calls.is_empty()
+        {
             let _ = writeln!(
                 o,
                 "at the trace's rate ({rate:.0} calls/s): {:.3} % of one CPU",
