@@ -118,17 +118,35 @@ fn each_print_format_generation_replays_every_call() {
 }
 
 /// The capped `dma_map_sg`: a list of 130 entries printed with its first 128 and
-/// `[TRUNCATED]` is replayed with those 128, said so, and still paired with its unmap, which
-/// lists all 130.
+/// `[TRUNCATED]` is paired with its unmap, which lists all 130, and replayed whole from it, the
+/// two entries the map did not print as long as the last printed one; without the unmap it
+/// is replayed with the 128 it printed. Either way the report counts it.
 #[test]
-fn a_truncated_list_replays_its_printed_entries_and_pairs_with_its_unmap() {
+fn a_truncated_list_is_completed_from_its_unmap_or_replayed_as_printed() {
     let r = replay_of("tests/data/traces/capped-sg.txt");
     let d = &r.devices[0];
     assert_eq!(counts(d), [("dma_map_sg", 2), ("dma_unmap_sg", 2)]);
-    assert_eq!(d.truncated, 1);
+    assert_eq!((d.truncated, d.completed), (1, 1));
     assert!(d.unresolved.is_empty());
-    // 2 + 128 entries of 4 KB.
-    assert_eq!(d.bytes, [130 * 4096, 130 * 4096]);
+    // 2 + 130 entries of 4 KB.
+    assert_eq!(d.bytes, [132 * 4096, 132 * 4096]);
+
+    let text = std::fs::read_to_string("tests/data/traces/capped-sg.txt").unwrap();
+    let dir = std::env::temp_dir().join(format!("dmasim-capped-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cut: String = text
+        .lines()
+        .filter(|l| !l.contains("dir=TO_DEVICE phys_addrs"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let path = dir.join("no-unmap.txt");
+    std::fs::write(&path, cut).unwrap();
+    let r = replay_of(path.to_str().unwrap());
+    std::fs::remove_dir_all(&dir).unwrap();
+    let d = &r.devices[0];
+    assert_eq!(counts(d), [("dma_map_sg", 2), ("dma_unmap_sg", 1)]);
+    assert_eq!((d.truncated, d.completed), (1, 0));
+    assert_eq!(d.bytes[0], 130 * 4096);
 }
 
 fn dmasim(args: &[&str]) -> std::process::Output {

@@ -90,6 +90,8 @@ pub struct Replay {
     path: std::path::PathBuf,
     /// Whether lines that do not read are skipped (counted) rather than refused.
     skip_bad: bool,
+    /// Cut lists the first read found whole, by their map's line.
+    wholes: Rc<HashMap<usize, Vec<u64>>>,
     pub devices: Rc<Vec<ReplayDevice>>,
     /// What `trace::checks` found in the trace.
     pub findings: Rc<Vec<Finding>>,
@@ -176,6 +178,7 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
     })?;
     let findings = checker.finish();
     let seen = seen.finish();
+    let wholes = Rc::new(rebuilder.wholes().clone());
     let rebuilt = rebuilder.finish();
 
     let mask = |v: &Spanned<i64>, key: &str| c.int(v, key, 12..=64).map(|b| b as u32);
@@ -243,6 +246,7 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
         trace: trace.get_ref().clone(),
         path,
         skip_bad,
+        wholes,
         devices: Rc::new(devices),
         findings: Rc::new(findings),
         skipped,
@@ -274,6 +278,7 @@ pub struct DeviceResult {
     /// Calls not made because the map they belong to was refused by the modelled kernel.
     pub skipped_after_refusal: u64,
     pub truncated: u64,
+    pub completed: u64,
     pub allocs: u64,
     /// The trace's own span of this device's calls, in ns.
     pub span_ns: Option<u64>,
@@ -395,7 +400,7 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, S
     let mut bytes: Vec<BTreeMap<&'static str, u64>> = vec![BTreeMap::new(); n];
     let mut skipped = vec![0u64; n];
     let mut live: Vec<HashMap<usize, Mapped>> = (0..n).map(|_| HashMap::new()).collect();
-    let mut rebuilder = Rebuilder::default();
+    let mut rebuilder = Rebuilder::completing((*w.wholes).clone());
     let shown = w.path.display().to_string();
     let input = open(&w.path).map_err(|e| SetupError::Trace(format!("{shown}: {e}")))?;
     // The second read: each call made as its line comes, every device's in trace order.
@@ -518,6 +523,8 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, S
         Ok(())
     });
     read.map_err(|e| SetupError::Trace(e.to_string()))?;
+    // What only the second read knows: the cut lists it completed.
+    let second = rebuilder.finish();
     debug_assert!(hw.ledger().depth_is_zero());
     let stacks = stack_rows(hw.ledger());
     let devices = w
@@ -551,6 +558,7 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, S
             unresolved_count: d.calls.unresolved_count,
             skipped_after_refusal: skipped[i],
             truncated: d.calls.truncated,
+            completed: second.get(i).map_or(0, |c| c.completed),
             allocs: d.calls.allocs,
             span_ns: d
                 .calls
@@ -659,8 +667,8 @@ pub fn table(r: &RunResult) -> String {
         if d.truncated > 0 {
             let _ = writeln!(
                 o,
-                "truncated  {} lists the trace cut at 128 entries: their first 128 replayed",
-                d.truncated
+                "truncated  {} lists the trace cut at 128 entries: {} completed from their unmap's whole list (the entries past 128 as long as the last printed one), the others replayed with their first 128",
+                d.truncated, d.completed
             );
         }
         if d.allocs > 0 {
@@ -733,6 +741,7 @@ struct DeviceDoc<'a> {
     not_replayed_count: u64,
     not_made_after_refusal: u64,
     truncated_lists: u64,
+    completed_lists: u64,
     coherent_allocations: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     calls_per_s: Option<f64>,
@@ -796,6 +805,7 @@ pub fn json(r: &RunResult) -> serde_json::Value {
                 not_replayed_count: d.unresolved_count,
                 not_made_after_refusal: d.skipped_after_refusal,
                 truncated_lists: d.truncated,
+                completed_lists: d.completed,
                 coherent_allocations: d.allocs,
                 calls_per_s: d.call_rate(),
                 cpu_share: d.cpu_share(),

@@ -130,8 +130,10 @@ pub struct DeviceCalls {
     pub unresolved_count: u64,
     /// Coherent allocations and frees: counted, not replayed.
     pub allocs: u64,
-    /// Lists the trace cut at 128 entries: replayed with the entries it printed.
+    /// Lists the trace cut at 128 entries: replayed with the entries it printed, or `completed`
+    /// from their unmap's whole list.
     pub truncated: u64,
+    pub completed: u64,
     /// The first and last timestamps of the device's calls, when the trace has them.
     pub first_ns: Option<u64>,
     pub last_ns: Option<u64>,
@@ -143,6 +145,11 @@ struct Live {
     sg: bool,
     entries: Vec<(u64, u64)>,
     phys: Vec<u64>,
+    /// The map's line, and whether the trace cut its list.
+    line: usize,
+    truncated: bool,
+    /// The bytes the replayed map covers (a completed list's included).
+    bytes: u64,
 }
 
 #[derive(Default)]
@@ -185,7 +192,14 @@ impl DeviceState {
         None
     }
 
-    fn new_map(&mut self, sg: bool, entries: Vec<(u64, u64)>, phys: Vec<u64>) -> MapId {
+    fn new_map(
+        &mut self,
+        r: &Record,
+        sg: bool,
+        entries: Vec<(u64, u64)>,
+        phys: Vec<u64>,
+        truncated: bool,
+    ) -> MapId {
         let n = self.next;
         self.next += 1;
         for (i, &(a, len)) in entries.iter().enumerate() {
@@ -194,7 +208,17 @@ impl DeviceState {
         if sg && let Some(&p) = phys.first() {
             self.sg_by_phys.entry(p).or_default().push(n);
         }
-        self.live.insert(n, Live { sg, entries, phys });
+        self.live.insert(
+            n,
+            Live {
+                sg,
+                entries,
+                phys,
+                line: r.line,
+                truncated,
+                bytes: 0,
+            },
+        );
         MapId(n)
     }
 
@@ -275,9 +299,25 @@ pub fn rebuild(trace: &Trace) -> Vec<DeviceCalls> {
 pub struct Rebuilder {
     index: HashMap<String, usize>,
     devs: Vec<DeviceState>,
+    /// Lists the trace cut at 128 entries, by their map's line, with every entry's physical
+    /// address as a later `dma_unmap_sg` listed them.
+    wholes: HashMap<usize, Vec<u64>>,
 }
 
 impl Rebuilder {
+    /// A rebuilder that completes the cut lists a first read found whole ([`Rebuilder::wholes`]).
+    pub fn completing(wholes: HashMap<usize, Vec<u64>>) -> Rebuilder {
+        Rebuilder {
+            wholes,
+            ..Rebuilder::default()
+        }
+    }
+
+    /// The cut lists found whole so far, for a second read ([`Rebuilder::completing`]).
+    pub fn wholes(&self) -> &HashMap<usize, Vec<u64>> {
+        &self.wholes
+    }
+
     /// The call `r` is, to be made now by device number `.0`; `None` for a record that is no
     /// call to make (counted or named in its device's summary).
     pub fn push(&mut self, r: &Record) -> Option<(usize, Traced)> {
@@ -303,7 +343,7 @@ impl Rebuilder {
             d.out.first_ns.get_or_insert(t);
             d.out.last_ns = Some(t);
         }
-        step(d, r).map(|t| (i, t))
+        step(d, r, &mut self.wholes).map(|t| (i, t))
     }
 
     /// Each device's summary, in the order devices first appeared.
@@ -312,7 +352,7 @@ impl Rebuilder {
     }
 }
 
-fn step(d: &mut DeviceState, r: &Record) -> Option<Traced> {
+fn step(d: &mut DeviceState, r: &Record, wholes: &mut HashMap<usize, Vec<u64>>) -> Option<Traced> {
     let attrs = attrs_of(&r.attrs);
     match &r.event {
         Event::Map {
@@ -338,7 +378,7 @@ fn step(d: &mut DeviceState, r: &Record) -> Option<Traced> {
             if phys.checked_add(*size).is_none() {
                 return d.unresolved(r, "dma_map_phys", WRAPS);
             }
-            let map = d.new_map(false, vec![(*dma_addr, *size)], vec![*phys]);
+            let map = d.new_map(r, false, vec![(*dma_addr, *size)], vec![*phys], false);
             let call = Call::MapPage {
                 map,
                 phys: *phys,
@@ -422,17 +462,34 @@ fn step(d: &mut DeviceState, r: &Record) -> Option<Traced> {
             {
                 return d.unresolved(r, "dma_map_sg", WRAPS);
             }
-            let entries: Vec<(u64, u64)> = phys_addrs
+            let mut entries: Vec<(u64, u64)> = phys_addrs
                 .iter()
                 .copied()
                 .zip(lens.iter().copied())
                 .collect();
+            // A cut list whose unmap (read earlier, on the first pass) listed it whole: the
+            // rest of its entries, each as long as the last printed one.
+            if *truncated
+                && let Some(all) = wholes.get(&r.line)
+                && all.len() > n
+                && all[..n] == phys_addrs[..]
+            {
+                let len = *lens.last().expect("the list has entries");
+                if all[n..].iter().all(|p| p.checked_add(len).is_some()) {
+                    entries.extend(all[n..].iter().map(|&p| (p, len)));
+                    d.out.completed += 1;
+                }
+            }
+            let total = saturating_sum(entries.iter().map(|e| e.1));
             let dma_entries: Vec<(u64, u64)> = dma_addrs
                 .iter()
                 .copied()
                 .zip(sizes.iter().copied())
                 .collect();
-            let map = d.new_map(true, dma_entries, phys_addrs.clone());
+            let map = d.new_map(r, true, dma_entries, phys_addrs.clone(), *truncated);
+            if let Some(l) = d.live.get_mut(&map.0) {
+                l.bytes = total;
+            }
             let call = Call::MapSg {
                 map,
                 entries,
@@ -458,11 +515,13 @@ fn step(d: &mut DeviceState, r: &Record) -> Option<Traced> {
                     "no live list with these physical addresses in the trace",
                 );
             };
-            let bytes = d
-                .live
-                .get(&n)
-                .map_or(0, |l| saturating_sum(l.entries.iter().map(|e| e.1)));
-            d.end_map(n);
+            let bytes = d.live.get(&n).map_or(0, |l| l.bytes);
+            if let Some(l) = d.end_map(n)
+                && l.truncated
+                && phys_addrs.len() > l.phys.len()
+            {
+                wholes.insert(l.line, phys_addrs.clone());
+            }
             let call = Call::UnmapSg {
                 map: MapId(n),
                 dir: *dir,
