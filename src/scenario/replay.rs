@@ -279,7 +279,8 @@ pub struct DeviceResult {
     pub skipped_after_refusal: u64,
     pub truncated: u64,
     pub completed: u64,
-    pub allocs: u64,
+    /// Calls rebuilt but not timed (coherent allocations and frees): (call, count, bytes).
+    pub untimed: Vec<(&'static str, u64, u64)>,
     /// The trace's own span of this device's calls, in ns.
     pub span_ns: Option<u64>,
 }
@@ -399,6 +400,7 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, S
     let mut timers: Vec<CallTimer> = (0..n).map(|_| CallTimer::default()).collect();
     let mut bytes: Vec<BTreeMap<&'static str, u64>> = vec![BTreeMap::new(); n];
     let mut skipped = vec![0u64; n];
+    let mut untimed: Vec<BTreeMap<&'static str, (u64, u64)>> = vec![BTreeMap::new(); n];
     let mut live: Vec<HashMap<usize, Mapped>> = (0..n).map(|_| HashMap::new()).collect();
     let mut rebuilder = Rebuilder::completing((*w.wholes).clone());
     let shown = w.path.display().to_string();
@@ -417,6 +419,13 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, S
         let (api, t, live) = (&mut apis[di].0, &mut timers[di], &mut live[di]);
         let name = traced.call.name();
         let made = match &traced.call {
+            Call::Alloc { .. } | Call::Free { .. } => {
+                // Counted with its bytes, its time left out (the model does not price it).
+                let u = untimed[di].entry(name).or_default();
+                *u = (u.0 + 1, u.1.saturating_add(traced.bytes));
+                progress.advance(1);
+                return Ok(());
+            }
             Call::MapPage {
                 map,
                 phys,
@@ -559,7 +568,7 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, S
             skipped_after_refusal: skipped[i],
             truncated: d.calls.truncated,
             completed: second.get(i).map_or(0, |c| c.completed),
-            allocs: d.calls.allocs,
+            untimed: untimed[i].iter().map(|(c, (n, b))| (*c, *n, *b)).collect(),
             span_ns: d
                 .calls
                 .first_ns
@@ -616,7 +625,7 @@ pub fn table(r: &RunResult) -> String {
         }
         let unit = TimeUnit::for_column(d.calls.iter().map(|c| c.mean_ns()));
         let total_unit = TimeUnit::for_column(d.calls.iter().map(|c| ns(c.total_ps)));
-        if !d.calls.is_empty() {
+        if !d.calls.is_empty() || !d.untimed.is_empty() {
             let _ = writeln!(
                 o,
                 "{:<28} {:>8} {:>10} {:>14} {:>14}",
@@ -637,6 +646,14 @@ pub fn table(r: &RunResult) -> String {
                 unit.num(c.mean_ns()),
                 total_unit.num(ns(c.total_ps))
             );
+        }
+        for (call, count, b) in &d.untimed {
+            let row = format!(
+                "{call:<28} {count:>8} {:>10} {:>14}",
+                human_bytes(*b),
+                "not timed"
+            );
+            let _ = writeln!(o, "{row}");
         }
         if let (Some(rate), Some(share)) = (d.call_rate(), d.cpu_share())
             && !d.calls.is_empty()
@@ -669,13 +686,6 @@ pub fn table(r: &RunResult) -> String {
                 o,
                 "truncated  {} lists the trace cut at 128 entries: {} completed from their unmap's whole list (the entries past 128 as long as the last printed one), the others replayed with their first 128",
                 d.truncated, d.completed
-            );
-        }
-        if d.allocs > 0 {
-            let _ = writeln!(
-                o,
-                "not replayed {} coherent allocations and frees",
-                d.allocs
             );
         }
         for u in d.unresolved.iter().take(5) {
@@ -742,11 +752,19 @@ struct DeviceDoc<'a> {
     not_made_after_refusal: u64,
     truncated_lists: u64,
     completed_lists: u64,
-    coherent_allocations: u64,
+    /// Coherent allocations and frees: rebuilt and counted, not timed.
+    untimed_calls: Vec<UntimedDoc>,
     #[serde(skip_serializing_if = "Option::is_none")]
     calls_per_s: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cpu_share: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct UntimedDoc {
+    call: &'static str,
+    count: u64,
+    bytes: u64,
 }
 
 #[derive(Serialize)]
@@ -806,7 +824,11 @@ pub fn json(r: &RunResult) -> serde_json::Value {
                 not_made_after_refusal: d.skipped_after_refusal,
                 truncated_lists: d.truncated,
                 completed_lists: d.completed,
-                coherent_allocations: d.allocs,
+                untimed_calls: d
+                    .untimed
+                    .iter()
+                    .map(|&(call, count, bytes)| UntimedDoc { call, count, bytes })
+                    .collect(),
                 calls_per_s: d.call_rate(),
                 cpu_share: d.cpu_share(),
             })

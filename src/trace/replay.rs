@@ -11,17 +11,20 @@
 //! syncs of a list, by its first DMA address. The model maps again at its own addresses, so a
 //! later call names the mapping by [`MapId`], never by the traced address.
 //!
-//! What it cannot rebuild, and says so ([`Unresolved`]): an unmap or sync whose map is not in the
-//! trace (lost before it started, or a misuse `trace::checks` names), a list the trace cut at
-//! 128 entries (its first 128 are replayed), a map the modelled kernel would refuse before
-//! anything is done with it (a map of zero bytes), and the coherent allocations (`dma_alloc*`
-//! and `dma_free*`), which are counted but not replayed.
+//! Coherent allocations (`dma_alloc*`) and their frees are rebuilt too, paired by DMA address,
+//! for the replay to count (the model does not time them). A list the trace cut at 128 entries
+//! is made whole from its `dma_unmap_sg` where a first read found one ([`Rebuilder::completing`]).
+//!
+//! What it cannot rebuild, and says so ([`Unresolved`]): an unmap, sync or free whose map is not
+//! in the trace (lost before it started, or a misuse `trace::checks` names), a map whose range
+//! cannot exist (zero bytes, or past the top of the address space), a resource (MMIO) mapping,
+//! and the maps and allocations the traced kernel refused.
 //!
 //! Invariants: every call of the trace is either in [`DeviceCalls::calls`] or named in
 //! [`DeviceCalls::unresolved`] (a test checks the counts); a [`MapId`] is used only between
 //! the map that made it and the unmap that ends it.
 
-use super::{Event, Record, Trace};
+use super::{AllocKind, Event, Record, Trace};
 use crate::types::{DmaAttrs, DmaDirection};
 use std::collections::{BTreeMap, HashMap};
 
@@ -71,6 +74,16 @@ pub enum Call {
         dir: DmaDirection,
         for_device: bool,
     },
+    /// A coherent allocation (`dma_alloc*`) and its free, paired by DMA address: rebuilt and
+    /// counted, but not timed (the model places coherent memory; it does not price it).
+    Alloc {
+        size: u64,
+        what: AllocKind,
+    },
+    Free {
+        size: u64,
+        what: AllocKind,
+    },
 }
 
 impl Call {
@@ -93,6 +106,16 @@ impl Call {
             Call::SyncSg {
                 for_device: true, ..
             } => "dma_sync_sg_for_device",
+            Call::Alloc { what, .. } => match what {
+                AllocKind::Coherent => "dma_alloc",
+                AllocKind::Pages => "dma_alloc_pages",
+                AllocKind::Sgt => "dma_alloc_sgt",
+            },
+            Call::Free { what, .. } => match what {
+                AllocKind::Coherent => "dma_free",
+                AllocKind::Pages => "dma_free_pages",
+                AllocKind::Sgt => "dma_free_sgt",
+            },
         }
     }
 }
@@ -128,7 +151,7 @@ pub struct DeviceCalls {
     /// The first [`KEPT_UNRESOLVED`] calls left out; `unresolved_count` counts them all.
     pub unresolved: Vec<Unresolved>,
     pub unresolved_count: u64,
-    /// Coherent allocations and frees: counted, not replayed.
+    /// Coherent allocations and frees rebuilt (in `calls`, not timed).
     pub allocs: u64,
     /// Lists the trace cut at 128 entries: replayed with the entries it printed, or `completed`
     /// from their unmap's whole list.
@@ -161,6 +184,8 @@ struct DeviceState {
     by_addr: BTreeMap<u64, (usize, usize, u64)>,
     /// First physical address of each live list → its map numbers, oldest first.
     sg_by_phys: HashMap<u64, Vec<usize>>,
+    /// Live coherent allocations: DMA address → size.
+    coherent: HashMap<u64, u64>,
 }
 
 impl DeviceState {
@@ -582,10 +607,50 @@ fn step(d: &mut DeviceState, r: &Record, wholes: &mut HashMap<usize, Vec<u64>>) 
             };
             d.add(r, call, saturating_sum(sizes.iter().copied()))
         }
-        Event::Alloc { .. } | Event::Free { .. } | Event::AllocErr { .. } => {
+        Event::Alloc {
+            dma_addr,
+            size,
+            what,
+            ..
+        } => {
             d.out.allocs += 1;
-            None
+            d.coherent.insert(*dma_addr, *size);
+            let call = Call::Alloc {
+                size: *size,
+                what: *what,
+            };
+            d.add(r, call, *size)
         }
+        Event::Free {
+            dma_addr,
+            size,
+            what,
+            ..
+        } => {
+            let event = Call::Free {
+                size: 0,
+                what: *what,
+            }
+            .name();
+            if d.coherent.remove(dma_addr).is_none() {
+                return d.unresolved(
+                    r,
+                    event,
+                    format!("no live allocation at DMA address {dma_addr:#x} in the trace"),
+                );
+            }
+            d.out.allocs += 1;
+            let call = Call::Free {
+                size: *size,
+                what: *what,
+            };
+            d.add(r, call, *size)
+        }
+        Event::AllocErr { .. } => d.unresolved(
+            r,
+            "dma_alloc_sgt_err",
+            "an allocation the traced kernel refused",
+        ),
         Event::MapSgErr { .. } => {
             d.unresolved(r, "dma_map_sg_err", "a map the traced kernel refused")
         }
