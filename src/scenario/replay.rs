@@ -18,13 +18,13 @@
 
 use super::{Ctx, Progress, RunInfo, Scenario, Shared, Workload};
 use crate::device::Device;
-use crate::hw::Counter;
 use crate::hw::calls::{CallStat, CallTimer, StackRow, stack_rows};
+use crate::hw::{Counter, Hw};
 use crate::input::InputError;
 use crate::mm::physmem::NodeRange;
 use crate::report::{
     FORMAT_VERSION, HeadDoc, StackDoc, TimeUnit, breakdown_docs, call_doc, counts_map, header,
-    human_bytes, ns, stack_table,
+    human_bytes, ns, stack_table, trim_float,
 };
 use crate::scatterlist::{SgEntry, SgTable};
 use crate::setup::{DeviceSetup, Machine, SetupError, setup_dma_ops};
@@ -254,6 +254,76 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
     }))
 }
 
+/// The frame each device's calls are made in (the first 64 devices; any further ones share
+/// the last): the ledger's stacks then split by device, and the report names each by its own
+/// name. Entering a frame costs the model nothing, so the calls' times are as without it.
+const DEVICE_FRAMES: [&str; 64] = [
+    "device 0",
+    "device 1",
+    "device 2",
+    "device 3",
+    "device 4",
+    "device 5",
+    "device 6",
+    "device 7",
+    "device 8",
+    "device 9",
+    "device 10",
+    "device 11",
+    "device 12",
+    "device 13",
+    "device 14",
+    "device 15",
+    "device 16",
+    "device 17",
+    "device 18",
+    "device 19",
+    "device 20",
+    "device 21",
+    "device 22",
+    "device 23",
+    "device 24",
+    "device 25",
+    "device 26",
+    "device 27",
+    "device 28",
+    "device 29",
+    "device 30",
+    "device 31",
+    "device 32",
+    "device 33",
+    "device 34",
+    "device 35",
+    "device 36",
+    "device 37",
+    "device 38",
+    "device 39",
+    "device 40",
+    "device 41",
+    "device 42",
+    "device 43",
+    "device 44",
+    "device 45",
+    "device 46",
+    "device 47",
+    "device 48",
+    "device 49",
+    "device 50",
+    "device 51",
+    "device 52",
+    "device 53",
+    "device 54",
+    "device 55",
+    "device 56",
+    "device 57",
+    "device 58",
+    "device 59",
+    "device 60",
+    "device 61",
+    "device 62",
+    "device 63",
+];
+
 /// A trace file, read through a buffer.
 fn open(path: &std::path::Path) -> std::io::Result<std::io::BufReader<std::fs::File>> {
     Ok(std::io::BufReader::with_capacity(
@@ -418,11 +488,13 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, S
         }
         let (api, t, live) = (&mut apis[di].0, &mut timers[di], &mut live[di]);
         let name = traced.call.name();
+        hw.enter(DEVICE_FRAMES[di.min(DEVICE_FRAMES.len() - 1)]);
         let made = match &traced.call {
             Call::Alloc { .. } | Call::Free { .. } => {
                 // Counted with its bytes, its time left out (the model does not price it).
                 let u = untimed[di].entry(name).or_default();
                 *u = (u.0 + 1, u.1.saturating_add(traced.bytes));
+                hw.leave();
                 progress.advance(1);
                 return Ok(());
             }
@@ -522,6 +594,7 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, S
                 _ => false,
             },
         };
+        hw.leave();
         if made {
             let b = bytes[di].entry(name).or_default();
             *b = b.saturating_add(traced.bytes);
@@ -535,7 +608,38 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, S
     // What only the second read knows: the cut lists it completed.
     let second = rebuilder.finish();
     debug_assert!(hw.ledger().depth_is_zero());
-    let stacks = stack_rows(hw.ledger());
+    // Each device's stacks under its own name, and each call's operations from its device's.
+    let mut stacks = stack_rows(hw.ledger());
+    for row in &mut stacks {
+        let (root, rest) = row.stack.split_once(" > ").unwrap_or((&row.stack, ""));
+        let Some(i) = DEVICE_FRAMES.iter().position(|f| *f == root) else {
+            continue;
+        };
+        let name = if i == DEVICE_FRAMES.len() - 1 && n > DEVICE_FRAMES.len() {
+            "(devices 64 on)"
+        } else {
+            w.devices[i].device.name.as_str()
+        };
+        row.stack = if rest.is_empty() {
+            name.to_string()
+        } else {
+            format!("{name} > {rest}")
+        };
+    }
+    for (d, t) in w.devices.iter().zip(timers.iter_mut()) {
+        let own: Vec<StackRow> = stacks
+            .iter()
+            .filter_map(|r| {
+                let rest = r.stack.strip_prefix(d.device.name.as_str())?;
+                Some(StackRow {
+                    stack: rest.strip_prefix(" > ")?.to_string(),
+                    self_ps: r.self_ps,
+                    counts: r.counts,
+                })
+            })
+            .collect();
+        t.attribute(&own);
+    }
     let devices = w
         .devices
         .iter()
@@ -663,6 +767,16 @@ pub fn table(r: &RunResult) -> String {
                 "at the trace's rate ({rate:.0} calls/s): {:.3} % of one CPU",
                 share * 100.0
             );
+        }
+        for c in &d.calls {
+            let ops: Vec<String> = Counter::ALL
+                .iter()
+                .filter(|k| c.counts[**k as usize] > 0)
+                .map(|k| format!("{} {}", k.name(), trim_float(c.per_call(*k))))
+                .collect();
+            if !ops.is_empty() {
+                let _ = writeln!(o, "  per call {:<19} {}", c.call, ops.join(", "));
+            }
         }
         for c in d.calls.iter().filter(|c| c.errors > 0) {
             let _ = writeln!(
