@@ -179,6 +179,40 @@ const EVENTS: &[&str] = &[
     "swiotlb_bounced",
 ];
 
+/// Most `key=value` fields read from one line.
+const MAX_FIELDS: usize = 24;
+
+/// Whether this reader knows the event: one of [`EVENTS`], by a match the compiler turns into a
+/// dispatch on the name's length rather than a comparison with each.
+fn is_event(name: &str) -> bool {
+    matches!(
+        name,
+        "dma_map_phys"
+            | "dma_map_page"
+            | "dma_map_resource"
+            | "dma_unmap_phys"
+            | "dma_unmap_page"
+            | "dma_unmap_resource"
+            | "dma_alloc"
+            | "dma_alloc_pages"
+            | "dma_alloc_sgt"
+            | "dma_alloc_sgt_err"
+            | "dma_free"
+            | "dma_free_pages"
+            | "dma_free_sgt"
+            | "dma_map_sg"
+            | "dma_map_sg_err"
+            | "dma_unmap_sg"
+            | "dma_sync_single_for_cpu"
+            | "dma_sync_single_for_device"
+            | "dma_sync_sg_for_cpu"
+            | "dma_sync_sg_for_device"
+            | "map"
+            | "unmap"
+            | "swiotlb_bounced"
+    )
+}
+
 /// Whether `path` is a binary trace-cmd file (`trace.dat`), by its magic.
 pub fn is_trace_dat(path: &str) -> bool {
     use std::io::Read;
@@ -257,7 +291,7 @@ pub fn parse_line<'a>(file: &str, line: usize, raw: &'a str) -> Result<Line<'a>,
     let Some(h) = header(l) else {
         return Ok(Line::Skipped("?"));
     };
-    if !EVENTS.contains(&h.event) || !system_fits(h.system, h.event) {
+    if !is_event(h.event) || !system_fits(h.system, h.event) {
         return Ok(Line::Skipped(h.event));
     }
     let f = Fields::of(h.rest, h.event);
@@ -424,7 +458,10 @@ fn seconds_ns(s: &str) -> Option<u64> {
 /// A line's fields: the leading device name (formatted lines) and every `key=value`.
 struct Fields<'a> {
     device: Option<&'a str>,
-    kv: Vec<(&'a str, &'a str)>,
+    /// The `key=value` fields, in line order; a line has a dozen at most, and any past
+    /// [`MAX_FIELDS`] are not read (no event this reader knows prints that many).
+    kv: [(&'a str, &'a str); MAX_FIELDS],
+    n: usize,
     /// The line printed ` [TRUNCATED]`.
     truncated: bool,
     /// Raw fields (`trace-cmd report -R`).
@@ -437,7 +474,8 @@ impl<'a> Fields<'a> {
     fn of(rest: &'a str, event: &str) -> Fields<'a> {
         let mut f = Fields {
             device: None,
-            kv: Vec::new(),
+            kv: [("", ""); MAX_FIELDS],
+            n: 0,
             truncated: false,
             raw: false,
             decimal: false,
@@ -490,10 +528,13 @@ impl<'a> Fields<'a> {
                         f.raw = true;
                         f.device = Some(v);
                     } else {
-                        f.kv.push((k, v));
+                        if f.n < MAX_FIELDS {
+                            f.kv[f.n] = (k, v);
+                            f.n += 1;
+                        }
                     }
                 }
-                None if f.device.is_none() && f.kv.is_empty() => f.device = Some(tok),
+                None if f.device.is_none() && f.n == 0 => f.device = Some(tok),
                 None => {}
             }
         }
@@ -501,7 +542,10 @@ impl<'a> Fields<'a> {
     }
 
     fn get(&self, k: &str) -> Option<&'a str> {
-        self.kv.iter().find(|(key, _)| *key == k).map(|(_, v)| *v)
+        self.kv[..self.n]
+            .iter()
+            .find(|(key, _)| *key == k)
+            .map(|(_, v)| *v)
     }
 }
 
@@ -841,6 +885,12 @@ impl DevicesSeen {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_event_match_is_the_event_list() {
+        assert!(EVENTS.iter().all(|e| is_event(e)));
+        assert!(!is_event("dma_map") && !is_event("io_page_fault") && !is_event(""));
+    }
 
     fn one(line: &str) -> Record {
         let t = parse("t.txt", line).unwrap();

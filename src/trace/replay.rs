@@ -327,6 +327,8 @@ pub struct Rebuilder {
     /// Lists the trace cut at 128 entries, by their map's line, with every entry's physical
     /// address as a later `dma_unmap_sg` listed them.
     wholes: HashMap<usize, Vec<u64>>,
+    /// The device of the last record.
+    last: Option<usize>,
 }
 
 impl Rebuilder {
@@ -349,8 +351,10 @@ impl Rebuilder {
         if r.device.is_empty() || matches!(r.event, Event::SwiotlbBounced { .. }) {
             return None;
         }
-        let i = match self.index.get(&r.device) {
-            Some(&i) => i,
+        // Most records are the same device's as the one before: no hash for those.
+        let last = self.last.filter(|&i| self.devs[i].out.name == r.device);
+        let i = match last.or_else(|| self.index.get(&r.device).copied()) {
+            Some(i) => i,
             None => {
                 self.index.insert(r.device.clone(), self.devs.len());
                 self.devs.push(DeviceState {
@@ -363,6 +367,7 @@ impl Rebuilder {
                 self.devs.len() - 1
             }
         };
+        self.last = Some(i);
         let d = &mut self.devs[i];
         if let Some(t) = r.time_ns {
             d.out.first_ns.get_or_insert(t);
