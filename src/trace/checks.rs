@@ -308,7 +308,18 @@ impl Checker {
         for (name, d) in &devices {
             for m in d.single.values().chain(d.sg.values()) {
                 let (addr, size) = m.segments.first().copied().unwrap_or((0, 0));
-                leaks.push((m.line, name.to_string(), format!("mapping of {size} bytes at {addr:#x} ({} entries{}) still live at the end of the trace", m.segments.len(), if m.truncated { ", list truncated" } else { "" })));
+                let n = m.segments.len();
+                let entries = if n == 1 {
+                    "1 entry".to_string()
+                } else {
+                    format!("{n} entries")
+                };
+                let cut = if m.truncated { ", list truncated" } else { "" };
+                leaks.push((
+                    m.line,
+                    name.to_string(),
+                    format!("mapping of {size} bytes at {addr:#x} ({entries}{cut}) still live at the end of the trace"),
+                ));
             }
             for (addr, (line, size)) in &d.coherent {
                 leaks.push((
