@@ -314,3 +314,41 @@ fn a_real_swiotlb_capture_shows_the_device_bouncing() {
     );
     assert!(t.skipped.is_empty());
 }
+
+/// A device table's `granule` gives the device's IOMMU domain its page size: a 64 KB granule
+/// maps the same trace with other page-table work than 4 KB; another size is refused, exit 2.
+#[test]
+fn a_device_granule_sets_its_domains_page_size() {
+    let run = |granule: &str| {
+        let o = dmasim(&[
+            "replay",
+            "tests/data/traces/iommu.txt",
+            "--platform",
+            "sm8150",
+            "-q",
+            "--format",
+            "json",
+            "--device",
+            &format!("a600000.usb:granule={granule}"),
+        ]);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        doc["devices"][0]["calls"][0]["total_ns"].as_f64().unwrap()
+    };
+    assert_ne!(run("4K"), run("64K"));
+    let o = dmasim(&[
+        "replay",
+        "tests/data/traces/iommu.txt",
+        "--platform",
+        "sm8150",
+        "--device",
+        "a600000.usb:granule=8K",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("4K, 16K or 64K"));
+}

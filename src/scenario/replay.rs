@@ -68,6 +68,8 @@ struct DeviceSection {
     coherent: Option<Spanned<bool>>,
     dma_mask_bits: Option<Spanned<i64>>,
     iommu: Option<Spanned<bool>>,
+    /// The IOMMU's page size for this device's domain: 4K, 16K or 64K.
+    granule: Option<Spanned<toml::Value>>,
     bounce: Option<Spanned<bool>>,
 }
 
@@ -76,6 +78,8 @@ struct DeviceSection {
 pub struct ReplayDevice {
     pub device: Device,
     pub iommu: bool,
+    /// Its domain's granule when the device table gives one.
+    pub granule: Option<u64>,
     pub bounce: bool,
     /// What was inferred from the trace rather than given, in words, with the line.
     pub inferred: Vec<String>,
@@ -224,6 +228,22 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
                 None => false,
             },
         };
+        let granule = match own.and_then(|d| d.granule.as_ref()) {
+            Some(g) => {
+                let key = format!("workload.devices.{}.granule", calls.name);
+                match c.size(g.get_ref(), g.span(), &key)? {
+                    v @ (0x1000 | 0x4000 | 0x10000) => Some(v),
+                    v => {
+                        return Err(c.err(
+                            g.span(),
+                            &key,
+                            format!("an Arm LPAE table has 4K, 16K or 64K pages, not {v} bytes"),
+                        ));
+                    }
+                }
+            }
+            None => None,
+        };
         let bounce = match own.and_then(|d| d.bounce.as_ref()) {
             Some(b) => *b.get_ref(),
             None => match seen.and_then(|s| s.bounced_at) {
@@ -237,6 +257,7 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
         devices.push(ReplayDevice {
             device: Device::new(&calls.name, coherent, mask_bits),
             iommu,
+            granule,
             bounce,
             inferred,
             calls,
@@ -453,12 +474,16 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, S
     let domain = s.iommu.or_else(|| default_domain(&s.profile));
     let mut apis = Vec::new();
     for d in w.devices.iter() {
+        let own = domain.map(|c| crate::setup::IommuConfig {
+            granule: d.granule.unwrap_or(c.granule),
+            ..c
+        });
         let setup = DeviceSetup {
             profile: &s.profile,
             policies: &s.policies,
             device: &d.device,
             swiotlb: &s.swiotlb,
-            iommu: if d.iommu { domain.as_ref() } else { None },
+            iommu: if d.iommu { own.as_ref() } else { None },
             ops: s.dma_ops_for(d.iommu, d.bounce),
         };
         let ops = setup.ops.describe(&s.policies);
@@ -654,10 +679,10 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, S
             inferred: {
                 let mut v = d.inferred.clone();
                 if d.iommu && s.iommu.is_none() {
-                    v.push(
-                        "its domain: the platform's SMMU, 4 KB pages, 48-bit IOVAs (an [iommu] section sets another)"
-                            .to_string(),
-                    );
+                    let kib = d.granule.unwrap_or(4096) >> 10;
+                    v.push(format!(
+                        "its domain: the platform's SMMU, {kib} KB pages, 48-bit IOVAs (an [iommu] section sets another)"
+                    ));
                 }
                 v
             },

@@ -21,8 +21,9 @@ pub struct ReplayArgs {
     pub trace: String,
     #[command(flatten)]
     pub overrides: Overrides,
-    /// A device's setup: NAME:key=value,... with coherent=yes|no, iommu=yes|no, bounce=yes|no,
-    /// dma_mask_bits=N (repeatable). What is not given is inferred from the trace.
+    /// A device's setup: NAME:key=value,... with coherent=yes|no, iommu=yes|no, granule=4K|16K|64K
+    /// (its IOMMU domain's page size), bounce=yes|no, dma_mask_bits=N (repeatable). What is not
+    /// given is inferred from the trace.
     #[arg(long = "device")]
     pub device: Vec<String>,
     /// Exit with status 4 when the trace shows a misuse of the DMA API (the findings are
@@ -81,9 +82,11 @@ fn device_spec(arg: &str) -> Result<(&str, Settings<'_>), InputError> {
                 return Err(bad(&format!("{k} is yes or no, found `{v}`")));
             }
             ("dma_mask_bits", _) => v.to_string(),
+            // A size as a TOML string ("64K").
+            ("granule", _) => format!("\"{v}\""),
             _ => {
                 return Err(bad(&format!(
-                    "unknown key `{k}`; the keys are coherent, iommu, bounce and dma_mask_bits"
+                    "unknown key `{k}`; the keys are coherent, iommu, granule, bounce and dma_mask_bits"
                 )));
             }
         };
