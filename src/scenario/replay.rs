@@ -95,7 +95,7 @@ pub struct Replay {
     /// Whether lines that do not read are skipped (counted) rather than refused.
     skip_bad: bool,
     /// Cut lists the first read found whole, by their map's line.
-    wholes: Rc<HashMap<usize, Vec<u64>>>,
+    wholes: Rc<crate::trace::replay::Wholes>,
     pub devices: Rc<Vec<ReplayDevice>>,
     /// What `trace::checks` found in the trace.
     pub findings: Rc<Vec<Finding>>,
@@ -180,6 +180,13 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
         }
         Ok(())
     })?;
+    // A cut list's entries past the printed ones, which the run will make too.
+    for (tail, len) in rebuilder.wholes().values() {
+        for &p in tail {
+            lo = lo.min(p);
+            hi = hi.max(p.saturating_add(*len));
+        }
+    }
     let findings = checker.finish();
     let seen = seen.finish();
     let wholes = Rc::new(rebuilder.wholes().clone());

@@ -28,6 +28,11 @@ use super::{AllocKind, Event, Record, Trace};
 use crate::types::{DmaAttrs, DmaDirection};
 use std::collections::{BTreeMap, HashMap};
 
+/// Lists the trace cut at 128 entries, by their map's line: the physical addresses of the
+/// entries past the printed ones, as a later `dma_unmap_sg` listed them, and the length each
+/// is taken to have (the last printed entry's).
+pub type Wholes = HashMap<usize, (Vec<u64>, u64)>;
+
 /// A mapping the replay made, numbered per device in map order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MapId(pub usize);
@@ -173,6 +178,8 @@ struct Live {
     truncated: bool,
     /// The bytes the replayed map covers (a completed list's included).
     bytes: u64,
+    /// A list's last printed entry's length.
+    last_len: u64,
 }
 
 #[derive(Default)]
@@ -181,7 +188,9 @@ struct DeviceState {
     next: usize,
     live: HashMap<usize, Live>,
     /// Traced DMA address of each live entry → (map number, entry index, its length).
-    by_addr: BTreeMap<u64, (usize, usize, u64)>,
+    /// Several live mappings may share an address (a buffer mapped twice without an IOMMU):
+    /// oldest first, as debug.c's hash bucket finds the first that matches.
+    by_addr: BTreeMap<u64, Vec<(usize, usize, u64)>>,
     /// First physical address of each live list → its map numbers, oldest first.
     sg_by_phys: HashMap<u64, Vec<usize>>,
     /// Live coherent allocations: DMA address → size.
@@ -228,7 +237,7 @@ impl DeviceState {
         let n = self.next;
         self.next += 1;
         for (i, &(a, len)) in entries.iter().enumerate() {
-            self.by_addr.insert(a, (n, i, len));
+            self.by_addr.entry(a).or_default().push((n, i, len));
         }
         if sg && let Some(&p) = phys.first() {
             self.sg_by_phys.entry(p).or_default().push(n);
@@ -242,6 +251,7 @@ impl DeviceState {
                 line: r.line,
                 truncated,
                 bytes: 0,
+                last_len: 0,
             },
         );
         MapId(n)
@@ -250,8 +260,11 @@ impl DeviceState {
     fn end_map(&mut self, n: usize) -> Option<Live> {
         let l = self.live.remove(&n)?;
         for &(a, _) in &l.entries {
-            if self.by_addr.get(&a).is_some_and(|e| e.0 == n) {
-                self.by_addr.remove(&a);
+            if let Some(v) = self.by_addr.get_mut(&a) {
+                v.retain(|e| e.0 != n);
+                if v.is_empty() {
+                    self.by_addr.remove(&a);
+                }
             }
         }
         if l.sg
@@ -269,15 +282,30 @@ impl DeviceState {
     /// The live mapping holding `[addr, addr + size)` in one of its entries: the mapping, and
     /// the offset into it with its entries counted back to back.
     fn holding(&self, addr: u64, size: u64) -> Option<(usize, u64)> {
-        let (&start, &(n, i, len)) = self.by_addr.range(..=addr).next_back()?;
-        let off = addr - start;
-        if off.saturating_add(size) > len {
-            return None;
-        }
+        // The nearest starts first; a short mapping inside a longer one does not hide it (a
+        // bounded look: mappings nested deeper than this are not searched).
+        let (n, i, off) = self
+            .by_addr
+            .range(..=addr)
+            .rev()
+            .take(HOLDING_LOOK)
+            .flat_map(|(&start, v)| v.iter().map(move |e| (start, *e)))
+            .find(|&(start, (_, _, len))| (addr - start).saturating_add(size) <= len)
+            .map(|(start, (n, i, _))| (n, i, addr - start))?;
         let before = saturating_sum(self.live.get(&n)?.entries[..i].iter().map(|e| e.1));
         Some((n, before.saturating_add(off)))
     }
+
+    /// The oldest live mapping whose entry `entry` starts at `addr` and that is a list or not.
+    fn starting_at(&self, addr: u64, entry: usize, sg: bool) -> Option<usize> {
+        self.by_addr.get(&addr)?.iter().find_map(|&(n, i, _)| {
+            (i == entry && self.live.get(&n).is_some_and(|l| l.sg == sg)).then_some(n)
+        })
+    }
 }
+
+/// How many mapping starts below an address a sync's lookup passes before giving up.
+const HOLDING_LOOK: usize = 64;
 
 /// Why a map whose range runs past the top of the 64-bit physical address space is not made:
 /// no kernel could have made it, so the line was damaged.
@@ -326,14 +354,14 @@ pub struct Rebuilder {
     devs: Vec<DeviceState>,
     /// Lists the trace cut at 128 entries, by their map's line, with every entry's physical
     /// address as a later `dma_unmap_sg` listed them.
-    wholes: HashMap<usize, Vec<u64>>,
+    wholes: Wholes,
     /// The device of the last record.
     last: Option<usize>,
 }
 
 impl Rebuilder {
     /// A rebuilder that completes the cut lists a first read found whole ([`Rebuilder::wholes`]).
-    pub fn completing(wholes: HashMap<usize, Vec<u64>>) -> Rebuilder {
+    pub fn completing(wholes: Wholes) -> Rebuilder {
         Rebuilder {
             wholes,
             ..Rebuilder::default()
@@ -341,7 +369,7 @@ impl Rebuilder {
     }
 
     /// The cut lists found whole so far, for a second read ([`Rebuilder::completing`]).
-    pub fn wholes(&self) -> &HashMap<usize, Vec<u64>> {
+    pub fn wholes(&self) -> &Wholes {
         &self.wholes
     }
 
@@ -382,7 +410,7 @@ impl Rebuilder {
     }
 }
 
-fn step(d: &mut DeviceState, r: &Record, wholes: &mut HashMap<usize, Vec<u64>>) -> Option<Traced> {
+fn step(d: &mut DeviceState, r: &Record, wholes: &mut Wholes) -> Option<Traced> {
     let attrs = attrs_of(&r.attrs);
     match &r.event {
         Event::Map {
@@ -431,11 +459,7 @@ fn step(d: &mut DeviceState, r: &Record, wholes: &mut HashMap<usize, Vec<u64>>) 
                     "a resource mapping (MMIO) is not replayed",
                 );
             }
-            let found = d
-                .by_addr
-                .get(dma_addr)
-                .filter(|&&(n, i, _)| i == 0 && d.live.get(&n).is_some_and(|l| !l.sg))
-                .map(|&(n, _, _)| n);
+            let found = d.starting_at(*dma_addr, 0, false);
             let Some(n) = found else {
                 return d.unresolved(
                     r,
@@ -500,15 +524,11 @@ fn step(d: &mut DeviceState, r: &Record, wholes: &mut HashMap<usize, Vec<u64>>) 
             // A cut list whose unmap (read earlier, on the first pass) listed it whole: the
             // rest of its entries, each as long as the last printed one.
             if *truncated
-                && let Some(all) = wholes.get(&r.line)
-                && all.len() > n
-                && all[..n] == phys_addrs[..]
+                && let Some((tail, len)) = wholes.remove(&r.line)
+                && tail.iter().all(|p| p.checked_add(len).is_some())
             {
-                let len = *lens.last().expect("the list has entries");
-                if all[n..].iter().all(|p| p.checked_add(len).is_some()) {
-                    entries.extend(all[n..].iter().map(|&p| (p, len)));
-                    d.out.completed += 1;
-                }
+                entries.extend(tail.iter().map(|&p| (p, len)));
+                d.out.completed += 1;
             }
             let total = saturating_sum(entries.iter().map(|e| e.1));
             let dma_entries: Vec<(u64, u64)> = dma_addrs
@@ -519,6 +539,7 @@ fn step(d: &mut DeviceState, r: &Record, wholes: &mut HashMap<usize, Vec<u64>>) 
             let map = d.new_map(r, true, dma_entries, phys_addrs.clone(), *truncated);
             if let Some(l) = d.live.get_mut(&map.0) {
                 l.bytes = total;
+                l.last_len = lens.last().copied().unwrap_or(0);
             }
             let call = Call::MapSg {
                 map,
@@ -531,9 +552,13 @@ fn step(d: &mut DeviceState, r: &Record, wholes: &mut HashMap<usize, Vec<u64>>) 
         Event::UnmapSg { dir, phys_addrs } => {
             let found = phys_addrs.first().and_then(|p| {
                 d.sg_by_phys.get(p).and_then(|v| {
+                    // The same list, or a cut one whose printed entries begin this whole one.
                     v.iter().copied().find(|n| {
                         d.live.get(n).is_some_and(|l| {
-                            l.phys.len() == phys_addrs.len() || l.phys.len() >= 128
+                            l.phys == *phys_addrs
+                                || (l.truncated
+                                    && phys_addrs.len() > l.phys.len()
+                                    && phys_addrs[..l.phys.len()] == l.phys[..])
                         })
                     })
                 })
@@ -550,7 +575,7 @@ fn step(d: &mut DeviceState, r: &Record, wholes: &mut HashMap<usize, Vec<u64>>) 
                 && l.truncated
                 && phys_addrs.len() > l.phys.len()
             {
-                wholes.insert(l.line, phys_addrs.clone());
+                wholes.insert(l.line, (phys_addrs[l.phys.len()..].to_vec(), l.last_len));
             }
             let call = Call::UnmapSg {
                 map: MapId(n),
@@ -597,11 +622,7 @@ fn step(d: &mut DeviceState, r: &Record, wholes: &mut HashMap<usize, Vec<u64>>) 
             } else {
                 "dma_sync_sg_for_cpu"
             };
-            let found = dma_addrs
-                .first()
-                .and_then(|a| d.by_addr.get(a))
-                .filter(|&&(n, i, _)| i == 0 && d.live.get(&n).is_some_and(|l| l.sg))
-                .map(|&(n, _, _)| n);
+            let found = dma_addrs.first().and_then(|a| d.starting_at(*a, 0, true));
             let Some(n) = found else {
                 return d.unresolved(r, event, "no live list starts at this DMA address");
             };
@@ -618,6 +639,10 @@ fn step(d: &mut DeviceState, r: &Record, wholes: &mut HashMap<usize, Vec<u64>>) 
             what,
             ..
         } => {
+            // Recent kernels trace a failed allocation as one at DMA address 0.
+            if *dma_addr == 0 {
+                return d.unresolved(r, "dma_alloc", "an allocation the traced kernel refused");
+            }
             d.out.allocs += 1;
             d.coherent.insert(*dma_addr, *size);
             let call = Call::Alloc {
@@ -701,6 +726,47 @@ mod tests {
             Call::UnmapPage { map: MapId(0), attrs, .. } if attrs == DmaAttrs::SKIP_CPU_SYNC
         ));
         assert!(d[0].unresolved.is_empty());
+    }
+
+    /// A buffer mapped twice at one DMA address (no IOMMU): each unmap ends one of the two,
+    /// oldest first, and nothing stays live; a sync inside a long mapping is found past a short
+    /// one that starts nearer.
+    #[test]
+    fn mappings_sharing_an_address_pair_in_order_and_nested_ones_do_not_hide() {
+        let h = "a-1 [000] 1.0:";
+        let d = rebuilt(&format!(
+            "{h} dma_map_phys: d dir=TO_DEVICE dma_addr=80002000 size=4096 phys_addr=80002000 attrs=\n\
+             {h} dma_map_phys: d dir=FROM_DEVICE dma_addr=80002000 size=4096 phys_addr=80002000 attrs=\n\
+             {h} dma_unmap_phys: d dir=TO_DEVICE dma_addr=80002000 size=4096 attrs=\n\
+             {h} dma_unmap_phys: d dir=FROM_DEVICE dma_addr=80002000 size=4096 attrs=\n\
+             {h} dma_map_phys: d dir=TO_DEVICE dma_addr=80000000 size=65536 phys_addr=80000000 attrs=\n\
+             {h} dma_map_phys: d dir=TO_DEVICE dma_addr=80001000 size=256 phys_addr=80001000 attrs=\n\
+             {h} dma_sync_single_for_device: d dir=TO_DEVICE dma_addr=80008000 size=4096\n"
+        ));
+        let maps: Vec<MapId> = d[0]
+            .calls
+            .iter()
+            .filter_map(|t| match t.call {
+                Call::UnmapPage { map, .. } => Some(map),
+                Call::SyncSingle { map, offset, .. } => {
+                    assert_eq!(offset, 0x8000);
+                    Some(map)
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(maps, [MapId(0), MapId(1), MapId(2)]);
+        assert!(d[0].unresolved.is_empty());
+    }
+
+    /// A failed allocation, traced at DMA address 0, is named and not counted as live.
+    #[test]
+    fn a_failed_allocation_is_not_an_allocation() {
+        let d = rebuilt(
+            "a-1 [000] 1.0: dma_alloc: d dir=BIDIRECTIONAL dma_addr=0 size=4096 virt_addr=0000000000000000 flags=GFP_KERNEL attrs=\n",
+        );
+        assert!(d[0].calls.is_empty());
+        assert_eq!(d[0].unresolved.len(), 1);
     }
 
     #[test]
