@@ -362,7 +362,8 @@ pub fn read(
 
 /// The first bytes of a binary trace-cmd file.
 const TRACE_DAT_MAGIC: &[u8] = b"\x17\x08\x44tracing";
-const TRACE_DAT: &str =
+/// What a binary trace-cmd file is told.
+pub const TRACE_DAT: &str =
     "a binary trace-cmd file (trace.dat): run `trace-cmd report` on it and give its text";
 
 /// What precedes a line's fields.

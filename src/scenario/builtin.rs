@@ -122,10 +122,7 @@ pub(super) fn read_scenario(
         ));
     }
     if p.is_file() && crate::trace::is_trace_dat(path) {
-        return Err(InputError::new(
-            path,
-            "a binary trace-cmd file (trace.dat): run `trace-cmd report` on it and give its text",
-        ));
+        return Err(InputError::new(path, crate::trace::TRACE_DAT));
     }
     // A trace where a scenario is expected (told by its first lines; a trace may be far larger
     // than any scenario): the scenario that replays it.

@@ -63,3 +63,29 @@ pub(crate) fn apply_overrides(s: &mut Scenario, o: &Overrides) -> Result<(), Inp
     }
     Ok(())
 }
+
+/// Run a checked scenario on the model (a note first when it is long, a progress bar past a
+/// second) and print its result in `format`: the body of `run` and `replay`.
+pub(crate) fn execute_and_print(
+    s: &Scenario,
+    format: RunFormat,
+    out: &mut impl Write,
+) -> Result<scenario::Outcome> {
+    if s.work() > scenario::WARN_WORK {
+        info(format_args!(
+            "note: about {} model steps: this run may take a while",
+            s.work()
+        ));
+    }
+    let outcome = with_progress(Some(s.progress_total()), |p| scenario::execute_with(s, p));
+    let outcome = outcome.map_err(|e| match e {
+        scenario::RunError::Refused(r) => anyhow::Error::from(r),
+        scenario::RunError::Input(i) => anyhow::Error::from(i),
+    })?;
+    match format {
+        RunFormat::Table => write!(out, "{}", outcome.table())?,
+        RunFormat::Json => print_json(out, &outcome.json())?,
+        RunFormat::Folded => write!(out, "{}", dmasim::report::folded(outcome.stacks()))?,
+    }
+    Ok(outcome)
+}

@@ -8,7 +8,7 @@ use crate::ui::*;
 use anyhow::Result;
 use std::io::Write;
 
-use super::apply_overrides;
+use super::{apply_overrides, execute_and_print};
 use crate::cli::{Overrides, RunFormat};
 use dmasim::input::InputError;
 use dmasim::scenario::{self, Outcome, Scenario};
@@ -145,16 +145,7 @@ pub fn replay(args: ReplayArgs, out: &mut impl Write) -> Result<()> {
     apply_overrides(&mut s, &overrides)?;
     warn_unpriced(&s.profile, &s.sw_keys(), &s.name);
     s.check_work(u128::from(max_work))?;
-    let outcome = with_progress(Some(s.progress_total()), |p| scenario::execute_with(&s, p));
-    let outcome = outcome.map_err(|e| match e {
-        scenario::RunError::Refused(r) => anyhow::Error::from(r),
-        scenario::RunError::Input(i) => anyhow::Error::from(i),
-    })?;
-    match format {
-        RunFormat::Table => write!(out, "{}", outcome.table())?,
-        RunFormat::Json => print_json(out, &outcome.json())?,
-        RunFormat::Folded => write!(out, "{}", dmasim::report::folded(outcome.stacks()))?,
-    }
+    let outcome = execute_and_print(&s, format, out)?;
     if let Outcome::Replay(r) = &outcome
         && check
         && !r.findings.is_empty()

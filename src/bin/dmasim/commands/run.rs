@@ -7,7 +7,7 @@ use crate::ui::*;
 use anyhow::Result;
 use std::io::Write;
 
-use super::{apply_overrides, compare_error, write_sensitivity};
+use super::{apply_overrides, compare_error, execute_and_print, write_sensitivity};
 use crate::cli::{Overrides, RunFormat};
 use dmasim::scenario::{self, Scenario};
 
@@ -131,22 +131,7 @@ pub fn run(args: RunArgs, out: &mut impl Write) -> Result<()> {
             let r = r.map_err(compare_error)?;
             return write_sensitivity(out, &r, format);
         }
-        if s.work() > scenario::WARN_WORK {
-            info(format_args!(
-                "note: about {} model steps: this run may take a while",
-                s.work()
-            ));
-        }
-        let outcome = with_progress(Some(s.progress_total()), |p| scenario::execute_with(&s, p));
-        let outcome = outcome.map_err(|e| match e {
-            scenario::RunError::Refused(r) => anyhow::Error::from(r),
-            scenario::RunError::Input(i) => anyhow::Error::from(i),
-        })?;
-        match format {
-            RunFormat::Table => write!(out, "{}", outcome.table())?,
-            RunFormat::Json => print_json(out, &outcome.json())?,
-            RunFormat::Folded => write!(out, "{}", dmasim::report::folded(outcome.stacks()))?,
-        }
+        execute_and_print(&s, format, out)?;
     }
     Ok(())
 }
