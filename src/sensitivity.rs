@@ -35,6 +35,7 @@
 use crate::compare::{CompareError, Variant};
 use crate::hw::{CacheOp, Counter};
 use crate::platform::Profile;
+use crate::platform::params::{self, Used};
 use crate::report::ns;
 use crate::scenario::{self, Outcome, RunError, Scenario};
 use serde_json::{Value, json};
@@ -122,212 +123,37 @@ pub struct Sensitivity {
     pub runs: usize,
 }
 
-/// Why a parameter is not perturbed, or `None` if it is a cost that can be.
+/// Why a parameter is not perturbed, or `None` if it is a cost that can be (its registry row's
+/// kind decides).
 fn structural(key: &str) -> Option<&'static str> {
-    if key == "platform.cpu_freq_mhz" {
-        return Some("the clock of every `cycles` cost: moving it moves them all together");
-    }
-    let costs = [
-        "cache.",
-        "barrier.",
-        "memory.copy.",
-        "sw.",
-        "smmu.",
-        "outer_cache.",
-        "cache_model.l1_writeback",
-        "cache_model.l2_writeback",
-        "numa.line_ns",
-        "acp.bandwidth_mb_s",
-        "memory_type.",
-    ];
-    let geometry = [
-        "cache.line_bytes",
-        "outer_cache.size_kib",
-        "outer_cache.ways",
-    ];
-    if geometry.contains(&key) {
-        Some("geometry, not a cost")
-    } else if key.starts_with("code.") {
-        Some("an instruction count, not a cost")
-    } else if costs.iter().any(|c| key.starts_with(c)) {
-        None
-    } else {
-        Some("not a cost the model charges: a count, a topology or a property")
+    match params::def(key) {
+        Some(d) if d.scale.is_some() => d.kind.not_perturbed(),
+        Some(d) => Some(
+            d.kind
+                .not_perturbed()
+                .unwrap_or("not a cost the model charges"),
+        ),
+        None => Some("not a parameter the registry knows"),
     }
 }
 
-fn scale_ps(v: &mut u64, f: f64) {
-    // Resolved costs are a few seconds at most (docs/profiles.md ranges), far from where a
-    // float loses a picosecond; `as` saturates rather than wraps.
-    *v = (*v as f64 * f).round() as u64;
-}
-
-fn cache_op(key: &str) -> Option<CacheOp> {
-    CacheOp::ALL.into_iter().find(|o| o.key() == key)
-}
-
-/// Scale the resolved cost `key` of `p` by `f`; false if `p` has no such cost.
+/// Scale the resolved cost `key` of `p` by `f` as its registry row says; false if `p` has no
+/// such cost.
 pub fn scale(p: &mut Profile, key: &str, f: f64) -> bool {
-    let m = &mut p.model;
-    if let Some(k) = key.strip_prefix("sw.") {
-        return match m.sw.get_mut(k) {
-            Some(v) => {
-                scale_ps(v, f);
-                true
-            }
-            None => false,
-        };
-    }
-    let parts: Vec<&str> = key.split('.').collect();
-    let target: Option<&mut u64> = match parts.as_slice() {
-        ["cache", op, field] => cache_op(op)
-            .and_then(|op| m.maint[op as usize].as_mut())
-            .and_then(|c| match *field {
-                "issue" => Some(&mut c.issue_ps),
-                "latency" => Some(&mut c.latency_ps),
-                "interval" => Some(&mut c.interval_ps),
-                _ => None,
-            }),
-        ["barrier", "cost"] => Some(&mut m.barrier_ps),
-        ["barrier", "wmb"] => m.wmb_ps.as_mut(),
-        ["memory", "copy", "call"] => m.copy.as_mut().map(|c| &mut c.call_ps),
-        ["memory", "copy", "per_byte"] => m.copy.as_mut().map(|c| &mut c.per_byte_fs),
-        ["smmu", k] => m.smmu.as_mut().and_then(|s| match *k {
-            "mmio_write" => Some(&mut s.mmio_write_ps),
-            "mmio_read" => Some(&mut s.mmio_read_ps),
-            "tlbi_va" => Some(&mut s.tlbi_va_ps),
-            "tlbi_asid" => Some(&mut s.tlbi_asid_ps),
-            "sync" => Some(&mut s.sync_ps),
-            "cmdq_write" => Some(&mut s.cmdq_write_ps),
-            _ => None,
-        }),
-        ["outer_cache", k] => m.outer.as_mut().and_then(|o| match *k {
-            "sync" => Some(&mut o.sync_ps),
-            k => {
-                if let Some(op) = k.strip_suffix("_way_line").and_then(cache_op) {
-                    Some(&mut o.way_line_ps[op as usize])
-                } else {
-                    k.strip_suffix("_line")
-                        .and_then(cache_op)
-                        .map(|op| &mut o.line_ps[op as usize])
-                }
-            }
-        }),
-        ["cache_model", "l1_writeback"] => m.caches.as_mut().map(|c| &mut c.writeback_ps[0]),
-        ["cache_model", "l2_writeback"] => m.caches.as_mut().map(|c| &mut c.writeback_ps[1]),
-        ["memory_type", t, k] => {
-            let mem = m.mem.as_mut();
-            let t = crate::hw::memory::MemType::from_key(t);
-            match (mem, t, *k) {
-                (Some(mem), Some(crate::hw::memory::MemType::Cached), "fill_l2") => {
-                    Some(&mut mem.fill_l2_ps)
-                }
-                (Some(mem), Some(crate::hw::memory::MemType::Cached), "fill_memory") => {
-                    Some(&mut mem.fill_memory_ps)
-                }
-                (Some(mem), Some(t), k) => {
-                    let sized = k
-                        .strip_prefix("read_")
-                        .map(|n| (false, n))
-                        .or_else(|| k.strip_prefix("write_").map(|n| (true, n)));
-                    match (mem.types[t as usize].as_mut(), sized) {
-                        (Some(tc), Some((write, n))) => {
-                            let list = if write { &mut tc.write } else { &mut tc.read };
-                            n.parse::<u64>()
-                                .ok()
-                                .and_then(|size| list.iter_mut().find(|c| c.0 == size))
-                                .map(|c| &mut c.1)
-                        }
-                        _ => None,
-                    }
-                }
-                _ => None,
-            }
-        }
-        ["numa", "line_ns"] => {
-            return match p.numa.as_mut().and_then(|t| t.line_ps.as_mut()) {
-                Some(rows) => {
-                    rows.iter_mut().flatten().for_each(|v| scale_ps(v, f));
-                    true
-                }
-                None => false,
-            };
-        }
-        ["acp", "bandwidth_mb_s"] => {
-            return match p.acp_mb_s.as_mut() {
-                Some(v) => {
-                    *v *= f;
-                    true
-                }
-                None => false,
-            };
-        }
-        _ => None,
-    };
-    match target {
-        Some(v) => {
-            scale_ps(v, f);
-            true
-        }
-        None => false,
-    }
+    params::def(key)
+        .and_then(|d| d.scale)
+        .is_some_and(|scale| scale(p, key, f))
 }
 
 /// Whether runs that issued `totals` (and went through the `[sw]` costs `sw`) used `key`.
 fn used(key: &str, totals: &[u64; Counter::N], sw: &[String], pipeline: bool) -> bool {
-    let n = |c: Counter| totals[c as usize] > 0;
-    let any = |cs: &[Counter]| cs.iter().any(|&c| n(c));
-    if let Some(k) = key.strip_prefix("sw.") {
-        return sw.iter().any(|s| s == k);
-    }
-    let parts: Vec<&str> = key.split('.').collect();
-    match parts.as_slice() {
-        ["cache", op, _] => match cache_op(op) {
-            Some(CacheOp::Clean) => n(Counter::CacheCleanLine),
-            Some(CacheOp::Inval) => n(Counter::CacheInvalLine),
-            Some(CacheOp::CleanInval) => n(Counter::CacheCleanInvalLine),
-            None => false,
-        },
-        ["barrier", "cost"] => n(Counter::Barrier),
-        ["barrier", "wmb"] => n(Counter::Wmb),
-        ["memory", "copy", _] => n(Counter::BounceCopy),
-        ["smmu", "mmio_write"] => any(&[
-            Counter::SmmuTlbiva,
-            Counter::SmmuTlbival,
-            Counter::SmmuTlbiasid,
-            Counter::SmmuTlbsync,
-            Counter::SmmuCmdqBase,
-            Counter::CmdqBatch,
-        ]),
-        ["smmu", "mmio_read"] => n(Counter::SmmuTlbstatusRead),
-        ["smmu", "tlbi_va"] => any(&[
-            Counter::SmmuTlbiva,
-            Counter::SmmuTlbival,
-            Counter::CmdqTlbiNhVa,
-        ]),
-        ["smmu", "tlbi_asid"] => any(&[Counter::SmmuTlbiasid, Counter::CmdqTlbiNhAsid]),
-        ["smmu", "sync"] => any(&[Counter::SmmuTlbsync, Counter::CmdqSync]),
-        ["smmu", "cmdq_write"] => any(&[
-            Counter::CmdqTlbiNhVa,
-            Counter::CmdqTlbiNhAsid,
-            Counter::CmdqSync,
-        ]),
-        ["outer_cache", "clean_line"] => n(Counter::OuterCleanLine),
-        ["outer_cache", "inval_line"] => n(Counter::OuterInvalLine),
-        ["outer_cache", "clean_inval_line"] => n(Counter::OuterCleanInvalLine),
-        ["outer_cache", "sync"] => n(Counter::OuterSync),
-        ["outer_cache", "clean_way_line"] => n(Counter::OuterCleanWay),
-        ["outer_cache", "clean_inval_way_line"] => n(Counter::OuterCleanInvalWay),
-        ["cache_model", "l1_writeback"] => n(Counter::L1Writeback),
-        ["cache_model", "l2_writeback"] => n(Counter::L2Writeback),
-        ["memory_type", _, k] if k.starts_with("fill_") => n(Counter::LineFill),
-        ["memory_type", ..] => n(Counter::CpuAccess),
-        // The command queue's line transfers happen on its syncs and submissions.
-        ["numa", "line_ns"] => any(&[Counter::CmdqSync, Counter::CmdqBatch]),
-        // The ACP's rate paces a pipeline's engine; no counter says it ran, so a pipeline
-        // scenario perturbs it and one that never used it shows under "moved nothing".
-        ["acp", "bandwidth_mb_s"] => pipeline,
-        _ => false,
+    match params::def(key).map(|d| d.used) {
+        Some(Used::Any(cs)) => cs.iter().any(|&c| totals[c as usize] > 0),
+        Some(Used::Sw) => key
+            .strip_prefix("sw.")
+            .is_some_and(|k| sw.iter().any(|s| s == k)),
+        Some(Used::Pipeline) => pipeline,
+        Some(Used::Never) | None => false,
     }
 }
 

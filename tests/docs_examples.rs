@@ -541,3 +541,14 @@ fn user_docs_and_shipped_files_are_for_users() {
         }
     }
 }
+
+#[test]
+fn the_parameter_table_is_the_registry() {
+    let md = read("docs/profiles.md");
+    let table = dmasim::platform::params::markdown_table();
+    assert!(
+        md.contains(&table),
+        "docs/profiles.md's \"Every parameter\" table differs from the registry \
+         (src/platform/params.rs); it should read:\n{table}"
+    );
+}

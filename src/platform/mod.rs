@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 use toml::Spanned;
 
 pub mod numa;
+pub mod params;
 
 mod builtin;
 mod resolve;
@@ -137,16 +138,7 @@ impl Profile {
                     text,
                     freq_mhz: 1.0,
                 };
-                let n = r.param("platform.cpus", p)?;
-                if n < 1.0 || n.fract() != 0.0 || n > 4096.0 {
-                    return Err(InputError::at(
-                        origin,
-                        text,
-                        Some(p.value.span()),
-                        "platform.cpus.value",
-                        format!("must be a whole number of CPUs from 1 to 4096, found {n}"),
-                    ));
-                }
+                let n = r.whole("platform.cpus", p)?;
                 Some(n as u32)
             }
         };
@@ -162,16 +154,7 @@ impl Profile {
                     text,
                     freq_mhz: 1.0,
                 };
-                let bw = r.param("acp.bandwidth_mb_s", &a.bandwidth_mb_s)?;
-                if bw <= 0.0 || bw > MAX_PORT_MB_S {
-                    return Err(InputError::at(
-                        origin,
-                        text,
-                        Some(a.bandwidth_mb_s.value.span()),
-                        "acp.bandwidth_mb_s.value",
-                        format!("must be more than 0 and at most {MAX_PORT_MB_S} MB/s, found {bw}"),
-                    ));
-                }
+                let bw = r.checked("acp.bandwidth_mb_s", &a.bandwidth_mb_s)?;
                 Some(bw)
             }
         };
@@ -391,188 +374,10 @@ impl Profile {
         })
     }
 
-    /// Every parameter with its value and source, in file order of sections.
+    /// Every parameter the profile gives, with its value and source, in the registry's order
+    /// ([`params::PARAMS`]).
     pub fn params(&self) -> Vec<ParamInfo> {
-        let f = &self.file;
-        let mut out = vec![
-            param_info("platform.cpu_freq_mhz", &f.platform.cpu_freq_mhz, "MHz"),
-            param_info("cache.line_bytes", &f.cache.line_bytes, "B"),
-        ];
-        if let Some(c) = &f.platform.cpus {
-            out.insert(1, param_info("platform.cpus", c, "CPUs"));
-        }
-        for op in CacheOp::ALL {
-            if let Some(m) = maint_spec(&f.cache, op) {
-                let base = format!("cache.{}", op.key());
-                out.push(cost_info(&format!("{base}.issue"), &m.issue));
-                out.push(cost_info(&format!("{base}.latency"), &m.latency));
-                if let Some(i) = &m.interval {
-                    out.push(cost_info(&format!("{base}.interval"), i));
-                }
-            }
-        }
-        out.push(cost_info("barrier.cost", &f.barrier.cost));
-        if let Some(c) = &f.barrier.wmb {
-            out.push(cost_info("barrier.wmb", c));
-        }
-        if let Some(c) = f.memory.as_ref().and_then(|m| m.copy.as_ref()) {
-            if let Some(call) = &c.call {
-                out.push(cost_info("memory.copy.call", call));
-            }
-            out.push(cost_info("memory.copy.per_byte", &c.per_byte));
-        }
-        for (k, c) in &f.sw {
-            out.push(cost_info(&format!("sw.{}", k.get_ref()), c));
-        }
-        if let Some(a) = &f.acp {
-            out.push(param_info("acp.bandwidth_mb_s", &a.bandwidth_mb_s, "MB/s"));
-        }
-        if let Some(c) = f.code.as_ref().and_then(|c| c.swiotlb_2012.as_ref()) {
-            for (k, p) in c.groups() {
-                out.push(param_info(
-                    &format!("code.swiotlb_2012.{k}"),
-                    p,
-                    "instructions",
-                ));
-            }
-        }
-        if let Some(sm) = &f.smmu {
-            for (k, c) in smmu_costs(sm) {
-                out.push(cost_info(&format!("smmu.{k}"), c));
-            }
-        }
-        if let Some(o) = &f.outer_cache {
-            out.push(param_info("outer_cache.size_kib", &o.size_kib, "KiB"));
-            out.push(param_info("outer_cache.ways", &o.ways, "ways"));
-            for (k, c) in [
-                ("clean_line", &o.clean_line),
-                ("inval_line", &o.inval_line),
-                ("clean_inval_line", &o.clean_inval_line),
-                ("sync", &o.sync),
-                ("clean_way_line", &o.clean_way_line),
-                ("clean_inval_way_line", &o.clean_inval_way_line),
-            ] {
-                out.push(cost_info(&format!("outer_cache.{k}"), c));
-            }
-        }
-        if let Some(m) = &f.cache_model {
-            out.push(ParamInfo {
-                key: "cache_model".into(),
-                value: format!(
-                    "{:?} inclusion, {:?} replacement",
-                    m.inclusion.get_ref(),
-                    m.replacement.get_ref()
-                ),
-                source: m.source.get_ref().clone(),
-            });
-            let flag = |key: &str, p: &FlagParam| ParamInfo {
-                key: key.to_string(),
-                value: p.value.get_ref().to_string(),
-                source: p.source.get_ref().clone(),
-            };
-            out.push(flag("cache_model.l1_write_allocate", &m.l1_write_allocate));
-            if let Some(p) = &m.l2_write_allocate {
-                out.push(flag("cache_model.l2_write_allocate", p));
-            }
-            if let Some(p) = &m.l1_prefetch {
-                out.push(flag("cache_model.l1_prefetch", p));
-            }
-            if let Some(p) = &m.linefill_buffers {
-                out.push(param_info("cache_model.linefill_buffers", p, "buffers"));
-            }
-            out.push(cost_info("cache_model.l1_writeback", &m.l1_writeback));
-            if let Some(c) = &m.l2_writeback {
-                out.push(cost_info("cache_model.l2_writeback", c));
-            }
-        }
-        if let (Some(n), Some(t)) = (&f.numa, &self.numa) {
-            for (i, (ns, node)) in n.node.iter().zip(&t.nodes).enumerate() {
-                out.push(ParamInfo {
-                    key: format!("numa.node[{i}]"),
-                    value: format!(
-                        "cpus \"{}\", memory {:#x} + {} MiB",
-                        ns.cpus.get_ref(),
-                        node.mem_base,
-                        node.mem_size >> 20
-                    ),
-                    source: ns.source.get_ref().clone(),
-                });
-            }
-            for (key, m, rows) in [
-                (
-                    "numa.distance",
-                    &n.distance,
-                    t.distance
-                        .iter()
-                        .map(|r| r.iter().map(|d| d.to_string()).collect::<Vec<_>>())
-                        .collect::<Vec<_>>(),
-                ),
-                (
-                    "numa.latency_ns",
-                    &n.latency_ns,
-                    t.latency_ps
-                        .iter()
-                        .map(|r| {
-                            r.iter()
-                                .map(|p| format!("{}", *p as f64 / 1000.0))
-                                .collect::<Vec<_>>()
-                        })
-                        .collect::<Vec<_>>(),
-                ),
-            ] {
-                let rows: Vec<String> =
-                    rows.iter().map(|r| format!("[{}]", r.join(", "))).collect();
-                out.push(ParamInfo {
-                    key: key.to_string(),
-                    value: rows.join(" "),
-                    source: m.source.get_ref().clone(),
-                });
-            }
-            if let (Some(m), Some(l)) = (&n.line_ns, &t.line_ps) {
-                let rows: Vec<String> = l
-                    .iter()
-                    .map(|r| {
-                        let v: Vec<String> = r
-                            .iter()
-                            .map(|p| format!("{}", *p as f64 / 1000.0))
-                            .collect();
-                        format!("[{}]", v.join(", "))
-                    })
-                    .collect();
-                out.push(ParamInfo {
-                    key: "numa.line_ns".to_string(),
-                    value: rows.join(" "),
-                    source: m.source.get_ref().clone(),
-                });
-            }
-            for (s, i) in n.initiator.iter().zip(&t.initiators) {
-                let lat: Vec<String> = i
-                    .latency_ps
-                    .iter()
-                    .map(|p| format!("{}", *p as f64 / 1000.0))
-                    .collect();
-                out.push(ParamInfo {
-                    key: format!("numa.initiator.{}", i.name),
-                    value: format!(
-                        "{:?} on node {}, latency ns [{}]",
-                        i.kind,
-                        i.node,
-                        lat.join(", ")
-                    )
-                    .to_lowercase(),
-                    source: s.source.get_ref().clone(),
-                });
-            }
-        }
-        for (t, costs) in f.memory_type.iter().flatten() {
-            for (k, c) in costs {
-                out.push(cost_info(
-                    &format!("memory_type.{}.{}", t.get_ref(), k.get_ref()),
-                    c,
-                ));
-            }
-        }
-        out
+        params::PARAMS.iter().flat_map(|d| d.values(self)).collect()
     }
 
     /// Fail unless the profile prices `write`s (or reads) of `size` bytes to `t`, which `why`
@@ -608,47 +413,12 @@ impl Profile {
     }
 }
 
-fn param_info(key: &str, p: &Param, unit: &str) -> ParamInfo {
-    ParamInfo {
-        key: key.to_string(),
-        value: format!("{} {unit}", p.value.get_ref()),
-        source: p.source.get_ref().clone(),
-    }
-}
-
-fn cost_info(key: &str, c: &Cost) -> ParamInfo {
-    let value = match (&c.ns, &c.cycles) {
-        (Some(ns), _) => format!("{} ns", ns.get_ref()),
-        (_, Some(cy)) => format!("{} cycles", cy.get_ref()),
-        _ => String::new(),
-    };
-    ParamInfo {
-        key: key.to_string(),
-        value,
-        source: c.source.get_ref().clone(),
-    }
-}
-
 fn maint_spec(c: &CacheSpec, op: CacheOp) -> Option<&MaintSpec> {
     match op {
         CacheOp::Clean => c.clean.as_ref(),
         CacheOp::Inval => c.inval.as_ref(),
         CacheOp::CleanInval => c.clean_inval.as_ref(),
     }
-}
-
-fn smmu_costs(s: &SmmuSpec) -> Vec<(&'static str, &Cost)> {
-    let mut v = vec![
-        ("mmio_write", &s.mmio_write),
-        ("mmio_read", &s.mmio_read),
-        ("tlbi_va", &s.tlbi_va),
-        ("tlbi_asid", &s.tlbi_asid),
-        ("sync", &s.sync),
-    ];
-    if let Some(c) = &s.cmdq_write {
-        v.push(("cmdq_write", c));
-    }
-    v
 }
 
 #[cfg(test)]

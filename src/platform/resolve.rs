@@ -34,6 +34,22 @@ impl Resolver<'_> {
                 "a source is required: a citation, `fit: <rows>` or `measured: <how>`",
             ));
         }
+        if let Some(d) = params::def(key)
+            && !d.source.allows(SourceKind::of(s.get_ref()))
+        {
+            // What the machine is (its geometry, topology, counts) is read from its manual or
+            // firmware; fitting it to timings would let it absorb any error of the costs.
+            return Err(InputError::at(
+                self.origin,
+                self.text,
+                Some(s.span()),
+                &format!("{key}.source"),
+                format!(
+                    "a {} is not fitted: cite where it comes from (a manual, the firmware) or say `measured:` or `held:`",
+                    d.kind.name()
+                ),
+            ));
+        }
         Ok(())
     }
 
@@ -106,19 +122,26 @@ impl Resolver<'_> {
         Ok((ns * per_ns).round() as u64)
     }
 
-    /// A whole power of two from 1 to `max`.
-    pub(super) fn power_of_two(&self, key: &str, p: &Param, max: u64) -> Result<u64, InputError> {
+    /// A plain value, checked against the range its registry row gives ([`params::Check`]).
+    pub(super) fn checked(&self, key: &str, p: &Param) -> Result<f64, InputError> {
         let x = self.param(key, p)?;
-        if x < 1.0 || x > max as f64 || x.fract() != 0.0 || !(x as u64).is_power_of_two() {
+        if let Some(d) = params::def(key)
+            && let Some(m) = d.check.violation(d.unit, x)
+        {
             return Err(InputError::at(
                 self.origin,
                 self.text,
                 Some(p.value.span()),
                 &format!("{key}.value"),
-                format!("must be a power of two from 1 to {max}, found {x}"),
+                m,
             ));
         }
-        Ok(x as u64)
+        Ok(x)
+    }
+
+    /// A whole value its row checks (a power of two, a count).
+    pub(super) fn whole(&self, key: &str, p: &Param) -> Result<u64, InputError> {
+        Ok(self.checked(key, p)? as u64)
     }
 
     pub(super) fn maint(&self, key: &str, m: &MaintSpec) -> Result<MaintCost, InputError> {
@@ -143,37 +166,23 @@ pub(super) fn resolve(
         text,
         freq_mhz: 1.0,
     };
-    let freq = r.param("platform.cpu_freq_mhz", &f.platform.cpu_freq_mhz)?;
-    if !(MIN_FREQ_MHZ..=MAX_FREQ_MHZ).contains(&freq) {
+    let cpu_freq = &f.platform.cpu_freq_mhz;
+    let freq = r.param("platform.cpu_freq_mhz", cpu_freq)?;
+    if freq > 0.0 && freq < MIN_FREQ_MHZ && freq * 1000.0 <= MAX_FREQ_MHZ {
         return Err(InputError::at(
             origin,
             text,
-            Some(f.platform.cpu_freq_mhz.value.span()),
+            Some(cpu_freq.value.span()),
             "platform.cpu_freq_mhz.value",
-            if freq > 0.0 && freq < MIN_FREQ_MHZ && freq * 1000.0 <= MAX_FREQ_MHZ {
-                format!(
-                    "must be {MIN_FREQ_MHZ}..={MAX_FREQ_MHZ} MHz, found {freq}: the key is in MHz, so {freq} GHz is {}",
-                    freq * 1000.0
-                )
-            } else {
-                format!("must be {MIN_FREQ_MHZ}..={MAX_FREQ_MHZ} MHz, found {freq}")
-            },
+            format!(
+                "must be {MIN_FREQ_MHZ}..={MAX_FREQ_MHZ} MHz, found {freq}: the key is in MHz, so {freq} GHz is {}",
+                freq * 1000.0
+            ),
         ));
     }
+    r.checked("platform.cpu_freq_mhz", cpu_freq)?;
     r.freq_mhz = freq;
-    let line = r.param("cache.line_bytes", &f.cache.line_bytes)?;
-    if !(4.0..=MAX_LINE_BYTES).contains(&line)
-        || line.fract() != 0.0
-        || !(line as u64).is_power_of_two()
-    {
-        return Err(InputError::at(
-            origin,
-            text,
-            Some(f.cache.line_bytes.value.span()),
-            "cache.line_bytes.value",
-            format!("must be a power of two from 4 to {MAX_LINE_BYTES}, found {line}"),
-        ));
-    }
+    let line = r.whole("cache.line_bytes", &f.cache.line_bytes)?;
     let mut maint = [None; 3];
     for op in CacheOp::ALL {
         if let Some(m) = maint_spec(&f.cache, op) {
@@ -221,12 +230,12 @@ pub(super) fn resolve(
         }),
         None => None,
     };
-    for (key, p, max) in [
-        ("cache.size_kib", &f.cache.size_kib, 1u64 << 20),
-        ("cache.ways", &f.cache.ways, 64),
+    for (key, p) in [
+        ("cache.size_kib", &f.cache.size_kib),
+        ("cache.ways", &f.cache.ways),
     ] {
         if let Some(p) = p {
-            r.power_of_two(key, p, max)?;
+            r.checked(key, p)?;
         }
     }
     let outer = match &f.outer_cache {
@@ -234,7 +243,7 @@ pub(super) fn resolve(
         None => None,
     };
     let caches = match &f.cache_model {
-        Some(m) => Some(resolve_cache_model(&r, f, m, line as u64)?),
+        Some(m) => Some(resolve_cache_model(&r, f, m, line)?),
         None => None,
     };
     let mem = match &f.memory_type {
@@ -242,7 +251,7 @@ pub(super) fn resolve(
         None => None,
     };
     Ok(ModelParams {
-        line_bytes: line as u64,
+        line_bytes: line,
         maint,
         barrier_ps,
         wmb_ps,
@@ -335,17 +344,7 @@ pub(super) fn resolve_memory_types(
         .as_ref()
         .and_then(|m| m.linefill_buffers.as_ref())
     {
-        let n = r.param("cache_model.linefill_buffers", p)?;
-        let max = crate::hw::model::MAX_LINEFILLS as f64;
-        if n < 1.0 || n.fract() != 0.0 || n > max {
-            return Err(InputError::at(
-                r.origin,
-                r.text,
-                Some(p.value.span()),
-                "cache_model.linefill_buffers.value",
-                format!("must be a whole number of buffers from 1 to {max}, found {n}"),
-            ));
-        }
+        let n = r.whole("cache_model.linefill_buffers", p)?;
         out.linefill_buffers = n as u32;
     }
     Ok(out)
@@ -380,13 +379,12 @@ pub(super) fn resolve_cache_model(
             )
         })
     };
-    let size_kib = r.power_of_two(
+    let size_kib = r.whole(
         "cache.size_kib",
         &need(&f.cache.size_kib, "cache.size_kib")?,
-        1 << 20,
     )?;
     let ways_p = need(&f.cache.ways, "cache.ways")?;
-    let ways = r.power_of_two("cache.ways", &ways_p, 64)?;
+    let ways = r.whole("cache.ways", &ways_p)?;
     let l1 = Geometry {
         line_bytes: line,
         size_bytes: size_kib << 10,
@@ -417,8 +415,8 @@ pub(super) fn resolve_cache_model(
                 ),
             ));
         }
-        let size = r.power_of_two("outer_cache.size_kib", &o.size_kib, 1 << 16)?;
-        let oways = r.power_of_two("outer_cache.ways", &o.ways, 16)?;
+        let size = r.whole("outer_cache.size_kib", &o.size_kib)?;
+        let oways = r.whole("outer_cache.ways", &o.ways)?;
         let geometry = Geometry {
             line_bytes: line,
             size_bytes: size << 10,
@@ -501,8 +499,8 @@ pub(super) fn resolve_outer(
             ),
         ));
     }
-    r.power_of_two("outer_cache.size_kib", &o.size_kib, 1 << 16)?;
-    r.power_of_two("outer_cache.ways", &o.ways, 16)?;
+    r.whole("outer_cache.size_kib", &o.size_kib)?;
+    r.whole("outer_cache.ways", &o.ways)?;
     let mut line_ps = [0; 3];
     for (op, key, c) in [
         (CacheOp::Clean, "outer_cache.clean_line", &o.clean_line),
@@ -534,18 +532,7 @@ pub(super) fn resolve_code(r: &Resolver, f: &ProfileFile) -> Result<(), InputErr
     if let Some(c) = code {
         for (k, p) in c.groups() {
             let key = format!("code.swiotlb_2012.{k}");
-            let n = r.param(&key, p)?;
-            if n.fract() != 0.0 || n > MAX_GROUP_INSNS {
-                return Err(InputError::at(
-                    r.origin,
-                    r.text,
-                    Some(p.value.span()),
-                    &format!("{key}.value"),
-                    format!(
-                        "must be a whole number of instructions from 0 to {MAX_GROUP_INSNS}, found {n}"
-                    ),
-                ));
-            }
+            r.checked(&key, p)?;
         }
     } else if let Some((k, _)) =
         f.sw.iter()
