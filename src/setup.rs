@@ -150,9 +150,9 @@ impl Machine {
             numa_node: Some(init.node),
             ..Device::new(&init.name, true, SMMU_DMA_MASK_BITS)
         };
-        hw.enter("arm_smmu_device_probe");
+        let back = hw.enter(crate::frame_id!("arm_smmu_device_probe"));
         let st = arm_smmu_init_structures(&mut hw, &mut coh, &mut mem, &dev, ASSUMED_IDR1);
-        hw.leave();
+        hw.leave(back);
         let structures =
             st.map_err(|e| SetupError::Driver(format!("SMMUv3 probe of {}: {e}", init.name)))?;
         Ok(Machine {
@@ -451,7 +451,7 @@ pub fn iommu_domain_alloc_with_cmdq(
     mem: SharedPhysMem,
     cmdq: Cmdq,
 ) -> Result<IommuDomain, SetupError> {
-    hw.enter("iommu_domain_alloc");
+    let back = hw.enter(crate::frame_id!("iommu_domain_alloc"));
     let r = (|| {
         let walk_sync = (!cfg.coherent_walk).then(|| arch_dma(profile, p));
         let pcfg = IoPgtableCfg {
@@ -473,7 +473,7 @@ pub fn iommu_domain_alloc_with_cmdq(
         Ok(IommuDomain::new(hw, t, ops, p.unmap_split)
             .with_map_sg_returns(crate::policy::map_sg_returns(p.kernel)))
     })();
-    hw.leave();
+    hw.leave(back);
     r.map_err(SetupError::Domain)
 }
 

@@ -139,7 +139,7 @@ fn inval_poc_in<H: Hw + ?Sized>(
     complete: bool,
 ) {
     let frame = frames.pick(complete);
-    let back = hw.enter_id(frame);
+    let back = hw.enter(frame);
     if size > 0 {
         let line = hw.line_bytes();
         let mask = line - 1;
@@ -168,7 +168,7 @@ fn inval_poc_in<H: Hw + ?Sized>(
     if complete {
         hw.barrier();
     }
-    hw.leave_id(frame, back);
+    hw.leave(back);
 }
 
 /// `dcache_clean_inval_poc[_nosync]`: DC CIVAC on every line of the range.
@@ -199,9 +199,9 @@ impl ArchDma for Arm64CleanInval {
         _dir: DmaDirection,
         complete: bool,
     ) {
-        hw.enter("arch_sync_dma_for_device");
+        let back = hw.enter(crate::frame_id!("arch_sync_dma_for_device"));
         dcache_clean_inval_poc(hw, paddr, size, complete);
-        hw.leave();
+        hw.leave(back);
     }
 
     #[inline(always)]
@@ -213,15 +213,15 @@ impl ArchDma for Arm64CleanInval {
         _dir: DmaDirection,
         complete: bool,
     ) {
-        hw.enter("arch_sync_dma_for_cpu");
+        let back = hw.enter(crate::frame_id!("arch_sync_dma_for_cpu"));
         dcache_clean_inval_poc(hw, paddr, size, complete);
-        hw.leave();
+        hw.leave(back);
     }
 
     fn flush<H: Hw + ?Sized>(&self, hw: &mut H) {
-        hw.enter("arch_sync_dma_flush");
+        let back = hw.enter(crate::frame_id!("arch_sync_dma_flush"));
         hw.barrier();
-        hw.leave();
+        hw.leave(back);
     }
 
     fn required_ops(&self) -> &'static [CacheOp] {
@@ -265,15 +265,15 @@ impl ArchDma for Arm64 {
             inval_poc_in(hw, &INVAL_POC_FOR_CPU, paddr, size, complete);
         } else {
             // Nothing to do for the CPU, but the call is the kernel's: its frame is entered.
-            let back = hw.enter_id(crate::frame_id!("arch_sync_dma_for_cpu"));
-            hw.leave_to(back);
+            let back = hw.enter(crate::frame_id!("arch_sync_dma_for_cpu"));
+            hw.leave(back);
         }
     }
 
     fn flush<H: Hw + ?Sized>(&self, hw: &mut H) {
-        hw.enter("arch_sync_dma_flush");
+        let back = hw.enter(crate::frame_id!("arch_sync_dma_flush"));
         hw.barrier();
-        hw.leave();
+        hw.leave(back);
     }
 
     fn required_ops(&self) -> &'static [CacheOp] {

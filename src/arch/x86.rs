@@ -57,9 +57,9 @@ impl ArchDma for X86Flush {
     }
 
     fn flush<H: Hw + ?Sized>(&self, hw: &mut H) {
-        hw.enter("sfence");
+        let back = hw.enter(crate::frame_id!("sfence"));
         hw.barrier();
-        hw.leave();
+        hw.leave(back);
     }
 
     fn required_ops(&self) -> &'static [CacheOp] {

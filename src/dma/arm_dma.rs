@@ -65,15 +65,16 @@ impl DmaMapOps for ArmDmaOps {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) -> Result<DmaAddr, DmaError> {
-        if self.coherent {
-            hw.enter("arm_coherent_dma_map_page");
+        let back = if self.coherent {
+            hw.enter(crate::frame_id!("arm_coherent_dma_map_page"))
         } else {
-            hw.enter("arm_dma_map_page");
+            let back = hw.enter(crate::frame_id!("arm_dma_map_page"));
             if !attrs.contains(DmaAttrs::SKIP_CPU_SYNC) {
                 self.arch.dma_page_cpu_to_dev(hw, phys, size, dir);
             }
-        }
-        hw.leave();
+            back
+        };
+        hw.leave(back);
         Ok(DmaAddr(phys.0))
     }
 
@@ -90,12 +91,12 @@ impl DmaMapOps for ArmDmaOps {
         if self.coherent {
             return;
         }
-        hw.enter("arm_dma_unmap_page");
+        let back = hw.enter(crate::frame_id!("arm_dma_unmap_page"));
         if !attrs.contains(DmaAttrs::SKIP_CPU_SYNC) {
             self.arch
                 .dma_page_dev_to_cpu(hw, Self::phys(addr), size, dir);
         }
-        hw.leave();
+        hw.leave(back);
     }
 
     fn map_sg<H: DeviceHw>(
@@ -106,7 +107,7 @@ impl DmaMapOps for ArmDmaOps {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) -> Result<usize, DmaError> {
-        hw.enter("arm_dma_map_sg");
+        let back = hw.enter(crate::frame_id!("arm_dma_map_sg"));
         for i in 0..sgt.entries.len() {
             let (phys, len) = (sgt.entries[i].phys(), sgt.entries[i].length);
             let addr = self.map_page(hw, dev, phys, u64::from(len), dir, attrs)?;
@@ -115,7 +116,7 @@ impl DmaMapOps for ArmDmaOps {
             e.dma_length = len;
         }
         sgt.nents = sgt.entries.len();
-        hw.leave();
+        hw.leave(back);
         Ok(sgt.nents)
     }
 
@@ -132,13 +133,13 @@ impl DmaMapOps for ArmDmaOps {
             sgt.nents = 0;
             return;
         }
-        hw.enter("arm_dma_unmap_sg");
+        let back = hw.enter(crate::frame_id!("arm_dma_unmap_sg"));
         for i in 0..sgt.nents {
             let (addr, len) = (sgt.entries[i].dma_address, sgt.entries[i].dma_length);
             self.unmap_page(hw, dev, addr, u64::from(len), dir, attrs);
         }
         sgt.nents = 0;
-        hw.leave();
+        hw.leave(back);
     }
 
     fn sync_single_for_cpu<H: DeviceHw>(
@@ -152,10 +153,10 @@ impl DmaMapOps for ArmDmaOps {
         if self.coherent {
             return;
         }
-        hw.enter("arm_dma_sync_single_for_cpu");
+        let back = hw.enter(crate::frame_id!("arm_dma_sync_single_for_cpu"));
         self.arch
             .dma_page_dev_to_cpu(hw, Self::phys(addr), size, dir);
-        hw.leave();
+        hw.leave(back);
     }
 
     fn sync_single_for_device<H: DeviceHw>(
@@ -169,10 +170,10 @@ impl DmaMapOps for ArmDmaOps {
         if self.coherent {
             return;
         }
-        hw.enter("arm_dma_sync_single_for_device");
+        let back = hw.enter(crate::frame_id!("arm_dma_sync_single_for_device"));
         self.arch
             .dma_page_cpu_to_dev(hw, Self::phys(addr), size, dir);
-        hw.leave();
+        hw.leave(back);
     }
 
     fn sync_sg_for_cpu<H: DeviceHw>(
@@ -185,11 +186,11 @@ impl DmaMapOps for ArmDmaOps {
         if self.coherent {
             return;
         }
-        hw.enter("arm_dma_sync_sg_for_cpu");
+        let back = hw.enter(crate::frame_id!("arm_dma_sync_sg_for_cpu"));
         for e in &sgt.entries[..sgt.nents] {
             self.sync_single_for_cpu(hw, dev, e.dma_address, u64::from(e.length), dir);
         }
-        hw.leave();
+        hw.leave(back);
     }
 
     fn sync_sg_for_device<H: DeviceHw>(
@@ -202,11 +203,11 @@ impl DmaMapOps for ArmDmaOps {
         if self.coherent {
             return;
         }
-        hw.enter("arm_dma_sync_sg_for_device");
+        let back = hw.enter(crate::frame_id!("arm_dma_sync_sg_for_device"));
         for e in &sgt.entries[..sgt.nents] {
             self.sync_single_for_device(hw, dev, e.dma_address, u64::from(e.length), dir);
         }
-        hw.leave();
+        hw.leave(back);
     }
 }
 

@@ -446,12 +446,12 @@ impl DmaDirect {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) -> Result<usize, DmaError> {
-        let back = hw.enter_id(crate::frame_id!("dma_direct_map_sg"));
+        let back = hw.enter(crate::frame_id!("dma_direct_map_sg"));
         let DmaDirect { arch, st } = self;
         let r = with_arch_and_rule!(arch, st.sync.direct_sg, |a, sync| {
             st.map_entries(hw, a, dev, sgt, dir, attrs, sync)
         });
-        hw.leave_to(back);
+        hw.leave(back);
         r
     }
 
@@ -463,14 +463,14 @@ impl DmaDirect {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) {
-        let back = hw.enter_id(crate::frame_id!("dma_direct_unmap_sg"));
+        let back = hw.enter(crate::frame_id!("dma_direct_unmap_sg"));
         let DmaDirect { arch, st } = self;
         let n = sgt.entries.len();
         with_arch_and_rule!(arch, st.sync.direct_sg, |a, sync| {
             st.unmap_entries(hw, a, dev, sgt, n, dir, attrs, sync)
         });
         sgt.nents = 0;
-        hw.leave_to(back);
+        hw.leave(back);
     }
 
     pub fn sync_single_for_cpu<H: Hw + ?Sized>(
@@ -510,7 +510,7 @@ impl DmaDirect {
         sgt: &SgTable,
         dir: DmaDirection,
     ) {
-        let back = hw.enter_id(crate::frame_id!("dma_direct_sync_sg_for_cpu"));
+        let back = hw.enter(crate::frame_id!("dma_direct_sync_sg_for_cpu"));
         let DmaDirect { arch, st } = self;
         let sync = st.sync.direct_sync_sg;
         for e in &sgt.entries[..sgt.nents] {
@@ -520,7 +520,7 @@ impl DmaDirect {
             st.sync_single_for_cpu_nowait(hw, arch, dev, e.dma_address, len, dir, sync);
         }
         st.end_of_call(hw, arch, dev, sync);
-        hw.leave_to(back);
+        hw.leave(back);
     }
 
     pub fn sync_sg_for_device<H: Hw + ?Sized>(
@@ -530,7 +530,7 @@ impl DmaDirect {
         sgt: &SgTable,
         dir: DmaDirection,
     ) {
-        let back = hw.enter_id(crate::frame_id!("dma_direct_sync_sg_for_device"));
+        let back = hw.enter(crate::frame_id!("dma_direct_sync_sg_for_device"));
         let DmaDirect { arch, st } = self;
         let sync = st.sync.direct_sync_sg;
         for e in &sgt.entries[..sgt.nents] {
@@ -540,7 +540,7 @@ impl DmaDirect {
             st.sync_single_for_device_nowait(hw, arch, dev, e.dma_address, len, dir, sync);
         }
         st.end_of_call(hw, arch, dev, sync);
-        hw.leave_to(back);
+        hw.leave(back);
     }
 }
 

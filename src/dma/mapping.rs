@@ -52,13 +52,13 @@ impl<O: DmaMapOps> DmaApi<O> {
     fn frame<T, H: DeviceHw>(
         &mut self,
         hw: &mut H,
-        name: &'static str,
+        frame: &'static crate::hw::FrameId,
         f: impl FnOnce(&mut O, &mut H, &Device) -> T,
     ) -> T {
-        let back = hw.enter_from(name);
+        let back = hw.enter(frame);
         hw.sw(self.call);
         let r = f(&mut self.ops, hw, &self.dev);
-        hw.leave_to(back);
+        hw.leave(back);
         r
     }
 
@@ -70,7 +70,7 @@ impl<O: DmaMapOps> DmaApi<O> {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) -> Result<DmaAddr, DmaError> {
-        self.frame(hw, "dma_map_page", |ops, hw, dev| {
+        self.frame(hw, crate::frame_id!("dma_map_page"), |ops, hw, dev| {
             ops.map_page(hw, dev, phys, size, dir, attrs)
         })
     }
@@ -83,7 +83,7 @@ impl<O: DmaMapOps> DmaApi<O> {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) {
-        self.frame(hw, "dma_unmap_page", |ops, hw, dev| {
+        self.frame(hw, crate::frame_id!("dma_unmap_page"), |ops, hw, dev| {
             ops.unmap_page(hw, dev, addr, size, dir, attrs)
         })
     }
@@ -98,7 +98,7 @@ impl<O: DmaMapOps> DmaApi<O> {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) -> Result<DmaAddr, DmaError> {
-        let back = hw.enter_id(crate::frame_id!("dma_map_single"));
+        let back = hw.enter(crate::frame_id!("dma_map_single"));
         hw.sw(self.call);
         let virt = physaddr::va(phys);
         let offset = virt & (crate::scatterlist::PAGE_SIZE - 1);
@@ -108,7 +108,7 @@ impl<O: DmaMapOps> DmaApi<O> {
             .map_page(hw, &self.dev, PhysAddr(page.0 | offset), size, dir, attrs);
         // debug_dma_map_page(dev, virt_to_page(ptr), ...): the stub is empty, its argument is not.
         let _ = self.pa.virt_to_page(hw, virt);
-        hw.leave_to(back);
+        hw.leave(back);
         r
     }
 
@@ -121,7 +121,7 @@ impl<O: DmaMapOps> DmaApi<O> {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) {
-        self.frame(hw, "dma_unmap_single", |ops, hw, dev| {
+        self.frame(hw, crate::frame_id!("dma_unmap_single"), |ops, hw, dev| {
             ops.unmap_page(hw, dev, addr, size, dir, attrs)
         })
     }
@@ -133,7 +133,7 @@ impl<O: DmaMapOps> DmaApi<O> {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) -> Result<usize, DmaError> {
-        self.frame(hw, "dma_map_sg", |ops, hw, dev| {
+        self.frame(hw, crate::frame_id!("dma_map_sg"), |ops, hw, dev| {
             ops.map_sg(hw, dev, sgt, dir, attrs)
         })
     }
@@ -145,7 +145,7 @@ impl<O: DmaMapOps> DmaApi<O> {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) {
-        self.frame(hw, "dma_unmap_sg", |ops, hw, dev| {
+        self.frame(hw, crate::frame_id!("dma_unmap_sg"), |ops, hw, dev| {
             ops.unmap_sg(hw, dev, sgt, dir, attrs)
         })
     }
@@ -163,9 +163,11 @@ impl<O: DmaMapOps> DmaApi<O> {
         size: u64,
         dir: DmaDirection,
     ) {
-        self.frame(hw, "dma_sync_single_for_cpu", |ops, hw, dev| {
-            ops.sync_single_for_cpu(hw, dev, addr, size, dir)
-        })
+        self.frame(
+            hw,
+            crate::frame_id!("dma_sync_single_for_cpu"),
+            |ops, hw, dev| ops.sync_single_for_cpu(hw, dev, addr, size, dir),
+        )
     }
 
     pub fn sync_single_for_device<H: DeviceHw>(
@@ -175,15 +177,19 @@ impl<O: DmaMapOps> DmaApi<O> {
         size: u64,
         dir: DmaDirection,
     ) {
-        self.frame(hw, "dma_sync_single_for_device", |ops, hw, dev| {
-            ops.sync_single_for_device(hw, dev, addr, size, dir)
-        })
+        self.frame(
+            hw,
+            crate::frame_id!("dma_sync_single_for_device"),
+            |ops, hw, dev| ops.sync_single_for_device(hw, dev, addr, size, dir),
+        )
     }
 
     pub fn sync_sg_for_cpu<H: DeviceHw>(&mut self, hw: &mut H, sgt: &SgTable, dir: DmaDirection) {
-        self.frame(hw, "dma_sync_sg_for_cpu", |ops, hw, dev| {
-            ops.sync_sg_for_cpu(hw, dev, sgt, dir)
-        })
+        self.frame(
+            hw,
+            crate::frame_id!("dma_sync_sg_for_cpu"),
+            |ops, hw, dev| ops.sync_sg_for_cpu(hw, dev, sgt, dir),
+        )
     }
 
     pub fn sync_sg_for_device<H: DeviceHw>(
@@ -192,8 +198,10 @@ impl<O: DmaMapOps> DmaApi<O> {
         sgt: &SgTable,
         dir: DmaDirection,
     ) {
-        self.frame(hw, "dma_sync_sg_for_device", |ops, hw, dev| {
-            ops.sync_sg_for_device(hw, dev, sgt, dir)
-        })
+        self.frame(
+            hw,
+            crate::frame_id!("dma_sync_sg_for_device"),
+            |ops, hw, dev| ops.sync_sg_for_device(hw, dev, sgt, dir),
+        )
     }
 }

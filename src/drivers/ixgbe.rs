@@ -289,14 +289,14 @@ impl Forwarder {
     fn free_skb(&mut self, slot: usize) {
         let (head, skb) = (self.tx[slot], self.skbs[slot]);
         let hw = &mut self.hw;
-        let consume = hw.enter_id(crate::frame_id!("consume_skb"));
-        let back = hw.enter_id(crate::frame_id!("skb_release_data"));
+        let consume = hw.enter(crate::frame_id!("consume_skb"));
+        let back = hw.enter(crate::frame_id!("skb_release_data"));
         let head_page = self.pa.virt_to_page(hw, physaddr::va(head));
-        hw.leave_to(back);
-        let back = hw.enter_id(crate::frame_id!("kmem_cache_free"));
+        hw.leave(back);
+        let back = hw.enter(crate::frame_id!("kmem_cache_free"));
         let slab_page = self.pa.virt_to_page(hw, physaddr::va(skb));
-        hw.leave_to(back);
-        hw.leave_to(consume);
+        hw.leave(back);
+        hw.leave(consume);
         debug_assert_eq!(
             (head_page, slab_page),
             (head.align_down(PAGE_SIZE), skb.align_down(PAGE_SIZE))
@@ -322,7 +322,7 @@ impl Forwarder {
         let buf = self.rx[i];
         let reuse = self.reusable();
 
-        let back = self.hw.enter_id(crate::frame_id!("ixgbe_clean_rx_irq"));
+        let back = self.hw.enter(crate::frame_id!("ixgbe_clean_rx_irq"));
         {
             let (api, hw, calls, order) = (
                 &mut self.api,
@@ -362,7 +362,7 @@ impl Forwarder {
                 });
             }
         }
-        self.hw.leave_to(back);
+        self.hw.leave(back);
 
         self.hw.leaf("ip_forward_path", self.route, None);
 
@@ -374,7 +374,7 @@ impl Forwarder {
             slot + 1
         };
         let len = self.packet_bytes;
-        let back = self.hw.enter_id(crate::frame_id!("ixgbe_xmit_frame_ring"));
+        let back = self.hw.enter(crate::frame_id!("ixgbe_xmit_frame_ring"));
         let mapped = {
             let (api, hw, calls, order) = (
                 &mut self.api,
@@ -395,10 +395,10 @@ impl Forwarder {
                 Err(_) => None,
             }
         };
-        self.hw.leave_to(back);
+        self.hw.leave(back);
         match mapped {
             Some(dma) => {
-                let back = self.hw.enter_id(crate::frame_id!("ixgbe_clean_tx_irq"));
+                let back = self.hw.enter(crate::frame_id!("ixgbe_clean_tx_irq"));
                 // 3.6 frees the skb before unmapping its head.
                 self.free_skb(slot);
                 let (api, hw, calls, order) = (
@@ -410,13 +410,13 @@ impl Forwarder {
                 timed(calls, order, hw, Call::UnmapSingle, |hw| {
                     api.unmap_page(hw, dma, len, DmaDirection::ToDevice, DmaAttrs::NONE)
                 });
-                self.hw.leave_to(back);
+                self.hw.leave(back);
             }
             None => {
                 // ixgbe_tx_map's dma_error path frees the skb too.
-                self.hw.enter("ixgbe_xmit_frame_ring");
+                let back = self.hw.enter(crate::frame_id!("ixgbe_xmit_frame_ring"));
                 self.free_skb(slot);
-                self.hw.leave();
+                self.hw.leave(back);
                 self.dropped += 1;
             }
         }
@@ -424,10 +424,10 @@ impl Forwarder {
         if !reuse {
             // The stack frees the old page with the skb; ixgbe_alloc_rx_buffers maps a new one.
             let _ = self.mem.borrow_mut().free(buf.page, PAGE_SIZE);
-            self.hw.enter("ixgbe_alloc_rx_buffers");
+            let back = self.hw.enter(crate::frame_id!("ixgbe_alloc_rx_buffers"));
             let page = self.alloc_page();
             let r = page.and_then(|p| self.map_rx_page(p).map(|d| (p, d)));
-            self.hw.leave();
+            self.hw.leave(back);
             let (page, dma) = r?;
             self.rx[i] = RxBuffer {
                 page,

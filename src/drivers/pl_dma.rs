@@ -27,7 +27,7 @@
 
 use crate::hw::cache::Access as CacheAccess;
 use crate::hw::model::Model;
-use crate::hw::{Hw, SwCost, SwKey};
+use crate::hw::{FrameId, Hw, SwCost, SwKey};
 use crate::mm::physmem::SharedPhysMem;
 use crate::scatterlist::{PAGE_SIZE, SgTable};
 use crate::setup::DeviceDmaApi;
@@ -288,8 +288,8 @@ pub struct PlDma {
 pub struct OpenError(pub String);
 
 /// The ioctls as the per-call table names them (each includes the DMA API calls it makes).
-pub const ENQUEUE_IOCTL: &str = "ioctl(ENQUEUE_BLOCK)";
-pub const DEQUEUE_IOCTL: &str = "ioctl(DEQUEUE_BLOCK)";
+pub static ENQUEUE_IOCTL: FrameId = FrameId::new("ioctl(ENQUEUE_BLOCK)");
+pub static DEQUEUE_IOCTL: FrameId = FrameId::new("ioctl(DEQUEUE_BLOCK)");
 
 /// The frame of a DMA API call as the per-call table names it, with its direction.
 pub fn api_call_name(call: &str, dir: DmaDirection) -> &'static str {
@@ -389,9 +389,9 @@ impl PlDma {
             let b = &self.slots[slot][i];
             if b.dir == DmaDirection::ToDevice {
                 let at = b.user.unwrap_or(b.phys);
-                hw.enter("user: write block");
+                let back = hw.enter(crate::frame_id!("user: write block"));
                 self.user_access_charged |= user_access(hw, mem, Access::Write, at, used, size);
-                hw.leave();
+                hw.leave(back);
             }
         }
     }
@@ -405,9 +405,9 @@ impl PlDma {
             let b = &self.slots[slot][i];
             if b.dir == DmaDirection::FromDevice {
                 let at = b.user.unwrap_or(b.phys);
-                hw.enter("user: read block");
+                let back = hw.enter(crate::frame_id!("user: read block"));
                 self.user_access_charged |= user_access(hw, mem, Access::Read, at, used, size);
-                hw.leave();
+                hw.leave(back);
             }
         }
     }
@@ -432,7 +432,7 @@ impl PlDma {
         let used = self.cfg.used_bytes;
         for i in 0..self.slots[slot].len() {
             let t0 = hw.now_ps();
-            hw.enter(ENQUEUE_IOCTL);
+            let back = hw.enter(&ENQUEUE_IOCTL);
             hw.sw(self.enqueue);
             let (dir, dma, phys) = {
                 let b = &self.slots[slot][i];
@@ -450,12 +450,12 @@ impl PlDma {
                 Coherence::Bounce => {
                     if dir == DmaDirection::ToDevice {
                         let user = self.slots[slot][i].user.unwrap_or(phys);
-                        hw.enter("copy_from_user");
+                        let back2 = hw.enter(crate::frame_id!("copy_from_user"));
                         self.mem.borrow_mut().copy(phys, user, used);
                         // Reads the user's cached buffer; writes the non-cacheable block.
                         hw.cpu_touch(CacheAccess::Read, user, used);
                         hw.copy(used);
-                        hw.leave();
+                        hw.leave(back2);
                     }
                 }
                 Coherence::UserPages => {
@@ -470,29 +470,29 @@ impl PlDma {
                     }
                 }
             }
-            hw.leave();
-            timer.record(ENQUEUE_IOCTL, hw.now_ps() - t0);
+            hw.leave(back);
+            timer.record(ENQUEUE_IOCTL.name(), hw.now_ps() - t0);
         }
     }
 
     /// `get_user_pages` of the user's buffer, then `sg_init_table` and `sg_set_page` per page.
     fn pin_user_pages(&mut self, hw: &mut Model, start: PhysAddr, bytes: u64) -> SgTable {
         let pages = bytes.div_ceil(PAGE_SIZE);
-        hw.enter("get_user_pages");
+        let back = hw.enter(crate::frame_id!("get_user_pages"));
         for _ in 0..pages {
             hw.sw(self.gup_page);
         }
-        hw.leave();
-        hw.enter("sg_init_table");
+        hw.leave(back);
+        let back = hw.enter(crate::frame_id!("sg_init_table"));
         for _ in 0..pages {
             hw.sw(self.sg_init_entry);
         }
-        hw.leave();
-        hw.enter("sg_set_page");
+        hw.leave(back);
+        let back = hw.enter(crate::frame_id!("sg_set_page"));
         for _ in 0..pages {
             hw.sw(self.sg_set_page);
         }
-        hw.leave();
+        hw.leave(back);
         SgTable::from_contiguous(start, bytes, &[PAGE_SIZE as u32])
     }
 
@@ -507,7 +507,7 @@ impl PlDma {
         let used = self.cfg.used_bytes;
         for i in 0..self.slots[slot].len() {
             let t0 = hw.now_ps();
-            hw.enter(DEQUEUE_IOCTL);
+            let back = hw.enter(&DEQUEUE_IOCTL);
             hw.sw(self.dequeue);
             let (dir, dma, phys) = {
                 let b = &self.slots[slot][i];
@@ -525,12 +525,12 @@ impl PlDma {
                 Coherence::Bounce => {
                     if dir == DmaDirection::FromDevice {
                         let user = self.slots[slot][i].user.unwrap_or(phys);
-                        hw.enter("copy_to_user");
+                        let back2 = hw.enter(crate::frame_id!("copy_to_user"));
                         self.mem.borrow_mut().copy(user, phys, used);
                         // Reads the non-cacheable block; writes the user's cached buffer.
                         hw.cpu_touch(CacheAccess::Write, user, used);
                         hw.copy(used);
-                        hw.leave();
+                        hw.leave(back2);
                     }
                 }
                 Coherence::UserPages => {
@@ -539,16 +539,16 @@ impl PlDma {
                         timer.time(hw, api_call_name("unmap_sg", dir), |hw| {
                             api.unmap_sg(hw, &mut sgt, dir, DmaAttrs::NONE)
                         });
-                        hw.enter("put_page");
+                        let back2 = hw.enter(crate::frame_id!("put_page"));
                         for _ in 0..sgt.orig_nents() {
                             hw.sw(self.put_page);
                         }
-                        hw.leave();
+                        hw.leave(back2);
                     }
                 }
             }
-            hw.leave();
-            timer.record(DEQUEUE_IOCTL, hw.now_ps() - t0);
+            hw.leave(back);
+            timer.record(DEQUEUE_IOCTL.name(), hw.now_ps() - t0);
         }
     }
 }

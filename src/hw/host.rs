@@ -29,7 +29,7 @@
 //! panics. Every line actually issued is counted per operation, so tests can check that the stack
 //! asked for exactly the lines it should.
 
-use super::{CacheOp, Hw, SwCost, SwKey};
+use super::{CacheOp, Caller, FrameId, Hw, SwCost, SwKey};
 use crate::scatterlist::PAGE_SIZE;
 use crate::types::PhysAddr;
 use std::alloc::Layout;
@@ -440,9 +440,18 @@ impl Hw for Host {
         self
     }
 
-    fn enter(&mut self, _frame: &'static str) {}
+    fn enter(&mut self, _frame: &'static FrameId) -> Caller {
+        Caller(0)
+    }
 
-    fn leave(&mut self) {}
+    fn leave(&mut self, _caller: Caller) {}
+
+    fn leaf(&mut self, _name: &'static str, cost: SwCost, count: Option<crate::hw::Counter>) {
+        self.sw(cost);
+        if let Some(c) = count {
+            self.count(c, 1);
+        }
+    }
 
     fn cache_maint(&mut self, op: CacheOp, first: PhysAddr, lines: u64) {
         if lines == 0 {

@@ -5,11 +5,12 @@
 //! ([`crate::hw::calls::stack_rows`]) after timing their calls with
 //! [`crate::hw::calls::CallTimer`].
 //!
-//! Invariants: frames are interned as a tree. The hot paths enter a frame by number
-//! ([`FrameId`], declared where it is entered): each number has a small entry in the ledger
-//! holding the node it reached from each of the last four nodes it was entered from, so entering
-//! is one look at that entry, and a frame entered together with the routine that calls it (a
-//! nested [`FrameId`]) is one look for both. Entering by name looks the (current node, frame)
+//! Invariants: frames are interned as a tree. Every frame is entered by number ([`FrameId`],
+//! declared where it is entered): each number has a small entry in the ledger holding the node it
+//! reached from each of the last four nodes it was entered from, so entering is one look at that
+//! entry, and a frame entered together with the routine that calls it (a nested [`FrameId`]) is
+//! one look for both. Leaving goes back to the node the enter handed out. Past those four places
+//! (and for a frame that found no number), entering goes by name: it looks the (current node, frame)
 //! pair up in a small set-associative cache whose set is chosen by the frame alone: the probe's
 //! address does not depend on the current node, so a run of frame changes is not a chain of
 //! dependent loads. A set holds a frame entered from several parents; only when it misses are
@@ -130,7 +131,7 @@ impl FrameId {
     }
 }
 
-/// A frame, declared once where it is entered: `hw.enter_id(frame_id!("__iommu_unmap"))`; a
+/// A frame, declared once where it is entered: `hw.enter(frame_id!("__iommu_unmap"))`; a
 /// frame entered together with its callers, outermost first, when nothing is charged between
 /// them: `frame_id!("iommu_unmap" => "__iommu_unmap")`.
 #[macro_export]
@@ -259,26 +260,12 @@ fn leaf_slot(cur: u32, frame: &'static str) -> usize {
 }
 
 impl Ledger {
-    /// Leave what [`Ledger::enter_id`] entered for `frame` (its outer frames too, if it has any)
-    /// for `caller`, which the caller saved with [`Ledger::current`] before.
-    #[inline]
-    pub fn leave_id_to(&mut self, frame: &'static FrameId, caller: u32) {
-        if cfg!(debug_assertions) {
-            let mut up = self.nodes[self.cur as usize].parent;
-            for _ in frame.outer {
-                up = self.nodes[up as usize].parent;
-            }
-            assert_eq!(up, caller, "leave_id_to() out of order");
-        }
-        self.cur = caller;
-    }
-
     /// [`Ledger::enter`] of a numbered frame: one look at the frame's own entry, which holds the
     /// nodes it reached from the last four nodes it was entered from (the first two looked at
     /// here, the others out of line). A frame entered from a fifth goes by name, and its entry
     /// then remembers the new place first.
     #[inline]
-    pub fn enter_id(&mut self, frame: &'static FrameId) {
+    pub(super) fn enter_id(&mut self, frame: &'static FrameId) {
         let ways = &self.frames[frame.slot()];
         let (a, b) = (ways[0], ways[1]);
         if a.parent == self.cur {
@@ -322,7 +309,7 @@ impl Ledger {
     }
 
     #[inline]
-    pub fn enter(&mut self, frame: &'static str) {
+    fn enter(&mut self, frame: &'static str) {
         let set = edge_set(frame);
         for e in &self.edges[set] {
             if e.parent == self.cur && std::ptr::eq(e.frame, frame) {
@@ -387,7 +374,7 @@ impl Ledger {
     /// the current node, and a leaf called from many callers (x86's `__phys_addr`) has a slot for
     /// each.
     #[inline]
-    pub fn leaf(&mut self, frame: &'static str, ps: u64, count: Option<Counter>) {
+    pub(super) fn leaf(&mut self, frame: &'static str, ps: u64, count: Option<Counter>) {
         let slot = leaf_slot(self.cur, frame);
         let e = self.leaves[slot];
         let id = if e.parent == self.cur && std::ptr::eq(e.frame, frame) {
@@ -414,27 +401,33 @@ impl Ledger {
         id
     }
 
-    #[inline]
-    pub fn leave(&mut self) {
+    #[cfg(test)]
+    fn leave(&mut self) {
         debug_assert!(self.cur != 0, "leave() without enter()");
         self.cur = self.nodes[self.cur as usize].parent;
     }
 
     /// The current node, for [`Ledger::leave_to`].
     #[inline]
-    pub fn current(&self) -> u32 {
+    pub(super) fn current(&self) -> u32 {
         self.cur
     }
 
-    /// Leave the current frame for `parent`, which the caller saved with [`Ledger::current`]
-    /// before entering it: the same move as [`Ledger::leave`], without reading the node.
+    /// Leave for `caller`, which the caller saved with [`Ledger::current`] before it entered
+    /// (a nested frame's callers too): a register move, without reading the node.
     #[inline]
-    pub fn leave_to(&mut self, parent: u32) {
-        debug_assert_eq!(
-            self.nodes[self.cur as usize].parent, parent,
-            "leave_to() out of order"
-        );
-        self.cur = parent;
+    pub(super) fn leave_to(&mut self, caller: u32) {
+        if cfg!(debug_assertions) {
+            let mut up = self.cur;
+            while up != caller && up != 0 {
+                up = self.nodes[up as usize].parent;
+            }
+            assert!(
+                up == caller && self.cur != caller,
+                "leave_to() out of order"
+            );
+        }
+        self.cur = caller;
     }
 
     pub fn depth_is_zero(&self) -> bool {
@@ -658,7 +651,7 @@ mod tests {
                         l.enter_id(id);
                         l.charge(round + 1);
                         l.count(Counter::Barrier, 1);
-                        l.leave_id_to(id, back);
+                        l.leave_to(back);
                     } else {
                         for outer in id.outer() {
                             l.enter(outer);

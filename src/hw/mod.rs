@@ -388,7 +388,7 @@ impl SwCost {
     }
 }
 
-/// The frame a call returns to: what [`Hw::enter_from`] hands back and [`Hw::leave_to`] takes.
+/// The frame a call returns to: what [`Hw::enter`] hands back and [`Hw::leave`] takes.
 /// Opaque outside the backend that made it.
 #[derive(Clone, Copy, Debug)]
 pub struct Caller(pub(crate) u32);
@@ -398,60 +398,21 @@ pub trait Hw {
     /// This backend as a trait object, for generic code (`H: Hw + ?Sized`) handing it on to a
     /// layer that takes `&mut dyn Hw` (a cold path, or one not yet monomorphised).
     fn as_dyn_hw(&mut self) -> &mut dyn Hw;
-    /// Enter a kernel function; charges until the matching [`Hw::leave`] are attributed to it.
-    fn enter(&mut self, frame: &'static str);
-    fn leave(&mut self);
-    /// [`Hw::enter`], returning what [`Hw::leave_to`] needs to go back to the caller's frame.
-    /// A backend that tracks frames as nodes hands back the caller's node, so that leaving is a
-    /// register move rather than a lookup that waits for the enter before it.
-    #[inline]
-    fn enter_from(&mut self, frame: &'static str) -> Caller {
-        self.enter(frame);
-        Caller(0)
-    }
-    /// [`Hw::enter_from`] a frame declared where it is entered ([`crate::frame_id!`]): the same
-    /// move, by number rather than by name, for the hot paths. A nested frame
-    /// ([`FrameId::nested`]) enters its outer frames and then its own, with nothing charged
-    /// between; [`Hw::leave_id`] leaves them all.
-    #[inline]
-    fn enter_id(&mut self, frame: &'static FrameId) -> Caller {
-        match frame.outer() {
-            [] => self.enter_from(frame.name()),
-            [first, rest @ ..] => {
-                let caller = self.enter_from(first);
-                for outer in rest {
-                    self.enter(outer);
-                }
-                self.enter(frame.name());
-                caller
-            }
-        }
-    }
-    /// Leave what the [`Hw::enter_id`] of `frame` that returned `caller` entered.
-    #[inline]
-    fn leave_id(&mut self, frame: &'static FrameId, caller: Caller) {
-        for _ in frame.outer() {
-            self.leave();
-        }
-        self.leave_to(caller);
-    }
-    /// [`Hw::leave`] the frame entered by the [`Hw::enter_from`] that returned `caller`.
-    #[inline]
-    fn leave_to(&mut self, caller: Caller) {
-        let _ = caller;
-        self.leave();
-    }
-    /// A call of a kernel function that calls nothing the model charges: enter `frame`, charge
-    /// `cost`, count one `count` if given, leave. A backend may do it without the frame changes.
-    #[inline]
-    fn leaf(&mut self, frame: &'static str, cost: SwCost, count: Option<Counter>) {
-        self.enter(frame);
-        self.sw(cost);
-        if let Some(c) = count {
-            self.count(c, 1);
-        }
-        self.leave();
-    }
+    /// Enter a kernel function, declared where it is entered ([`crate::frame_id!`]): charges
+    /// until the matching [`Hw::leave`] are attributed to it. A nested frame
+    /// ([`FrameId::nested`]) enters its callers' frames and then its own, with nothing charged
+    /// between. Returns the frame to go back to: a backend that tracks frames as nodes hands
+    /// back the caller's node, so leaving is a register move rather than a lookup that waits
+    /// for the enter before it.
+    fn enter(&mut self, frame: &'static FrameId) -> Caller;
+    /// Leave what the [`Hw::enter`] that returned `caller` entered (all of a nested frame).
+    fn leave(&mut self, caller: Caller);
+    /// A call of a kernel function that calls nothing the model charges: its `cost` charged,
+    /// and one `count` counted if given, in a frame named `name` under the current one. Not an
+    /// enter and a leave: the current frame never moves, so a leaf is named by its literal and
+    /// needs no number (the Model keys its own cache by the caller's frame and the name's
+    /// address, with no load of a static on the way).
+    fn leaf(&mut self, name: &'static str, cost: SwCost, count: Option<Counter>);
     /// Issue `op` on `lines` consecutive cache lines starting at the line containing `first`.
     /// Issue does not wait for completion; a later [`Hw::barrier`] does.
     fn cache_maint(&mut self, op: CacheOp, first: PhysAddr, lines: u64);
@@ -481,13 +442,13 @@ pub trait Hw {
         size: u64,
         complete: bool,
     ) {
-        let back = self.enter_id(frame);
+        let back = self.enter(frame);
         let lines = lines_spanned(start, size, self.line_bytes());
         self.cache_maint(op, start, lines);
         if complete {
             self.barrier();
         }
-        self.leave_id(frame, back);
+        self.leave(back);
     }
     /// Outer cache (ARMv7's PL310): `lines` posted register writes of `op` by physical address,
     /// one per outer-cache line from the line containing `first` (`writel_relaxed` to
@@ -627,24 +588,26 @@ pub fn lines_spanned(start: PhysAddr, size: u64, line: u64) -> u64 {
 mod tests {
     use super::*;
 
-    /// A backend without its own `enter_id` (the recorder) enters a nested frame's callers and
-    /// then the frame, and `leave_id` leaves them all: the same stacks the Model's ledger builds.
+    /// The recorder enters a nested frame's callers and then the frame, and one `leave` leaves
+    /// them all: the same stacks the Model's ledger builds.
     #[test]
     fn a_nested_frame_is_its_callers_then_itself_on_any_backend() {
         static DEEP: FrameId = FrameId::nested(&["a", "b"], "c");
         let mut r = recorder::Recorder::new(64);
         let mut m = model::Model::new(model::ModelParams::default());
-        r.enter("top");
-        m.enter("top");
-        let (rb, mb) = (r.enter_id(&DEEP), m.enter_id(&DEEP));
+        let (rt, mt) = (
+            r.enter(crate::frame_id!("top")),
+            m.enter(crate::frame_id!("top")),
+        );
+        let (rb, mb) = (r.enter(&DEEP), m.enter(&DEEP));
         r.count(Counter::Barrier, 1);
         m.count(Counter::Barrier, 1);
-        r.leave_id(&DEEP, rb);
-        m.leave_id(&DEEP, mb);
+        r.leave(rb);
+        m.leave(mb);
         r.count(Counter::Wmb, 1);
         m.count(Counter::Wmb, 1);
-        r.leave();
-        m.leave();
+        r.leave(rt);
+        m.leave(mt);
         assert_eq!(
             r.frames,
             ["top", "top > a", "top > a > b", "top > a > b > c"]

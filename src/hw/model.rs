@@ -337,43 +337,21 @@ impl Hw for Model {
     }
 
     #[inline]
-    fn enter(&mut self, frame: &'static str) {
-        self.ledger.enter(frame);
-    }
-
-    #[inline]
-    fn leave(&mut self) {
-        self.ledger.leave();
-    }
-
-    #[inline]
-    fn enter_from(&mut self, frame: &'static str) -> super::Caller {
-        let caller = self.ledger.current();
-        self.ledger.enter(frame);
-        super::Caller(caller)
-    }
-
-    #[inline]
-    fn enter_id(&mut self, frame: &'static super::FrameId) -> super::Caller {
+    fn enter(&mut self, frame: &'static super::FrameId) -> super::Caller {
         let caller = self.ledger.current();
         self.ledger.enter_id(frame);
         super::Caller(caller)
     }
 
     #[inline]
-    fn leave_to(&mut self, caller: super::Caller) {
+    fn leave(&mut self, caller: super::Caller) {
         self.ledger.leave_to(caller.0);
     }
 
     #[inline]
-    fn leave_id(&mut self, frame: &'static super::FrameId, caller: super::Caller) {
-        self.ledger.leave_id_to(frame, caller.0);
-    }
-
-    #[inline]
-    fn leaf(&mut self, frame: &'static str, cost: SwCost, count: Option<Counter>) {
+    fn leaf(&mut self, name: &'static str, cost: SwCost, count: Option<Counter>) {
         self.now = self.now.saturating_add(cost.0);
-        self.ledger.leaf(frame, cost.0, count);
+        self.ledger.leaf(name, cost.0, count);
     }
 
     // The closed form is a handful of instructions and runs once per region on the hottest

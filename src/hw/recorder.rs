@@ -8,7 +8,7 @@
 //! "idle" unless a test asks for a number of busy polls per sync. It implements [`SmmuPort`] as well
 //! as [`Hw`], so it can stand in for the machine under the iommu layer.
 
-use super::{CacheOp, Counter, Hw, SwCost, SwKey};
+use super::{CacheOp, Caller, Counter, FrameId, Hw, SwCost, SwKey};
 use super::{MmioReg, SMMU_TLBSTATUS_GSACTIVE, SmmuCmdKind, SmmuPort};
 use crate::types::PhysAddr;
 
@@ -99,12 +99,29 @@ impl Hw for Recorder {
         self
     }
 
-    fn enter(&mut self, frame: &'static str) {
-        self.stack.push(frame);
-        self.frames.push(self.stack.join(" > "));
+    fn enter(&mut self, frame: &'static FrameId) -> Caller {
+        let caller = Caller(self.stack.len() as u32);
+        for name in frame.outer().iter().chain([&frame.name()]) {
+            self.stack.push(name);
+            self.frames.push(self.stack.join(" > "));
+        }
+        caller
     }
-    fn leave(&mut self) {
+    fn leaf(&mut self, name: &'static str, cost: SwCost, count: Option<Counter>) {
+        self.stack.push(name);
+        self.frames.push(self.stack.join(" > "));
+        self.sw(cost);
+        if let Some(c) = count {
+            self.count(c, 1);
+        }
         self.stack.pop();
+    }
+    fn leave(&mut self, caller: Caller) {
+        debug_assert!(
+            self.stack.len() > caller.0 as usize,
+            "leave() without enter()"
+        );
+        self.stack.truncate(caller.0 as usize);
     }
     fn cache_maint(&mut self, op: CacheOp, first: PhysAddr, lines: u64) {
         if lines > 0 {

@@ -136,11 +136,11 @@ impl ArmSmmuContext {
 
     /// `arm_smmu_tlb_inv_context_s1()`: `wmb()`, `TLBIASID`, then sync.
     pub fn tlb_inv_context_s1<H: DeviceHw + ?Sized>(&mut self, hw: &mut H) {
-        let back = hw.enter_id(crate::frame_id!("arm_smmu_tlb_inv_context_s1"));
+        let back = hw.enter(crate::frame_id!("arm_smmu_tlb_inv_context_s1"));
         hw.wmb();
         hw.mmio_write(MmioReg::SmmuTlbiasid, u64::from(self.asid));
         self.tlb_sync_context(hw);
-        hw.leave_to(back);
+        hw.leave(back);
     }
 
     /// `arm_smmu_tlb_sync_context()` / `__arm_smmu_tlb_sync()`: write `TLBSYNC`, poll `TLBSTATUS`.
@@ -155,14 +155,14 @@ impl ArmSmmuContext {
         hw: &mut H,
         frame: &'static FrameId,
     ) {
-        let back = hw.enter_id(frame);
+        let back = hw.enter(frame);
         hw.sw(self.costs.sync);
         hw.mmio_write(MmioReg::SmmuTlbsync, QCOM_DUMMY_VAL);
         // The first read commonly finds the sync complete; the rest of the poll is out of line.
         if hw.mmio_read(MmioReg::SmmuTlbstatus) & SMMU_TLBSTATUS_GSACTIVE != 0 {
             self.tlb_sync_poll(hw);
         }
-        hw.leave_id(frame, back);
+        hw.leave(back);
     }
 
     /// `__arm_smmu_tlb_sync()`'s poll after its first `TLBSTATUS` read found the sync active:
@@ -180,9 +180,9 @@ impl ArmSmmuContext {
                     return;
                 }
             }
-            let back = hw.enter_id(crate::frame_id!("udelay"));
+            let back = hw.enter(crate::frame_id!("udelay"));
             hw.udelay(delay);
-            hw.leave_to(back);
+            hw.leave(back);
             delay *= 2;
             reads = TLB_SPIN_COUNT;
         }
@@ -235,12 +235,12 @@ impl ArmSmmuDomain {
         size: u64,
         granule: u64,
     ) {
-        let back = hw.enter_id(crate::frame_id!("arm_smmu_tlb_inv_walk_s1"));
+        let back = hw.enter(crate::frame_id!("arm_smmu_tlb_inv_walk_s1"));
         match self.walk {
             WalkFlushKind::ByVa => ByVa::flush(&mut self.cb, hw, iova, size, granule),
             WalkFlushKind::Asid => ByAsid::flush(&mut self.cb, hw),
         }
-        hw.leave_to(back);
+        hw.leave(back);
     }
 
     /// `arm_smmu_tlb_add_page_s1()`: one `TLBIVAL`, issued at once. The body of
@@ -248,10 +248,10 @@ impl ArmSmmuDomain {
     /// concrete backend, reaches the register write with static calls.
     #[inline]
     pub fn tlb_add_page_s1<H: DeviceHw + ?Sized>(&mut self, hw: &mut H, iova: u64, granule: u64) {
-        let back = hw.enter_id(crate::frame_id!("arm_smmu_tlb_add_page_s1"));
+        let back = hw.enter(crate::frame_id!("arm_smmu_tlb_add_page_s1"));
         self.cb
             .tlb_inv_range_s1(hw, iova, granule, granule, MmioReg::SmmuTlbival);
-        hw.leave_to(back);
+        hw.leave(back);
     }
 
     /// `arm_smmu_iotlb_sync()`: the body of [`IommuFlushOps::iotlb_sync`], generic as above.

@@ -149,7 +149,7 @@ pub fn arm_smmu_init_structures(
     smmu: &Device,
     idr1: SmmuV3Idr1,
 ) -> Result<SmmuV3Structures, CoherentError> {
-    hw.enter("arm_smmu_init_structures");
+    let back = hw.enter(crate::frame_id!("arm_smmu_init_structures"));
     let r = (|| {
         let cmdq = init_one_queue(
             coh,
@@ -179,7 +179,7 @@ pub fn arm_smmu_init_structures(
     if let Ok(s) = &r {
         hw.mmio_write(MmioReg::SmmuCmdqBase, s.cmdq.q_base());
     }
-    hw.leave();
+    hw.leave(back);
     r
 }
 
@@ -306,7 +306,7 @@ impl Cmdq {
         cmds: &[CmdqEnt],
         sync: bool,
     ) {
-        let back = hw.enter_id(crate::frame_id!("arm_smmu_cmdq_issue_cmdlist"));
+        let back = hw.enter(crate::frame_id!("arm_smmu_cmdq_issue_cmdlist"));
         hw.sw(cost);
         let n = cmds.len() as u64 + u64::from(sync);
         if self.prod + n - self.cons > self.ring.len() as u64 {
@@ -329,7 +329,7 @@ impl Cmdq {
             hw.smmu_cmdq_wait_sync();
             self.cons = self.prod;
         }
-        hw.leave_to(back);
+        hw.leave(back);
     }
 
     /// The next entry of the ring, at the producer index.
@@ -531,19 +531,20 @@ impl ArmSmmuV3Domain {
         if size == 0 || granule < self.granule {
             return;
         }
-        if self.rules.large_range_to_asid() {
-            hw.enter("arm_smmu_domain_inv_range");
+        let back = if self.rules.large_range_to_asid() {
+            let back = hw.enter(crate::frame_id!("arm_smmu_domain_inv_range"));
             if self.inv_size_too_big(size, granule) {
                 // The nsize opcode goes through the same batch as a range would.
                 hw.sw(self.costs.build);
                 self.batch.push(CmdqEnt::TlbiNhAsid { asid: self.asid });
                 self.batch_submit(hw);
-                hw.leave();
+                hw.leave(back);
                 return;
             }
+            back
         } else {
-            hw.enter("arm_smmu_tlb_inv_range_domain");
-        }
+            hw.enter(crate::frame_id!("arm_smmu_tlb_inv_range_domain"))
+        };
         let end = iova.saturating_add(size);
         let mut at = iova;
         if self.features.range_inv && self.rules.uses_range_inv() {
@@ -593,7 +594,7 @@ impl ArmSmmuV3Domain {
             }
         }
         self.batch_submit(hw);
-        hw.leave();
+        hw.leave(back);
     }
 }
 
@@ -603,15 +604,15 @@ impl IommuFlushOps for ArmSmmuV3Domain {
     }
 
     fn tlb_flush_all(&mut self, hw: &mut dyn DeviceHw) {
-        hw.enter("arm_smmu_tlb_inv_context");
+        let back = hw.enter(crate::frame_id!("arm_smmu_tlb_inv_context"));
         self.tlb_inv_asid(hw);
-        hw.leave();
+        hw.leave(back);
     }
 
     fn tlb_flush_walk(&mut self, hw: &mut dyn DeviceHw, iova: u64, size: u64, granule: u64) {
-        hw.enter("arm_smmu_tlb_inv_walk");
+        let back = hw.enter(crate::frame_id!("arm_smmu_tlb_inv_walk"));
         self.tlb_inv_range(hw, iova, size, granule, false);
-        hw.leave();
+        hw.leave(back);
     }
 
     fn tlb_add_page(
@@ -626,11 +627,11 @@ impl IommuFlushOps for ArmSmmuV3Domain {
 
     fn iotlb_sync(&mut self, hw: &mut dyn DeviceHw, gather: &mut IommuIotlbGather) {
         if gather.pgsize != 0 {
-            hw.enter("arm_smmu_iotlb_sync");
+            let back = hw.enter(crate::frame_id!("arm_smmu_iotlb_sync"));
             let (start, size, pgsize) =
                 (gather.start, gather.end - gather.start + 1, gather.pgsize);
             self.tlb_inv_range(hw, start, size, pgsize, true);
-            hw.leave();
+            hw.leave(back);
         }
         let queued = gather.queued;
         *gather = IommuIotlbGather::new();

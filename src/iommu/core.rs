@@ -244,7 +244,7 @@ impl IommuDomain {
         prot: Prot,
     ) -> Result<(), IommuError> {
         self.check_aligned("map", iova, paddr, size)?;
-        let back = hw.enter_id(frame);
+        let back = hw.enter(frame);
         hw.sw(self.costs.map);
         let (mut at, mut pa, mut left) = (iova, paddr, size);
         let mut err = None;
@@ -277,7 +277,7 @@ impl IommuDomain {
             Some(e) => Err(self.unroll(hw, iova, at - iova, e)),
             None => Ok(()),
         };
-        hw.leave_id(frame, back);
+        hw.leave(back);
         r
     }
 
@@ -321,7 +321,7 @@ impl IommuDomain {
         prot: Prot,
     ) -> Result<u64, IommuError> {
         const MAP: &FrameId = crate::frame_id!("__iommu_map");
-        hw.enter("iommu_map_sg");
+        let back = hw.enter(crate::frame_id!("iommu_map_sg"));
         hw.sw(self.costs.map_sg);
         let mut mapped = 0u64;
         let mut run: Option<(u64, u64)> = None;
@@ -354,10 +354,10 @@ impl IommuDomain {
             // one mapped, made even when that is nothing (and then only its IOTLB sync does any
             // work), after the failed run's own unroll.
             let _ = self.iommu_unmap(hw, iova, mapped);
-            hw.leave();
+            hw.leave(back);
             return Err(e);
         }
-        hw.leave();
+        hw.leave(back);
         Ok(mapped)
     }
 
@@ -375,7 +375,7 @@ impl IommuDomain {
             return self.unmap_nothing(hw, frame, iova);
         }
         self.check_aligned("unmap", iova, 0, size)?;
-        let back = hw.enter_id(frame);
+        let back = hw.enter(frame);
         hw.sw(self.costs.unmap);
         // The loop's first pass, which commonly unmaps it all (a single page, or a run the
         // table takes in one call). The rest of the loop is out of line: without its state
@@ -392,7 +392,7 @@ impl IommuDomain {
             Ok(b) => self.unmap_rest(hw, iova, size, b, gather),
             Err(e) => (0, Some(e)),
         };
-        hw.leave_id(frame, back);
+        hw.leave(back);
         match err {
             Some(e) if unmapped == 0 => Err(e),
             Some(_) => Err(IommuError::ShortUnmap {
@@ -417,9 +417,9 @@ impl IommuDomain {
         if iova & (self.min_pagesz() - 1) != 0 {
             return self.alignment_error("unmap", iova, 0, 0).map(|()| 0);
         }
-        let back = hw.enter_id(frame);
+        let back = hw.enter(frame);
         hw.sw(self.costs.unmap);
-        hw.leave_id(frame, back);
+        hw.leave(back);
         Ok(0)
     }
 
@@ -490,9 +490,9 @@ impl IommuDomain {
 
     /// `iommu_flush_iotlb_all()`.
     pub fn flush_iotlb_all(&mut self, hw: &mut dyn DeviceHw) {
-        let back = hw.enter_id(crate::frame_id!("iommu_flush_iotlb_all"));
+        let back = hw.enter(crate::frame_id!("iommu_flush_iotlb_all"));
         self.ops.tlb_flush_all(hw);
-        hw.leave_to(back);
+        hw.leave(back);
     }
 
     /// `iommu_iova_to_phys()`: a walk of the table, counted and charged.

@@ -224,7 +224,7 @@ impl FlushQueue {
         if !self.has_cpu(cpu) {
             return false;
         }
-        hw.enter("queue_iova");
+        let back = hw.enter(crate::frame_id!("queue_iova"));
         hw.sw(self.costs.queue);
         hw.count(Counter::SpinLock, 1);
         // Entries an earlier flush (from another CPU, or the timer) covered make room first.
@@ -248,7 +248,7 @@ impl FlushQueue {
         if self.timer.is_none() {
             self.timer = Some((hw.now_ps().saturating_add(self.timeout_ps), cpu));
         }
-        hw.leave();
+        hw.leave(back);
         true
     }
 
@@ -262,7 +262,7 @@ impl FlushQueue {
         free_cpu: usize,
         warnings: &mut Vec<String>,
     ) {
-        hw.enter("fq_ring_free");
+        let back = hw.enter(crate::frame_id!("fq_ring_free"));
         hw.sw(self.costs.ring_free);
         let finished = self.flush_finish_cnt;
         let fq = &mut self.fqs[cpu];
@@ -280,18 +280,18 @@ impl FlushQueue {
             fq.head = (fq.head + 1) & fq.mod_mask();
             self.stats.freed += 1;
         }
-        hw.leave();
+        hw.leave(back);
     }
 
     /// `fq_flush_iotlb()` (`iova_domain_flush()` before 5.17): the driver's `flush_iotlb_all`,
     /// bracketed by the start and finish counts that tell `fq_ring_free` what it covered.
     fn fq_flush_iotlb(&mut self, hw: &mut dyn DeviceHw, domain: &mut IommuDomain) {
-        hw.enter("fq_flush_iotlb");
+        let back = hw.enter(crate::frame_id!("fq_flush_iotlb"));
         hw.count(Counter::FqFlush, 1);
         self.flush_start_cnt += 1;
         domain.ops.tlb_flush_all(hw);
         self.flush_finish_cnt += 1;
-        hw.leave();
+        hw.leave(back);
     }
 
     /// `fq_flush_timeout()`: one flush, then every CPU's ring freed under its lock.
@@ -303,7 +303,7 @@ impl FlushQueue {
         timer_cpu: usize,
         warnings: &mut Vec<String>,
     ) {
-        hw.enter("fq_flush_timeout");
+        let back = hw.enter(crate::frame_id!("fq_flush_timeout"));
         hw.sw(self.costs.timeout);
         self.timer = None;
         self.fq_flush_iotlb(hw, domain);
@@ -311,7 +311,7 @@ impl FlushQueue {
             hw.count(Counter::SpinLock, 1);
             self.fq_ring_free(hw, iovad, cpu, timer_cpu, warnings);
         }
-        hw.leave();
+        hw.leave(back);
     }
 
     /// Run the timer if it has expired by the backend's clock. Returns whether it ran.

@@ -273,9 +273,9 @@ impl IommuDma {
         gfp: Gfp,
         force_contiguous: bool,
     ) -> Result<IommuCoherent, String> {
-        hw.enter("iommu_dma_alloc");
+        let back = hw.enter(crate::frame_id!("iommu_dma_alloc"));
         let r = self.alloc_inner(hw, coh, mem, dev, size, gfp, force_contiguous);
-        hw.leave();
+        hw.leave(back);
         r
     }
 
@@ -334,12 +334,12 @@ impl IommuDma {
                 Err(e) => Err(e.to_string()),
             }
         } else {
-            hw.enter("__iommu_dma_map");
+            let back = hw.enter(crate::frame_id!("__iommu_dma_map"));
             let r = self
                 .domain
                 .iommu_map(hw, IovaAddr(iova), pages[0].phys, mapped, prot)
                 .map_err(|e| e.to_string());
-            hw.leave();
+            hw.leave(back);
             r
         };
         if let Err(e) = r {
@@ -368,7 +368,7 @@ impl IommuDma {
         dev: &Device,
         a: &IommuCoherent,
     ) -> Result<Vec<crate::dma::contiguous::Served>, String> {
-        hw.enter("iommu_dma_free");
+        let back = hw.enter(crate::frame_id!("iommu_dma_free"));
         self.iommu_dma_unmap(hw, a.dma.0, a.size);
         let mut m = mem.borrow_mut();
         let r = a
@@ -379,7 +379,7 @@ impl IommuDma {
                     .map_err(|e| e.to_string())
             })
             .collect();
-        hw.leave();
+        hw.leave(back);
         r
     }
 
@@ -576,7 +576,7 @@ impl DmaMapOps for IommuDma {
             }));
         };
         self.fq_timer(hw);
-        hw.enter("iommu_dma_map_page");
+        let back = hw.enter(crate::frame_id!("iommu_dma_map_page"));
         hw.sw(self.costs.map);
         let coherent = dev.is_dma_coherent();
         if !coherent && !attrs.contains(DmaAttrs::SKIP_CPU_SYNC) {
@@ -599,7 +599,7 @@ impl DmaMapOps for IommuDma {
             }
         });
         self.end_of_call(hw, dev, self.sync.single);
-        hw.leave();
+        hw.leave(back);
         r.map(|iova| DmaAddr(iova + off)).map_err(map_err)
     }
 
@@ -613,7 +613,7 @@ impl DmaMapOps for IommuDma {
         attrs: DmaAttrs,
     ) {
         self.fq_timer(hw);
-        hw.enter("iommu_dma_unmap_page");
+        let back = hw.enter(crate::frame_id!("iommu_dma_unmap_page"));
         hw.sw(self.costs.unmap);
         let sync = !dev.is_dma_coherent() && !attrs.contains(DmaAttrs::SKIP_CPU_SYNC);
         let iova = IovaAddr(addr.0);
@@ -633,7 +633,7 @@ impl DmaMapOps for IommuDma {
                 self.warnings.push(format!(
                     "unmap_page of {addr}, which is not mapped: nothing unmapped"
                 ));
-                hw.leave();
+                hw.leave(back);
                 return;
             };
             if sync && self.unmap_lookup == UnmapLookup::Linux5_15 {
@@ -642,7 +642,7 @@ impl DmaMapOps for IommuDma {
         }
         self.iommu_dma_unmap(hw, addr.0, size);
         self.end_of_call(hw, dev, self.sync.single);
-        hw.leave();
+        hw.leave(back);
     }
 
     fn map_sg<H: DeviceHw>(
@@ -657,14 +657,14 @@ impl DmaMapOps for IommuDma {
             return Err(map_err(IommuError::Empty));
         }
         self.fq_timer(hw);
-        hw.enter("iommu_dma_map_sg");
+        let back = hw.enter(crate::frame_id!("iommu_dma_map_sg"));
         hw.sw(self.costs.map);
         let coherent = dev.is_dma_coherent();
         if !attrs.contains(DmaAttrs::SKIP_CPU_SYNC) && !coherent {
-            hw.enter("iommu_dma_sync_sg_for_device");
+            let back2 = hw.enter(crate::frame_id!("iommu_dma_sync_sg_for_device"));
             self.sync_sg(hw, dev, sgt, dir, true);
             self.end_of_call(hw, dev, self.sync.iommu_sg);
-            hw.leave();
+            hw.leave(back2);
         }
         let g = self.granule();
         // Each entry keeps its offset within its granule and is padded to whole granules.
@@ -720,7 +720,7 @@ impl DmaMapOps for IommuDma {
                 Err(map_err(e))
             }
         };
-        hw.leave();
+        hw.leave(back);
         out
     }
 
@@ -733,13 +733,13 @@ impl DmaMapOps for IommuDma {
         attrs: DmaAttrs,
     ) {
         self.fq_timer(hw);
-        hw.enter("iommu_dma_unmap_sg");
+        let back = hw.enter(crate::frame_id!("iommu_dma_unmap_sg"));
         hw.sw(self.costs.unmap);
         if !attrs.contains(DmaAttrs::SKIP_CPU_SYNC) && !dev.is_dma_coherent() {
-            hw.enter("iommu_dma_sync_sg_for_cpu");
+            let back2 = hw.enter(crate::frame_id!("iommu_dma_sync_sg_for_cpu"));
             self.sync_sg(hw, dev, sgt, dir, false);
             self.end_of_call(hw, dev, self.sync.iommu_sg);
-            hw.leave();
+            hw.leave(back2);
         }
         let first = sgt.entries.first().map(|e| e.dma_address);
         match first {
@@ -763,7 +763,7 @@ impl DmaMapOps for IommuDma {
             e.dma_length = 0;
         }
         sgt.nents = 0;
-        hw.leave();
+        hw.leave(back);
     }
 
     fn sync_single_for_cpu<H: DeviceHw>(
@@ -777,12 +777,12 @@ impl DmaMapOps for IommuDma {
         if dev.is_dma_coherent() {
             return;
         }
-        hw.enter("iommu_dma_sync_single_for_cpu");
+        let back = hw.enter(crate::frame_id!("iommu_dma_sync_single_for_cpu"));
         if let Some(phys) = self.domain.iova_to_phys(hw, IovaAddr(addr.0)) {
             self.for_cpu(hw, self.sync.single, phys, size, dir);
         }
         self.end_of_call(hw, dev, self.sync.single);
-        hw.leave();
+        hw.leave(back);
     }
 
     fn sync_single_for_device<H: DeviceHw>(
@@ -796,12 +796,12 @@ impl DmaMapOps for IommuDma {
         if dev.is_dma_coherent() {
             return;
         }
-        hw.enter("iommu_dma_sync_single_for_device");
+        let back = hw.enter(crate::frame_id!("iommu_dma_sync_single_for_device"));
         if let Some(phys) = self.domain.iova_to_phys(hw, IovaAddr(addr.0)) {
             self.for_device(hw, self.sync.single, phys, size, dir);
         }
         self.end_of_call(hw, dev, self.sync.single);
-        hw.leave();
+        hw.leave(back);
     }
 
     fn sync_sg_for_cpu<H: DeviceHw>(
@@ -814,10 +814,10 @@ impl DmaMapOps for IommuDma {
         if dev.is_dma_coherent() {
             return;
         }
-        hw.enter("iommu_dma_sync_sg_for_cpu");
+        let back = hw.enter(crate::frame_id!("iommu_dma_sync_sg_for_cpu"));
         self.sync_sg(hw, dev, sgt, dir, false);
         self.end_of_call(hw, dev, self.sync.iommu_sg);
-        hw.leave();
+        hw.leave(back);
     }
 
     fn sync_sg_for_device<H: DeviceHw>(
@@ -830,10 +830,10 @@ impl DmaMapOps for IommuDma {
         if dev.is_dma_coherent() {
             return;
         }
-        hw.enter("iommu_dma_sync_sg_for_device");
+        let back = hw.enter(crate::frame_id!("iommu_dma_sync_sg_for_device"));
         self.sync_sg(hw, dev, sgt, dir, true);
         self.end_of_call(hw, dev, self.sync.iommu_sg);
-        hw.leave();
+        hw.leave(back);
     }
 }
 

@@ -479,9 +479,9 @@ impl ArmLpaeIoPgtable {
 
     fn sync_ptes_dyn(&mut self, hw: &mut dyn Hw, ptep: PhysAddr, n: u64) {
         if let Some(arch) = &self.walk_sync {
-            let back = hw.enter_id(crate::frame_id!("__arm_lpae_sync_pte"));
+            let back = hw.enter(crate::frame_id!("__arm_lpae_sync_pte"));
             arch.sync_for_device(hw, ptep, n * 8, DmaDirection::ToDevice, true);
-            hw.leave_to(back);
+            hw.leave(back);
         }
     }
 
@@ -494,13 +494,13 @@ impl ArmLpaeIoPgtable {
 
     /// `__arm_lpae_alloc_pages()`.
     fn alloc_table(&mut self, hw: &mut dyn Hw) -> Result<PhysAddr, IommuError> {
-        let back = hw.enter_id(crate::frame_id!("__arm_lpae_alloc_pages"));
+        let back = hw.enter(crate::frame_id!("__arm_lpae_alloc_pages"));
         hw.sw(self.costs.alloc_table);
         let r = self.mem.borrow_mut().alloc(self.cfg.node, self.cfg.granule);
         if let Ok(t) = r {
             self.sync_new_table(hw, t, self.cfg.granule);
         }
-        hw.leave_to(back);
+        hw.leave(back);
         Ok(r?)
     }
 
@@ -678,7 +678,7 @@ impl ArmLpaeIoPgtable {
         if !prot.contains(Prot::READ) && !prot.contains(Prot::WRITE) {
             return Ok(0);
         }
-        let back = hw.enter_id(crate::frame_id!("arm_lpae_map_pages"));
+        let back = hw.enter(crate::frame_id!("arm_lpae_map_pages"));
         hw.count(Counter::PgtableMapCall, 1);
         hw.sw(self.costs.map_pages);
         let attrs = self.prot_pte[prot.0 as usize % PROT_COMBINATIONS];
@@ -693,7 +693,7 @@ impl ArmLpaeIoPgtable {
         // Every call that reached the walk ends with wmb(), whatever it returned, so no table
         // walk for the new IOVA can start before the PTE stores are visible.
         hw.wmb();
-        hw.leave_to(back);
+        hw.leave(back);
         r
     }
 
@@ -876,7 +876,7 @@ impl ArmLpaeIoPgtable {
     ) -> Result<u64, IommuError> {
         self.check_unmap(iova.0, pgsize, pgcount)
             .inspect_err(|e| warn_on(hw, e))?;
-        let back = hw.enter_id(crate::frame_id!("arm_lpae_unmap_pages"));
+        let back = hw.enter(crate::frame_id!("arm_lpae_unmap_pages"));
         hw.count(Counter::PgtableUnmapCall, 1);
         hw.sw(self.costs.unmap_pages);
         let (lvl, table) = (self.start_level, self.pgd);
@@ -888,7 +888,7 @@ impl ArmLpaeIoPgtable {
         } else {
             self.lpae_unmap(hw, tlb, gather, iova.0, pgsize, pgcount, lvl, table)
         };
-        hw.leave_to(back);
+        hw.leave(back);
         if n > 0 {
             Ok(n)
         } else if let Some((_, block)) = self.walk(iova.0).filter(|&(_, b)| b > pgsize) {
@@ -1054,9 +1054,9 @@ impl ArmLpaeIoPgtable {
             } else {
                 super::tlb_flush_walk(tlb, hw, at, size, self.cfg.granule);
                 let child = self.pte_to_paddr(pte);
-                let back = hw.enter_id(crate::frame_id!("__arm_lpae_free_pgtable"));
+                let back = hw.enter(crate::frame_id!("__arm_lpae_free_pgtable"));
                 self.free_pgtable(hw.as_dyn(), lvl + 1, child);
-                hw.leave_to(back);
+                hw.leave(back);
             }
             i += 1;
         }
@@ -1095,9 +1095,9 @@ impl ArmLpaeIoPgtable {
                 self.sync_ptes(hw, PhysAddr(at), 1);
                 super::tlb_flush_walk(tlb, hw, iova + i * size, size, self.cfg.granule);
                 let child = self.pte_to_paddr(pte);
-                let back = hw.enter_id(crate::frame_id!("__arm_lpae_free_pgtable"));
+                let back = hw.enter(crate::frame_id!("__arm_lpae_free_pgtable"));
                 self.free_pgtable(hw.as_dyn(), lvl + 1, child);
-                hw.leave_to(back);
+                hw.leave(back);
             }
             i += 1;
         }
@@ -1129,11 +1129,11 @@ impl ArmLpaeIoPgtable {
         if lvl == ARM_LPAE_MAX_LEVELS {
             return 0;
         }
-        hw.enter("arm_lpae_split_blk_unmap");
+        let back = hw.enter(crate::frame_id!("arm_lpae_split_blk_unmap"));
         let split_sz = self.block_size(lvl);
         let per_table = 1u64 << self.bits_per_level;
         let Ok(tablep) = self.alloc_table(hw.as_dyn()) else {
-            hw.leave();
+            hw.leave(back);
             return 0;
         };
         let unmap = (size == split_sz).then(|| {
@@ -1170,7 +1170,7 @@ impl ArmLpaeIoPgtable {
             }
             None => self.lpae_unmap(hw, tlb, gather, iova, size, pgcount, lvl, tablep),
         };
-        hw.leave();
+        hw.leave(back);
         r
     }
 

@@ -433,11 +433,11 @@ impl IovaDomain {
         if size == 0 {
             return Err(IommuError::Empty);
         }
-        hw.enter("alloc_iova");
+        let back = hw.enter(crate::frame_id!("alloc_iova"));
         hw.sw(self.costs.alloc);
         let limit = limit_pfn.min(IOVA_ANCHOR - 1) + 1;
         let r = self.alloc_and_insert(hw, size, limit, size_aligned);
-        hw.leave();
+        hw.leave(back);
         match r {
             Some(pfn) => {
                 self.stats.tree_allocs += 1;
@@ -453,12 +453,12 @@ impl IovaDomain {
     /// `free_iova()` / `__free_iova()`: release the range containing `pfn`.
     pub fn free_iova(&mut self, hw: &mut dyn Hw, pfn: u64) -> Result<(), IommuError> {
         let (lo, hi) = self.find_iova(pfn).ok_or(IommuError::IovaBadFree(pfn))?;
-        hw.enter("free_iova");
+        let back = hw.enter(crate::frame_id!("free_iova"));
         hw.sw(self.costs.free);
         self.delete_update(lo, hi);
         self.tree.remove(&lo);
         self.stats.tree_frees += 1;
-        hw.leave();
+        hw.leave(back);
         Ok(())
     }
 
@@ -509,7 +509,7 @@ impl IovaDomain {
         if size == 0 {
             return Err(IommuError::Empty);
         }
-        hw.enter("alloc_iova_fast");
+        let back = hw.enter(crate::frame_id!("alloc_iova_fast"));
         // Rounded up so that a freed range goes back into the magazine of its own order.
         let size = if size < 1 << (IOVA_RANGE_CACHE_MAX_SIZE - 1) {
             size.next_power_of_two()
@@ -534,7 +534,7 @@ impl IovaDomain {
         if r.is_ok() {
             hw.count(Counter::IovaAlloc, 1);
         }
-        hw.leave();
+        hw.leave(back);
         r
     }
 
@@ -553,7 +553,7 @@ impl IovaDomain {
         if self.cached_pfn(lo) {
             return Err(IommuError::IovaBadFree(pfn));
         }
-        hw.enter("free_iova_fast");
+        let back = hw.enter(crate::frame_id!("free_iova_fast"));
         let order = order_base_2(size);
         let r = if order < IOVA_RANGE_CACHE_MAX_SIZE {
             self.rcache_insert(hw, cpu, order as usize, pfn)
@@ -563,7 +563,7 @@ impl IovaDomain {
         if r.is_ok() {
             hw.count(Counter::IovaFree, 1);
         }
-        hw.leave();
+        hw.leave(back);
         r
     }
 

@@ -408,9 +408,9 @@ pub fn iotlb_sync<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
     match ops.as_arm_smmu() {
         Some(d) => d.iotlb_sync_s1_in(hw, gather, &frames.arm_smmu),
         None => {
-            let back = hw.enter_id(&frames.other);
+            let back = hw.enter(&frames.other);
             ops.iotlb_sync(hw.as_dyn(), gather);
-            hw.leave_id(&frames.other, back);
+            hw.leave(back);
         }
     }
 }

@@ -27,6 +27,7 @@ use super::{Ctx, Progress, RunInfo, Scenario, Shared, Workload};
 use crate::device::Device;
 use crate::dma::coherent::{Allocation, DmaCoherent, dma_alloc_attrs_gfp};
 use crate::dma::contiguous::{Gfp, Served};
+use crate::hw::FrameId;
 use crate::hw::calls::{StackRow, stack_rows};
 use crate::hw::model::Model;
 use crate::hw::{Counter, Hw, SwKey, lines_spanned};
@@ -614,11 +615,11 @@ pub struct RingRow {
     pub skipped: Option<String>,
 }
 
-pub const RING_STEPS: [&str; 4] = [
-    "cpu writes descriptor",
-    "device reads descriptor",
-    "device writes completion",
-    "cpu reads completion",
+pub static RING_STEPS: [FrameId; 4] = [
+    FrameId::new("cpu writes descriptor"),
+    FrameId::new("device reads descriptor"),
+    FrameId::new("device writes completion"),
+    FrameId::new("cpu reads completion"),
 ];
 
 #[derive(Clone, Debug)]
@@ -744,18 +745,18 @@ pub fn run(s: &Scenario, w: &Coherent, progress: &Progress) -> Result<CoherentRe
             numa_node: Some(init.node),
             ..Device::new(&init.name, true, p.dma_mask_bits)
         };
-        hw.enter("arm_smmu_device_probe");
+        let back = hw.enter(crate::frame_id!("arm_smmu_device_probe"));
         let st = arm_smmu_init_structures(&mut hw, &mut coh, &mut mem.borrow_mut(), &dev, p.idr1);
-        hw.leave();
+        hw.leave(back);
         let st = st.map_err(|e| format!("SMMUv3 probe of {}: {e}", init.name))?;
         cmdq_shift = st.cmdq.max_n_shift;
         // A lone CMD_SYNC into the empty queue: what every strict unmap behind it waits for.
         let mut q = Cmdq::new(cmdq_shift);
         let cost = hw.sw_cost(SwKey::ArmSmmuCmdqIssueCmdlist);
         let t = hw.now_ps();
-        hw.enter("arm_smmu_cmdq_issue_sync");
+        let back = hw.enter(crate::frame_id!("arm_smmu_cmdq_issue_sync"));
         q.issue_sync(&mut hw, cost);
-        hw.leave();
+        hw.leave(back);
         smmu = Some(SmmuRow {
             name: init.name.clone(),
             node: init.node,
@@ -804,7 +805,7 @@ pub fn run(s: &Scenario, w: &Coherent, progress: &Progress) -> Result<CoherentRe
         let wanted = d.node.unwrap_or(w.cpu_node);
         let gfp = dma_alloc_attrs_gfp(a.gfp);
         let t0 = hw.now_ps();
-        hw.enter("dma_alloc_coherent");
+        let back = hw.enter(crate::frame_id!("dma_alloc_coherent"));
         let (path, got) = match domains[a.device].as_mut() {
             Some(dom) => {
                 let remap = gfp.blocking && !a.force_contiguous;
@@ -827,13 +828,13 @@ pub fn run(s: &Scenario, w: &Coherent, progress: &Progress) -> Result<CoherentRe
                 )
             }
             None => {
-                hw.enter("dma_direct_alloc");
+                let back2 = hw.enter(crate::frame_id!("dma_direct_alloc"));
                 let r = coh.alloc(&mut mem.borrow_mut(), &dev, a.size, gfp, false);
-                hw.leave();
+                hw.leave(back2);
                 ("dma-direct", r.map(Live::Direct).map_err(|e| e.to_string()))
             }
         };
-        hw.leave();
+        hw.leave(back);
         let alloc_ps = hw.now_ps() - t0;
         let result = match &got {
             Ok(Live::Direct(x)) => Ok(Placed {
@@ -910,9 +911,9 @@ pub fn run(s: &Scenario, w: &Coherent, progress: &Progress) -> Result<CoherentRe
             .enumerate()
             {
                 let t = hw.now_ps();
-                hw.enter(RING_STEPS[i]);
+                let back = hw.enter(&RING_STEPS[i]);
                 hw.numa_line(from, slot, n);
-                hw.leave();
+                hw.leave(back);
                 totals[i] += hw.now_ps() - t;
             }
         }
@@ -937,23 +938,23 @@ pub fn run(s: &Scenario, w: &Coherent, progress: &Progress) -> Result<CoherentRe
         let d = &w.devices[a.device];
         let dev = d.device();
         let t0 = hw.now_ps();
-        hw.enter("dma_free_coherent");
+        let back = hw.enter(crate::frame_id!("dma_free_coherent"));
         let r = match (held, domains[a.device].as_mut()) {
             (Live::Iommu(x), Some(dom)) => dom
                 .iommu_dma_free(&mut hw, &mut coh, &mem, &dev, &x)
                 .map(|v| v.iter().map(served_key).collect()),
             (Live::Direct(x), _) => {
-                hw.enter("dma_direct_free");
+                let back2 = hw.enter(crate::frame_id!("dma_direct_free"));
                 let r = coh
                     .free(&mut mem.borrow_mut(), &dev, x.phys, x.size)
                     .map(|s| vec![served_key(&s)])
                     .map_err(|e| e.to_string());
-                hw.leave();
+                hw.leave(back2);
                 r
             }
             (Live::Iommu(_), None) => Err("no domain".into()),
         };
-        hw.leave();
+        hw.leave(back);
         rows[i].free = Some((r, hw.now_ps() - t0));
     }
 
@@ -1064,7 +1065,7 @@ pub fn json(r: &CoherentResult) -> serde_json::Value {
                     let steps: serde_json::Map<String, serde_json::Value> = RING_STEPS
                         .iter()
                         .zip(x.step_ps)
-                        .map(|(k, ps)| (k.replace(' ', "_"), ns(ps).into()))
+                        .map(|(k, ps)| (k.name().replace(' ', "_"), ns(ps).into()))
                         .collect();
                     v["per_descriptor_ns"] = steps.into();
                     v["round_trip_ns"] = ns(x.step_ps.iter().sum()).into();

@@ -19,7 +19,7 @@
 use super::{Ctx, Progress, RunInfo, Scenario, Shared, Workload};
 use crate::device::Device;
 use crate::hw::calls::{CallStat, CallTimer, StackRow, stack_rows};
-use crate::hw::{Counter, Hw};
+use crate::hw::{Counter, FrameId, Hw};
 use crate::input::InputError;
 use crate::mm::physmem::NodeRange;
 use crate::report::{
@@ -285,71 +285,71 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
 /// The frame each device's calls are made in (the first 64 devices; any further ones share
 /// the last): the ledger's stacks then split by device, and the report names each by its own
 /// name. Entering a frame costs the model nothing, so the calls' times are as without it.
-const DEVICE_FRAMES: [&str; 64] = [
-    "device 0",
-    "device 1",
-    "device 2",
-    "device 3",
-    "device 4",
-    "device 5",
-    "device 6",
-    "device 7",
-    "device 8",
-    "device 9",
-    "device 10",
-    "device 11",
-    "device 12",
-    "device 13",
-    "device 14",
-    "device 15",
-    "device 16",
-    "device 17",
-    "device 18",
-    "device 19",
-    "device 20",
-    "device 21",
-    "device 22",
-    "device 23",
-    "device 24",
-    "device 25",
-    "device 26",
-    "device 27",
-    "device 28",
-    "device 29",
-    "device 30",
-    "device 31",
-    "device 32",
-    "device 33",
-    "device 34",
-    "device 35",
-    "device 36",
-    "device 37",
-    "device 38",
-    "device 39",
-    "device 40",
-    "device 41",
-    "device 42",
-    "device 43",
-    "device 44",
-    "device 45",
-    "device 46",
-    "device 47",
-    "device 48",
-    "device 49",
-    "device 50",
-    "device 51",
-    "device 52",
-    "device 53",
-    "device 54",
-    "device 55",
-    "device 56",
-    "device 57",
-    "device 58",
-    "device 59",
-    "device 60",
-    "device 61",
-    "device 62",
-    "device 63",
+static DEVICE_FRAMES: [FrameId; 64] = [
+    FrameId::new("device 0"),
+    FrameId::new("device 1"),
+    FrameId::new("device 2"),
+    FrameId::new("device 3"),
+    FrameId::new("device 4"),
+    FrameId::new("device 5"),
+    FrameId::new("device 6"),
+    FrameId::new("device 7"),
+    FrameId::new("device 8"),
+    FrameId::new("device 9"),
+    FrameId::new("device 10"),
+    FrameId::new("device 11"),
+    FrameId::new("device 12"),
+    FrameId::new("device 13"),
+    FrameId::new("device 14"),
+    FrameId::new("device 15"),
+    FrameId::new("device 16"),
+    FrameId::new("device 17"),
+    FrameId::new("device 18"),
+    FrameId::new("device 19"),
+    FrameId::new("device 20"),
+    FrameId::new("device 21"),
+    FrameId::new("device 22"),
+    FrameId::new("device 23"),
+    FrameId::new("device 24"),
+    FrameId::new("device 25"),
+    FrameId::new("device 26"),
+    FrameId::new("device 27"),
+    FrameId::new("device 28"),
+    FrameId::new("device 29"),
+    FrameId::new("device 30"),
+    FrameId::new("device 31"),
+    FrameId::new("device 32"),
+    FrameId::new("device 33"),
+    FrameId::new("device 34"),
+    FrameId::new("device 35"),
+    FrameId::new("device 36"),
+    FrameId::new("device 37"),
+    FrameId::new("device 38"),
+    FrameId::new("device 39"),
+    FrameId::new("device 40"),
+    FrameId::new("device 41"),
+    FrameId::new("device 42"),
+    FrameId::new("device 43"),
+    FrameId::new("device 44"),
+    FrameId::new("device 45"),
+    FrameId::new("device 46"),
+    FrameId::new("device 47"),
+    FrameId::new("device 48"),
+    FrameId::new("device 49"),
+    FrameId::new("device 50"),
+    FrameId::new("device 51"),
+    FrameId::new("device 52"),
+    FrameId::new("device 53"),
+    FrameId::new("device 54"),
+    FrameId::new("device 55"),
+    FrameId::new("device 56"),
+    FrameId::new("device 57"),
+    FrameId::new("device 58"),
+    FrameId::new("device 59"),
+    FrameId::new("device 60"),
+    FrameId::new("device 61"),
+    FrameId::new("device 62"),
+    FrameId::new("device 63"),
 ];
 
 /// A trace file, read through a buffer.
@@ -520,13 +520,13 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, S
         }
         let (api, t, live) = (&mut apis[di].0, &mut timers[di], &mut live[di]);
         let name = traced.call.name();
-        hw.enter(DEVICE_FRAMES[di.min(DEVICE_FRAMES.len() - 1)]);
+        let back = hw.enter(&DEVICE_FRAMES[di.min(DEVICE_FRAMES.len() - 1)]);
         let made = match &traced.call {
             Call::Alloc { .. } | Call::Free { .. } => {
                 // Counted with its bytes, its time left out (the model does not price it).
                 let u = untimed[di].entry(name).or_default();
                 *u = (u.0 + 1, u.1.saturating_add(traced.bytes));
-                hw.leave();
+                hw.leave(back);
                 progress.advance(1);
                 return Ok(());
             }
@@ -626,7 +626,7 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, S
                 _ => false,
             },
         };
-        hw.leave();
+        hw.leave(back);
         if made {
             let b = bytes[di].entry(name).or_default();
             *b = b.saturating_add(traced.bytes);
@@ -644,7 +644,7 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, S
     let mut stacks = stack_rows(hw.ledger());
     for row in &mut stacks {
         let (root, rest) = row.stack.split_once(" > ").unwrap_or((&row.stack, ""));
-        let Some(i) = DEVICE_FRAMES.iter().position(|f| *f == root) else {
+        let Some(i) = DEVICE_FRAMES.iter().position(|f| f.name() == root) else {
             continue;
         };
         let name = if i == DEVICE_FRAMES.len() - 1 && n > DEVICE_FRAMES.len() {

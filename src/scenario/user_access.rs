@@ -396,25 +396,29 @@ pub fn run(s: &Scenario, w: &UserAccess) -> UserAccessResult {
     let other = PhysAddr(BUF + w.buffer_bytes.next_multiple_of(1 << 20) + (1 << 20));
     let n = w.buffer_bytes;
     for _ in 0..w.iterations {
-        match w.pattern {
+        let back = match w.pattern {
             Pattern::Read => {
-                hw.enter("user read loop");
+                let back = hw.enter(crate::frame_id!("user read loop"));
                 hw.cpu_access(Access::Read, mt, size, buf, n);
+                back
             }
             Pattern::Write => {
-                hw.enter("user write loop");
+                let back = hw.enter(crate::frame_id!("user write loop"));
                 hw.cpu_access(Access::Write, mt, size, buf, n);
+                back
             }
             Pattern::MemcpyIn => {
-                hw.enter("memcpy");
+                let back = hw.enter(crate::frame_id!("memcpy"));
                 hw.cpu_copy((mt, buf), (MemType::Cached, other), size, n);
+                back
             }
             Pattern::MemcpyOut => {
-                hw.enter("memcpy");
+                let back = hw.enter(crate::frame_id!("memcpy"));
                 hw.cpu_copy((MemType::Cached, other), (mt, buf), size, n);
+                back
             }
-        }
-        hw.leave();
+        };
+        hw.leave(back);
     }
     UserAccessResult {
         info: s.run_info(),

@@ -64,7 +64,7 @@ fn op_pa_range(hw: &mut dyn Hw, op: CacheOp, start: u64, end: u64) {
 
 impl OuterCacheFns for L2c210 {
     fn inv_range(&self, hw: &mut dyn Hw, start: PhysAddr, end: PhysAddr) {
-        hw.enter("l2c210_inv_range");
+        let back = hw.enter(crate::frame_id!("l2c210_inv_range"));
         let mut start = start.0;
         let mut end = end.0;
         if start & MASK != 0 {
@@ -78,21 +78,21 @@ impl OuterCacheFns for L2c210 {
         }
         op_pa_range(hw, CacheOp::Inval, start, end);
         hw.outer_sync();
-        hw.leave();
+        hw.leave(back);
     }
 
     fn clean_range(&self, hw: &mut dyn Hw, start: PhysAddr, end: PhysAddr) {
-        hw.enter("l2c210_clean_range");
+        let back = hw.enter(crate::frame_id!("l2c210_clean_range"));
         op_pa_range(hw, CacheOp::Clean, start.0 & !MASK, end.0);
         hw.outer_sync();
-        hw.leave();
+        hw.leave(back);
     }
 
     fn flush_range(&self, hw: &mut dyn Hw, start: PhysAddr, end: PhysAddr) {
-        hw.enter("l2c210_flush_range");
+        let back = hw.enter(crate::frame_id!("l2c210_flush_range"));
         op_pa_range(hw, CacheOp::CleanInval, start.0 & !MASK, end.0);
         hw.outer_sync();
-        hw.leave();
+        hw.leave(back);
     }
 
     fn name(&self) -> &'static str {
@@ -198,18 +198,18 @@ impl L2x0 {
     }
 
     /// `l2x0_clean_all` / `l2x0_flush_all`: the whole cache by way, under the lock, then a sync.
-    fn all(&self, hw: &mut dyn Hw, lock: SwCost, frame: &'static str, op: CacheOp) {
-        hw.enter(frame);
+    fn all(&self, hw: &mut dyn Hw, lock: SwCost, frame: &'static crate::hw::FrameId, op: CacheOp) {
+        let back = hw.enter(frame);
         self.lock(hw, lock);
         hw.outer_way_op(op, self.size / CACHE_LINE_SIZE);
         hw.outer_sync();
-        hw.leave();
+        hw.leave(back);
     }
 }
 
 impl OuterCacheFns for L2x0 {
     fn inv_range(&self, hw: &mut dyn Hw, start: PhysAddr, end: PhysAddr) {
-        hw.enter("l2x0_inv_range");
+        let back = hw.enter(crate::frame_id!("l2x0_inv_range"));
         let lock = hw.sw_cost(SwKey::L2x0Lock);
         self.lock(hw, lock);
         let mut start = start.0;
@@ -225,33 +225,38 @@ impl OuterCacheFns for L2x0 {
         }
         self.blocks(hw, lock, CacheOp::Inval, start, end);
         hw.outer_sync();
-        hw.leave();
+        hw.leave(back);
     }
 
     fn clean_range(&self, hw: &mut dyn Hw, start: PhysAddr, end: PhysAddr) {
-        hw.enter("l2x0_clean_range");
+        let back = hw.enter(crate::frame_id!("l2x0_clean_range"));
         let lock = hw.sw_cost(SwKey::L2x0Lock);
         if end.0.wrapping_sub(start.0) >= self.size {
-            self.all(hw, lock, "l2x0_clean_all", CacheOp::Clean);
+            self.all(hw, lock, crate::frame_id!("l2x0_clean_all"), CacheOp::Clean);
         } else {
             self.lock(hw, lock);
             self.blocks(hw, lock, CacheOp::Clean, start.0 & !MASK, end.0);
             hw.outer_sync();
         }
-        hw.leave();
+        hw.leave(back);
     }
 
     fn flush_range(&self, hw: &mut dyn Hw, start: PhysAddr, end: PhysAddr) {
-        hw.enter("l2x0_flush_range");
+        let back = hw.enter(crate::frame_id!("l2x0_flush_range"));
         let lock = hw.sw_cost(SwKey::L2x0Lock);
         if end.0.wrapping_sub(start.0) >= self.size {
-            self.all(hw, lock, "l2x0_flush_all", CacheOp::CleanInval);
+            self.all(
+                hw,
+                lock,
+                crate::frame_id!("l2x0_flush_all"),
+                CacheOp::CleanInval,
+            );
         } else {
             self.lock(hw, lock);
             self.blocks(hw, lock, CacheOp::CleanInval, start.0 & !MASK, end.0);
             hw.outer_sync();
         }
-        hw.leave();
+        hw.leave(back);
     }
 
     fn name(&self) -> &'static str {

@@ -97,7 +97,7 @@ impl CacheV7 {
 
     /// `v7_dma_inv_range(start, end)`.
     pub fn v7_dma_inv_range(&self, hw: &mut dyn Hw, start: PhysAddr, end: PhysAddr) {
-        hw.enter("v7_dma_inv_range");
+        let back = hw.enter(crate::frame_id!("v7_dma_inv_range"));
         let line = hw.line_bytes();
         let mask = line - 1;
         let first = start.0 & !mask;
@@ -115,46 +115,58 @@ impl CacheV7 {
             loop_lines(first, last, line),
         );
         self.after_loop(hw);
-        hw.leave();
+        hw.leave(back);
     }
 
     /// `v7_dma_clean_range(start, end)`: DCCMVAC from the line holding `start` while below `end`.
     pub fn v7_dma_clean_range(&self, hw: &mut dyn Hw, start: PhysAddr, end: PhysAddr) {
-        self.by_line(hw, "v7_dma_clean_range", CacheOp::Clean, start, end);
+        self.by_line(
+            hw,
+            crate::frame_id!("v7_dma_clean_range"),
+            CacheOp::Clean,
+            start,
+            end,
+        );
     }
 
     /// `v7_dma_flush_range(start, end)`: DCCIMVAC from the line holding `start` while below `end`.
     pub fn v7_dma_flush_range(&self, hw: &mut dyn Hw, start: PhysAddr, end: PhysAddr) {
-        self.by_line(hw, "v7_dma_flush_range", CacheOp::CleanInval, start, end);
+        self.by_line(
+            hw,
+            crate::frame_id!("v7_dma_flush_range"),
+            CacheOp::CleanInval,
+            start,
+            end,
+        );
     }
 
     fn by_line(
         &self,
         hw: &mut dyn Hw,
-        frame: &'static str,
+        frame: &'static crate::hw::FrameId,
         op: CacheOp,
         start: PhysAddr,
         end: PhysAddr,
     ) {
-        hw.enter(frame);
+        let back = hw.enter(frame);
         let line = hw.line_bytes();
         let first = start.0 & !(line - 1);
         self.before_loop(hw);
         hw.cache_maint(op, PhysAddr(first), loop_lines(first, end.0, line));
         self.after_loop(hw);
-        hw.leave();
+        hw.leave(back);
     }
 
     /// `v7_dma_map_area(start, size, dir)`: invalidate for FROM_DEVICE, clean otherwise.
     pub fn v7_dma_map_area(&self, hw: &mut dyn Hw, start: PhysAddr, size: u64, dir: DmaDirection) {
-        hw.enter("v7_dma_map_area");
+        let back = hw.enter(crate::frame_id!("v7_dma_map_area"));
         let end = PhysAddr(start.0.saturating_add(size));
         if dir == DmaDirection::FromDevice {
             self.v7_dma_inv_range(hw, start, end);
         } else {
             self.v7_dma_clean_range(hw, start, end);
         }
-        hw.leave();
+        hw.leave(back);
     }
 
     /// `v7_dma_unmap_area(start, size, dir)`: invalidate unless TO_DEVICE, for which it returns at once.
@@ -165,11 +177,11 @@ impl CacheV7 {
         size: u64,
         dir: DmaDirection,
     ) {
-        hw.enter("v7_dma_unmap_area");
+        let back = hw.enter(crate::frame_id!("v7_dma_unmap_area"));
         if dir != DmaDirection::ToDevice {
             self.v7_dma_inv_range(hw, start, PhysAddr(start.0.saturating_add(size)));
         }
-        hw.leave();
+        hw.leave(back);
     }
 }
 

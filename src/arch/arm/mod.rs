@@ -65,7 +65,7 @@ impl Arm32 {
         size: u64,
         dir: DmaDirection,
     ) {
-        hw.enter("__dma_page_cpu_to_dev");
+        let back = hw.enter(crate::frame_id!("__dma_page_cpu_to_dev"));
         self.v7.v7_dma_map_area(hw, paddr, size, dir);
         if let Some(outer) = &self.outer {
             let end = PhysAddr(paddr.0.saturating_add(size));
@@ -75,7 +75,7 @@ impl Arm32 {
                 outer.clean_range(hw, paddr, end);
             }
         }
-        hw.leave();
+        hw.leave(back);
     }
 
     /// `__dma_page_dev_to_cpu`.
@@ -86,7 +86,7 @@ impl Arm32 {
         size: u64,
         dir: DmaDirection,
     ) {
-        hw.enter("__dma_page_dev_to_cpu");
+        let back = hw.enter(crate::frame_id!("__dma_page_dev_to_cpu"));
         if dir != DmaDirection::ToDevice {
             if let Some(outer) = &self.outer {
                 outer.inv_range(hw, paddr, PhysAddr(paddr.0.saturating_add(size)));
@@ -97,7 +97,7 @@ impl Arm32 {
             // tests for TO_DEVICE and returns.
             self.v7.v7_dma_unmap_area(hw, paddr, size, dir);
         }
-        hw.leave();
+        hw.leave(back);
     }
 }
 

@@ -246,10 +246,10 @@ pub(crate) fn memcpy<H: Hw + ?Sized>(
     if len == 0 {
         return;
     }
-    let back = hw.enter_id(crate::frame_id!("memcpy"));
+    let back = hw.enter(crate::frame_id!("memcpy"));
     hw.copy(len);
     mem.borrow_mut().copy(dst, src, len);
-    hw.leave_to(back);
+    hw.leave(back);
 }
 
 /// The swiotlb library dma-direct falls back to: one pool (`io_tlb_default_mem`).
@@ -355,10 +355,10 @@ impl Swiotlb {
         attrs: DmaAttrs,
         arch_sync: impl FnOnce(&mut H, PhysAddr),
     ) -> Result<DmaAddr, DmaError> {
-        let back = hw.enter_id(crate::frame_id!("swiotlb_map"));
+        let back = hw.enter(crate::frame_id!("swiotlb_map"));
         hw.sw(self.costs.map);
         let r = self.map_inner(hw, dev, paddr, size, dir, attrs, arch_sync);
-        hw.leave_to(back);
+        hw.leave(back);
         r
     }
 
@@ -410,7 +410,7 @@ impl Swiotlb {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) -> Result<PhysAddr, DmaError> {
-        hw.enter("swiotlb_tbl_map_single");
+        let back = hw.enter(crate::frame_id!("swiotlb_tbl_map_single"));
         hw.sw(self.costs.tbl_map_single);
         let r = (|| {
             if mapping_size > alloc_size || mapping_size == 0 {
@@ -462,7 +462,7 @@ impl Swiotlb {
             }
             Ok(tlb)
         })();
-        hw.leave();
+        hw.leave(back);
         r
     }
 
@@ -478,7 +478,7 @@ impl Swiotlb {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) {
-        let back = hw.enter_id(crate::frame_id!("swiotlb_tbl_unmap_single"));
+        let back = hw.enter(crate::frame_id!("swiotlb_tbl_unmap_single"));
         hw.sw(self.costs.tbl_unmap_single);
         if !attrs.contains(DmaAttrs::SKIP_CPU_SYNC)
             && matches!(dir, DmaDirection::FromDevice | DmaDirection::Bidirectional)
@@ -486,7 +486,7 @@ impl Swiotlb {
             self.bounce(hw, dev, tlb, mapping_size, BounceDir::FromDevice);
         }
         self.release_slots(hw, dev, tlb, mapping_size);
-        hw.leave_to(back);
+        hw.leave(back);
     }
 
     /// `swiotlb_release_slots()` (6.0: the slot count comes from the recorded `alloc_size`; 3.6:
@@ -528,12 +528,12 @@ impl Swiotlb {
         size: u64,
         dir: DmaDirection,
     ) {
-        let back = hw.enter_id(crate::frame_id!("swiotlb_sync_single_for_device"));
+        let back = hw.enter(crate::frame_id!("swiotlb_sync_single_for_device"));
         hw.sw(self.costs.sync_single);
         if matches!(dir, DmaDirection::ToDevice | DmaDirection::Bidirectional) {
             self.bounce(hw, dev, tlb, size, BounceDir::ToDevice);
         }
-        hw.leave_to(back);
+        hw.leave(back);
     }
 
     /// `swiotlb_sync_single_for_cpu()`: copy what the device wrote out (FROM_DEVICE,
@@ -546,12 +546,12 @@ impl Swiotlb {
         size: u64,
         dir: DmaDirection,
     ) {
-        let back = hw.enter_id(crate::frame_id!("swiotlb_sync_single_for_cpu"));
+        let back = hw.enter(crate::frame_id!("swiotlb_sync_single_for_cpu"));
         hw.sw(self.costs.sync_single);
         if matches!(dir, DmaDirection::FromDevice | DmaDirection::Bidirectional) {
             self.bounce(hw, dev, tlb, size, BounceDir::FromDevice);
         }
-        hw.leave_to(back);
+        hw.leave(back);
     }
 
     /// `swiotlb_bounce()`: copy between the slot at `tlb` and the original it stands for, at most
@@ -564,7 +564,7 @@ impl Swiotlb {
         size: u64,
         dir: BounceDir,
     ) {
-        let back = hw.enter_id(crate::frame_id!("swiotlb_bounce"));
+        let back = hw.enter(crate::frame_id!("swiotlb_bounce"));
         hw.sw(self.costs.bounce);
         if let Some((orig, len)) = self.bounce_target(dev, tlb, size) {
             match dir {
@@ -572,7 +572,7 @@ impl Swiotlb {
                 BounceDir::FromDevice => memcpy(hw, &self.mem, orig, tlb, len),
             }
         }
-        hw.leave_to(back);
+        hw.leave(back);
     }
 
     /// Where the bytes at `tlb` came from and how many of `size` lie inside the mapping; `None`

@@ -254,10 +254,10 @@ impl PoolCosts {
 /// Taking the pool or area lock: `_raw_spin_lock_irqsave` is out of line, so it is a frame; the
 /// unlock's cost is folded into the same named cost.
 pub fn spin_lock_irqsave<H: Hw + ?Sized>(hw: &mut H, c: &PoolCosts) {
-    hw.enter("_raw_spin_lock_irqsave");
+    let back = hw.enter(crate::frame_id!("_raw_spin_lock_irqsave"));
     hw.sw(c.lock);
     hw.count(Counter::SpinLock, 1);
-    hw.leave();
+    hw.leave(back);
 }
 
 /// What a search is for.

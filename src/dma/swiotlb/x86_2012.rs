@@ -485,14 +485,14 @@ impl Swiotlb2012Ops {
         } else {
             caller.inline
         });
-        let back = out_of_line.then(|| hw.enter_id(crate::frame_id!("is_swiotlb_buffer")));
+        let back = out_of_line.then(|| hw.enter(crate::frame_id!("is_swiotlb_buffer")));
         if out_of_line {
             hw.sw(self.costs.is_swiotlb_buffer);
         }
         let r = paddr >= self.book.to_phys(hw, self.io_tlb_start)
             && paddr < self.book.to_phys(hw, self.io_tlb_end);
         if let Some(back) = back {
-            hw.leave_to(back);
+            hw.leave(back);
         }
         r
     }
@@ -524,7 +524,7 @@ impl Swiotlb2012Ops {
         size: u64,
         dir: BounceDir,
     ) {
-        let back = hw.enter_id(crate::frame_id!("swiotlb_bounce"));
+        let back = hw.enter(crate::frame_id!("swiotlb_bounce"));
         hw.sw(self.costs.bounce);
         let tlb = self.slot_phys(kept);
         let len = size.min(self.pool.end().0.saturating_sub(tlb.0));
@@ -532,7 +532,7 @@ impl Swiotlb2012Ops {
             BounceDir::ToDevice => memcpy(hw, &self.mem, tlb, orig, len),
             BounceDir::FromDevice => memcpy(hw, &self.mem, orig, tlb, len),
         }
-        hw.leave_to(back);
+        hw.leave(back);
     }
 
     /// `swiotlb_tbl_map_single()`: `None` when no run of slots fits.
@@ -547,7 +547,7 @@ impl Swiotlb2012Ops {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) -> Option<Kept> {
-        let back = hw.enter_id(crate::frame_id!("swiotlb_tbl_map_single"));
+        let back = hw.enter(crate::frame_id!("swiotlb_tbl_map_single"));
         hw.sw(self.costs.tbl_map_single);
         let req = SlotRequest {
             orig_addr: Some(phys),
@@ -571,7 +571,7 @@ impl Swiotlb2012Ops {
             }
             kept
         });
-        hw.leave_to(back);
+        hw.leave(back);
         r
     }
 
@@ -583,7 +583,7 @@ impl Swiotlb2012Ops {
         size: u64,
         dir: DmaDirection,
     ) {
-        let back = hw.enter_id(crate::frame_id!("swiotlb_tbl_unmap_single"));
+        let back = hw.enter(crate::frame_id!("swiotlb_tbl_unmap_single"));
         hw.sw(self.costs.tbl_unmap_single);
         if let Some(index) = self.kept_index(kept)
             && self.pool.table.slots[index].list == 0
@@ -598,7 +598,7 @@ impl Swiotlb2012Ops {
                 .table
                 .release(hw, &self.costs.pool, index, super::nr_slots(size) as usize);
         }
-        hw.leave_to(back);
+        hw.leave(back);
     }
 
     /// `swiotlb_tbl_sync_single()`: no lock, just the copy the direction asks for.
@@ -610,7 +610,7 @@ impl Swiotlb2012Ops {
         dir: DmaDirection,
         target: SyncTarget,
     ) {
-        let back = hw.enter_id(crate::frame_id!("swiotlb_tbl_sync_single"));
+        let back = hw.enter(crate::frame_id!("swiotlb_tbl_sync_single"));
         hw.sw(self.costs.tbl_sync_single);
         if let Some(index) = self.kept_index(kept) {
             let orig = self.pool.table.slots[index].orig_addr;
@@ -634,7 +634,7 @@ impl Swiotlb2012Ops {
                 }
             }
         }
-        hw.leave_to(back);
+        hw.leave(back);
     }
 
     /// `map_single()` (static, inlined into its callers): the pool's bus address, then the search.
@@ -660,7 +660,7 @@ impl Swiotlb2012Ops {
         size: u64,
         dir: DmaDirection,
     ) {
-        let back = hw.enter_id(crate::frame_id!("unmap_single"));
+        let back = hw.enter(crate::frame_id!("unmap_single"));
         hw.sw(self.costs.unmap_single.common);
         let paddr = PhysAddr(addr.0);
         let caller = self.costs.unmap_single;
@@ -669,7 +669,7 @@ impl Swiotlb2012Ops {
             self.tbl_unmap_single(hw, kept, size, dir);
         }
         // Otherwise only dma_mark_clean(), which x86 does not have.
-        hw.leave_to(back);
+        hw.leave(back);
     }
 
     /// `swiotlb_sync_single()`.
@@ -682,7 +682,7 @@ impl Swiotlb2012Ops {
         dir: DmaDirection,
         target: SyncTarget,
     ) {
-        let back = hw.enter_id(crate::frame_id!("swiotlb_sync_single"));
+        let back = hw.enter(crate::frame_id!("swiotlb_sync_single"));
         hw.sw(self.costs.sync_single.common);
         let paddr = PhysAddr(addr.0);
         let caller = self.costs.sync_single;
@@ -690,20 +690,20 @@ impl Swiotlb2012Ops {
             let kept = self.book.keep(paddr);
             self.tbl_sync_single(hw, kept, size, dir, target);
         }
-        hw.leave_to(back);
+        hw.leave(back);
     }
 
     /// `swiotlb_dma_mapping_error()`: is `addr` the overflow buffer's bus address?
     #[inline(always)]
     pub fn dma_mapping_error<H: Hw + ?Sized>(&mut self, hw: &mut H, addr: DmaAddr) -> bool {
-        let back = hw.enter_id(crate::frame_id!("swiotlb_dma_mapping_error"));
+        let back = hw.enter(crate::frame_id!("swiotlb_dma_mapping_error"));
         let c = self.costs.mapping_error;
         hw.sw(c.common);
         if self.book.translation_out_of_line() {
             hw.sw(c.out_of_line);
         }
         let r = addr.0 == self.book.to_phys(hw, self.io_tlb_overflow_buffer).0;
-        hw.leave_to(back);
+        hw.leave(back);
         r
     }
 
@@ -796,10 +796,10 @@ impl DmaMapOps for Swiotlb2012Ops {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) -> Result<DmaAddr, DmaError> {
-        let back = hw.enter_id(crate::frame_id!("swiotlb_map_page"));
+        let back = hw.enter(crate::frame_id!("swiotlb_map_page"));
         hw.sw(self.costs.map_page);
         let r = self.map_page_inner(hw, dev, phys, size, dir, attrs);
-        hw.leave_to(back);
+        hw.leave(back);
         r
     }
 
@@ -812,10 +812,10 @@ impl DmaMapOps for Swiotlb2012Ops {
         dir: DmaDirection,
         _attrs: DmaAttrs,
     ) {
-        let back = hw.enter_id(crate::frame_id!("swiotlb_unmap_page"));
+        let back = hw.enter(crate::frame_id!("swiotlb_unmap_page"));
         hw.sw(self.costs.unmap_page);
         self.unmap_single(hw, addr, size, dir);
-        hw.leave_to(back);
+        hw.leave(back);
     }
 
     fn map_sg<H: DeviceHw>(
@@ -826,7 +826,7 @@ impl DmaMapOps for Swiotlb2012Ops {
         dir: DmaDirection,
         attrs: DmaAttrs,
     ) -> Result<usize, DmaError> {
-        hw.enter("swiotlb_map_sg_attrs");
+        let back = hw.enter(crate::frame_id!("swiotlb_map_sg_attrs"));
         let mut failed = None;
         for i in 0..sgt.entries.len() {
             hw.sw(self.costs.sg_next);
@@ -854,9 +854,9 @@ impl DmaMapOps for Swiotlb2012Ops {
             }
             Some(i) => {
                 // swiotlb_full(..., 0) does not panic; swiotlb_unmap_sg_attrs(sgl, i) undoes.
-                let back = hw.enter_id(crate::frame_id!("swiotlb_unmap_sg_attrs"));
+                let back = hw.enter(crate::frame_id!("swiotlb_unmap_sg_attrs"));
                 self.unmap_sg_entries(hw, sgt, i, dir);
-                hw.leave_to(back);
+                hw.leave(back);
                 sgt.nents = 0;
                 Err(DmaError::MappingError(format!(
                     "{}: out of SW-IOMMU space for sg entry {i} ({} bytes)",
@@ -864,7 +864,7 @@ impl DmaMapOps for Swiotlb2012Ops {
                 )))
             }
         };
-        hw.leave();
+        hw.leave(back);
         r
     }
 
@@ -876,11 +876,11 @@ impl DmaMapOps for Swiotlb2012Ops {
         dir: DmaDirection,
         _attrs: DmaAttrs,
     ) {
-        let back = hw.enter_id(crate::frame_id!("swiotlb_unmap_sg_attrs"));
+        let back = hw.enter(crate::frame_id!("swiotlb_unmap_sg_attrs"));
         let n = sgt.nents;
         self.unmap_sg_entries(hw, sgt, n, dir);
         sgt.nents = 0;
-        hw.leave_to(back);
+        hw.leave(back);
     }
 
     fn sync_single_for_cpu<H: DeviceHw>(
@@ -891,10 +891,10 @@ impl DmaMapOps for Swiotlb2012Ops {
         size: u64,
         dir: DmaDirection,
     ) {
-        let back = hw.enter_id(crate::frame_id!("swiotlb_sync_single_for_cpu"));
+        let back = hw.enter(crate::frame_id!("swiotlb_sync_single_for_cpu"));
         hw.sw(self.costs.sync_single_for_cpu);
         self.sync_single(hw, addr, size, dir, SyncTarget::ForCpu);
-        hw.leave_to(back);
+        hw.leave(back);
     }
 
     fn sync_single_for_device<H: DeviceHw>(
@@ -905,10 +905,10 @@ impl DmaMapOps for Swiotlb2012Ops {
         size: u64,
         dir: DmaDirection,
     ) {
-        let back = hw.enter_id(crate::frame_id!("swiotlb_sync_single_for_device"));
+        let back = hw.enter(crate::frame_id!("swiotlb_sync_single_for_device"));
         hw.sw(self.costs.sync_single_for_device);
         self.sync_single(hw, addr, size, dir, SyncTarget::ForDevice);
-        hw.leave_to(back);
+        hw.leave(back);
     }
 
     fn sync_sg_for_cpu<H: DeviceHw>(
@@ -918,7 +918,7 @@ impl DmaMapOps for Swiotlb2012Ops {
         sgt: &SgTable,
         dir: DmaDirection,
     ) {
-        let back = hw.enter_id(crate::frame_id!("swiotlb_sync_sg_for_cpu"));
+        let back = hw.enter(crate::frame_id!("swiotlb_sync_sg_for_cpu"));
         for e in &sgt.entries[..sgt.nents] {
             hw.sw(self.costs.sg_next);
             self.sync_single(
@@ -929,7 +929,7 @@ impl DmaMapOps for Swiotlb2012Ops {
                 SyncTarget::ForCpu,
             );
         }
-        hw.leave_to(back);
+        hw.leave(back);
     }
 
     fn sync_sg_for_device<H: DeviceHw>(
@@ -939,7 +939,7 @@ impl DmaMapOps for Swiotlb2012Ops {
         sgt: &SgTable,
         dir: DmaDirection,
     ) {
-        let back = hw.enter_id(crate::frame_id!("swiotlb_sync_sg_for_device"));
+        let back = hw.enter(crate::frame_id!("swiotlb_sync_sg_for_device"));
         for e in &sgt.entries[..sgt.nents] {
             hw.sw(self.costs.sg_next);
             self.sync_single(
@@ -950,7 +950,7 @@ impl DmaMapOps for Swiotlb2012Ops {
                 SyncTarget::ForDevice,
             );
         }
-        hw.leave_to(back);
+        hw.leave(back);
     }
 
     fn mapping_error<H: DeviceHw>(&mut self, hw: &mut H, _dev: &Device, addr: DmaAddr) -> bool {

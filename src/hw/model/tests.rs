@@ -737,9 +737,9 @@ fn copies_charge_per_call_and_per_byte() {
         per_byte_fs: 250,
     });
     let mut m = Model::new(p);
-    m.enter("memcpy");
+    let back = m.enter(crate::frame_id!("memcpy"));
     m.copy(2048);
-    m.leave();
+    m.leave(back);
     assert_eq!(m.now_ps(), 5000 + 512);
     let t = m.ledger().totals();
     assert_eq!(t[Counter::BounceCopy as usize], 1);

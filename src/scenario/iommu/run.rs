@@ -571,9 +571,9 @@ pub(super) fn run_ops(
                             },
                         };
                         let pa = m.time(hw, i, |hw| {
-                            hw.enter("iommu_iova_to_phys");
+                            let back = hw.enter(crate::frame_id!("iommu_iova_to_phys"));
                             let pa = d.iova_to_phys(hw, IovaAddr(iova));
-                            hw.leave();
+                            hw.leave(back);
                             pa
                         });
                         m.ops[i].iova = iova;
