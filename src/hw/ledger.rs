@@ -5,24 +5,21 @@
 //! ([`crate::hw::calls::stack_rows`]) after timing their calls with
 //! [`crate::hw::calls::CallTimer`].
 //!
-//! Invariants: frames are interned as a tree. Every frame is entered by number ([`FrameId`],
-//! declared where it is entered): each number has a small entry in the ledger holding the node it
-//! reached from each of the last four nodes it was entered from, so entering is one look at that
-//! entry, and a frame entered together with the routine that calls it (a nested [`FrameId`]) is
-//! one look for both. Leaving goes back to the node the enter handed out. Past those four places
-//! (and for a frame that found no number), entering goes by name: it looks the (current node, frame)
-//! pair up in a small set-associative cache whose set is chosen by the frame alone: the probe's
-//! address does not depend on the current node, so a run of frame changes is not a chain of
-//! dependent loads. A set holds a frame entered from several parents; only when it misses are
-//! the current node's children scanned. A leaf call ([`Ledger::leaf`]) does not move the current
-//! node, so its own cache is indexed by the (node, frame) pair and holds one entry per caller.
-//! Every charge lands on the node that was current; totals, stacks and the run's total time
-//! come from the same nodes and agree. The caches and the numbered entries only remember tree
-//! edges that exist: they can miss, never answer wrongly, so the tree is exactly what scanning
-//! alone would build.
+//! Invariants: frames are interned as a tree. Every frame is a constant declared where it is
+//! entered ([`FrameId`]), so its address is known without a load. Entering looks the frame up in
+//! a set-associative cache whose set is chosen by that address alone: the probe's address does
+//! not depend on the current node, so a run of frame changes is not a chain of dependent loads.
+//! A set remembers the node each of its last four (frame, current node) places reached, and a
+//! frame entered together with the routine that calls it (a nested [`FrameId`]) is one look for
+//! both. Leaving goes back to the node the enter handed out. On a miss, the frame's names are
+//! looked up one by one in a second cache of the same kind keyed by name; only when that misses
+//! too are the current node's children scanned. A leaf call ([`Ledger::leaf`]) does not move the
+//! current node, so its own cache is indexed by the (node, name) pair. Every charge lands on the
+//! node that was current; totals, stacks and the run's total time come from the same nodes and
+//! agree. The caches only remember tree edges that exist: they can miss, never answer wrongly, so
+//! the tree is exactly what scanning alone would build.
 
 use super::Counter;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 /// One node of the call tree: a kernel function reached by one particular path. Its time and its
 /// operation counts sit together, so an operation that is both charged and counted (a cache
@@ -43,49 +40,35 @@ struct Node {
 /// Name of the pseudo-frame that reports a frame's barrier stalls.
 pub static WAIT_FRAME: &str = "(wait for completion)";
 
-/// A kernel function's frame as a call site names it: its name and a small number, given the
-/// first time any ledger enters it, that indexes each ledger's table of where the frame was last
-/// entered from ([`Ledger::enter_id`]). Declared once per call site as a `static` (the
-/// [`crate::frame_id!`] macro), so the hot paths carry a number rather than hashing a name.
+/// A kernel function's frame as a call site names it: its name, and for a routine entered with
+/// its callers, theirs. A constant ([`crate::frame_id!`] promotes it), so a hot path hands the
+/// ledger an address computed from the instruction pointer, with nothing loaded: the ledger's
+/// frame cache is keyed by that address ([`Ledger::enter_frame`]).
 #[derive(Debug)]
 pub struct FrameId {
     /// A routine entered together with the routines that call it, with nothing charged between
     /// (arm64's `arch_sync_dma_for_device` around `dcache_clean_poc`; `iommu_unmap` around
     /// `iommu_iotlb_sync` around `arm_smmu_tlb_sync_context`): the callers' frames, outermost
-    /// first, entered before this one. The chain is one move of the ledger, and one number.
+    /// first, entered before this one. The chain is one move of the ledger.
     outer: &'static [&'static str],
     name: &'static str,
-    /// 0 until numbered; 0 again means no number was left (the frame then always takes the
-    /// name's way).
-    id: AtomicU32,
 }
 
-/// Frames numbered so far (the next number is this plus one).
-static FRAMES_NUMBERED: AtomicU32 = AtomicU32::new(0);
-
-/// Entries of each ledger's frame table (a power of two); frames beyond it go by name.
-const FRAME_SLOTS: usize = 512;
-/// Places an entry remembers a frame was entered from (a frame called from more callers in
-/// turn than this goes by name each time).
+/// Sets of each ledger's frame cache (a power of two).
+const FRAME_SETS: usize = 256;
+/// Places a set remembers (frames entered from more callers in turn than this, counted with
+/// the other frames that share the set, go by name).
 const FRAME_WAYS: usize = 4;
 
 impl FrameId {
     pub const fn new(name: &'static str) -> FrameId {
-        FrameId {
-            outer: &[],
-            name,
-            id: AtomicU32::new(0),
-        }
+        FrameId { outer: &[], name }
     }
 
     /// `name` entered from inside `outer` (outermost first), all at once (see
     /// [`FrameId::outer`]).
     pub const fn nested(outer: &'static [&'static str], name: &'static str) -> FrameId {
-        FrameId {
-            outer,
-            name,
-            id: AtomicU32::new(0),
-        }
+        FrameId { outer, name }
     }
 
     pub fn name(&self) -> &'static str {
@@ -99,63 +82,40 @@ impl FrameId {
         self.outer
     }
 
-    /// This frame's slot, 0 (a slot that never matches) while it has no number.
+    /// This frame's set in the frame cache: address bits alone, as [`edge_set`] does for names.
     #[inline(always)]
-    fn slot(&self) -> usize {
-        self.id.load(Ordering::Relaxed) as usize & (FRAME_SLOTS - 1)
-    }
-
-    /// Number this frame if no thread has yet: the same frame gets the same number everywhere,
-    /// and no two frames share one. Numbers only pick a slot: nothing a run reports depends on
-    /// them.
-    #[cold]
-    fn number(&self) -> usize {
-        let cur = self.id.load(Ordering::Relaxed);
-        if cur != 0 {
-            return cur as usize;
-        }
-        // Numbers stop at the table's size (the counter never wraps to hand one out twice).
-        let id = FRAMES_NUMBERED
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                (n as usize + 1 < FRAME_SLOTS).then_some(n + 1)
-            })
-            .map_or(0, |n| n + 1);
-        match self
-            .id
-            .compare_exchange(0, id, Ordering::Relaxed, Ordering::Relaxed)
-        {
-            Ok(_) => id as usize,
-            // Another thread numbered it first; the number taken here is simply unused.
-            Err(theirs) => theirs as usize,
-        }
+    fn set(&'static self) -> usize {
+        // Frames are 32 bytes and lie among other constants: 16-byte steps spread them.
+        (self as *const FrameId as usize >> 4) & (FRAME_SETS - 1)
     }
 }
 
-/// A frame, declared once where it is entered: `hw.enter(frame_id!("__iommu_unmap"))`; a
-/// frame entered together with its callers, outermost first, when nothing is charged between
-/// them: `frame_id!("iommu_unmap" => "__iommu_unmap")`.
+/// A frame, declared where it is entered: `hw.enter(frame_id!("__iommu_unmap"))`; a frame
+/// entered together with its callers, outermost first, when nothing is charged between them:
+/// `frame_id!("iommu_unmap" => "__iommu_unmap")`. A promoted constant: its address is known where
+/// the code is, so entering it loads nothing to find it.
 #[macro_export]
 macro_rules! frame_id {
-    ($name:literal) => {{
-        static FRAME: $crate::hw::ledger::FrameId = $crate::hw::ledger::FrameId::new($name);
-        &FRAME
-    }};
-    ($($outer:literal),+ => $name:literal) => {{
-        static FRAME: $crate::hw::ledger::FrameId =
-            $crate::hw::ledger::FrameId::nested(&[$($outer),+], $name);
-        &FRAME
-    }};
+    ($name:literal) => {
+        const { &$crate::hw::ledger::FrameId::new($name) }
+    };
+    ($($outer:literal),+ => $name:literal) => {
+        const { &$crate::hw::ledger::FrameId::nested(&[$($outer),+], $name) }
+    };
 }
 
-/// A place a numbered frame was entered from in one ledger, and the node that reached.
+/// A place a frame was entered from in one ledger, and the node that reached.
 #[derive(Clone, Copy, Debug)]
 struct FrameEntry {
+    /// The frame's address ([`FrameId::set`]).
+    frame: usize,
     parent: u32,
     child: u32,
 }
 
 /// Parent u32::MAX is no node: an entry that never matches.
 const NO_FRAME_ENTRY: FrameEntry = FrameEntry {
+    frame: 0,
     parent: u32::MAX,
     child: 0,
 };
@@ -165,8 +125,11 @@ const EDGE_SETS: usize = 128;
 /// Edges a set holds: one frame entered from this many parents, or this many frames sharing a
 /// set, all hit.
 const EDGE_WAYS: usize = 4;
-/// Entries of the leaf cache (a power of two).
-const LEAF_CACHE: usize = 256;
+/// Sets of the leaf cache (a power of two).
+const LEAF_SETS: usize = 128;
+/// Places a leaf set holds: two (node, leaf) pairs that fall in one set both hit, so which
+/// leaves share a set (the linker's placement of their names) cannot make a run thrash.
+const LEAF_WAYS: usize = 2;
 /// A remembered tree edge: entering `frame` from node `parent` goes to node `child`.
 #[derive(Clone, Copy, Debug)]
 struct Edge {
@@ -189,12 +152,12 @@ pub struct Ledger {
     nodes: Vec<Node>,
     cur: u32,
     edges: Box<[[Edge; EDGE_WAYS]; EDGE_SETS]>,
-    /// The cache of [`Ledger::leaf`], direct-mapped by (node, frame).
-    leaves: Box<[Edge; LEAF_CACHE]>,
-    /// [`Ledger::enter_id`]'s table, by frame number. Held in the ledger itself, not behind a
-    /// pointer: an enter reads its entry at a fixed offset from the ledger, with no load of the
-    /// table's address first.
-    frames: [[FrameEntry; FRAME_WAYS]; FRAME_SLOTS],
+    /// The cache of [`Ledger::leaf`], set by (node, frame).
+    leaves: Box<[[Edge; LEAF_WAYS]; LEAF_SETS]>,
+    /// [`Ledger::enter_frame`]'s cache, set by the frame's address. Held in the ledger itself,
+    /// not behind a pointer: an enter reads its set at a fixed offset from the ledger, with no
+    /// load of the table's address first.
+    frames: [[FrameEntry; FRAME_WAYS]; FRAME_SETS],
 }
 
 impl Default for Ledger {
@@ -210,8 +173,8 @@ impl Default for Ledger {
             }],
             cur: 0,
             edges: Box::new([[EMPTY_EDGE; EDGE_WAYS]; EDGE_SETS]),
-            leaves: Box::new([EMPTY_EDGE; LEAF_CACHE]),
-            frames: [[NO_FRAME_ENTRY; FRAME_WAYS]; FRAME_SLOTS],
+            leaves: Box::new([[EMPTY_EDGE; LEAF_WAYS]; LEAF_SETS]),
+            frames: [[NO_FRAME_ENTRY; FRAME_WAYS]; FRAME_SETS],
         }
     }
 }
@@ -256,56 +219,59 @@ fn leaf_slot(cur: u32, frame: &'static str) -> usize {
     // The node is spread by a multiplicative hash: the nodes one leaf is called from are often
     // a fixed stride apart, which a shift alone maps to the same few slots.
     let n = (cur as usize).wrapping_mul(0x9E37_79B1) >> 16;
-    ((a >> 3) ^ (a >> 11) ^ n ^ frame.len()) & (LEAF_CACHE - 1)
+    ((a >> 3) ^ (a >> 11) ^ n ^ frame.len()) & (LEAF_SETS - 1)
 }
 
 impl Ledger {
-    /// [`Ledger::enter`] of a numbered frame: one look at the frame's own entry, which holds the
-    /// nodes it reached from the last four nodes it was entered from (the first two looked at
-    /// here, the others out of line). A frame entered from a fifth goes by name, and its entry
-    /// then remembers the new place first.
+    /// Enter `frame` (its callers first, if it has any): one look at the frame's set, which
+    /// holds the nodes the frames that share it reached from the last places they were entered
+    /// from (the first two looked at here, the others out of line). A miss goes by name, and the
+    /// set then remembers the new place first.
     #[inline]
-    pub(super) fn enter_id(&mut self, frame: &'static FrameId) {
-        let ways = &self.frames[frame.slot()];
+    pub(super) fn enter_frame(&mut self, frame: &'static FrameId) {
+        let f = frame as *const FrameId as usize;
+        let ways = &self.frames[frame.set()];
         let (a, b) = (ways[0], ways[1]);
-        if a.parent == self.cur {
+        if a.parent == self.cur && a.frame == f {
             self.cur = a.child;
-        } else if b.parent == self.cur {
+        } else if b.parent == self.cur && b.frame == f {
             self.cur = b.child;
         } else {
-            self.enter_id_further(frame);
+            self.enter_frame_further(frame);
         }
     }
 
-    /// [`Ledger::enter_id`] past the entry's first two places: the others, then by name.
+    /// [`Ledger::enter_frame`] past the set's first two places: the others, then by name.
     #[inline(never)]
-    fn enter_id_further(&mut self, frame: &'static FrameId) {
-        let slot = frame.slot();
-        if let Some(e) = self.frames[slot][2..].iter().find(|e| e.parent == self.cur) {
+    fn enter_frame_further(&mut self, frame: &'static FrameId) {
+        let f = frame as *const FrameId as usize;
+        let cur = self.cur;
+        if let Some(e) = self.frames[frame.set()][2..]
+            .iter()
+            .find(|e| e.parent == cur && e.frame == f)
+        {
             self.cur = e.child;
             return;
         }
-        self.enter_id_slow(frame);
+        self.enter_frame_slow(frame);
     }
 
     #[cold]
     #[inline(never)]
-    fn enter_id_slow(&mut self, frame: &'static FrameId) {
-        let slot = frame.number();
+    fn enter_frame_slow(&mut self, frame: &'static FrameId) {
         let parent = self.cur;
         for outer in frame.outer {
             self.enter(outer);
         }
         self.enter(frame.name);
-        if slot != 0 {
-            // The newest place first; the oldest of the others goes.
-            let ways = &mut self.frames[slot];
-            ways.copy_within(0..FRAME_WAYS - 1, 1);
-            ways[0] = FrameEntry {
-                parent,
-                child: self.cur,
-            };
-        }
+        // The newest place first; the oldest of the others goes.
+        let ways = &mut self.frames[frame.set()];
+        ways.copy_within(0..FRAME_WAYS - 1, 1);
+        ways[0] = FrameEntry {
+            frame: frame as *const FrameId as usize,
+            parent,
+            child: self.cur,
+        };
     }
 
     #[inline]
@@ -376,9 +342,11 @@ impl Ledger {
     #[inline]
     pub(super) fn leaf(&mut self, frame: &'static str, ps: u64, count: Option<Counter>) {
         let slot = leaf_slot(self.cur, frame);
-        let e = self.leaves[slot];
-        let id = if e.parent == self.cur && std::ptr::eq(e.frame, frame) {
-            e.child
+        let [a, b] = self.leaves[slot];
+        let id = if a.parent == self.cur && std::ptr::eq(a.frame, frame) {
+            a.child
+        } else if b.parent == self.cur && std::ptr::eq(b.frame, frame) {
+            b.child
         } else {
             self.leaf_slow(frame, slot)
         } as usize;
@@ -393,7 +361,10 @@ impl Ledger {
     #[inline(never)]
     fn leaf_slow(&mut self, frame: &'static str, slot: usize) -> u32 {
         let id = self.child_of_cur(frame);
-        self.leaves[slot] = Edge {
+        // The newest first; the older of the two goes.
+        let set = &mut self.leaves[slot];
+        set[1] = set[0];
+        set[0] = Edge {
             frame,
             parent: self.cur,
             child: id,
@@ -628,8 +599,8 @@ mod tests {
         assert_eq!(with_leaf.1[Counter::PhysAddrCall as usize], 3 * 39);
     }
 
-    /// Entering a nested frame by number is entering its frames one after the other (two or
-    /// three deep), from more parents than an entry remembers and interleaved with enters by
+    /// Entering a nested frame is entering its frames one after the other by name (two or
+    /// three deep), from more parents than a set remembers and interleaved with enters by
     /// name of the same frames: the same tree, in the same order, with the same charges.
     #[test]
     fn a_nested_frame_id_is_its_enters_in_turn() {
@@ -648,7 +619,7 @@ mod tests {
                     let back = l.current();
                     let id = ids[i % 3];
                     if nested && round != 1 {
-                        l.enter_id(id);
+                        l.enter_frame(id);
                         l.charge(round + 1);
                         l.count(Counter::Barrier, 1);
                         l.leave_to(back);
@@ -681,11 +652,11 @@ mod tests {
         );
     }
 
-    /// Frames entered by number from one to six alternating parents (more than an
-    /// entry remembers), nested in each other and mixed with enters by name of the same frames:
+    /// Frames entered from one to six alternating parents (more than a set remembers),
+    /// nested in each other and mixed with enters by name of the same frames:
     /// the same tree, in the same order, with the same charges as entering every one by name.
     #[test]
-    fn enter_id_is_enter() {
+    fn entering_a_frame_is_entering_its_name() {
         let ids: Vec<&'static FrameId> = (0..6)
             .map(|i| {
                 let name: &'static str = Box::leak(format!("f{i}").into_boxed_str());
@@ -703,16 +674,16 @@ mod tests {
                     l.enter(p);
                     let back = l.current();
                     if by_id && !(round + i as u64).is_multiple_of(4) {
-                        l.enter_id(f);
+                        l.enter_frame(f);
                     } else {
                         l.enter(f.name());
                     }
                     l.charge(round * 10 + i as u64);
-                    // The next frame nested inside this one, by number.
+                    // The next frame nested inside this one.
                     let g = ids[(i + 1) % ids.len()];
                     let inner = l.current();
                     if by_id {
-                        l.enter_id(g);
+                        l.enter_frame(g);
                     } else {
                         l.enter(g.name());
                     }
@@ -725,13 +696,9 @@ mod tests {
             assert!(l.depth_is_zero());
             (l.stacks(), l.totals(), l.total_ps())
         };
-        let numbered = run(true);
-        assert_eq!(numbered, run(false));
-        assert_eq!(numbered.1[Counter::Barrier as usize], 13 * ids.len() as u64);
-        assert!(
-            ids.iter().all(|f| f.slot() != 0),
-            "every frame got a number"
-        );
+        let by_frame = run(true);
+        assert_eq!(by_frame, run(false));
+        assert_eq!(by_frame.1[Counter::Barrier as usize], 13 * ids.len() as u64);
     }
 
     /// More frames than the enter cache has slots, entered from several parents in changing

@@ -409,9 +409,8 @@ pub trait Hw {
     fn leave(&mut self, caller: Caller);
     /// A call of a kernel function that calls nothing the model charges: its `cost` charged,
     /// and one `count` counted if given, in a frame named `name` under the current one. Not an
-    /// enter and a leave: the current frame never moves, so a leaf is named by its literal and
-    /// needs no number (the Model keys its own cache by the caller's frame and the name's
-    /// address, with no load of a static on the way).
+    /// enter and a leave: the current frame never moves, so a leaf is named by its literal (the
+    /// Model keys its own cache by the caller's frame and the name's address).
     fn leaf(&mut self, name: &'static str, cost: SwCost, count: Option<Counter>);
     /// Issue `op` on `lines` consecutive cache lines starting at the line containing `first`.
     /// Issue does not wait for completion; a later [`Hw::barrier`] does.

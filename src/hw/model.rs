@@ -336,10 +336,10 @@ impl Hw for Model {
         self
     }
 
-    #[inline]
+    #[inline(always)]
     fn enter(&mut self, frame: &'static super::FrameId) -> super::Caller {
         let caller = self.ledger.current();
-        self.ledger.enter_id(frame);
+        self.ledger.enter_frame(frame);
         super::Caller(caller)
     }
 
