@@ -52,6 +52,8 @@
 
 #[cfg(test)]
 mod proptests;
+#[cfg(test)]
+pub(crate) mod reference;
 
 /// Most levels a hierarchy may have.
 pub const MAX_LEVELS: usize = 4;

@@ -1,15 +1,12 @@
-//! Property tests of the cache model against two references written from the rules in the
-//! module header, not from its code:
-//!
-//! - with no capacity pressure (every set of every level holds all the lines it is ever given),
-//!   the rules reduce to sets: which lines are present and which are dirty at each level;
-//! - under pressure, a per-set list of ways with the same replacement rule (lowest free way,
-//!   else round-robin) kept as plain vectors, stepped through the same rules one by one.
+//! Property tests of the cache model against the two references of [`super::reference`]:
+//! with no capacity pressure (every set of every level holds all the lines it is ever given),
+//! [`Sets`]; under pressure, [`Ways`].
 //!
 //! In both, random CPU reads and writes and random inner and outer maintenance (single lines,
 //! and ranges in consecutive blocks) over a small two-level cache must leave the same present
 //! and dirty lines at every level, and the same number of writebacks out of each level.
 
+use super::reference::{Sets, Step, Ways};
 use super::*;
 use proptest::prelude::*;
 use std::collections::BTreeSet;
@@ -102,28 +99,31 @@ fn apply(c: &mut Caches, o: Op, fx: &mut Effects) {
     }
 }
 
-/// A range or block operation as the single-line operations the references take it as.
-fn singles(o: Op) -> Vec<Op> {
+/// An operation as the single-line steps the references take it as.
+fn steps(o: Op) -> Vec<Step> {
     match o {
+        Op::Read(l) => vec![Step::Read(l)],
+        Op::Write(l) => vec![Step::Write(l)],
+        Op::Inner(m, l) => vec![Step::Inner(m, l)],
+        Op::Outer(m, l) => vec![Step::Outer(m, l)],
         Op::Range(a, first, n) => (first..first + n)
             .map(|l| match a {
-                Access::Read => Op::Read(l),
-                Access::Write => Op::Write(l),
+                Access::Read => Step::Read(l),
+                Access::Write => Step::Write(l),
             })
             .collect(),
         Op::Blocks(outer, m, first, n, k, write) => (0..k)
             .flat_map(|b| {
                 let maint = (first + b * n..first + (b + 1) * n).map(move |l| {
                     if outer {
-                        Op::Outer(m, l)
+                        Step::Outer(m, l)
                     } else {
-                        Op::Inner(m, l)
+                        Step::Inner(m, l)
                     }
                 });
-                maint.chain(write.map(Op::Write))
+                maint.chain(write.map(Step::Write))
             })
             .collect(),
-        o => vec![o],
     }
 }
 
@@ -135,212 +135,6 @@ fn observed(c: &Caches, level: usize) -> (BTreeSet<u64>, BTreeSet<u64>) {
     )
 }
 
-/// The rules with unlimited capacity: present and dirty sets per level.
-#[derive(Default)]
-struct Sets {
-    present: [BTreeSet<u64>; 2],
-    dirty: [BTreeSet<u64>; 2],
-    wa: [bool; 2],
-    writebacks: [u64; 2],
-}
-
-impl Sets {
-    fn write_into(&mut self, level: usize, l: u64) {
-        if level == 2 {
-            return;
-        }
-        if self.present[level].contains(&l) || self.wa[level] {
-            self.present[level].insert(l);
-            self.dirty[level].insert(l);
-        } else {
-            self.write_into(level + 1, l);
-        }
-    }
-
-    fn maint(&mut self, level: usize, m: Maint, l: u64) {
-        if !self.present[level].contains(&l) {
-            return;
-        }
-        if m != Maint::Inval && self.dirty[level].remove(&l) {
-            self.writebacks[level] += 1;
-            self.write_into(level + 1, l);
-        }
-        if m != Maint::Clean {
-            self.present[level].remove(&l);
-            self.dirty[level].remove(&l);
-        }
-    }
-
-    fn apply(&mut self, o: Op) {
-        match o {
-            Op::Read(l) => {
-                // Read-allocate in every level above the one that has it.
-                if !self.present[0].contains(&l) {
-                    self.present[1].insert(l);
-                    self.present[0].insert(l);
-                }
-            }
-            Op::Write(l) => {
-                if self.present[0].contains(&l) || self.wa[0] {
-                    if !self.present[0].contains(&l) {
-                        self.present[1].insert(l);
-                    }
-                    self.present[0].insert(l);
-                    self.dirty[0].insert(l);
-                } else {
-                    self.write_into(1, l);
-                }
-            }
-            Op::Inner(m, l) => self.maint(0, m, l),
-            Op::Outer(m, l) => self.maint(1, m, l),
-            Op::Range(..) | Op::Blocks(..) => singles(o).into_iter().for_each(|o| self.apply(o)),
-        }
-    }
-}
-
-/// One set's ways: `(line, dirty)` or free.
-type Set = Vec<Option<(u64, bool)>>;
-
-/// The rules with capacity: per level, per set, a vector of ways.
-struct Ways {
-    /// [level][set].
-    sets: Vec<Vec<Set>>,
-    rr: Vec<Vec<usize>>,
-    wa: [bool; 2],
-    writebacks: [u64; 2],
-    /// CPU accesses answered by the L1, the L2 and memory (a store the L1 does not allocate for
-    /// counts as the L2's, where it goes).
-    served: [u64; 3],
-}
-
-impl Ways {
-    fn new(s: &HierarchySpec) -> Ways {
-        let mut sets = Vec::new();
-        let mut rr = Vec::new();
-        for l in &s.levels {
-            let n = l.geometry.sets() as usize;
-            sets.push(vec![vec![None; l.geometry.ways as usize]; n]);
-            rr.push(vec![0; n]);
-        }
-        Ways {
-            sets,
-            rr,
-            wa: [s.levels[0].write_allocate, s.levels[1].write_allocate],
-            writebacks: [0; 2],
-            served: [0; 3],
-        }
-    }
-
-    fn set(&mut self, level: usize, l: u64) -> &mut Set {
-        let n = self.sets[level].len() as u64;
-        &mut self.sets[level][(l % n) as usize]
-    }
-
-    fn way_of(&mut self, level: usize, l: u64) -> Option<usize> {
-        self.set(level, l)
-            .iter()
-            .position(|w| matches!(w, Some((x, _)) if *x == l))
-    }
-
-    /// Place `l`; a dirty victim goes on into the next level.
-    fn place(&mut self, level: usize, l: u64, dirty: bool) {
-        let n = self.sets[level].len() as u64;
-        let s = (l % n) as usize;
-        let way = match self.sets[level][s].iter().position(|w| w.is_none()) {
-            Some(w) => w,
-            None => {
-                let w = self.rr[level][s];
-                self.rr[level][s] = (w + 1) % self.sets[level][s].len();
-                w
-            }
-        };
-        let victim = self.sets[level][s][way].replace((l, dirty));
-        if let Some((v, true)) = victim {
-            self.writebacks[level] += 1;
-            self.write_into(level + 1, v);
-        }
-    }
-
-    fn write_into(&mut self, level: usize, l: u64) {
-        if level == 2 {
-            return;
-        }
-        if let Some(w) = self.way_of(level, l) {
-            self.set(level, l)[w] = Some((l, true));
-        } else if self.wa[level] {
-            self.place(level, l, true);
-        } else {
-            self.write_into(level + 1, l);
-        }
-    }
-
-    fn fill(&mut self, l: u64) {
-        if self.way_of(0, l).is_some() {
-            return;
-        }
-        if self.way_of(1, l).is_none() {
-            self.place(1, l, false);
-        }
-        self.place(0, l, false);
-    }
-
-    fn maint(&mut self, level: usize, m: Maint, l: u64) {
-        let Some(w) = self.way_of(level, l) else {
-            return;
-        };
-        let dirty = self.set(level, l)[w].unwrap().1;
-        if dirty && m != Maint::Inval {
-            self.writebacks[level] += 1;
-            self.set(level, l)[w] = Some((l, false));
-            self.write_into(level + 1, l);
-        }
-        if m != Maint::Clean {
-            self.set(level, l)[w] = None;
-        }
-    }
-
-    /// The level that holds `l` first, or memory (2).
-    fn holder(&mut self, l: u64) -> usize {
-        (0..2).find(|&k| self.way_of(k, l).is_some()).unwrap_or(2)
-    }
-
-    fn apply(&mut self, o: Op) {
-        match o {
-            Op::Read(l) => {
-                self.served[self.holder(l)] += 1;
-                self.fill(l)
-            }
-            Op::Write(l) => {
-                let at = self.holder(l);
-                self.served[if at > 0 && !self.wa[0] { 1 } else { at }] += 1;
-                if self.way_of(0, l).is_some() || self.wa[0] {
-                    self.fill(l);
-                    let w = self.way_of(0, l).unwrap();
-                    self.set(0, l)[w] = Some((l, true));
-                } else {
-                    self.write_into(1, l);
-                }
-            }
-            Op::Inner(m, l) => self.maint(0, m, l),
-            Op::Outer(m, l) => self.maint(1, m, l),
-            Op::Range(..) | Op::Blocks(..) => singles(o).into_iter().for_each(|o| self.apply(o)),
-        }
-    }
-
-    fn observed(&self, level: usize) -> (BTreeSet<u64>, BTreeSet<u64>) {
-        let all: Vec<(u64, bool)> = self.sets[level]
-            .iter()
-            .flatten()
-            .flatten()
-            .copied()
-            .collect();
-        (
-            all.iter().map(|l| l.0).collect(),
-            all.iter().filter(|l| l.1).map(|l| l.0).collect(),
-        )
-    }
-}
-
 /// Run `ops` on [`Caches`] and on the way-list reference; after each, the two hold the same
 /// lines in the same states (and the caches' own counts agree with their slots); at the end they
 /// have written back as many lines from each level and answered as many accesses from each.
@@ -350,7 +144,7 @@ fn agrees_with_the_way_lists(s: &HierarchySpec, ops: &[Op]) -> Result<(), TestCa
     let mut fx = Effects::default();
     for &o in ops {
         apply(&mut c, o, &mut fx);
-        r.apply(o);
+        steps(o).into_iter().for_each(|st| r.apply(st));
         prop_assert!(c.bookkeeping_holds(), "set counts after {:?}", o);
         for level in 0..2 {
             prop_assert_eq!(
@@ -383,7 +177,7 @@ proptest! {
         let mut fx = Effects::default();
         for o in ops {
             apply(&mut c, o, &mut fx);
-            r.apply(o);
+            steps(o).into_iter().for_each(|st| r.apply(st));
             prop_assert!(c.bookkeeping_holds(), "set counts after {:?}", o);
             for level in 0..2 {
                 let (p, d) = observed(&c, level);
