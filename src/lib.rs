@@ -59,6 +59,7 @@ pub mod scatterlist;
 pub mod scenario;
 pub mod sensitivity;
 pub mod setup;
+pub mod smp;
 pub mod sweep;
 pub mod trace;
 pub mod types;
