@@ -15,6 +15,7 @@ mod iommu_dma;
 mod iommu_ops;
 mod iommu_props;
 mod json_documents;
+mod map_benchmark;
 mod module_graph;
 mod mutation;
 mod numa_topology;

@@ -25,6 +25,7 @@ mod file;
 pub mod forwarding;
 pub mod iommu;
 mod kind;
+pub mod map_benchmark;
 pub mod pipeline;
 pub mod progress;
 pub mod replay;
@@ -63,6 +64,7 @@ kind::workloads! {
     Pipeline(pipeline::Pipeline),
     Replay(replay::Replay),
     Coherent(coherent::Coherent),
+    MapBenchmark(map_benchmark::MapBenchmark),
 }
 
 impl Outcome {

@@ -113,6 +113,9 @@ pub enum Cmd {
     /// Replay a driver's DMA API calls from a kernel trace on the model, and check them as
     /// CONFIG_DMA_API_DEBUG would.
     Replay(crate::commands::replay::ReplayArgs),
+    /// The kernel's dma_map_benchmark on the model: its options (-t -s -n -d -x -b -g), its
+    /// output lines, then where the time went.
+    MapBenchmark(crate::commands::map_benchmark::MapBenchmarkArgs),
     /// Measure per-entry vs batched cache maintenance on this machine's real caches.
     Hostbench(HostbenchArgs),
     /// Fit a profile to this machine from host measurements and write it as TOML: every

@@ -112,6 +112,7 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
         Cmd::Run(a) => commands::run::run(a, out),
         Cmd::Compare(a) => commands::compare::compare(a, out),
         Cmd::Replay(a) => commands::replay::replay(a, out),
+        Cmd::MapBenchmark(a) => commands::map_benchmark::map_benchmark(a, out),
         Cmd::Hostbench(a) => commands::host::hostbench(a, out),
         Cmd::Calibrate(a) => commands::host::calibrate(a, out),
         Cmd::Reproduce(a) => commands::reproduce::reproduce(a, out),

@@ -5,6 +5,7 @@
 pub mod compare;
 pub mod host;
 pub mod list;
+pub mod map_benchmark;
 pub mod replay;
 pub mod reproduce;
 pub mod run;

@@ -1,0 +1,163 @@
+//! `dmasim map-benchmark`: the kernel's dma_map_benchmark, with the tool's options, run on the
+//! model (the `map_benchmark` workload, docs/scenarios.md).
+//!
+//! Kernel counterpart: tools/dma/dma_map_benchmark.c, the user-space half of
+//! kernel/dma/map_benchmark.c.
+
+use crate::ui::*;
+use anyhow::Result;
+use std::io::Write;
+
+use super::{apply_overrides, execute_and_print};
+use crate::cli::{Overrides, RunFormat};
+use dmasim::input::InputError;
+use dmasim::scenario::{self, Scenario};
+
+/// `dmasim map-benchmark`'s arguments: the kernel tool's, then the model's.
+#[derive(clap::Args)]
+pub struct MapBenchmarkArgs {
+    /// Threads, one per CPU (-t, 1 to 1024).
+    #[arg(short = 't', default_value_t = 1, allow_negative_numbers = true)]
+    pub threads: i64,
+    /// Modelled seconds to run for (-s, 1 to 300).
+    #[arg(short = 's', default_value_t = 20, allow_negative_numbers = true)]
+    pub seconds: i64,
+    /// The node the threads run on, -1 for any (-n).
+    #[arg(short = 'n', default_value_t = -1, allow_negative_numbers = true)]
+    pub node: i64,
+    /// Direction: 0 bidirectional, 1 to the device, 2 from it (-d).
+    #[arg(short = 'd', default_value_t = 0, allow_negative_numbers = true)]
+    pub dir: i64,
+    /// Nanoseconds the device holds each mapping (-x, at most 10 ms).
+    #[arg(short = 'x', default_value_t = 0, allow_negative_numbers = true)]
+    pub dma_trans_ns: i64,
+    /// The device's DMA mask, in bits (-b, 20 to 64).
+    #[arg(short = 'b', default_value_t = 32, allow_negative_numbers = true)]
+    pub bits: i64,
+    /// Pages per mapping (-g, 1 to 1024).
+    #[arg(short = 'g', default_value_t = 1, allow_negative_numbers = true)]
+    pub granule: i64,
+    #[command(flatten)]
+    pub overrides: Overrides,
+    /// The device sits behind the platform's IOMMU (iommu-dma, 4 KB pages, 48-bit IOVAs).
+    #[arg(long)]
+    pub iommu: bool,
+    /// The device is cache-coherent (`dma-coherent`): no cache maintenance.
+    #[arg(long)]
+    pub coherent: bool,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: RunFormat,
+}
+
+/// The options' ranges, as the kernel tool and the kernel module check them.
+fn check_options(a: &MapBenchmarkArgs) -> Result<(), InputError> {
+    let bad = |opt: &str, m: String| InputError::new("<argument>", format!("{opt}: {m}"));
+    let within = |opt: &str, v: i64, lo: i64, hi: i64, what: &str| {
+        if (lo..=hi).contains(&v) {
+            Ok(())
+        } else {
+            Err(bad(opt, format!("{what} must be {lo} to {hi}, found {v}")))
+        }
+    };
+    within(
+        "-t",
+        a.threads,
+        1,
+        scenario::map_benchmark::MAX_THREADS,
+        "threads",
+    )?;
+    within(
+        "-s",
+        a.seconds,
+        1,
+        scenario::map_benchmark::MAX_SECONDS,
+        "seconds",
+    )?;
+    within("-d", a.dir, 0, 2, "the direction (0, 1 or 2)")?;
+    within(
+        "-x",
+        a.dma_trans_ns,
+        0,
+        scenario::map_benchmark::MAX_TRANS_NS,
+        "dma_trans_ns",
+    )?;
+    within("-b", a.bits, 20, 64, "the DMA mask's bits")?;
+    within(
+        "-g",
+        a.granule,
+        1,
+        scenario::map_benchmark::MAX_GRANULE,
+        "the granule, in pages,",
+    )?;
+    if a.node < -1 {
+        return Err(bad(
+            "-n",
+            format!("a node is -1 (any) or 0 and up, found {}", a.node),
+        ));
+    }
+    Ok(())
+}
+
+/// The scenario the options describe.
+fn scenario_text(a: &MapBenchmarkArgs, platform: &str, kernel: &str) -> String {
+    let dir = ["bidirectional", "to_device", "from_device"][a.dir as usize];
+    let mut t = format!(
+        "[scenario]\nname = \"map-benchmark\"\nplatform = \"{platform}\"\nkernel = \"{kernel}\"\n\n\
+         [device]\nname = \"dma_map_benchmark\"\ncoherent = {}\ndma_mask_bits = {}\n",
+        a.coherent, a.bits
+    );
+    if a.iommu {
+        t.push_str("\n[iommu]\ngranule = \"4K\"\nias = 48\n");
+    }
+    t.push_str(&format!(
+        "\n[workload]\nkind = \"map_benchmark\"\nthreads = {}\nseconds = {}\nnode = {}\ndirection = \"{dir}\"\ngranule = {}\ndma_trans_ns = {}\n",
+        a.threads, a.seconds, a.node, a.granule, a.dma_trans_ns
+    ));
+    t
+}
+
+/// The option a scenario key came from, for messages about it.
+fn option_of(key: &str) -> Option<&'static str> {
+    Some(match key {
+        "workload.threads" => "-t",
+        "workload.seconds" => "-s",
+        "workload.node" => "-n",
+        "workload.direction" => "-d",
+        "workload.granule" => "-g",
+        "workload.dma_trans_ns" => "-x",
+        "device.dma_mask_bits" => "-b",
+        _ => return None,
+    })
+}
+
+pub fn map_benchmark(args: MapBenchmarkArgs, out: &mut impl Write) -> Result<()> {
+    check_options(&args)?;
+    let o = &args.overrides;
+    if o.platform.len() > 1 || o.kernel.len() > 1 {
+        return Err(arg_error(
+            "several --kernel or --platform values: compare them with `dmasim compare` on a map_benchmark scenario",
+        )
+        .into());
+    }
+    let platform = o
+        .platform
+        .first()
+        .ok_or_else(|| arg_error("--platform is required: the board to model (`dmasim platforms` lists the built-in ones)"))?;
+    // The release is set as `run --kernel` sets it, with its checks; the latest until then.
+    let text = scenario_text(&args, platform, &dmasim::policy::LATEST.to_string());
+    let named = |e: InputError| match e.key.as_deref().and_then(option_of) {
+        Some(opt) => InputError::new("<argument>", format!("{opt}: {}", e.message)),
+        None => e,
+    };
+    let dir = std::env::current_dir()?;
+    let mut s = Scenario::load_source_on(
+        ("<map-benchmark>".to_string(), text, dir),
+        &o.set,
+        Some(platform.as_str()),
+    )
+    .map_err(named)?;
+    apply_overrides(&mut s, o)?;
+    warn_unpriced(&s.profile, &s.sw_keys(), &s.name);
+    execute_and_print(&s, args.format, out)?;
+    Ok(())
+}

@@ -1,0 +1,535 @@
+//! The `map_benchmark` workload: the kernel's DMA map benchmark, run on the model.
+//!
+//! Kernel counterpart: kernel/dma/map_benchmark.c (5.11 on), driven by
+//! tools/dma/dma_map_benchmark (tools/testing/selftests/dma/ before 6.19). Each benchmark thread
+//! writes its buffer of `granule` pages (`memset`, unless the device only writes it), maps it
+//! with `dma_map_single`, waits `dma_trans_ns` as if the device were using it (`ndelay`), unmaps
+//! it, and does it again until the run's seconds are up.
+//! Each map and unmap is timed with `ktime_get()` in whole nanoseconds and kept in units of
+//! 100 ns (`div64_ul(delta, 100)`, so a call under 100 ns counts 0); the averages and standard
+//! deviations come from those units' sums and sums of squares, as the kernel computes them.
+//!
+//! What it models: one benchmark thread on the Model's clock, over the device setup gives the
+//! scenario's `[device]` (dma-direct, iommu-dma behind an `[iommu]`). Modelled seconds, not
+//! host seconds: the loop ends at the first unmap that ends past them.
+//!
+//! Invariants: the loop makes exactly the calls a streaming `map_single+unmap_single` scenario of
+//! one entry of `granule` pages makes (with `cpu = "write_all"` unless the direction is
+//! `from_device`), so its per-call means are that scenario's; every figure
+//! comes from the same ledger; the kernel tool's lines are computed from the per-call
+//! latencies, never from the means.
+
+use super::{Ctx, Progress, RunInfo, Scenario, Shared, Workload};
+use crate::device::Device;
+use crate::hw::cache::Access;
+use crate::hw::calls::{CallTimer, stack_rows};
+use crate::hw::{Counter, Hw, SwCost};
+use crate::input::InputError;
+use crate::mm::physmem::NodeRange;
+use crate::report::{
+    CallDoc, DeviceDoc, FORMAT_VERSION, HeadDoc, StackDoc, breakdown_docs, call_doc, counts_map,
+    device_line, header, ns, refusals, stack_table,
+};
+use crate::setup::{Machine, SetupError, setup_dma_ops, table_bytes};
+use crate::types::{DmaAttrs, DmaDirection, PhysAddr};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use toml::Spanned;
+
+pub use crate::hw::calls::{CallStat, StackRow};
+
+/// The registry entry of this kind.
+pub const KIND: super::Kind = super::Kind {
+    name: "map_benchmark",
+    summary: "the kernel's dma_map_benchmark: map_single+unmap_single of granule pages for seconds",
+    parse,
+};
+
+/// `DMA_MAP_MAX_THREADS`.
+pub const MAX_THREADS: i64 = 1024;
+/// `DMA_MAP_MAX_SECONDS`.
+pub const MAX_SECONDS: i64 = 300;
+/// `DMA_MAP_MAX_TRANS_DELAY`: 10 ms.
+pub const MAX_TRANS_NS: i64 = 10_000_000;
+/// The largest granule the kernel takes, in pages.
+pub const MAX_GRANULE: i64 = 1024;
+/// `PAGE_SIZE` of the benchmark's buffer.
+const PAGE: u64 = 4096;
+/// Most loops one run may make, whatever the profile prices: a bound on the model's work.
+pub const MAX_LOOPS: u64 = 1 << 32;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Section {
+    kind: Spanned<String>,
+    threads: Option<Spanned<i64>>,
+    seconds: Option<Spanned<i64>>,
+    node: Option<Spanned<i64>>,
+    direction: Option<Spanned<String>>,
+    granule: Option<Spanned<i64>>,
+    dma_trans_ns: Option<Spanned<i64>>,
+}
+
+/// One run of the benchmark, with the tool's options.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MapBenchmark {
+    /// `-t`: benchmark threads, one per CPU.
+    pub threads: u32,
+    /// `-s`: modelled seconds the threads run for.
+    pub seconds: u32,
+    /// `-n`: the node the threads run on; `None` is `NUMA_NO_NODE` (-1).
+    pub node: Option<u32>,
+    /// `-d`: 0 bidirectional, 1 to the device, 2 from it.
+    pub direction: DmaDirection,
+    /// `-g`: pages per buffer.
+    pub granule: u32,
+    /// `-x`: how long the device holds each mapping, ns.
+    pub dma_trans_ns: u32,
+    /// Lines of `threads` and `node` in the file, for the checks against the platform.
+    lines: (Option<usize>, Option<usize>),
+}
+
+fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, _shared: &Shared) -> Result<Workload, InputError> {
+    let w: Section = c.section(v)?;
+    let int = |v: &Option<Spanned<i64>>,
+               key: &str,
+               range: std::ops::RangeInclusive<i64>,
+               default| { v.as_ref().map_or(Ok(default), |v| c.int(v, key, range)) };
+    let threads = int(&w.threads, "workload.threads", 1..=MAX_THREADS, 1)? as u32;
+    let seconds = int(&w.seconds, "workload.seconds", 1..=MAX_SECONDS, 20)? as u32;
+    let node = match &w.node {
+        None => None,
+        Some(n) if *n.get_ref() == -1 => None,
+        Some(n) => Some(c.int(n, "workload.node", 0..=i64::from(u32::MAX))? as u32),
+    };
+    let direction = match &w.direction {
+        None => DmaDirection::Bidirectional,
+        Some(d) => c.direction(d)?,
+    };
+    let granule = int(&w.granule, "workload.granule", 1..=MAX_GRANULE, 1)? as u32;
+    let dma_trans_ns = int(
+        &w.dma_trans_ns,
+        "workload.dma_trans_ns",
+        0..=MAX_TRANS_NS,
+        0,
+    )? as u32;
+    let lines = (
+        w.threads.as_ref().map(|t| c.line(t.span())),
+        w.node.as_ref().map(|n| c.line(n.span())),
+    );
+    let _ = &w.kind;
+    Ok(Workload::MapBenchmark(MapBenchmark {
+        threads,
+        seconds,
+        node,
+        direction,
+        granule,
+        dma_trans_ns,
+        lines,
+    }))
+}
+
+/// Sums of one call's latencies in the kernel's units, as `map_benchmark_thread` keeps them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Latencies {
+    /// Calls timed.
+    pub loops: u64,
+    /// Sum of each call's latency in whole 100 ns units.
+    pub sum_100ns: u64,
+    /// Sum of their squares.
+    pub sum_sq: u64,
+}
+
+impl Latencies {
+    fn add(&mut self, delta_ns: u64) {
+        let u = delta_ns / 100;
+        self.loops += 1;
+        self.sum_100ns = self.sum_100ns.saturating_add(u);
+        self.sum_sq = self.sum_sq.saturating_add(u.saturating_mul(u));
+    }
+
+    /// The average in 100 ns units, as the kernel returns it (`sum / loops`, truncated).
+    pub fn avg_100ns(&self) -> u64 {
+        self.sum_100ns.checked_div(self.loops).unwrap_or(0)
+    }
+
+    /// The standard deviation in 100 ns units: the integer square root of the mean square less
+    /// the square of the (truncated) mean.
+    pub fn stddev_100ns(&self) -> u64 {
+        let avg = self.avg_100ns();
+        let msq = self.sum_sq.checked_div(self.loops).unwrap_or(0);
+        msq.saturating_sub(avg.saturating_mul(avg)).isqrt()
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct MapBenchmarkResult {
+    pub info: RunInfo,
+    pub device: Device,
+    pub dma_ops: String,
+    pub workload: MapBenchmark,
+    pub map: Latencies,
+    pub unmap: Latencies,
+    /// Why the loop ended before its seconds were up, if it did.
+    pub stopped: Option<String>,
+    pub calls: Vec<CallStat>,
+    pub counts: [u64; Counter::N],
+    pub stacks: Vec<StackRow>,
+    pub total_ps: u64,
+}
+
+impl MapBenchmarkResult {
+    pub fn call(&self, name: &str) -> Option<&CallStat> {
+        self.calls.iter().find(|c| c.call == name)
+    }
+
+    /// The kernel tool's three lines.
+    pub fn tool_lines(&self) -> String {
+        let w = &self.workload;
+        let dir = match w.direction {
+            DmaDirection::Bidirectional => "BIDIRECTIONAL",
+            DmaDirection::ToDevice => "TO_DEVICE",
+            DmaDirection::FromDevice => "FROM_DEVICE",
+            DmaDirection::None => "NONE",
+        };
+        let node = w.node.map_or(-1, i64::from);
+        format!(
+            "dma mapping benchmark: threads:{} seconds:{} node:{node} dir:{dir} granule: {}\n\
+             average map latency(us):{:.1} standard deviation:{:.1}\n\
+             average unmap latency(us):{:.1} standard deviation:{:.1}\n",
+            w.threads,
+            w.seconds,
+            w.granule,
+            self.map.avg_100ns() as f64 / 10.0,
+            self.map.stddev_100ns() as f64 / 10.0,
+            self.unmap.avg_100ns() as f64 / 10.0,
+            self.unmap.stddev_100ns() as f64 / 10.0,
+        )
+    }
+}
+
+/// `ktime_get()` on the model: the clock in whole nanoseconds.
+fn ktime_ns(hw: &dyn Hw) -> u64 {
+    hw.now_ps() / 1000
+}
+
+/// Run one benchmark thread on the Model.
+pub fn run(
+    s: &Scenario,
+    w: &MapBenchmark,
+    progress: &Progress,
+) -> Result<MapBenchmarkResult, SetupError> {
+    let node = w.node.unwrap_or_else(|| s.cpu_node());
+    let size = u64::from(w.granule) * PAGE;
+    let mut m = if s.probes_smmu_v3() {
+        Machine::boot_numa_smmu_v3(&s.profile, s.kernel, &s.boot, node)?
+    } else {
+        let mut node_size = size.next_power_of_two().max(1 << 20) * 2;
+        if s.iommu.is_some() {
+            node_size += table_bytes(size);
+        }
+        Machine::boot(
+            &s.profile,
+            vec![NodeRange {
+                node,
+                start: PhysAddr(super::streaming::DRAM_BASE),
+                size: node_size,
+            }],
+        )
+    };
+    // The thread's buffer, allocated on its node before it starts mapping.
+    let buf = m
+        .mem
+        .borrow_mut()
+        .alloc(node, size)
+        .map_err(|e| SetupError::Swiotlb(format!("buffer allocation: {e}")))?;
+    let mut api = setup_dma_ops(&mut m, &s.device_setup(), 1)?;
+    let mut hw = m.hw;
+    hw.clear_ledger();
+    let (dir, attrs) = (w.direction, DmaAttrs::NONE);
+    let mut t = CallTimer::default();
+    let (mut map, mut unmap) = (Latencies::default(), Latencies::default());
+    let end_ps = u64::from(w.seconds) * 1_000_000_000_000;
+    let trans = SwCost(u64::from(w.dma_trans_ns) * 1000);
+    let start = hw.now_ps();
+    let mut second = 1;
+    let mut stopped = None;
+    while hw.now_ps() - start < end_ps && map.loops < MAX_LOOPS {
+        if dir != DmaDirection::FromDevice {
+            // memset(buf, 0x66, size): the CPU dirties the buffer, so a non-coherent device's
+            // map has lines to clean. Outside the timed windows; its own time is not priced.
+            hw.cpu_touch(Access::Write, buf, size);
+        }
+        let pair_start = hw.now_ps();
+        let t0 = ktime_ns(&hw);
+        let addr = t.time_result(&mut hw, "dma_map_single", |hw| {
+            api.map_single(hw, buf, size, dir, attrs)
+        });
+        map.add(ktime_ns(&hw) - t0);
+        let Some(addr) = addr else {
+            // The kernel's thread stops at a failed map ("dma_map_single failed").
+            break;
+        };
+        if trans.0 > 0 {
+            // ndelay(): the CPU spins while the device would use the buffer.
+            hw.leaf("ndelay", trans, None);
+        }
+        let t1 = ktime_ns(&hw);
+        t.time(&mut hw, "dma_unmap_single", |hw| {
+            api.unmap_single(hw, addr, size, dir, attrs)
+        });
+        unmap.add(ktime_ns(&hw) - t1);
+        if hw.now_ps() == pair_start {
+            stopped = Some(format!(
+                "stopped after {} pairs: platform `{}` prices a map and an unmap at 0 ps, so modelled time does not pass",
+                map.loops,
+                s.profile.name()
+            ));
+            break;
+        }
+        while second <= w.seconds && hw.now_ps() - start >= u64::from(second) * 1_000_000_000_000 {
+            progress.advance(1);
+            second += 1;
+        }
+    }
+    debug_assert!(hw.ledger().depth_is_zero());
+    let stacks = stack_rows(hw.ledger());
+    t.attribute(&stacks);
+    Ok(MapBenchmarkResult {
+        info: s.run_info(),
+        device: s.device.clone(),
+        dma_ops: s.dma_ops().describe(&s.policies),
+        workload: w.clone(),
+        map,
+        unmap,
+        stopped,
+        calls: t.stats,
+        counts: hw.ledger().totals(),
+        stacks,
+        total_ps: hw.ledger().total_ps(),
+    })
+}
+
+#[derive(Serialize)]
+struct Doc<'a> {
+    format_version: u32,
+    #[serde(flatten)]
+    head: HeadDoc<'a>,
+    device: DeviceDoc<'a>,
+    workload: WorkloadDoc,
+    /// What the kernel tool prints, in its units (µs at 100 ns resolution).
+    tool: ToolDoc,
+    /// Why the loop ended before its seconds were up, if it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stopped: Option<String>,
+    calls: Vec<CallDoc>,
+    operations: BTreeMap<&'static str, u64>,
+    breakdown: Vec<StackDoc>,
+    total_ns: f64,
+}
+
+#[derive(Serialize)]
+struct WorkloadDoc {
+    kind: &'static str,
+    threads: u32,
+    seconds: u32,
+    node: i64,
+    direction: &'static str,
+    granule: u32,
+    dma_trans_ns: u32,
+}
+
+#[derive(Serialize)]
+struct ToolDoc {
+    loops: u64,
+    avg_map_us: f64,
+    map_stddev_us: f64,
+    avg_unmap_us: f64,
+    unmap_stddev_us: f64,
+}
+
+/// The `--format json` document.
+pub fn json(r: &MapBenchmarkResult) -> serde_json::Value {
+    let w = &r.workload;
+    let us = |u: u64| u as f64 / 10.0;
+    let doc = Doc {
+        format_version: FORMAT_VERSION,
+        head: HeadDoc::of(&r.info),
+        device: DeviceDoc::of(&r.device),
+        workload: WorkloadDoc {
+            kind: KIND.name,
+            threads: w.threads,
+            seconds: w.seconds,
+            node: w.node.map_or(-1, i64::from),
+            direction: w.direction.name(),
+            granule: w.granule,
+            dma_trans_ns: w.dma_trans_ns,
+        },
+        tool: ToolDoc {
+            loops: r.map.loops,
+            avg_map_us: us(r.map.avg_100ns()),
+            map_stddev_us: us(r.map.stddev_100ns()),
+            avg_unmap_us: us(r.unmap.avg_100ns()),
+            unmap_stddev_us: us(r.unmap.stddev_100ns()),
+        },
+        stopped: r.stopped.clone(),
+        calls: r.calls.iter().map(call_doc).collect(),
+        operations: counts_map(&r.counts),
+        breakdown: breakdown_docs(&r.stacks, r.total_ps),
+        total_ns: ns(r.total_ps),
+    };
+    serde_json::to_value(doc).expect("plain data serialises")
+}
+
+/// The terminal report: the kernel tool's lines first, then the model's view of the same run.
+pub fn table(r: &MapBenchmarkResult) -> String {
+    let mut o = r.tool_lines();
+    o.push('\n');
+    header(&mut o, &r.info);
+    device_line(&mut o, &r.device);
+    let _ = writeln!(o, "dma ops    {}", r.dma_ops);
+    let _ = writeln!(
+        o,
+        "loops      {} map+unmap pairs in {} modelled seconds",
+        r.map.loops, r.workload.seconds
+    );
+    let _ = writeln!(o, "\n{:<28} {:>12} {:>14}", "call", "count", "mean ns");
+    for c in &r.calls {
+        let _ = writeln!(o, "{:<28} {:>12} {:>14.3}", c.call, c.count, c.mean_ns());
+    }
+    if let Some(why) = &r.stopped {
+        let _ = writeln!(o, "\n{why}");
+    }
+    refusals(
+        &mut o,
+        r.calls
+            .iter()
+            .map(|c| (c.call, c.errors, c.first_error.as_deref())),
+    );
+    stack_table(
+        &mut o,
+        "per map+unmap",
+        &r.stacks,
+        r.total_ps,
+        r.map.loops.max(1),
+    );
+    o
+}
+
+impl super::WorkloadKind for MapBenchmark {
+    type Output = MapBenchmarkResult;
+    const KINDS: &'static [super::Kind] = &[KIND];
+
+    fn run(&self, s: &Scenario, progress: &Progress) -> Result<MapBenchmarkResult, String> {
+        run(s, self, progress).map_err(|e| e.to_string())
+    }
+
+    /// The threads against the platform's CPUs and the node against its nodes, as the module's
+    /// ioctl checks them on the board; the buffer against the device's mask.
+    fn check(&self, s: &Scenario) -> Result<(), InputError> {
+        let at = |line, key: &str, m: String| s.error(&super::Origin::File(line), key, m);
+        let (threads_line, node_line) = self.lines;
+        let cpus = match &s.profile.numa {
+            Some(t) => Some(t.nodes.iter().map(|n| n.cpus.len() as u32).sum::<u32>()),
+            None => s.profile.cpus,
+        };
+        match cpus {
+            Some(n) if self.threads > n => {
+                return Err(at(
+                    threads_line,
+                    "workload.threads",
+                    format!(
+                        "{} threads, and platform `{}` has {n} CPUs: one thread runs on each",
+                        self.threads,
+                        s.profile.name()
+                    ),
+                ));
+            }
+            None if self.threads > 1 => {
+                return Err(at(
+                    threads_line,
+                    "workload.threads",
+                    format!(
+                        "platform `{}` does not say how many CPUs it has (`platform.cpus`), so it runs one thread",
+                        s.profile.name()
+                    ),
+                ));
+            }
+            _ => {}
+        }
+        if let Some(node) = self.node {
+            let cpus_on = match &s.profile.numa {
+                Some(t) => t.nodes.iter().find(|n| n.id == node).map(|n| n.cpus.len()),
+                None => (node == 0).then_some(1),
+            };
+            match cpus_on {
+                None => {
+                    return Err(at(
+                        node_line,
+                        "workload.node",
+                        format!("platform `{}` has no node {node}", s.profile.name()),
+                    ));
+                }
+                Some(0) => {
+                    return Err(at(
+                        node_line,
+                        "workload.node",
+                        format!("node {node} has no CPUs to run the threads on"),
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        if self.threads > 1 {
+            return Err(at(
+                threads_line,
+                "workload.threads",
+                format!(
+                    "{} threads: the model runs the benchmark on one CPU so far (the DMA layers' locks and queues are not yet shared between CPUs); use 1",
+                    self.threads
+                ),
+            ));
+        }
+        if s.iommu.is_none() {
+            let last =
+                super::streaming::DRAM_BASE.saturating_add(u64::from(self.granule) * PAGE - 1);
+            if last > s.device.dma_mask {
+                return Err(s.error(
+                    &super::Origin::File(s.lines.mask),
+                    "device.dma_mask_bits",
+                    format!(
+                        "the buffer ends at {last:#x}, above the device's mask {:#x}: every map would fail (raise the mask, or put the device behind an IOMMU)",
+                        s.device.dma_mask
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn work(&self, s: &Scenario) -> u128 {
+        // Loops are not known before the run; the model's own bound on them is.
+        let bytes = u128::from(self.granule) * u128::from(PAGE);
+        let mut per = 2 * (bytes / s.work_line()) + 4;
+        if s.iommu.is_some() {
+            per += super::IOMMU_PAGE_STEPS * bytes / s.work_page();
+        }
+        u128::from(MAX_LOOPS.min(u64::from(self.seconds) * 1_000_000)) * per
+    }
+
+    fn progress_total(&self) -> u64 {
+        u64::from(self.seconds)
+    }
+
+    fn probes_smmu(&self) -> bool {
+        true
+    }
+}
+
+impl super::KindResult for MapBenchmarkResult {
+    super::kind::result_fields!();
+    fn call_totals(&self) -> Vec<(String, u64, u64)> {
+        super::kind::call_stat_totals(&self.calls)
+    }
+}

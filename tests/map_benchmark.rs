@@ -1,0 +1,245 @@
+//! The kernel's dma_map_benchmark on the model: one thread's loop costs per call exactly what
+//! a streaming `map_single+unmap_single` loop of the same geometry costs, the tool's lines come
+//! from the per-call latencies in its own units, and bad options exit 2 naming the option.
+
+use dmasim::scenario::{Outcome, Scenario, execute};
+use std::process::Command;
+
+fn scenario(kind_and_keys: &str, iommu: bool) -> Scenario {
+    let text = format!(
+        "[scenario]\nname = \"mb\"\nplatform = \"sm8150\"\nkernel = \"7.1\"\n\
+         [device]\nname = \"dma_map_benchmark\"\ncoherent = false\ndma_mask_bits = 32\n{}\
+         [workload]\n{kind_and_keys}",
+        if iommu {
+            "[iommu]\ngranule = \"4K\"\nias = 48\n"
+        } else {
+            ""
+        }
+    );
+    Scenario::parse("mb.toml", &text, std::path::Path::new(".")).unwrap()
+}
+
+/// (calls, total ps) of `call` in a run's outcome.
+fn totals(o: &Outcome, call: &str) -> (u64, u64) {
+    let (_, n, ps) = o
+        .call_totals()
+        .into_iter()
+        .find(|(c, _, _)| c == call)
+        .unwrap_or_else(|| panic!("{call} was timed"));
+    (n, ps)
+}
+
+/// `-t 1 -g 1` on sm8150, behind its SMMU and not: a modelled second of the benchmark, and a
+/// streaming loop of as many iterations of one 4 KB `map_single` + `unmap_single` of a buffer
+/// the CPU writes first, cost the same per call to the picosecond.
+#[test]
+fn one_thread_costs_what_the_streaming_loop_of_the_same_geometry_costs() {
+    for iommu in [false, true] {
+        let mb = execute(&scenario(
+            "kind = \"map_benchmark\"\nseconds = 1\ngranule = 1\n",
+            iommu,
+        ))
+        .unwrap();
+        let Outcome::MapBenchmark(r) = &mb else {
+            panic!("a map_benchmark result")
+        };
+        let loops = r.map.loops;
+        assert!(loops > 1000, "{loops} loops in a modelled second");
+        let iterations = loops.min(1_000_000);
+        let st = execute(&scenario(
+            &format!(
+                "kind = \"streaming\"\nbuffer = \"4K\"\nentry = \"4K\"\ndirection = \"bidirectional\"\n\
+                 calls = \"map_single+unmap_single\"\ncpu = \"write_all\"\niterations = {iterations}\n"
+            ),
+            iommu,
+        ))
+        .unwrap();
+        for call in ["dma_map_single", "dma_unmap_single"] {
+            let (n_mb, ps_mb) = totals(&mb, call);
+            let (n_st, ps_st) = totals(&st, call);
+            assert_eq!((n_mb, n_st), (loops, iterations));
+            // Equal means, as exact fractions.
+            assert_eq!(
+                u128::from(ps_mb) * u128::from(n_st),
+                u128::from(ps_st) * u128::from(n_mb),
+                "{call}, iommu {iommu}: {ps_mb} ps / {n_mb} against {ps_st} ps / {n_st}"
+            );
+        }
+        // The kernel's figures come from each call's whole 100 ns units.
+        let per_call_ns = totals(&mb, "dma_map_single").1 / loops / 1000;
+        assert_eq!(r.map.avg_100ns(), per_call_ns / 100, "iommu {iommu}");
+        assert!(
+            r.tool_lines().starts_with(
+                "dma mapping benchmark: threads:1 seconds:1 node:-1 dir:BIDIRECTIONAL granule: 1\n\
+                 average map latency(us):"
+            ),
+            "{}",
+            r.tool_lines()
+        );
+    }
+}
+
+/// The tool's units: a call under 100 ns counts 0, a mean is truncated, the deviation is the
+/// integer root of the mean square less the squared (truncated) mean.
+#[test]
+fn latencies_are_kept_as_the_kernel_keeps_them() {
+    let mb = execute(&scenario(
+        "kind = \"map_benchmark\"\nseconds = 1\ngranule = 1\n",
+        false,
+    ))
+    .unwrap();
+    let Outcome::MapBenchmark(r) = mb else {
+        panic!("a map_benchmark result")
+    };
+    // About 131 ns a call on sm8150: every call is one 100 ns unit.
+    assert_eq!(r.map.sum_100ns, r.map.loops);
+    assert_eq!(r.map.sum_sq, r.map.loops);
+    assert_eq!((r.map.avg_100ns(), r.map.stddev_100ns()), (1, 0));
+    let text = r.tool_lines();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[1],
+        "average map latency(us):0.1 standard deviation:0.0"
+    );
+}
+
+fn dmasim(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_dmasim"))
+        .args(args)
+        .output()
+        .expect("binary runs")
+}
+
+/// Each bad option: exit 2 and one message naming it.
+#[test]
+fn bad_options_exit_2_naming_the_option() {
+    for (args, opt, says) in [
+        (&["-t", "0"][..], "-t", "threads must be 1 to 1024"),
+        (&["-t", "2000"], "-t", "threads must be 1 to 1024"),
+        (&["-t", "9"], "-t", "does not say how many CPUs"),
+        (&["-s", "0"], "-s", "seconds must be 1 to 300"),
+        (&["-s", "-3"], "-s", "seconds must be 1 to 300"),
+        (&["-g", "0"], "-g", "granule"),
+        (&["-b", "8"], "-b", "bits must be 20 to 64"),
+        (&["-d", "3"], "-d", "direction"),
+        (&["-x", "20000000"], "-x", "dma_trans_ns"),
+        (&["-n", "5"], "-n", "has no node 5"),
+    ] {
+        let mut a = vec!["map-benchmark", "--platform", "sm8150"];
+        a.extend_from_slice(args);
+        let o = dmasim(&a);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: one message: {err}");
+        assert!(
+            err.contains(&format!("{opt}: ")),
+            "{args:?} names {opt}: {err}"
+        );
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let o = dmasim(&["map-benchmark", "-s", "1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--platform is required"));
+}
+
+/// More threads than kunpeng920's CPUs, and a node of it without CPUs, are refused by name.
+#[test]
+fn the_platform_bounds_threads_and_nodes() {
+    let o = dmasim(&["map-benchmark", "--platform", "kunpeng920", "-t", "1000"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("-t: 1000 threads, and platform `kunpeng920` has"),
+        "{err}"
+    );
+}
+
+/// The command prints the tool's three lines first, then the model's breakdown; `--format json`
+/// carries the same figures.
+#[test]
+fn the_tool_lines_come_first() {
+    let o = dmasim(&[
+        "-q",
+        "map-benchmark",
+        "--platform",
+        "sm8150",
+        "-s",
+        "1",
+        "-g",
+        "4",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0],
+        "dma mapping benchmark: threads:1 seconds:1 node:-1 dir:BIDIRECTIONAL granule: 4"
+    );
+    assert!(lines[1].starts_with("average map latency(us):"));
+    assert!(lines[2].starts_with("average unmap latency(us):"));
+    assert!(out.contains("time by call stack (per map+unmap)"));
+    let j = dmasim(&[
+        "-q",
+        "map-benchmark",
+        "--platform",
+        "sm8150",
+        "-s",
+        "1",
+        "-g",
+        "4",
+        "--format",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&j.stdout).unwrap();
+    let avg = v["tool"]["avg_map_us"].as_f64().unwrap();
+    assert!(
+        lines[1].contains(&format!("latency(us):{avg:.1} ")),
+        "{} vs {avg}",
+        lines[1]
+    );
+}
+
+/// A platform that prices a map and an unmap at nothing cannot let modelled seconds pass: the
+/// loop stops after one pair and says why, rather than running without end.
+#[test]
+fn a_pair_that_costs_nothing_stops_the_loop() {
+    let mut text = String::from(
+        "[platform]\nname = \"zero\"\ndescription = \"prices nothing\"\narch = \"arm64\"\n\
+         cpu_freq_mhz = { value = 1000, source = \"held: a test\" }\n\
+         [cache]\nline_bytes = { value = 64, source = \"held: a test\" }\n",
+    );
+    for op in ["clean", "inval", "clean_inval"] {
+        text.push_str(&format!(
+            "[cache.{op}]\nissue = {{ ns = 0, source = \"held: a test\" }}\n\
+             latency = {{ ns = 0, source = \"held: a test\" }}\n"
+        ));
+    }
+    text.push_str("[barrier]\ncost = { ns = 0, source = \"held: a test\" }\n");
+    let path = std::env::temp_dir().join(format!("dmasim-zero-{}.toml", std::process::id()));
+    std::fs::write(&path, text).unwrap();
+    let o = dmasim(&[
+        "-q",
+        "map-benchmark",
+        "--platform",
+        path.to_str().unwrap(),
+        "-s",
+        "1",
+        "--format",
+        "json",
+    ]);
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["tool"]["loops"], 1);
+    assert!(v["stopped"].as_str().unwrap().contains("0 ps"), "{v}");
+}
