@@ -34,6 +34,9 @@ pub use sw_costs::SwKey;
 
 pub use ledger::{FrameId, Ledger, StackCharge, WAIT_FRAME};
 
+/// The frame a CPU's time spinning on a lock another CPU held is charged in.
+pub static SPIN_FRAME: &str = "(spinning on a held lock)";
+
 #[cfg(test)]
 pub(crate) mod test_support {
     pub use super::recorder::Recorder;
@@ -412,6 +415,12 @@ pub trait Hw {
     /// enter and a leave: the current frame never moves, so a leaf is named by its literal (the
     /// Model keys its own cache by the caller's frame and the name's address).
     fn leaf(&mut self, name: &'static str, cost: SwCost, count: Option<Counter>);
+    /// `spin_lock(lock)` on a lock the machine's CPUs share: returns once this CPU owns it, the
+    /// time it spun (another CPU held it) charged in [`SPIN_FRAME`]. Its own cost is the
+    /// caller's, as the kernel's `_raw_spin_lock` is. A backend with one CPU takes it at once.
+    fn spin_lock(&mut self, _lock: &crate::smp::SpinLock) {}
+    /// `spin_unlock(lock)`: the first CPU waiting for it, if any, owns it from now.
+    fn spin_unlock(&mut self, _lock: &crate::smp::SpinLock) {}
     /// Issue `op` on `lines` consecutive cache lines starting at the line containing `first`.
     /// Issue does not wait for completion; a later [`Hw::barrier`] does.
     fn cache_maint(&mut self, op: CacheOp, first: PhysAddr, lines: u64);

@@ -93,6 +93,9 @@ pub struct Model {
     /// [`Model::cmdq_line_ps`], resolved whenever the topology, the CPU's node or the queue's
     /// node changes: every submission reads it.
     cmdq_lines: (u64, u64),
+    /// Which CPU of the machine this is, and how it waits its turn among the others
+    /// ([`crate::smp`]); alone unless a many-CPU run says otherwise.
+    cpu: crate::smp::Cpu,
     ledger: Ledger,
 }
 
@@ -114,8 +117,15 @@ impl Model {
             numa: None,
             cmdq_node: None,
             cmdq_lines: (0, 0),
+            cpu: crate::smp::Cpu::alone(),
             ledger: Ledger::default(),
         }
+    }
+
+    /// Run as `cpu` of a many-CPU machine: shared locks are then taken in the machine's order
+    /// of simulated time, and a lock another CPU holds is waited for.
+    pub fn set_cpu(&mut self, cpu: crate::smp::Cpu) {
+        self.cpu = cpu;
     }
 
     /// Price the SMMUv3 queue's protocol against a NUMA topology (see the module header).
@@ -346,6 +356,18 @@ impl Hw for Model {
     #[inline]
     fn leave(&mut self, caller: super::Caller) {
         self.ledger.leave_to(caller.0);
+    }
+
+    fn spin_lock(&mut self, lock: &crate::smp::SpinLock) {
+        let owned = self.cpu.spin_lock(lock, self.now);
+        if owned > self.now {
+            // Spinning until the holder released it: this CPU's time, in a frame of its own.
+            self.leaf(super::SPIN_FRAME, SwCost(owned - self.now), None);
+        }
+    }
+
+    fn spin_unlock(&mut self, lock: &crate::smp::SpinLock) {
+        self.cpu.spin_unlock(lock, self.now);
     }
 
     #[inline]

@@ -757,3 +757,38 @@ fn sw_costs_resolve_by_name() {
     assert_eq!(m.sw_cost(SwKey::DmaDirectMapPhys), SwCost(42));
     assert_eq!(m.sw_cost(SwKey::SgNext), SwCost(0), "unpriced");
 }
+
+/// Two Models as two CPUs of one machine, each taking a shared lock after 100 ns of its own
+/// work and holding it 50 ns: CPU 0 takes it at once, CPU 1 spins exactly the 50 ns CPU 0
+/// held it, charged in the spin frame under the caller, and its clock ends 50 ns later.
+#[test]
+fn a_held_lock_is_spun_on_for_exactly_the_holders_critical_section() {
+    use crate::smp::{self, Body, SpinLock};
+    use std::rc::Rc;
+    let lock = Rc::new(SpinLock::new());
+    let cpu = |lock: Rc<SpinLock>| -> Body<(u64, Vec<(String, u64)>)> {
+        Box::new(move |c| {
+            let mut m = Model::new(ModelParams::default());
+            m.set_cpu(c);
+            let back = m.enter(crate::frame_id!("caller"));
+            m.sw(SwCost(100_000));
+            m.spin_lock(&lock);
+            m.sw(SwCost(50_000));
+            m.spin_unlock(&lock);
+            m.leave(back);
+            let stacks = m
+                .ledger()
+                .stacks()
+                .into_iter()
+                .map(|s| (s.stack.join(" > "), s.self_ps))
+                .collect();
+            (m.now_ps(), stacks)
+        })
+    };
+    let r = smp::run(vec![cpu(Rc::clone(&lock)), cpu(Rc::clone(&lock))]).unwrap();
+    assert_eq!(r[0].0, 150_000);
+    assert_eq!(r[1].0, 200_000);
+    let spin = format!("caller > {}", crate::hw::SPIN_FRAME);
+    assert!(!r[0].1.iter().any(|(s, _)| *s == spin));
+    assert!(r[1].1.contains(&(spin, 50_000)), "{:?}", r[1].1);
+}
