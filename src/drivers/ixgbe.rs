@@ -275,7 +275,7 @@ impl Forwarder {
             let pool = self.api.ops.swiotlb_pool();
             return Err(DmaError::MappingError(format!(
                 "ixgbe_alloc_mapped_page: rx page {page} could not be mapped: dma_mapping_error() (the swiotlb pool has {} of {} slots in use; the rx ring needs two per page when pages bounce — give [swiotlb] a larger size)",
-                pool.map_or(0, |p| p.table.used()),
+                pool.map_or(0, |p| p.table.borrow().used()),
                 pool.map_or(0, |p| p.nslabs())
             )));
         }

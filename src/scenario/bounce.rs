@@ -241,7 +241,7 @@ pub fn run(s: &Scenario, b: &Bounce, progress: &Progress) -> Result<BounceResult
     let locks = |api: &DeviceDmaApi| -> Vec<u64> {
         api.ops
             .swiotlb_pool()
-            .map(|p| p.table.areas.iter().map(|a| a.locks).collect())
+            .map(|p| p.table.borrow().areas.iter().map(|a| a.locks).collect())
             .unwrap_or_default()
     };
 
@@ -283,7 +283,10 @@ pub fn run(s: &Scenario, b: &Bounce, progress: &Progress) -> Result<BounceResult
                     }
                 }
             }
-            let used = api.ops.swiotlb_pool().map_or(0, |p| p.table.used()) as u64;
+            let used = api
+                .ops
+                .swiotlb_pool()
+                .map_or(0, |p| p.table.borrow().used()) as u64;
             row.peak_slots = row.peak_slots.max(used);
             for (cpu, a) in mapped {
                 api.ops.set_cpu(cpu);

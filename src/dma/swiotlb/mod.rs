@@ -56,6 +56,7 @@ use pool::{
     AreaSearch6_3, AreaSearch6_9, INVALID_PHYS_ADDR, NextFit3_6, NextFit4_11, PoolCosts,
     SlotRequest, SlotSearch, StrideFit5_12, StrideFit6_0,
 };
+use std::rc::Rc;
 
 /// Which release's pool and bounce rules apply: each variant is the release that changed them,
 /// and holds until the next one.
@@ -255,7 +256,8 @@ pub(crate) fn memcpy<H: Hw + ?Sized>(
 /// The swiotlb library dma-direct falls back to: one pool (`io_tlb_default_mem`).
 #[derive(Debug)]
 pub struct Swiotlb {
-    pool: IoTlbMem,
+    /// Shared by every CPU's view of the library ([`Swiotlb::on_cpu`]).
+    pool: Rc<IoTlbMem>,
     mem: SharedPhysMem,
     release: Release,
     /// `swiotlb=force`.
@@ -280,7 +282,7 @@ impl Swiotlb {
             cfg.release.search(),
         )?;
         Ok(Swiotlb {
-            pool,
+            pool: Rc::new(pool),
             mem,
             release: cfg.release,
             force: cfg.force,
@@ -298,6 +300,19 @@ impl Swiotlb {
 
     pub fn pool(&self) -> &IoTlbMem {
         &self.pool
+    }
+
+    /// The library as CPU `cpu` calls it: the same pool, areas and locks, that CPU's number
+    /// (the first area it tries). Each CPU of a many-CPU machine maps through its own.
+    pub fn on_cpu(&self, cpu: u32) -> Swiotlb {
+        Swiotlb {
+            pool: Rc::clone(&self.pool),
+            mem: self.mem.clone(),
+            release: self.release,
+            force: self.force,
+            cpu,
+            costs: self.costs,
+        }
     }
 
     /// The memory the pool and the buffers live in.
@@ -441,7 +456,7 @@ impl Swiotlb {
                         "{}: swiotlb buffer is full (sz: {alloc_size} bytes), total {} (slots), used {} (slots)",
                         dev.name,
                         self.pool.nslabs(),
-                        self.pool.table.used()
+                        self.pool.table.borrow().used()
                     )));
                 }
                 Err(NoSlots::Spins) => {
@@ -453,7 +468,7 @@ impl Swiotlb {
                 }
             };
             for i in 0..nr_slots(total) as usize {
-                self.pool.table.slots[index + i].orig_addr =
+                self.pool.table.borrow_mut().slots[index + i].orig_addr =
                     PhysAddr(orig.0.wrapping_add((i as u64) << IO_TLB_SHIFT));
             }
             let tlb = PhysAddr(self.pool.slot_addr(index).0 + offset);
@@ -505,7 +520,7 @@ impl Swiotlb {
         else {
             return;
         };
-        let slot = self.pool.table.slots[index];
+        let slot = self.pool.table.borrow().slots[index];
         if slot.list != 0 {
             return;
         }
@@ -515,7 +530,6 @@ impl Swiotlb {
             nr_slots(mapping_size)
         };
         self.pool
-            .table
             .release(hw, &self.costs.pool, index, nslots as usize);
     }
 
@@ -579,7 +593,7 @@ impl Swiotlb {
     /// for an address the pool did not hand out (the kernel warns and copies nothing).
     fn bounce_target(&self, dev: &Device, tlb: PhysAddr, size: u64) -> Option<(PhysAddr, u64)> {
         let index = self.pool.slot_index(tlb)?;
-        let slot = self.pool.table.slots[index];
+        let slot = self.pool.table.borrow().slots[index];
         if slot.orig_addr == INVALID_PHYS_ADDR {
             return None;
         }

@@ -23,7 +23,9 @@
 use crate::hw::{Counter, Hw, SwCost, SwKey};
 use crate::mm::physmem::{PhysMem, PhysMemError};
 use crate::scatterlist::PAGE_SIZE;
+use crate::smp::SpinLock;
 use crate::types::PhysAddr;
+use std::cell::RefCell;
 use std::fmt::Debug;
 
 /// `IO_TLB_SHIFT`: a slot is 2 KiB.
@@ -186,9 +188,9 @@ impl SlotTable {
         self.areas[a].used += nslots;
     }
 
-    /// Give `nslots` slots from `index` back and merge them with the free runs on either side, under
-    /// the lock of the area they belong to (`swiotlb_release_slots`; in 3.6 the body of
-    /// `swiotlb_tbl_unmap_single`).
+    /// Give `nslots` slots from `index` back and merge them with the free runs on either side
+    /// (`swiotlb_release_slots`; in 3.6 the body of `swiotlb_tbl_unmap_single`), under the lock
+    /// of the area they belong to, which the caller holds ([`IoTlbMem::release`]).
     pub fn release<H: Hw + ?Sized>(
         &mut self,
         hw: &mut H,
@@ -198,7 +200,6 @@ impl SlotTable {
     ) {
         let nslots = nslots.min(self.slots.len() - index);
         let a = index / self.area_nslabs;
-        spin_lock_irqsave(hw, c);
         self.areas[a].locks += 1;
         let seg_end = (index + 1).div_ceil(IO_TLB_SEGSIZE) * IO_TLB_SEGSIZE;
         let mut count = if index + nslots < seg_end {
@@ -251,13 +252,20 @@ impl PoolCosts {
     }
 }
 
-/// Taking the pool or area lock: `_raw_spin_lock_irqsave` is out of line, so it is a frame; the
-/// unlock's cost is folded into the same named cost.
-pub fn spin_lock_irqsave<H: Hw + ?Sized>(hw: &mut H, c: &PoolCosts) {
+/// Taking the pool or area lock: `_raw_spin_lock_irqsave` is out of line, so it is a frame (a
+/// CPU that finds the lock held spins in it); the unlock's cost is folded into the same named
+/// cost.
+pub fn spin_lock_irqsave<H: Hw + ?Sized>(hw: &mut H, c: &PoolCosts, lock: &SpinLock) {
     let back = hw.enter(crate::frame_id!("_raw_spin_lock_irqsave"));
+    hw.spin_lock(lock);
     hw.sw(c.lock);
     hw.count(Counter::SpinLock, 1);
     hw.leave(back);
+}
+
+/// `spin_unlock_irqrestore()` of the pool or area lock (its cost is in [`PoolCosts::lock`]).
+pub fn spin_unlock_irqrestore<H: Hw + ?Sized>(hw: &mut H, lock: &SpinLock) {
+    hw.spin_unlock(lock);
 }
 
 /// What a search is for.
@@ -298,7 +306,7 @@ pub trait FindSlots: Debug {
     /// (and counts) every lock the release takes, and charges every loop iteration.
     fn find_slots<H: Hw + ?Sized>(
         &self,
-        t: &mut SlotTable,
+        mem: &IoTlbMem,
         hw: &mut H,
         c: &PoolCosts,
         req: &SlotRequest,
@@ -403,12 +411,12 @@ impl FindSlots for SlotSearch {
     #[inline]
     fn find_slots<H: Hw + ?Sized>(
         &self,
-        t: &mut SlotTable,
+        mem: &IoTlbMem,
         hw: &mut H,
         c: &PoolCosts,
         req: &SlotRequest,
     ) -> Result<usize, NoSlots> {
-        each_search!(self, s => s.find_slots(t, hw, c, req))
+        each_search!(self, s => s.find_slots(mem, hw, c, req))
     }
 }
 
@@ -443,7 +451,6 @@ fn next_fit<H: Hw + ?Sized>(
     } else {
         1
     };
-    spin_lock_irqsave(hw, c);
     t.areas[0].locks += 1;
     let mut index = t.areas[0].index.div_ceil(stride) * stride;
     if index >= nslabs {
@@ -484,12 +491,14 @@ impl FindSlots for NextFit3_6 {
 
     fn find_slots<H: Hw + ?Sized>(
         &self,
-        t: &mut SlotTable,
+        mem: &IoTlbMem,
         hw: &mut H,
         c: &PoolCosts,
         req: &SlotRequest,
     ) -> Result<usize, NoSlots> {
-        next_fit(t, hw, c, req, PAGE_SIZE + 1)
+        mem.locked(hw, c, 0, req, |t, hw| {
+            next_fit(t, hw, c, req, PAGE_SIZE + 1)
+        })
     }
 }
 
@@ -504,27 +513,29 @@ impl FindSlots for NextFit4_11 {
 
     fn find_slots<H: Hw + ?Sized>(
         &self,
-        t: &mut SlotTable,
+        mem: &IoTlbMem,
         hw: &mut H,
         c: &PoolCosts,
         req: &SlotRequest,
     ) -> Result<usize, NoSlots> {
-        next_fit(t, hw, c, req, PAGE_SIZE)
+        mem.locked(hw, c, 0, req, |t, hw| next_fit(t, hw, c, req, PAGE_SIZE))
     }
 }
 
-/// Tries the current CPU's area first, then each other in turn (`swiotlb_find_slots()`, 6.0 on).
+/// Tries the current CPU's area first, then each other in turn (`swiotlb_find_slots()`, 6.0 on),
+/// each under its own lock.
 fn each_area<H: Hw + ?Sized>(
-    t: &mut SlotTable,
+    mem: &IoTlbMem,
     hw: &mut H,
-    cpu: u32,
+    c: &PoolCosts,
+    req: &SlotRequest,
     mut one: impl FnMut(&mut SlotTable, &mut H, usize) -> Result<usize, NoSlots>,
 ) -> Result<usize, NoSlots> {
-    let nareas = t.areas.len();
-    let start = cpu as usize & (nareas - 1);
+    let nareas = mem.nareas();
+    let start = req.cpu as usize & (nareas - 1);
     let mut i = start;
     loop {
-        match one(t, hw, i) {
+        match mem.locked(hw, c, i, req, |t, hw| one(t, hw, i)) {
             Ok(idx) => return Ok(idx),
             Err(NoSlots::Spins) => return Err(NoSlots::Spins),
             Err(NoSlots::Full) => {}
@@ -547,12 +558,12 @@ impl FindSlots for StrideFit5_12 {
 
     fn find_slots<H: Hw + ?Sized>(
         &self,
-        t: &mut SlotTable,
+        mem: &IoTlbMem,
         hw: &mut H,
         c: &PoolCosts,
         req: &SlotRequest,
     ) -> Result<usize, NoSlots> {
-        stride_fit(t, hw, c, req, 0, false)
+        mem.locked(hw, c, 0, req, |t, hw| stride_fit(t, hw, c, req, 0, false))
     }
 }
 
@@ -567,12 +578,12 @@ impl FindSlots for StrideFit6_0 {
 
     fn find_slots<H: Hw + ?Sized>(
         &self,
-        t: &mut SlotTable,
+        mem: &IoTlbMem,
         hw: &mut H,
         c: &PoolCosts,
         req: &SlotRequest,
     ) -> Result<usize, NoSlots> {
-        each_area(t, hw, req.cpu, |t, hw, a| {
+        each_area(mem, hw, c, req, |t, hw, a| {
             stride_fit(t, hw, c, req, a, true)
         })
     }
@@ -589,12 +600,12 @@ impl FindSlots for AreaSearch6_3 {
 
     fn find_slots<H: Hw + ?Sized>(
         &self,
-        t: &mut SlotTable,
+        mem: &IoTlbMem,
         hw: &mut H,
         c: &PoolCosts,
         req: &SlotRequest,
     ) -> Result<usize, NoSlots> {
-        each_area(t, hw, req.cpu, |t, hw, a| {
+        each_area(mem, hw, c, req, |t, hw, a| {
             let mut align_mask = req.min_align_mask | req.alloc_align_mask;
             if req.alloc_size >= PAGE_SIZE {
                 align_mask |= PAGE_SIZE - 1;
@@ -621,12 +632,12 @@ impl FindSlots for AreaSearch6_9 {
 
     fn find_slots<H: Hw + ?Sized>(
         &self,
-        t: &mut SlotTable,
+        mem: &IoTlbMem,
         hw: &mut H,
         c: &PoolCosts,
         req: &SlotRequest,
     ) -> Result<usize, NoSlots> {
-        each_area(t, hw, req.cpu, |t, hw, a| {
+        each_area(mem, hw, c, req, |t, hw, a| {
             let mut alloc_align_mask = req.alloc_align_mask;
             let mut iotlb_align_mask = req.min_align_mask;
             // Page alignment for a page or more survives only where no mask says otherwise.
@@ -676,7 +687,6 @@ fn stride_fit<H: Hw + ?Sized>(
     let area_nslabs = t.area_nslabs;
     let wrap = |i: usize| if i >= area_nslabs { 0 } else { i };
 
-    spin_lock_irqsave(hw, c);
     t.areas[area].locks += 1;
     if nslots > (area_nslabs - t.areas[area].used) as u64 {
         return Err(NoSlots::Full);
@@ -748,7 +758,6 @@ fn one_pass<H: Hw + ?Sized>(
     let area_nslabs = t.area_nslabs;
     let wrap = |i: usize| if i >= area_nslabs { 0 } else { i };
 
-    spin_lock_irqsave(hw, c);
     t.areas[area].locks += 1;
     if nslots > (area_nslabs - t.areas[area].used) as u64 {
         return Err(NoSlots::Full);
@@ -813,7 +822,13 @@ fn claim_in_area<H: Hw + ?Sized>(
 pub struct IoTlbMem {
     /// `io_tlb_start` / `mem->start`.
     pub start: PhysAddr,
-    pub table: SlotTable,
+    /// The slots and areas, touched only under their area's lock (or, for a slot a mapping
+    /// owns, by that mapping's CPU): a CPU waiting for a lock holds no borrow of it.
+    pub table: RefCell<SlotTable>,
+    /// Each area's lock (3.6: the one `io_tlb_lock`), shared by every CPU that maps through the
+    /// pool.
+    locks: Box<[SpinLock]>,
+    nslabs: usize,
     search: SlotSearch,
 }
 
@@ -843,17 +858,47 @@ impl IoTlbMem {
         let start = mem.alloc_aligned(node, size, PAGE_SIZE)?;
         Ok(IoTlbMem {
             start,
-            table: SlotTable::new(nslabs, nareas as usize),
+            table: RefCell::new(SlotTable::new(nslabs, nareas as usize)),
+            locks: (0..nareas).map(|_| SpinLock::new()).collect(),
+            nslabs,
             search,
         })
     }
 
     pub fn nslabs(&self) -> usize {
-        self.table.nslabs()
+        self.nslabs
     }
 
     pub fn nareas(&self) -> usize {
-        self.table.areas.len()
+        self.locks.len()
+    }
+
+    /// `body` on the table under area `area`'s lock: `spin_lock_irqsave`, `body`,
+    /// `spin_unlock_irqrestore`. A request for no slots takes no lock, as the searches return
+    /// before they would.
+    fn locked<H: Hw + ?Sized>(
+        &self,
+        hw: &mut H,
+        c: &PoolCosts,
+        area: usize,
+        req: &SlotRequest,
+        body: impl FnOnce(&mut SlotTable, &mut H) -> Result<usize, NoSlots>,
+    ) -> Result<usize, NoSlots> {
+        if nr_slots(req.alloc_size) == 0 {
+            return Err(NoSlots::Full);
+        }
+        spin_lock_irqsave(hw, c, &self.locks[area]);
+        let found = body(&mut self.table.borrow_mut(), hw);
+        spin_unlock_irqrestore(hw, &self.locks[area]);
+        found
+    }
+
+    /// Give slots back (`swiotlb_release_slots`) under the lock of their area.
+    pub fn release<H: Hw + ?Sized>(&self, hw: &mut H, c: &PoolCosts, index: usize, nslots: usize) {
+        let area = index / self.table.borrow().area_nslabs;
+        spin_lock_irqsave(hw, c, &self.locks[area]);
+        self.table.borrow_mut().release(hw, c, index, nslots);
+        spin_unlock_irqrestore(hw, &self.locks[area]);
     }
 
     /// `io_tlb_end` / `mem->end`: one past the last byte.
@@ -878,20 +923,19 @@ impl IoTlbMem {
     }
 
     pub fn find_slots<H: Hw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         c: &PoolCosts,
         req: &SlotRequest,
     ) -> Result<usize, NoSlots> {
-        self.search.find_slots(&mut self.table, hw, c, req)
+        self.search.find_slots(self, hw, c, req)
     }
 
     /// Whether nothing is mapped and the free runs are those of a fresh pool.
     pub fn is_pristine(&self) -> bool {
-        self.table.used() == 0
-            && self
-                .table
-                .slots
+        let t = self.table.borrow();
+        t.used() == 0
+            && t.slots
                 .iter()
                 .zip(SlotTable::fresh_lists(self.nslabs()))
                 .all(|(s, l)| s.list == l && s.orig_addr == INVALID_PHYS_ADDR)

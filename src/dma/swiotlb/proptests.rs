@@ -180,7 +180,7 @@ proptest! {
         let pool = d.swiotlb().unwrap().pool();
         prop_assert!(pool.is_pristine());
         prop_assert_eq!(
-            pool.table.slots.iter().map(|s| s.list).collect::<Vec<_>>(),
+            pool.table.borrow().slots.iter().map(|s| s.list).collect::<Vec<_>>(),
             pool::SlotTable::fresh_lists(pool.nslabs())
         );
     }

@@ -747,7 +747,7 @@ fn unmap_frees_what_the_caller_says_until_5_12_then_what_map_claimed() {
                 DmaAttrs::NONE,
             )
             .unwrap();
-        assert_eq!(d.swiotlb().unwrap().pool().table.used(), 4);
+        assert_eq!(d.swiotlb().unwrap().pool().table.borrow().used(), 4);
         d.unmap_page(
             &mut r,
             &dev,
@@ -757,7 +757,7 @@ fn unmap_frees_what_the_caller_says_until_5_12_then_what_map_claimed() {
             DmaAttrs::NONE,
         );
         assert_eq!(
-            d.swiotlb().unwrap().pool().table.used(),
+            d.swiotlb().unwrap().pool().table.borrow().used(),
             left,
             "{}",
             release.name()
@@ -841,4 +841,67 @@ fn a_search_that_would_spin_is_a_mapping_error_naming_it() {
         )
         .unwrap_err();
     assert!(e.to_string().contains("buffer is full"), "{e}");
+}
+
+/// Two CPUs bounce one buffer each through one pool, arriving at the same moments: a map (100 ns
+/// of `swiotlb_tbl_map_single` before the lock, 40 ns of lock inside it) and then an unmap (the
+/// same). Under 3.6's one `io_tlb_lock`, CPU 1 finds CPU 0 inside its critical section and spins
+/// exactly its 40 ns; its unmap then reaches the lock as CPU 0 releases it, and takes it at once.
+/// Under 6.0 with two areas each CPU searches and releases in its own area under its own lock,
+/// and neither ever waits.
+#[test]
+fn two_cpus_bouncing_wait_the_overlap_of_one_lock_and_never_with_areas() {
+    use crate::hw::model::{Model, ModelParams};
+    use crate::smp::{self, Body};
+    let mut params = ModelParams::default();
+    for (key, ns) in [
+        (SwKey::SwiotlbTblMapSingle, 100),
+        (SwKey::SwiotlbTblUnmapSingle, 100),
+        (SwKey::SpinLockIrqsave, 40),
+    ] {
+        params.sw.insert(key.name().to_string(), ns * 1000);
+    }
+    for (release, areas, ends, spins) in [
+        (Release::Linux3_6, 1, [280_000, 320_000], [0, 40_000]),
+        (Release::Linux6_0, 2, [280_000, 280_000], [0, 0]),
+    ] {
+        let mem = machine();
+        let cfg = SwiotlbConfig {
+            size: 4 << 20,
+            areas: Areas::Exact(areas),
+            release,
+            ..SwiotlbConfig::default()
+        };
+        let lib = Swiotlb::new(&Model::new(params.clone()), mem.clone(), &cfg).unwrap();
+        let bodies: Vec<Body<(u64, u64)>> = (0..2u32)
+            .map(|cpu| {
+                let mut lib = lib.on_cpu(cpu);
+                let params = params.clone();
+                let body: Body<(u64, u64)> = Box::new(move |c| {
+                    let mut m = Model::new(params);
+                    m.set_cpu(c);
+                    let dev = dev32(true);
+                    let orig = PhysAddr(HIGH + u64::from(cpu) * 0x10000);
+                    let dir = DmaDirection::ToDevice;
+                    let tlb = lib
+                        .tbl_map_single(&mut m, &dev, orig, 4096, 4096, 0, dir, DmaAttrs::NONE)
+                        .unwrap();
+                    lib.tbl_unmap_single(&mut m, &dev, tlb, 4096, dir, DmaAttrs::NONE);
+                    let spun = m
+                        .ledger()
+                        .stacks()
+                        .iter()
+                        .filter(|s| s.stack.last() == Some(&crate::hw::SPIN_FRAME))
+                        .map(|s| s.self_ps)
+                        .sum();
+                    (m.now_ps(), spun)
+                });
+                body
+            })
+            .collect();
+        let r = smp::run(bodies).unwrap();
+        assert_eq!([r[0].0, r[1].0], ends, "{release:?}: when each CPU ends");
+        assert_eq!([r[0].1, r[1].1], spins, "{release:?}: what each CPU spun");
+        assert!(lib.pool().is_pristine(), "{release:?}");
+    }
 }

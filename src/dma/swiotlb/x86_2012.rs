@@ -562,7 +562,7 @@ impl Swiotlb2012Ops {
         let found = self.pool.find_slots(hw, &self.costs.pool, &req).ok();
         let r = found.map(|index| {
             for i in 0..super::nr_slots(size) as usize {
-                self.pool.table.slots[index + i].orig_addr =
+                self.pool.table.borrow_mut().slots[index + i].orig_addr =
                     PhysAddr(phys.0.wrapping_add((i as u64) << IO_TLB_SHIFT));
             }
             let kept = Kept(self.io_tlb_start.0 + ((index as u64) << IO_TLB_SHIFT));
@@ -586,16 +586,15 @@ impl Swiotlb2012Ops {
         let back = hw.enter(crate::frame_id!("swiotlb_tbl_unmap_single"));
         hw.sw(self.costs.tbl_unmap_single);
         if let Some(index) = self.kept_index(kept)
-            && self.pool.table.slots[index].list == 0
+            && self.pool.table.borrow().slots[index].list == 0
         {
-            let orig = self.pool.table.slots[index].orig_addr;
+            let orig = self.pool.table.borrow().slots[index].orig_addr;
             if orig != INVALID_PHYS_ADDR
                 && matches!(dir, DmaDirection::FromDevice | DmaDirection::Bidirectional)
             {
                 self.bounce(hw, orig, kept, size, BounceDir::FromDevice);
             }
             self.pool
-                .table
                 .release(hw, &self.costs.pool, index, super::nr_slots(size) as usize);
         }
         hw.leave(back);
@@ -613,7 +612,7 @@ impl Swiotlb2012Ops {
         let back = hw.enter(crate::frame_id!("swiotlb_tbl_sync_single"));
         hw.sw(self.costs.tbl_sync_single);
         if let Some(index) = self.kept_index(kept) {
-            let orig = self.pool.table.slots[index].orig_addr;
+            let orig = self.pool.table.borrow().slots[index].orig_addr;
             if orig != INVALID_PHYS_ADDR {
                 let phys = PhysAddr(orig.0.wrapping_add(kept.0 & (IO_TLB_SIZE - 1)));
                 match target {

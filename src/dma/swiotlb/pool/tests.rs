@@ -30,8 +30,7 @@ fn find(p: &mut IoTlbMem, r: &mut Recorder, q: &SlotRequest) -> Option<usize> {
 }
 
 fn release(p: &mut IoTlbMem, r: &mut Recorder, index: usize, size: u64) {
-    p.table
-        .release(r, &PoolCosts::default(), index, nr_slots(size) as usize);
+    p.release(r, &PoolCosts::default(), index, nr_slots(size) as usize);
 }
 
 #[test]
@@ -42,9 +41,9 @@ fn fresh_pool_free_runs_count_down_per_segment() {
         SlotSearch::from(NextFit3_6),
     );
     assert_eq!(p.nslabs(), 32768);
-    assert_eq!(p.table.slots[0].list, 128);
-    assert_eq!(p.table.slots[127].list, 1);
-    assert_eq!(p.table.slots[128].list, 128);
+    assert_eq!(p.table.borrow().slots[0].list, 128);
+    assert_eq!(p.table.borrow().slots[127].list, 1);
+    assert_eq!(p.table.borrow().slots[128].list, 128);
     assert_eq!(p.end().0 - p.start.0, IO_TLB_DEFAULT_SIZE);
     assert!(p.is_pristine());
 }
@@ -128,7 +127,7 @@ fn possible_cpus_round_up_to_a_power_of_two() {
         SlotSearch::from(AreaSearch6_3),
     );
     assert_eq!(p.nareas(), 4);
-    assert_eq!(p.table.area_nslabs, 512);
+    assert_eq!(p.table.borrow().area_nslabs, 512);
 }
 
 #[test]
@@ -141,9 +140,9 @@ fn next_fit_3_6_strides_two_slots_above_a_page_only() {
     assert_eq!(find(&mut p, &mut r, &req(4096)), Some(1));
     // Larger than a page: the index (3) is aligned up to the stride: slot 4.
     assert_eq!(find(&mut p, &mut r, &req(4097)), Some(4));
-    assert_eq!(p.table.areas[0].index, 7);
+    assert_eq!(p.table.borrow().areas[0].index, 7);
     // The run in front of the allocation was shortened to end at it.
-    assert_eq!(p.table.slots[3].list, 1);
+    assert_eq!(p.table.borrow().slots[3].list, 1);
     assert_eq!(r.count_of(Counter::SpinLock), 3);
 }
 
@@ -169,7 +168,11 @@ fn device_segment_boundary_is_respected() {
     // Slots 20..40 would cross the 32-slot boundary: the next fit is slot 32.
     assert_eq!(find(&mut p, &mut r, &q), Some(32));
     for s in 20..32 {
-        assert_ne!(p.table.slots[s].list, 0, "slot {s} skipped, still free");
+        assert_ne!(
+            p.table.borrow().slots[s].list,
+            0,
+            "slot {s} skipped, still free"
+        );
     }
 }
 
@@ -185,11 +188,11 @@ fn rotating_index_wraps_to_the_start() {
     }
     let tail = find(&mut p, &mut r, &req(124 * IO_TLB_SIZE)).unwrap();
     assert_eq!(tail, n - 128);
-    assert_eq!(p.table.areas[0].index, n - 4);
+    assert_eq!(p.table.borrow().areas[0].index, n - 4);
     release(&mut p, &mut r, idx[0], IO_TLB_MAX_MAPPING);
     // 8 slots do not fit in the 4 at the end: the search wraps and takes slot 0.
     assert_eq!(find(&mut p, &mut r, &req(8 * IO_TLB_SIZE)), Some(0));
-    assert_eq!(p.table.areas[0].index, 8);
+    assert_eq!(p.table.borrow().areas[0].index, 8);
 }
 
 #[test]
@@ -207,7 +210,7 @@ fn exhaustion_and_release_restore_a_fresh_pool() {
             got.push(i);
         }
         assert_eq!(got.len(), 4 * per_segment, "{}", p.rules());
-        assert_eq!(p.table.used(), 4 * per_segment * 3);
+        assert_eq!(p.table.borrow().used(), 4 * per_segment * 3);
         // Free in a scrambled order; the runs must merge back exactly.
         got.sort_by_key(|&i| (i * 7919) % 1031);
         for i in got {
@@ -220,7 +223,7 @@ fn exhaustion_and_release_restore_a_fresh_pool() {
 #[test]
 fn areas_start_at_the_cpus_area_and_fall_back_under_their_own_locks() {
     let mut p = pool(MIB, Areas::Exact(4), SlotSearch::from(AreaSearch6_3));
-    assert_eq!(p.table.area_nslabs, 128);
+    assert_eq!(p.table.borrow().area_nslabs, 128);
     let mut r = Recorder::new(64);
     let mut q = req(IO_TLB_MAX_MAPPING);
     q.cpu = 6; // 6 & 3 = area 2
@@ -234,7 +237,7 @@ fn areas_start_at_the_cpus_area_and_fall_back_under_their_own_locks() {
     r.reset();
     assert_eq!(find(&mut p, &mut r, &q), Some(0));
     assert_eq!(r.count_of(Counter::SpinLock), 3);
-    assert_eq!(p.table.areas[2].used, 128);
+    assert_eq!(p.table.borrow().areas[2].used, 128);
     q.cpu = 1;
     assert_eq!(find(&mut p, &mut r, &q), Some(128));
     r.reset();
@@ -254,7 +257,7 @@ fn min_align_mask_keeps_the_low_bits_of_the_original() {
     q.alloc_size = 100 + 0x10;
     let i = find(&mut p, &mut r, &q).unwrap();
     assert_eq!(i % 2, 1);
-    assert_eq!(p.table.slots[i].alloc_size, 100);
+    assert_eq!(p.table.borrow().slots[i].alloc_size, 100);
 }
 
 #[test]
@@ -276,7 +279,7 @@ fn page_or_larger_allocations_are_page_aligned_in_6_3() {
 
 #[test]
 fn search_steps_come_from_the_loop() {
-    let mut p = pool(MIB, Areas::Exact(1), SlotSearch::from(NextFit3_6));
+    let p = pool(MIB, Areas::Exact(1), SlotSearch::from(NextFit3_6));
     let c = PoolCosts {
         lock: SwCost(1),
         search_step: SwCost(1000),
@@ -404,7 +407,7 @@ fn min_align_mask_strides_the_same_from_5_12_and_is_unknown_before() {
         .map(|(name, search)| {
             let mut p = pool(MIB, Areas::Exact(1), search);
             let r = steps(&mut p, &q);
-            (name, r, p.table.slots[r.0.unwrap()].alloc_size)
+            (name, r, p.table.borrow().slots[r.0.unwrap()].alloc_size)
         })
         .collect();
     assert_eq!(
@@ -455,10 +458,10 @@ fn a_search_that_steps_off_its_stride_spins_until_6_3() {
     ] {
         let mut p = pool(MIB, Areas::Exact(1), search);
         for i in 0..p.nslabs() {
-            p.table.slots[i].list = if i % 2 == 0 { 1 } else { 0 };
+            p.table.borrow_mut().slots[i].list = if i % 2 == 0 { 1 } else { 0 };
         }
-        p.table.areas[0].used = p.nslabs() / 2;
-        p.table.areas[0].index = 2;
+        p.table.borrow_mut().areas[0].used = p.nslabs() / 2;
+        p.table.borrow_mut().areas[0].index = 2;
         assert_eq!(steps(&mut p, &q), want, "{name}");
     }
 }
