@@ -149,9 +149,26 @@ fn the_platform_bounds_threads_and_nodes() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("-t: 1000 threads, and platform `kunpeng920` has"),
+        err.contains("-t: 1000 threads, and platform `kunpeng920` has 128 CPUs"),
         "{err}"
     );
+    // kunpeng920 with its fourth node's CPUs taken away: memory only.
+    let text = include_str!("../profiles/kunpeng920.toml")
+        .replace("cpus = \"96-127\"", "cpus = \"\"")
+        .replace("cpus = { value = 128,", "cpus = { value = 96,");
+    let path = std::env::temp_dir().join(format!("dmasim-k3-{}.toml", std::process::id()));
+    std::fs::write(&path, text).unwrap();
+    let o = dmasim(&[
+        "map-benchmark",
+        "--platform",
+        path.to_str().unwrap(),
+        "-n",
+        "3",
+    ]);
+    std::fs::remove_file(&path).unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("-n: node 3 has no CPUs"), "{err}");
 }
 
 /// The command prints the tool's three lines first, then the model's breakdown; `--format json`
