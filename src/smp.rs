@@ -15,11 +15,19 @@
 //! until its holder, running on, releases it, and then owns it from the release's time on. No
 //! contention formula, no fitted constant.
 //!
-//! Invariants: exactly one CPU body runs at a time; a CPU at a turn point resumes only when its
-//! clock is the least of the runnable CPUs' (by clock, then number); a lock's waiters own it in
-//! arrival order; a blocked CPU's clock is set by the CPU that hands it the lock, never earlier
-//! than the clock it blocked at. Same bodies, same bytes: nothing depends on host time, threads
+//! Invariants: exactly one CPU body runs at a time, and only it may suspend (a CPU's handle used
+//! anywhere else panics rather than switch to a stack that is not running); a CPU at a turn point
+//! resumes only when its clock is the least of the runnable CPUs' (by clock, then number); a
+//! lock's waiters own it in arrival order, and only its owner may release it; a body ends holding
+//! no lock; a blocked CPU's clock is set by the CPU that hands it the lock, never earlier than the
+//! clock it blocked at. Same bodies, same bytes: nothing depends on host time, threads
 //! or addresses. One CPU never switches: its body runs as plain code.
+
+// A run that ends early (a deadlock) drops its suspended coroutines by unwinding their stacks.
+#[cfg(panic = "abort")]
+compile_error!(
+    "smp needs panic = \"unwind\": a suspended CPU's coroutine is dropped by unwinding it"
+);
 
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
@@ -55,6 +63,10 @@ enum State {
 #[derive(Debug)]
 struct Sched {
     state: Vec<State>,
+    /// The CPU whose body runs now: only its coroutine may be suspended.
+    running: Option<usize>,
+    /// Locks each CPU holds: none when its body ends.
+    held: Vec<u32>,
 }
 
 impl Sched {
@@ -106,8 +118,16 @@ impl Cpu {
     }
 
     fn park(&self, link: &Link, p: Park) {
-        // SAFETY: the yielder lives as long as the coroutine's body, and a `Cpu` with a link is
-        // only ever used inside that body (it is made there and moved into what the body runs).
+        // A `Cpu` carried out of its body (returned, or handed to another CPU) must never
+        // suspend a coroutine that is not running: its yielder may be gone.
+        assert_eq!(
+            link.sched.borrow().running,
+            Some(self.id),
+            "CPU {}'s handle used outside its own body",
+            self.id
+        );
+        // SAFETY: `running` is this CPU only while the scheduler resumes its coroutine, whose
+        // body (and so its yielder) is alive until it returns.
         unsafe { link.yielder.as_ref() }.suspend(p);
     }
 
@@ -134,12 +154,17 @@ impl Cpu {
         self.turn(now);
         if lock.owner.get().is_none() {
             lock.owner.set(Some(self.id));
+            link.sched.borrow_mut().held[self.id] += 1;
             return now;
         }
         lock.waiters.borrow_mut().push_back(self.id);
         link.sched.borrow_mut().state[self.id] = State::Blocked;
         self.park(link, Park::Blocked);
-        debug_assert_eq!(lock.owner.get(), Some(self.id));
+        assert_eq!(
+            lock.owner.get(),
+            Some(self.id),
+            "a lock handed to its waiter"
+        );
         match link.sched.borrow().state[self.id] {
             State::Runnable(t) => t,
             s => unreachable!("a CPU handed a lock is runnable, found {s:?}"),
@@ -150,11 +175,18 @@ impl Cpu {
     pub fn spin_unlock(&self, lock: &SpinLock, now: u64) {
         let Some(link) = &self.link else { return };
         self.turn(now);
-        debug_assert_eq!(lock.owner.get(), Some(self.id), "unlock by a non-owner");
+        assert_eq!(
+            lock.owner.get(),
+            Some(self.id),
+            "unlock by a CPU that does not own it"
+        );
         let next = lock.waiters.borrow_mut().pop_front();
         lock.owner.set(next);
+        let mut s = link.sched.borrow_mut();
+        s.held[self.id] -= 1;
         if let Some(n) = next {
-            link.sched.borrow_mut().state[n] = State::Runnable(now);
+            s.held[n] += 1;
+            s.state[n] = State::Runnable(now);
         }
     }
 }
@@ -195,6 +227,8 @@ pub fn run<T: 'static>(bodies: Vec<Body<T>>) -> Result<Vec<T>, Deadlock> {
     }
     let sched = Rc::new(RefCell::new(Sched {
         state: vec![State::Runnable(0); bodies.len()],
+        running: None,
+        held: vec![0; bodies.len()],
     }));
     let mut cpus: Vec<Coroutine<(), Park, T>> = bodies
         .into_iter()
@@ -226,13 +260,18 @@ pub fn run<T: 'static>(bodies: Vec<Body<T>>) -> Result<Vec<T>, Deadlock> {
             }
             return Err(Deadlock(blocked));
         };
-        match cpus[i].resume(()) {
+        sched.borrow_mut().running = Some(i);
+        let step = cpus[i].resume(());
+        sched.borrow_mut().running = None;
+        match step {
             CoroutineResult::Yield(Park::At(t)) => sched.borrow_mut().state[i] = State::Runnable(t),
             CoroutineResult::Yield(Park::Blocked) => {
                 debug_assert_eq!(sched.borrow().state[i], State::Blocked);
             }
             CoroutineResult::Return(r) => {
-                sched.borrow_mut().state[i] = State::Done;
+                let mut s = sched.borrow_mut();
+                assert_eq!(s.held[i], 0, "CPU {i}'s body ended holding a lock");
+                s.state[i] = State::Done;
                 out[i] = Some(r);
             }
         }
@@ -303,21 +342,52 @@ mod tests {
         }
     }
 
-    /// Three CPUs queue on one lock: it goes to them in the order they arrived, whatever their
-    /// numbers, and a late arrival that finds it free takes it at once.
+    /// Three CPUs queue on one lock: it goes to them in the order they arrived, not by number
+    /// (CPU 0 arrives between CPUs 2 and 1), and a late arrival that finds it free takes it at
+    /// once.
     #[test]
     fn waiters_own_the_lock_in_arrival_order() {
         let lock = Rc::new(SpinLock::new());
         let r = run(vec![
-            locker(Rc::clone(&lock), 1, 30, 100),
             locker(Rc::clone(&lock), 1, 20, 100),
+            locker(Rc::clone(&lock), 1, 30, 100),
             locker(Rc::clone(&lock), 1, 10, 100),
+            locker(Rc::clone(&lock), 1, 400, 100),
         ])
         .unwrap();
-        // CPU 2 first at 10, [10, 110); CPU 1 arrived 20, [110, 210); CPU 0 arrived 30, [210, 310).
+        // CPU 2 first at 10, [10, 110); CPU 0 arrived 20, [110, 210); CPU 1 arrived 30,
+        // [210, 310); CPU 3 at 400 finds it free.
         assert_eq!(r[2].0, [(10, 10)]);
-        assert_eq!(r[1].0, [(20, 110)]);
-        assert_eq!(r[0].0, [(30, 210)]);
+        assert_eq!(r[0].0, [(20, 110)]);
+        assert_eq!(r[1].0, [(30, 210)]);
+        assert_eq!(r[3].0, [(400, 400)]);
+    }
+
+    /// A CPU that releases and at once asks again, while another waits, queues behind the
+    /// waiter: the lock is handed over, never taken back by the releaser.
+    #[test]
+    fn a_release_hands_the_lock_to_the_waiter_before_the_releaser_asks_again() {
+        let lock = Rc::new(SpinLock::new());
+        let r = run(vec![
+            locker(Rc::clone(&lock), 2, 0, 50),
+            locker(Rc::clone(&lock), 1, 10, 50),
+        ])
+        .unwrap();
+        // CPU 0 holds [0, 50); CPU 1 waits from 10 and owns [50, 100); CPU 0 asked again at
+        // 50 and owns [100, 150).
+        assert_eq!(r[0].0, [(0, 0), (50, 100)]);
+        assert_eq!(r[1].0, [(10, 50)]);
+    }
+
+    /// A body that ends holding a lock is a modelling error, said at once.
+    #[test]
+    #[should_panic(expected = "ended holding a lock")]
+    fn a_body_may_not_end_holding_a_lock() {
+        let lock = Rc::new(SpinLock::new());
+        let l = Rc::clone(&lock);
+        let holds: Body<u64> = Box::new(move |cpu| cpu.spin_lock(&l, 0));
+        let other: Body<u64> = Box::new(|_| 0);
+        let _ = run(vec![holds, other]);
     }
 
     /// One CPU runs as plain code and every lock is free; many CPUs give the same bytes twice.
@@ -345,14 +415,19 @@ mod tests {
         assert!(sections.windows(2).all(|w| w[0].1 <= w[1].0));
     }
 
-    /// A CPU that never releases leaves the others blocked: the run says so.
+    /// Two CPUs each holding the lock the other wants: the run says so.
     #[test]
-    fn a_lock_never_released_is_a_deadlock() {
-        let lock = Rc::new(SpinLock::new());
-        let l2 = Rc::clone(&lock);
-        let hog: Body<u64> = Box::new(move |cpu| cpu.spin_lock(&l2, 0));
-        let l3 = Rc::clone(&lock);
-        let waiter: Body<u64> = Box::new(move |cpu| cpu.spin_lock(&l3, 5));
-        assert_eq!(run(vec![hog, waiter]), Err(Deadlock(vec![1])));
+    fn crossed_locks_are_a_deadlock() {
+        let (a, b) = (Rc::new(SpinLock::new()), Rc::new(SpinLock::new()));
+        let (a0, b0, a1, b1) = (Rc::clone(&a), Rc::clone(&b), Rc::clone(&a), Rc::clone(&b));
+        let zero: Body<u64> = Box::new(move |cpu| {
+            let t = cpu.spin_lock(&a0, 0);
+            cpu.spin_lock(&b0, t + 10)
+        });
+        let one: Body<u64> = Box::new(move |cpu| {
+            let t = cpu.spin_lock(&b1, 0);
+            cpu.spin_lock(&a1, t + 10)
+        });
+        assert_eq!(run(vec![zero, one]), Err(Deadlock(vec![0, 1])));
     }
 }

@@ -257,8 +257,10 @@ impl PoolCosts {
 /// cost.
 pub fn spin_lock_irqsave<H: Hw + ?Sized>(hw: &mut H, c: &PoolCosts, lock: &SpinLock) {
     let back = hw.enter(crate::frame_id!("_raw_spin_lock_irqsave"));
-    hw.spin_lock(lock);
+    // The irqsave and the atomic that finds the lock are paid before it is owned: the critical
+    // section another CPU waits out is the work done under it.
     hw.sw(c.lock);
+    hw.spin_lock(lock);
     hw.count(Counter::SpinLock, 1);
     hw.leave(back);
 }

@@ -843,12 +843,16 @@ fn a_search_that_would_spin_is_a_mapping_error_naming_it() {
     assert!(e.to_string().contains("buffer is full"), "{e}");
 }
 
-/// Two CPUs bounce one buffer each through one pool, arriving at the same moments: a map (100 ns
-/// of `swiotlb_tbl_map_single` before the lock, 40 ns of lock inside it) and then an unmap (the
-/// same). Under 3.6's one `io_tlb_lock`, CPU 1 finds CPU 0 inside its critical section and spins
-/// exactly its 40 ns; its unmap then reaches the lock as CPU 0 releases it, and takes it at once.
-/// Under 6.0 with two areas each CPU searches and releases in its own area under its own lock,
-/// and neither ever waits.
+/// Two CPUs bounce one buffer each (4 KB: two slots) through one pool, arriving at the same
+/// moments. Costs: 100 ns of `swiotlb_tbl_map_single` / `_unmap_single` before the lock, 40 ns
+/// of taking it, and under it 3 ns a search step and 2 ns a `list[]` entry written.
+///
+/// By hand, under 3.6's one `io_tlb_lock`: both reach the lock at 140 ns; CPU 0 owns it for its
+/// one search step and two entries, [140, 147); CPU 1 spins those 7 ns and claims slots 2-3 in
+/// [147, 154). CPU 0's unmap locks at 287 and rewrites its two entries (slots 2-3 are in use):
+/// ends at 291. CPU 1's locks at 294 (free since 291), rewrites its two, then merges the free
+/// run below it (slots 1 and 0): 8 ns, ends at 302. Under 6.0 with two areas, each CPU claims
+/// the first slots of its own area under its own lock and neither waits: both end at 291.
 #[test]
 fn two_cpus_bouncing_wait_the_overlap_of_one_lock_and_never_with_areas() {
     use crate::hw::model::{Model, ModelParams};
@@ -858,12 +862,14 @@ fn two_cpus_bouncing_wait_the_overlap_of_one_lock_and_never_with_areas() {
         (SwKey::SwiotlbTblMapSingle, 100),
         (SwKey::SwiotlbTblUnmapSingle, 100),
         (SwKey::SpinLockIrqsave, 40),
+        (SwKey::SwiotlbSearchStep, 3),
+        (SwKey::SwiotlbSlotUpdate, 2),
     ] {
         params.sw.insert(key.name().to_string(), ns * 1000);
     }
-    for (release, areas, ends, spins) in [
-        (Release::Linux3_6, 1, [280_000, 320_000], [0, 40_000]),
-        (Release::Linux6_0, 2, [280_000, 280_000], [0, 0]),
+    for (release, areas, slots, ends, spins) in [
+        (Release::Linux3_6, 1, [0, 2], [291_000, 302_000], [0, 7_000]),
+        (Release::Linux6_0, 2, [0, 1024], [291_000, 291_000], [0, 0]),
     ] {
         let mem = machine();
         let cfg = SwiotlbConfig {
@@ -873,11 +879,11 @@ fn two_cpus_bouncing_wait_the_overlap_of_one_lock_and_never_with_areas() {
             ..SwiotlbConfig::default()
         };
         let lib = Swiotlb::new(&Model::new(params.clone()), mem.clone(), &cfg).unwrap();
-        let bodies: Vec<Body<(u64, u64)>> = (0..2u32)
+        let bodies: Vec<Body<(u64, u64, usize)>> = (0..2u32)
             .map(|cpu| {
                 let mut lib = lib.on_cpu(cpu);
                 let params = params.clone();
-                let body: Body<(u64, u64)> = Box::new(move |c| {
+                let body: Body<(u64, u64, usize)> = Box::new(move |c| {
                     let mut m = Model::new(params);
                     m.set_cpu(c);
                     let dev = dev32(true);
@@ -886,6 +892,7 @@ fn two_cpus_bouncing_wait_the_overlap_of_one_lock_and_never_with_areas() {
                     let tlb = lib
                         .tbl_map_single(&mut m, &dev, orig, 4096, 4096, 0, dir, DmaAttrs::NONE)
                         .unwrap();
+                    let slot = lib.pool().slot_index(tlb).unwrap();
                     lib.tbl_unmap_single(&mut m, &dev, tlb, 4096, dir, DmaAttrs::NONE);
                     let spun = m
                         .ledger()
@@ -894,12 +901,17 @@ fn two_cpus_bouncing_wait_the_overlap_of_one_lock_and_never_with_areas() {
                         .filter(|s| s.stack.last() == Some(&crate::hw::SPIN_FRAME))
                         .map(|s| s.self_ps)
                         .sum();
-                    (m.now_ps(), spun)
+                    (m.now_ps(), spun, slot)
                 });
                 body
             })
             .collect();
         let r = smp::run(bodies).unwrap();
+        assert_eq!(
+            [r[0].2, r[1].2],
+            slots,
+            "{release:?}: the slots each CPU got"
+        );
         assert_eq!([r[0].0, r[1].0], ends, "{release:?}: when each CPU ends");
         assert_eq!([r[0].1, r[1].1], spins, "{release:?}: what each CPU spun");
         assert!(lib.pool().is_pristine(), "{release:?}");
