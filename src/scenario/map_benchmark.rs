@@ -25,13 +25,12 @@ use crate::hw::cache::Access;
 use crate::hw::calls::{CallTimer, stack_rows};
 use crate::hw::{Counter, Hw, SwCost};
 use crate::input::InputError;
-use crate::mm::physmem::NodeRange;
 use crate::report::{
     CallDoc, DeviceDoc, FORMAT_VERSION, HeadDoc, StackDoc, breakdown_docs, call_doc, counts_map,
     device_line, header, ns, refusals, stack_table,
 };
-use crate::setup::{Machine, SetupError, setup_dma_ops, table_bytes};
-use crate::types::{DmaAttrs, DmaDirection, PhysAddr};
+use crate::setup::{SetupError, setup_dma_ops};
+use crate::types::{DmaAttrs, DmaDirection};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -222,22 +221,7 @@ pub fn run(
 ) -> Result<MapBenchmarkResult, SetupError> {
     let node = w.node.unwrap_or_else(|| s.cpu_node());
     let size = u64::from(w.granule) * PAGE;
-    let mut m = if s.probes_smmu_v3() {
-        Machine::boot_numa_smmu_v3(&s.profile, s.kernel, &s.boot, node)?
-    } else {
-        let mut node_size = size.next_power_of_two().max(1 << 20) * 2;
-        if s.iommu.is_some() {
-            node_size += table_bytes(size);
-        }
-        Machine::boot(
-            &s.profile,
-            vec![NodeRange {
-                node,
-                start: PhysAddr(super::streaming::DRAM_BASE),
-                size: node_size,
-            }],
-        )
-    };
+    let mut m = super::streaming::boot_for_buffer(s, node, size)?;
     // The thread's buffer, allocated on its node before it starts mapping.
     let buf = m
         .mem
@@ -491,21 +475,7 @@ impl super::WorkloadKind for MapBenchmark {
                 ),
             ));
         }
-        if s.iommu.is_none() {
-            let last =
-                super::streaming::DRAM_BASE.saturating_add(u64::from(self.granule) * PAGE - 1);
-            if last > s.device.dma_mask {
-                return Err(s.error(
-                    &super::Origin::File(s.lines.mask),
-                    "device.dma_mask_bits",
-                    format!(
-                        "the buffer ends at {last:#x}, above the device's mask {:#x}: every map would fail (raise the mask, or put the device behind an IOMMU)",
-                        s.device.dma_mask
-                    ),
-                ));
-            }
-        }
-        Ok(())
+        super::streaming::check_reach(s, u64::from(self.granule) * PAGE, "the benchmark's device")
     }
 
     fn work(&self, s: &Scenario) -> u128 {

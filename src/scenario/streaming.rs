@@ -373,26 +373,52 @@ impl RunResult {
     }
 }
 
+/// The machine a driver's loop over one buffer of `bytes` runs on: the NUMA SMMUv3 boot when the
+/// run probes one, else one node at [`DRAM_BASE`] with room for the buffer (and its page tables
+/// behind an `[iommu]`).
+pub(super) fn boot_for_buffer(s: &Scenario, node: u32, bytes: u64) -> Result<Machine, SetupError> {
+    if s.probes_smmu_v3() {
+        return Machine::boot_numa_smmu_v3(&s.profile, s.kernel, &s.boot, node);
+    }
+    let mut node_size = bytes.next_power_of_two().max(1 << 20) * 2;
+    if s.iommu.is_some() {
+        node_size += table_bytes(bytes);
+    }
+    Ok(Machine::boot(
+        &s.profile,
+        vec![NodeRange {
+            node,
+            start: PhysAddr(DRAM_BASE),
+            size: node_size,
+        }],
+    ))
+}
+
+/// A buffer of `bytes` at [`DRAM_BASE`] that dma-direct cannot reach, with no bounce pool to fall
+/// back on, fails every map: the input says so before anything runs.
+pub(super) fn check_reach(s: &Scenario, bytes: u64, what: &str) -> Result<(), InputError> {
+    if s.iommu.is_none() {
+        let last = DRAM_BASE.saturating_add(bytes.saturating_sub(1));
+        if last > s.device.dma_mask {
+            let msg = format!(
+                "the buffer ends at {last:#x}, above the device's mask {:#x}, and {what} has no swiotlb pool to bounce through: every map would fail (raise the mask, or put the device behind an [iommu])",
+                s.device.dma_mask
+            );
+            return Err(s.error(
+                &super::Origin::File(s.lines.mask),
+                "device.dma_mask_bits",
+                msg,
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Run a checked streaming scenario on the Model.
 pub fn run(s: &Scenario, w: &Streaming, progress: &Progress) -> Result<RunResult, SetupError> {
     // The driver's calls, and its buffer, on its device's node.
     let node = s.cpu_node();
-    let mut m = if s.probes_smmu_v3() {
-        Machine::boot_numa_smmu_v3(&s.profile, s.kernel, &s.boot, node)?
-    } else {
-        let mut node_size = w.buffer_bytes.next_power_of_two().max(1 << 20) * 2;
-        if s.iommu.is_some() {
-            node_size += table_bytes(w.buffer_bytes);
-        }
-        Machine::boot(
-            &s.profile,
-            vec![NodeRange {
-                node,
-                start: PhysAddr(DRAM_BASE),
-                size: node_size,
-            }],
-        )
-    };
+    let mut m = boot_for_buffer(s, node, w.buffer_bytes)?;
     // The driver's buffer first, as it would be allocated before the device is opened.
     let buf = m
         .mem
@@ -707,21 +733,7 @@ impl super::WorkloadKind for Streaming {
     /// A streaming buffer dma-direct cannot reach, with no bounce pool to fall back on, fails
     /// every map: the input says so before anything runs.
     fn check(&self, s: &Scenario) -> Result<(), InputError> {
-        if s.iommu.is_none() {
-            let last = DRAM_BASE.saturating_add(self.buffer_bytes - 1);
-            if last > s.device.dma_mask {
-                let msg = format!(
-                    "the buffer ends at {last:#x}, above the device's mask {:#x}, and a streaming device has no swiotlb pool to bounce through: every map would fail (raise the mask, or put the device behind an [iommu])",
-                    s.device.dma_mask
-                );
-                return Err(s.error(
-                    &super::Origin::File(s.lines.mask),
-                    "device.dma_mask_bits",
-                    msg,
-                ));
-            }
-        }
-        Ok(())
+        check_reach(s, self.buffer_bytes, "a streaming device")
     }
 
     fn work(&self, s: &Scenario) -> u128 {
