@@ -36,7 +36,7 @@ fn cmd_sync_1000(bencher: divan::Bencher, queue_node: u32) {
         .unwrap()
         .start;
     hw.mmio_write(MmioReg::SmmuCmdqBase, base.0);
-    let mut cmdq = Cmdq::new(8);
+    let cmdq = Cmdq::new(8);
     let cost = hw.sw_cost(SwKey::ArmSmmuCmdqIssueCmdlist);
     let t0 = hw.now_ps();
     for _ in 0..CALLS {

@@ -13,7 +13,12 @@
 //! one deterministic order of simulated time, the order the real CPUs would touch it in, and the
 //! wait a CPU sees is what the other CPUs' work produces: a CPU that finds a lock held blocks
 //! until its holder, running on, releases it, and then owns it from the release's time on. No
-//! contention formula, no fitted constant.
+//! contention formula, no fitted constant. A CPU may also wait for another CPU's store (a
+//! [`WaitQueue`]: the arm-smmu-v3 command queue's owner waiting for the previous owner, or for
+//! other CPUs' entries to become valid): it re-checks its condition at each wake-up, and the
+//! waker's clock is the earliest it can see the store. Each lock keeps a record of who waited
+//! for it, how long, and on which holder ([`LockRecord`]), and who released it last (the CPU
+//! whose cache its line is in, for the backend to price the line's transfer).
 //!
 //! Invariants: exactly one CPU body runs at a time, and only it may suspend (a CPU's handle used
 //! anywhere else panics rather than switch to a stack that is not running); a CPU at a turn point
@@ -32,9 +37,14 @@ compile_error!(
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::ptr::NonNull;
 use std::rc::Rc;
+
+/// The frame a CPU's time spinning on a lock another CPU held is charged in, for a lock that
+/// does not name one.
+pub static SPIN_FRAME: &str = "(spinning on a held lock)";
 
 /// The most CPUs one machine may have (`dma_map_benchmark`'s `DMA_MAP_MAX_THREADS` is 1024).
 pub const MAX_CPUS: usize = 1024;
@@ -63,6 +73,9 @@ enum State {
 #[derive(Debug)]
 struct Sched {
     state: Vec<State>,
+    /// The runnable CPUs that are not running, by (clock, number). An entry is current while
+    /// its CPU's state is still `Runnable` at that clock; others are dropped as they surface.
+    ready: BinaryHeap<Reverse<(u64, usize)>>,
     /// The CPU whose body runs now: only its coroutine may be suspended.
     running: Option<usize>,
     /// Locks each CPU holds: none when its body ends.
@@ -70,25 +83,32 @@ struct Sched {
 }
 
 impl Sched {
-    /// Whether CPU `me` at clock `now` is first: no other runnable CPU is earlier.
-    fn first(&self, me: usize, now: u64) -> bool {
-        self.state.iter().enumerate().all(|(i, s)| match *s {
-            State::Runnable(t) if i != me => (now, me) < (t, i),
-            _ => true,
-        })
+    /// Make CPU `i` runnable at clock `t`, waiting to be resumed.
+    fn ready(&mut self, i: usize, t: u64) {
+        self.state[i] = State::Runnable(t);
+        self.ready.push(Reverse((t, i)));
+    }
+
+    /// Drop entries that are no longer current from the top of `ready`.
+    fn settle(&mut self) {
+        while let Some(&Reverse((t, i))) = self.ready.peek() {
+            if self.state[i] == State::Runnable(t) && self.running != Some(i) {
+                return;
+            }
+            self.ready.pop();
+        }
+    }
+
+    /// Whether CPU `me` (running) at clock `now` is first: no other runnable CPU is earlier.
+    fn first(&mut self, me: usize, now: u64) -> bool {
+        self.settle();
+        self.ready.peek().is_none_or(|&Reverse(k)| (now, me) < k)
     }
 
     /// The runnable CPU to resume next: the earliest, then the lowest number.
-    fn next(&self) -> Option<usize> {
-        self.state
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| match *s {
-                State::Runnable(t) => Some((t, i)),
-                _ => None,
-            })
-            .min()
-            .map(|(_, i)| i)
+    fn next(&mut self) -> Option<usize> {
+        self.settle();
+        self.ready.pop().map(|Reverse((_, i))| i)
     }
 }
 
@@ -145,6 +165,33 @@ impl Cpu {
         }
     }
 
+    /// Wait until another CPU wakes `q` ([`Cpu::wake_all`]): returns the clock of the wake-up,
+    /// never before `now`. The caller checks its condition first, at its turn, and again after
+    /// every wake-up: nothing runs between the check and the wait, so no wake-up is lost.
+    pub fn wait(&self, q: &WaitQueue, now: u64) -> u64 {
+        let Some(link) = &self.link else {
+            panic!("a CPU alone waits for a store no other CPU will make");
+        };
+        q.waiters.borrow_mut().push((self.id, now));
+        link.sched.borrow_mut().state[self.id] = State::Blocked;
+        self.park(link, Park::Blocked);
+        match link.sched.borrow().state[self.id] {
+            State::Runnable(t) => t,
+            s => unreachable!("a woken CPU is runnable, found {s:?}"),
+        }
+    }
+
+    /// Wake every CPU waiting on `q`: each goes on from `now`, or from when it began waiting if
+    /// that is later.
+    pub fn wake_all(&self, q: &WaitQueue, now: u64) {
+        let Some(link) = &self.link else { return };
+        let woken = std::mem::take(&mut *q.waiters.borrow_mut());
+        let mut s = link.sched.borrow_mut();
+        for (i, since) in woken {
+            s.ready(i, now.max(since));
+        }
+    }
+
     /// `spin_lock(lock)` at clock `now`: returns the clock at which this CPU owns it, `now` if it
     /// was free, else the time its last holder released it to this CPU.
     pub fn spin_lock(&self, lock: &SpinLock, now: u64) -> u64 {
@@ -152,11 +199,14 @@ impl Cpu {
             return now;
         };
         self.turn(now);
+        let mut rec = lock.record.borrow_mut();
+        rec.acquired += 1;
         if lock.owner.get().is_none() {
             lock.owner.set(Some(self.id));
             link.sched.borrow_mut().held[self.id] += 1;
             return now;
         }
+        drop(rec);
         lock.waiters.borrow_mut().push_back(self.id);
         link.sched.borrow_mut().state[self.id] = State::Blocked;
         self.park(link, Park::Blocked);
@@ -165,10 +215,13 @@ impl Cpu {
             Some(self.id),
             "a lock handed to its waiter"
         );
-        match link.sched.borrow().state[self.id] {
+        let owned = match link.sched.borrow().state[self.id] {
             State::Runnable(t) => t,
             s => unreachable!("a CPU handed a lock is runnable, found {s:?}"),
-        }
+        };
+        let from = lock.line.last_writer().map_or(self.id, |l| l.cpu);
+        lock.record.borrow_mut().waited(self.id, from, owned - now);
+        owned
     }
 
     /// `spin_unlock(lock)` at clock `now`: the first waiter, if any, owns it from `now`.
@@ -186,16 +239,110 @@ impl Cpu {
         s.held[self.id] -= 1;
         if let Some(n) = next {
             s.held[n] += 1;
-            s.state[n] = State::Runnable(now);
+            s.ready(n, now);
         }
     }
 }
 
-/// A spinlock shared by the CPUs of one run: who owns it and who waits, in arrival order.
+/// Where a shared line was last written: the CPU that wrote it, and that CPU's node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LastOwner {
+    pub cpu: usize,
+    pub node: u32,
+}
+
+/// A cache line CPUs write in turn (a lock word, an atomic index): which CPU wrote it last, so
+/// that the next CPU to write it pays for its transfer from that CPU's cache.
+#[derive(Debug)]
+pub struct SharedLine {
+    /// What the kernel keeps in it (`cmdq->q.llq`, `cmdq->owner_prod`).
+    pub name: &'static str,
+    last: Cell<Option<LastOwner>>,
+}
+
+impl SharedLine {
+    pub const fn new(name: &'static str) -> SharedLine {
+        SharedLine {
+            name,
+            last: Cell::new(None),
+        }
+    }
+
+    /// The CPU that wrote it last, and its node.
+    pub fn last_writer(&self) -> Option<LastOwner> {
+        self.last.get()
+    }
+
+    /// `cpu`, on `node`, writes it: the line is now in that CPU's cache.
+    pub fn written_by(&self, cpu: usize, node: u32) {
+        self.last.set(Some(LastOwner { cpu, node }));
+    }
+}
+
+/// What one lock saw in a run: how often it was taken, how often a CPU found it held, and the
+/// time spun, in total and by (waiter, the CPU that handed it over).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LockRecord {
+    pub acquired: u64,
+    pub contended: u64,
+    pub wait_ps: u64,
+    pub max_wait_ps: u64,
+    pub by_pair: BTreeMap<(usize, usize), u64>,
+}
+
+impl LockRecord {
+    fn waited(&mut self, waiter: usize, holder: usize, ps: u64) {
+        self.contended += 1;
+        self.wait_ps = self.wait_ps.saturating_add(ps);
+        self.max_wait_ps = self.max_wait_ps.max(ps);
+        let e = self.by_pair.entry((waiter, holder)).or_default();
+        *e = e.saturating_add(ps);
+    }
+
+    /// Add `other`'s figures (the same lock's, or another's of the same name).
+    pub fn merge(&mut self, other: &LockRecord) {
+        self.acquired += other.acquired;
+        self.contended += other.contended;
+        self.wait_ps = self.wait_ps.saturating_add(other.wait_ps);
+        self.max_wait_ps = self.max_wait_ps.max(other.max_wait_ps);
+        for (k, v) in &other.by_pair {
+            let e = self.by_pair.entry(*k).or_default();
+            *e = e.saturating_add(*v);
+        }
+    }
+}
+
+/// CPUs waiting for another CPU's store to a shared line.
 #[derive(Debug, Default)]
+pub struct WaitQueue {
+    /// Each waiter and the clock it began waiting at.
+    waiters: RefCell<Vec<(usize, u64)>>,
+}
+
+impl WaitQueue {
+    pub fn new() -> WaitQueue {
+        WaitQueue::default()
+    }
+}
+
+/// A spinlock shared by the CPUs of one run: who owns it and who waits, in arrival order.
+#[derive(Debug)]
 pub struct SpinLock {
+    /// The kernel's name for it (`iova_rbtree_lock`, `cmdq->lock`).
+    pub name: &'static str,
+    /// The frame a CPU's time spinning on it is charged in.
+    pub spin_frame: &'static str,
     owner: Cell<Option<usize>>,
     waiters: RefCell<VecDeque<usize>>,
+    /// The lock word's line: written by every CPU that takes or releases it.
+    pub line: SharedLine,
+    record: RefCell<LockRecord>,
+}
+
+impl Default for SpinLock {
+    fn default() -> SpinLock {
+        SpinLock::named("spinlock", SPIN_FRAME)
+    }
 }
 
 impl SpinLock {
@@ -203,9 +350,32 @@ impl SpinLock {
         SpinLock::default()
     }
 
+    /// A lock called `name`, whose waiters' spinning is charged in the frame `spin_frame`.
+    pub const fn named(name: &'static str, spin_frame: &'static str) -> SpinLock {
+        SpinLock {
+            name,
+            spin_frame,
+            owner: Cell::new(None),
+            waiters: RefCell::new(VecDeque::new()),
+            line: SharedLine::new(name),
+            record: RefCell::new(LockRecord {
+                acquired: 0,
+                contended: 0,
+                wait_ps: 0,
+                max_wait_ps: 0,
+                by_pair: BTreeMap::new(),
+            }),
+        }
+    }
+
     /// Whether a CPU holds it.
     pub fn is_locked(&self) -> bool {
         self.owner.get().is_some()
+    }
+
+    /// What the lock saw so far.
+    pub fn record(&self) -> LockRecord {
+        self.record.borrow().clone()
     }
 }
 
@@ -227,6 +397,7 @@ pub fn run<T: 'static>(bodies: Vec<Body<T>>) -> Result<Vec<T>, Deadlock> {
     }
     let sched = Rc::new(RefCell::new(Sched {
         state: vec![State::Runnable(0); bodies.len()],
+        ready: (0..bodies.len()).map(|i| Reverse((0, i))).collect(),
         running: None,
         held: vec![0; bodies.len()],
     }));
@@ -249,7 +420,7 @@ pub fn run<T: 'static>(bodies: Vec<Body<T>>) -> Result<Vec<T>, Deadlock> {
         .collect();
     let mut out: Vec<Option<T>> = cpus.iter().map(|_| None).collect();
     loop {
-        let next = sched.borrow().next();
+        let next = sched.borrow_mut().next();
         let Some(i) = next else {
             let s = sched.borrow();
             let blocked: Vec<usize> = (0..s.state.len())
@@ -264,7 +435,7 @@ pub fn run<T: 'static>(bodies: Vec<Body<T>>) -> Result<Vec<T>, Deadlock> {
         let step = cpus[i].resume(());
         sched.borrow_mut().running = None;
         match step {
-            CoroutineResult::Yield(Park::At(t)) => sched.borrow_mut().state[i] = State::Runnable(t),
+            CoroutineResult::Yield(Park::At(t)) => sched.borrow_mut().ready(i, t),
             CoroutineResult::Yield(Park::Blocked) => {
                 debug_assert_eq!(sched.borrow().state[i], State::Blocked);
             }
@@ -326,6 +497,44 @@ mod tests {
         assert_eq!(r[1].0, [(100, 150), (300, 300), (450, 450)]);
         assert_eq!((r[0].1, r[1].1), (450, 500));
         assert!(!lock.is_locked());
+        // The lock's record: six acquisitions, one found it held, for 50.
+        let rec = lock.record();
+        assert_eq!((rec.acquired, rec.contended, rec.wait_ps), (6, 1, 50));
+        assert_eq!(
+            rec.by_pair.get(&(1, 1)),
+            Some(&50),
+            "no backend named the holder"
+        );
+    }
+
+    /// A CPU waiting for another's store goes on at the store (or at its own clock, if later),
+    /// re-checks, and waits again when the condition does not hold yet: CPU 1 wants the value
+    /// 2, which CPU 0 stores at 300 after storing 1 at 100.
+    #[test]
+    fn a_waiter_goes_on_at_the_store_that_wakes_it_and_checks_again() {
+        let q = Rc::new(WaitQueue::new());
+        let v = Rc::new(Cell::new(0u64));
+        let (q0, v0, q1, v1) = (Rc::clone(&q), Rc::clone(&v), Rc::clone(&q), Rc::clone(&v));
+        let storer: Body<u64> = Box::new(move |cpu| {
+            for (t, x) in [(100, 1), (300, 2)] {
+                cpu.turn(t);
+                v0.set(x);
+                cpu.wake_all(&q0, t);
+            }
+            300
+        });
+        let waiter: Body<u64> = Box::new(move |cpu| {
+            let mut now = 50;
+            let mut wakes = 0;
+            cpu.turn(now);
+            while v1.get() != 2 {
+                now = cpu.wait(&q1, now);
+                wakes += 1;
+            }
+            assert_eq!(wakes, 2);
+            now
+        });
+        assert_eq!(run(vec![storer, waiter]).unwrap(), [300, 300]);
     }
 
     /// Two locks, one per CPU (swiotlb's areas): neither ever waits.

@@ -45,7 +45,7 @@ fn probe(kernel: KernelVersion, b: &CmaBoot, cpu_node: u32) -> (Model, SmmuV3Str
 }
 
 fn lone_sync_ps(hw: &mut Model, s: &SmmuV3Structures) -> u64 {
-    let mut q = Cmdq::new(s.cmdq.max_n_shift);
+    let q = Cmdq::new(s.cmdq.max_n_shift);
     let cost = hw.sw_cost(SwKey::ArmSmmuCmdqIssueCmdlist);
     let t = hw.now_ps();
     q.issue_sync(hw, cost);

@@ -518,6 +518,29 @@ impl Ledger {
         }
     }
 
+    /// Add every charge and count of `other` (another CPU's ledger) to the same call stacks here:
+    /// a many-CPU run's breakdown is the sum of its CPUs'.
+    pub fn absorb(&mut self, other: &Ledger) {
+        let cur = self.cur;
+        self.absorb_node(0, other, 0);
+        self.cur = cur;
+    }
+
+    fn absorb_node(&mut self, mine: u32, other: &Ledger, theirs: u32) {
+        let o = &other.nodes[theirs as usize];
+        let n = &mut self.nodes[mine as usize];
+        n.self_ps = n.self_ps.saturating_add(o.self_ps);
+        n.wait_ps = n.wait_ps.saturating_add(o.wait_ps);
+        for (a, b) in n.counts.iter_mut().zip(o.counts.iter()) {
+            *a = a.saturating_add(*b);
+        }
+        for &c in &o.children {
+            self.cur = mine;
+            let id = self.child_of_cur(other.nodes[c as usize].name);
+            self.absorb_node(id, other, c);
+        }
+    }
+
     /// Forget every charge and count but keep the interned tree (so a warm-up run does not count).
     pub fn clear(&mut self) {
         for n in &mut self.nodes {
@@ -554,6 +577,26 @@ mod tests {
         assert_eq!(s[1].self_ps, 8);
         assert_eq!(l.totals()[Counter::Barrier as usize], 1);
         assert_eq!(l.total_ps(), 13);
+        // Another CPU's ledger, with one stack in common and one of its own, adds by stack.
+        let mut other = Ledger::default();
+        other.enter("a");
+        other.enter("b");
+        other.charge(2);
+        other.leave();
+        other.enter("c");
+        other.charge(3);
+        other.count(Counter::Barrier, 2);
+        other.leave();
+        other.leave();
+        l.absorb(&other);
+        let s = l.stacks();
+        let rows: Vec<(String, u64)> = s.iter().map(|c| (c.stack_string(), c.self_ps)).collect();
+        assert_eq!(
+            rows,
+            [("a".into(), 5), ("a > b".into(), 10), ("a > c".into(), 3)]
+        );
+        assert_eq!(l.totals()[Counter::Barrier as usize], 3);
+        assert!(l.depth_is_zero());
         l.clear();
         assert_eq!(l.total_ps(), 0);
         assert!(l.stacks().is_empty());

@@ -34,11 +34,32 @@ pub use sw_costs::SwKey;
 
 pub use ledger::{FrameId, Ledger, StackCharge, WAIT_FRAME};
 
-/// The frame a CPU's time spinning on a lock another CPU held is charged in.
-pub static SPIN_FRAME: &str = "(spinning on a held lock)";
+/// The frame a CPU's time spinning on a lock another CPU held is charged in, unless the lock
+/// names its own.
+pub use crate::smp::SPIN_FRAME;
+
+/// The frame a shared line's transfer from another CPU's cache is charged in (a lock's line
+/// after another CPU released it).
+pub static LINE_FRAME: &str = "(line from another CPU's cache)";
 
 #[cfg(test)]
 pub(crate) mod test_support {
+    use super::{SmmuCmdKind, SmmuPort};
+
+    /// Write `cmds` into the command queue and ring the doorbell for them, as one CPU alone
+    /// publishes a list: the completion of the last `CMD_SYNC` among them (0 if none).
+    pub fn cmdq_issue<H: SmmuPort + ?Sized>(hw: &mut H, cmds: &[SmmuCmdKind]) -> u64 {
+        hw.smmu_cmdq_write(cmds.len() as u64);
+        let mut done = Vec::new();
+        hw.smmu_cmdq_doorbell(cmds, &mut done);
+        done.last().copied().unwrap_or(0)
+    }
+
+    /// Poll until the sync completing at `done` is seen.
+    pub fn cmdq_wait<H: SmmuPort + ?Sized>(hw: &mut H, done: u64) {
+        hw.smmu_cmdq_poll(done);
+    }
+
     pub use super::recorder::Recorder;
 }
 
@@ -416,9 +437,28 @@ pub trait Hw {
     /// Model keys its own cache by the caller's frame and the name's address).
     fn leaf(&mut self, name: &'static str, cost: SwCost, count: Option<Counter>);
     /// `spin_lock(lock)` on a lock the machine's CPUs share: returns once this CPU owns it, the
-    /// time it spun (another CPU held it) charged in [`SPIN_FRAME`]. Its own cost is the
+    /// time it spun (another CPU held it) charged in the lock's `spin_frame`. Its own cost is the
     /// caller's, as the kernel's `_raw_spin_lock` is. A backend with one CPU takes it at once.
     fn spin_lock(&mut self, _lock: &crate::smp::SpinLock) {}
+    /// An atomic read-modify-write of a line the machine's CPUs share (`cmpxchg`,
+    /// `atomic_fetch_andnot`, `atomic_set_release`): after every earlier CPU's access, with the
+    /// line's transfer from the CPU that wrote it last. Its instructions are the caller's cost.
+    fn atomic(&mut self, _line: &crate::smp::SharedLine) {}
+    /// Spin on a shared location until another CPU's store changes it (`atomic_cond_read`,
+    /// `smp_cond_load`): returns at the wake-up, the time spun charged in `frame`, then the
+    /// line's transfer if `line` names it. The caller re-checks its condition and waits again
+    /// if it does not hold. A backend with one CPU has no other CPU to wait for: callers only
+    /// wait on conditions another CPU sets, so reaching this on such a backend is a bug.
+    fn wait_on(
+        &mut self,
+        _q: &crate::smp::WaitQueue,
+        _line: Option<&crate::smp::SharedLine>,
+        frame: &'static str,
+    ) {
+        panic!("{frame}: one CPU waits for a store no other CPU makes");
+    }
+    /// Wake every CPU spinning on `q` ([`Hw::wait_on`]): this CPU has just made their store.
+    fn wake(&mut self, _q: &crate::smp::WaitQueue) {}
     /// `spin_unlock(lock)`: the first CPU waiting for it, if any, owns it from now.
     fn spin_unlock(&mut self, _lock: &crate::smp::SpinLock) {}
     /// Issue `op` on `lines` consecutive cache lines starting at the line containing `first`.
@@ -560,11 +600,16 @@ pub trait SmmuPort {
     fn mmio_read(&mut self, reg: MmioReg) -> u64;
     /// `udelay(us)`: busy-wait for `us` microseconds.
     fn udelay(&mut self, us: u64);
-    /// SMMUv3: write `cmds` into the command queue and publish them with one producer-index
-    /// update (`arm_smmu_cmdq_issue_cmdlist`). Does not wait.
-    fn smmu_cmdq_issue(&mut self, cmds: &[SmmuCmdKind]);
-    /// SMMUv3: wait until the most recently issued `CMD_SYNC` has completed.
-    fn smmu_cmdq_wait_sync(&mut self);
+    /// SMMUv3: the CPU stores `n` commands into the command queue's memory (their line
+    /// fetched from its home first). The SMMU sees nothing until a doorbell.
+    fn smmu_cmdq_write(&mut self, n: u64);
+    /// SMMUv3: the producer-index write that publishes `cmds` (the queue's commands since the
+    /// last doorbell, in order): the SMMU fetches and runs them. The completion time of each
+    /// `CMD_SYNC` among them is pushed to `sync_done`, in order. Does not wait.
+    fn smmu_cmdq_doorbell(&mut self, cmds: &[SmmuCmdKind], sync_done: &mut Vec<u64>);
+    /// SMMUv3: poll until a `CMD_SYNC` that completes at `done` is seen complete (its MSI
+    /// payload read back from the queue's home node).
+    fn smmu_cmdq_poll(&mut self, done: u64);
 }
 
 /// A backend that drives both the CPU and the devices: what the iommu layer and every
@@ -595,6 +640,7 @@ pub fn lines_spanned(start: PhysAddr, size: u64, line: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use test_support::{cmdq_issue, cmdq_wait};
 
     /// The recorder enters a nested frame's callers and then the frame, and one `leave` leaves
     /// them all: the same stacks the Model's ledger builds.
@@ -635,8 +681,8 @@ mod tests {
     fn the_model_and_the_recorder_drive_devices() {
         fn device_backend<T: DeviceHw>(hw: &mut T) -> u64 {
             // A sync with nothing queued: both backends must answer it themselves (no defaults).
-            hw.smmu_cmdq_issue(&[SmmuCmdKind::Sync]);
-            hw.smmu_cmdq_wait_sync();
+            let done = cmdq_issue(hw, &[SmmuCmdKind::Sync]);
+            cmdq_wait(hw, done);
             hw.mmio_read(MmioReg::SmmuTlbstatus)
         }
         let mut m = model::Model::new(model::ModelParams::default());

@@ -75,9 +75,9 @@ pub struct Model {
     /// `params.smmu`, or the zero-cost default when the profile has none, resolved once: the
     /// register accesses read it on every call.
     smmu: SmmuParams,
-    /// When the SMMU finishes the last invalidation queued so far.
-    smmu_busy_until: u64,
-    /// When the most recent sync completes.
+    /// The SMMU's own timeline: one agent for every CPU of the machine ([`Model::on_cpu`]).
+    smmu_agent: SmmuAgent,
+    /// When the most recent sync this CPU asked for completes.
     smmu_sync_done: u64,
     /// The functional caches, with `params.caches`.
     caches: Option<Caches>,
@@ -109,7 +109,7 @@ impl Model {
             params,
             now: 0,
             pending: 0,
-            smmu_busy_until: 0,
+            smmu_agent: SmmuAgent::default(),
             smmu_sync_done: 0,
             caches,
             evict_free: 0,
@@ -126,6 +126,45 @@ impl Model {
     /// of simulated time, and a lock another CPU holds is waited for.
     pub fn set_cpu(&mut self, cpu: crate::smp::Cpu) {
         self.cpu = cpu;
+    }
+
+    /// Another CPU of this machine, on `node`: the same costs, caches as they are now (each
+    /// CPU's its own from here on), the same clock, an empty ledger, and the one SMMU this
+    /// model drives. Give it its [`crate::smp::Cpu`] with [`Model::set_cpu`] inside its body.
+    pub fn on_cpu(&self, node: u32) -> Model {
+        let mut m = self.clone();
+        m.smmu_agent = self.smmu_agent.share();
+        m.ledger = Ledger::default();
+        m.set_cpu_node(node);
+        m
+    }
+
+    /// Take the charges and counts of `other` (another CPU's model) into this one's ledger.
+    pub fn absorb_ledger(&mut self, other: &Model) {
+        self.ledger.absorb(&other.ledger);
+    }
+
+    /// The node the CPU making calls runs on (0 without a topology).
+    pub fn cpu_node(&self) -> u32 {
+        self.numa.as_ref().map_or(0, |n| n.cpu_node)
+    }
+
+    /// A line last written by a CPU on `from` moved to this CPU: its price from the topology
+    /// (`[numa] line_ns`, the diagonal for another core of the same node); 0 without one.
+    fn line_from(&self, from: u32) -> u64 {
+        self.numa.as_ref().map_or(0, |n| n.line(n.cpu_node, from))
+    }
+
+    /// `line` comes to this CPU's cache from the CPU that wrote it last, if that is another.
+    fn fetch_line(&mut self, line: &crate::smp::SharedLine) {
+        if let Some(last) = line.last_writer()
+            && last.cpu != self.cpu.id()
+        {
+            let ps = self.line_from(last.node);
+            if ps > 0 {
+                self.leaf(super::LINE_FRAME, SwCost(ps), Some(Counter::NumaLine));
+            }
+        }
     }
 
     /// Price the SMMUv3 queue's protocol against a NUMA topology (see the module header).
@@ -272,14 +311,34 @@ impl Model {
         self.smmu
     }
 
-    /// Queue `work` ps of SMMU-side work arriving now.
+    /// Queue `work` ps of SMMU-side work arriving now. The caller has had its turn: every CPU
+    /// earlier than this one has queued its work.
     fn smmu_work(&mut self, work: u64) {
-        self.smmu_busy_until = self.smmu_busy_until.max(self.now).saturating_add(work);
+        let busy = &self.smmu_agent.0;
+        busy.set(busy.get().max(self.now).saturating_add(work));
     }
 
     fn smmu_sync(&mut self, work: u64) {
         self.smmu_work(work);
-        self.smmu_sync_done = self.smmu_busy_until;
+        self.smmu_sync_done = self.smmu_agent.0.get();
+    }
+}
+
+/// The SMMU as an agent with its own timeline: when it finishes the last work queued so far.
+/// Cloning a [`Model`] copies it (a second machine); [`Model::on_cpu`] shares it (a second CPU
+/// of the same machine).
+#[derive(Debug, Default)]
+struct SmmuAgent(std::rc::Rc<std::cell::Cell<u64>>);
+
+impl Clone for SmmuAgent {
+    fn clone(&self) -> SmmuAgent {
+        SmmuAgent(std::rc::Rc::new(std::cell::Cell::new(self.0.get())))
+    }
+}
+
+impl SmmuAgent {
+    fn share(&self) -> SmmuAgent {
+        SmmuAgent(std::rc::Rc::clone(&self.0))
     }
 }
 
@@ -362,12 +421,42 @@ impl Hw for Model {
         let owned = self.cpu.spin_lock(lock, self.now);
         if owned > self.now {
             // Spinning until the holder released it: this CPU's time, in a frame of its own.
-            self.leaf(super::SPIN_FRAME, SwCost(owned - self.now), None);
+            self.leaf(lock.spin_frame, SwCost(owned - self.now), None);
         }
+        // The lock's line was last written by the CPU that released it: it comes from that
+        // CPU's cache (a lock never taken by another CPU stays in this one's).
+        self.fetch_line(&lock.line);
     }
 
     fn spin_unlock(&mut self, lock: &crate::smp::SpinLock) {
+        lock.line.written_by(self.cpu.id(), self.cpu_node());
         self.cpu.spin_unlock(lock, self.now);
+    }
+
+    fn atomic(&mut self, line: &crate::smp::SharedLine) {
+        self.cpu.turn(self.now);
+        self.fetch_line(line);
+        line.written_by(self.cpu.id(), self.cpu_node());
+    }
+
+    fn wait_on(
+        &mut self,
+        q: &crate::smp::WaitQueue,
+        line: Option<&crate::smp::SharedLine>,
+        frame: &'static str,
+    ) {
+        let woken = self.cpu.wait(q, self.now);
+        if woken > self.now {
+            self.leaf(frame, SwCost(woken - self.now), None);
+        }
+        // It sees the store once the line comes over from the CPU that made it.
+        if let Some(line) = line {
+            self.fetch_line(line);
+        }
+    }
+
+    fn wake(&mut self, q: &crate::smp::WaitQueue) {
+        self.cpu.wake_all(q, self.now);
     }
 
     #[inline]

@@ -202,14 +202,21 @@ impl SmmuPort for Recorder {
         self.udelays.push(us);
         self.counts[Counter::Udelay as usize] += 1;
     }
-    fn smmu_cmdq_issue(&mut self, cmds: &[SmmuCmdKind]) {
+    fn smmu_cmdq_write(&mut self, _n: u64) {
+        // Recorded when published.
+    }
+    fn smmu_cmdq_doorbell(&mut self, cmds: &[SmmuCmdKind], sync_done: &mut Vec<u64>) {
         for c in cmds {
             self.counts[c.counter() as usize] += 1;
+            if *c == SmmuCmdKind::Sync {
+                // No time passes here: every sync is complete at once.
+                sync_done.push(0);
+            }
         }
         self.counts[Counter::CmdqBatch as usize] += 1;
         self.cmdq.push(cmds.to_vec());
     }
-    fn smmu_cmdq_wait_sync(&mut self) {
-        // Nothing to wait for: no time passes here, and the submission was recorded when issued.
+    fn smmu_cmdq_poll(&mut self, _done: u64) {
+        // Nothing to wait for: no time passes here.
     }
 }

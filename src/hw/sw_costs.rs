@@ -281,6 +281,9 @@ registry! {
     ArmSmmuCmdqIssueCmdlist => "arm_smmu_cmdq_issue_cmdlist", "arm_smmu_cmdq_issue_cmdlist",
         [ArmSmmuV3],
         "per batch published: space reservation, prod update, owner handover";
+    ArmSmmuCmdqIssueCmd => "arm_smmu_cmdq_issue_cmd",
+        "arm_smmu_cmdq_issue_cmd / arm_smmu_cmdq_issue_sync (up to 5.3)", [ArmSmmuV3],
+        "per command inserted under cmdq->lock: irqsave, the lock's own atomics, queue_insert_raw, the unlock";
 
     IovaRcacheHit => "iova_rcache_hit", "alloc_iova_fast / iova_rcache_get", [Iova],
         "alloc_iova_fast served from a per-CPU magazine: lock, pop";

@@ -28,13 +28,23 @@
 //!   commit d5afb4b47e13), which the model does not run: the io-pgtable path issues every
 //!   granule (512 commands for a 2 MB walk flush, 8192 for 32 MB).
 //!
+//! How CPUs share the queue ([`CmdqProtocol`], from the same policy): up to 5.3 each command is
+//! inserted under `cmdq->lock` and published by its own producer-index write, leaves go out as
+//! io-pgtable clears them, and a `CMD_SYNC` right after another is not inserted again (the CPU
+//! waits for the one already there); from 5.4 a CPU claims its slots with a `cmpxchg` on
+//! `llq`, and the first CPU to claim after the owner flag was cleared becomes the owner: it
+//! waits for the previous owner, stops gathering, waits until every gathered entry is valid and
+//! publishes them all with one write, while each CPU polls its own sync's slot. Every shared
+//! word is a line the CPUs write in turn ([`crate::smp::SharedLine`]), priced by the topology
+//! when it moves; waiting is what the other CPUs' work produces ([`crate::smp`]).
+//!
 //! Not modelled: ATS (`arm_smmu_atc_inv_domain`), stage 2, the E2H `CMD_TLBI_EL2_*` opcodes, SVA,
 //! `CMD_SYNC` completion without MSI polling (an SMMU that is not coherent or has no MSIs: CS=SEV
 //! and the CPU polling `CMDQ_CONS` by MMIO — every run uses the MSI protocol, and `dmasim
-//! policies` lists this), multiple producers racing on the queue, and waiting for queue space: the ring's consumer index
-//! catches up at every completed sync, and a batch that would overrun it is counted in
-//! [`CmdqStats::overruns`]. Releases before 5.4 issued each invalidation as its own command list
-//! (no batching); they run with 5.4's rules.
+//! policies` lists this), and waiting for queue space (5.4's exclusive lock and `CMDQ_CONS`
+//! read, 5.3's `CONS` poll when the shadow index says full): the ring's consumer index catches
+//! up at every completed sync, and a list that would overrun it is counted in
+//! [`CmdqStats::overruns`]. 5.3's `sync_count` word is priced as a line of the queue's node.
 //!
 //! Probe (5.10): the command queue, the event queue and the stream table's level-1 table come
 //! from `dmam_alloc_coherent()` for the SMMU's own device ([`arm_smmu_init_structures`]), so
@@ -53,6 +63,10 @@ use crate::dma::coherent::{Allocation, CoherentError, DmaCoherent};
 use crate::dma::contiguous::Gfp;
 use crate::hw::{DeviceHw, Hw, MmioReg, SmmuCmdKind, SwCost, SwKey};
 use crate::mm::physmem::PhysMem;
+use crate::smp::{SharedLine, SpinLock, WaitQueue};
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::rc::Rc;
 
 pub const CMDQ_ENT_DWORDS: usize = 2;
 pub const CMDQ_BATCH_ENTRIES: usize = 64;
@@ -248,59 +262,189 @@ impl CmdqEnt {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CmdqStats {
     pub commands: u64,
+    /// Command lists (≤ 5.3: each command is its own).
     pub batches: u64,
     pub syncs: u64,
+    /// ≤ 5.3: syncs that found a `CMD_SYNC` last in the queue and waited for it instead.
+    pub coalesced: u64,
     /// Batches that would have overrun unconsumed entries (the kernel would wait for space).
     pub overruns: u64,
 }
 
-/// The command queue: a ring of 16-byte entries with producer and consumer indices.
-#[derive(Clone, Debug)]
+/// How CPUs share the command queue, by release.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CmdqProtocol {
+    /// ≤ 5.3: `smmu->cmdq.lock` around each command's insertion and its producer-index write
+    /// (`arm_smmu_cmdq_issue_cmd`, one doorbell per command); a `CMD_SYNC` right after another
+    /// is not inserted again, its completion shared (`prev_cmd_opcode`, `sync_nr`); the CPU
+    /// polls the MSI-written `sync_count` after unlocking.
+    Locked,
+    /// 5.4 (587e6c10a7ce, "Reduce contention during command-queue insertion"): space claimed
+    /// by `cmpxchg` on `llq`; the first CPU to claim after the owner flag was cleared becomes
+    /// the owner, waits for the previous owner, stops gathering (`atomic_fetch_andnot`), waits
+    /// until every gathered entry is valid and rings the doorbell once for all of them; a list
+    /// with a `CMD_SYNC` holds the queue's lock shared while its CPU polls the sync's own slot.
+    LockFree,
+}
+
+/// The command queue's shared state: a ring of 16-byte entries with producer and consumer
+/// indices, what the CPUs meet on (the lock before 5.4; `llq`, `owner_prod`, the valid map and
+/// the shared lock from 5.4) and when each published `CMD_SYNC` completes. One per SMMU: every
+/// CPU's view of a domain holds the same [`Cmdq`] (`Rc`). Entries and indices are borrowed
+/// only between the points where a CPU may wait.
+#[derive(Debug)]
 pub struct Cmdq {
-    ring: Vec<[u64; CMDQ_ENT_DWORDS]>,
+    ring: RefCell<Ring>,
+    protocol: CmdqProtocol,
+    /// ≤ 5.3: `smmu->cmdq.lock`.
+    lock: SpinLock,
+    /// 5.4: the `llq` word (`prod` with the owner flag, and `cons`), `owner_prod`, the valid
+    /// bitmap's word and the shared lock's word, each a line the CPUs write in turn.
+    llq: SharedLine,
+    owner_line: SharedLine,
+    valid_line: SharedLine,
+    lock_line: SharedLine,
+    /// CPUs waiting for `owner_prod`, for entries to become valid, for a doorbell.
+    owner_q: WaitQueue,
+    valid_q: WaitQueue,
+    doorbell_q: WaitQueue,
+    pub stats: Cell<CmdqStats>,
+}
+
+#[derive(Debug)]
+struct Ring {
+    entries: Vec<[u64; CMDQ_ENT_DWORDS]>,
     /// The ring's length less one: the length is a power of two, so an index wraps by this mask
     /// (the kernel's `Q_IDX`), not by a division.
     mask: u64,
+    /// The next index to claim, and whether a CPU owns the gathering (`CMDQ_PROD_OWNED_FLAG`).
     prod: u64,
+    owned: bool,
     cons: u64,
-    pub stats: CmdqStats,
+    /// `cmdq->owner_prod`: where the next owner starts.
+    owner_prod: u64,
+    /// Indices written and marked valid but not yet published, with their kinds.
+    valid: BTreeMap<u64, SmmuCmdKind>,
+    /// Where the last doorbell published up to.
+    published: u64,
+    /// Completion of each published `CMD_SYNC` not yet seen, by index.
+    sync_done: BTreeMap<u64, u64>,
+    /// ≤ 5.3: the last command inserted was a `CMD_SYNC`, completing at this time.
+    prev_sync: Option<u64>,
 }
 
 impl Cmdq {
-    /// A queue of `1 << log2_entries` entries (IDR1.CMDQS).
+    /// A queue of `1 << log2_entries` entries (IDR1.CMDQS), shared under 5.4's protocol.
     pub fn new(log2_entries: u32) -> Cmdq {
+        Cmdq::with_protocol(log2_entries, CmdqProtocol::LockFree)
+    }
+
+    /// A queue of `1 << log2_entries` entries shared under `protocol`.
+    pub fn with_protocol(log2_entries: u32, protocol: CmdqProtocol) -> Cmdq {
         let n = 1usize << log2_entries.clamp(1, 19);
         Cmdq {
-            ring: vec![[0; CMDQ_ENT_DWORDS]; n],
-            mask: n as u64 - 1,
-            prod: 0,
-            cons: 0,
-            stats: CmdqStats::default(),
+            ring: RefCell::new(Ring {
+                entries: vec![[0; CMDQ_ENT_DWORDS]; n],
+                mask: n as u64 - 1,
+                prod: 0,
+                owned: false,
+                cons: 0,
+                owner_prod: 0,
+                valid: BTreeMap::new(),
+                published: 0,
+                sync_done: BTreeMap::new(),
+                prev_sync: None,
+            }),
+            protocol,
+            lock: SpinLock::named("cmdq->lock", "(spinning on cmdq->lock)"),
+            llq: SharedLine::new("cmdq->q.llq"),
+            owner_line: SharedLine::new("cmdq->owner_prod"),
+            valid_line: SharedLine::new("cmdq->valid_map"),
+            lock_line: SharedLine::new("cmdq->lock"),
+            owner_q: WaitQueue::new(),
+            valid_q: WaitQueue::new(),
+            doorbell_q: WaitQueue::new(),
+            stats: Cell::new(CmdqStats::default()),
         }
     }
 
+    pub fn protocol(&self) -> CmdqProtocol {
+        self.protocol
+    }
+
     pub fn entries(&self) -> usize {
-        self.ring.len()
+        self.ring.borrow().entries.len()
     }
 
     /// The entry at ring index `i` (for tests and traces).
     pub fn entry(&self, i: usize) -> [u64; CMDQ_ENT_DWORDS] {
-        self.ring[i % self.ring.len()]
+        let r = self.ring.borrow();
+        r.entries[i % r.entries.len()]
     }
 
     pub fn prod(&self) -> u64 {
-        self.prod
+        self.ring.borrow().prod
+    }
+
+    pub fn stats(&self) -> CmdqStats {
+        self.stats.get()
+    }
+
+    /// What the ≤ 5.3 lock saw.
+    pub fn lock_record(&self) -> crate::smp::LockRecord {
+        self.lock.record()
     }
 
     /// Bytes of command memory written so far.
     pub fn bytes_written(&self) -> u64 {
-        self.stats.commands * (CMDQ_ENT_DWORDS as u64 * 8)
+        self.stats.get().commands * (CMDQ_ENT_DWORDS as u64 * 8)
     }
 
-    /// `arm_smmu_cmdq_issue_cmdlist()`: write `cmds` (and a `CMD_SYNC` if `sync`), publish them,
-    /// and if `sync` wait for its completion.
+    fn stat(&self, f: impl FnOnce(&mut CmdqStats)) {
+        let mut s = self.stats.get();
+        f(&mut s);
+        self.stats.set(s);
+    }
+
+    /// Write `cmds` (and a `CMD_SYNC`) into the ring from index `at`, marked valid.
+    fn write_entries(&self, at: u64, cmds: &[CmdqEnt], sync: bool) {
+        let mut r = self.ring.borrow_mut();
+        let mask = r.mask;
+        let all = cmds.iter().copied().chain(sync.then_some(CmdqEnt::Sync));
+        for (i, c) in all.enumerate() {
+            let idx = at + i as u64;
+            r.entries[(idx & mask) as usize] = c.encode();
+            r.valid.insert(idx, c.kind());
+        }
+    }
+
+    /// The owner publishes `[from, to)`: the doorbell, and each sync's completion noted.
+    fn publish<H: DeviceHw + ?Sized>(&self, hw: &mut H, from: u64, to: u64) {
+        let kinds: Vec<SmmuCmdKind> = {
+            let mut r = self.ring.borrow_mut();
+            let k = (from..to)
+                .map(|i| r.valid.remove(&i).expect("valid"))
+                .collect();
+            r.published = to;
+            k
+        };
+        let mut done = Vec::new();
+        hw.smmu_cmdq_doorbell(&kinds, &mut done);
+        let mut r = self.ring.borrow_mut();
+        let mut done = done.into_iter();
+        for (i, k) in (from..to).zip(&kinds) {
+            if *k == SmmuCmdKind::Sync {
+                let t = done.next().expect("a completion per sync");
+                r.sync_done.insert(i, t);
+            }
+        }
+    }
+
+    /// `arm_smmu_cmdq_issue_cmdlist()` (5.4): write `cmds` (and a `CMD_SYNC` if `sync`),
+    /// publish them (this CPU, or the owner that gathers them), and if `sync` wait for its
+    /// completion. See [`CmdqProtocol::LockFree`].
     fn issue_cmdlist<H: DeviceHw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         cost: SwCost,
         cmds: &[CmdqEnt],
@@ -309,42 +453,177 @@ impl Cmdq {
         let back = hw.enter(crate::frame_id!("arm_smmu_cmdq_issue_cmdlist"));
         hw.sw(cost);
         let n = cmds.len() as u64 + u64::from(sync);
-        if self.prod + n - self.cons > self.ring.len() as u64 {
-            self.stats.overruns += 1;
+        // 1. Claim n slots with a cmpxchg on llq; the first CPU to claim after the owner flag
+        // was cleared becomes the owner.
+        hw.atomic(&self.llq);
+        let (head, owner) = {
+            let mut r = self.ring.borrow_mut();
+            if r.prod + n - r.cons > r.entries.len() as u64 {
+                self.stat(|s| s.overruns += 1);
+            }
+            let head = r.prod;
+            r.prod += n;
+            let owner = !r.owned;
+            r.owned = true;
+            (head, owner)
+        };
+        // 2. Write the entries, then (a sync) take the queue's lock shared.
+        self.write_entries(head, cmds, sync);
+        hw.smmu_cmdq_write(n);
+        if sync {
+            hw.atomic(&self.lock_line);
         }
-        // The sync, if any, goes last; the kinds' unwritten tail already reads Sync.
-        let mut kinds = [SmmuCmdKind::Sync; CMDQ_BATCH_ENTRIES + 1];
-        for (i, c) in cmds.iter().enumerate() {
-            self.write_entry(c);
-            kinds[i] = c.kind();
+        // 3. dma_wmb(); mark them valid: an owner waiting for them may go on.
+        hw.atomic(&self.valid_line);
+        hw.wake(&self.valid_q);
+        self.stat(|s| {
+            s.commands += n;
+            s.batches += 1;
+        });
+        if owner {
+            // 4a. Wait for the previous owner to finish.
+            while self.ring.borrow().owner_prod != head {
+                hw.wait_on(
+                    &self.owner_q,
+                    Some(&self.owner_line),
+                    "(waiting for the previous cmdq owner)",
+                );
+            }
+            // 4b. Stop gathering: every slot claimed so far is this owner's to publish.
+            hw.atomic(&self.llq);
+            let end = {
+                let mut r = self.ring.borrow_mut();
+                r.owned = false;
+                r.prod
+            };
+            // 4c. Wait until every gathered entry is valid.
+            while self.ring.borrow().valid.range(head..end).count() as u64 != end - head {
+                hw.wait_on(
+                    &self.valid_q,
+                    Some(&self.valid_line),
+                    "(waiting for gathered cmdq entries)",
+                );
+            }
+            // 4d. One doorbell for all of them; 4e. the next owner may go.
+            self.publish(hw, head, end);
+            hw.wake(&self.doorbell_q);
+            hw.atomic(&self.owner_line);
+            self.ring.borrow_mut().owner_prod = end;
+            hw.wake(&self.owner_q);
         }
         if sync {
-            self.write_entry(&CmdqEnt::Sync);
-        }
-        self.stats.commands += n;
-        self.stats.batches += 1;
-        hw.smmu_cmdq_issue(&kinds[..n as usize]);
-        if sync {
-            self.stats.syncs += 1;
-            hw.smmu_cmdq_wait_sync();
-            self.cons = self.prod;
+            // 5. Poll the sync's own slot, once the owner has published it.
+            let slot = head + n - 1;
+            let done = loop {
+                if let Some(t) = self.ring.borrow_mut().sync_done.remove(&slot) {
+                    break t;
+                }
+                hw.wait_on(
+                    &self.doorbell_q,
+                    None,
+                    "(waiting for the cmdq owner's doorbell)",
+                );
+            };
+            hw.smmu_cmdq_poll(done);
+            {
+                let mut r = self.ring.borrow_mut();
+                r.cons = r.cons.max(slot + 1);
+            }
+            self.stat(|s| s.syncs += 1);
+            // shared_tryunlock: the last reader also writes llq.cons.
+            hw.atomic(&self.lock_line);
         }
         hw.leave(back);
     }
 
-    /// The next entry of the ring, at the producer index.
-    #[inline]
-    fn write_entry(&mut self, c: &CmdqEnt) {
-        self.ring[(self.prod & self.mask) as usize] = c.encode();
-        self.prod += 1;
+    /// `arm_smmu_cmdq_issue_cmd()` (≤ 5.3): one command inserted and published under the lock.
+    fn issue_cmd<H: DeviceHw + ?Sized>(&self, hw: &mut H, cost: SwCost, cmd: &CmdqEnt) {
+        let back = hw.enter(crate::frame_id!("arm_smmu_cmdq_issue_cmd"));
+        hw.sw(cost);
+        hw.spin_lock(&self.lock);
+        let head = self.insert(cmd);
+        hw.smmu_cmdq_write(1);
+        self.publish(hw, head, head + 1);
+        self.ring.borrow_mut().prev_sync = None;
+        hw.spin_unlock(&self.lock);
+        hw.leave(back);
     }
-}
 
-impl Cmdq {
-    /// `arm_smmu_cmdq_issue_sync()` (≤ 5.14): a command list holding only a `CMD_SYNC`, and the
-    /// wait for its completion.
-    pub fn issue_sync<H: DeviceHw + ?Sized>(&mut self, hw: &mut H, cost: SwCost) {
-        self.issue_cmdlist(hw, cost, &[], true);
+    /// `queue_insert_raw()` under the lock: the entry at `prod`, valid at once.
+    fn insert(&self, cmd: &CmdqEnt) -> u64 {
+        let head = {
+            let mut r = self.ring.borrow_mut();
+            if r.prod + 1 - r.cons > r.entries.len() as u64 {
+                self.stat(|s| s.overruns += 1);
+            }
+            let head = r.prod;
+            r.prod += 1;
+            head
+        };
+        self.write_entries(head, std::slice::from_ref(cmd), false);
+        self.stat(|s| {
+            s.commands += 1;
+            s.batches += 1;
+        });
+        head
+    }
+
+    /// `arm_smmu_cmdq_issue_sync()` → `__arm_smmu_cmdq_issue_sync_msi()` (≤ 5.3): a
+    /// `CMD_SYNC` inserted under the lock unless the last command inserted was one, then the
+    /// poll for its completion after unlocking.
+    fn issue_sync_locked<H: DeviceHw + ?Sized>(&self, hw: &mut H, cost: SwCost) {
+        let back = hw.enter(crate::frame_id!("arm_smmu_cmdq_issue_sync"));
+        hw.sw(cost);
+        hw.spin_lock(&self.lock);
+        let prev = self.ring.borrow().prev_sync;
+        let done = match prev {
+            Some(t) => {
+                self.stat(|s| s.coalesced += 1);
+                t
+            }
+            None => {
+                let head = self.insert(&CmdqEnt::Sync);
+                hw.smmu_cmdq_write(1);
+                self.publish(hw, head, head + 1);
+                let t = self
+                    .ring
+                    .borrow_mut()
+                    .sync_done
+                    .remove(&head)
+                    .expect("published");
+                self.ring.borrow_mut().prev_sync = Some(t);
+                t
+            }
+        };
+        hw.spin_unlock(&self.lock);
+        hw.smmu_cmdq_poll(done);
+        {
+            let mut r = self.ring.borrow_mut();
+            r.cons = r.cons.max(r.published);
+        }
+        self.stat(|s| s.syncs += 1);
+        hw.leave(back);
+    }
+
+    /// `cmds` then, if `sync`, a `CMD_SYNC` and the wait for it, as the release issues them:
+    /// one list (5.4), or each command on its own and a sync (≤ 5.3).
+    fn issue<H: DeviceHw + ?Sized>(&self, hw: &mut H, cost: SwCost, cmds: &[CmdqEnt], sync: bool) {
+        match self.protocol {
+            CmdqProtocol::LockFree => self.issue_cmdlist(hw, cost, cmds, sync),
+            CmdqProtocol::Locked => {
+                for c in cmds {
+                    self.issue_cmd(hw, cost, c);
+                }
+                if sync {
+                    self.issue_sync_locked(hw, cost);
+                }
+            }
+        }
+    }
+
+    /// `arm_smmu_cmdq_issue_sync()`: a `CMD_SYNC` on its own and the wait for its completion.
+    pub fn issue_sync<H: DeviceHw + ?Sized>(&self, hw: &mut H, cost: SwCost) {
+        self.issue(hw, cost, &[], true);
     }
 }
 
@@ -352,6 +631,10 @@ impl Cmdq {
 /// after the release that introduced its behaviour and holds until the next one.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SmmuV3Rules {
+    /// ≤ 5.3: each leaf's `CMD_TLBI_NH_VA` goes out at once, as io-pgtable unmaps it
+    /// (`tlb_add_flush` = `arm_smmu_tlb_inv_range_nosync`), every command inserted on its own
+    /// under `cmdq->lock` ([`CmdqProtocol::Locked`]); `iotlb_sync` issues the `CMD_SYNC`.
+    Linux5_3,
     /// 5.4–5.6: per-granule `CMD_TLBI_NH_VA` even on SMMUv3.2; ASID invalidation is two command
     /// lists (`arm_smmu_cmdq_issue_cmd` then `arm_smmu_cmdq_issue_sync`).
     Linux5_4,
@@ -369,6 +652,7 @@ pub enum SmmuV3Rules {
 
 impl crate::types::Choice for SmmuV3Rules {
     const ALL: &'static [Self] = &[
+        SmmuV3Rules::Linux5_3,
         SmmuV3Rules::Linux5_4,
         SmmuV3Rules::Linux5_7,
         SmmuV3Rules::Linux5_15,
@@ -377,6 +661,7 @@ impl crate::types::Choice for SmmuV3Rules {
     ];
     fn name(self) -> &'static str {
         match self {
+            SmmuV3Rules::Linux5_3 => "5.3",
             SmmuV3Rules::Linux5_4 => "5.4",
             SmmuV3Rules::Linux5_7 => "5.7",
             SmmuV3Rules::Linux5_15 => "5.15",
@@ -386,7 +671,28 @@ impl crate::types::Choice for SmmuV3Rules {
     }
 }
 
+/// The software cost of issuing under `protocol`.
+fn issue_key(protocol: CmdqProtocol) -> SwKey {
+    match protocol {
+        CmdqProtocol::LockFree => SwKey::ArmSmmuCmdqIssueCmdlist,
+        CmdqProtocol::Locked => SwKey::ArmSmmuCmdqIssueCmd,
+    }
+}
+
 impl SmmuV3Rules {
+    /// How the release's CPUs share the command queue.
+    pub fn cmdq_protocol(self) -> CmdqProtocol {
+        if self >= SmmuV3Rules::Linux5_4 {
+            CmdqProtocol::LockFree
+        } else {
+            CmdqProtocol::Locked
+        }
+    }
+    /// Leaves are gathered and invalidated at `iotlb_sync` (5.4's `tlb_add_page`), rather than
+    /// each issued as io-pgtable clears it.
+    fn gathers_leaves(self) -> bool {
+        self >= SmmuV3Rules::Linux5_4
+    }
     /// The driver issues range commands when the SMMU has them (`ARM_SMMU_FEAT_RANGE_INV`).
     fn uses_range_inv(self) -> bool {
         self >= SmmuV3Rules::Linux5_7
@@ -427,6 +733,8 @@ pub struct SmmuV3Features {
 #[derive(Clone, Copy, Debug, Default)]
 struct Costs {
     build: SwCost,
+    /// `arm_smmu_cmdq_issue_cmdlist` (5.4) or `arm_smmu_cmdq_issue_cmd` (≤ 5.3), by the queue's
+    /// protocol.
     issue: SwCost,
 }
 
@@ -439,7 +747,9 @@ pub struct ArmSmmuV3Domain {
     pub rules: SmmuV3Rules,
     /// The domain's smallest page size (`__ffs(pgsize_bitmap)`), the range commands' TG.
     pub granule: u64,
-    pub cmdq: Cmdq,
+    /// The SMMU's command queue, shared by every CPU's view of the domain.
+    pub cmdq: Rc<Cmdq>,
+    /// This CPU's `struct arm_smmu_cmdq_batch` (a local of each call in the kernel).
     batch: Vec<CmdqEnt>,
     costs: Costs,
 }
@@ -456,32 +766,52 @@ impl ArmSmmuV3Domain {
         if !matches!(granule, 0x1000 | 0x4000 | 0x10000) {
             return Err(IommuError::BadGranule(granule));
         }
+        let rules = SmmuV3Rules::default();
+        let cmdq = Cmdq {
+            protocol: rules.cmdq_protocol(),
+            ..cmdq
+        };
         Ok(ArmSmmuV3Domain {
             asid,
             features,
-            rules: SmmuV3Rules::default(),
+            rules,
             granule,
-            cmdq,
-            batch: Vec::with_capacity(CMDQ_BATCH_ENTRIES),
             costs: Costs {
                 build: hw.sw_cost(SwKey::ArmSmmuCmdqBuildCmd),
-                issue: hw.sw_cost(SwKey::ArmSmmuCmdqIssueCmdlist),
+                issue: hw.sw_cost(issue_key(cmdq.protocol)),
             },
+            cmdq: Rc::new(cmdq),
+            batch: Vec::with_capacity(CMDQ_BATCH_ENTRIES),
         })
     }
 
-    /// The invalidation code of the release that runs (the `smmuv3_inv` policy).
-    pub fn with_rules(mut self, rules: SmmuV3Rules) -> ArmSmmuV3Domain {
+    /// The invalidation code of the release that runs (the `smmuv3_inv` policy), and with it
+    /// how CPUs share the queue; chosen once, at setup, before any CPU shares the domain.
+    pub fn with_rules(mut self, hw: &dyn Hw, rules: SmmuV3Rules) -> ArmSmmuV3Domain {
         self.rules = rules;
+        let q = Rc::get_mut(&mut self.cmdq).expect("rules are chosen before the queue is shared");
+        q.protocol = rules.cmdq_protocol();
+        self.costs.issue = hw.sw_cost(issue_key(q.protocol));
         self
+    }
+
+    /// This domain as another CPU uses it: the same queue, a batch of its own.
+    pub fn on_cpu(&self) -> ArmSmmuV3Domain {
+        ArmSmmuV3Domain {
+            asid: self.asid,
+            features: self.features,
+            rules: self.rules,
+            granule: self.granule,
+            cmdq: Rc::clone(&self.cmdq),
+            batch: Vec::with_capacity(CMDQ_BATCH_ENTRIES),
+            costs: self.costs,
+        }
     }
 
     /// `arm_smmu_cmdq_batch_add()`.
     fn batch_add(&mut self, hw: &mut dyn DeviceHw, cmd: CmdqEnt) {
         if self.batch.len() == CMDQ_BATCH_ENTRIES {
-            let b = std::mem::take(&mut self.batch);
-            self.cmdq.issue_cmdlist(hw, self.costs.issue, &b, false);
-            self.batch = b;
+            self.cmdq.issue(hw, self.costs.issue, &self.batch, false);
             self.batch.clear();
         }
         hw.sw(self.costs.build);
@@ -490,9 +820,7 @@ impl ArmSmmuV3Domain {
 
     /// `arm_smmu_cmdq_batch_submit()`.
     fn batch_submit(&mut self, hw: &mut dyn DeviceHw) {
-        let b = std::mem::take(&mut self.batch);
-        self.cmdq.issue_cmdlist(hw, self.costs.issue, &b, true);
-        self.batch = b;
+        self.cmdq.issue(hw, self.costs.issue, &self.batch, true);
         self.batch.clear();
     }
 
@@ -502,10 +830,10 @@ impl ArmSmmuV3Domain {
         hw.sw(self.costs.build);
         let cmd = [CmdqEnt::TlbiNhAsid { asid: self.asid }];
         if self.rules.asid_with_sync() {
-            self.cmdq.issue_cmdlist(hw, self.costs.issue, &cmd, true);
+            self.cmdq.issue(hw, self.costs.issue, &cmd, true);
         } else {
-            self.cmdq.issue_cmdlist(hw, self.costs.issue, &cmd, false);
-            self.cmdq.issue_cmdlist(hw, self.costs.issue, &[], true);
+            self.cmdq.issue(hw, self.costs.issue, &cmd, false);
+            self.cmdq.issue(hw, self.costs.issue, &[], true);
         }
     }
 
@@ -622,10 +950,36 @@ impl IommuFlushOps for ArmSmmuV3Domain {
         iova: u64,
         granule: u64,
     ) {
+        if !self.rules.gathers_leaves() {
+            // ≤ 5.3: arm_smmu_tlb_inv_range_nosync() issues the leaf's command at once.
+            let back = hw.enter(crate::frame_id!("arm_smmu_tlb_inv_range_nosync"));
+            hw.sw(self.costs.build);
+            let cmd = CmdqEnt::TlbiNhVa {
+                asid: self.asid,
+                addr: iova,
+                leaf: true,
+                tg: 0,
+                ttl: 0,
+                num: 0,
+                scale: 0,
+            };
+            self.cmdq.issue(hw, self.costs.issue, &[cmd], false);
+            hw.leave(back);
+            return;
+        }
         iommu_iotlb_gather_add_page(self, hw, gather, iova, granule);
     }
 
     fn iotlb_sync(&mut self, hw: &mut dyn DeviceHw, gather: &mut IommuIotlbGather) {
+        if !self.rules.gathers_leaves() {
+            // ≤ 5.3: arm_smmu_iotlb_sync() → arm_smmu_tlb_sync(): the sync alone, every time.
+            if !gather.queued {
+                let back = hw.enter(crate::frame_id!("arm_smmu_iotlb_sync"));
+                self.cmdq.issue_sync(hw, self.costs.issue);
+                hw.leave(back);
+            }
+            return;
+        }
         if gather.pgsize != 0 {
             let back = hw.enter(crate::frame_id!("arm_smmu_iotlb_sync"));
             let (start, size, pgsize) =
@@ -666,7 +1020,7 @@ mod tests {
     #[test]
     fn the_ring_wraps_at_its_length() {
         let mut r = Recorder::new(64);
-        let mut q = Cmdq::new(3);
+        let q = Cmdq::new(3);
         for asid in 0..19u16 {
             let cmd = [CmdqEnt::TlbiNhAsid { asid }];
             q.issue_cmdlist(&mut r, SwCost(0), &cmd, asid == 18);
@@ -772,6 +1126,69 @@ mod tests {
         }
     }
 
+    /// 5.3: each leaf's command goes out as io-pgtable clears it, one doorbell per command,
+    /// and `iotlb_sync` publishes the sync alone; a sync asked for right after another is
+    /// not inserted again. 5.4 gathers the same unmap into one list.
+    #[test]
+    fn before_5_4_every_leaf_is_its_own_insertion_and_syncs_coalesce() {
+        use crate::iommu::Prot;
+        use crate::iommu::core::{IommuDomain, SplitKind};
+        use crate::iommu::io_pgtable_arm::{ArmLpaeIoPgtable, IoPgtableCfg};
+        use crate::mm::physmem::PhysMem;
+        use crate::types::{IovaAddr, PhysAddr};
+        let unmap_4_pages = |k: SmmuV3Rules| {
+            let mut r = Recorder::new(64);
+            let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 16 << 20).shared();
+            let t = ArmLpaeIoPgtable::new(&mut r, IoPgtableCfg::new(4096, 48), mem, None).unwrap();
+            let ops = dom_of(&r, false, 4096, k);
+            let q = Rc::clone(&ops.cmdq);
+            let mut d = IommuDomain::new(&r, t, Box::new(ops), SplitKind::UnmapPages);
+            d.iommu_map(
+                &mut r,
+                IovaAddr(1 << 32),
+                PhysAddr(0x8000_0000),
+                4 << 12,
+                Prot::RW,
+            )
+            .unwrap();
+            let mut r = Recorder::new(64);
+            d.iommu_unmap(&mut r, IovaAddr(1 << 32), 4 << 12).unwrap();
+            (r, q)
+        };
+        let (r, q) = unmap_4_pages(Linux5_3);
+        let one = |k| vec![k];
+        assert_eq!(
+            r.cmdq,
+            [
+                one(SmmuCmdKind::TlbiNhVa),
+                one(SmmuCmdKind::TlbiNhVa),
+                one(SmmuCmdKind::TlbiNhVa),
+                one(SmmuCmdKind::TlbiNhVa),
+                one(SmmuCmdKind::Sync),
+            ]
+        );
+        assert_eq!(q.protocol(), CmdqProtocol::Locked);
+        let mut r = Recorder::new(64);
+        q.issue_sync(&mut r, SwCost(0));
+        assert!(
+            r.cmdq.is_empty(),
+            "the sync already last in the queue is waited for"
+        );
+        assert_eq!(q.stats().coalesced, 1);
+        assert_eq!(q.stats().syncs, 2);
+        let (r, _) = unmap_4_pages(Linux5_4);
+        assert_eq!(
+            r.cmdq,
+            [vec![
+                SmmuCmdKind::TlbiNhVa,
+                SmmuCmdKind::TlbiNhVa,
+                SmmuCmdKind::TlbiNhVa,
+                SmmuCmdKind::TlbiNhVa,
+                SmmuCmdKind::Sync
+            ]]
+        );
+    }
+
     #[test]
     fn bad_granule_is_an_error() {
         let r = Recorder::new(64);
@@ -803,7 +1220,7 @@ mod tests {
     fn dom_of(r: &Recorder, range_inv: bool, granule: u64, k: SmmuV3Rules) -> ArmSmmuV3Domain {
         ArmSmmuV3Domain::new(r, 9, granule, SmmuV3Features { range_inv }, Cmdq::new(10))
             .unwrap()
-            .with_rules(k)
+            .with_rules(r, k)
     }
 
     /// Item 2 of #8: without range invalidation, a 2 MB walk flush is 512 `CMD_TLBI_NH_VA` in 8
@@ -899,7 +1316,7 @@ mod tests {
             r.cmdq,
             vec![vec![SmmuCmdKind::TlbiNhAsid], vec![SmmuCmdKind::Sync]]
         );
-        assert_eq!(d.cmdq.stats.batches, 2);
+        assert_eq!(d.cmdq.stats().batches, 2);
         for k in [Linux5_15, Linux6_6, Linux7_1] {
             let mut r = Recorder::new(64);
             let mut d = dom_of(&r, false, 4096, k);

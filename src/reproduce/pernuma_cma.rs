@@ -85,7 +85,7 @@ fn run_case(profile: &Profile, boot: &CmaBoot) -> Result<Case, InputError> {
         .map_err(|e| err(format!("SMMUv3 probe: {e}")))?;
 
     // A lone CMD_SYNC into the empty queue.
-    let mut cmdq = Cmdq::new(structures.cmdq.max_n_shift);
+    let cmdq = Cmdq::new(structures.cmdq.max_n_shift);
     let cost = hw.sw_cost(SwKey::ArmSmmuCmdqIssueCmdlist);
     let t0 = hw.now_ps();
     for _ in 0..CALLS {

@@ -751,7 +751,7 @@ pub fn run(s: &Scenario, w: &Coherent, progress: &Progress) -> Result<CoherentRe
         let st = st.map_err(|e| format!("SMMUv3 probe of {}: {e}", init.name))?;
         cmdq_shift = st.cmdq.max_n_shift;
         // A lone CMD_SYNC into the empty queue: what every strict unmap behind it waits for.
-        let mut q = Cmdq::new(cmdq_shift);
+        let q = Cmdq::new(cmdq_shift);
         let cost = hw.sw_cost(SwKey::ArmSmmuCmdqIssueCmdlist);
         let t = hw.now_ps();
         let back = hw.enter(crate::frame_id!("arm_smmu_cmdq_issue_sync"));

@@ -11,6 +11,8 @@ impl SmmuPort for Model {
     fn mmio_write(&mut self, reg: MmioReg, val: u64) {
         let p = self.smmu();
         self.advance_count(p.mmio_write_ps, reg.counter());
+        // The write reaches the one SMMU of the machine: after every earlier CPU's.
+        self.cpu.turn(self.now);
         match reg {
             MmioReg::SmmuTlbiva | MmioReg::SmmuTlbival => self.smmu_work(p.tlbi_va_ps),
             MmioReg::SmmuTlbiasid => self.smmu_work(p.tlbi_asid_ps),
@@ -43,21 +45,26 @@ impl SmmuPort for Model {
     }
 
     #[inline]
-    fn smmu_cmdq_issue(&mut self, cmds: &[SmmuCmdKind]) {
+    fn smmu_cmdq_write(&mut self, n: u64) {
+        let p = self.smmu();
+        let (cpu_line, _) = self.cmdq_line_ps();
+        // Entries are written to memory, their line fetched from its home before dma_wmb()
+        // lets the doorbell go.
+        self.advance(n.saturating_mul(p.cmdq_write_ps).saturating_add(cpu_line));
+    }
+
+    #[inline]
+    fn smmu_cmdq_doorbell(&mut self, cmds: &[SmmuCmdKind], sync_done: &mut Vec<u64>) {
         let p = self.smmu();
         for &c in cmds {
             self.ledger.count_one(c.counter());
         }
         self.ledger.count_one(Counter::CmdqBatch);
-        let (cpu_line, smmu_line) = self.cmdq_line_ps();
-        // Entries are written to memory (their line fetched from its home before dma_wmb()
-        // lets the doorbell go), then the producer index is published by one write.
-        self.advance(
-            (cmds.len() as u64)
-                .saturating_mul(p.cmdq_write_ps)
-                .saturating_add(cpu_line)
-                .saturating_add(p.mmio_write_ps),
-        );
+        let (_, smmu_line) = self.cmdq_line_ps();
+        // The producer index is published by one write; it reaches the one SMMU after every
+        // earlier CPU's.
+        self.advance(p.mmio_write_ps);
+        self.cpu.turn(self.now);
         // The SMMU fetches the new commands from the queue's home node.
         if !cmds.is_empty() {
             self.smmu_work(smmu_line);
@@ -67,20 +74,23 @@ impl SmmuPort for Model {
                 SmmuCmdKind::TlbiNhVa => self.smmu_work(p.tlbi_va_ps),
                 SmmuCmdKind::TlbiNhAsid => self.smmu_work(p.tlbi_asid_ps),
                 // Its MSI write into the sync's slot reaches the home node after the sync.
-                SmmuCmdKind::Sync => self.smmu_sync(p.sync_ps.saturating_add(smmu_line)),
+                SmmuCmdKind::Sync => {
+                    self.smmu_sync(p.sync_ps.saturating_add(smmu_line));
+                    sync_done.push(self.smmu_sync_done);
+                }
             }
         }
     }
 
-    fn smmu_cmdq_wait_sync(&mut self) {
+    fn smmu_cmdq_poll(&mut self, done: u64) {
         // Reported like a barrier's stall: the wait, apart from the instructions that asked.
         // The polling CPU sees the MSI payload once the slot's line has come back from its
         // home node.
         let (cpu_line, _) = self.cmdq_line_ps();
         let seen = if cpu_line > 0 {
-            self.smmu_sync_done.max(self.now).saturating_add(cpu_line)
+            done.max(self.now).saturating_add(cpu_line)
         } else {
-            self.smmu_sync_done
+            done
         };
         let wait = seen.saturating_sub(self.now);
         self.now = self.now.saturating_add(wait);

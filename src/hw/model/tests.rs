@@ -1,6 +1,7 @@
 //! Unit tests of the Model: the pipeline, the cache model's charges, the SMMU's timeline.
 
 use super::*;
+use crate::hw::test_support::{cmdq_issue, cmdq_wait};
 
 pub(super) fn params(issue: u64, latency: u64, interval: u64, barrier: u64) -> ModelParams {
     let c = MaintCost {
@@ -563,14 +564,17 @@ fn cmdq_sync_waits_for_the_queue_to_drain() {
         ..SmmuParams::default()
     });
     let mut m = Model::new(p);
-    m.smmu_cmdq_issue(&[
-        SmmuCmdKind::TlbiNhVa,
-        SmmuCmdKind::TlbiNhVa,
-        SmmuCmdKind::Sync,
-    ]);
+    let done = cmdq_issue(
+        &mut m,
+        &[
+            SmmuCmdKind::TlbiNhVa,
+            SmmuCmdKind::TlbiNhVa,
+            SmmuCmdKind::Sync,
+        ],
+    );
     // CPU: 3 * 5 + 10 = 25. SMMU: 25 + 40 + 40 + 100 = 205.
     assert_eq!(m.now_ps(), 25);
-    m.smmu_cmdq_wait_sync();
+    cmdq_wait(&mut m, done);
     assert_eq!(m.now_ps(), 205);
     assert_eq!(m.ledger().total_ps(), 205);
     assert_eq!(m.ledger().totals()[Counter::CmdqBatch as usize], 1);
@@ -606,8 +610,8 @@ fn a_cmd_sync_pays_four_line_transfers_by_the_queues_home_node() {
         let mut m = numa_model(1, 1);
         m.mmio_write(MmioReg::SmmuCmdqBase, base | 11);
         let start = m.now_ps();
-        m.smmu_cmdq_issue(&[SmmuCmdKind::Sync]);
-        m.smmu_cmdq_wait_sync();
+        let done = cmdq_issue(&mut m, &[SmmuCmdKind::Sync]);
+        cmdq_wait(&mut m, done);
         t.push(m.now_ps() - start);
         assert_eq!(m.ledger().totals()[Counter::SmmuCmdqBase as usize], 1);
     }
@@ -618,8 +622,8 @@ fn a_cmd_sync_pays_four_line_transfers_by_the_queues_home_node() {
     let mut m = numa_model(0, 1);
     m.mmio_write(MmioReg::SmmuCmdqBase, 0x1000);
     let start = m.now_ps();
-    m.smmu_cmdq_issue(&[SmmuCmdKind::Sync]);
-    m.smmu_cmdq_wait_sync();
+    let done = cmdq_issue(&mut m, &[SmmuCmdKind::Sync]);
+    cmdq_wait(&mut m, done);
     assert_eq!(m.now_ps() - start, 5 + 10 + 100 + 2 * 1_000 + 2 * 7_000);
 }
 
@@ -630,8 +634,8 @@ fn a_cmd_sync_pays_four_line_transfers_by_the_queues_home_node() {
 fn a_sync_is_priced_by_the_nodes_in_force_when_it_is_issued() {
     let sync = |m: &mut Model| {
         let start = m.now_ps();
-        m.smmu_cmdq_issue(&[SmmuCmdKind::Sync]);
-        m.smmu_cmdq_wait_sync();
+        let done = cmdq_issue(m, &[SmmuCmdKind::Sync]);
+        cmdq_wait(m, done);
         m.now_ps() - start
     };
     let mut m = numa_model(1, 1);
@@ -662,8 +666,8 @@ fn no_queue_base_no_line_transfers() {
         }
         assert_eq!(m.cmdq_node(), None);
         let start = m.now_ps();
-        m.smmu_cmdq_issue(&[SmmuCmdKind::Sync]);
-        m.smmu_cmdq_wait_sync();
+        let done = cmdq_issue(&mut m, &[SmmuCmdKind::Sync]);
+        cmdq_wait(&mut m, done);
         assert_eq!(m.now_ps() - start, 5 + 10 + 100);
     }
 }
