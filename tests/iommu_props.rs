@@ -362,13 +362,13 @@ proptest! {
     fn iova_allocator_keeps_its_rules(limit in prop::sample::select(vec![255u64, 511, 1023]),
                                       ops in prop::collection::vec(iova_op(), 1..120)) {
         let mut r = Recorder::new(64);
-        let mut d = IovaDomain::new(&r, 4096, 1, 2).unwrap();
+        let d = IovaDomain::new(&r, 4096, 1, 2).unwrap();
         // (pfn, size as asked, how freed)
         let mut live: Vec<(u64, u64, bool)> = Vec::new();
         for op in ops {
             match op {
                 IovaOp::Alloc { size, fast, cpu } => {
-                    let before: Vec<(u64, u64)> = d.ranges().collect();
+                    let before: Vec<(u64, u64)> = d.ranges();
                     let res = if fast {
                         d.alloc_iova_fast(&mut r, cpu, size, limit, true)
                     } else {
@@ -387,7 +387,7 @@ proptest! {
                         }
                         Err(IommuError::IovaExhausted { .. }) => {
                             // After a flush (fast path) nothing cached remains in the way.
-                            let ranges: Vec<(u64, u64)> = if fast { d.ranges().collect() } else { before };
+                            let ranges: Vec<(u64, u64)> = if fast { d.ranges() } else { before };
                             prop_assert!(!fits(&ranges, 1, limit, held), "failed although a range fits");
                         }
                         Err(e) => prop_assert!(false, "{e}"),
@@ -405,7 +405,7 @@ proptest! {
                     }
                 }
             }
-            let ranges: Vec<(u64, u64)> = d.ranges().collect();
+            let ranges: Vec<(u64, u64)> = d.ranges();
             for w in ranges.windows(2) {
                 prop_assert!(w[0].1 < w[1].0, "overlap {:?}", w);
             }
@@ -420,12 +420,12 @@ proptest! {
     #[test]
     fn iova_allocations_are_top_down_from_the_cached_node(sizes in prop::collection::vec(1..40u64, 1..60)) {
         let mut r = Recorder::new(64);
-        let mut d = IovaDomain::new(&r, 4096, 1, 1).unwrap();
+        let d = IovaDomain::new(&r, 4096, 1, 1).unwrap();
         let limit = 1023u64;
         let mut prev: Option<(u64, u64)> = None;
         let mut failed_at: Option<u64> = None;
         for size in sizes {
-            let ranges: Vec<(u64, u64)> = d.ranges().collect();
+            let ranges: Vec<(u64, u64)> = d.ranges();
             let align = size.next_power_of_two();
             let free = |lo: u64| lo >= 1 && lo + size - 1 <= limit
                 && ranges.iter().all(|&(a, b)| b < lo || a > lo + size - 1);

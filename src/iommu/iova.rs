@@ -19,6 +19,13 @@
 //! flushes the cached IOVAs back to the tree (5.10: the per-CPU magazines only) and tries once
 //! more.
 //!
+//! Sharing between CPUs (the same in every release modelled, 5.3 to 6.6): each CPU's magazines
+//! are under its own `cpu_rcache->lock`, each order's depot under `rcache->lock` (taken inside
+//! the CPU's lock), the tree under `iova_rbtree_lock`; a magazine freed to the tree is freed
+//! under one hold of the tree's lock (`iova_magazine_free_pfns`), after the CPU's lock is
+//! released. The locks are real shared locks ([`crate::smp`]): a CPU that finds one held waits
+//! for its holder.
+//!
 //! Releases: each behaviour that changed between 5.10 and 6.2 is a release rule ([`IovaRules`],
 //! chosen once at setup from the `iova` policy's [`IovaRelease`]); [`IovaDomain::new`] starts
 //! with the newest rules. Read from the sources of each release:
@@ -53,6 +60,8 @@
 
 use super::IommuError;
 use crate::hw::{Counter, Hw, SwCost, SwKey};
+use crate::smp::SpinLock;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 
 /// pfns per magazine up to 5.19; 127 from 6.0 ([`IovaRules::mag_size`]).
@@ -160,11 +169,28 @@ struct CpuRcache {
     prev: Vec<u64>,
 }
 
-/// `struct iova_rcache`: one per cached order.
-#[derive(Clone, Debug, Default)]
+/// `struct iova_rcache`: one per cached order. Each CPU's magazines are under that CPU's
+/// `cpu_rcache->lock`, the depot under `rcache->lock`; each is borrowed only while its lock is
+/// held.
+#[derive(Debug)]
 struct IovaRcache {
-    depot: Vec<Vec<u64>>,
-    cpus: Vec<CpuRcache>,
+    depot: RefCell<Vec<Vec<u64>>>,
+    lock: SpinLock,
+    cpus: Vec<RefCell<CpuRcache>>,
+    cpu_locks: Vec<SpinLock>,
+}
+
+impl IovaRcache {
+    fn new(ncpus: usize) -> IovaRcache {
+        IovaRcache {
+            depot: RefCell::new(Vec::new()),
+            lock: SpinLock::named("rcache->lock", "(spinning on rcache->lock)"),
+            cpus: (0..ncpus).map(|_| RefCell::default()).collect(),
+            cpu_locks: (0..ncpus)
+                .map(|_| SpinLock::named("cpu_rcache->lock", "(spinning on cpu_rcache->lock)"))
+                .collect(),
+        }
+    }
 }
 
 /// Statistics of the fast path, for reports and tests.
@@ -184,10 +210,9 @@ pub struct IovaStats {
     pub rcache_flushes: u64,
 }
 
-/// `struct iova_domain`.
+/// The rbtree half of `struct iova_domain`: what `iova_rbtree_lock` protects.
 #[derive(Clone, Debug)]
-pub struct IovaDomain {
-    granule: u64,
+struct IovaTree {
     start_pfn: u64,
     dma_32bit_pfn: u64,
     /// pfn_lo -> pfn_hi of every allocated range, plus the anchor.
@@ -196,10 +221,26 @@ pub struct IovaDomain {
     cached_node: u64,
     cached32_node: u64,
     max32_alloc_size: u64,
+    rules: IovaRules,
+    costs: Costs,
+    /// The tree's figures (allocations, frees, steps, retries, descents).
+    stats: IovaStats,
+}
+
+/// `struct iova_domain`, shared by every CPU that maps through it: the tree under
+/// `iova_rbtree_lock`, and per cached order each CPU's magazines and the depot under their
+/// locks ([`IovaRcache`]). Every method takes `&self`; state is borrowed only while its lock is
+/// held, so a CPU that waits for a lock holds no borrow another CPU needs.
+#[derive(Debug)]
+pub struct IovaDomain {
+    granule: u64,
+    tree: RefCell<IovaTree>,
+    rbtree_lock: SpinLock,
     rcaches: Vec<IovaRcache>,
     rules: IovaRules,
     costs: Costs,
-    pub stats: IovaStats,
+    /// The range caches' figures (hits, misses, flushes).
+    rstats: Cell<IovaStats>,
 }
 
 /// `order_base_2()`.
@@ -211,98 +252,9 @@ fn order_base_2(n: u64) -> u32 {
     }
 }
 
-impl IovaDomain {
-    /// `init_iova_domain()` plus `iova_domain_init_rcaches()` for `ncpus` CPUs, under the newest
-    /// modelled rules ([`IovaDomain::with_rules`] picks a release's). `granule` is the IOMMU page
-    /// size; `start_pfn` the lowest allocatable pfn (the kernel keeps pfn 0 out).
-    pub fn new(
-        hw: &dyn Hw,
-        granule: u64,
-        start_pfn: u64,
-        ncpus: usize,
-    ) -> Result<IovaDomain, IommuError> {
-        if !granule.is_power_of_two() || granule < 4096 {
-            return Err(IommuError::BadGranule(granule));
-        }
-        let shift = granule.trailing_zeros();
-        let dma_32bit_pfn = (1u64 << 32) >> shift;
-        let ncpus = ncpus.max(1);
-        Ok(IovaDomain {
-            granule,
-            start_pfn: start_pfn.max(1),
-            dma_32bit_pfn,
-            tree: BTreeMap::from([(IOVA_ANCHOR, IOVA_ANCHOR)]),
-            cached_node: IOVA_ANCHOR,
-            cached32_node: IOVA_ANCHOR,
-            max32_alloc_size: dma_32bit_pfn,
-            rcaches: (0..IOVA_RANGE_CACHE_MAX_SIZE)
-                .map(|_| IovaRcache {
-                    depot: Vec::new(),
-                    cpus: vec![CpuRcache::default(); ncpus],
-                })
-                .collect(),
-            rules: IovaRelease::Linux6_2.rules(),
-            costs: Costs {
-                hit: hw.sw_cost(SwKey::IovaRcacheHit),
-                miss: hw.sw_cost(SwKey::IovaRcacheMiss),
-                insert: hw.sw_cost(SwKey::IovaRcacheInsert),
-                depot: hw.sw_cost(SwKey::IovaDepotSwap),
-                alloc: hw.sw_cost(SwKey::AllocIova),
-                step: hw.sw_cost(SwKey::IovaRbtreeStep),
-                free: hw.sw_cost(SwKey::FreeIova),
-            },
-            stats: IovaStats::default(),
-        })
-    }
-
-    /// The same empty domain under a release's rules (chosen once, at setup).
-    pub fn with_rules(mut self, rules: IovaRules) -> IovaDomain {
-        debug_assert!(self.tree.len() == 1, "rules change on a domain in use");
-        self.rules = rules;
-        self
-    }
-
-    pub fn rules(&self) -> IovaRules {
-        self.rules
-    }
-
-    pub fn granule(&self) -> u64 {
-        self.granule
-    }
-    pub fn shift(&self) -> u32 {
-        self.granule.trailing_zeros()
-    }
-    pub fn start_pfn(&self) -> u64 {
-        self.start_pfn
-    }
-    pub fn ncpus(&self) -> usize {
-        self.rcaches[0].cpus.len()
-    }
-
-    /// Allocated ranges `(pfn_lo, pfn_hi)` in ascending order, cached ones included.
-    pub fn ranges(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.tree
-            .iter()
-            .filter(|(k, _)| **k != IOVA_ANCHOR)
-            .map(|(&k, &v)| (k, v))
-    }
-
-    /// pfns sitting in magazines or the depot (allocated in the tree, free to reuse).
-    pub fn cached_pfns(&self) -> usize {
-        self.rcaches
-            .iter()
-            .map(|r| {
-                r.depot.iter().map(Vec::len).sum::<usize>()
-                    + r.cpus
-                        .iter()
-                        .map(|c| c.loaded.len() + c.prev.len())
-                        .sum::<usize>()
-            })
-            .sum()
-    }
-
+impl IovaTree {
     /// `find_iova()`: the range containing `pfn`.
-    pub fn find_iova(&self, pfn: u64) -> Option<(u64, u64)> {
+    fn find_iova(&self, pfn: u64) -> Option<(u64, u64)> {
         self.tree
             .range(..=pfn)
             .next_back()
@@ -421,18 +373,14 @@ impl IovaDomain {
         }
     }
 
-    /// `alloc_iova()`: `size` granules ending at or below `limit_pfn` (inclusive), aligned to the
-    /// size rounded up to a power of two when `size_aligned`. Returns the first pfn.
-    pub fn alloc_iova(
+    /// `alloc_iova()`'s work under `iova_rbtree_lock`.
+    fn alloc(
         &mut self,
         hw: &mut dyn Hw,
         size: u64,
         limit_pfn: u64,
         size_aligned: bool,
     ) -> Result<u64, IommuError> {
-        if size == 0 {
-            return Err(IommuError::Empty);
-        }
         let back = hw.enter(crate::frame_id!("alloc_iova"));
         hw.sw(self.costs.alloc);
         let limit = limit_pfn.min(IOVA_ANCHOR - 1) + 1;
@@ -450,8 +398,8 @@ impl IovaDomain {
         }
     }
 
-    /// `free_iova()` / `__free_iova()`: release the range containing `pfn`.
-    pub fn free_iova(&mut self, hw: &mut dyn Hw, pfn: u64) -> Result<(), IommuError> {
+    /// `__free_iova()` of the range containing `pfn`, under `iova_rbtree_lock`.
+    fn free(&mut self, hw: &mut dyn Hw, pfn: u64) -> Result<(), IommuError> {
         let (lo, hi) = self.find_iova(pfn).ok_or(IommuError::IovaBadFree(pfn))?;
         let back = hw.enter(crate::frame_id!("free_iova"));
         hw.sw(self.costs.free);
@@ -487,6 +435,199 @@ impl IovaDomain {
             self.cached_node = next();
         }
     }
+}
+
+impl IovaDomain {
+    /// `init_iova_domain()` plus `iova_domain_init_rcaches()` for `ncpus` CPUs, under the newest
+    /// modelled rules ([`IovaDomain::with_rules`] picks a release's). `granule` is the IOMMU page
+    /// size; `start_pfn` the lowest allocatable pfn (the kernel keeps pfn 0 out).
+    pub fn new(
+        hw: &dyn Hw,
+        granule: u64,
+        start_pfn: u64,
+        ncpus: usize,
+    ) -> Result<IovaDomain, IommuError> {
+        if !granule.is_power_of_two() || granule < 4096 {
+            return Err(IommuError::BadGranule(granule));
+        }
+        let shift = granule.trailing_zeros();
+        let dma_32bit_pfn = (1u64 << 32) >> shift;
+        let ncpus = ncpus.max(1);
+        let rules = IovaRelease::Linux6_2.rules();
+        let costs = Costs {
+            hit: hw.sw_cost(SwKey::IovaRcacheHit),
+            miss: hw.sw_cost(SwKey::IovaRcacheMiss),
+            insert: hw.sw_cost(SwKey::IovaRcacheInsert),
+            depot: hw.sw_cost(SwKey::IovaDepotSwap),
+            alloc: hw.sw_cost(SwKey::AllocIova),
+            step: hw.sw_cost(SwKey::IovaRbtreeStep),
+            free: hw.sw_cost(SwKey::FreeIova),
+        };
+        Ok(IovaDomain {
+            granule,
+            tree: RefCell::new(IovaTree {
+                start_pfn: start_pfn.max(1),
+                dma_32bit_pfn,
+                tree: BTreeMap::from([(IOVA_ANCHOR, IOVA_ANCHOR)]),
+                cached_node: IOVA_ANCHOR,
+                cached32_node: IOVA_ANCHOR,
+                max32_alloc_size: dma_32bit_pfn,
+                rules,
+                costs,
+                stats: IovaStats::default(),
+            }),
+            rbtree_lock: SpinLock::named("iova_rbtree_lock", "(spinning on iova_rbtree_lock)"),
+            rcaches: (0..IOVA_RANGE_CACHE_MAX_SIZE)
+                .map(|_| IovaRcache::new(ncpus))
+                .collect(),
+            rules,
+            costs,
+            rstats: Cell::new(IovaStats::default()),
+        })
+    }
+
+    /// The same empty domain under a release's rules (chosen once, at setup).
+    pub fn with_rules(mut self, rules: IovaRules) -> IovaDomain {
+        let t = self.tree.get_mut();
+        debug_assert!(t.tree.len() == 1, "rules change on a domain in use");
+        t.rules = rules;
+        self.rules = rules;
+        self
+    }
+
+    pub fn rules(&self) -> IovaRules {
+        self.rules
+    }
+
+    pub fn granule(&self) -> u64 {
+        self.granule
+    }
+    pub fn shift(&self) -> u32 {
+        self.granule.trailing_zeros()
+    }
+    pub fn start_pfn(&self) -> u64 {
+        self.tree.borrow().start_pfn
+    }
+    pub fn ncpus(&self) -> usize {
+        self.rcaches[0].cpus.len()
+    }
+
+    /// The figures of the fast path and the tree so far.
+    pub fn stats(&self) -> IovaStats {
+        let (r, t) = (self.rstats.get(), self.tree.borrow().stats);
+        IovaStats {
+            rcache_hits: r.rcache_hits,
+            rcache_misses: r.rcache_misses,
+            rcache_flushes: r.rcache_flushes,
+            tree_allocs: t.tree_allocs,
+            tree_frees: t.tree_frees,
+            tree_steps: t.tree_steps,
+            retries: t.retries,
+            find_limit_descents: t.find_limit_descents,
+        }
+    }
+
+    /// Start the figures again from zero.
+    pub fn clear_stats(&self) {
+        self.rstats.set(IovaStats::default());
+        self.tree.borrow_mut().stats = IovaStats::default();
+    }
+
+    fn rstat(&self, f: impl FnOnce(&mut IovaStats)) {
+        let mut s = self.rstats.get();
+        f(&mut s);
+        self.rstats.set(s);
+    }
+
+    /// What the domain's locks saw: the tree's, then each order's depot lock.
+    pub fn lock_records(&self) -> Vec<(&'static str, crate::smp::LockRecord)> {
+        let mut out = vec![(self.rbtree_lock.name, self.rbtree_lock.record())];
+        let mut depot = crate::smp::LockRecord::default();
+        for rc in &self.rcaches {
+            depot.merge(&rc.lock.record());
+        }
+        out.push((self.rcaches[0].lock.name, depot));
+        out
+    }
+
+    /// Allocated ranges `(pfn_lo, pfn_hi)` in ascending order, cached ones included.
+    pub fn ranges(&self) -> Vec<(u64, u64)> {
+        self.tree
+            .borrow()
+            .tree
+            .iter()
+            .filter(|(k, _)| **k != IOVA_ANCHOR)
+            .map(|(&k, &v)| (k, v))
+            .collect()
+    }
+
+    /// pfns sitting in magazines or the depot (allocated in the tree, free to reuse).
+    pub fn cached_pfns(&self) -> usize {
+        self.rcaches
+            .iter()
+            .map(|r| {
+                r.depot.borrow().iter().map(Vec::len).sum::<usize>()
+                    + r.cpus
+                        .iter()
+                        .map(|c| {
+                            let c = c.borrow();
+                            c.loaded.len() + c.prev.len()
+                        })
+                        .sum::<usize>()
+            })
+            .sum()
+    }
+
+    /// `find_iova()`: the range containing `pfn`.
+    pub fn find_iova(&self, pfn: u64) -> Option<(u64, u64)> {
+        self.tree.borrow().find_iova(pfn)
+    }
+
+    /// `alloc_iova()`: `size` granules ending at or below `limit_pfn` (inclusive), aligned to the
+    /// size rounded up to a power of two when `size_aligned`. Returns the first pfn.
+    pub fn alloc_iova(
+        &self,
+        hw: &mut dyn Hw,
+        size: u64,
+        limit_pfn: u64,
+        size_aligned: bool,
+    ) -> Result<u64, IommuError> {
+        if size == 0 {
+            return Err(IommuError::Empty);
+        }
+        hw.spin_lock(&self.rbtree_lock);
+        let r = self
+            .tree
+            .borrow_mut()
+            .alloc(hw, size, limit_pfn, size_aligned);
+        hw.spin_unlock(&self.rbtree_lock);
+        r
+    }
+
+    /// `free_iova()` / `__free_iova()`: release the range containing `pfn`.
+    pub fn free_iova(&self, hw: &mut dyn Hw, pfn: u64) -> Result<(), IommuError> {
+        hw.spin_lock(&self.rbtree_lock);
+        let r = self.tree.borrow_mut().free(hw, pfn);
+        hw.spin_unlock(&self.rbtree_lock);
+        r
+    }
+
+    /// `iova_magazine_free_pfns()`: every pfn of a magazine back to the tree, under one hold of
+    /// `iova_rbtree_lock`.
+    fn free_pfns(&self, hw: &mut dyn Hw, pfns: Vec<u64>) {
+        if pfns.is_empty() {
+            return;
+        }
+        hw.spin_lock(&self.rbtree_lock);
+        {
+            let mut t = self.tree.borrow_mut();
+            for p in pfns {
+                let r = t.free(hw, p);
+                debug_assert!(r.is_ok(), "cached pfn not in the tree: {r:?}");
+            }
+        }
+        hw.spin_unlock(&self.rbtree_lock);
+    }
 
     fn cpu(&self, cpu: usize) -> Result<(), IommuError> {
         if cpu >= self.ncpus() {
@@ -498,7 +639,7 @@ impl IovaDomain {
     /// `alloc_iova_fast()`: from `cpu`'s magazines if it can, else the tree; on exhaustion, flush
     /// every cache back to the tree and try once more (`flush_rcache`).
     pub fn alloc_iova_fast(
-        &mut self,
+        &self,
         hw: &mut dyn Hw,
         cpu: usize,
         size: u64,
@@ -540,13 +681,15 @@ impl IovaDomain {
 
     /// `free_iova_fast()`: into `cpu`'s magazine, or back to the tree.
     pub fn free_iova_fast(
-        &mut self,
+        &self,
         hw: &mut dyn Hw,
         cpu: usize,
         pfn: u64,
         size: u64,
     ) -> Result<(), IommuError> {
         self.cpu(cpu)?;
+        // A model-only guard (the kernel would corrupt its lists): what is freed must be an
+        // allocated range's start and not already cached.
         let Some((lo, _)) = self.find_iova(pfn).filter(|(lo, _)| *lo == pfn) else {
             return Err(IommuError::IovaBadFree(pfn));
         };
@@ -556,7 +699,8 @@ impl IovaDomain {
         let back = hw.enter(crate::frame_id!("free_iova_fast"));
         let order = order_base_2(size);
         let r = if order < IOVA_RANGE_CACHE_MAX_SIZE {
-            self.rcache_insert(hw, cpu, order as usize, pfn)
+            self.rcache_insert(hw, cpu, order as usize, pfn);
+            Ok(())
         } else {
             self.free_iova(hw, pfn)
         };
@@ -570,125 +714,140 @@ impl IovaDomain {
     /// Whether `pfn` already sits in a cache (a second free of it would be a double free).
     fn cached_pfn(&self, pfn: u64) -> bool {
         self.rcaches.iter().any(|r| {
-            r.depot.iter().any(|m| m.contains(&pfn))
-                || r.cpus
-                    .iter()
-                    .any(|c| c.loaded.contains(&pfn) || c.prev.contains(&pfn))
+            r.depot.borrow().iter().any(|m| m.contains(&pfn))
+                || r.cpus.iter().any(|c| {
+                    let c = c.borrow();
+                    c.loaded.contains(&pfn) || c.prev.contains(&pfn)
+                })
         })
     }
 
-    /// `iova_rcache_get()` / `__iova_rcache_get()` / `iova_magazine_pop()`.
-    fn rcache_get(
-        &mut self,
-        hw: &mut dyn Hw,
-        cpu: usize,
-        size: u64,
-        limit_pfn: u64,
-    ) -> Option<u64> {
+    /// `iova_rcache_get()` / `__iova_rcache_get()` / `iova_magazine_pop()`: under the CPU's
+    /// `cpu_rcache->lock`, and the depot's `rcache->lock` when both magazines are empty.
+    fn rcache_get(&self, hw: &mut dyn Hw, cpu: usize, size: u64, limit_pfn: u64) -> Option<u64> {
         let order = order_base_2(size);
         if order >= IOVA_RANGE_CACHE_MAX_SIZE {
             return None;
         }
         // pfn + size - 1 <= limit_pfn.
         let limit = limit_pfn.saturating_add(1).checked_sub(size)?;
-        let rc = &mut self.rcaches[order as usize];
-        let c = &mut rc.cpus[cpu];
-        let has = if !c.loaded.is_empty() {
-            true
-        } else if !c.prev.is_empty() {
-            std::mem::swap(&mut c.loaded, &mut c.prev);
-            true
-        } else if let Some(full) = rc.depot.pop() {
-            hw.sw(self.costs.depot);
-            c.loaded = full;
-            true
-        } else {
-            false
-        };
-        let pfn = if has {
-            // Take the last pfn under the limit, swapping the top into its place.
-            c.loaded
-                .iter()
-                .rposition(|&p| p <= limit)
-                .map(|i| c.loaded.swap_remove(i))
-        } else {
-            None
+        let rc = &self.rcaches[order as usize];
+        hw.spin_lock(&rc.cpu_locks[cpu]);
+        let pfn = {
+            let mut c = rc.cpus[cpu].borrow_mut();
+            let has = if !c.loaded.is_empty() {
+                true
+            } else if !c.prev.is_empty() {
+                let c = &mut *c;
+                std::mem::swap(&mut c.loaded, &mut c.prev);
+                true
+            } else {
+                hw.spin_lock(&rc.lock);
+                let full = rc.depot.borrow_mut().pop();
+                hw.spin_unlock(&rc.lock);
+                match full {
+                    Some(full) => {
+                        hw.sw(self.costs.depot);
+                        c.loaded = full;
+                        true
+                    }
+                    None => false,
+                }
+            };
+            if has {
+                // Take the last pfn under the limit, swapping the top into its place.
+                c.loaded
+                    .iter()
+                    .rposition(|&p| p <= limit)
+                    .map(|i| c.loaded.swap_remove(i))
+            } else {
+                None
+            }
         };
         if pfn.is_some() {
             hw.count(Counter::IovaRcacheHit, 1);
             hw.sw(self.costs.hit);
-            self.stats.rcache_hits += 1;
+            self.rstat(|s| s.rcache_hits += 1);
         } else {
             hw.sw(self.costs.miss);
-            self.stats.rcache_misses += 1;
+            self.rstat(|s| s.rcache_misses += 1);
         }
+        hw.spin_unlock(&rc.cpu_locks[cpu]);
         pfn
     }
 
-    /// `__iova_rcache_insert()`.
-    fn rcache_insert(
-        &mut self,
-        hw: &mut dyn Hw,
-        cpu: usize,
-        order: usize,
-        pfn: u64,
-    ) -> Result<(), IommuError> {
+    /// `__iova_rcache_insert()`: under the CPU's `cpu_rcache->lock`; a full pair of magazines
+    /// sends one to the depot under `rcache->lock`, or, the depot full, back to the tree once
+    /// the CPU's lock is released.
+    fn rcache_insert(&self, hw: &mut dyn Hw, cpu: usize, order: usize, pfn: u64) {
         hw.sw(self.costs.insert);
-        let rc = &mut self.rcaches[order];
-        let c = &mut rc.cpus[cpu];
+        let rc = &self.rcaches[order];
         let mag = self.rules.mag_size;
-        let mut to_free = None;
-        if c.loaded.len() >= mag {
-            if c.prev.len() < mag {
-                std::mem::swap(&mut c.loaded, &mut c.prev);
-            } else {
-                hw.sw(self.costs.depot);
-                let full = std::mem::replace(&mut c.loaded, Vec::with_capacity(mag));
-                if rc.depot.len() < MAX_GLOBAL_MAGS {
-                    rc.depot.push(full);
+        hw.spin_lock(&rc.cpu_locks[cpu]);
+        let to_free = {
+            let mut c = rc.cpus[cpu].borrow_mut();
+            let c = &mut *c;
+            let mut to_free = None;
+            if c.loaded.len() >= mag {
+                if c.prev.len() < mag {
+                    std::mem::swap(&mut c.loaded, &mut c.prev);
                 } else {
-                    to_free = Some(full);
+                    hw.sw(self.costs.depot);
+                    let full = std::mem::replace(&mut c.loaded, Vec::with_capacity(mag));
+                    hw.spin_lock(&rc.lock);
+                    {
+                        let mut depot = rc.depot.borrow_mut();
+                        if depot.len() < MAX_GLOBAL_MAGS {
+                            depot.push(full);
+                        } else {
+                            to_free = Some(full);
+                        }
+                    }
+                    hw.spin_unlock(&rc.lock);
                 }
             }
-        }
-        rc.cpus[cpu].loaded.push(pfn);
+            c.loaded.push(pfn);
+            to_free
+        };
+        hw.spin_unlock(&rc.cpu_locks[cpu]);
         if let Some(mag) = to_free {
-            for p in mag {
-                self.free_iova(hw, p)?;
-            }
+            self.free_pfns(hw, mag);
         }
-        Ok(())
     }
 
     /// `free_cpu_cached_iovas()` for every CPU and `free_global_cached_iovas()`.
-    pub fn flush_rcaches(&mut self, hw: &mut dyn Hw) {
+    pub fn flush_rcaches(&self, hw: &mut dyn Hw) {
         self.flush(hw, true);
     }
 
     /// `free_cpu_cached_iovas()` for every CPU alone: 5.10's exhaustion flush, which leaves
     /// the depot's magazines where they are.
-    pub fn flush_cpu_rcaches(&mut self, hw: &mut dyn Hw) {
+    pub fn flush_cpu_rcaches(&self, hw: &mut dyn Hw) {
         self.flush(hw, false);
     }
 
-    fn flush(&mut self, hw: &mut dyn Hw, depot: bool) {
-        self.stats.rcache_flushes += 1;
+    fn flush(&self, hw: &mut dyn Hw, depot: bool) {
+        self.rstat(|s| s.rcache_flushes += 1);
         let mut pfns = Vec::new();
-        for rc in &mut self.rcaches {
-            for c in &mut rc.cpus {
-                pfns.append(&mut c.loaded);
-                pfns.append(&mut c.prev);
+        for rc in &self.rcaches {
+            for (c, lock) in rc.cpus.iter().zip(&rc.cpu_locks) {
+                hw.spin_lock(lock);
+                {
+                    let mut c = c.borrow_mut();
+                    pfns.append(&mut c.loaded);
+                    pfns.append(&mut c.prev);
+                }
+                hw.spin_unlock(lock);
             }
             if depot {
-                for mut m in rc.depot.drain(..) {
+                hw.spin_lock(&rc.lock);
+                for mut m in rc.depot.borrow_mut().drain(..) {
                     pfns.append(&mut m);
                 }
+                hw.spin_unlock(&rc.lock);
             }
         }
-        for p in pfns {
-            let r = self.free_iova(hw, p);
-            debug_assert!(r.is_ok(), "cached pfn not in the tree: {r:?}");
-        }
+        self.free_pfns(hw, pfns);
     }
 }
 
@@ -705,7 +864,7 @@ mod tests {
 
     #[test]
     fn allocations_go_top_down_and_are_size_aligned() {
-        let (mut r, mut d) = dom();
+        let (mut r, d) = dom();
         let limit = (1u64 << 32 >> 12) - 1;
         assert_eq!(d.alloc_iova(&mut r, 1, limit, true), Ok(limit));
         assert_eq!(d.alloc_iova(&mut r, 4, limit, true), Ok(limit + 1 - 8));
@@ -720,7 +879,7 @@ mod tests {
 
     #[test]
     fn exhaustion_is_an_error_and_frees_make_room() {
-        let (mut r, mut d) = dom();
+        let (mut r, d) = dom();
         // pfns 1..=16 available, 16 aligned 1-granule ranges, then nothing.
         for _ in 0..16 {
             d.alloc_iova(&mut r, 1, 16, true).unwrap();
@@ -748,7 +907,7 @@ mod tests {
             Linux5_10, Linux5_11, Linux5_13, Linux5_18, Linux6_0, Linux6_2,
         ] {
             let mut r = Recorder::new(64);
-            let mut d = dom_of(&r, 40, 1, rel);
+            let d = dom_of(&r, 40, 1, rel);
             assert_eq!(d.alloc_iova(&mut r, 2, 63, true), Ok(62));
             // Aligned to 8 below 62: 48..=55, leaving 56..=61 free above the cached node.
             assert_eq!(d.alloc_iova(&mut r, 8, 63, true), Ok(48));
@@ -764,9 +923,9 @@ mod tests {
             assert_eq!(r5, Ok(56), "{rel:?}");
             assert!(d.alloc_iova(&mut r, 4, 63, true).is_err());
             // The failure recorded the size: a 32-bit request that large now fails at once.
-            let steps = d.stats.tree_steps;
+            let steps = d.stats().tree_steps;
             assert!(d.alloc_iova(&mut r, 4, 63, true).is_err());
-            assert_eq!(d.stats.tree_steps, steps);
+            assert_eq!(d.stats().tree_steps, steps);
             // Freeing 44 (not the cached node) resets that estimate only from 5.18.
             d.free_iova(&mut r, 44).unwrap();
             let again = d.alloc_iova(&mut r, 4, 63, true);
@@ -775,7 +934,8 @@ mod tests {
             } else {
                 assert!(again.is_err(), "{rel:?}");
                 assert_eq!(
-                    d.stats.tree_steps, steps,
+                    d.stats().tree_steps,
+                    steps,
                     "{rel:?}: refused before any walk"
                 );
             }
@@ -785,12 +945,12 @@ mod tests {
     /// pfns 1..=16 all allocated, then 16 freed: the 32-bit cached node is the anchor.
     fn full_with_the_anchor_cached(rel: IovaRelease) -> (Recorder, IovaDomain) {
         let mut r = Recorder::new(64);
-        let mut d = dom_of(&r, 1, 1, rel);
+        let d = dom_of(&r, 1, 1, rel);
         for _ in 0..16 {
             d.alloc_iova(&mut r, 1, 16, true).unwrap();
         }
         d.free_iova(&mut r, 16).unwrap();
-        d.stats = IovaStats::default();
+        d.clear_stats();
         (r, d)
     }
 
@@ -806,13 +966,13 @@ mod tests {
             (Linux6_0, 30, 1, 1),
             (Linux6_2, 14, 0, 0),
         ] {
-            let (mut r, mut d) = full_with_the_anchor_cached(rel);
+            let (mut r, d) = full_with_the_anchor_cached(rel);
             assert!(d.alloc_iova(&mut r, 2, 16, true).is_err(), "{rel:?}");
             assert_eq!(
                 (
-                    d.stats.tree_steps,
-                    d.stats.retries,
-                    d.stats.find_limit_descents
+                    d.stats().tree_steps,
+                    d.stats().retries,
+                    d.stats().find_limit_descents
                 ),
                 (steps, retries, descents),
                 "{rel:?}"
@@ -831,9 +991,9 @@ mod tests {
             (Linux6_0, Some(0), 32),
             (Linux6_2, None, 16),
         ] {
-            let (mut r, mut d) = full_with_the_anchor_cached(rel);
+            let (mut r, d) = full_with_the_anchor_cached(rel);
             assert_eq!(d.alloc_iova(&mut r, 1, 15, true).ok(), got, "{rel:?}");
-            assert_eq!(d.stats.tree_steps, steps, "{rel:?}");
+            assert_eq!(d.stats().tree_steps, steps, "{rel:?}");
         }
     }
 
@@ -844,17 +1004,17 @@ mod tests {
         let mut visits = Vec::new();
         for rel in [Linux5_11, Linux5_13, Linux6_2] {
             let mut r = Recorder::new(64);
-            let mut d = dom_of(&r, 40, 1, rel);
+            let d = dom_of(&r, 40, 1, rel);
             for _ in 0..10 {
                 d.alloc_iova(&mut r, 1, (1 << 24) - 1, true).unwrap();
             }
             for (size, at) in [(2, 62), (8, 48), (4, 44), (4, 40)] {
                 assert_eq!(d.alloc_iova(&mut r, size, 63, true), Ok(at));
             }
-            d.stats = IovaStats::default();
+            d.clear_stats();
             assert_eq!(d.alloc_iova(&mut r, 4, 63, true), Ok(56), "{rel:?}");
-            assert_eq!(d.stats.retries, 1);
-            visits.push((d.stats.tree_steps, d.stats.find_limit_descents));
+            assert_eq!(d.stats().retries, 1);
+            visits.push((d.stats().tree_steps, d.stats().find_limit_descents));
         }
         // First walk: 40 and nothing below it (1 visit). Retry from the anchor: the anchor,
         // the ten high ranges, then 62 where 56 fits (12); from iova_find_limit: the lowest
@@ -870,7 +1030,7 @@ mod tests {
             let mut p = ModelParams::default();
             p.sw.insert("iova_rbtree_step".into(), 1000);
             let mut m = Model::new(p);
-            let mut d = IovaDomain::new(&m, 4096, 1, 1)
+            let d = IovaDomain::new(&m, 4096, 1, 1)
                 .unwrap()
                 .with_rules(rel.rules());
             for _ in 0..16 {
@@ -885,7 +1045,7 @@ mod tests {
 
     #[test]
     fn hot_loop_is_served_by_the_magazines() {
-        let (mut r, mut d) = dom();
+        let (mut r, d) = dom();
         let limit = (1u64 << 36 >> 12) - 1;
         let first = d.alloc_iova_fast(&mut r, 0, 8, limit, true).unwrap();
         d.free_iova_fast(&mut r, 0, first, 8).unwrap();
@@ -894,9 +1054,9 @@ mod tests {
             assert_eq!(p, first);
             d.free_iova_fast(&mut r, 0, p, 8).unwrap();
         }
-        assert_eq!(d.stats.tree_allocs, 1);
-        assert_eq!(d.stats.rcache_hits, 1000);
-        assert_eq!(d.stats.tree_frees, 0);
+        assert_eq!(d.stats().tree_allocs, 1);
+        assert_eq!(d.stats().rcache_hits, 1000);
+        assert_eq!(d.stats().tree_frees, 0);
         // Another CPU has its own magazines.
         let q = d.alloc_iova_fast(&mut r, 1, 8, limit, true).unwrap();
         assert_ne!(q, first);
@@ -913,7 +1073,7 @@ mod tests {
         for (rel, mag) in [(Linux5_18, 128usize), (Linux6_0, 127)] {
             assert_eq!(rel.rules().mag_size, mag);
             let mut r = Recorder::new(64);
-            let mut d = dom_of(&r, 1, 2, rel);
+            let d = dom_of(&r, 1, 2, rel);
             let limit = (1u64 << 40 >> 12) - 1;
             let n = 128 * (2 + MAX_GLOBAL_MAGS) + 5;
             let pfns: Vec<u64> = (0..n)
@@ -922,9 +1082,9 @@ mod tests {
             for &p in &pfns {
                 d.free_iova_fast(&mut r, 0, p, 1).unwrap();
             }
-            assert_eq!(d.stats.tree_frees, mag as u64, "{rel:?}");
+            assert_eq!(d.stats().tree_frees, mag as u64, "{rel:?}");
             assert_eq!(d.cached_pfns(), n - mag, "{rel:?}");
-            assert_eq!(d.ranges().count(), n - mag);
+            assert_eq!(d.ranges().len(), n - mag);
             // Double free of a cached pfn is refused.
             assert_eq!(
                 d.free_iova_fast(&mut r, 0, pfns[n - 1], 1),
@@ -939,7 +1099,7 @@ mod tests {
     fn the_exhaustion_flush_empties_the_depot_from_5_11() {
         for (rel, freed, left) in [(Linux5_10, 144, 256), (Linux5_11, 400, 0)] {
             let mut r = Recorder::new(64);
-            let mut d = dom_of(&r, 1, 2, rel);
+            let d = dom_of(&r, 1, 2, rel);
             let pfns: Vec<u64> = (0..400)
                 .map(|_| d.alloc_iova_fast(&mut r, 0, 1, 400, true).unwrap())
                 .collect();
@@ -951,15 +1111,15 @@ mod tests {
                 d.alloc_iova_fast(&mut r, 1, 2, 400, true).is_ok(),
                 "{rel:?}"
             );
-            assert_eq!(d.stats.rcache_flushes, 1);
-            assert_eq!(d.stats.tree_frees, freed, "{rel:?}");
+            assert_eq!(d.stats().rcache_flushes, 1);
+            assert_eq!(d.stats().tree_frees, freed, "{rel:?}");
             assert_eq!(d.cached_pfns(), left, "{rel:?}");
         }
     }
 
     #[test]
     fn exhausted_fast_path_flushes_the_caches_and_retries() {
-        let (mut r, mut d) = dom();
+        let (mut r, d) = dom();
         // 8 single pfns cached on CPU 1, nothing else free below pfn 8.
         let pfns: Vec<u64> = (0..7)
             .map(|_| d.alloc_iova_fast(&mut r, 1, 1, 7, true).unwrap())
@@ -970,7 +1130,7 @@ mod tests {
         // CPU 0 wants 2 granules: its caches are empty, the tree is full of cached singles.
         let p = d.alloc_iova_fast(&mut r, 0, 2, 7, true).unwrap();
         assert_eq!(p % 2, 0);
-        assert_eq!(d.stats.rcache_flushes, 1);
+        assert_eq!(d.stats().rcache_flushes, 1);
         assert!(d.alloc_iova_fast(&mut r, 0, 16, 7, false).is_err());
     }
 }

@@ -183,7 +183,7 @@ fn the_default_segment_boundary_pads_a_list_across_4g_only_before_5_10() {
             "{rule:?}"
         );
         assert_eq!(u64::from(sgt.entries[1].dma_length), 2 * gib);
-        let (lo, hi) = d.iovad.ranges().next().unwrap();
+        let (lo, hi) = d.iovad.ranges().into_iter().next().unwrap();
         assert_eq!((hi - lo + 1) << 12, mapped, "{rule:?}");
         // The pad is mapped too: the second entry's mapping runs on past its 2 GiB.
         let past = d.domain.iova_to_phys(&mut r, IovaAddr(base + 3 * gib));
@@ -445,7 +445,7 @@ fn map_page_keeps_the_offset_and_unmap_page_frees_the_iova() {
         )
         .unwrap();
     assert_eq!(b, a);
-    assert_eq!(d.iovad.stats.rcache_hits, 1);
+    assert_eq!(d.iovad.stats().rcache_hits, 1);
     let huge = d.map_page(
         &mut r,
         &dev,
@@ -508,8 +508,8 @@ fn lazy_unmaps_skip_invalidation_and_flush_once_per_full_queue() {
     assert_eq!(r.count_of(Counter::SmmuTlbival), 300);
     assert_eq!(r.count_of(Counter::SmmuTlbsync), 300);
     assert_eq!(r.count_of(Counter::SmmuTlbiasid), 0);
-    assert_eq!(d.iovad.stats.tree_allocs, 1);
-    assert_eq!(d.iovad.stats.rcache_hits, 299);
+    assert_eq!(d.iovad.stats().tree_allocs, 1);
+    assert_eq!(d.iovad.stats().rcache_hits, 299);
     assert_eq!(d.flush_queue_drain(&mut r), 0);
     assert_eq!(d.fq_stats(), FqStats::default());
 
@@ -538,8 +538,8 @@ fn lazy_unmaps_skip_invalidation_and_flush_once_per_full_queue() {
     );
     assert_eq!(d.flush_queue().map(|f| f.pending()), Some(45));
     // Maps 1..=256 found every magazine empty; maps 257..=300 reused the 255 freed.
-    assert_eq!(d.iovad.stats.tree_allocs, 256);
-    assert_eq!(d.iovad.stats.rcache_hits, 44);
+    assert_eq!(d.iovad.stats().tree_allocs, 256);
+    assert_eq!(d.iovad.stats().rcache_hits, 44);
 
     assert_eq!(d.flush_queue_drain(&mut r), 45);
     assert_eq!(r.count_of(Counter::SmmuTlbiasid), 2);
@@ -550,7 +550,7 @@ fn lazy_unmaps_skip_invalidation_and_flush_once_per_full_queue() {
     assert_eq!(d.flush_queue().map(|f| f.pending()), Some(0));
     assert_eq!(d.flush_queue().and_then(|f| f.timer_expires_ps()), None);
     // Every IOVA is back, cached for reuse: 256 allocated, 256 in the magazines.
-    assert_eq!(d.iovad.ranges().count(), 256);
+    assert_eq!(d.iovad.ranges().len(), 256);
     assert_eq!(d.iovad.cached_pfns(), 256);
     // Nothing left to drain.
     assert_eq!(d.flush_queue_drain(&mut r), 0);
@@ -572,7 +572,7 @@ fn a_lazy_unmap_keeps_its_iova_until_a_flush() {
     // Freed in queue order into the magazine, which hands back the last one first.
     let c = map_unmap_4k(&mut r, &mut d, &dev, 2);
     assert_eq!(c, vec![b, a]);
-    assert_eq!(d.iovad.stats.tree_allocs, 2);
+    assert_eq!(d.iovad.stats().tree_allocs, 2);
     assert!(d.warnings.is_empty(), "{:?}", d.warnings);
 }
 
@@ -601,7 +601,7 @@ fn lazy_unmaps_on_smmu_v3_issue_one_asid_invalidation_per_flush() {
         assert_eq!(r.count_of(Counter::CmdqTlbiNhVa), nh_va, "{mode:?}");
         assert_eq!(r.count_of(Counter::CmdqTlbiNhAsid), nh_asid, "{mode:?}");
         assert_eq!(r.count_of(Counter::CmdqSync), syncs, "{mode:?}");
-        assert_eq!(d.iovad.cached_pfns(), d.iovad.ranges().count(), "{mode:?}");
+        assert_eq!(d.iovad.cached_pfns(), d.iovad.ranges().len(), "{mode:?}");
     }
 }
 

@@ -386,7 +386,7 @@ pub(super) fn run_ops(
         .sum();
     let mut d = new_domain(hw, s, cfg, mapped, cmdq_shift).map_err(|e| format!("domain: {e}"))?;
     m.saw(&d);
-    let mut iovad = IovaDomain::new(hw, cfg.granule, 1, 1)
+    let iovad = IovaDomain::new(hw, cfg.granule, 1, 1)
         .map_err(|e| format!("IOVA domain: {e}"))?
         .with_rules(s.policies.iova.rules());
     let shift = cfg.granule.trailing_zeros();
