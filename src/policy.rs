@@ -264,9 +264,11 @@ fn walk_flush_preset(k: KernelVersion, t: &Target) -> WalkFlushKind {
     }
 }
 
-/// arm-smmu-v3's invalidation code by release (read in the 5.14, 5.15, 6.1, 6.6, 7.0 and 7.1
-/// sources): range commands from 5.7, ASID + sync in one list from 5.15, TTL for leaves only from
-/// 6.6, large ranges as one ASID invalidation in common code from 7.1.
+/// arm-smmu-v3's invalidation code by release (read in the 5.3, 5.4, 5.14, 5.15, 6.1, 6.6, 7.0
+/// and 7.1 sources): up to 5.3 each leaf issued at once and each command inserted under the
+/// queue's lock, 5.4's lock-free queue and gathered leaves, range commands from 5.7, ASID + sync
+/// in one list from 5.15, TTL for leaves only from 6.6, large ranges as one ASID invalidation
+/// in common code from 7.1.
 fn smmuv3_inv_preset(k: KernelVersion, _: &Target) -> SmmuV3Rules {
     if k >= KernelVersion(7, 1) {
         SmmuV3Rules::Linux7_1
@@ -276,8 +278,10 @@ fn smmuv3_inv_preset(k: KernelVersion, _: &Target) -> SmmuV3Rules {
         SmmuV3Rules::Linux5_15
     } else if k >= KernelVersion(5, 7) {
         SmmuV3Rules::Linux5_7
-    } else {
+    } else if k >= KernelVersion(5, 4) {
         SmmuV3Rules::Linux5_4
+    } else {
+        SmmuV3Rules::Linux5_3
     }
 }
 
@@ -1010,7 +1014,9 @@ mod tests {
             outer_cache: false,
         };
         let r = |a, b| Policies::preset(KernelVersion(a, b), &t).smmuv3_inv;
-        assert_eq!(r(3, 7), SmmuV3Rules::Linux5_4);
+        assert_eq!(r(3, 7), SmmuV3Rules::Linux5_3);
+        assert_eq!(r(5, 3), SmmuV3Rules::Linux5_3);
+        assert_eq!(r(5, 4), SmmuV3Rules::Linux5_4);
         assert_eq!(r(5, 6), SmmuV3Rules::Linux5_4);
         assert_eq!(r(5, 7), SmmuV3Rules::Linux5_7);
         assert_eq!(r(5, 14), SmmuV3Rules::Linux5_7);

@@ -683,6 +683,19 @@ impl DmaMapOps for DmaOps {
     fn set_cpu(&mut self, cpu: u32) {
         dma_ops_dispatch!(self, o => o.set_cpu(cpu))
     }
+    fn lock_records(&self) -> Vec<(&'static str, crate::smp::LockRecord)> {
+        dma_ops_dispatch!(self, o => o.lock_records())
+    }
+    fn on_cpu(&self, cpu: u32) -> Option<DmaOps> {
+        match self {
+            DmaOps::Direct(o) => o.on_cpu(cpu).map(DmaOps::Direct),
+            DmaOps::Iommu(o) => {
+                DmaMapOps::on_cpu(o.as_ref(), cpu).map(|o| DmaOps::Iommu(Box::new(o)))
+            }
+            DmaOps::ArmDma(o) => o.on_cpu(cpu).map(DmaOps::ArmDma),
+            DmaOps::Swiotlb2012(o) => o.on_cpu(cpu).map(DmaOps::Swiotlb2012),
+        }
+    }
 }
 
 impl From<DmaDirect> for DmaOps {

@@ -92,6 +92,20 @@ pub enum ArchOps {
     X86(x86::X86Flush),
 }
 
+impl ArchOps {
+    /// The same implementation as another CPU runs it: arm64's and x86's hold only costs and
+    /// rules. 32-bit ARM's holds the machine's one outer cache, which a second CPU would have to
+    /// share: `None` (not modelled).
+    pub fn on_cpu(&self) -> Option<ArchOps> {
+        match self {
+            ArchOps::Arm64(a) => Some(ArchOps::Arm64(*a)),
+            ArchOps::Arm64CleanInval(a) => Some(ArchOps::Arm64CleanInval(*a)),
+            ArchOps::X86(x) => Some(ArchOps::X86(*x)),
+            ArchOps::Arm32(_) => None,
+        }
+    }
+}
+
 macro_rules! arch_ops_dispatch {
     ($self:expr, $a:ident => $e:expr) => {
         match $self {

@@ -557,6 +557,17 @@ impl DmaMapOps for DmaDirect {
         }
     }
 
+    fn on_cpu(&self, cpu: u32) -> Option<DmaDirect> {
+        Some(DmaDirect {
+            arch: self.arch.on_cpu()?,
+            st: State {
+                sync: self.st.sync,
+                costs: self.st.costs,
+                swiotlb: self.st.swiotlb.as_ref().map(|s| s.on_cpu(cpu)),
+            },
+        })
+    }
+
     fn name(&self) -> &'static str {
         "dma-direct"
     }

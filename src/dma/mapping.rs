@@ -31,6 +31,16 @@ pub struct DmaApi<O: DmaMapOps> {
 }
 
 impl<O: DmaMapOps> DmaApi<O> {
+    /// The device's API as CPU `cpu` of the same machine calls it ([`DmaMapOps::on_cpu`]).
+    pub fn on_cpu(&self, cpu: u32) -> Option<DmaApi<O>> {
+        Some(DmaApi {
+            dev: self.dev.clone(),
+            ops: self.ops.on_cpu(cpu)?,
+            call: self.call,
+            pa: self.pa,
+        })
+    }
+
     /// `call` is the front's own cost per API call (`dma_api_call` in a profile's `[sw]` table).
     pub fn new(hw: &dyn Hw, dev: Device, ops: O) -> DmaApi<O> {
         DmaApi {

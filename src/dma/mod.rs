@@ -111,4 +111,17 @@ pub trait DmaMapOps {
     }
     /// The CPU the next calls run on (`raw_smp_processor_id()`), which picks swiotlb's first area.
     fn set_cpu(&mut self, _cpu: u32) {}
+    /// What the locks these ops take saw so far, by the kernel's name.
+    fn lock_records(&self) -> Vec<(&'static str, crate::smp::LockRecord)> {
+        Vec::new()
+    }
+    /// These ops as CPU `cpu` of the same machine runs them: what the kernel shares between
+    /// CPUs (a swiotlb pool, an IOMMU domain and its IOVA space) shared, the rest its own.
+    /// `None` for ops whose sharing is not modelled.
+    fn on_cpu(&self, _cpu: u32) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        None
+    }
 }

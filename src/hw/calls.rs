@@ -159,4 +159,17 @@ impl CallTimer {
     pub fn clear(&mut self) {
         self.stats.clear();
     }
+
+    /// Add `other`'s calls (another CPU's) to these, call by call.
+    pub fn absorb(&mut self, other: &CallTimer) {
+        for o in &other.stats {
+            let s = self.slot(o.call);
+            s.count += o.count;
+            s.total_ps = s.total_ps.saturating_add(o.total_ps);
+            s.errors += o.errors;
+            if s.first_error.is_none() {
+                s.first_error.clone_from(&o.first_error);
+            }
+        }
+    }
 }

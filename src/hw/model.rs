@@ -318,6 +318,13 @@ impl Model {
         busy.set(busy.get().max(self.now).saturating_add(work));
     }
 
+    /// Commands the SMMU reads from memory `latency` ps away: it starts on them once they have
+    /// arrived, or once it is done with earlier work if that is later.
+    fn smmu_fetch(&mut self, latency: u64) {
+        let busy = &self.smmu_agent.0;
+        busy.set(busy.get().max(self.now.saturating_add(latency)));
+    }
+
     fn smmu_sync(&mut self, work: u64) {
         self.smmu_work(work);
         self.smmu_sync_done = self.smmu_agent.0.get();
@@ -339,6 +346,11 @@ impl Clone for SmmuAgent {
 impl SmmuAgent {
     fn share(&self) -> SmmuAgent {
         SmmuAgent(std::rc::Rc::clone(&self.0))
+    }
+
+    /// When it finishes the last work queued so far.
+    fn busy(&self) -> u64 {
+        self.0.get()
     }
 }
 

@@ -99,6 +99,8 @@ pub struct ArmSmmuContext {
     pub coherent_walk: bool,
     /// Syncs that ran out of poll budget (the kernel logs "TLB sync timed out").
     pub sync_timeouts: u64,
+    /// `smmu_domain->cb_lock`, held around a sync and its poll: one for every CPU's view.
+    pub cb_lock: std::rc::Rc<crate::smp::SpinLock>,
     costs: Costs,
 }
 
@@ -157,11 +159,14 @@ impl ArmSmmuContext {
     ) {
         let back = hw.enter(frame);
         hw.sw(self.costs.sync);
+        let lock = std::rc::Rc::clone(&self.cb_lock);
+        hw.spin_lock(&lock);
         hw.mmio_write(MmioReg::SmmuTlbsync, QCOM_DUMMY_VAL);
         // The first read commonly finds the sync complete; the rest of the poll is out of line.
         if hw.mmio_read(MmioReg::SmmuTlbstatus) & SMMU_TLBSTATUS_GSACTIVE != 0 {
             self.tlb_sync_poll(hw);
         }
+        hw.spin_unlock(&lock);
         hw.leave(back);
     }
 
@@ -198,6 +203,20 @@ pub struct ArmSmmuDomain {
 }
 
 impl ArmSmmuDomain {
+    /// The domain as another CPU uses it: the same context bank and its `cb_lock`.
+    pub fn on_cpu(&self) -> ArmSmmuDomain {
+        ArmSmmuDomain {
+            cb: ArmSmmuContext {
+                asid: self.cb.asid,
+                coherent_walk: self.cb.coherent_walk,
+                sync_timeouts: 0,
+                cb_lock: std::rc::Rc::clone(&self.cb.cb_lock),
+                costs: self.cb.costs,
+            },
+            walk: self.walk,
+        }
+    }
+
     /// A domain on an SMMU whose table walker is not coherent (see [`Self::with_coherent_walk`]).
     pub fn new(hw: &dyn Hw, asid: u16, walk: WalkFlushKind) -> ArmSmmuDomain {
         ArmSmmuDomain {
@@ -205,6 +224,10 @@ impl ArmSmmuDomain {
                 asid,
                 coherent_walk: false,
                 sync_timeouts: 0,
+                cb_lock: std::rc::Rc::new(crate::smp::SpinLock::named(
+                    "cb_lock",
+                    "(spinning on cb_lock)",
+                )),
                 costs: Costs {
                     inv_range: hw.sw_cost(SwKey::ArmSmmuTlbInvRange),
                     inv_step: hw.sw_cost(SwKey::ArmSmmuTlbInvStep),
@@ -283,6 +306,14 @@ impl ArmSmmuDomain {
 impl IommuFlushOps for ArmSmmuDomain {
     fn name(&self) -> &'static str {
         "arm-smmu"
+    }
+
+    fn on_cpu(&self) -> Option<Box<dyn IommuFlushOps>> {
+        Some(Box::new(ArmSmmuDomain::on_cpu(self)))
+    }
+
+    fn lock_records(&self) -> Vec<(&'static str, crate::smp::LockRecord)> {
+        vec![(self.cb.cb_lock.name, self.cb.cb_lock.record())]
     }
 
     fn tlb_flush_all(&mut self, hw: &mut dyn DeviceHw) {

@@ -931,6 +931,17 @@ impl IommuFlushOps for ArmSmmuV3Domain {
         "arm-smmu-v3"
     }
 
+    fn on_cpu(&self) -> Option<Box<dyn IommuFlushOps>> {
+        Some(Box::new(ArmSmmuV3Domain::on_cpu(self)))
+    }
+
+    fn lock_records(&self) -> Vec<(&'static str, crate::smp::LockRecord)> {
+        match self.cmdq.protocol() {
+            CmdqProtocol::Locked => vec![("cmdq->lock", self.cmdq.lock_record())],
+            CmdqProtocol::LockFree => Vec::new(),
+        }
+    }
+
     fn tlb_flush_all(&mut self, hw: &mut dyn DeviceHw) {
         let back = hw.enter(crate::frame_id!("arm_smmu_tlb_inv_context"));
         self.tlb_inv_asid(hw);

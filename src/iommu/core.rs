@@ -170,6 +170,18 @@ impl IommuDomain {
         }
     }
 
+    /// The same domain as another CPU uses it: one page table, one SMMU, each CPU's own
+    /// look-aside state. `None` if the table or the driver cannot be shared.
+    pub fn on_cpu(&self) -> Option<IommuDomain> {
+        Some(IommuDomain {
+            pgtable: self.pgtable.on_cpu()?,
+            ops: self.ops.on_cpu()?,
+            split: self.split,
+            costs: self.costs,
+            map_sg_returns: self.map_sg_returns,
+        })
+    }
+
     /// The release's `iommu_map_sg()` return on failure.
     pub fn with_map_sg_returns(mut self, r: MapSgReturn) -> IommuDomain {
         self.map_sg_returns = r;

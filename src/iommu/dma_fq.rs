@@ -215,7 +215,7 @@ impl FlushQueue {
         &mut self,
         hw: &mut dyn DeviceHw,
         domain: &mut IommuDomain,
-        iovad: &mut IovaDomain,
+        iovad: &IovaDomain,
         cpu: usize,
         iova_pfn: u64,
         pages: u64,
@@ -257,7 +257,7 @@ impl FlushQueue {
     fn fq_ring_free(
         &mut self,
         hw: &mut dyn Hw,
-        iovad: &mut IovaDomain,
+        iovad: &IovaDomain,
         cpu: usize,
         free_cpu: usize,
         warnings: &mut Vec<String>,
@@ -299,7 +299,7 @@ impl FlushQueue {
         &mut self,
         hw: &mut dyn DeviceHw,
         domain: &mut IommuDomain,
-        iovad: &mut IovaDomain,
+        iovad: &IovaDomain,
         timer_cpu: usize,
         warnings: &mut Vec<String>,
     ) {
@@ -319,7 +319,7 @@ impl FlushQueue {
         &mut self,
         hw: &mut dyn DeviceHw,
         domain: &mut IommuDomain,
-        iovad: &mut IovaDomain,
+        iovad: &IovaDomain,
         warnings: &mut Vec<String>,
     ) -> bool {
         match self.timer {
@@ -338,7 +338,7 @@ impl FlushQueue {
         &mut self,
         hw: &mut dyn DeviceHw,
         domain: &mut IommuDomain,
-        iovad: &mut IovaDomain,
+        iovad: &IovaDomain,
         warnings: &mut Vec<String>,
     ) -> u64 {
         let Some((_, cpu)) = self.timer else {

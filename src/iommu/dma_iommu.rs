@@ -54,7 +54,7 @@
 use super::core::IommuDomain;
 use super::dma_fq::{FlushQueue, FqStats, Invalidation};
 use super::iova::{IovaDomain, IovaRules};
-use super::{IommuError, IommuIotlbGather, Prot};
+use super::{IommuError, IommuFlushOps, IommuIotlbGather, Prot};
 use crate::arch::ArchOps;
 use crate::device::Device;
 use crate::dma::coherent::{Allocation, DmaCoherent};
@@ -65,6 +65,7 @@ use crate::hw::{Counter, DeviceHw, Hw, SwCost, SwKey};
 use crate::mm::physmem::SharedPhysMem;
 use crate::scatterlist::SgTable;
 use crate::types::{DmaAddr, DmaAttrs, DmaDirection, IovaAddr, PhysAddr};
+use std::rc::Rc;
 
 /// `dma_get_max_seg_size()` for a device without `dma_parms`.
 pub const DEFAULT_MAX_SEG_SIZE: u64 = 64 << 10;
@@ -110,7 +111,8 @@ struct Costs {
 #[derive(Debug)]
 pub struct IommuDma {
     pub domain: IommuDomain,
-    pub iovad: IovaDomain,
+    /// The IOVA space, shared by every CPU's view of the device ([`IommuDma::on_cpu`]).
+    pub iovad: Rc<IovaDomain>,
     arch: ArchOps,
     sync: SyncPaths,
     /// `dma_get_max_seg_size()` (the device model has no `dma_parms.max_segment_size` yet).
@@ -162,7 +164,7 @@ impl IommuDma {
         arch: impl Into<ArchOps>,
         sync: impl Into<SyncPaths>,
     ) -> Result<IommuDma, IommuError> {
-        let iovad = IovaDomain::new(hw, domain.min_pagesz(), 1, ncpus)?;
+        let iovad = Rc::new(IovaDomain::new(hw, domain.min_pagesz(), 1, ncpus)?);
         Ok(IommuDma {
             domain,
             iovad,
@@ -202,9 +204,33 @@ impl IommuDma {
     /// The release's IOVA allocator rules and `unmap_page` lookups, chosen once at setup (a
     /// new domain starts with the newest of both).
     pub fn with_release_rules(mut self, iova: IovaRules, unmap_lookup: UnmapLookup) -> IommuDma {
-        self.iovad = self.iovad.with_rules(iova);
+        let iovad =
+            Rc::try_unwrap(self.iovad).expect("rules are chosen before CPUs share the IOVA space");
+        self.iovad = Rc::new(iovad.with_rules(iova));
         self.unmap_lookup = unmap_lookup;
         self
+    }
+
+    /// The device's iommu-dma as CPU `cpu` runs it: the same domain (one page table, one
+    /// SMMU), the same IOVA space (`cpu`'s magazines). `None` when the CPU has no magazines,
+    /// or for a lazy domain, whose flush queue is not shared between CPUs yet.
+    pub fn on_cpu(&self, cpu: usize) -> Option<IommuDma> {
+        if self.fq.is_some() || cpu >= self.iovad.ncpus() {
+            return None;
+        }
+        Some(IommuDma {
+            domain: self.domain.on_cpu()?,
+            iovad: Rc::clone(&self.iovad),
+            arch: self.arch.on_cpu()?,
+            sync: self.sync,
+            max_seg_size: self.max_seg_size,
+            cpu,
+            warnings: Vec::new(),
+            invalidation: self.invalidation,
+            unmap_lookup: self.unmap_lookup,
+            fq: None,
+            costs: self.costs,
+        })
     }
 
     /// The flush queue, if the domain has been lazy.
@@ -221,7 +247,7 @@ impl IommuDma {
     /// Returns the IOVA ranges freed (0, and no flush, when nothing is queued).
     pub fn flush_queue_drain<H: DeviceHw>(&mut self, hw: &mut H) -> u64 {
         match self.fq.as_mut() {
-            Some(fq) => fq.drain(hw, &mut self.domain, &mut self.iovad, &mut self.warnings),
+            Some(fq) => fq.drain(hw, &mut self.domain, &self.iovad, &mut self.warnings),
             None => 0,
         }
     }
@@ -229,7 +255,7 @@ impl IommuDma {
     /// The flush queue's timer, if it expired while nobody was looking (see [`super::dma_fq`]).
     fn fq_timer<H: DeviceHw>(&mut self, hw: &mut H) {
         if let Some(fq) = self.fq.as_mut() {
-            fq.run_expired_timer(hw, &mut self.domain, &mut self.iovad, &mut self.warnings);
+            fq.run_expired_timer(hw, &mut self.domain, &self.iovad, &mut self.warnings);
         }
     }
 
@@ -428,7 +454,7 @@ impl IommuDma {
                 && fq.queue_iova(
                     hw,
                     &mut self.domain,
-                    &mut self.iovad,
+                    &self.iovad,
                     self.cpu,
                     start >> shift,
                     size >> shift,
@@ -551,6 +577,23 @@ impl IommuDma {
 impl DmaMapOps for IommuDma {
     fn name(&self) -> &'static str {
         "iommu-dma"
+    }
+
+    fn on_cpu(&self, cpu: u32) -> Option<IommuDma> {
+        IommuDma::on_cpu(self, cpu as usize)
+    }
+
+    fn set_cpu(&mut self, cpu: u32) {
+        // The CPU whose magazines the calls use; one the IOVA space has none for keeps CPU 0's.
+        if (cpu as usize) < self.iovad.ncpus() {
+            self.cpu = cpu as usize;
+        }
+    }
+
+    fn lock_records(&self) -> Vec<(&'static str, crate::smp::LockRecord)> {
+        let mut v = self.domain.ops.lock_records();
+        v.extend(self.iovad.lock_records());
+        v
     }
 
     fn map_page<H: DeviceHw>(

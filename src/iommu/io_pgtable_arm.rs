@@ -307,6 +307,39 @@ impl ArmLpaeIoPgtable {
         Ok(t)
     }
 
+    /// The same table as another CPU walks it: the same memory and top-level table (the
+    /// kernel's io-pgtable takes no lock; every CPU stores into the one set of tables), with its
+    /// own look-aside state (hints, the one-page shortcut), which checks memory's write stamp
+    /// before it is trusted. `None` when the walker's cache maintenance cannot be shared.
+    pub fn on_cpu(&self) -> Option<ArmLpaeIoPgtable> {
+        let walk_sync = match &self.walk_sync {
+            Some(a) => Some(a.on_cpu()?),
+            None => None,
+        };
+        Some(ArmLpaeIoPgtable {
+            cfg: self.cfg,
+            bits_per_level: self.bits_per_level,
+            lvl_shift: self.lvl_shift,
+            lvl_mask: self.lvl_mask,
+            start_level: self.start_level,
+            pgd_bits: self.pgd_bits,
+            pgsize_bitmap: self.pgsize_bitmap,
+            pgd: self.pgd,
+            mem: self.mem.clone(),
+            walk_sync,
+            costs: self.costs,
+            pte_scratch: Vec::new(),
+            warned_partial_block: self.warned_partial_block,
+            walk_hint: Default::default(),
+            leaf_walk: LeafWalk::default(),
+            shortcut: self.shortcut,
+            prot_pte: self.prot_pte,
+            iova_end: self.iova_end,
+            pa_end: self.pa_end,
+            addr_mask: self.addr_mask,
+        })
+    }
+
     pub fn cfg(&self) -> &IoPgtableCfg {
         &self.cfg
     }

@@ -711,13 +711,17 @@ impl IovaDomain {
         r
     }
 
-    /// Whether `pfn` already sits in a cache (a second free of it would be a double free).
+    /// Whether `pfn` already sits in a cache (a second free of it would be a double free). A
+    /// cache another CPU is in the middle of changing (it waits, holding its lock, for a depot
+    /// lock) is not looked at: the guard is the model's, and with one CPU it sees every cache.
     fn cached_pfn(&self, pfn: u64) -> bool {
         self.rcaches.iter().any(|r| {
-            r.depot.borrow().iter().any(|m| m.contains(&pfn))
+            r.depot
+                .try_borrow()
+                .is_ok_and(|d| d.iter().any(|m| m.contains(&pfn)))
                 || r.cpus.iter().any(|c| {
-                    let c = c.borrow();
-                    c.loaded.contains(&pfn) || c.prev.contains(&pfn)
+                    c.try_borrow()
+                        .is_ok_and(|c| c.loaded.contains(&pfn) || c.prev.contains(&pfn))
                 })
         })
     }

@@ -267,6 +267,16 @@ pub trait IommuFlushOps: std::fmt::Debug + std::any::Any {
     fn as_arm_smmu(&mut self) -> Option<&mut arm_smmu::ArmSmmuDomain> {
         None
     }
+    /// These ops as another CPU uses them: what the driver shares between CPUs (the SMMU's
+    /// command queue, a context bank's lock) shared, the rest its own. `None` for ops that
+    /// cannot be shared.
+    fn on_cpu(&self) -> Option<Box<dyn IommuFlushOps>> {
+        None
+    }
+    /// What the driver's locks saw so far, by the kernel's name.
+    fn lock_records(&self) -> Vec<(&'static str, crate::smp::LockRecord)> {
+        Vec::new()
+    }
 }
 
 /// A domain's flush ops as held by the domain: arm-smmu's by value, so that the per-page
@@ -291,6 +301,14 @@ impl FlushOps {
         FlushOps::Other(ops)
     }
 
+    /// [`IommuFlushOps::on_cpu`] of the ops held.
+    pub fn on_cpu(&self) -> Option<FlushOps> {
+        match self {
+            FlushOps::ArmSmmu(d) => Some(FlushOps::ArmSmmu(d.on_cpu())),
+            FlushOps::Other(o) => o.on_cpu().map(FlushOps::new),
+        }
+    }
+
     fn get(&mut self) -> &mut dyn IommuFlushOps {
         match self {
             FlushOps::ArmSmmu(d) => d,
@@ -308,6 +326,12 @@ impl IommuFlushOps for FlushOps {
     }
     fn tlb_flush_all(&mut self, hw: &mut dyn DeviceHw) {
         self.get().tlb_flush_all(hw);
+    }
+    fn lock_records(&self) -> Vec<(&'static str, crate::smp::LockRecord)> {
+        match self {
+            FlushOps::ArmSmmu(d) => d.lock_records(),
+            FlushOps::Other(o) => o.lock_records(),
+        }
     }
     fn tlb_flush_walk(&mut self, hw: &mut dyn DeviceHw, iova: u64, size: u64, granule: u64) {
         self.get().tlb_flush_walk(hw, iova, size, granule);

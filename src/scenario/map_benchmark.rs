@@ -9,18 +9,24 @@
 //! 100 ns (`div64_ul(delta, 100)`, so a call under 100 ns counts 0); the averages and standard
 //! deviations come from those units' sums and sums of squares, as the kernel computes them.
 //!
-//! What it models: one benchmark thread on the Model's clock, over the device setup gives the
-//! scenario's `[device]` (dma-direct, iommu-dma behind an `[iommu]`). Modelled seconds, not
-//! host seconds: the loop ends at the first unmap that ends past them.
+//! What it models: each benchmark thread on a CPU of its own ([`thread_cpus`]), with its own
+//! clock and buffer, over the device setup gives the scenario's `[device]` (dma-direct,
+//! iommu-dma behind an `[iommu]`). What the kernel shares between CPUs is shared
+//! ([`crate::smp`]): the IOVA space and its locks, the page table, the SMMU and its command
+//! queue, a swiotlb pool; each thread's latencies are added into one set of sums, as the
+//! kernel's threads add into shared atomics. Modelled seconds, not host seconds: each thread's
+//! loop ends at its first unmap that ends past them.
 //!
-//! Invariants: the loop makes exactly the calls a streaming `map_single+unmap_single` scenario of
-//! one entry of `granule` pages makes (with `cpu = "write_all"` unless the direction is
-//! `from_device`), so its per-call means are that scenario's; every figure
-//! comes from the same ledger; the kernel tool's lines are computed from the per-call
-//! latencies, never from the means.
+//! Invariants: one thread makes exactly the calls a streaming `map_single+unmap_single`
+//! scenario of one entry of `granule` pages makes (with `cpu = "write_all"` unless the
+//! direction is `from_device`), on the machine as set up, so its per-call means are that
+//! scenario's; every figure comes from the CPUs' ledgers, summed; the kernel tool's lines are
+//! computed from the per-call latencies, never from the means; the same inputs give the same
+//! bytes for any thread count.
 
 use super::{Ctx, Progress, RunInfo, Scenario, Shared, Workload};
 use crate::device::Device;
+use crate::dma::DmaMapOps;
 use crate::hw::cache::Access;
 use crate::hw::calls::{CallTimer, stack_rows};
 use crate::hw::{Counter, Hw, SwCost};
@@ -141,6 +147,14 @@ pub struct Latencies {
 }
 
 impl Latencies {
+    /// Another thread's sums added in, as every thread adds its own into the benchmark's
+    /// shared `atomic64_t` sums.
+    fn absorb(&mut self, other: &Latencies) {
+        self.loops += other.loops;
+        self.sum_100ns = self.sum_100ns.saturating_add(other.sum_100ns);
+        self.sum_sq = self.sum_sq.saturating_add(other.sum_sq);
+    }
+
     fn add(&mut self, delta_ns: u64) {
         let u = delta_ns / 100;
         self.loops += 1;
@@ -174,6 +188,8 @@ pub struct MapBenchmarkResult {
     pub stopped: Option<String>,
     pub calls: Vec<CallStat>,
     pub counts: [u64; Counter::N],
+    /// What each lock of the device's DMA layers saw, by the kernel's name.
+    pub locks: Vec<(&'static str, crate::smp::LockRecord)>,
     pub stacks: Vec<StackRow>,
     pub total_ps: u64,
 }
@@ -213,31 +229,58 @@ fn ktime_ns(hw: &dyn Hw) -> u64 {
     hw.now_ps() / 1000
 }
 
-/// Run one benchmark thread on the Model.
-pub fn run(
-    s: &Scenario,
+/// Where each benchmark thread runs: one thread per CPU, `(cpu, node)`. With `-n`, the node's
+/// CPUs in order (the kernel binds its threads to the node's mask); without, the machine's
+/// CPUs in order from the first CPU of the node the calls run on ([`Scenario::cpu_node`]). A
+/// platform without a topology runs its threads on node 0's CPUs 0, 1, ...
+pub fn thread_cpus(s: &Scenario, w: &MapBenchmark) -> Vec<(u32, u32)> {
+    let n = w.threads as usize;
+    let Some(t) = &s.profile.numa else {
+        let node = w.node.unwrap_or_else(|| s.cpu_node());
+        return (0..w.threads).map(|c| (c, node)).collect();
+    };
+    let mut all: Vec<(u32, u32)> = t
+        .nodes
+        .iter()
+        .filter(|nd| w.node.is_none_or(|x| x == nd.id))
+        .flat_map(|nd| nd.cpus.iter().map(move |&c| (c, nd.id)))
+        .collect();
+    all.sort_unstable();
+    if w.node.is_none() {
+        let home = s.cpu_node();
+        if let Some(first) = all.iter().position(|&(_, nd)| nd == home) {
+            all.rotate_left(first);
+        }
+    }
+    all.truncate(n);
+    all
+}
+
+/// What one benchmark thread leaves behind.
+struct ThreadRun {
+    hw: crate::hw::model::Model,
+    api: crate::setup::DeviceDmaApi,
+    map: Latencies,
+    unmap: Latencies,
+    calls: CallTimer,
+    stopped: Option<String>,
+}
+
+/// `map_benchmark_thread()` on one CPU until its modelled seconds are up.
+fn bench_thread(
+    mut hw: crate::hw::model::Model,
+    mut api: crate::setup::DeviceDmaApi,
+    buf: crate::types::PhysAddr,
     w: &MapBenchmark,
-    progress: &Progress,
-) -> Result<MapBenchmarkResult, SetupError> {
-    let node = w.node.unwrap_or_else(|| s.cpu_node());
+    platform: &str,
+) -> ThreadRun {
     let size = u64::from(w.granule) * PAGE;
-    let mut m = super::streaming::boot_for_buffer(s, node, size)?;
-    // The thread's buffer, allocated on its node before it starts mapping.
-    let buf = m
-        .mem
-        .borrow_mut()
-        .alloc(node, size)
-        .map_err(|e| SetupError::Swiotlb(format!("buffer allocation: {e}")))?;
-    let mut api = setup_dma_ops(&mut m, &s.device_setup(), 1)?;
-    let mut hw = m.hw;
-    hw.clear_ledger();
     let (dir, attrs) = (w.direction, DmaAttrs::NONE);
     let mut t = CallTimer::default();
     let (mut map, mut unmap) = (Latencies::default(), Latencies::default());
     let end_ps = u64::from(w.seconds) * 1_000_000_000_000;
     let trans = SwCost(u64::from(w.dma_trans_ns) * 1000);
     let start = hw.now_ps();
-    let mut second = 1;
     let mut stopped = None;
     while hw.now_ps() - start < end_ps && map.loops < MAX_LOOPS {
         if dir != DmaDirection::FromDevice {
@@ -266,18 +309,93 @@ pub fn run(
         unmap.add(ktime_ns(&hw) - t1);
         if hw.now_ps() == pair_start {
             stopped = Some(format!(
-                "stopped after {} pairs: platform `{}` prices a map and an unmap at 0 ps, so modelled time does not pass",
-                map.loops,
-                s.profile.name()
+                "stopped after {} pairs: platform `{platform}` prices a map and an unmap at 0 ps, so modelled time does not pass",
+                map.loops
             ));
             break;
         }
-        while second <= w.seconds && hw.now_ps() - start >= u64::from(second) * 1_000_000_000_000 {
-            progress.advance(1);
-            second += 1;
-        }
     }
     debug_assert!(hw.ledger().depth_is_zero());
+    ThreadRun {
+        hw,
+        api,
+        map,
+        unmap,
+        calls: t,
+        stopped,
+    }
+}
+
+/// Run the benchmark's threads on the Model, one CPU each, sharing the device's DMA layers.
+pub fn run(
+    s: &Scenario,
+    w: &MapBenchmark,
+    progress: &Progress,
+) -> Result<MapBenchmarkResult, SetupError> {
+    let cpus = thread_cpus(s, w);
+    let size = u64::from(w.granule) * PAGE;
+    let mut m = super::streaming::boot_for_buffer(s, cpus[0].1, size * u64::from(w.threads))?;
+    // Each thread's buffer, allocated on its node before the threads start mapping.
+    let bufs = cpus
+        .iter()
+        .map(|&(_, node)| m.mem.borrow_mut().alloc(node, size))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| SetupError::Swiotlb(format!("buffer allocation: {e}")))?;
+    // The IOVA magazines and swiotlb areas are per CPU of the machine.
+    let machine_cpus = if w.threads == 1 {
+        1
+    } else {
+        cpus.iter().map(|&(c, _)| c + 1).max().unwrap_or(1)
+    };
+    let mut api = setup_dma_ops(&mut m, &s.device_setup(), machine_cpus)?;
+    let mut hw = m.hw;
+    hw.clear_ledger();
+    // Where every CPU's charges are summed.
+    let mut total = hw.clone();
+    let platform = s.profile.name().to_string();
+    // One thread runs on the machine as set up; more run on views of it that share what the
+    // kernel shares.
+    let mut machines = Vec::with_capacity(cpus.len());
+    if cpus.len() > 1 {
+        api.ops.set_cpu(cpus[0].0);
+        for &(cpu, node) in &cpus[1..] {
+            let view = api.on_cpu(cpu).ok_or_else(|| {
+                SetupError::Driver(format!(
+                    "{} on more than one CPU: sharing its state between CPUs is not modelled yet",
+                    api.ops.name()
+                ))
+            })?;
+            machines.push((hw.on_cpu(node), view));
+        }
+    }
+    machines.insert(0, (hw, api));
+    let bodies: Vec<crate::smp::Body<ThreadRun>> = machines
+        .into_iter()
+        .zip(bufs)
+        .map(|((mut thw, tapi), buf)| {
+            let (w, platform) = (w.clone(), platform.clone());
+            Box::new(move |c| {
+                thw.set_cpu(c);
+                bench_thread(thw, tapi, buf, &w, &platform)
+            }) as crate::smp::Body<ThreadRun>
+        })
+        .collect();
+    let runs = crate::smp::run(bodies).map_err(|e| SetupError::Driver(e.to_string()))?;
+    progress.advance(u64::from(w.seconds));
+    let mut map = Latencies::default();
+    let mut unmap = Latencies::default();
+    let mut t = CallTimer::default();
+    let mut stopped = None;
+    for r in &runs {
+        map.absorb(&r.map);
+        unmap.absorb(&r.unmap);
+        t.absorb(&r.calls);
+        total.absorb_ledger(&r.hw);
+        if stopped.is_none() {
+            stopped.clone_from(&r.stopped);
+        }
+    }
+    let mut hw = total;
     let stacks = stack_rows(hw.ledger());
     t.attribute(&stacks);
     Ok(MapBenchmarkResult {
@@ -290,6 +408,7 @@ pub fn run(
         stopped,
         calls: t.stats,
         counts: hw.ledger().totals(),
+        locks: runs[0].api.ops.lock_records(),
         stacks,
         total_ps: hw.ledger().total_ps(),
     })
@@ -464,16 +583,6 @@ impl super::WorkloadKind for MapBenchmark {
                 }
                 Some(_) => {}
             }
-        }
-        if self.threads > 1 {
-            return Err(at(
-                threads_line,
-                "workload.threads",
-                format!(
-                    "{} threads: the model runs the benchmark on one CPU so far (the DMA layers' locks and queues are not yet shared between CPUs); use 1",
-                    self.threads
-                ),
-            ));
         }
         super::streaming::check_reach(s, u64::from(self.granule) * PAGE, "the benchmark's device")
     }

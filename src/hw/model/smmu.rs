@@ -65,17 +65,20 @@ impl SmmuPort for Model {
         // earlier CPU's.
         self.advance(p.mmio_write_ps);
         self.cpu.turn(self.now);
-        // The SMMU fetches the new commands from the queue's home node.
+        // The SMMU fetches the new commands from the queue's home node: it runs them once they
+        // have arrived and it has finished what it was doing (the fetch overlaps earlier work).
         if !cmds.is_empty() {
-            self.smmu_work(smmu_line);
+            self.smmu_fetch(smmu_line);
         }
         for &c in cmds {
             match c {
                 SmmuCmdKind::TlbiNhVa => self.smmu_work(p.tlbi_va_ps),
                 SmmuCmdKind::TlbiNhAsid => self.smmu_work(p.tlbi_asid_ps),
-                // Its MSI write into the sync's slot reaches the home node after the sync.
+                // Its MSI write into the sync's slot reaches the home node after the sync: a
+                // posted write, in flight while the SMMU goes on with the next command.
                 SmmuCmdKind::Sync => {
-                    self.smmu_sync(p.sync_ps.saturating_add(smmu_line));
+                    self.smmu_work(p.sync_ps);
+                    self.smmu_sync_done = self.smmu_agent.busy().saturating_add(smmu_line);
                     sync_done.push(self.smmu_sync_done);
                 }
             }
