@@ -65,7 +65,6 @@ use crate::hw::{DeviceHw, Hw, MmioReg, SmmuCmdKind, SwCost, SwKey};
 use crate::mm::physmem::PhysMem;
 use crate::smp::{SharedLine, SpinLock, WaitQueue};
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
 use std::rc::Rc;
 
 pub const CMDQ_ENT_DWORDS: usize = 2;
@@ -323,14 +322,30 @@ struct Ring {
     cons: u64,
     /// `cmdq->owner_prod`: where the next owner starts.
     owner_prod: u64,
-    /// Indices written and marked valid but not yet published, with their kinds.
-    valid: BTreeMap<u64, SmmuCmdKind>,
+    /// Per slot: the kind of the command written there, and the index (plus one) it was last
+    /// marked valid for (the kernel's valid bitmap, whose bits flip with each wrap).
+    kinds: Vec<SmmuCmdKind>,
+    valid: Vec<u64>,
     /// Where the last doorbell published up to.
     published: u64,
-    /// Completion of each published `CMD_SYNC` not yet seen, by index.
-    sync_done: BTreeMap<u64, u64>,
+    /// Per slot: when the `CMD_SYNC` published there completes, and the index (plus one) that
+    /// time is for.
+    sync_done: Vec<(u64, u64)>,
     /// ≤ 5.3: the last command inserted was a `CMD_SYNC`, completing at this time.
     prev_sync: Option<u64>,
+}
+
+impl Ring {
+    /// Whether every index of `[from, to)` has been written and marked valid.
+    fn all_valid(&self, from: u64, to: u64) -> bool {
+        (from..to).all(|i| self.valid[(i & self.mask) as usize] == i + 1)
+    }
+
+    /// When the `CMD_SYNC` at index `i` completes, once a doorbell has published it.
+    fn sync_done_at(&self, i: u64) -> Option<u64> {
+        let (t, of) = self.sync_done[(i & self.mask) as usize];
+        (of == i + 1).then_some(t)
+    }
 }
 
 impl Cmdq {
@@ -350,9 +365,10 @@ impl Cmdq {
                 owned: false,
                 cons: 0,
                 owner_prod: 0,
-                valid: BTreeMap::new(),
+                kinds: vec![SmmuCmdKind::Sync; n],
+                valid: vec![0; n],
                 published: 0,
-                sync_done: BTreeMap::new(),
+                sync_done: vec![(0, 0); n],
                 prev_sync: None,
             }),
             protocol,
@@ -413,8 +429,10 @@ impl Cmdq {
         let all = cmds.iter().copied().chain(sync.then_some(CmdqEnt::Sync));
         for (i, c) in all.enumerate() {
             let idx = at + i as u64;
-            r.entries[(idx & mask) as usize] = c.encode();
-            r.valid.insert(idx, c.kind());
+            let slot = (idx & mask) as usize;
+            r.entries[slot] = c.encode();
+            r.kinds[slot] = c.kind();
+            r.valid[slot] = idx + 1;
         }
     }
 
@@ -423,7 +441,11 @@ impl Cmdq {
         let kinds: Vec<SmmuCmdKind> = {
             let mut r = self.ring.borrow_mut();
             let k = (from..to)
-                .map(|i| r.valid.remove(&i).expect("valid"))
+                .map(|i| {
+                    let slot = (i & r.mask) as usize;
+                    debug_assert_eq!(r.valid[slot], i + 1, "published before it was valid");
+                    r.kinds[slot]
+                })
                 .collect();
             r.published = to;
             k
@@ -435,7 +457,8 @@ impl Cmdq {
         for (i, k) in (from..to).zip(&kinds) {
             if *k == SmmuCmdKind::Sync {
                 let t = done.next().expect("a completion per sync");
-                r.sync_done.insert(i, t);
+                let slot = (i & r.mask) as usize;
+                r.sync_done[slot] = (t, i + 1);
             }
         }
     }
@@ -497,7 +520,7 @@ impl Cmdq {
                 r.prod
             };
             // 4c. Wait until every gathered entry is valid.
-            while self.ring.borrow().valid.range(head..end).count() as u64 != end - head {
+            while !self.ring.borrow().all_valid(head, end) {
                 hw.wait_on(
                     &self.valid_q,
                     Some(&self.valid_line),
@@ -515,7 +538,7 @@ impl Cmdq {
             // 5. Poll the sync's own slot, once the owner has published it.
             let slot = head + n - 1;
             let done = loop {
-                if let Some(t) = self.ring.borrow_mut().sync_done.remove(&slot) {
+                if let Some(t) = self.ring.borrow().sync_done_at(slot) {
                     break t;
                 }
                 hw.wait_on(
@@ -585,12 +608,7 @@ impl Cmdq {
                 let head = self.insert(&CmdqEnt::Sync);
                 hw.smmu_cmdq_write(1);
                 self.publish(hw, head, head + 1);
-                let t = self
-                    .ring
-                    .borrow_mut()
-                    .sync_done
-                    .remove(&head)
-                    .expect("published");
+                let t = self.ring.borrow().sync_done_at(head).expect("published");
                 self.ring.borrow_mut().prev_sync = Some(t);
                 t
             }

@@ -62,7 +62,8 @@ use super::IommuError;
 use crate::hw::{Counter, Hw, SwCost, SwKey};
 use crate::smp::SpinLock;
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// pfns per magazine up to 5.19; 127 from 6.0 ([`IovaRules::mag_size`]).
 pub const IOVA_MAG_SIZE: usize = 128;
@@ -241,6 +242,28 @@ pub struct IovaDomain {
     costs: Costs,
     /// The range caches' figures (hits, misses, flushes).
     rstats: Cell<IovaStats>,
+    /// Every pfn sitting in a magazine or the depot: the model's own bookkeeping for its
+    /// double-free guard (the kernel keeps none), so that the guard does not search every CPU's
+    /// magazines.
+    cached: RefCell<HashSet<u64, BuildHasherDefault<PfnHasher>>>,
+}
+
+/// A hasher for pfns: one multiply (Fibonacci hashing), which spreads the low, dense bits.
+#[derive(Default)]
+struct PfnHasher(u64);
+
+impl Hasher for PfnHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
 }
 
 /// `order_base_2()`.
@@ -483,6 +506,7 @@ impl IovaDomain {
             rules,
             costs,
             rstats: Cell::new(IovaStats::default()),
+            cached: RefCell::default(),
         })
     }
 
@@ -618,6 +642,12 @@ impl IovaDomain {
         if pfns.is_empty() {
             return;
         }
+        {
+            let mut cached = self.cached.borrow_mut();
+            for p in &pfns {
+                cached.remove(p);
+            }
+        }
         hw.spin_lock(&self.rbtree_lock);
         {
             let mut t = self.tree.borrow_mut();
@@ -699,6 +729,7 @@ impl IovaDomain {
         let back = hw.enter(crate::frame_id!("free_iova_fast"));
         let order = order_base_2(size);
         let r = if order < IOVA_RANGE_CACHE_MAX_SIZE {
+            self.cached.borrow_mut().insert(pfn);
             self.rcache_insert(hw, cpu, order as usize, pfn);
             Ok(())
         } else {
@@ -711,19 +742,9 @@ impl IovaDomain {
         r
     }
 
-    /// Whether `pfn` already sits in a cache (a second free of it would be a double free). A
-    /// cache another CPU is in the middle of changing (it waits, holding its lock, for a depot
-    /// lock) is not looked at: the guard is the model's, and with one CPU it sees every cache.
+    /// Whether `pfn` already sits in a cache (a second free of it would be a double free).
     fn cached_pfn(&self, pfn: u64) -> bool {
-        self.rcaches.iter().any(|r| {
-            r.depot
-                .try_borrow()
-                .is_ok_and(|d| d.iter().any(|m| m.contains(&pfn)))
-                || r.cpus.iter().any(|c| {
-                    c.try_borrow()
-                        .is_ok_and(|c| c.loaded.contains(&pfn) || c.prev.contains(&pfn))
-                })
-        })
+        self.cached.borrow().contains(&pfn)
     }
 
     /// `iova_rcache_get()` / `__iova_rcache_get()` / `iova_magazine_pop()`: under the CPU's
@@ -760,10 +781,11 @@ impl IovaDomain {
             };
             if has {
                 // Take the last pfn under the limit, swapping the top into its place.
-                c.loaded
-                    .iter()
-                    .rposition(|&p| p <= limit)
-                    .map(|i| c.loaded.swap_remove(i))
+                c.loaded.iter().rposition(|&p| p <= limit).map(|i| {
+                    let pfn = c.loaded.swap_remove(i);
+                    self.cached.borrow_mut().remove(&pfn);
+                    pfn
+                })
             } else {
                 None
             }
