@@ -152,12 +152,27 @@ pub fn run(
     check: &dyn Fn(&Scenario) -> Result<(), InputError>,
     progress: &crate::scenario::Progress,
 ) -> Result<SweepResult, CompareError> {
+    let source = Scenario::source(path)?;
+    run_source(&source, sets, policies, sweeps, variants, check, progress)
+}
+
+/// [`run`] over a scenario's text (its name, text and directory, as [`Scenario::source`]
+/// reads them), for a command that writes the scenario itself (`dmasim map-benchmark`).
+pub fn run_source(
+    source: &(String, String, std::path::PathBuf),
+    sets: &[String],
+    policies: &[String],
+    sweeps: &[Sweep],
+    variants: &[Variant],
+    check: &dyn Fn(&Scenario) -> Result<(), InputError>,
+    progress: &crate::scenario::Progress,
+) -> Result<SweepResult, CompareError> {
     let mut scenarios = Vec::new();
     for setting in settings(sweeps) {
         let mut all = sets.to_vec();
         all.extend(setting.iter().map(|(k, v)| format!("{k}={v}")));
         let first = variants.iter().find_map(|v| v.platform.as_deref());
-        let mut s = Scenario::load_on(path, &all, first)?;
+        let mut s = Scenario::load_source_on(source.clone(), &all, first)?;
         for p in policies {
             s.set_policies(p)?;
         }

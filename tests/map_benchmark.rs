@@ -116,7 +116,7 @@ fn bad_options_exit_2_naming_the_option() {
     for (args, opt, says) in [
         (&["-t", "0"][..], "-t", "threads must be 1 to 1024"),
         (&["-t", "2000"], "-t", "threads must be 1 to 1024"),
-        (&["-t", "9"], "-t", "does not say how many CPUs"),
+        (&["-t", "9"], "-t", "platform `sm8150` has 8 CPUs"),
         (&["-s", "0"], "-s", "seconds must be 1 to 300"),
         (&["-s", "-3"], "-s", "seconds must be 1 to 300"),
         (&["-g", "0"], "-g", "granule"),

@@ -190,13 +190,69 @@ pub struct MapBenchmarkResult {
     pub counts: [u64; Counter::N],
     /// What each lock of the device's DMA layers saw, by the kernel's name.
     pub locks: Vec<(&'static str, crate::smp::LockRecord)>,
+    /// Each thread's `(cpu, node)`, in thread order.
+    pub cpus: Vec<(u32, u32)>,
     pub stacks: Vec<StackRow>,
     pub total_ps: u64,
+}
+
+/// Time the CPUs spent waiting at one place: for a lock, for another CPU's store, for the
+/// SMMU.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Wait {
+    /// The frame that waited and the wait's own frame (`arm_smmu_cmdq_issue_cmd > (spinning
+    /// on cmdq->lock)`).
+    pub place: String,
+    pub ps: u64,
+}
+
+/// Whether a stack's last frame is time spent waiting rather than working.
+fn is_wait_frame(f: &str) -> bool {
+    f.starts_with("(spinning on")
+        || f.starts_with("(waiting for")
+        || f == crate::hw::ledger::WAIT_FRAME
+        || f == crate::hw::LINE_FRAME
 }
 
 impl MapBenchmarkResult {
     pub fn call(&self, name: &str) -> Option<&CallStat> {
         self.calls.iter().find(|c| c.call == name)
+    }
+
+    /// Where the CPUs waited, most first: every stack ending in a wait, summed by its last two
+    /// frames.
+    pub fn waits(&self) -> Vec<Wait> {
+        let mut by: BTreeMap<String, u64> = BTreeMap::new();
+        for s in &self.stacks {
+            let mut frames = s.stack.rsplit(" > ");
+            let Some(last) = frames.next() else { continue };
+            if !is_wait_frame(last) || s.self_ps == 0 {
+                continue;
+            }
+            let place = match frames.next() {
+                Some(caller) => format!("{caller} > {last}"),
+                None => last.to_string(),
+            };
+            *by.entry(place).or_default() += s.self_ps;
+        }
+        let mut v: Vec<Wait> = by
+            .into_iter()
+            .map(|(place, ps)| Wait { place, ps })
+            .collect();
+        v.sort_by(|a, b| b.ps.cmp(&a.ps).then_with(|| a.place.cmp(&b.place)));
+        v
+    }
+
+    /// A lock record's (waiter, holder) pairs as the machine's CPU numbers, most time first.
+    pub fn lock_pairs(&self, r: &crate::smp::LockRecord) -> Vec<(u32, u32, u64)> {
+        let cpu = |i: usize| self.cpus.get(i).map_or(i as u32, |c| c.0);
+        let mut v: Vec<(u32, u32, u64)> = r
+            .by_pair
+            .iter()
+            .map(|(&(w, h), &ps)| (cpu(w), cpu(h), ps))
+            .collect();
+        v.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| (a.0, a.1).cmp(&(b.0, b.1))));
+        v
     }
 
     /// The kernel tool's three lines.
@@ -409,6 +465,7 @@ pub fn run(
         calls: t.stats,
         counts: hw.ledger().totals(),
         locks: runs[0].api.ops.lock_records(),
+        cpus,
         stacks,
         total_ps: hw.ledger().total_ps(),
     })
@@ -428,8 +485,36 @@ struct Doc<'a> {
     stopped: Option<String>,
     calls: Vec<CallDoc>,
     operations: BTreeMap<&'static str, u64>,
+    /// Where the threads waited, most first.
+    waits: Vec<WaitDoc>,
+    locks: Vec<LockDoc>,
     breakdown: Vec<StackDoc>,
     total_ns: f64,
+}
+
+#[derive(Serialize)]
+struct WaitDoc {
+    place: String,
+    ns: f64,
+    share: f64,
+}
+
+#[derive(Serialize)]
+struct LockDoc {
+    name: &'static str,
+    acquired: u64,
+    contended: u64,
+    wait_ns: f64,
+    max_wait_ns: f64,
+    /// Time each CPU spun waiting for the lock, by the CPU that handed it over.
+    waited_on: Vec<PairDoc>,
+}
+
+#[derive(Serialize)]
+struct PairDoc {
+    cpu: u32,
+    on_cpu: u32,
+    ns: f64,
 }
 
 #[derive(Serialize)]
@@ -479,6 +564,35 @@ pub fn json(r: &MapBenchmarkResult) -> serde_json::Value {
         stopped: r.stopped.clone(),
         calls: r.calls.iter().map(call_doc).collect(),
         operations: counts_map(&r.counts),
+        waits: r
+            .waits()
+            .into_iter()
+            .map(|w| WaitDoc {
+                share: crate::report::share(w.ps, r.total_ps),
+                ns: ns(w.ps),
+                place: w.place,
+            })
+            .collect(),
+        locks: r
+            .locks
+            .iter()
+            .map(|(name, l)| LockDoc {
+                name,
+                acquired: l.acquired,
+                contended: l.contended,
+                wait_ns: ns(l.wait_ps),
+                max_wait_ns: ns(l.max_wait_ps),
+                waited_on: r
+                    .lock_pairs(l)
+                    .into_iter()
+                    .map(|(cpu, on_cpu, ps)| PairDoc {
+                        cpu,
+                        on_cpu,
+                        ns: ns(ps),
+                    })
+                    .collect(),
+            })
+            .collect(),
         breakdown: breakdown_docs(&r.stacks, r.total_ps),
         total_ns: ns(r.total_ps),
     };
@@ -510,6 +624,7 @@ pub fn table(r: &MapBenchmarkResult) -> String {
             .iter()
             .map(|c| (c.call, c.errors, c.first_error.as_deref())),
     );
+    contention_table(&mut o, r);
     stack_table(
         &mut o,
         "per map+unmap",
@@ -518,6 +633,55 @@ pub fn table(r: &MapBenchmarkResult) -> String {
         r.map.loops.max(1),
     );
     o
+}
+
+/// Where the threads waited, and each lock's record: the shares say what limits scaling.
+fn contention_table(o: &mut String, r: &MapBenchmarkResult) {
+    let waits = r.waits();
+    let pairs = r.map.loops.max(1) as f64;
+    if !waits.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nwaiting (per map+unmap, all threads)\n  {:>7} {:>12}  where",
+            "share", "time (ns)"
+        );
+        for w in waits.iter().filter(|w| w.ps * 1000 >= r.total_ps) {
+            let _ = writeln!(
+                o,
+                "  {:>6.2}% {:>12.3}  {}",
+                crate::report::share(w.ps, r.total_ps),
+                ns(w.ps) / pairs,
+                w.place
+            );
+        }
+    }
+    let locks: Vec<_> = r.locks.iter().filter(|(_, l)| l.acquired > 0).collect();
+    if locks.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "\n{:<18} {:>12} {:>12} {:>14} {:>12}  longest waits (CPU on CPU)",
+        "lock", "taken", "found held", "spun (µs)", "max (ns)"
+    );
+    for (name, l) in locks {
+        let top: Vec<String> = r
+            .lock_pairs(l)
+            .iter()
+            .take(3)
+            .map(|(w, h, ps)| format!("{w} on {h}: {:.1} µs", ns(*ps) / 1000.0))
+            .collect();
+        let _ = writeln!(
+            o,
+            "{:<18} {:>12} {:>12} {:>14.1} {:>12.1}  {}",
+            name,
+            l.acquired,
+            l.contended,
+            ns(l.wait_ps) / 1000.0,
+            ns(l.max_wait_ps),
+            top.join("; ")
+        );
+    }
 }
 
 impl super::WorkloadKind for MapBenchmark {

@@ -45,8 +45,40 @@ pub struct MapBenchmarkArgs {
     /// The device is cache-coherent (`dma-coherent`): no cache maintenance.
     #[arg(long)]
     pub coherent: bool,
+    /// Run once per value of an option or scenario key: t=1,2,4,8 (any of the tool's
+    /// options, or a dotted scenario key), with several --kernel or --platform values one curve
+    /// each: per-call latency against the setting.
+    #[arg(long)]
+    pub sweep: Vec<String>,
+    /// With --sweep: also write the scaling curve as an SVG (or HTML) plot.
+    #[arg(long)]
+    pub plot: Option<String>,
     #[arg(long, value_enum, default_value = "table")]
     pub format: RunFormat,
+}
+
+/// A sweep over one of the tool's options (`t=1,2,4`, `-t=1,2,4` after `--sweep=`) as a sweep of the scenario
+/// key it sets; any other spec as given.
+fn sweep_spec(spec: &str) -> String {
+    let Some((key, values)) = spec.split_once('=') else {
+        return spec.to_string();
+    };
+    let opt = format!("-{}", key.trim().trim_start_matches('-'));
+    match [
+        "workload.threads",
+        "workload.seconds",
+        "workload.node",
+        "workload.direction",
+        "workload.granule",
+        "workload.dma_trans_ns",
+        "device.dma_mask_bits",
+    ]
+    .into_iter()
+    .find(|k| option_of(k) == Some(opt.as_str()))
+    {
+        Some(k) => format!("{k}={values}"),
+        None => spec.to_string(),
+    }
 }
 
 /// The options' ranges, as the kernel tool and the kernel module check them.
@@ -133,9 +165,33 @@ fn option_of(key: &str) -> Option<&'static str> {
 pub fn map_benchmark(args: MapBenchmarkArgs, out: &mut impl Write) -> Result<()> {
     check_options(&args)?;
     let o = &args.overrides;
+    if !args.sweep.is_empty() {
+        let platform = o.platform.first().ok_or_else(|| {
+            arg_error("--platform is required: the board to model (`dmasim platforms` lists the built-in ones)")
+        })?;
+        let text = scenario_text(&args, platform, &dmasim::policy::LATEST.to_string());
+        let source = (
+            "<map-benchmark>".to_string(),
+            text,
+            std::env::current_dir()?,
+        );
+        let specs: Vec<String> = args.sweep.iter().map(|s| sweep_spec(s)).collect();
+        return super::run::run_sweeps(
+            &source,
+            o,
+            &specs,
+            args.plot.as_deref(),
+            args.format,
+            scenario::DEFAULT_MAX_WORK as u64,
+            out,
+        );
+    }
+    if args.plot.is_some() {
+        return Err(arg_error("--plot draws a sweep: give --sweep, e.g. --sweep t=1,2,4,8").into());
+    }
     if o.platform.len() > 1 || o.kernel.len() > 1 {
         return Err(arg_error(
-            "several --kernel or --platform values: compare them with `dmasim compare` on a map_benchmark scenario",
+            "several --kernel or --platform values: give --sweep (e.g. --sweep t=1,2,4) for one curve each, or compare them with `dmasim compare` on a map_benchmark scenario",
         )
         .into());
     }

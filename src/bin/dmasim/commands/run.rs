@@ -55,54 +55,16 @@ pub fn run(args: RunArgs, out: &mut impl Write) -> Result<()> {
             )
             .into());
         }
-        let sweeps = dmasim::sweep::sweeps_from(&sweep)?;
-        let variants = if overrides.kernel.len() > 1 || overrides.platform.len() > 1 {
-            dmasim::compare::variants_from(&[], &overrides.platform, &overrides.kernel)?
-        } else {
-            // One curve: the scenario as written, or under the one release/platform given.
-            vec![dmasim::compare::Variant {
-                platform: overrides.platform.first().cloned(),
-                kernel: overrides.kernel.first().cloned(),
-                policies: Vec::new(),
-                sets: Vec::new(),
-            }]
-        };
-        if format == RunFormat::Folded {
-            return Err(
-                arg_error("--format folded applies to a single run or to `compare`").into(),
-            );
-        }
-        let warned = std::cell::RefCell::new(std::collections::BTreeSet::new());
-        let check = |t: &Scenario| {
-            if warned.borrow_mut().insert(t.profile.origin.clone()) {
-                warn_unpriced(&t.profile, &t.sw_keys(), &t.name);
-            }
-            t.check_work(u128::from(max_work))
-        };
-        let r = with_progress(None, |p| {
-            dmasim::sweep::run(
-                &scenario,
-                &overrides.set,
-                &overrides.policy,
-                &sweeps,
-                &variants,
-                &check,
-                p,
-            )
-        });
-        let r = r.map_err(compare_error)?;
-        if let Some(path) = &plot {
-            let doc = if is_html(path) {
-                dmasim::sweep::html(&r)
-            } else {
-                dmasim::plot::svg(&dmasim::sweep::charts(&r))
-            };
-            write_plot(path, &doc)?;
-        }
-        match format {
-            RunFormat::Json => print_json(out, &dmasim::sweep::json(&r))?,
-            _ => write!(out, "{}", dmasim::sweep::table(&r))?,
-        }
+        let source = Scenario::source(&scenario)?;
+        run_sweeps(
+            &source,
+            &overrides,
+            &sweep,
+            plot.as_deref(),
+            format,
+            max_work,
+            out,
+        )?;
     } else {
         if plot.is_some() {
             return Err(arg_error("--plot draws a sweep: give --sweep KEY=V1,V2,...").into());
@@ -132,6 +94,66 @@ pub fn run(args: RunArgs, out: &mut impl Write) -> Result<()> {
             return write_sensitivity(out, &r, format);
         }
         execute_and_print(&s, format, out)?;
+    }
+    Ok(())
+}
+
+/// `--sweep` (and `--plot`) over a scenario's text: one run per setting and per
+/// --kernel/--platform given, each call's time per setting, as a table or JSON.
+pub(super) fn run_sweeps(
+    source: &(String, String, std::path::PathBuf),
+    overrides: &crate::cli::Overrides,
+    sweep: &[String],
+    plot: Option<&str>,
+    format: RunFormat,
+    max_work: u64,
+    out: &mut impl Write,
+) -> Result<()> {
+    let sweeps = dmasim::sweep::sweeps_from(sweep)?;
+    let variants = if overrides.kernel.len() > 1 || overrides.platform.len() > 1 {
+        dmasim::compare::variants_from(&[], &overrides.platform, &overrides.kernel)?
+    } else {
+        // One curve: the scenario as written, or under the one release/platform given.
+        vec![dmasim::compare::Variant {
+            platform: overrides.platform.first().cloned(),
+            kernel: overrides.kernel.first().cloned(),
+            policies: Vec::new(),
+            sets: Vec::new(),
+        }]
+    };
+    if format == RunFormat::Folded {
+        return Err(arg_error("--format folded applies to a single run or to `compare`").into());
+    }
+    let warned = std::cell::RefCell::new(std::collections::BTreeSet::new());
+    let check = |t: &Scenario| {
+        if warned.borrow_mut().insert(t.profile.origin.clone()) {
+            warn_unpriced(&t.profile, &t.sw_keys(), &t.name);
+        }
+        t.check_work(u128::from(max_work))
+    };
+    let r = with_progress(None, |p| {
+        dmasim::sweep::run_source(
+            source,
+            &overrides.set,
+            &overrides.policy,
+            &sweeps,
+            &variants,
+            &check,
+            p,
+        )
+    });
+    let r = r.map_err(compare_error)?;
+    if let Some(path) = plot {
+        let doc = if is_html(path) {
+            dmasim::sweep::html(&r)
+        } else {
+            dmasim::plot::svg(&dmasim::sweep::charts(&r))
+        };
+        write_plot(path, &doc)?;
+    }
+    match format {
+        RunFormat::Json => print_json(out, &dmasim::sweep::json(&r))?,
+        _ => write!(out, "{}", dmasim::sweep::table(&r))?,
     }
     Ok(())
 }
