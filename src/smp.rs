@@ -195,18 +195,16 @@ impl Cpu {
     /// `spin_lock(lock)` at clock `now`: returns the clock at which this CPU owns it, `now` if it
     /// was free, else the time its last holder released it to this CPU.
     pub fn spin_lock(&self, lock: &SpinLock, now: u64) -> u64 {
+        lock.acquired.set(lock.acquired.get() + 1);
         let Some(link) = &self.link else {
             return now;
         };
         self.turn(now);
-        let mut rec = lock.record.borrow_mut();
-        rec.acquired += 1;
         if lock.owner.get().is_none() {
             lock.owner.set(Some(self.id));
             link.sched.borrow_mut().held[self.id] += 1;
             return now;
         }
-        drop(rec);
         lock.waiters.borrow_mut().push_back(self.id);
         link.sched.borrow_mut().state[self.id] = State::Blocked;
         self.park(link, Park::Blocked);
@@ -336,6 +334,8 @@ pub struct SpinLock {
     waiters: RefCell<VecDeque<usize>>,
     /// The lock word's line: written by every CPU that takes or releases it.
     pub line: SharedLine,
+    acquired: Cell<u64>,
+    /// Its waits (`acquired` is kept apart: a CPU alone counts without borrowing).
     record: RefCell<LockRecord>,
 }
 
@@ -358,6 +358,7 @@ impl SpinLock {
             owner: Cell::new(None),
             waiters: RefCell::new(VecDeque::new()),
             line: SharedLine::new(name),
+            acquired: Cell::new(0),
             record: RefCell::new(LockRecord {
                 acquired: 0,
                 contended: 0,
@@ -375,7 +376,10 @@ impl SpinLock {
 
     /// What the lock saw so far.
     pub fn record(&self) -> LockRecord {
-        self.record.borrow().clone()
+        LockRecord {
+            acquired: self.acquired.get(),
+            ..self.record.borrow().clone()
+        }
     }
 }
 
