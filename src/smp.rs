@@ -105,6 +105,22 @@ impl Sched {
         self.ready.peek().is_none_or(|&Reverse(k)| (now, me) < k)
     }
 
+    /// CPU `i` parked at clock `t` because another runnable CPU was earlier: it takes that
+    /// CPU's place in the ready queue (one sift rather than a push and a pop), and that CPU is
+    /// the one to resume.
+    fn swap_first(&mut self, i: usize, t: u64) -> usize {
+        self.state[i] = State::Runnable(t);
+        self.settle();
+        match self.ready.peek_mut() {
+            Some(mut top) if top.0 < (t, i) => {
+                let Reverse((_, j)) = *top;
+                *top = Reverse((t, i));
+                j
+            }
+            _ => i,
+        }
+    }
+
     /// The runnable CPU to resume next: the earliest, then the lowest number.
     fn next(&mut self) -> Option<usize> {
         self.settle();
@@ -423,8 +439,11 @@ pub fn run<T: 'static>(bodies: Vec<Body<T>>) -> Result<Vec<T>, Deadlock> {
         })
         .collect();
     let mut out: Vec<Option<T>> = cpus.iter().map(|_| None).collect();
+    // The CPU to resume next when the last one parked behind an earlier one: the two trade
+    // places in the ready queue in one step.
+    let mut carry: Option<usize> = None;
     loop {
-        let next = sched.borrow_mut().next();
+        let next = carry.take().or_else(|| sched.borrow_mut().next());
         let Some(i) = next else {
             let s = sched.borrow();
             let blocked: Vec<usize> = (0..s.state.len())
@@ -439,7 +458,9 @@ pub fn run<T: 'static>(bodies: Vec<Body<T>>) -> Result<Vec<T>, Deadlock> {
         let step = cpus[i].resume(());
         sched.borrow_mut().running = None;
         match step {
-            CoroutineResult::Yield(Park::At(t)) => sched.borrow_mut().ready(i, t),
+            CoroutineResult::Yield(Park::At(t)) => {
+                carry = Some(sched.borrow_mut().swap_first(i, t))
+            }
             CoroutineResult::Yield(Park::Blocked) => {
                 debug_assert_eq!(sched.borrow().state[i], State::Blocked);
             }
