@@ -20,6 +20,12 @@
 //! for it, how long, and on which holder ([`LockRecord`]), and who released it last (the CPU
 //! whose cache its line is in, for the backend to price the line's transfer).
 //!
+//! A per-CPU lock ([`SpinLock::per_cpu`], the kernel's locks of per-CPU data such as
+//! `cpu_rcache->lock`) is taken and released by its own CPU, the first to take it, without
+//! waiting its turn: another CPU takes it only on rare paths (an exhausted IOVA allocator
+//! flushing every CPU's magazines), and then waits its turn as for any lock, finding it held
+//! only if its home CPU is inside it in the order the CPUs ran.
+//!
 //! Invariants: exactly one CPU body runs at a time, and only it may suspend (a CPU's handle used
 //! anywhere else panics rather than switch to a stack that is not running); a CPU at a turn point
 //! resumes only when its clock is the least of the runnable CPUs' (by clock, then number); a
@@ -215,6 +221,15 @@ impl Cpu {
         let Some(link) = &self.link else {
             return now;
         };
+        if lock.per_cpu {
+            let home = lock.home.get().unwrap_or(self.id);
+            lock.home.set(Some(home));
+            if home == self.id && lock.owner.get().is_none() {
+                lock.owner.set(Some(self.id));
+                link.sched.borrow_mut().held[self.id] += 1;
+                return now;
+            }
+        }
         self.turn(now);
         if lock.owner.get().is_none() {
             lock.owner.set(Some(self.id));
@@ -241,7 +256,9 @@ impl Cpu {
     /// `spin_unlock(lock)` at clock `now`: the first waiter, if any, owns it from `now`.
     pub fn spin_unlock(&self, lock: &SpinLock, now: u64) {
         let Some(link) = &self.link else { return };
-        self.turn(now);
+        if !(lock.per_cpu && lock.home.get() == Some(self.id) && lock.waiters.borrow().is_empty()) {
+            self.turn(now);
+        }
         assert_eq!(
             lock.owner.get(),
             Some(self.id),
@@ -353,6 +370,9 @@ pub struct SpinLock {
     acquired: Cell<u64>,
     /// Its waits (`acquired` is kept apart: a CPU alone counts without borrowing).
     record: RefCell<LockRecord>,
+    /// A lock of one CPU's data, and that CPU once it has taken it (see the module header).
+    per_cpu: bool,
+    home: Cell<Option<usize>>,
 }
 
 impl Default for SpinLock {
@@ -375,6 +395,8 @@ impl SpinLock {
             waiters: RefCell::new(VecDeque::new()),
             line: SharedLine::new(name),
             acquired: Cell::new(0),
+            per_cpu: false,
+            home: Cell::new(None),
             record: RefCell::new(LockRecord {
                 acquired: 0,
                 contended: 0,
@@ -383,6 +405,14 @@ impl SpinLock {
                 by_pair: BTreeMap::new(),
             }),
         }
+    }
+
+    /// A lock of one CPU's data: [`SpinLock::named`], taken by its home CPU without waiting
+    /// its turn (see the module header).
+    pub fn per_cpu(name: &'static str, spin_frame: &'static str) -> SpinLock {
+        let mut l = SpinLock::named(name, spin_frame);
+        l.per_cpu = true;
+        l
     }
 
     /// Whether a CPU holds it.

@@ -188,7 +188,7 @@ impl IovaRcache {
             lock: SpinLock::named("rcache->lock", "(spinning on rcache->lock)"),
             cpus: (0..ncpus).map(|_| RefCell::default()).collect(),
             cpu_locks: (0..ncpus)
-                .map(|_| SpinLock::named("cpu_rcache->lock", "(spinning on cpu_rcache->lock)"))
+                .map(|_| SpinLock::per_cpu("cpu_rcache->lock", "(spinning on cpu_rcache->lock)"))
                 .collect(),
         }
     }
