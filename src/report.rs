@@ -564,3 +564,78 @@ mod tests {
         assert_eq!(TimeUnit::for_column(std::iter::empty()).name, "ns");
     }
 }
+
+/// Time the CPUs spent waiting at one place: for a lock, for another CPU's store, for a
+/// device.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Wait {
+    /// The frame that waited and the wait's own frame (`arm_smmu_cmdq_issue_cmd > (spinning
+    /// on cmdq->lock)`).
+    pub place: String,
+    pub ps: u64,
+}
+
+/// Whether a stack's last frame is time spent waiting rather than working.
+fn is_wait_frame(f: &str) -> bool {
+    f.starts_with("(spinning on")
+        || f.starts_with("(waiting for")
+        || f == crate::hw::ledger::WAIT_FRAME
+        || f == crate::hw::LINE_FRAME
+}
+
+/// Where the CPUs waited, most first: every stack ending in a wait, summed by its last two
+/// frames.
+pub fn waits(stacks: &[StackRow]) -> Vec<Wait> {
+    let mut by: BTreeMap<String, u64> = BTreeMap::new();
+    for s in stacks {
+        let mut frames = s.stack.rsplit(" > ");
+        let Some(last) = frames.next() else { continue };
+        if !is_wait_frame(last) || s.self_ps == 0 {
+            continue;
+        }
+        let place = match frames.next() {
+            Some(caller) => format!("{caller} > {last}"),
+            None => last.to_string(),
+        };
+        *by.entry(place).or_default() += s.self_ps;
+    }
+    let mut v: Vec<Wait> = by
+        .into_iter()
+        .map(|(place, ps)| Wait { place, ps })
+        .collect();
+    v.sort_by(|a, b| b.ps.cmp(&a.ps).then_with(|| a.place.cmp(&b.place)));
+    v
+}
+
+/// The waits of a run, per `per` (an iteration, a map+unmap), those of at least 0.1 % of the
+/// CPUs' time.
+pub(crate) fn waits_table(
+    o: &mut String,
+    stacks: &[StackRow],
+    total_ps: u64,
+    per: u64,
+    what: &str,
+) {
+    let waits: Vec<Wait> = waits(stacks)
+        .into_iter()
+        .filter(|w| w.ps.saturating_mul(1000) >= total_ps)
+        .collect();
+    if waits.is_empty() {
+        return;
+    }
+    let per = per.max(1) as f64;
+    let _ = writeln!(
+        o,
+        "\nwaiting ({what})\n  {:>7} {:>12}  where",
+        "share", "time (ns)"
+    );
+    for w in &waits {
+        let _ = writeln!(
+            o,
+            "  {:>6.2}% {:>12.3}  {}",
+            share(w.ps, total_ps),
+            ns(w.ps) / per,
+            w.place
+        );
+    }
+}

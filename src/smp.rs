@@ -434,12 +434,13 @@ impl SpinLock {
 #[error("every CPU still running waits for a lock: CPUs {0:?}")]
 pub struct Deadlock(pub Vec<usize>);
 
-/// One CPU's body: what it runs, given its [`Cpu`].
-pub type Body<T> = Box<dyn FnOnce(Cpu) -> T>;
+/// One CPU's body: what it runs, given its [`Cpu`]. It may borrow from its caller (`'a`): the
+/// bodies run, and their coroutines are dropped, before [`run`] returns.
+pub type Body<'a, T> = Box<dyn FnOnce(Cpu) -> T + 'a>;
 
 /// Run `bodies`, one per CPU (CPU `i` runs `bodies[i]`), to their ends in simulated-time order;
 /// their results in CPU order. One body runs as plain code, with [`Cpu::alone`].
-pub fn run<T: 'static>(bodies: Vec<Body<T>>) -> Result<Vec<T>, Deadlock> {
+pub fn run<'a, T: 'a>(bodies: Vec<Body<'a, T>>) -> Result<Vec<T>, Deadlock> {
     assert!(bodies.len() <= MAX_CPUS, "callers check the CPU count");
     if bodies.len() == 1 {
         let body = bodies.into_iter().next().expect("one body");
@@ -457,7 +458,7 @@ pub fn run<T: 'static>(bodies: Vec<Body<T>>) -> Result<Vec<T>, Deadlock> {
         .map(|(id, body)| {
             let sched = Rc::clone(&sched);
             let stack = DefaultStack::new(CPU_STACK_BYTES).expect("a CPU's stack");
-            Coroutine::with_stack(stack, move |y: &Yielder<(), Park>, ()| {
+            let f = move |y: &Yielder<(), Park>, ()| {
                 body(Cpu {
                     id,
                     link: Some(Link {
@@ -465,7 +466,11 @@ pub fn run<T: 'static>(bodies: Vec<Body<T>>) -> Result<Vec<T>, Deadlock> {
                         yielder: NonNull::from(y),
                     }),
                 })
-            })
+            };
+            // SAFETY: what `body` borrows lives for 'a, beyond this call; every coroutine is
+            // held in `cpus`, a local that is dropped (unwinding any suspended body) before
+            // `run` returns, and never forgotten.
+            unsafe { Coroutine::with_stack_unchecked(stack, f) }
         })
         .collect();
     let mut out: Vec<Option<T>> = cpus.iter().map(|_| None).collect();
@@ -519,7 +524,7 @@ mod tests {
         n: usize,
         before: u64,
         hold: u64,
-    ) -> Body<(Vec<(u64, u64)>, u64)> {
+    ) -> Body<'static, (Vec<(u64, u64)>, u64)> {
         Box::new(move |cpu: Cpu| {
             let mut now = 0;
             let mut got = Vec::new();

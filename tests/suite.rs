@@ -19,6 +19,7 @@ mod map_benchmark;
 mod module_graph;
 mod mutation;
 mod numa_topology;
+mod one_cpu;
 mod pernuma_cma;
 mod plain_walk;
 mod plots;

@@ -196,51 +196,16 @@ pub struct MapBenchmarkResult {
     pub total_ps: u64,
 }
 
-/// Time the CPUs spent waiting at one place: for a lock, for another CPU's store, for the
-/// SMMU.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Wait {
-    /// The frame that waited and the wait's own frame (`arm_smmu_cmdq_issue_cmd > (spinning
-    /// on cmdq->lock)`).
-    pub place: String,
-    pub ps: u64,
-}
-
-/// Whether a stack's last frame is time spent waiting rather than working.
-fn is_wait_frame(f: &str) -> bool {
-    f.starts_with("(spinning on")
-        || f.starts_with("(waiting for")
-        || f == crate::hw::ledger::WAIT_FRAME
-        || f == crate::hw::LINE_FRAME
-}
+pub use crate::report::Wait;
 
 impl MapBenchmarkResult {
     pub fn call(&self, name: &str) -> Option<&CallStat> {
         self.calls.iter().find(|c| c.call == name)
     }
 
-    /// Where the CPUs waited, most first: every stack ending in a wait, summed by its last two
-    /// frames.
+    /// Where the CPUs waited, most first ([`crate::report::waits`]).
     pub fn waits(&self) -> Vec<Wait> {
-        let mut by: BTreeMap<String, u64> = BTreeMap::new();
-        for s in &self.stacks {
-            let mut frames = s.stack.rsplit(" > ");
-            let Some(last) = frames.next() else { continue };
-            if !is_wait_frame(last) || s.self_ps == 0 {
-                continue;
-            }
-            let place = match frames.next() {
-                Some(caller) => format!("{caller} > {last}"),
-                None => last.to_string(),
-            };
-            *by.entry(place).or_default() += s.self_ps;
-        }
-        let mut v: Vec<Wait> = by
-            .into_iter()
-            .map(|(place, ps)| Wait { place, ps })
-            .collect();
-        v.sort_by(|a, b| b.ps.cmp(&a.ps).then_with(|| a.place.cmp(&b.place)));
-        v
+        crate::report::waits(&self.stacks)
     }
 
     /// A lock record's (waiter, holder) pairs as the machine's CPU numbers, most time first.
@@ -285,31 +250,10 @@ fn ktime_ns(hw: &dyn Hw) -> u64 {
     hw.now_ps() / 1000
 }
 
-/// Where each benchmark thread runs: one thread per CPU, `(cpu, node)`. With `-n`, the node's
-/// CPUs in order (the kernel binds its threads to the node's mask); without, the machine's
-/// CPUs in order from the first CPU of the node the calls run on ([`Scenario::cpu_node`]). A
-/// platform without a topology runs its threads on node 0's CPUs 0, 1, ...
+/// Where each benchmark thread runs: one thread per CPU, `(cpu, node)`, as
+/// [`super::smp_cpus::place`] places them (with `-n`, on the node's CPUs).
 pub fn thread_cpus(s: &Scenario, w: &MapBenchmark) -> Vec<(u32, u32)> {
-    let n = w.threads as usize;
-    let Some(t) = &s.profile.numa else {
-        let node = w.node.unwrap_or_else(|| s.cpu_node());
-        return (0..w.threads).map(|c| (c, node)).collect();
-    };
-    let mut all: Vec<(u32, u32)> = t
-        .nodes
-        .iter()
-        .filter(|nd| w.node.is_none_or(|x| x == nd.id))
-        .flat_map(|nd| nd.cpus.iter().map(move |&c| (c, nd.id)))
-        .collect();
-    all.sort_unstable();
-    if w.node.is_none() {
-        let home = s.cpu_node();
-        if let Some(first) = all.iter().position(|&(_, nd)| nd == home) {
-            all.rotate_left(first);
-        }
-    }
-    all.truncate(n);
-    all
+    super::smp_cpus::place(s, w.threads, w.node)
 }
 
 /// What one benchmark thread leaves behind.
@@ -329,6 +273,7 @@ fn bench_thread(
     buf: crate::types::PhysAddr,
     w: &MapBenchmark,
     platform: &str,
+    progress: Option<&Progress>,
 ) -> ThreadRun {
     let size = u64::from(w.granule) * PAGE;
     let (dir, attrs) = (w.direction, DmaAttrs::NONE);
@@ -338,6 +283,7 @@ fn bench_thread(
     let trans = SwCost(u64::from(w.dma_trans_ns) * 1000);
     let start = hw.now_ps();
     let mut stopped = None;
+    let mut second = 1;
     while hw.now_ps() - start < end_ps && map.loops < MAX_LOOPS {
         if dir != DmaDirection::FromDevice {
             // memset(buf, 0x66, size): the CPU dirties the buffer, so a non-coherent device's
@@ -370,6 +316,14 @@ fn bench_thread(
             ));
             break;
         }
+        if let Some(p) = progress {
+            while second <= w.seconds
+                && hw.now_ps() - start >= u64::from(second) * 1_000_000_000_000
+            {
+                p.advance(1);
+                second += 1;
+            }
+        }
     }
     debug_assert!(hw.ledger().depth_is_zero());
     ThreadRun {
@@ -398,12 +352,8 @@ pub fn run(
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| SetupError::Swiotlb(format!("buffer allocation: {e}")))?;
     // The IOVA magazines and swiotlb areas are per CPU of the machine.
-    let machine_cpus = if w.threads == 1 {
-        1
-    } else {
-        cpus.iter().map(|&(c, _)| c + 1).max().unwrap_or(1)
-    };
-    let mut api = setup_dma_ops(&mut m, &s.device_setup(), machine_cpus)?;
+    let machine_cpus = super::smp_cpus::per_cpu_slots(&cpus);
+    let api = setup_dma_ops(&mut m, &s.device_setup(), machine_cpus)?;
     let mut hw = m.hw;
     hw.clear_ledger();
     // Where every CPU's charges are summed.
@@ -411,33 +361,22 @@ pub fn run(
     let platform = s.profile.name().to_string();
     // One thread runs on the machine as set up; more run on views of it that share what the
     // kernel shares.
-    let mut machines = Vec::with_capacity(cpus.len());
-    if cpus.len() > 1 {
-        api.ops.set_cpu(cpus[0].0);
-        for &(cpu, node) in &cpus[1..] {
-            let view = api.on_cpu(cpu).ok_or_else(|| {
-                SetupError::Driver(format!(
-                    "{} on more than one CPU: sharing its state between CPUs is not modelled yet",
-                    api.ops.name()
-                ))
-            })?;
-            machines.push((hw.on_cpu(node), view));
-        }
-    }
-    machines.insert(0, (hw, api));
-    let bodies: Vec<crate::smp::Body<ThreadRun>> = machines
+    let machines = super::smp_cpus::machines(hw, api, &cpus)?;
+    let bodies: Vec<crate::smp::Body<'_, ThreadRun>> = machines
         .into_iter()
         .zip(bufs)
-        .map(|((mut thw, tapi), buf)| {
-            let (w, platform) = (w.clone(), platform.clone());
+        .enumerate()
+        .map(|(i, ((mut thw, tapi), buf))| {
+            let platform = platform.as_str();
+            // The first thread's seconds move the progress display.
+            let progress = (i == 0).then_some(progress);
             Box::new(move |c| {
                 thw.set_cpu(c);
-                bench_thread(thw, tapi, buf, &w, &platform)
-            }) as crate::smp::Body<ThreadRun>
+                bench_thread(thw, tapi, buf, w, platform, progress)
+            }) as crate::smp::Body<'_, ThreadRun>
         })
         .collect();
     let runs = crate::smp::run(bodies).map_err(|e| SetupError::Driver(e.to_string()))?;
-    progress.advance(u64::from(w.seconds));
     let mut map = Latencies::default();
     let mut unmap = Latencies::default();
     let mut t = CallTimer::default();
@@ -637,24 +576,13 @@ pub fn table(r: &MapBenchmarkResult) -> String {
 
 /// Where the threads waited, and each lock's record: the shares say what limits scaling.
 fn contention_table(o: &mut String, r: &MapBenchmarkResult) {
-    let waits = r.waits();
-    let pairs = r.map.loops.max(1) as f64;
-    if !waits.is_empty() {
-        let _ = writeln!(
-            o,
-            "\nwaiting (per map+unmap, all threads)\n  {:>7} {:>12}  where",
-            "share", "time (ns)"
-        );
-        for w in waits.iter().filter(|w| w.ps * 1000 >= r.total_ps) {
-            let _ = writeln!(
-                o,
-                "  {:>6.2}% {:>12.3}  {}",
-                crate::report::share(w.ps, r.total_ps),
-                ns(w.ps) / pairs,
-                w.place
-            );
-        }
-    }
+    crate::report::waits_table(
+        o,
+        &r.stacks,
+        r.total_ps,
+        r.map.loops,
+        "per map+unmap, all threads",
+    );
     let locks: Vec<_> = r.locks.iter().filter(|(_, l)| l.acquired > 0).collect();
     if locks.is_empty() {
         return;
@@ -697,11 +625,7 @@ impl super::WorkloadKind for MapBenchmark {
     fn check(&self, s: &Scenario) -> Result<(), InputError> {
         let at = |line, key: &str, m: String| s.error(&super::Origin::File(line), key, m);
         let (threads_line, node_line) = self.lines;
-        let cpus = match &s.profile.numa {
-            Some(t) => Some(t.nodes.iter().map(|n| n.cpus.len() as u32).sum::<u32>()),
-            None => s.profile.cpus,
-        };
-        match cpus {
+        match super::smp_cpus::platform_cpus(s) {
             Some(n) if self.threads > n => {
                 return Err(at(
                     threads_line,

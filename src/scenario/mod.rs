@@ -30,6 +30,7 @@ pub mod pipeline;
 pub mod progress;
 pub mod replay;
 mod resolve;
+pub mod smp_cpus;
 pub mod streaming;
 pub mod user_access;
 

@@ -14,6 +14,7 @@ use super::{Ctx, Progress, RunInfo, Scenario, Shared, Workload};
 use crate::device::Device;
 use crate::hw::cache::Access;
 use crate::hw::calls::{CallTimer, stack_rows};
+use crate::hw::model::Model;
 use crate::hw::{Counter, Hw};
 use crate::input::InputError;
 use crate::mm::physmem::NodeRange;
@@ -59,6 +60,7 @@ struct Section {
     iterations: Option<Spanned<i64>>,
     cpu: Option<Spanned<String>>,
     rate: Option<Spanned<String>>,
+    cpus: Option<Spanned<i64>>,
 }
 
 /// What the program does to the buffer between DMA transfers (`cpu`): before each for-device
@@ -169,6 +171,10 @@ pub struct Streaming {
     /// How often the driver runs one iteration (`rate = "30/s"`), per second: the report gives
     /// the share of one CPU the calls take at that rate.
     pub rate_per_s: Option<f64>,
+    /// CPUs running the loop at once, each over a buffer of its own, the device shared
+    /// (`cpus`, default 1), and the line of the key, for the check against the platform.
+    pub cpus: u32,
+    pub cpus_line: Option<usize>,
 }
 
 /// `rate`: `"30/s"`, `"30 Hz"`, `"60 fps"` (one iteration a frame), `"1.5k/s"`; at most a
@@ -324,6 +330,10 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, _shared: &Shared) -> Result<Wor
             )
         })?),
     };
+    let cpus = match &w.cpus {
+        None => 1,
+        Some(n) => c.int(n, "workload.cpus", 1..=crate::smp::MAX_CPUS as i64)? as u32,
+    };
     Ok(Workload::Streaming(Streaming {
         buffer_bytes,
         entry_bytes,
@@ -333,6 +343,8 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, _shared: &Shared) -> Result<Wor
         attrs,
         cpu,
         rate_per_s,
+        cpus,
+        cpus_line: w.cpus.as_ref().map(|n| c.line(n.span())),
     }))
 }
 
@@ -414,56 +426,112 @@ pub(super) fn check_reach(s: &Scenario, bytes: u64, what: &str) -> Result<(), In
     Ok(())
 }
 
-/// Run a checked streaming scenario on the Model.
+/// Run a checked streaming scenario on the Model: its CPUs at once (one, by default), each
+/// over a buffer of its own on its node, the device's DMA layers shared ([`crate::smp`]).
 pub fn run(s: &Scenario, w: &Streaming, progress: &Progress) -> Result<RunResult, SetupError> {
-    // The driver's calls, and its buffer, on its device's node.
-    let node = s.cpu_node();
-    let mut m = boot_for_buffer(s, node, w.buffer_bytes)?;
-    // The driver's buffer first, as it would be allocated before the device is opened.
-    let buf = m
-        .mem
-        .borrow_mut()
-        .alloc(node, w.buffer_bytes)
+    // The driver's calls, and its buffers, on its device's node.
+    let placed = super::smp_cpus::place(s, w.cpus, None);
+    let mut m = boot_for_buffer(s, placed[0].1, w.buffer_bytes * u64::from(w.cpus))?;
+    // The driver's buffers first, as they would be allocated before the device is opened.
+    let bufs = placed
+        .iter()
+        .map(|&(_, node)| m.mem.borrow_mut().alloc(node, w.buffer_bytes))
+        .collect::<Result<Vec<_>, _>>()
         .map_err(|e| SetupError::Swiotlb(format!("buffer allocation: {e}")))?;
-    let mut api = setup_dma_ops(&mut m, &s.device_setup(), 1)?;
+    let api = setup_dma_ops(
+        &mut m,
+        &s.device_setup(),
+        super::smp_cpus::per_cpu_slots(&placed),
+    )?;
     let mut hw = m.hw;
     hw.clear_ledger();
+    // Where every CPU's charges are summed.
+    let mut total = hw.clone();
+    let machines = super::smp_cpus::machines(hw, api, &placed)?;
+    let bodies: Vec<crate::smp::Body<'_, (Model, CallTimer, usize)>> = machines
+        .into_iter()
+        .zip(bufs)
+        .enumerate()
+        .map(|(i, ((mut hw, mut api), buf))| {
+            // The first CPU's loop moves the progress display.
+            let progress = (i == 0).then_some(progress);
+            Box::new(move |c| {
+                hw.set_cpu(c);
+                let (t, entries) = driver_loop(&mut hw, &mut api, buf, w, progress);
+                (hw, t, entries)
+            }) as crate::smp::Body<'_, _>
+        })
+        .collect();
+    let runs = crate::smp::run(bodies).map_err(|e| SetupError::Driver(e.to_string()))?;
+    let mut t = CallTimer::default();
+    for (hw, calls, _) in &runs {
+        total.absorb_ledger(hw);
+        t.absorb(calls);
+    }
+    let mut hw = total;
+    let stacks = stack_rows(hw.ledger());
+    t.attribute(&stacks);
+    Ok(RunResult {
+        info: s.run_info(),
+        device: s.device.clone(),
+        dma_ops: s.dma_ops().describe(&s.policies),
+        workload: w.clone(),
+        entries: runs[0].2,
+        calls: t.stats,
+        counts: hw.ledger().totals(),
+        stacks,
+        total_ps: hw.ledger().total_ps(),
+    })
+}
+
+/// One CPU's loop over its buffer: the driver's calls, timed. Returns the calls and the
+/// buffer's sg entries.
+fn driver_loop(
+    hw: &mut Model,
+    api: &mut crate::setup::DeviceDmaApi,
+    buf: PhysAddr,
+    w: &Streaming,
+    progress: Option<&Progress>,
+) -> (CallTimer, usize) {
+    let hw = &mut *hw;
     let mut sgt = SgTable::from_contiguous(buf, w.buffer_bytes, &w.entry_bytes);
     let (dir, attrs) = (w.direction, w.attrs);
     let mut t = CallTimer::default();
     let touch = |hw: &mut dyn Hw| w.cpu.apply(hw, buf, w.buffer_bytes);
+    let advance = || {
+        if let Some(p) = progress {
+            p.advance(1);
+        }
+    };
 
     match w.calls {
         Calls::MapUnmapSg => {
             for _ in 0..w.iterations {
-                touch(&mut hw);
-                let mapped = t.time_result(&mut hw, "dma_map_sg", |hw| {
-                    api.map_sg(hw, &mut sgt, dir, attrs)
-                });
+                touch(hw);
+                let mapped =
+                    t.time_result(hw, "dma_map_sg", |hw| api.map_sg(hw, &mut sgt, dir, attrs));
                 if mapped.is_some() {
-                    t.time(&mut hw, "dma_unmap_sg", |hw| {
+                    t.time(hw, "dma_unmap_sg", |hw| {
                         api.unmap_sg(hw, &mut sgt, dir, attrs)
                     });
                 }
-                progress.advance(1);
+                advance();
             }
         }
         Calls::SyncSg => {
-            let mapped = t.time_result(&mut hw, "dma_map_sg", |hw| {
-                api.map_sg(hw, &mut sgt, dir, attrs)
-            });
+            let mapped = t.time_result(hw, "dma_map_sg", |hw| api.map_sg(hw, &mut sgt, dir, attrs));
             if mapped.is_some() {
                 hw.clear_ledger();
                 t.clear();
                 for _ in 0..w.iterations {
-                    touch(&mut hw);
-                    t.time(&mut hw, "dma_sync_sg_for_device", |hw| {
+                    touch(hw);
+                    t.time(hw, "dma_sync_sg_for_device", |hw| {
                         api.sync_sg_for_device(hw, &sgt, dir)
                     });
-                    t.time(&mut hw, "dma_sync_sg_for_cpu", |hw| {
+                    t.time(hw, "dma_sync_sg_for_cpu", |hw| {
                         api.sync_sg_for_cpu(hw, &sgt, dir)
                     });
-                    progress.advance(1);
+                    advance();
                 }
             }
         }
@@ -475,7 +543,7 @@ pub fn run(s: &Scenario, w: &Streaming, progress: &Progress) -> Result<RunResult
                 .collect();
             let mut mapped = Vec::with_capacity(regions.len());
             for &(phys, len) in &regions {
-                if let Some(addr) = t.time_result(&mut hw, "dma_map_single", |hw| {
+                if let Some(addr) = t.time_result(hw, "dma_map_single", |hw| {
                     api.map_single(hw, phys, len, dir, attrs)
                 }) {
                     mapped.push((addr, len));
@@ -486,15 +554,15 @@ pub fn run(s: &Scenario, w: &Streaming, progress: &Progress) -> Result<RunResult
             t.clear();
             for _ in 0..w.iterations {
                 for &(addr, len) in &mapped {
-                    w.cpu.apply(&mut hw, PhysAddr(addr.0), len);
-                    t.time(&mut hw, "dma_sync_single_for_device", |hw| {
+                    w.cpu.apply(hw, PhysAddr(addr.0), len);
+                    t.time(hw, "dma_sync_single_for_device", |hw| {
                         api.sync_single_for_device(hw, addr, len, dir)
                     });
-                    t.time(&mut hw, "dma_sync_single_for_cpu", |hw| {
+                    t.time(hw, "dma_sync_single_for_cpu", |hw| {
                         api.sync_single_for_cpu(hw, addr, len, dir)
                     });
                 }
-                progress.advance(1);
+                advance();
             }
         }
         Calls::MapUnmapPage | Calls::MapUnmapSingle => {
@@ -511,8 +579,8 @@ pub fn run(s: &Scenario, w: &Streaming, progress: &Progress) -> Result<RunResult
                 .collect();
             for _ in 0..w.iterations {
                 for &(phys, len) in &regions {
-                    w.cpu.apply(&mut hw, phys, len);
-                    let addr = t.time_result(&mut hw, map, |hw| {
+                    w.cpu.apply(hw, phys, len);
+                    let addr = t.time_result(hw, map, |hw| {
                         if single {
                             api.map_single(hw, phys, len, dir, attrs)
                         } else {
@@ -520,7 +588,7 @@ pub fn run(s: &Scenario, w: &Streaming, progress: &Progress) -> Result<RunResult
                         }
                     });
                     if let Some(addr) = addr {
-                        t.time(&mut hw, unmap, |hw| {
+                        t.time(hw, unmap, |hw| {
                             if single {
                                 api.unmap_single(hw, addr, len, dir, attrs)
                             } else {
@@ -529,25 +597,12 @@ pub fn run(s: &Scenario, w: &Streaming, progress: &Progress) -> Result<RunResult
                         });
                     }
                 }
-                progress.advance(1);
+                advance();
             }
         }
     }
     debug_assert!(hw.ledger().depth_is_zero());
-
-    let stacks = stack_rows(hw.ledger());
-    t.attribute(&stacks);
-    Ok(RunResult {
-        info: s.run_info(),
-        device: s.device.clone(),
-        dma_ops: s.dma_ops().describe(&s.policies),
-        workload: w.clone(),
-        entries: sgt.orig_nents(),
-        calls: t.stats,
-        counts: hw.ledger().totals(),
-        stacks,
-        total_ps: hw.ledger().total_ps(),
-    })
+    (t, sgt.orig_nents())
 }
 
 // Rendering: the terminal table and the JSON document of this kind's result.
@@ -583,6 +638,13 @@ struct WorkloadDoc {
     cpu: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     rate_per_s: Option<f64>,
+    /// CPUs running the loop at once (left out for one).
+    #[serde(skip_serializing_if = "is_one")]
+    cpus: u32,
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 
 fn is_none(c: &&'static str) -> bool {
@@ -606,6 +668,7 @@ pub fn json(r: &RunResult) -> serde_json::Value {
             attrs: attr_names(r.workload.attrs),
             cpu: r.workload.cpu.name(),
             rate_per_s: r.workload.rate_per_s,
+            cpus: r.workload.cpus,
         },
         cpu_share: r.cpu_share(),
         calls: r.calls.iter().map(call_doc).collect(),
@@ -628,7 +691,8 @@ fn attr_names(a: crate::types::DmaAttrs) -> Vec<&'static str> {
 pub fn table(r: &RunResult) -> String {
     let mut o = String::new();
     let w = &r.workload;
-    let it = u64::from(w.iterations);
+    // Per iteration of one CPU: every CPU ran the loop.
+    let it = u64::from(w.iterations) * u64::from(w.cpus);
     header(&mut o, &r.info);
     device_line(&mut o, &r.device);
     if r.dma_ops != "dma-direct" {
@@ -657,6 +721,13 @@ pub fn table(r: &RunResult) -> String {
         },
         w.iterations
     );
+    if w.cpus > 1 {
+        let _ = writeln!(
+            o,
+            "cpus       {} at once, each over a buffer of its own (figures sum them)",
+            w.cpus
+        );
+    }
     let unit = TimeUnit::for_column(r.calls.iter().map(|c| c.mean_ns()));
     let _ = writeln!(
         o,
@@ -691,6 +762,9 @@ pub fn table(r: &RunResult) -> String {
     );
     if r.dma_ops != "dma-direct" {
         per_call_operations(&mut o, r);
+    }
+    if w.cpus > 1 {
+        crate::report::waits_table(&mut o, &r.stacks, r.total_ps, it, "per iteration of a CPU");
     }
     let _ = writeln!(o, "\noperations per iteration");
     crate::report::operations_per_iteration(&mut o, &r.counts, r.info.arch, it);
@@ -733,6 +807,7 @@ impl super::WorkloadKind for Streaming {
     /// A streaming buffer dma-direct cannot reach, with no bounce pool to fall back on, fails
     /// every map: the input says so before anything runs.
     fn check(&self, s: &Scenario) -> Result<(), InputError> {
+        super::smp_cpus::check_count(s, self.cpus, self.cpus_line, "workload.cpus")?;
         check_reach(s, self.buffer_bytes, "a streaming device")
     }
 
@@ -743,7 +818,7 @@ impl super::WorkloadKind for Streaming {
         if s.iommu.is_some() {
             per += super::IOMMU_PAGE_STEPS * bytes / s.work_page();
         }
-        u128::from(self.iterations) * per
+        u128::from(self.iterations) * per * u128::from(self.cpus)
     }
 
     fn progress_total(&self) -> u64 {

@@ -1,0 +1,104 @@
+//! Which CPUs of the platform a workload's CPUs are, and how many the platform has.
+//!
+//! Kernel counterpart: none as such — the CPUs a driver's threads (or `dma_map_benchmark`'s
+//! kthreads, bound to a node's mask with `-n`) happen to run on.
+//!
+//! What it models: a workload of `n` CPUs runs on `n` distinct CPUs of the platform: with a
+//! node, that node's CPUs in order; without, the machine's CPUs in order from the first CPU of
+//! the node the calls run on ([`Scenario::cpu_node`]), wrapping round. A platform without a
+//! `[numa]` topology has its CPUs 0, 1, ... on the calls' node.
+//!
+//! Invariants: the CPUs are distinct and exist on the platform (callers check `n` against
+//! [`platform_cpus`] first); the same inputs place them the same way.
+
+use super::Scenario;
+use crate::dma::DmaMapOps;
+use crate::hw::model::Model;
+use crate::input::InputError;
+use crate::setup::{DeviceDmaApi, SetupError};
+
+/// How many CPUs the platform has: its topology's, else `platform.cpus`.
+pub fn platform_cpus(s: &Scenario) -> Option<u32> {
+    match &s.profile.numa {
+        Some(t) => Some(t.nodes.iter().map(|n| n.cpus.len() as u32).sum::<u32>()),
+        None => s.profile.cpus,
+    }
+}
+
+/// `(cpu, node)` of each of `n` CPUs, on `node` if given.
+pub fn place(s: &Scenario, n: u32, node: Option<u32>) -> Vec<(u32, u32)> {
+    let Some(t) = &s.profile.numa else {
+        let node = node.unwrap_or_else(|| s.cpu_node());
+        return (0..n).map(|c| (c, node)).collect();
+    };
+    let mut all: Vec<(u32, u32)> = t
+        .nodes
+        .iter()
+        .filter(|nd| node.is_none_or(|x| x == nd.id))
+        .flat_map(|nd| nd.cpus.iter().map(move |&c| (c, nd.id)))
+        .collect();
+    all.sort_unstable();
+    if node.is_none() {
+        let home = s.cpu_node();
+        if let Some(first) = all.iter().position(|&(_, nd)| nd == home) {
+            all.rotate_left(first);
+        }
+    }
+    all.truncate(n as usize);
+    all
+}
+
+/// How many CPUs' worth of per-CPU state (IOVA magazines, swiotlb areas) to set up for the
+/// CPUs `placed`: one for a single CPU (the single-CPU setup), else up to the highest placed.
+pub fn per_cpu_slots(placed: &[(u32, u32)]) -> u32 {
+    if placed.len() <= 1 {
+        1
+    } else {
+        placed.iter().map(|&(c, _)| c + 1).max().unwrap_or(1)
+    }
+}
+
+/// The machine set up (`hw`, the device's `api`) as each CPU of `placed` runs it: the first CPU
+/// on the machine itself, each other on views that share what the kernel shares
+/// ([`Model::on_cpu`], [`crate::dma::mapping::DmaApi::on_cpu`]). Ops whose sharing is not
+/// modelled refuse more than one CPU.
+pub fn machines(
+    hw: Model,
+    mut api: DeviceDmaApi,
+    placed: &[(u32, u32)],
+) -> Result<Vec<(Model, DeviceDmaApi)>, SetupError> {
+    let mut out = Vec::with_capacity(placed.len());
+    if let [(first, _), rest @ ..] = placed
+        && !rest.is_empty()
+    {
+        api.ops.set_cpu(*first);
+        for &(cpu, node) in rest {
+            let view = api.on_cpu(cpu).ok_or_else(|| {
+                SetupError::Driver(format!(
+                    "{} on more than one CPU: sharing its state between CPUs is not modelled yet",
+                    api.ops.name()
+                ))
+            })?;
+            out.push((hw.on_cpu(node), view));
+        }
+    }
+    out.insert(0, (hw, api));
+    Ok(out)
+}
+
+/// `n` CPUs (the workload's `key`, at `line` of the file) against the platform's: at most as
+/// many as it has, and more than one only on a platform that says how many it has.
+pub fn check_count(s: &Scenario, n: u32, line: Option<usize>, key: &str) -> Result<(), InputError> {
+    let at = |m: String| s.error(&super::Origin::File(line), key, m);
+    match platform_cpus(s) {
+        Some(p) if n > p => Err(at(format!(
+            "{n} CPUs, and platform `{}` has {p}",
+            s.profile.name()
+        ))),
+        None if n > 1 => Err(at(format!(
+            "platform `{}` does not say how many CPUs it has (`platform.cpus`), so it runs on one",
+            s.profile.name()
+        ))),
+        _ => Ok(()),
+    }
+}
