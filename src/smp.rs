@@ -283,12 +283,17 @@ pub struct LastOwner {
 }
 
 /// A cache line CPUs write in turn (a lock word, an atomic index): which CPU wrote it last, so
-/// that the next CPU to write it pays for its transfer from that CPU's cache.
+/// that the next CPU to touch it pays for its transfer from that CPU's cache, and which CPUs
+/// have read it since (they hold a copy, and read it again for nothing).
 #[derive(Debug)]
 pub struct SharedLine {
     /// What the kernel keeps in it (`cmdq->q.llq`, `cmdq->owner_prod`).
     pub name: &'static str,
     last: Cell<Option<LastOwner>>,
+    /// Writes so far: a CPU that read the line sees, by this, whether it changed since.
+    version: Cell<u64>,
+    /// The CPUs holding a copy of the current contents, one bit each.
+    sharers: RefCell<Vec<u64>>,
 }
 
 impl SharedLine {
@@ -296,6 +301,8 @@ impl SharedLine {
         SharedLine {
             name,
             last: Cell::new(None),
+            version: Cell::new(0),
+            sharers: RefCell::new(Vec::new()),
         }
     }
 
@@ -304,9 +311,33 @@ impl SharedLine {
         self.last.get()
     }
 
-    /// `cpu`, on `node`, writes it: the line is now in that CPU's cache.
+    /// How many times it has been written.
+    pub fn version(&self) -> u64 {
+        self.version.get()
+    }
+
+    /// `cpu`, on `node`, writes it: the line is now in that CPU's cache alone.
     pub fn written_by(&self, cpu: usize, node: u32) {
         self.last.set(Some(LastOwner { cpu, node }));
+        self.version.set(self.version.get() + 1);
+        self.sharers.borrow_mut().iter_mut().for_each(|w| *w = 0);
+    }
+
+    /// Whether `cpu` holds a copy of the current contents.
+    pub fn shared_by(&self, cpu: usize) -> bool {
+        self.sharers
+            .borrow()
+            .get(cpu / 64)
+            .is_some_and(|w| w & (1 << (cpu % 64)) != 0)
+    }
+
+    /// `cpu` now holds a copy of the current contents.
+    pub fn read_by(&self, cpu: usize) {
+        let mut s = self.sharers.borrow_mut();
+        if s.len() <= cpu / 64 {
+            s.resize(cpu / 64 + 1, 0);
+        }
+        s[cpu / 64] |= 1 << (cpu % 64);
     }
 }
 

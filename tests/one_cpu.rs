@@ -2,7 +2,9 @@
 //! `tests/data/one_cpu/` holds the JSON documents of every shipped streaming and IOMMU scenario
 //! (as shipped, and under 5.4, 5.10 and 7.0 where the platform runs them) written by the model
 //! as it was before CPUs shared anything (commit e33f28c); each is run again here, a streaming
-//! workload with `workload.cpus = 1` said outright, and must match to the byte.
+//! workload with `workload.cpus = 1` said outright, and every figure must match exactly. The
+//! lists of the profile's fitted and held costs are left out of the comparison: they describe
+//! the profile (which has since gained what its CPUs' shared lines cost), not the run.
 
 use std::process::Command;
 
@@ -39,8 +41,15 @@ fn every_streaming_and_iommu_scenario_on_one_cpu_is_what_it_was() {
         if text.contains("kind = \"streaming\"") {
             args.extend(["--set", "workload.cpus=1"]);
         }
+        let figures = |text: &str| {
+            let mut v: serde_json::Value = serde_json::from_str(text).unwrap();
+            let o = v.as_object_mut().unwrap();
+            o.remove("fitted_costs");
+            o.remove("held_costs");
+            v
+        };
         let before = std::fs::read_to_string(&path).unwrap();
-        assert_eq!(dmasim(&args), before, "{stem}");
+        assert_eq!(figures(&dmasim(&args)), figures(&before), "{stem}");
         n += 1;
     }
     assert_eq!(n, 17, "every recorded run was compared");

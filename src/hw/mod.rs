@@ -444,6 +444,9 @@ pub trait Hw {
     /// `atomic_fetch_andnot`, `atomic_set_release`): after every earlier CPU's access, with the
     /// line's transfer from the CPU that wrote it last. Its instructions are the caller's cost.
     fn atomic(&mut self, _line: &crate::smp::SharedLine) {}
+    /// A load of a line the machine's CPUs share (`READ_ONCE`): after every earlier CPU's
+    /// access, with the line's transfer unless this CPU holds a copy of its contents.
+    fn load(&mut self, _line: &crate::smp::SharedLine) {}
     /// Spin on a shared location until another CPU's store changes it (`atomic_cond_read`,
     /// `smp_cond_load`): returns at the wake-up, the time spun charged in `frame`, then the
     /// line's transfer if `line` names it. The caller re-checks its condition and waits again

@@ -150,20 +150,28 @@ impl Model {
     }
 
     /// A line last written by a CPU on `from` moved to this CPU: its price from the topology
-    /// (`[numa] line_ns`, the diagonal for another core of the same node); 0 without one.
+    /// (`[numa] line_ns`, the diagonal for another core of the same node), else the profile's
+    /// `cache.line_transfer`; 0 without either.
     fn line_from(&self, from: u32) -> u64 {
-        self.numa.as_ref().map_or(0, |n| n.line(n.cpu_node, from))
+        match &self.numa {
+            Some(n) => n.line(n.cpu_node, from),
+            None => self.params.line_transfer_ps.unwrap_or(0),
+        }
     }
 
-    /// `line` comes to this CPU's cache from the CPU that wrote it last, if that is another.
+    /// `line` comes to this CPU's cache from the CPU that wrote it last, if that is another
+    /// and this CPU holds no copy of what it wrote.
     fn fetch_line(&mut self, line: &crate::smp::SharedLine) {
+        let me = self.cpu.id();
         if let Some(last) = line.last_writer()
-            && last.cpu != self.cpu.id()
+            && last.cpu != me
+            && !line.shared_by(me)
         {
             let ps = self.line_from(last.node);
             if ps > 0 {
                 self.leaf(super::LINE_FRAME, SwCost(ps), Some(Counter::NumaLine));
             }
+            line.read_by(me);
         }
     }
 
@@ -443,6 +451,11 @@ impl Hw for Model {
     fn spin_unlock(&mut self, lock: &crate::smp::SpinLock) {
         lock.line.written_by(self.cpu.id(), self.cpu_node());
         self.cpu.spin_unlock(lock, self.now);
+    }
+
+    fn load(&mut self, line: &crate::smp::SharedLine) {
+        self.cpu.turn(self.now);
+        self.fetch_line(line);
     }
 
     fn atomic(&mut self, line: &crate::smp::SharedLine) {

@@ -266,6 +266,8 @@ pub struct CmdqStats {
     pub syncs: u64,
     /// ≤ 5.3: syncs that found a `CMD_SYNC` last in the queue and waited for it instead.
     pub coalesced: u64,
+    /// 5.4: claims whose `cmpxchg` on `llq` failed because another CPU claimed first.
+    pub cmpxchg_retries: u64,
     /// Batches that would have overrun unconsumed entries (the kernel would wait for space).
     pub overruns: u64,
 }
@@ -484,7 +486,15 @@ impl Cmdq {
         hw.sw(cost);
         let n = cmds.len() as u64 + u64::from(sync);
         // 1. Claim n slots with a cmpxchg on llq; the first CPU to claim after the owner flag
-        // was cleared becomes the owner.
+        // was cleared becomes the owner. READ_ONCE brings the line over; if another CPU claimed
+        // while it came, the cmpxchg fails, fetching the line again with the new value, and
+        // the next one succeeds.
+        hw.load(&self.llq);
+        let seen = self.llq.version();
+        hw.load(&self.llq);
+        if self.llq.version() != seen {
+            self.stat(|s| s.cmpxchg_retries += 1);
+        }
         hw.atomic(&self.llq);
         let (head, owner) = {
             let mut r = self.ring.borrow_mut();

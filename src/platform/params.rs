@@ -547,6 +547,14 @@ pub static PARAMS: &[ParamDef] = &[
         "`Hw::line_bytes`: the stride of every by-line maintenance loop",
         |f| Some(Value::Param(&f.cache.line_bytes)),
     ),
+    cost(
+        "cache.line_transfer",
+        "optional (0; a `[numa]` topology prices lines by node instead)",
+        "`Hw::spin_lock` / `Hw::atomic` / `Hw::wait_on`: a shared line another CPU wrote last, moved to this one",
+        Used::Any(&[Counter::NumaLine]),
+        |f| f.cache.line_transfer.as_ref().map(Value::Cost),
+        |p, _, f| scale_ps(p.model.line_transfer_ps.as_mut(), f),
+    ),
     fixed(
         "cache.size_kib",
         Kind::Geometry,

@@ -194,6 +194,10 @@ pub(super) fn resolve(
         Some(c) => Some(r.cost("barrier.wmb", c)?),
         None => None,
     };
+    let line_transfer_ps = match &f.cache.line_transfer {
+        Some(c) => Some(r.cost("cache.line_transfer", c)?),
+        None => None,
+    };
     let mut sw = BTreeMap::new();
     for (k, c) in &f.sw {
         let name = k.get_ref();
@@ -255,6 +259,7 @@ pub(super) fn resolve(
         maint,
         barrier_ps,
         wmb_ps,
+        line_transfer_ps,
         sw,
         copy,
         smmu,

@@ -47,6 +47,10 @@ pub struct CacheSpec {
     pub clean: Option<MaintSpec>,
     pub inval: Option<MaintSpec>,
     pub clean_inval: Option<MaintSpec>,
+    /// A line another core wrote last moved to this one (core-to-core): what a lock or an
+    /// atomic index costs when CPUs take turns at it, on a platform without a `[numa]`
+    /// topology (which prices it per pair of nodes). Optional: without either, lines move free.
+    pub line_transfer: Option<Cost>,
 }
 
 #[derive(Clone, Debug, Deserialize)]

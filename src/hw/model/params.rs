@@ -129,6 +129,9 @@ pub struct ModelParams {
     /// `wmb()` (`DSB ST`); `None` when the profile has no `barrier.wmb`, and a scenario that
     /// issues one (any with an `[iommu]` domain) was refused up front (`Profile::require_wmb`).
     pub wmb_ps: Option<u64>,
+    /// A line another core wrote last moved to this one, on a machine without [`NumaLines`]
+    /// (`cache.line_transfer`); `None`: such lines move free.
+    pub line_transfer_ps: Option<u64>,
     pub sw: BTreeMap<String, u64>,
     /// `None` when the profile has no `[smmu]` section: SMMU operations then cost nothing but
     /// are still counted.

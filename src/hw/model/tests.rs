@@ -14,6 +14,7 @@ pub(super) fn params(issue: u64, latency: u64, interval: u64, barrier: u64) -> M
         maint: [Some(c), Some(c), Some(c)],
         barrier_ps: barrier,
         wmb_ps: Some(barrier / 2),
+        line_transfer_ps: None,
         sw: BTreeMap::new(),
         smmu: None,
         copy: None,
