@@ -8,12 +8,11 @@
 //! bookkeeping); before 6.0 elsewhere, dma-direct over the pool with 3.6's rules.
 //!
 //! What it models: for each mapping size, `cpus` CPUs each map `in_flight` buffers and then unmap
-//! them, `iterations` times. The Model has one clock, so the CPUs are interleaved round robin:
-//! CPU 0 maps, CPU 1 maps, ..., with `raw_smp_processor_id()` set to the caller so 6.0 picks that
-//! CPU's area first. What concurrency would change is reported as counts, not as time: lock
-//! acquisitions per area (3.6: the one pool lock). Contention — CPUs waiting for each other on a
-//! lock — is not modelled; the busiest lock's share of all acquisitions says how much of it there
-//! would be.
+//! them, `iterations` times, all at once, each on its own clock ([`crate::smp`]), through its
+//! own view of the device's ops: the same pool and locks, `raw_smp_processor_id()` its own so
+//! 6.0 picks its area first. A CPU that finds the pool's lock (or its area's) held spins until
+//! its holder releases it, and the report says where the CPUs waited, beside the acquisitions
+//! per area (3.6: the one pool lock) and the busiest lock's share of them.
 //!
 //! Invariants: every slot a map claimed is released by its unmap, so the pool is pristine
 //! between sizes; a mapping the pool cannot hold is the kernel's mapping error (counted), never a
@@ -56,14 +55,14 @@ struct Section {
     in_flight: Option<Spanned<i64>>,
 }
 
-/// A map/unmap sweep through the swiotlb bounce pool, from several CPUs in turn.
+/// A map/unmap sweep through the swiotlb bounce pool, from several CPUs at once.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Bounce {
     /// Mapping sizes, each at most 256 KiB (one segment).
     pub sizes: Vec<u64>,
     pub direction: DmaDirection,
     pub iterations: u32,
-    /// CPUs mapping at once, interleaved round robin (the model has one clock).
+    /// CPUs mapping at once, each on its own clock.
     pub cpus: u32,
     /// Mappings each CPU holds before unmapping them.
     pub in_flight: u32,
@@ -226,8 +225,7 @@ pub fn run(s: &Scenario, b: &Bounce, progress: &Progress) -> Result<BounceResult
     );
     let api = setup_dma_ops(&mut m, &s.device_setup(), b.cpus)?;
     let implementation = s.dma_ops().describe(&s.policies);
-    let Machine { hw, mem, .. } = m;
-    let mut hw = hw;
+    let Machine { mut hw, mem, .. } = m;
     let bufs: Vec<PhysAddr> = (0..nbuf)
         .map(|_| {
             mem.borrow_mut()
@@ -235,7 +233,6 @@ pub fn run(s: &Scenario, b: &Bounce, progress: &Progress) -> Result<BounceResult
                 .map_err(|e| SetupError::Driver(format!("buffer allocation: {e}")))
         })
         .collect::<Result<_, _>>()?;
-    let mut api = api;
     let nareas = api.ops.swiotlb_pool().map_or(0, |p| p.nareas());
     let pool_bytes = api.ops.swiotlb_pool().map_or(0, |p| p.end().0 - p.start.0);
     let locks = |api: &DeviceDmaApi| -> Vec<u64> {
@@ -244,14 +241,41 @@ pub fn run(s: &Scenario, b: &Bounce, progress: &Progress) -> Result<BounceResult
             .map(|p| p.table.borrow().areas.iter().map(|a| a.locks).collect())
             .unwrap_or_default()
     };
+    hw.clear_ledger();
+    // Where every CPU's charges are summed.
+    let mut total = hw.clone();
+    // CPU i maps through its own view of the device's ops (the same pool and locks), and the
+    // CPUs run at once, each on its own clock.
+    let placed: Vec<(u32, u32)> = (0..b.cpus).map(|c| (c, 0)).collect();
+    let mut machines = super::smp_cpus::machines(hw, api, &placed)?;
+    for (cpu, (_, api)) in machines.iter_mut().enumerate() {
+        api.ops.set_cpu(cpu as u32);
+    }
 
     let (dir, attrs) = (b.direction, DmaAttrs::NONE);
     let mut rows = Vec::new();
     for &size in &b.sizes {
-        let locks0 = locks(&api);
-        // One timer per size: each row's map and unmap times are its own.
-        let mut t = CallTimer::default();
-        let counts0 = hw.ledger().totals();
+        let locks0 = locks(&machines[0].1);
+        let counts0: Vec<[u64; Counter::N]> = machines
+            .iter_mut()
+            .map(|(hw, _)| hw.ledger().totals())
+            .collect();
+        let bodies: Vec<crate::smp::Body<'_, (CallTimer, u64, u64, u64)>> = machines
+            .iter_mut()
+            .enumerate()
+            .map(|(cpu, (hw, api))| {
+                let mine = &bufs[cpu * b.in_flight as usize..][..b.in_flight as usize];
+                // The first CPU's iterations move the progress display.
+                let progress = (cpu == 0).then_some(progress);
+                Box::new(move |c| {
+                    hw.set_cpu(c);
+                    let r = bounce_loop(hw, api, mine, size, (dir, attrs), b.iterations, progress);
+                    hw.set_cpu(crate::smp::Cpu::alone());
+                    r
+                }) as crate::smp::Body<'_, _>
+            })
+            .collect();
+        let runs = crate::smp::run(bodies).map_err(|e| SetupError::Driver(e.to_string()))?;
         let mut row = BounceRow {
             size,
             maps: 0,
@@ -264,58 +288,37 @@ pub fn run(s: &Scenario, b: &Bounce, progress: &Progress) -> Result<BounceResult
             peak_slots: 0,
             locks: Vec::new(),
         };
-        for _ in 0..b.iterations {
-            let mut mapped = Vec::with_capacity(bufs.len());
-            for k in 0..b.in_flight {
-                for cpu in 0..b.cpus {
-                    let buf = bufs[(cpu * b.in_flight + k) as usize];
-                    api.ops.set_cpu(cpu);
-                    let ok = t.time(&mut hw, "dma_map_page", |hw| {
-                        match api.map_page(hw, buf, size, dir, attrs) {
-                            Ok(a) if !api.mapping_error(hw, a) => Some(a),
-                            _ => None,
-                        }
-                    });
-                    row.maps += 1;
-                    match ok {
-                        Some(a) => mapped.push((cpu, a)),
-                        None => row.errors += 1,
-                    }
-                }
-            }
-            let used = api
-                .ops
-                .swiotlb_pool()
-                .map_or(0, |p| p.table.borrow().used()) as u64;
-            row.peak_slots = row.peak_slots.max(used);
-            for (cpu, a) in mapped {
-                api.ops.set_cpu(cpu);
-                t.time(&mut hw, "dma_unmap_page", |hw| {
-                    api.unmap_page(hw, a, size, dir, attrs)
-                });
-            }
-            progress.advance(1);
+        for (t, maps, errors, peak) in &runs {
+            let total = |call: &str| {
+                t.stats
+                    .iter()
+                    .find(|c| c.call == call)
+                    .map_or(0, |c| c.total_ps)
+            };
+            row.map_ps += total("dma_map_page");
+            row.unmap_ps += total("dma_unmap_page");
+            row.maps += maps;
+            row.errors += errors;
+            row.peak_slots = row.peak_slots.max(*peak);
         }
-        let total = |call: &str| {
-            t.stats
-                .iter()
-                .find(|c| c.call == call)
-                .map_or(0, |c| c.total_ps)
-        };
-        row.map_ps = total("dma_map_page");
-        row.unmap_ps = total("dma_unmap_page");
-        let counts1 = hw.ledger().totals();
-        row.bounce_copies =
-            counts1[Counter::BounceCopy as usize] - counts0[Counter::BounceCopy as usize];
-        row.bounce_bytes =
-            counts1[Counter::BounceCopyBytes as usize] - counts0[Counter::BounceCopyBytes as usize];
-        row.locks = locks(&api)
+        for ((hw, _), before) in machines.iter_mut().zip(&counts0) {
+            let after = hw.ledger().totals();
+            row.bounce_copies +=
+                after[Counter::BounceCopy as usize] - before[Counter::BounceCopy as usize];
+            row.bounce_bytes += after[Counter::BounceCopyBytes as usize]
+                - before[Counter::BounceCopyBytes as usize];
+        }
+        row.locks = locks(&machines[0].1)
             .into_iter()
             .zip(locks0.iter().copied().chain(std::iter::repeat(0)))
             .map(|(a, b)| a - b)
             .collect();
         rows.push(row);
     }
+    for (hw, _) in &machines {
+        total.absorb_ledger(hw);
+    }
+    let mut hw = total;
     debug_assert!(hw.ledger().depth_is_zero());
     let stacks = stack_rows(hw.ledger());
     Ok(BounceResult {
@@ -329,6 +332,54 @@ pub fn run(s: &Scenario, b: &Bounce, progress: &Progress) -> Result<BounceResult
         stacks,
         total_ps: hw.ledger().total_ps(),
     })
+}
+
+/// One CPU's share of a row: `iterations` times, map each of its buffers and then unmap them.
+/// Returns its calls, how many maps it made and how many the kernel refused, and the most slots
+/// in use it saw after its maps.
+fn bounce_loop(
+    hw: &mut crate::hw::model::Model,
+    api: &mut DeviceDmaApi,
+    bufs: &[PhysAddr],
+    size: u64,
+    (dir, attrs): (crate::types::DmaDirection, DmaAttrs),
+    iterations: u32,
+    progress: Option<&Progress>,
+) -> (CallTimer, u64, u64, u64) {
+    let mut t = CallTimer::default();
+    let (mut maps, mut errors, mut peak) = (0, 0, 0u64);
+    for _ in 0..iterations {
+        let mut mapped = Vec::with_capacity(bufs.len());
+        for &buf in bufs {
+            let ok = t.time(hw, "dma_map_page", |hw| {
+                match api.map_page(hw, buf, size, dir, attrs) {
+                    Ok(a) if !api.mapping_error(hw, a) => Some(a),
+                    _ => None,
+                }
+            });
+            maps += 1;
+            match ok {
+                Some(a) => mapped.push(a),
+                None => errors += 1,
+            }
+        }
+        // The pool's occupancy, unless another CPU is inside its lock (the table is its).
+        let used = api
+            .ops
+            .swiotlb_pool()
+            .and_then(|p| p.table.try_borrow().ok().map(|t| t.used()))
+            .unwrap_or(0) as u64;
+        peak = peak.max(used);
+        for a in mapped {
+            t.time(hw, "dma_unmap_page", |hw| {
+                api.unmap_page(hw, a, size, dir, attrs)
+            });
+        }
+        if let Some(p) = progress {
+            p.advance(1);
+        }
+    }
+    (t, maps, errors, peak)
 }
 
 // Rendering: the terminal table and the JSON document of this kind's result.
@@ -349,7 +400,7 @@ pub fn table(r: &BounceResult) -> String {
     );
     let _ = writeln!(
         o,
-        "workload   bounce: {} CPUs in turn each map {} buffer(s), then unmap them; {}, {} iterations",
+        "workload   bounce: {} CPUs at once each map {} buffer(s), then unmap them; {}, {} iterations",
         w.cpus, w.in_flight, w.direction, w.iterations
     );
     let map_unit = TimeUnit::for_column(r.rows.iter().map(|row| row.map_mean_ns()));
@@ -389,9 +440,13 @@ pub fn table(r: &BounceResult) -> String {
         let per: Vec<String> = row.locks.iter().map(|n| n.to_string()).collect();
         let _ = writeln!(o, "  {:>8}  [{}]", human_bytes(row.size), per.join(", "));
     }
-    let _ = writeln!(
-        o,
-        "\n(the model has one clock: CPUs take turns, so lock counts show where several CPUs would\n contend; the waiting itself is not modelled)"
+    let maps: u64 = r.rows.iter().map(|row| row.maps).sum();
+    crate::report::waits_table(
+        &mut o,
+        &r.stacks,
+        r.total_ps,
+        maps,
+        "per map+unmap, all CPUs",
     );
     o
 }

@@ -861,7 +861,16 @@ impl IoTlbMem {
         Ok(IoTlbMem {
             start,
             table: RefCell::new(SlotTable::new(nslabs, nareas as usize)),
-            locks: (0..nareas).map(|_| SpinLock::new()).collect(),
+            // Before 6.0 the pool's one `io_tlb_lock`; from 6.0 each area's `area->lock`.
+            locks: (0..nareas)
+                .map(|_| {
+                    if search.has_areas() {
+                        SpinLock::named("area->lock", "(spinning on area->lock)")
+                    } else {
+                        SpinLock::named("io_tlb_lock", "(spinning on io_tlb_lock)")
+                    }
+                })
+                .collect(),
             nslabs,
             search,
         })

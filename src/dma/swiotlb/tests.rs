@@ -898,7 +898,11 @@ fn two_cpus_bouncing_wait_the_overlap_of_one_lock_and_never_with_areas() {
                         .ledger()
                         .stacks()
                         .iter()
-                        .filter(|s| s.stack.last() == Some(&crate::hw::SPIN_FRAME))
+                        .filter(|s| {
+                            s.stack
+                                .last()
+                                .is_some_and(|f| f.starts_with("(spinning on"))
+                        })
                         .map(|s| s.self_ps)
                         .sum();
                     (m.now_ps(), spun, slot)

@@ -373,7 +373,8 @@ impl Default for Swiotlb2012Config {
 /// `swiotlb_dma_ops` of 2012 x86-64.
 #[derive(Debug)]
 pub struct Swiotlb2012Ops {
-    pool: IoTlbMem,
+    /// The one pool, shared by every CPU's view ([`DmaMapOps::on_cpu`]).
+    pool: std::rc::Rc<IoTlbMem>,
     mem: SharedPhysMem,
     book: AddrBook,
     io_tlb_start: Kept,
@@ -419,7 +420,7 @@ impl Swiotlb2012Ops {
             io_tlb_end: book.keep(pool.end()),
             io_tlb_overflow_buffer: book.keep(overflow_phys),
             overflow_phys,
-            pool,
+            pool: std::rc::Rc::new(pool),
             mem,
             book,
             force: cfg.force,
@@ -784,6 +785,22 @@ impl Swiotlb2012Ops {
 impl DmaMapOps for Swiotlb2012Ops {
     fn name(&self) -> &'static str {
         "swiotlb (2012 x86 swiotlb_dma_ops)"
+    }
+
+    /// The same pool and its one lock, for another CPU.
+    fn on_cpu(&self, _cpu: u32) -> Option<Swiotlb2012Ops> {
+        Some(Swiotlb2012Ops {
+            pool: std::rc::Rc::clone(&self.pool),
+            mem: self.mem.clone(),
+            book: self.book,
+            io_tlb_start: self.io_tlb_start,
+            io_tlb_end: self.io_tlb_end,
+            io_tlb_overflow_buffer: self.io_tlb_overflow_buffer,
+            overflow_phys: self.overflow_phys,
+            force: self.force,
+            release: self.release,
+            costs: self.costs,
+        })
     }
 
     fn map_page<H: DeviceHw>(
