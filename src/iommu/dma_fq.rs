@@ -35,7 +35,12 @@
 //! first queueing with no timer pending arms `fq_timer`; when it expires `fq_flush_timeout`
 //! flushes once and frees every CPU's covered entries.
 //!
-//! The timer against the model's one clock: the kernel runs `fq_flush_timeout` from a timer
+//! Many CPUs ([`crate::smp`]): each CPU's ring is under its own `fq->lock` (a per-CPU lock),
+//! held around `queue_iova`'s free, its flush when full, and the new entry, and taken for each
+//! CPU's ring in turn by the timer's `fq_flush_timeout`; the flush counts and `fq_timer_on`
+//! are lines the CPUs share. Any CPU's finished flush lets every CPU free what it covered.
+//!
+//! The timer against the model's clocks: the kernel runs `fq_flush_timeout` from a timer
 //! softirq once `IOVA_FQ_TIMEOUT` has passed. Here the expiry time is recorded from
 //! [`Hw::now_ps`] when the timer is armed, and iommu-dma checks it at the start of each of its
 //! map and unmap calls ([`FlushQueue::run_expired_timer`]): an expired timer runs there, as its
@@ -61,6 +66,8 @@ use super::IommuFlushOps;
 use super::core::IommuDomain;
 use super::iova::IovaDomain;
 use crate::hw::{Counter, DeviceHw, Hw, SwCost, SwKey};
+use crate::smp::{SharedLine, SpinLock};
+use std::cell::{Cell, RefCell};
 
 /// Slots in each CPU's ring (`IOVA_FQ_SIZE`; `IOVA_DEFAULT_FQ_SIZE` from 6.7). A power of two:
 /// the kernel wraps indices with a mask.
@@ -161,17 +168,22 @@ struct Costs {
     timeout: SwCost,
 }
 
-/// A DMA-FQ domain's flush queues (the `fq_*` fields of `struct iommu_dma_cookie`).
-#[derive(Clone, Debug)]
+/// A DMA-FQ domain's flush queues (the `fq_*` fields of `struct iommu_dma_cookie`), shared by
+/// every CPU that unmaps through the domain: each CPU's ring under its own `fq->lock` (borrowed
+/// only while that lock is held), the flush counts and the timer on lines the CPUs share.
+#[derive(Debug)]
 pub struct FlushQueue {
-    fqs: Vec<IovaFq>,
-    flush_start_cnt: u64,
-    flush_finish_cnt: u64,
+    fqs: Vec<(SpinLock, RefCell<IovaFq>)>,
+    flush_start_cnt: Cell<u64>,
+    flush_finish_cnt: Cell<u64>,
+    /// `fq_flush_start_cnt` / `fq_flush_finish_cnt` (atomics on one line).
+    counts_line: SharedLine,
     /// `fq_timer_on`: when the pending timer expires (ps on the backend's clock), and the CPU it
     /// will run on.
-    timer: Option<(u64, usize)>,
+    timer: Cell<Option<(u64, usize)>>,
+    timer_line: SharedLine,
     timeout_ps: u64,
-    pub stats: FqStats,
+    stats: Cell<FqStats>,
     costs: Costs,
 }
 
@@ -179,12 +191,21 @@ impl FlushQueue {
     /// `iommu_dma_init_fq()` with per-CPU queues of [`IOVA_FQ_SIZE`] slots for `ncpus` CPUs.
     pub fn new(hw: &dyn Hw, ncpus: usize) -> FlushQueue {
         FlushQueue {
-            fqs: vec![IovaFq::new(IOVA_FQ_SIZE); ncpus.max(1)],
-            flush_start_cnt: 0,
-            flush_finish_cnt: 0,
-            timer: None,
+            fqs: (0..ncpus.max(1))
+                .map(|_| {
+                    (
+                        SpinLock::per_cpu("fq->lock", "(spinning on fq->lock)"),
+                        RefCell::new(IovaFq::new(IOVA_FQ_SIZE)),
+                    )
+                })
+                .collect(),
+            flush_start_cnt: Cell::new(0),
+            flush_finish_cnt: Cell::new(0),
+            counts_line: SharedLine::new("fq_flush_start_cnt, fq_flush_finish_cnt"),
+            timer: Cell::new(None),
+            timer_line: SharedLine::new("fq_timer_on"),
             timeout_ps: IOVA_FQ_TIMEOUT_MS * PS_PER_MS,
-            stats: FqStats::default(),
+            stats: Cell::new(FqStats::default()),
             costs: Costs {
                 queue: hw.sw_cost(SwKey::QueueIova),
                 ring_free: hw.sw_cost(SwKey::FqRingFree),
@@ -197,22 +218,33 @@ impl FlushQueue {
         cpu < self.fqs.len()
     }
 
+    /// What the queue did so far.
+    pub fn stats(&self) -> FqStats {
+        self.stats.get()
+    }
+
+    fn stat(&self, f: impl FnOnce(&mut FqStats)) {
+        let mut s = self.stats.get();
+        f(&mut s);
+        self.stats.set(s);
+    }
+
     /// IOVA ranges waiting in every ring.
     pub fn pending(&self) -> usize {
-        self.fqs.iter().map(IovaFq::len).sum()
+        self.fqs.iter().map(|(_, fq)| fq.borrow().len()).sum()
     }
 
     /// When the pending timer expires, if one is armed (ps on the backend's clock).
     pub fn timer_expires_ps(&self) -> Option<u64> {
-        self.timer.map(|(t, _)| t)
+        self.timer.get().map(|(t, _)| t)
     }
 
     /// `queue_iova()`: park `pages` granules at `iova_pfn`, unmapped without invalidation, in
-    /// `cpu`'s ring. A `cpu` this queue does not have is refused (`false`) and nothing changes;
-    /// the caller then unmaps strictly.
+    /// `cpu`'s ring, under its `fq->lock`. A `cpu` this queue does not have is refused (`false`)
+    /// and nothing changes; the caller then unmaps strictly.
     #[allow(clippy::too_many_arguments)]
     pub fn queue_iova(
-        &mut self,
+        &self,
         hw: &mut dyn DeviceHw,
         domain: &mut IommuDomain,
         iovad: &IovaDomain,
@@ -227,35 +259,46 @@ impl FlushQueue {
         let back = hw.enter(crate::frame_id!("queue_iova"));
         hw.sw(self.costs.queue);
         hw.count(Counter::SpinLock, 1);
+        let (lock, ring) = &self.fqs[cpu];
+        hw.spin_lock(lock);
         // Entries an earlier flush (from another CPU, or the timer) covered make room first.
         self.fq_ring_free(hw, iovad, cpu, cpu, warnings);
-        if self.fqs[cpu].is_full() {
+        if ring.borrow().is_full() {
+            // The flush runs with this CPU's lock held, as the kernel's does.
             self.fq_flush_iotlb(hw, domain);
-            self.stats.full_flushes += 1;
+            self.stat(|s| s.full_flushes += 1);
             self.fq_ring_free(hw, iovad, cpu, cpu, warnings);
         }
-        let counter = self.flush_start_cnt;
-        let fq = &mut self.fqs[cpu];
-        let idx = fq.tail;
-        fq.entries[idx] = FqEntry {
-            iova_pfn,
-            pages,
-            counter,
-        };
-        fq.tail = (idx + 1) & fq.mod_mask();
-        self.stats.queued += 1;
+        let counter = self.flush_start_cnt.get();
+        {
+            let mut fq = ring.borrow_mut();
+            let idx = fq.tail;
+            fq.entries[idx] = FqEntry {
+                iova_pfn,
+                pages,
+                counter,
+            };
+            fq.tail = (idx + 1) & fq.mod_mask();
+        }
+        hw.spin_unlock(lock);
+        self.stat(|s| s.queued += 1);
         hw.count(Counter::FqQueued, 1);
-        if self.timer.is_none() {
-            self.timer = Some((hw.now_ps().saturating_add(self.timeout_ps), cpu));
+        // Arm the timer unless it is on (5.4: a read of `fq_timer_on` first).
+        hw.load(&self.timer_line);
+        if self.timer.get().is_none() {
+            hw.atomic(&self.timer_line);
+            self.timer
+                .set(Some((hw.now_ps().saturating_add(self.timeout_ps), cpu)));
         }
         hw.leave(back);
         true
     }
 
-    /// `fq_ring_free()`: give back, from the head of `cpu`'s ring, every entry queued before the
-    /// last finished flush started, into `free_cpu`'s IOVA magazines.
+    /// `fq_ring_free()`, with `cpu`'s `fq->lock` held: give back, from the head of its ring,
+    /// every entry queued before the last finished flush started, into `free_cpu`'s IOVA
+    /// magazines.
     fn fq_ring_free(
-        &mut self,
+        &self,
         hw: &mut dyn Hw,
         iovad: &IovaDomain,
         cpu: usize,
@@ -264,8 +307,9 @@ impl FlushQueue {
     ) {
         let back = hw.enter(crate::frame_id!("fq_ring_free"));
         hw.sw(self.costs.ring_free);
-        let finished = self.flush_finish_cnt;
-        let fq = &mut self.fqs[cpu];
+        hw.load(&self.counts_line);
+        let finished = self.flush_finish_cnt.get();
+        let mut fq = self.fqs[cpu].1.borrow_mut();
         while fq.head != fq.tail {
             let ent = fq.entries[fq.head];
             if ent.counter >= finished {
@@ -278,25 +322,27 @@ impl FlushQueue {
                 ));
             }
             fq.head = (fq.head + 1) & fq.mod_mask();
-            self.stats.freed += 1;
+            self.stat(|s| s.freed += 1);
         }
         hw.leave(back);
     }
 
     /// `fq_flush_iotlb()` (`iova_domain_flush()` before 5.17): the driver's `flush_iotlb_all`,
     /// bracketed by the start and finish counts that tell `fq_ring_free` what it covered.
-    fn fq_flush_iotlb(&mut self, hw: &mut dyn DeviceHw, domain: &mut IommuDomain) {
+    fn fq_flush_iotlb(&self, hw: &mut dyn DeviceHw, domain: &mut IommuDomain) {
         let back = hw.enter(crate::frame_id!("fq_flush_iotlb"));
         hw.count(Counter::FqFlush, 1);
-        self.flush_start_cnt += 1;
+        hw.atomic(&self.counts_line);
+        self.flush_start_cnt.set(self.flush_start_cnt.get() + 1);
         domain.ops.tlb_flush_all(hw);
-        self.flush_finish_cnt += 1;
+        hw.atomic(&self.counts_line);
+        self.flush_finish_cnt.set(self.flush_finish_cnt.get() + 1);
         hw.leave(back);
     }
 
     /// `fq_flush_timeout()`: one flush, then every CPU's ring freed under its lock.
     fn fq_flush_timeout(
-        &mut self,
+        &self,
         hw: &mut dyn DeviceHw,
         domain: &mut IommuDomain,
         iovad: &IovaDomain,
@@ -305,49 +351,58 @@ impl FlushQueue {
     ) {
         let back = hw.enter(crate::frame_id!("fq_flush_timeout"));
         hw.sw(self.costs.timeout);
-        self.timer = None;
+        hw.atomic(&self.timer_line);
+        self.timer.set(None);
         self.fq_flush_iotlb(hw, domain);
-        for cpu in 0..self.fqs.len() {
+        for (cpu, (lock, _)) in self.fqs.iter().enumerate() {
             hw.count(Counter::SpinLock, 1);
+            hw.spin_lock(lock);
             self.fq_ring_free(hw, iovad, cpu, timer_cpu, warnings);
+            hw.spin_unlock(lock);
         }
         hw.leave(back);
     }
 
-    /// Run the timer if it has expired by the backend's clock. Returns whether it ran.
+    /// Run the timer if it has expired by the backend's clock. Returns whether it ran. A CPU
+    /// that sees it expired takes its turn and looks again: an earlier CPU may have run it.
     pub fn run_expired_timer(
-        &mut self,
+        &self,
         hw: &mut dyn DeviceHw,
         domain: &mut IommuDomain,
         iovad: &IovaDomain,
         warnings: &mut Vec<String>,
     ) -> bool {
-        match self.timer {
-            Some((expires, cpu)) if hw.now_ps() >= expires => {
+        let expired = |t: Option<(u64, usize)>, now| t.filter(|&(expires, _)| now >= expires);
+        if expired(self.timer.get(), hw.now_ps()).is_none() {
+            return false;
+        }
+        hw.load(&self.timer_line);
+        match expired(self.timer.get(), hw.now_ps()) {
+            Some((_, cpu)) => {
                 self.fq_flush_timeout(hw, domain, iovad, cpu, warnings);
-                self.stats.timer_flushes += 1;
+                self.stat(|s| s.timer_flushes += 1);
                 true
             }
-            _ => false,
+            None => false,
         }
     }
 
     /// Fire the pending timer now, if one is armed (the kernel's teardown would not; see the
     /// module notes). Returns the IOVA ranges freed.
     pub fn drain(
-        &mut self,
+        &self,
         hw: &mut dyn DeviceHw,
         domain: &mut IommuDomain,
         iovad: &IovaDomain,
         warnings: &mut Vec<String>,
     ) -> u64 {
-        let Some((_, cpu)) = self.timer else {
+        let Some((_, cpu)) = self.timer.get() else {
             return 0;
         };
-        let before = self.stats.freed;
+        let before = self.stats.get().freed;
         self.fq_flush_timeout(hw, domain, iovad, cpu, warnings);
-        self.stats.drain_flushes += 1;
-        self.stats.freed - before
+        self.stat(|s| s.drain_flushes += 1);
+        self.stats.get().freed - before
     }
 }
 

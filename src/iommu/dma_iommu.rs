@@ -124,7 +124,7 @@ pub struct IommuDma {
     invalidation: Invalidation,
     unmap_lookup: UnmapLookup,
     /// The cookie's flush queue; present once the domain has been made lazy.
-    fq: Option<FlushQueue>,
+    fq: Option<Rc<FlushQueue>>,
     costs: Costs,
 }
 
@@ -191,7 +191,7 @@ impl IommuDma {
     /// still freed by the timer or [`IommuDma::flush_queue_drain`].
     pub fn with_invalidation(mut self, hw: &dyn Hw, mode: Invalidation) -> IommuDma {
         if mode == Invalidation::Lazy && self.fq.is_none() {
-            self.fq = Some(FlushQueue::new(hw, self.iovad.ncpus()));
+            self.fq = Some(Rc::new(FlushQueue::new(hw, self.iovad.ncpus())));
         }
         self.invalidation = mode;
         self
@@ -212,10 +212,10 @@ impl IommuDma {
     }
 
     /// The device's iommu-dma as CPU `cpu` runs it: the same domain (one page table, one
-    /// SMMU), the same IOVA space (`cpu`'s magazines). `None` when the CPU has no magazines,
-    /// or for a lazy domain, whose flush queue is not shared between CPUs yet.
+    /// SMMU), the same IOVA space (`cpu`'s magazines) and flush queue (`cpu`'s ring). `None`
+    /// when the CPU has no magazines.
     pub fn on_cpu(&self, cpu: usize) -> Option<IommuDma> {
-        if self.fq.is_some() || cpu >= self.iovad.ncpus() {
+        if cpu >= self.iovad.ncpus() {
             return None;
         }
         Some(IommuDma {
@@ -228,25 +228,25 @@ impl IommuDma {
             warnings: Vec::new(),
             invalidation: self.invalidation,
             unmap_lookup: self.unmap_lookup,
-            fq: None,
+            fq: self.fq.clone(),
             costs: self.costs,
         })
     }
 
     /// The flush queue, if the domain has been lazy.
     pub fn flush_queue(&self) -> Option<&FlushQueue> {
-        self.fq.as_ref()
+        self.fq.as_deref()
     }
 
     /// What the flush queue did (all zero for a domain that was never lazy).
     pub fn fq_stats(&self) -> FqStats {
-        self.fq.as_ref().map(|f| f.stats).unwrap_or_default()
+        self.fq.as_ref().map(|f| f.stats()).unwrap_or_default()
     }
 
     /// At the end of a run: flush once and free every queued IOVA, as the pending timer would.
     /// Returns the IOVA ranges freed (0, and no flush, when nothing is queued).
     pub fn flush_queue_drain<H: DeviceHw>(&mut self, hw: &mut H) -> u64 {
-        match self.fq.as_mut() {
+        match self.fq.as_ref() {
             Some(fq) => fq.drain(hw, &mut self.domain, &self.iovad, &mut self.warnings),
             None => 0,
         }
@@ -254,7 +254,7 @@ impl IommuDma {
 
     /// The flush queue's timer, if it expired while nobody was looking (see [`super::dma_fq`]).
     fn fq_timer<H: DeviceHw>(&mut self, hw: &mut H) {
-        if let Some(fq) = self.fq.as_mut() {
+        if let Some(fq) = self.fq.as_ref() {
             fq.run_expired_timer(hw, &mut self.domain, &self.iovad, &mut self.warnings);
         }
     }
@@ -450,7 +450,7 @@ impl IommuDma {
         }
         let shift = self.iovad.shift();
         if gather.queued {
-            if let Some(fq) = self.fq.as_mut()
+            if let Some(fq) = self.fq.as_ref()
                 && fq.queue_iova(
                     hw,
                     &mut self.domain,
