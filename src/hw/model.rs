@@ -460,8 +460,18 @@ impl Hw for Model {
 
     fn atomic(&mut self, line: &crate::smp::SharedLine) {
         self.cpu.turn(self.now);
-        self.fetch_line(line);
-        line.written_by(self.cpu.id(), self.cpu_node());
+        // A write needs the line for this CPU alone: a copy it read is not enough when another
+        // CPU wrote it last (the other copies are invalidated, a round trip like a transfer).
+        let me = self.cpu.id();
+        if let Some(last) = line.last_writer()
+            && last.cpu != me
+        {
+            let ps = self.line_from(last.node);
+            if ps > 0 {
+                self.leaf(super::LINE_FRAME, SwCost(ps), Some(Counter::NumaLine));
+            }
+        }
+        line.written_by(me, self.cpu_node());
     }
 
     fn wait_on(

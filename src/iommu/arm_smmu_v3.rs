@@ -310,6 +310,8 @@ pub struct Cmdq {
     owner_q: WaitQueue,
     valid_q: WaitQueue,
     doorbell_q: WaitQueue,
+    /// 5.4: CPUs holding the queue's lock shared (a sync list, while its CPU polls).
+    shared: Cell<u32>,
     pub stats: Cell<CmdqStats>,
 }
 
@@ -382,6 +384,7 @@ impl Cmdq {
             owner_q: WaitQueue::new(),
             valid_q: WaitQueue::new(),
             doorbell_q: WaitQueue::new(),
+            shared: Cell::new(0),
             stats: Cell::new(CmdqStats::default()),
         }
     }
@@ -512,6 +515,7 @@ impl Cmdq {
         hw.smmu_cmdq_write(n);
         if sync {
             hw.atomic(&self.owner_line);
+            self.shared.set(self.shared.get() + 1);
         }
         // 3. dma_wmb(); mark them valid: an owner waiting for them may go on.
         hw.atomic(&self.valid_line);
@@ -571,8 +575,12 @@ impl Cmdq {
                 r.cons = r.cons.max(slot + 1);
             }
             self.stat(|s| s.syncs += 1);
-            // shared_tryunlock: the last reader also writes llq.cons.
+            // shared_tryunlock: the last reader also writes llq.cons, before its release.
             hw.atomic(&self.owner_line);
+            if self.shared.get() == 1 {
+                hw.atomic(&self.llq);
+            }
+            self.shared.set(self.shared.get() - 1);
         }
         hw.leave(back);
     }

@@ -218,6 +218,15 @@ impl FlushQueue {
         cpu < self.fqs.len()
     }
 
+    /// What every CPU's `fq->lock` saw, together.
+    pub fn lock_record(&self) -> crate::smp::LockRecord {
+        let mut r = crate::smp::LockRecord::default();
+        for (l, _) in &self.fqs {
+            r.merge(&l.record());
+        }
+        r
+    }
+
     /// What the queue did so far.
     pub fn stats(&self) -> FqStats {
         self.stats.get()
@@ -283,12 +292,15 @@ impl FlushQueue {
         hw.spin_unlock(lock);
         self.stat(|s| s.queued += 1);
         hw.count(Counter::FqQueued, 1);
-        // Arm the timer unless it is on (5.4: a read of `fq_timer_on` first).
+        // Arm the timer unless it is on (5.4: a read of `fq_timer_on`, then the atomic that
+        // sets it, which only one CPU wins).
         hw.load(&self.timer_line);
         if self.timer.get().is_none() {
             hw.atomic(&self.timer_line);
-            self.timer
-                .set(Some((hw.now_ps().saturating_add(self.timeout_ps), cpu)));
+            if self.timer.get().is_none() {
+                self.timer
+                    .set(Some((hw.now_ps().saturating_add(self.timeout_ps), cpu)));
+            }
         }
         hw.leave(back);
         true
@@ -351,8 +363,6 @@ impl FlushQueue {
     ) {
         let back = hw.enter(crate::frame_id!("fq_flush_timeout"));
         hw.sw(self.costs.timeout);
-        hw.atomic(&self.timer_line);
-        self.timer.set(None);
         self.fq_flush_iotlb(hw, domain);
         for (cpu, (lock, _)) in self.fqs.iter().enumerate() {
             hw.count(Counter::SpinLock, 1);
@@ -376,9 +386,11 @@ impl FlushQueue {
         if expired(self.timer.get(), hw.now_ps()).is_none() {
             return false;
         }
-        hw.load(&self.timer_line);
+        // The timer runs once: the first CPU to clear `fq_timer_on` runs it.
+        hw.atomic(&self.timer_line);
         match expired(self.timer.get(), hw.now_ps()) {
             Some((_, cpu)) => {
+                self.timer.set(None);
                 self.fq_flush_timeout(hw, domain, iovad, cpu, warnings);
                 self.stat(|s| s.timer_flushes += 1);
                 true
@@ -396,7 +408,7 @@ impl FlushQueue {
         iovad: &IovaDomain,
         warnings: &mut Vec<String>,
     ) -> u64 {
-        let Some((_, cpu)) = self.timer.get() else {
+        let Some((_, cpu)) = self.timer.take() else {
             return 0;
         };
         let before = self.stats.get().freed;

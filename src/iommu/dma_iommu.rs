@@ -593,6 +593,9 @@ impl DmaMapOps for IommuDma {
     fn lock_records(&self) -> Vec<(&'static str, crate::smp::LockRecord)> {
         let mut v = self.domain.ops.lock_records();
         v.extend(self.iovad.lock_records());
+        if let Some(fq) = &self.fq {
+            v.push(("fq->lock", fq.lock_record()));
+        }
         v
     }
 

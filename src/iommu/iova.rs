@@ -566,11 +566,15 @@ impl IovaDomain {
     /// What the domain's locks saw: the tree's, then each order's depot lock.
     pub fn lock_records(&self) -> Vec<(&'static str, crate::smp::LockRecord)> {
         let mut out = vec![(self.rbtree_lock.name, self.rbtree_lock.record())];
-        let mut depot = crate::smp::LockRecord::default();
+        let (mut depot, mut cpu) = Default::default();
         for rc in &self.rcaches {
-            depot.merge(&rc.lock.record());
+            crate::smp::LockRecord::merge(&mut depot, &rc.lock.record());
+            for l in &rc.cpu_locks {
+                crate::smp::LockRecord::merge(&mut cpu, &l.record());
+            }
         }
         out.push((self.rcaches[0].lock.name, depot));
+        out.push((self.rcaches[0].cpu_locks[0].name, cpu));
         out
     }
 

@@ -352,7 +352,7 @@ pub fn run(
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| SetupError::Swiotlb(format!("buffer allocation: {e}")))?;
     // The IOVA magazines and swiotlb areas are per CPU of the machine.
-    let machine_cpus = super::smp_cpus::per_cpu_slots(&cpus);
+    let machine_cpus = super::smp_cpus::per_cpu_slots(s, &cpus);
     let api = setup_dma_ops(&mut m, &s.device_setup(), machine_cpus)?;
     let mut hw = m.hw;
     hw.clear_ledger();

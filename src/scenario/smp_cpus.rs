@@ -48,14 +48,16 @@ pub fn place(s: &Scenario, n: u32, node: Option<u32>) -> Vec<(u32, u32)> {
     all
 }
 
-/// How many CPUs' worth of per-CPU state (IOVA magazines, swiotlb areas) to set up for the
-/// CPUs `placed`: one for a single CPU (the single-CPU setup), else up to the highest placed.
-pub fn per_cpu_slots(placed: &[(u32, u32)]) -> u32 {
+/// How many CPUs' worth of per-CPU state (IOVA magazines, flush-queue rings, swiotlb areas) to
+/// set up for the CPUs `placed`: one for a single CPU (the single-CPU setup), else every CPU of
+/// the platform (the kernel's possible CPUs, which its per-CPU loops walk), and at least up to
+/// the highest placed.
+pub fn per_cpu_slots(s: &Scenario, placed: &[(u32, u32)]) -> u32 {
     if placed.len() <= 1 {
-        1
-    } else {
-        placed.iter().map(|&(c, _)| c + 1).max().unwrap_or(1)
+        return 1;
     }
+    let highest = placed.iter().map(|&(c, _)| c + 1).max().unwrap_or(1);
+    platform_cpus(s).unwrap_or(highest).max(highest)
 }
 
 /// The machine set up (`hw`, the device's `api`) as each CPU of `placed` runs it: the first CPU

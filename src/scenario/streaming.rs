@@ -441,7 +441,7 @@ pub fn run(s: &Scenario, w: &Streaming, progress: &Progress) -> Result<RunResult
     let api = setup_dma_ops(
         &mut m,
         &s.device_setup(),
-        super::smp_cpus::per_cpu_slots(&placed),
+        super::smp_cpus::per_cpu_slots(s, &placed),
     )?;
     let mut hw = m.hw;
     hw.clear_ledger();
