@@ -603,8 +603,8 @@ pub static NOT_MODELLED: &[(&str, &str)] = &[
         "an SMMUv3 that is not coherent or has no MSIs (ARM_SMMU_OPT_MSIPOLL off) completes CMD_SYNC with CS=SEV and the CPU polls CMDQ_CONS by MMIO (an uncached register read per poll, WFE between); the model always runs the MSI protocol: the SMMU writes the sync's own queue slot and the CPU reloads that line",
     ),
     (
-        "arm-smmu-v3 command-queue sharing between CPUs",
-        "one CPU issues every command; the 5.4 lock-free queue's cmpxchg on prod, its owner hand-over and the shared/exclusive lock run uncontended",
+        "arm-smmu-v3 waiting for command-queue space",
+        "a command list that would overrun entries the SMMU has not consumed is counted (overruns) and written all the same: the CPU does not poll CMDQ_CONS (5.3, under the queue's lock) or refresh cons under the exclusive lock (5.4); the queue's consumer catches up at each completed sync",
     ),
     (
         "swiotlb bouncing of untrusted devices behind an IOMMU",
