@@ -163,16 +163,22 @@ impl Model {
     /// and this CPU holds no copy of what it wrote.
     fn fetch_line(&mut self, line: &crate::smp::SharedLine) {
         let me = self.cpu.id();
-        if let Some(last) = line.last_writer()
-            && last.cpu != me
-            && !line.shared_by(me)
-        {
-            let ps = self.line_from(last.node);
-            if ps > 0 {
-                self.leaf(super::LINE_FRAME, SwCost(ps), Some(Counter::NumaLine));
-            }
+        if !line.shared_by(me) && self.take_line_from_writer(line) {
             line.read_by(me);
         }
+    }
+
+    /// The transfer of `line` from the CPU that wrote it last, if that is another: whether one
+    /// was made.
+    fn take_line_from_writer(&mut self, line: &crate::smp::SharedLine) -> bool {
+        let Some(last) = line.last_writer().filter(|l| l.cpu != self.cpu.id()) else {
+            return false;
+        };
+        let ps = self.line_from(last.node);
+        if ps > 0 {
+            self.leaf(super::LINE_FRAME, SwCost(ps), Some(Counter::NumaLine));
+        }
+        true
     }
 
     /// Price the SMMUv3 queue's protocol against a NUMA topology (see the module header).
@@ -462,16 +468,8 @@ impl Hw for Model {
         self.cpu.turn(self.now);
         // A write needs the line for this CPU alone: a copy it read is not enough when another
         // CPU wrote it last (the other copies are invalidated, a round trip like a transfer).
-        let me = self.cpu.id();
-        if let Some(last) = line.last_writer()
-            && last.cpu != me
-        {
-            let ps = self.line_from(last.node);
-            if ps > 0 {
-                self.leaf(super::LINE_FRAME, SwCost(ps), Some(Counter::NumaLine));
-            }
-        }
-        line.written_by(me, self.cpu_node());
+        self.take_line_from_writer(line);
+        line.written_by(self.cpu.id(), self.cpu_node());
     }
 
     fn wait_on(

@@ -590,12 +590,19 @@ impl Cmdq {
         let back = hw.enter(crate::frame_id!("arm_smmu_cmdq_issue_cmd"));
         hw.sw(cost);
         hw.spin_lock(&self.lock);
-        let head = self.insert(cmd);
-        hw.smmu_cmdq_write(1);
-        self.publish(hw, head, head + 1);
+        self.insert_and_publish(hw, cmd);
         self.ring.borrow_mut().prev_sync = None;
         hw.spin_unlock(&self.lock);
         hw.leave(back);
+    }
+
+    /// `queue_insert_raw()` and `queue_inc_prod()` under the lock: the entry written and its
+    /// producer-index write. Returns its index.
+    fn insert_and_publish<H: DeviceHw + ?Sized>(&self, hw: &mut H, cmd: &CmdqEnt) -> u64 {
+        let head = self.insert(cmd);
+        hw.smmu_cmdq_write(1);
+        self.publish(hw, head, head + 1);
+        head
     }
 
     /// `queue_insert_raw()` under the lock: the entry at `prod`, valid at once.
@@ -632,9 +639,7 @@ impl Cmdq {
                 t
             }
             None => {
-                let head = self.insert(&CmdqEnt::Sync);
-                hw.smmu_cmdq_write(1);
-                self.publish(hw, head, head + 1);
+                let head = self.insert_and_publish(hw, &CmdqEnt::Sync);
                 let t = self.ring.borrow().sync_done_at(head).expect("published");
                 self.ring.borrow_mut().prev_sync = Some(t);
                 t
