@@ -444,6 +444,16 @@ pub trait Hw {
     /// `atomic_fetch_andnot`, `atomic_set_release`): after every earlier CPU's access, with the
     /// line's transfer from the CPU that wrote it last. Its instructions are the caller's cost.
     fn atomic(&mut self, _line: &crate::smp::SharedLine) {}
+    /// A `cmpxchg` loop on a line the machine's CPUs share, expecting the contents this CPU
+    /// read at version `seen` ([`crate::smp::SharedLine::version`]): an [`Hw::atomic`] that
+    /// returns whether the first attempt succeeded. It fails when another CPU wrote the line
+    /// since; the failed attempt brings the line over, exclusive, with the new contents, and
+    /// the retry, a few instructions later with the line still here, succeeds at once. A
+    /// backend with one CPU always succeeds.
+    fn cmpxchg(&mut self, line: &crate::smp::SharedLine, _seen: u64) -> bool {
+        self.atomic(line);
+        true
+    }
     /// A load of a line the machine's CPUs share (`READ_ONCE`): after every earlier CPU's
     /// access, with the line's transfer unless this CPU holds a copy of its contents.
     fn load(&mut self, _line: &crate::smp::SharedLine) {}

@@ -472,6 +472,14 @@ impl Hw for Model {
         line.written_by(self.cpu.id(), self.cpu_node());
     }
 
+    fn cmpxchg(&mut self, line: &crate::smp::SharedLine, seen: u64) -> bool {
+        self.cpu.turn(self.now);
+        let first_try = line.version() == seen;
+        self.take_line_from_writer(line);
+        line.written_by(self.cpu.id(), self.cpu_node());
+        first_try
+    }
+
     fn wait_on(
         &mut self,
         q: &crate::smp::WaitQueue,

@@ -489,16 +489,13 @@ impl Cmdq {
         hw.sw(cost);
         let n = cmds.len() as u64 + u64::from(sync);
         // 1. Claim n slots with a cmpxchg on llq; the first CPU to claim after the owner flag
-        // was cleared becomes the owner. READ_ONCE brings the line over; if another CPU claimed
-        // while it came, the cmpxchg fails, fetching the line again with the new value, and
-        // the next one succeeds.
+        // was cleared becomes the owner. READ_ONCE brings the line over; the cmpxchg fails
+        // when another CPU claimed since, and the loop tries again with the value it returned.
         hw.load(&self.llq);
         let seen = self.llq.version();
-        hw.load(&self.llq);
-        if self.llq.version() != seen {
+        if !hw.cmpxchg(&self.llq, seen) {
             self.stat(|s| s.cmpxchg_retries += 1);
         }
-        hw.atomic(&self.llq);
         let (head, owner) = {
             let mut r = self.ring.borrow_mut();
             if r.prod + n - r.cons > r.entries.len() as u64 {
