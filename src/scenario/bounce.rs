@@ -260,22 +260,16 @@ pub fn run(s: &Scenario, b: &Bounce, progress: &Progress) -> Result<BounceResult
             .iter_mut()
             .map(|(hw, _)| hw.ledger().totals())
             .collect();
-        let bodies: Vec<crate::smp::Body<'_, (CallTimer, u64, u64, u64)>> = machines
-            .iter_mut()
-            .enumerate()
-            .map(|(cpu, (hw, api))| {
-                let mine = &bufs[cpu * b.in_flight as usize..][..b.in_flight as usize];
-                // The first CPU's iterations move the progress display.
-                let progress = (cpu == 0).then_some(progress);
-                Box::new(move |c| {
-                    hw.set_cpu(c);
-                    let r = bounce_loop(hw, api, mine, size, (dir, attrs), b.iterations, progress);
-                    hw.set_cpu(crate::smp::Cpu::alone());
-                    r
-                }) as crate::smp::Body<'_, _>
-            })
-            .collect();
-        let runs = crate::smp::run(bodies).map_err(|e| SetupError::Driver(e.to_string()))?;
+        let runs = super::smp_cpus::run_each(
+            machines.iter_mut().zip(bufs.chunks(b.in_flight as usize)),
+            progress,
+            &|((hw, api), mine): (&mut (crate::hw::model::Model, DeviceDmaApi), _), c, progress| {
+                hw.set_cpu(c);
+                let r = bounce_loop(hw, api, mine, size, (dir, attrs), b.iterations, progress);
+                hw.set_cpu(crate::smp::Cpu::alone());
+                r
+            },
+        )?;
         let mut row = BounceRow {
             size,
             maps: 0,

@@ -362,21 +362,14 @@ pub fn run(
     // One thread runs on the machine as set up; more run on views of it that share what the
     // kernel shares.
     let machines = super::smp_cpus::machines(hw, api, &cpus)?;
-    let bodies: Vec<crate::smp::Body<'_, ThreadRun>> = machines
-        .into_iter()
-        .zip(bufs)
-        .enumerate()
-        .map(|(i, ((mut thw, tapi), buf))| {
-            let platform = platform.as_str();
-            // The first thread's seconds move the progress display.
-            let progress = (i == 0).then_some(progress);
-            Box::new(move |c| {
-                thw.set_cpu(c);
-                bench_thread(thw, tapi, buf, w, platform, progress)
-            }) as crate::smp::Body<'_, ThreadRun>
-        })
-        .collect();
-    let runs = crate::smp::run(bodies).map_err(|e| SetupError::Driver(e.to_string()))?;
+    let runs = super::smp_cpus::run_each(
+        machines.into_iter().zip(bufs),
+        progress,
+        &|((mut thw, tapi), buf): ((crate::hw::model::Model, _), _), c, progress| {
+            thw.set_cpu(c);
+            bench_thread(thw, tapi, buf, w, &platform, progress)
+        },
+    )?;
     let mut map = Latencies::default();
     let mut unmap = Latencies::default();
     let mut t = CallTimer::default();

@@ -11,7 +11,7 @@
 //! Invariants: the CPUs are distinct and exist on the platform (callers check `n` against
 //! [`platform_cpus`] first); the same inputs place them the same way.
 
-use super::Scenario;
+use super::{Progress, Scenario};
 use crate::dma::DmaMapOps;
 use crate::hw::model::Model;
 use crate::input::InputError;
@@ -86,6 +86,29 @@ pub fn machines(
     }
     out.insert(0, (hw, api));
     Ok(out)
+}
+
+/// Run `body` on every CPU at once ([`crate::smp::run`]): CPU `i` runs it over `each`'s `i`-th
+/// item (its machine, its buffers), with its [`crate::smp::Cpu`] and, for the first CPU alone,
+/// the progress display (its loop moves it). The results come in CPU order; a run in which
+/// every CPU left waits for another is a modelling error, reported as the setup's.
+pub fn run_each<'a, M: 'a, R: 'a, F>(
+    each: impl IntoIterator<Item = M>,
+    progress: &'a Progress,
+    body: &'a F,
+) -> Result<Vec<R>, SetupError>
+where
+    F: Fn(M, crate::smp::Cpu, Option<&'a Progress>) -> R,
+{
+    let bodies: Vec<crate::smp::Body<'a, R>> = each
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let progress = (i == 0).then_some(progress);
+            Box::new(move |c| body(m, c, progress)) as crate::smp::Body<'a, R>
+        })
+        .collect();
+    crate::smp::run(bodies).map_err(|e| SetupError::Driver(e.to_string()))
 }
 
 /// `n` CPUs (the workload's `key`, at `line` of the file) against the platform's: at most as

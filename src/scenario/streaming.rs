@@ -448,21 +448,15 @@ pub fn run(s: &Scenario, w: &Streaming, progress: &Progress) -> Result<RunResult
     // Where every CPU's charges are summed.
     let mut total = hw.clone();
     let machines = super::smp_cpus::machines(hw, api, &placed)?;
-    let bodies: Vec<crate::smp::Body<'_, (Model, CallTimer, usize)>> = machines
-        .into_iter()
-        .zip(bufs)
-        .enumerate()
-        .map(|(i, ((mut hw, mut api), buf))| {
-            // The first CPU's loop moves the progress display.
-            let progress = (i == 0).then_some(progress);
-            Box::new(move |c| {
-                hw.set_cpu(c);
-                let (t, entries) = driver_loop(&mut hw, &mut api, buf, w, progress);
-                (hw, t, entries)
-            }) as crate::smp::Body<'_, _>
-        })
-        .collect();
-    let runs = crate::smp::run(bodies).map_err(|e| SetupError::Driver(e.to_string()))?;
+    let runs = super::smp_cpus::run_each(
+        machines.into_iter().zip(bufs),
+        progress,
+        &|((mut hw, mut api), buf): ((Model, _), _), c, progress| {
+            hw.set_cpu(c);
+            let (t, entries) = driver_loop(&mut hw, &mut api, buf, w, progress);
+            (hw, t, entries)
+        },
+    )?;
     let mut t = CallTimer::default();
     for (hw, calls, _) in &runs {
         total.absorb_ledger(hw);
