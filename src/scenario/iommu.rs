@@ -96,6 +96,7 @@ struct SweepSection {
     element: Option<Spanned<toml::Value>>,
     layout: Option<Spanned<String>>,
     iova: Option<Spanned<toml::Value>>,
+    cpus: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -103,6 +104,7 @@ struct SweepSection {
 struct OpsSection {
     kind: Spanned<String>,
     iterations: Spanned<i64>,
+    cpus: Option<Spanned<i64>>,
     #[serde(default)]
     op: Vec<OpSection>,
     /// Report the page table's shape after each operation.
@@ -264,6 +266,10 @@ pub struct Sweep {
     pub layout: Layout,
     pub iova: u64,
     pub iterations: u32,
+    /// CPUs running the sweep at once on each size's domain, each at IOVAs and on pages of
+    /// its own ([`cpu_stride`]); and the line of the key, for the check against the platform.
+    pub cpus: u32,
+    pub cpus_line: Option<usize>,
 }
 
 /// `iommu_ops`: an explicit list of iommu core operations, repeated `iterations` times.
@@ -273,9 +279,55 @@ pub struct Ops {
     pub iterations: u32,
     /// Record the page table's shape after each operation.
     pub pgtable_shape: bool,
+    /// CPUs running the list at once on the one domain, each at IOVAs and on pages of its own
+    /// ([`cpu_stride`]); and the line of the key.
+    pub cpus: u32,
+    pub cpus_line: Option<usize>,
+}
+
+/// How far above the previous CPU's each CPU's fixed IOVAs are, for fixed ranges
+/// `(iova, size)`: the span they cover, rounded up to a whole GiB so that every block keeps
+/// its alignment and no two CPUs' ranges meet. A workload on several CPUs is each CPU doing
+/// the same work on buffers of its own, as `dma_map_benchmark`'s threads do; IOVAs from the
+/// allocator are each CPU's own already.
+pub fn cpu_stride(ranges: &[(u64, u64)]) -> u64 {
+    let lo = ranges.iter().map(|r| r.0).min().unwrap_or(0);
+    let hi = ranges
+        .iter()
+        .map(|r| r.0.saturating_add(r.1))
+        .max()
+        .unwrap_or(0);
+    (hi - lo).max(1).next_multiple_of(1 << 30)
+}
+
+impl Sweep {
+    /// The one fixed range the sweep maps, at its largest size.
+    pub fn fixed_ranges(&self) -> Vec<(u64, u64)> {
+        vec![(self.iova, self.sizes.iter().copied().max().unwrap_or(0))]
+    }
 }
 
 impl Ops {
+    /// The IOVA ranges the list names outright: maps and unmaps at fixed IOVAs, and the
+    /// addresses it translates.
+    pub fn fixed_ranges(&self) -> Vec<(u64, u64)> {
+        self.ops
+            .iter()
+            .filter_map(|o| match o {
+                Op::Map(MapOp {
+                    iova: IovaSpec::Fixed(a),
+                    size,
+                    ..
+                }) => Some((*a, *size)),
+                Op::UnmapRange { iova, size, .. } => Some((*iova, *size)),
+                Op::IovaToPhys {
+                    at: IovaAt::Fixed(a),
+                } => Some((*a, 1)),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Whether any map takes its IOVA from the allocator.
     pub fn allocates_iovas(&self) -> bool {
         self.ops
@@ -301,10 +353,14 @@ impl super::WorkloadKind for Sweep {
         run(s, progress)
     }
 
+    fn check(&self, s: &Scenario) -> Result<(), InputError> {
+        super::smp_cpus::check_count(s, self.cpus, self.cpus_line, "workload.cpus")
+    }
+
     fn work(&self, s: &Scenario) -> u128 {
         let page = s.work_page();
         let pages: u128 = self.sizes.iter().map(|&size| u128::from(size) / page).sum();
-        super::IOMMU_PAGE_STEPS * pages * u128::from(self.iterations)
+        super::IOMMU_PAGE_STEPS * pages * u128::from(self.iterations) * u128::from(self.cpus)
     }
 
     fn progress_total(&self) -> u64 {
@@ -328,6 +384,10 @@ impl super::WorkloadKind for Ops {
         run(s, progress)
     }
 
+    fn check(&self, s: &Scenario) -> Result<(), InputError> {
+        super::smp_cpus::check_count(s, self.cpus, self.cpus_line, "workload.cpus")
+    }
+
     fn work(&self, s: &Scenario) -> u128 {
         let page = s.work_page();
         let pages: u128 = self
@@ -338,7 +398,7 @@ impl super::WorkloadKind for Ops {
                 _ => 0,
             })
             .sum();
-        super::IOMMU_PAGE_STEPS * pages * u128::from(self.iterations)
+        super::IOMMU_PAGE_STEPS * pages * u128::from(self.iterations) * u128::from(self.cpus)
     }
 
     fn progress_total(&self) -> u64 {

@@ -185,6 +185,13 @@ pub(super) struct IommuDoc {
 pub(super) struct IommuWorkloadDoc {
     kind: &'static str,
     iterations: u32,
+    /// CPUs running the workload at once (left out for one).
+    #[serde(skip_serializing_if = "is_one")]
+    cpus: u32,
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 
 pub(super) fn per_call_map(o: &OpStat) -> BTreeMap<&'static str, f64> {
@@ -210,6 +217,7 @@ pub fn json(r: &IommuRunResult) -> serde_json::Value {
         workload: IommuWorkloadDoc {
             kind: r.workload.kind(),
             iterations: iommu_iterations(&r.workload),
+            cpus: iommu_cpus(&r.workload),
         },
         ops: r
             .ops
@@ -240,6 +248,14 @@ pub fn json(r: &IommuRunResult) -> serde_json::Value {
         total_ns: ns(r.total_ps),
     };
     serde_json::to_value(doc).expect("plain data serialises")
+}
+
+pub(super) fn iommu_cpus(w: &Workload) -> u32 {
+    match w {
+        Workload::IommuSweep(s) => s.cpus,
+        Workload::IommuOps(o) => o.cpus,
+        _ => 1,
+    }
 }
 
 pub(super) fn iommu_iterations(w: &Workload) -> u32 {
@@ -278,6 +294,14 @@ pub fn table(r: &IommuRunResult) -> String {
         r.workload.kind(),
         iommu_iterations(&r.workload)
     );
+    let cpus = iommu_cpus(&r.workload);
+    if cpus > 1 {
+        let _ = writeln!(
+            o,
+            "cpus       {cpus} at once on the one domain, each at IOVAs and on pages of its own \
+             (figures sum them; `returned`, `iova` and the page table are CPU 0's)"
+        );
+    }
     let cols: Vec<&(Counter, &str)> = IOMMU_COLUMNS
         .iter()
         .filter(|(c, _)| r.ops.iter().any(|op| op.counts[*c as usize] > 0))
@@ -362,6 +386,9 @@ pub fn table(r: &IommuRunResult) -> String {
             .iter()
             .map(|op| (op.label.as_str(), op.errors, op.first_error.as_deref())),
     );
+    if cpus > 1 {
+        crate::report::waits_table(&mut o, &r.stacks, r.total_ps, 1, "whole run, all CPUs");
+    }
     stack_table(&mut o, "whole run", &r.stacks, r.total_ps, 1);
     o
 }

@@ -31,6 +31,24 @@ pub struct OpStat {
 }
 
 impl OpStat {
+    /// An operation nothing has called yet.
+    fn new(label: String, call: &'static str, bytes: u64) -> OpStat {
+        OpStat {
+            label,
+            call,
+            bytes,
+            iova: 0,
+            calls: 0,
+            total_ps: 0,
+            counts: [0; Counter::N],
+            errors: 0,
+            first_error: None,
+            returned: None,
+            bytes_done: 0,
+            shape: None,
+        }
+    }
+
     pub fn mean_ns(&self) -> f64 {
         if self.calls == 0 {
             0.0
@@ -179,6 +197,41 @@ impl Meter {
 }
 
 impl Meter {
+    /// The operations from slot `from` on, nothing counted yet: one CPU's meter of them.
+    fn blank(&self, from: usize) -> Meter {
+        Meter {
+            ops: self.ops[from..]
+                .iter()
+                .map(|o| OpStat::new(o.label.clone(), o.call, o.bytes))
+                .collect(),
+            geometry: None,
+        }
+    }
+
+    /// Add one CPU's meter of the operations from slot `from` on ([`Meter::blank`]): its
+    /// calls, time, counts and refusals; what the last call returned, its IOVA and the page
+    /// table after it are the first CPU's (`first`), and the first refusal the first CPU's to
+    /// have one.
+    fn absorb(&mut self, from: usize, cpu: &Meter, first: bool) {
+        for (o, c) in self.ops[from..].iter_mut().zip(&cpu.ops) {
+            o.calls += c.calls;
+            o.total_ps += c.total_ps;
+            for (a, b) in o.counts.iter_mut().zip(&c.counts) {
+                *a += b;
+            }
+            o.errors += c.errors;
+            if o.first_error.is_none() {
+                o.first_error.clone_from(&c.first_error);
+            }
+            if first {
+                o.iova = c.iova;
+                o.returned.clone_from(&c.returned);
+                o.bytes_done = c.bytes_done;
+                o.shape.clone_from(&c.shape);
+            }
+        }
+    }
+
     /// Time and count one call of the operation at `slot`.
     fn time<T>(&mut self, hw: &mut Model, slot: usize, f: impl FnOnce(&mut Model) -> T) -> T {
         let t0 = hw.now_ps();
@@ -204,20 +257,7 @@ impl Meter {
     }
 
     fn slot(&mut self, label: String, call: &'static str, bytes: u64) -> usize {
-        self.ops.push(OpStat {
-            label,
-            call,
-            bytes,
-            iova: 0,
-            calls: 0,
-            total_ps: 0,
-            counts: [0; Counter::N],
-            errors: 0,
-            first_error: None,
-            returned: None,
-            bytes_done: 0,
-            shape: None,
-        });
+        self.ops.push(OpStat::new(label, call, bytes));
         self.ops.len() - 1
     }
 
@@ -238,7 +278,7 @@ pub fn run(s: &Scenario, progress: &Progress) -> Result<IommuRunResult, String> 
         .ok_or_else(|| format!("scenario `{}` has no [iommu] domain", s.name))?;
     // On a NUMA platform the SMMUv3 probes at boot: its command queue's node prices every
     // command list below. The tables themselves come from table_memory().
-    let (mut hw, cmdq_shift) = if s.probes_smmu_v3() {
+    let (hw, cmdq_shift) = if s.probes_smmu_v3() {
         let m = Machine::boot_numa_smmu_v3(&s.profile, s.kernel, &s.boot, s.cpu_node())
             .map_err(|e| e.to_string())?;
         let shift = m.smmu.as_ref().map(|p| p.structures.cmdq.max_n_shift);
@@ -252,36 +292,43 @@ pub fn run(s: &Scenario, progress: &Progress) -> Result<IommuRunResult, String> 
         ops: Vec::new(),
         geometry: None,
     };
+    let n = match &s.workload {
+        Workload::IommuSweep(w) => w.cpus,
+        Workload::IommuOps(w) => w.cpus,
+        _ => 1,
+    };
+    // Each CPU on its own model of the machine; the first is the machine as booted.
+    let placed = crate::scenario::smp_cpus::place(s, n, None);
+    let mut cpus: Vec<(Model, CpuAt)> = placed
+        .iter()
+        .enumerate()
+        .skip(1)
+        .map(|(k, &(cpu, node))| (hw.on_cpu(node), CpuAt::new(k, cpu, n)))
+        .collect();
+    cpus.insert(0, (hw, CpuAt::new(0, placed[0].0, n)));
     match &s.workload {
         Workload::IommuSweep(w) => {
+            let stride = cpu_stride(&w.fixed_ranges());
             for &size in &w.sizes {
                 let label = size_label(size);
                 let map = m.slot(format!("map_sg {label}"), "iommu_map_sg", size);
-                let unmap = m.slot(format!("unmap {label}"), "iommu_unmap", size);
-                let mut d = new_domain(&mut hw, s, &cfg, size, cmdq_shift)
+                m.slot(format!("unmap {label}"), "iommu_unmap", size);
+                let d = new_domain(&mut cpus[0].0, s, &cfg, size * u64::from(n), cmdq_shift)
                     .map_err(|e| format!("domain: {e}"))?;
                 m.saw(&d);
-                let segs = segments(data_base(0, size), size, w.element, w.layout);
-                for it in 0..w.iterations {
-                    let r = m.time(&mut hw, map, |hw| {
-                        d.iommu_map_sg(hw, IovaAddr(w.iova), &segs, Prot::RW)
-                    });
-                    if let Err(e) = r {
-                        m.refused(map, format!("iteration {it}: {e}"));
-                    }
-                    let r = m.time(&mut hw, unmap, |hw| {
-                        d.iommu_unmap(hw, IovaAddr(w.iova), size)
-                    });
-                    if let Err(e) = r {
-                        m.refused(unmap, format!("iteration {it}: {e}"));
-                    }
-                    progress.advance(1);
-                }
-                m.ops[map].iova = w.iova;
-                m.ops[unmap].iova = w.iova;
+                on_cpus(
+                    &mut cpus,
+                    d,
+                    &mut m,
+                    map,
+                    progress,
+                    &|hw, cm, d, at, progress| {
+                        sweep_loop(hw, cm, d, (w, size), (at, stride), progress)
+                    },
+                )?;
             }
         }
-        Workload::IommuOps(w) => run_ops(&mut hw, &mut m, s, &cfg, w, cmdq_shift, progress)?,
+        Workload::IommuOps(w) => run_ops(&mut cpus, &mut m, s, &cfg, w, cmdq_shift, progress)?,
         other => {
             return Err(format!(
                 "scenario `{}` is a {} workload, not an IOMMU one",
@@ -289,6 +336,10 @@ pub fn run(s: &Scenario, progress: &Progress) -> Result<IommuRunResult, String> 
                 other.kind()
             ));
         }
+    }
+    let (mut hw, _) = cpus.remove(0);
+    for (other, _) in &cpus {
+        hw.absorb_ledger(other);
     }
     debug_assert!(hw.ledger().depth_is_zero());
     let stacks = stack_rows(hw.ledger());
@@ -304,11 +355,97 @@ pub fn run(s: &Scenario, progress: &Progress) -> Result<IommuRunResult, String> 
     })
 }
 
-/// The sg list (physical start, length) of map op `i`.
-pub(super) fn map_segments(i: usize, m: &MapOp) -> Vec<(PhysAddr, u64)> {
+/// One CPU's iterations of a sweep's `size` on its view of the size's domain, at its own IOVA
+/// (`at.index` strides up) and on pages of its own, counted in `m` (this size's map, then
+/// its unmap).
+fn sweep_loop(
+    hw: &mut Model,
+    m: &mut Meter,
+    d: &mut crate::iommu::core::IommuDomain,
+    (w, size): (&Sweep, u64),
+    (at, stride): (CpuAt, u64),
+    progress: Option<&Progress>,
+) {
+    let (map, unmap) = (0, 1);
+    let iova = w.iova + at.index as u64 * stride;
+    let segs = segments(data_base(at.index, size), size, w.element, w.layout);
+    for it in 0..w.iterations {
+        let r = m.time(hw, map, |hw| {
+            d.iommu_map_sg(hw, IovaAddr(iova), &segs, Prot::RW)
+        });
+        if let Err(e) = r {
+            m.refused(map, format!("{}: {e}", at.iteration(it)));
+        }
+        let r = m.time(hw, unmap, |hw| d.iommu_unmap(hw, IovaAddr(iova), size));
+        if let Err(e) = r {
+            m.refused(unmap, format!("{}: {e}", at.iteration(it)));
+        }
+        if let Some(p) = progress {
+            p.advance(1);
+        }
+    }
+    m.ops[map].iova = iova;
+    m.ops[unmap].iova = iova;
+}
+
+/// Which of the workload's CPUs a body is: its place among them (`index`: its fixed IOVAs
+/// and generated pages are that many strides up), the platform CPU it is (its per-CPU IOVA
+/// magazines), and whether there are others (refusals then name the CPU).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct CpuAt {
+    index: usize,
+    cpu: u32,
+    many: bool,
+}
+
+impl CpuAt {
+    fn new(index: usize, cpu: u32, n: u32) -> CpuAt {
+        CpuAt {
+            index,
+            cpu,
+            many: n > 1,
+        }
+    }
+
+    /// The per-CPU slot of the IOVA allocator's magazines: the CPU's number among the
+    /// platform's when several run ([`crate::scenario::smp_cpus::per_cpu_slots`]), else 0.
+    fn slot(self) -> usize {
+        if self.many { self.cpu as usize } else { 0 }
+    }
+
+    /// `iteration 3`, or with several CPUs `CPU 5, iteration 3`, for refusals.
+    fn iteration(self, it: u32) -> String {
+        if self.many {
+            format!("CPU {}, iteration {it}", self.cpu)
+        } else {
+            format!("iteration {it}")
+        }
+    }
+}
+
+/// The domain as each of `n` CPUs calls it: the domain itself, then views that share its page
+/// table and its SMMU's queue ([`crate::iommu::core::IommuDomain::on_cpu`]).
+fn domain_views(
+    d: crate::iommu::core::IommuDomain,
+    n: u32,
+) -> Result<Vec<crate::iommu::core::IommuDomain>, String> {
+    let mut views = Vec::with_capacity(n as usize);
+    for _ in 1..n {
+        views.push(d.on_cpu().ok_or_else(|| {
+            "this domain on more than one CPU: sharing its state between CPUs is not modelled yet"
+                .to_string()
+        })?);
+    }
+    views.insert(0, d);
+    Ok(views)
+}
+
+/// The sg list (physical start, length) of a map op whose generated pages are in the
+/// `window`-th mapping's window ([`data_base`]).
+pub(super) fn map_segments(window: usize, m: &MapOp) -> Vec<(PhysAddr, u64)> {
     match &m.phys {
         Phys::Generated { element, layout } => {
-            segments(data_base(i, m.size), m.size, *element, *layout)
+            segments(data_base(window, m.size), m.size, *element, *layout)
         }
         Phys::At(pa) => vec![(PhysAddr(*pa), m.size)],
         Phys::Sg(list) => list.iter().map(|&(pa, len)| (PhysAddr(pa), len)).collect(),
@@ -368,7 +505,7 @@ pub(super) fn unmapped(r: &Result<u64, IommuError>) -> u64 {
 }
 
 pub(super) fn run_ops(
-    hw: &mut Model,
+    cpus: &mut [(Model, CpuAt)],
     m: &mut Meter,
     s: &Scenario,
     cfg: &IommuConfig,
@@ -384,13 +521,19 @@ pub(super) fn run_ops(
             _ => 0,
         })
         .sum();
-    let mut d = new_domain(hw, s, cfg, mapped, cmdq_shift).map_err(|e| format!("domain: {e}"))?;
+    let n = cpus.len();
+    let placed: Vec<(u32, u32)> = cpus
+        .iter()
+        .map(|(hw, at)| (at.cpu, hw.cpu_node()))
+        .collect();
+    let slots = crate::scenario::smp_cpus::per_cpu_slots(s, &placed);
+    let hw = &mut cpus[0].0;
+    let d = new_domain(hw, s, cfg, mapped * n as u64, cmdq_shift)
+        .map_err(|e| format!("domain: {e}"))?;
     m.saw(&d);
-    let iovad = IovaDomain::new(hw, cfg.granule, 1, 1)
+    let iovad = IovaDomain::new(hw, cfg.granule, 1, slots as usize)
         .map_err(|e| format!("IOVA domain: {e}"))?
         .with_rules(s.policies.iova.rules());
-    let shift = cfg.granule.trailing_zeros();
-    let limit_pfn = ((1u64 << cfg.ias) >> shift) - 1;
     for (i, o) in ops.iter().enumerate() {
         let bytes = match o {
             Op::Map(mo) => mo.size,
@@ -403,11 +546,70 @@ pub(super) fn run_ops(
         };
         m.slot(op_label(i, o, ops), o.call(), bytes);
     }
+    let stride = cpu_stride(&w.fixed_ranges());
+    on_cpus(cpus, d, m, 0, progress, &|hw, cm, d, at, progress| {
+        ops_loop(hw, cm, d, &iovad, (cfg, w), (at, stride), progress)
+    })
+}
+
+/// One CPU's part of an IOMMU workload: its model, its meter, its view of the domain, which
+/// CPU it is, and the progress display if it moves it.
+type CpuBody<'a> = dyn Fn(&mut Model, &mut Meter, &mut crate::iommu::core::IommuDomain, CpuAt, Option<&Progress>)
+    + 'a;
+
+/// Run `body` on every CPU at once ([`crate::scenario::smp_cpus::run_each`]), each on its own
+/// view of domain `d` and counting the operations from slot `from` on in a meter of its own,
+/// then add every CPU's meter into `m`.
+fn on_cpus(
+    cpus: &mut [(Model, CpuAt)],
+    d: crate::iommu::core::IommuDomain,
+    m: &mut Meter,
+    from: usize,
+    progress: &Progress,
+    body: &CpuBody<'_>,
+) -> Result<(), String> {
+    let views = domain_views(d, cpus.len() as u32)?;
+    let blank = m.blank(from);
+    let meters = crate::scenario::smp_cpus::run_each(
+        cpus.iter_mut().zip(views),
+        progress,
+        &|((hw, at), mut d): (&mut (Model, CpuAt), _), c, progress| {
+            hw.set_cpu(c);
+            let mut cm = blank.blank(0);
+            body(hw, &mut cm, &mut d, *at, progress);
+            hw.set_cpu(crate::smp::Cpu::alone());
+            cm
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    for (k, cm) in meters.iter().enumerate() {
+        m.absorb(from, cm, k == 0);
+    }
+    Ok(())
+}
+
+/// One CPU's run of the list, `iterations` times, on its view of the domain: its fixed IOVAs
+/// `at.index` strides up, its generated pages in windows of its own, its IOVAs from its own
+/// magazines of the shared allocator.
+fn ops_loop(
+    hw: &mut Model,
+    m: &mut Meter,
+    d: &mut crate::iommu::core::IommuDomain,
+    iovad: &IovaDomain,
+    (cfg, w): (&IommuConfig, &Ops),
+    (at, stride): (CpuAt, u64),
+    progress: Option<&Progress>,
+) {
+    let ops = &w.ops;
+    let off = at.index as u64 * stride;
+    let window = |i: usize| at.index * ops.len() + i;
+    let shift = cfg.granule.trailing_zeros();
+    let limit_pfn = ((1u64 << cfg.ias) >> shift) - 1;
     let segs: Vec<Vec<(PhysAddr, u64)>> = ops
         .iter()
         .enumerate()
         .map(|(i, o)| match o {
-            Op::Map(mo) if mo.call == MapCall::MapSg => map_segments(i, mo),
+            Op::Map(mo) if mo.call == MapCall::MapSg => map_segments(window(i), mo),
             _ => Vec::new(),
         })
         .collect();
@@ -417,17 +619,22 @@ pub(super) fn run_ops(
     let mut live: Vec<Option<(u64, bool)>> = vec![None; ops.len()];
     for it in 0..w.iterations {
         for (i, o) in ops.iter().enumerate() {
-            let at = |e: &IommuError| format!("iteration {it}: {e}");
+            let refusal = |e: &IommuError| format!("{}: {e}", at.iteration(it));
             'op: {
                 match o {
                     Op::Map(mo) => {
                         let pages = mo.size.div_ceil(cfg.granule);
                         let r = m.time(hw, i, |hw| {
                             let (iova, alloc) = match mo.iova {
-                                IovaSpec::Fixed(a) => (a, false),
+                                IovaSpec::Fixed(a) => (a + off, false),
                                 IovaSpec::Alloc => {
-                                    let pfn =
-                                        iovad.alloc_iova_fast(hw, 0, pages, limit_pfn, true)?;
+                                    let pfn = iovad.alloc_iova_fast(
+                                        hw,
+                                        at.slot(),
+                                        pages,
+                                        limit_pfn,
+                                        true,
+                                    )?;
                                     // 0 is the allocator's failure value (5.11 to 6.1 can hand it
                                     // out when the retry wraps): no IOVA; the range stays allocated.
                                     if pfn == 0 {
@@ -443,14 +650,14 @@ pub(super) fn run_ops(
                                 MapCall::Map => {
                                     let pa = match mo.phys {
                                         Phys::At(pa) => pa,
-                                        _ => data_base(i, mo.size),
+                                        _ => data_base(window(i), mo.size),
                                     };
                                     d.iommu_map(hw, IovaAddr(iova), PhysAddr(pa), mo.size, mo.prot)
                                         .map(|()| mo.size)
                                 }
                             };
                             if r.is_err() && alloc {
-                                let _ = iovad.free_iova_fast(hw, 0, iova >> shift, pages);
+                                let _ = iovad.free_iova_fast(hw, at.slot(), iova >> shift, pages);
                             }
                             r.map(|b| (iova, alloc, b))
                         });
@@ -458,7 +665,7 @@ pub(super) fn run_ops(
                             Ok(x) => x,
                             Err(e) => {
                                 if let IovaSpec::Fixed(a) = mo.iova {
-                                    m.ops[i].iova = a;
+                                    m.ops[i].iova = a + off;
                                 }
                                 // What iommu_map_sg() itself returned (an IOVA the
                                 // allocator refused never reached it).
@@ -473,7 +680,7 @@ pub(super) fn run_ops(
                                     _ => e.errno().to_string(),
                                 };
                                 m.returned(i, returned, 0);
-                                m.refused(i, at(&e));
+                                m.refused(i, refusal(&e));
                                 break 'op;
                             }
                         };
@@ -489,7 +696,8 @@ pub(super) fn run_ops(
                             m.refused(
                             i,
                             format!(
-                                "iteration {it}: mapped again while its previous mapping is still live (leaked)"
+                                "{}: mapped again while its previous mapping is still live (leaked)",
+                                at.iteration(it)
                             ),
                         );
                         }
@@ -497,6 +705,7 @@ pub(super) fn run_ops(
                         m.ops[i].iova = iova;
                     }
                     Op::UnmapRange { iova, size, fast } => {
+                        let iova = &(*iova + off);
                         let r = m.time(hw, i, |hw| match fast {
                             None => d.iommu_unmap(hw, IovaAddr(*iova), *size),
                             Some(queued) => {
@@ -506,7 +715,7 @@ pub(super) fn run_ops(
                         });
                         m.returned(i, unmapped(&r).to_string(), unmapped(&r));
                         if let Err(e) = r {
-                            m.refused(i, at(&e));
+                            m.refused(i, refusal(&e));
                         }
                         m.ops[i].iova = *iova;
                         // A fixed-IOVA mapping that started in the range is gone (or cut short).
@@ -519,7 +728,10 @@ pub(super) fn run_ops(
                     }
                     Op::UnmapOf { index, name, fast } => {
                         let Some((iova, alloc)) = live[*index].take() else {
-                            m.refused(i, format!("iteration {it}: mapping `{name}` is not mapped"));
+                            m.refused(
+                                i,
+                                format!("{}: mapping `{name}` is not mapped", at.iteration(it)),
+                            );
                             break 'op;
                         };
                         let size = m.ops[*index].bytes;
@@ -534,7 +746,7 @@ pub(super) fn run_ops(
                             if alloc {
                                 iovad.free_iova_fast(
                                     hw,
-                                    0,
+                                    at.slot(),
                                     iova >> shift,
                                     size.div_ceil(cfg.granule),
                                 )?;
@@ -543,7 +755,7 @@ pub(super) fn run_ops(
                         });
                         m.returned(i, unmapped(&r).to_string(), unmapped(&r));
                         if let Err(e) = r {
-                            m.refused(i, at(&e));
+                            m.refused(i, refusal(&e));
                         }
                         m.ops[i].iova = iova;
                     }
@@ -556,15 +768,15 @@ pub(super) fn run_ops(
                         m.time(hw, i, |hw| d.flush_iotlb_all(hw));
                         m.returned(i, "void".to_string(), 0);
                     }
-                    Op::IovaToPhys { at } => {
-                        let iova = match at {
-                            IovaAt::Fixed(a) => *a,
+                    Op::IovaToPhys { at: spot } => {
+                        let iova = match spot {
+                            IovaAt::Fixed(a) => *a + off,
                             IovaAt::Of { index, .. } => match live[*index] {
                                 Some((a, _)) => a,
                                 None => {
                                     m.refused(
                                         i,
-                                        format!("iteration {it}: the mapping is not mapped"),
+                                        format!("{}: the mapping is not mapped", at.iteration(it)),
                                     );
                                     break 'op;
                                 }
@@ -585,7 +797,8 @@ pub(super) fn run_ops(
                 m.ops[i].shape = Some(d.pgtable.shape());
             }
         }
-        progress.advance(1);
+        if let Some(p) = progress {
+            p.advance(1);
+        }
     }
-    Ok(())
 }

@@ -187,6 +187,38 @@ pub(super) fn iterations(c: &Ctx, it: &Spanned<i64>) -> Result<u32, InputError> 
     Ok(c.int(it, "workload.iterations", 1..=MAX_ITERATIONS)? as u32)
 }
 
+/// `workload.cpus` (1 if not given) and its line; every CPU's fixed ranges, each CPU
+/// [`cpu_stride`] above the one before, inside the input address space.
+pub(super) fn cpus(
+    c: &Ctx,
+    n: &Option<Spanned<i64>>,
+    ranges: &[(u64, u64)],
+    cfg: &IommuConfig,
+) -> Result<(u32, Option<usize>), InputError> {
+    let Some(n) = n else { return Ok((1, None)) };
+    let cpus = c.int(n, "workload.cpus", 1..=crate::smp::MAX_CPUS as i64)? as u32;
+    let stride = cpu_stride(ranges);
+    let top = u64::from(cpus - 1).checked_mul(stride);
+    for &(iova, size) in ranges {
+        let end = top.and_then(|t| t.checked_add(iova)?.checked_add(size));
+        if end.is_none_or(|e| e > 1u64 << cfg.ias) {
+            return Err(c.err(
+                n.span(),
+                "workload.cpus",
+                format!(
+                    "CPU {} would work at IOVA {iova:#x} + {} x {stride:#x} (each CPU's fixed \
+                     IOVAs sit {stride:#x} above the previous CPU's), outside the {}-bit input \
+                     address space",
+                    cpus - 1,
+                    cpus - 1,
+                    cfg.ias
+                ),
+            ));
+        }
+    }
+    Ok((cpus, Some(c.line(n.span()))))
+}
+
 pub(super) fn layout(
     c: &Ctx,
     l: &Option<Spanned<String>>,
@@ -263,12 +295,15 @@ pub(super) fn parse_sweep(
     let max = sizes.iter().copied().max().unwrap_or(0);
     let span = w.iova.as_ref().map_or(list.span(), |v| v.span());
     c.check_range(span, "workload.iova", iova, max, iommu)?;
+    let (cpus, cpus_line) = cpus(c, &w.cpus, &[(iova, max)], iommu)?;
     Ok(Workload::IommuSweep(Sweep {
         sizes,
         element,
         layout: layout(c, &w.layout, "workload.layout")?,
         iova,
         iterations,
+        cpus,
+        cpus_line,
     }))
 }
 
@@ -298,11 +333,15 @@ pub(super) fn parse_ops(
     for (i, o) in w.op.iter().enumerate() {
         ops.push(parse_op(c, o, i, &ops, iommu)?);
     }
-    Ok(Workload::IommuOps(Ops {
+    let mut list = Ops {
         ops,
         iterations,
         pgtable_shape: w.pgtable_shape.unwrap_or(false),
-    }))
+        cpus: 1,
+        cpus_line: None,
+    };
+    (list.cpus, list.cpus_line) = cpus(c, &w.cpus, &list.fixed_ranges(), iommu)?;
+    Ok(Workload::IommuOps(list))
 }
 
 pub(crate) fn platform_smmu(p: &Profile) -> Option<SmmuModel> {
