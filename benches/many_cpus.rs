@@ -6,8 +6,14 @@
 //! The throughput column counts map+unmap pairs, all CPUs together. Target: 64 CPUs × 1 M
 //! pairs through iommu-dma in at most 10 s on one core, that is at least 6.4 M pairs/s at 64
 //! CPUs; docs/performance.md has the figure measured.
+//!
+//! `engine_turns` is the engine alone: CPUs whose bodies do nothing but wait their turn at
+//! clocks that interleave, so that every turn hands over to another CPU. Its time per item is
+//! what one such hand-over costs, the floor under every point where a modelled CPU must wait
+//! for the others.
 
 use dmasim::scenario::{Outcome, Scenario, execute};
+use dmasim::smp::{Body, Cpu, run};
 
 fn main() {
     divan::main();
@@ -37,4 +43,24 @@ fn map_benchmark_pairs(bencher: divan::Bencher, threads: u32) {
     bencher
         .counter(divan::counter::ItemsCount::new(n))
         .bench_local(|| execute(&s).unwrap());
+}
+
+/// Turns per CPU in `engine_turns`.
+const TURNS: u64 = 100_000;
+
+#[divan::bench(args = [2, 64], sample_count = 3, sample_size = 1)]
+fn engine_turns(bencher: divan::Bencher, cpus: u64) {
+    let body = |offset: u64| -> Body<'static, u64> {
+        Box::new(move |cpu: Cpu| {
+            let mut t = offset;
+            for _ in 0..TURNS {
+                t += cpus;
+                cpu.turn(t);
+            }
+            t
+        })
+    };
+    bencher
+        .counter(divan::counter::ItemsCount::new(cpus * TURNS))
+        .bench_local(|| run((0..cpus).map(body).collect()).unwrap());
 }

@@ -43,8 +43,7 @@ compile_error!(
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 use std::cell::{Cell, RefCell};
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::ptr::NonNull;
 use std::rc::Rc;
 
@@ -75,13 +74,73 @@ enum State {
     Done,
 }
 
+/// The runnable CPUs by (clock, number), smallest first: a tournament tree over one leaf per
+/// CPU, each inner node the least of its two children, so that changing one CPU's place is
+/// one walk from its leaf to the root and the earliest CPU is the root.
+#[derive(Debug)]
+struct Ready {
+    /// Leaves: the CPU count rounded up to a power of two.
+    leaves: usize,
+    /// `node[1]` is the root; node `j`'s children are `2j` and `2j + 1`; CPU `i`'s leaf is
+    /// `leaves + i`. A key is `(clock << 64) | number`, [`Ready::NONE`] for a CPU that is not
+    /// waiting to run.
+    node: Vec<u128>,
+}
+
+impl Ready {
+    const NONE: u128 = u128::MAX;
+
+    fn new(n: usize) -> Ready {
+        let leaves = n.next_power_of_two();
+        Ready {
+            leaves,
+            node: vec![Ready::NONE; 2 * leaves],
+        }
+    }
+
+    fn key(t: u64, i: usize) -> u128 {
+        (u128::from(t) << 64) | i as u128
+    }
+
+    /// CPU `i`'s key is now `key`.
+    fn set(&mut self, i: usize, key: u128) {
+        let mut j = self.leaves + i;
+        self.node[j] = key;
+        // Each node on the path is the least of the new key's side (carried up) and its
+        // sibling's.
+        let mut least = key;
+        while j > 1 {
+            least = least.min(self.node[j ^ 1]);
+            j /= 2;
+            self.node[j] = least;
+        }
+    }
+
+    /// The least key of every CPU but `i`: the siblings along `i`'s path to the root.
+    fn least_but(&self, i: usize) -> u128 {
+        let mut j = self.leaves + i;
+        let mut least = Ready::NONE;
+        while j > 1 {
+            least = least.min(self.node[j ^ 1]);
+            j /= 2;
+        }
+        least
+    }
+
+    /// The earliest CPU waiting to run.
+    fn least(&self) -> Option<usize> {
+        let k = self.node[1];
+        (k != Ready::NONE).then_some(k as u64 as usize)
+    }
+}
+
 /// What every CPU of one run shares with the scheduler.
 #[derive(Debug)]
 struct Sched {
     state: Vec<State>,
-    /// The runnable CPUs that are not running, by (clock, number). An entry is current while
-    /// its CPU's state is still `Runnable` at that clock; others are dropped as they surface.
-    ready: BinaryHeap<Reverse<(u64, usize)>>,
+    /// The runnable CPUs' keys. The running CPU's leaf keeps the key it was resumed with until
+    /// it parks: its own turns compare against the others' ([`Ready::least_but`]).
+    ready: Ready,
     /// The CPU whose body runs now: only its coroutine may be suspended.
     running: Option<usize>,
     /// Locks each CPU holds: none when its body ends.
@@ -92,45 +151,30 @@ impl Sched {
     /// Make CPU `i` runnable at clock `t`, waiting to be resumed.
     fn ready(&mut self, i: usize, t: u64) {
         self.state[i] = State::Runnable(t);
-        self.ready.push(Reverse((t, i)));
+        self.ready.set(i, Ready::key(t, i));
     }
 
-    /// Drop entries that are no longer current from the top of `ready`.
-    fn settle(&mut self) {
-        while let Some(&Reverse((t, i))) = self.ready.peek() {
-            if self.state[i] == State::Runnable(t) && self.running != Some(i) {
-                return;
-            }
-            self.ready.pop();
-        }
+    /// CPU `i` is not waiting to run (blocked, or done).
+    fn leave(&mut self, i: usize, state: State) {
+        self.state[i] = state;
+        self.ready.set(i, Ready::NONE);
     }
 
     /// Whether CPU `me` (running) at clock `now` is first: no other runnable CPU is earlier.
-    fn first(&mut self, me: usize, now: u64) -> bool {
-        self.settle();
-        self.ready.peek().is_none_or(|&Reverse(k)| (now, me) < k)
+    fn first(&self, me: usize, now: u64) -> bool {
+        Ready::key(now, me) < self.ready.least_but(me)
     }
 
-    /// CPU `i` parked at clock `t` because another runnable CPU was earlier: it takes that
-    /// CPU's place in the ready queue (one sift rather than a push and a pop), and that CPU is
-    /// the one to resume.
+    /// CPU `i` parked at clock `t` because another runnable CPU was earlier: the CPU to resume
+    /// next, the earliest now.
     fn swap_first(&mut self, i: usize, t: u64) -> usize {
-        self.state[i] = State::Runnable(t);
-        self.settle();
-        match self.ready.peek_mut() {
-            Some(mut top) if top.0 < (t, i) => {
-                let Reverse((_, j)) = *top;
-                *top = Reverse((t, i));
-                j
-            }
-            _ => i,
-        }
+        self.ready(i, t);
+        self.ready.least().unwrap_or(i)
     }
 
     /// The runnable CPU to resume next: the earliest, then the lowest number.
-    fn next(&mut self) -> Option<usize> {
-        self.settle();
-        self.ready.pop().map(|Reverse((_, i))| i)
+    fn next(&self) -> Option<usize> {
+        self.ready.least()
     }
 }
 
@@ -195,7 +239,7 @@ impl Cpu {
             panic!("a CPU alone waits for a store no other CPU will make");
         };
         q.waiters.borrow_mut().push((self.id, now));
-        link.sched.borrow_mut().state[self.id] = State::Blocked;
+        link.sched.borrow_mut().leave(self.id, State::Blocked);
         self.park(link, Park::Blocked);
         match link.sched.borrow().state[self.id] {
             State::Runnable(t) => t,
@@ -237,7 +281,7 @@ impl Cpu {
             return now;
         }
         lock.waiters.borrow_mut().push_back(self.id);
-        link.sched.borrow_mut().state[self.id] = State::Blocked;
+        link.sched.borrow_mut().leave(self.id, State::Blocked);
         self.park(link, Park::Blocked);
         assert_eq!(
             lock.owner.get(),
@@ -477,9 +521,13 @@ pub fn run<'a, T: 'a>(bodies: Vec<Body<'a, T>>) -> Result<Vec<T>, Deadlock> {
         let body = bodies.into_iter().next().expect("one body");
         return Ok(vec![body(Cpu::alone())]);
     }
+    let mut ready = Ready::new(bodies.len());
+    for i in 0..bodies.len() {
+        ready.set(i, Ready::key(0, i));
+    }
     let sched = Rc::new(RefCell::new(Sched {
         state: vec![State::Runnable(0); bodies.len()],
-        ready: (0..bodies.len()).map(|i| Reverse((0, i))).collect(),
+        ready,
         running: None,
         held: vec![0; bodies.len()],
     }));
@@ -509,7 +557,7 @@ pub fn run<'a, T: 'a>(bodies: Vec<Body<'a, T>>) -> Result<Vec<T>, Deadlock> {
     // places in the ready queue in one step.
     let mut carry: Option<usize> = None;
     loop {
-        let next = carry.take().or_else(|| sched.borrow_mut().next());
+        let next = carry.take().or_else(|| sched.borrow().next());
         let Some(i) = next else {
             let s = sched.borrow();
             let blocked: Vec<usize> = (0..s.state.len())
@@ -533,7 +581,7 @@ pub fn run<'a, T: 'a>(bodies: Vec<Body<'a, T>>) -> Result<Vec<T>, Deadlock> {
             CoroutineResult::Return(r) => {
                 let mut s = sched.borrow_mut();
                 assert_eq!(s.held[i], 0, "CPU {i}'s body ended holding a lock");
-                s.state[i] = State::Done;
+                s.leave(i, State::Done);
                 out[i] = Some(r);
             }
         }
