@@ -570,6 +570,16 @@ pub enum DmaOps {
     Swiotlb2012(Swiotlb2012Ops),
 }
 
+impl DmaOps {
+    /// What the SMMUv3 command queue behind these ops saw so far: iommu-dma on an SMMUv3 only.
+    pub fn cmdq_stats(&self) -> Option<crate::iommu::arm_smmu_v3::CmdqStats> {
+        match self {
+            DmaOps::Iommu(o) => o.domain.ops.cmdq_stats(),
+            _ => None,
+        }
+    }
+}
+
 macro_rules! dma_ops_dispatch {
     ($self:expr, $o:ident => $e:expr) => {
         match $self {

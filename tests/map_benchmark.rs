@@ -296,6 +296,42 @@ fn sixty_four_threads_give_the_same_bytes_twice() {
         "{bells} doorbells for {lists} lists: some gathered"
     );
     assert_eq!(v["workload"]["threads"], 64);
+    // The queue's own record says the same, and that claims raced.
+    let q = &v["cmdq"];
+    assert_eq!(q["lists"].as_u64(), Some(lists));
+    assert_eq!(q["syncs"].as_u64(), Some(lists));
+    assert_eq!(
+        q["commands"].as_u64(),
+        Some(2 * lists),
+        "a TLBI and a CMD_SYNC a list"
+    );
+    assert!(q["cmpxchg_retries"].as_u64().unwrap() > 0);
+    assert_eq!(
+        q["coalesced"].as_u64(),
+        Some(0),
+        "5.4 never coalesces syncs"
+    );
+}
+
+/// Under 5.3 each command is its own list and doorbell under `cmdq->lock`, no claim is ever
+/// retried, and a sync that finds another last in the queue waits for that one instead.
+#[test]
+fn under_5_3_every_command_is_its_own_list() {
+    let v: serde_json::Value =
+        serde_json::from_str(&json_of(&kunpeng("5.3", 16, 100_000))).unwrap();
+    let q = &v["cmdq"];
+    let commands = q["commands"].as_u64().unwrap();
+    assert_eq!(q["lists"].as_u64(), Some(commands));
+    assert_eq!(v["operations"]["cmdq_batch"].as_u64(), Some(commands));
+    assert_eq!(q["cmpxchg_retries"].as_u64(), Some(0));
+    assert!(q["coalesced"].as_u64().unwrap() > 0);
+    assert!(
+        v["locks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["name"] == "cmdq->lock")
+    );
 }
 
 /// Unmap latency per call, and the place the threads waited longest, for one run.

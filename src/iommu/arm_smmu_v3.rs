@@ -989,6 +989,10 @@ impl IommuFlushOps for ArmSmmuV3Domain {
         }
     }
 
+    fn cmdq_stats(&self) -> Option<CmdqStats> {
+        Some(self.cmdq.stats())
+    }
+
     fn tlb_flush_all(&mut self, hw: &mut dyn DeviceHw) {
         let back = hw.enter(crate::frame_id!("arm_smmu_tlb_inv_context"));
         self.tlb_inv_asid(hw);

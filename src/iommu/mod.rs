@@ -277,6 +277,10 @@ pub trait IommuFlushOps: std::fmt::Debug + std::any::Any {
     fn lock_records(&self) -> Vec<(&'static str, crate::smp::LockRecord)> {
         Vec::new()
     }
+    /// What the SMMU's command queue saw so far, for a driver that has one.
+    fn cmdq_stats(&self) -> Option<arm_smmu_v3::CmdqStats> {
+        None
+    }
 }
 
 /// A domain's flush ops as held by the domain: arm-smmu's by value, so that the per-page
@@ -331,6 +335,12 @@ impl IommuFlushOps for FlushOps {
         match self {
             FlushOps::ArmSmmu(d) => d.lock_records(),
             FlushOps::Other(o) => o.lock_records(),
+        }
+    }
+    fn cmdq_stats(&self) -> Option<arm_smmu_v3::CmdqStats> {
+        match self {
+            FlushOps::ArmSmmu(_) => None,
+            FlushOps::Other(o) => o.cmdq_stats(),
         }
     }
     fn tlb_flush_walk(&mut self, hw: &mut dyn DeviceHw, iova: u64, size: u64, granule: u64) {

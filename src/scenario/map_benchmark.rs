@@ -31,6 +31,7 @@ use crate::hw::cache::Access;
 use crate::hw::calls::{CallTimer, stack_rows};
 use crate::hw::{Counter, Hw, SwCost};
 use crate::input::InputError;
+use crate::iommu::arm_smmu_v3::CmdqStats;
 use crate::report::{
     CallDoc, DeviceDoc, FORMAT_VERSION, HeadDoc, StackDoc, breakdown_docs, call_doc, counts_map,
     device_line, header, ns, refusals, stack_table,
@@ -190,6 +191,8 @@ pub struct MapBenchmarkResult {
     pub counts: [u64; Counter::N],
     /// What each lock of the device's DMA layers saw, by the kernel's name.
     pub locks: Vec<(&'static str, crate::smp::LockRecord)>,
+    /// What the SMMUv3 command queue saw, behind an SMMUv3.
+    pub cmdq: Option<CmdqStats>,
     /// Each thread's `(cpu, node)`, in thread order.
     pub cpus: Vec<(u32, u32)>,
     pub stacks: Vec<StackRow>,
@@ -397,6 +400,7 @@ pub fn run(
         calls: t.stats,
         counts: hw.ledger().totals(),
         locks: runs[0].api.ops.lock_records(),
+        cmdq: runs[0].api.ops.cmdq_stats(),
         cpus,
         stacks,
         total_ps: hw.ledger().total_ps(),
@@ -420,8 +424,21 @@ struct Doc<'a> {
     /// Where the threads waited, most first.
     waits: Vec<WaitDoc>,
     locks: Vec<LockDoc>,
+    /// What the SMMUv3 command queue saw (behind an SMMUv3 only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cmdq: Option<CmdqDoc>,
     breakdown: Vec<StackDoc>,
     total_ns: f64,
+}
+
+#[derive(Serialize)]
+struct CmdqDoc {
+    commands: u64,
+    lists: u64,
+    syncs: u64,
+    coalesced: u64,
+    cmpxchg_retries: u64,
+    overruns: u64,
 }
 
 #[derive(Serialize)]
@@ -505,6 +522,14 @@ pub fn json(r: &MapBenchmarkResult) -> serde_json::Value {
                 place: w.place,
             })
             .collect(),
+        cmdq: r.cmdq.map(|q| CmdqDoc {
+            commands: q.commands,
+            lists: q.batches,
+            syncs: q.syncs,
+            coalesced: q.coalesced,
+            cmpxchg_retries: q.cmpxchg_retries,
+            overruns: q.overruns,
+        }),
         locks: r
             .locks
             .iter()
@@ -576,6 +601,27 @@ fn contention_table(o: &mut String, r: &MapBenchmarkResult) {
         r.map.loops,
         "per map+unmap, all threads",
     );
+    if let Some(q) = r.cmdq {
+        let _ = writeln!(
+            o,
+            "\ncommand queue: {} commands in {} lists, {} doorbells, {} CMD_SYNCs ({} waited on \
+             one already queued), {} cmpxchg retries, {} lists past unconsumed entries",
+            q.commands,
+            q.batches,
+            r.counts[Counter::CmdqBatch as usize],
+            q.syncs,
+            q.coalesced,
+            q.cmpxchg_retries,
+            q.overruns
+        );
+        if q.overruns > 0 {
+            let _ = writeln!(
+                o,
+                "(a list past entries the SMMU has not consumed is written all the same: \
+                 waiting for queue space is not modelled)"
+            );
+        }
+    }
     let locks: Vec<_> = r.locks.iter().filter(|(_, l)| l.acquired > 0).collect();
     if locks.is_empty() {
         return;
