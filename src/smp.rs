@@ -139,7 +139,8 @@ impl Ready {
 struct Sched {
     state: Vec<State>,
     /// The runnable CPUs' keys. The running CPU's leaf keeps the key it was resumed with until
-    /// it parks: its own turns compare against the others' ([`Ready::least_but`]).
+    /// it parks, blocks or ends: its own turns compare against the others'
+    /// ([`Ready::least_but`]), and the root is read only when no CPU runs.
     ready: Ready,
     /// The CPU whose body runs now: only its coroutine may be suspended.
     running: Option<usize>,
@@ -553,8 +554,8 @@ pub fn run<'a, T: 'a>(bodies: Vec<Body<'a, T>>) -> Result<Vec<T>, Deadlock> {
         })
         .collect();
     let mut out: Vec<Option<T>> = cpus.iter().map(|_| None).collect();
-    // The CPU to resume next when the last one parked behind an earlier one: the two trade
-    // places in the ready queue in one step.
+    // The CPU to resume next when the last one parked behind an earlier one, found as the
+    // parked CPU's key went into the tree.
     let mut carry: Option<usize> = None;
     loop {
         let next = carry.take().or_else(|| sched.borrow().next());

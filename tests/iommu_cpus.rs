@@ -136,3 +136,57 @@ fn bad_cpu_counts_exit_2_naming_the_key() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Every CPU's fixed mappings get page tables of their own: 128 kunpeng920 CPUs each mapping
+/// ten 64 KB pages half a GiB apart (a 64 KB leaf table each) find table memory for all of
+/// them, as one CPU does.
+#[test]
+fn each_cpus_own_tables_fit() {
+    let ops: String = (0..10)
+        .map(|i| {
+            format!(
+                "[[workload.op]]\nop = \"map\"\nname = \"m{i}\"\niova = \"{:#x}\"\nsize = \"64K\"\n",
+                (1u64 << 30) + i * (512 << 20)
+            )
+        })
+        .collect();
+    let text = format!(
+        "[scenario]\nname = \"tables\"\nplatform = \"kunpeng920\"\nkernel = \"5.4\"\n\
+         [iommu]\ngranule = \"64K\"\nias = 48\n[workload]\nkind = \"iommu_ops\"\n\
+         iterations = 1\ncpus = 128\n{ops}"
+    );
+    let r = run(&Scenario::parse("tables.toml", &text, std::path::Path::new(".")).unwrap());
+    for o in &r.ops {
+        assert_eq!(
+            (o.calls, o.errors),
+            (128, 0),
+            "{}: {:?}",
+            o.label,
+            o.first_error
+        );
+    }
+}
+
+/// The other CPUs' copies of a fixed IOVA are kept out of the allocator: on a 32-bit space,
+/// four CPUs each mapping a fixed page just below 1 GiB (the last CPU's copy is the space's top
+/// page) and a page from the allocator never collide, as one CPU does not.
+#[test]
+fn the_allocator_keeps_out_of_the_other_cpus_fixed_ranges() {
+    let text = "[scenario]\nname = \"apart\"\nplatform = \"sm8150\"\nkernel = \"5.15\"\n\
+         [iommu]\ngranule = \"4K\"\nias = 32\n[workload]\nkind = \"iommu_ops\"\n\
+         iterations = 3\ncpus = 4\n\
+         [[workload.op]]\nop = \"map\"\nname = \"fixed\"\niova = \"0x3ffff000\"\nsize = \"4K\"\n\
+         [[workload.op]]\nop = \"map\"\nname = \"buf\"\niova = \"alloc\"\nsize = \"4K\"\n\
+         [[workload.op]]\nop = \"unmap\"\nof = \"buf\"\n\
+         [[workload.op]]\nop = \"unmap\"\nof = \"fixed\"\n";
+    let r = run(&Scenario::parse("apart.toml", text, std::path::Path::new(".")).unwrap());
+    for o in &r.ops {
+        assert_eq!(
+            (o.calls, o.errors),
+            (12, 0),
+            "{}: {:?}",
+            o.label,
+            o.first_error
+        );
+    }
+}

@@ -45,6 +45,12 @@
 //! read, 5.3's `CONS` poll when the shadow index says full): the ring's consumer index catches
 //! up at every completed sync, and a list that would overrun it is counted in
 //! [`CmdqStats::overruns`]. 5.3's `sync_count` word is priced as a line of the queue's node.
+//! 5.4's claim is one `READ_ONCE` and a `cmpxchg` loop, as the kernel's; a claim whose
+//! `cmpxchg` fails (another CPU wrote `llq` since the read) is modelled as retrying once and
+//! succeeding with the line then in its cache, and a shared line is not held busy while it
+//! moves. On hardware another CPU can take the line between the failed `cmpxchg` and the
+//! retry, so a claim can fail many times in a row under many CPUs; here it fails at most
+//! once, and at high CPU counts 5.4's claim is cheaper than on hardware.
 //!
 //! Probe (5.10): the command queue, the event queue and the stream table's level-1 table come
 //! from `dmam_alloc_coherent()` for the SMMU's own device ([`arm_smmu_init_structures`]), so
@@ -266,7 +272,9 @@ pub struct CmdqStats {
     pub syncs: u64,
     /// ≤ 5.3: syncs that found a `CMD_SYNC` last in the queue and waited for it instead.
     pub coalesced: u64,
-    /// 5.4: claims whose `cmpxchg` on `llq` failed because another CPU claimed first.
+    /// 5.4: claims whose `cmpxchg` on `llq` failed because another CPU wrote it since the
+    /// claim's read (a claim, the owner's clearing of the owned flag, or the last shared-lock
+    /// holder's `cons`).
     pub cmpxchg_retries: u64,
     /// Batches that would have overrun unconsumed entries (the kernel would wait for space).
     pub overruns: u64,

@@ -611,6 +611,22 @@ impl IovaDomain {
         self.tree.borrow().find_iova(pfn)
     }
 
+    /// `reserve_iova()`: pfns `lo..=hi` taken, so that the allocator never hands them out (as
+    /// iommu-dma reserves a device's reserved regions). The kernel merges a reservation with
+    /// ranges it overlaps; the model reserves only free ranges and says whether this one was.
+    pub fn reserve_iova(&self, lo: u64, hi: u64) -> bool {
+        let mut t = self.tree.borrow_mut();
+        let free = lo <= hi
+            && t.tree
+                .range(..=hi)
+                .next_back()
+                .is_none_or(|(_, &end)| end < lo);
+        if free {
+            t.tree.insert(lo, hi);
+        }
+        free
+    }
+
     /// `alloc_iova()`: `size` granules ending at or below `limit_pfn` (inclusive), aligned to the
     /// size rounded up to a power of two when `size_aligned`. Returns the first pfn.
     pub fn alloc_iova(
@@ -890,6 +906,18 @@ mod tests {
         let r = Recorder::new(64);
         let d = IovaDomain::new(&r, 4096, 1, 2).unwrap();
         (r, d)
+    }
+
+    /// A reserved range is never handed out: the top-down walk steps over it; a range that
+    /// overlaps one taken is refused.
+    #[test]
+    fn reserved_ranges_are_skipped() {
+        let (mut r, d) = dom();
+        assert!(d.reserve_iova(0xff, 0xff));
+        assert!(!d.reserve_iova(0xf0, 0xff), "overlaps the reservation");
+        assert_eq!(d.alloc_iova(&mut r, 1, 0xff, true), Ok(0xfe));
+        assert_eq!(d.find_iova(0xff), Some((0xff, 0xff)));
+        assert!(!d.reserve_iova(0xfe, 0xfe), "allocated");
     }
 
     #[test]

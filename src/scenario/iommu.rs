@@ -228,7 +228,7 @@ pub enum Op {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum IovaAt {
     Fixed(u64),
-    /// The current IOVA of the named map op, plus an offset.
+    /// The current IOVA of the named map op.
     Of {
         index: usize,
         name: String,

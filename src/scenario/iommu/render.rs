@@ -299,7 +299,7 @@ pub fn table(r: &IommuRunResult) -> String {
         let _ = writeln!(
             o,
             "cpus       {cpus} at once on the one domain, each at IOVAs and on pages of its own \
-             (figures sum them; `returned`, `iova` and the page table are CPU 0's)"
+             (figures sum them; `returned`, `iova` and the page table are the first CPU's)"
         );
     }
     let cols: Vec<&(Counter, &str)> = IOMMU_COLUMNS

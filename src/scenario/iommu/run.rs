@@ -117,12 +117,13 @@ pub(super) fn data_base(k: usize, size: u64) -> u64 {
     DATA_BASE + k as u64 * window
 }
 
-/// A fresh domain on its own table memory, enough for `mapped` bytes of leaves.
+/// A fresh domain on its own table memory, enough for `n` CPUs each mapping `mapped` bytes
+/// in `maps` mappings ([`table_budget`]).
 pub(super) fn new_domain(
     hw: &mut Model,
     s: &Scenario,
     cfg: &IommuConfig,
-    mapped: u64,
+    (mapped, maps, n): (u64, u64, u32),
     cmdq_shift: Option<u32>,
 ) -> Result<crate::iommu::core::IommuDomain, String> {
     let cmdq = Cmdq::new(cmdq_shift.unwrap_or(8));
@@ -131,10 +132,21 @@ pub(super) fn new_domain(
         cfg,
         &s.profile,
         &s.policies,
-        table_memory(table_bytes(mapped)),
+        table_memory(table_budget(cfg, mapped, maps, n)),
         cmdq,
     )
     .map_err(|e| e.to_string())
+}
+
+/// Bytes of page-table memory for `n` CPUs each mapping `mapped` bytes in `maps` mappings:
+/// every CPU's leaves, and for each CPU beyond the first a table of every level under each of
+/// its mappings (each CPU's sit a stride of whole GiBs from the others', so share no table
+/// below the top).
+fn table_budget(cfg: &IommuConfig, mapped: u64, maps: u64, n: u32) -> u64 {
+    let own = u64::from(n - 1)
+        .saturating_mul(maps)
+        .saturating_mul(4 * cfg.granule);
+    table_bytes(mapped.saturating_mul(u64::from(n))).saturating_add(own)
 }
 
 pub(super) struct Meter {
@@ -313,7 +325,7 @@ pub fn run(s: &Scenario, progress: &Progress) -> Result<IommuRunResult, String> 
                 let label = size_label(size);
                 let map = m.slot(format!("map_sg {label}"), "iommu_map_sg", size);
                 m.slot(format!("unmap {label}"), "iommu_unmap", size);
-                let d = new_domain(&mut cpus[0].0, s, &cfg, size * u64::from(n), cmdq_shift)
+                let d = new_domain(&mut cpus[0].0, s, &cfg, (size, 1, n), cmdq_shift)
                     .map_err(|e| format!("domain: {e}"))?;
                 m.saw(&d);
                 on_cpus(
@@ -440,6 +452,19 @@ fn domain_views(
     Ok(views)
 }
 
+/// Inclusive ranges, sorted, with those that overlap or touch made one.
+fn merged(mut ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    ranges.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+    for (lo, hi) in ranges {
+        match out.last_mut() {
+            Some(last) if lo <= last.1.saturating_add(1) => last.1 = last.1.max(hi),
+            _ => out.push((lo, hi)),
+        }
+    }
+    out
+}
+
 /// The sg list (physical start, length) of a map op whose generated pages are in the
 /// `window`-th mapping's window ([`data_base`]).
 pub(super) fn map_segments(window: usize, m: &MapOp) -> Vec<(PhysAddr, u64)> {
@@ -528,12 +553,33 @@ pub(super) fn run_ops(
         .collect();
     let slots = crate::scenario::smp_cpus::per_cpu_slots(s, &placed);
     let hw = &mut cpus[0].0;
-    let d = new_domain(hw, s, cfg, mapped * n as u64, cmdq_shift)
+    let maps = ops.iter().filter(|o| matches!(o, Op::Map(_))).count() as u64;
+    let d = new_domain(hw, s, cfg, (mapped, maps, n as u32), cmdq_shift)
         .map_err(|e| format!("domain: {e}"))?;
     m.saw(&d);
     let iovad = IovaDomain::new(hw, cfg.granule, 1, slots as usize)
         .map_err(|e| format!("IOVA domain: {e}"))?
         .with_rules(s.policies.iova.rules());
+    let stride = cpu_stride(&w.fixed_ranges());
+    if n > 1 && w.allocates_iovas() {
+        // The other CPUs' fixed ranges are this tool's copies of the list's, not the user's:
+        // the allocator keeps out of them, as it keeps out of a device's reserved regions.
+        let shift = cfg.granule.trailing_zeros();
+        for k in 1..n as u64 {
+            let pfns = w
+                .fixed_ranges()
+                .into_iter()
+                .map(|(a, size)| {
+                    let a = a + k * stride;
+                    (a >> shift, (a + size.max(1) - 1) >> shift)
+                })
+                .collect();
+            for (lo, hi) in merged(pfns) {
+                let free = iovad.reserve_iova(lo, hi);
+                debug_assert!(free, "each CPU's ranges are apart from the others'");
+            }
+        }
+    }
     for (i, o) in ops.iter().enumerate() {
         let bytes = match o {
             Op::Map(mo) => mo.size,
@@ -546,7 +592,6 @@ pub(super) fn run_ops(
         };
         m.slot(op_label(i, o, ops), o.call(), bytes);
     }
-    let stride = cpu_stride(&w.fixed_ranges());
     on_cpus(cpus, d, m, 0, progress, &|hw, cm, d, at, progress| {
         ops_loop(hw, cm, d, &iovad, (cfg, w), (at, stride), progress)
     })
@@ -793,7 +838,8 @@ fn ops_loop(
                     }
                 }
             }
-            if w.pgtable_shape {
+            // The shared table as the first CPU's call left it: only its figures are kept.
+            if w.pgtable_shape && at.index == 0 {
                 m.ops[i].shape = Some(d.pgtable.shape());
             }
         }

@@ -206,10 +206,9 @@ pub(super) fn cpus(
                 n.span(),
                 "workload.cpus",
                 format!(
-                    "CPU {} would work at IOVA {iova:#x} + {} x {stride:#x} (each CPU's fixed \
-                     IOVAs sit {stride:#x} above the previous CPU's), outside the {}-bit input \
-                     address space",
-                    cpus - 1,
+                    "the last of {cpus} CPUs would work at IOVA {iova:#x} + {} x {stride:#x} \
+                     (each CPU's fixed IOVAs sit {stride:#x} above the previous CPU's), outside \
+                     the {}-bit input address space",
                     cpus - 1,
                     cfg.ias
                 ),
