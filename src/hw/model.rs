@@ -128,6 +128,12 @@ impl Model {
         self.cpu = cpu;
     }
 
+    /// This CPU does nothing until `t` (another CPU's setup it waits for, such as the domain
+    /// it will map into): its clock moves on, nothing is charged. A later clock stays.
+    pub fn idle_until(&mut self, t: u64) {
+        self.now = self.now.max(t);
+    }
+
     /// Another CPU of this machine, on `node`: the same costs, caches as they are now (each
     /// CPU's its own from here on), the same clock, an empty ledger, and the one SMMU this
     /// model drives. Give it its [`crate::smp::Cpu`] with [`Model::set_cpu`] inside its body.

@@ -614,6 +614,11 @@ fn on_cpus(
     body: &CpuBody<'_>,
 ) -> Result<(), String> {
     let views = domain_views(d, cpus.len() as u32)?;
+    // The domain exists from the first CPU's clock on: no CPU maps into it earlier.
+    let ready = cpus[0].0.now_ps();
+    for (hw, _) in cpus.iter_mut() {
+        hw.idle_until(ready);
+    }
     let blank = m.blank(from);
     let meters = crate::scenario::smp_cpus::run_each(
         cpus.iter_mut().zip(views),
