@@ -607,8 +607,8 @@ pub static NOT_MODELLED: &[(&str, &str)] = &[
         "a command list that would overrun entries the SMMU has not consumed is counted (overruns) and written all the same: the CPU does not poll CMDQ_CONS (5.3, under the queue's lock) or refresh cons under the exclusive lock (5.4); the queue's consumer catches up at each completed sync",
     ),
     (
-        "a shared cache line held busy while it moves between CPUs",
-        "each CPU's access to a line another CPU wrote pays the line's transfer, but several CPUs may fetch it at once; arm-smmu-v3 5.4's cmpxchg on llq fails at most once a claim (the retry succeeds with the line here), where on hardware a claim can lose the line before its retry and fail again",
+        "a cmpxchg that fails more than once",
+        "arm-smmu-v3 5.4's cmpxchg on llq fails at most once a claim: the retry succeeds with the line in this CPU's cache, where on hardware a claim can lose the line to another CPU before its retry and fail again",
     ),
     (
         "swiotlb bouncing of untrusted devices behind an IOMMU",

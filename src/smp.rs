@@ -328,8 +328,9 @@ pub struct LastOwner {
 }
 
 /// A cache line CPUs write in turn (a lock word, an atomic index): which CPU wrote it last, so
-/// that the next CPU to touch it pays for its transfer from that CPU's cache, and which CPUs
-/// have read it since (they hold a copy, and read it again for nothing).
+/// that the next CPU to touch it pays for its transfer from that CPU's cache, which CPUs have
+/// read it since (they hold a copy, and read it again for nothing), and when its last transfer
+/// ends (it moves one transfer at a time, in the order the CPUs ask for it).
 #[derive(Debug)]
 pub struct SharedLine {
     /// What the kernel keeps in it (`cmdq->q.llq`, `cmdq->owner_prod`).
@@ -339,6 +340,8 @@ pub struct SharedLine {
     version: Cell<u64>,
     /// The CPUs holding a copy of the current contents, one bit each.
     sharers: RefCell<Vec<u64>>,
+    /// When the line's last transfer ends: one moving to another CPU starts no earlier.
+    free_at: Cell<u64>,
 }
 
 impl SharedLine {
@@ -348,7 +351,17 @@ impl SharedLine {
             last: Cell::new(None),
             version: Cell::new(0),
             sharers: RefCell::new(Vec::new()),
+            free_at: Cell::new(0),
         }
+    }
+
+    /// A transfer of the line asked for at `now` taking `ps`: it starts once the line's
+    /// previous transfer has ended (a line is in one place at a time, and moves in the order
+    /// the CPUs ask for it). Returns when it starts.
+    pub fn transfer(&self, now: u64, ps: u64) -> u64 {
+        let start = now.max(self.free_at.get());
+        self.free_at.set(start.saturating_add(ps));
+        start
     }
 
     /// The CPU that wrote it last, and its node.
@@ -675,6 +688,17 @@ mod tests {
             now
         });
         assert_eq!(run(vec![storer, waiter]).unwrap(), [300, 300]);
+    }
+
+    /// A line moves one transfer at a time, in the order asked: a transfer asked for while the
+    /// line is on its way elsewhere starts when that one ends; one asked for later, at once.
+    #[test]
+    fn a_line_moves_one_transfer_at_a_time() {
+        let line = SharedLine::new("llq");
+        assert_eq!(line.transfer(100, 50), 100);
+        assert_eq!(line.transfer(120, 50), 150);
+        assert_eq!(line.transfer(130, 40), 200);
+        assert_eq!(line.transfer(500, 50), 500);
     }
 
     /// Two locks, one per CPU (swiotlb's areas): neither ever waits.

@@ -182,7 +182,14 @@ impl Model {
         };
         let ps = self.line_from(last.node);
         if ps > 0 {
-            self.leaf(super::LINE_FRAME, SwCost(ps), Some(Counter::NumaLine));
+            // Waiting for the line's earlier transfers to other CPUs, then its own.
+            let start = line.transfer(self.now, ps);
+            let waited = start - self.now;
+            self.leaf(
+                super::LINE_FRAME,
+                SwCost(waited.saturating_add(ps)),
+                Some(Counter::NumaLine),
+            );
         }
         true
     }

@@ -47,10 +47,10 @@
 //! [`CmdqStats::overruns`]. 5.3's `sync_count` word is priced as a line of the queue's node.
 //! 5.4's claim is one `READ_ONCE` and a `cmpxchg` loop, as the kernel's; a claim whose
 //! `cmpxchg` fails (another CPU wrote `llq` since the read) is modelled as retrying once and
-//! succeeding with the line then in its cache, and a shared line is not held busy while it
-//! moves. On hardware another CPU can take the line between the failed `cmpxchg` and the
-//! retry, so a claim can fail many times in a row under many CPUs; here it fails at most
-//! once, and at high CPU counts 5.4's claim is cheaper than on hardware.
+//! succeeding with the line then in its cache. On hardware another CPU can take the line
+//! between the failed `cmpxchg` and the retry, so a claim can fail many times in a row under
+//! many CPUs; here it fails at most once, and at high CPU counts 5.4's claim is cheaper than
+//! on hardware.
 //!
 //! Probe (5.10): the command queue, the event queue and the stream table's level-1 table come
 //! from `dmam_alloc_coherent()` for the SMMU's own device ([`arm_smmu_init_structures`]), so
