@@ -340,7 +340,11 @@ pub fn run(s: &Scenario, progress: &Progress) -> Result<IommuRunResult, String> 
                 )?;
             }
         }
-        Workload::IommuOps(w) => run_ops(&mut cpus, &mut m, s, &cfg, w, cmdq_shift, progress)?,
+        Workload::IommuOps(w) => {
+            // The IOVA allocator's per-CPU magazines, for the CPUs placed.
+            let slots = crate::scenario::smp_cpus::per_cpu_slots(s, &placed);
+            run_ops(&mut cpus, &mut m, s, &cfg, w, (cmdq_shift, slots), progress)?
+        }
         other => {
             return Err(format!(
                 "scenario `{}` is a {} workload, not an IOMMU one",
@@ -535,7 +539,7 @@ pub(super) fn run_ops(
     s: &Scenario,
     cfg: &IommuConfig,
     w: &Ops,
-    cmdq_shift: Option<u32>,
+    (cmdq_shift, slots): (Option<u32>, u32),
     progress: &Progress,
 ) -> Result<(), String> {
     let ops = &w.ops;
@@ -547,11 +551,6 @@ pub(super) fn run_ops(
         })
         .sum();
     let n = cpus.len();
-    let placed: Vec<(u32, u32)> = cpus
-        .iter()
-        .map(|(hw, at)| (at.cpu, hw.cpu_node()))
-        .collect();
-    let slots = crate::scenario::smp_cpus::per_cpu_slots(s, &placed);
     let hw = &mut cpus[0].0;
     let maps = ops.iter().filter(|o| matches!(o, Op::Map(_))).count() as u64;
     let d = new_domain(hw, s, cfg, (mapped, maps, n as u32), cmdq_shift)
@@ -565,11 +564,11 @@ pub(super) fn run_ops(
         // The other CPUs' fixed ranges are this tool's copies of the list's, not the user's:
         // the allocator keeps out of them, as it keeps out of a device's reserved regions.
         let shift = cfg.granule.trailing_zeros();
+        let fixed = w.fixed_ranges();
         for k in 1..n as u64 {
-            let pfns = w
-                .fixed_ranges()
-                .into_iter()
-                .map(|(a, size)| {
+            let pfns = fixed
+                .iter()
+                .map(|&(a, size)| {
                     let a = a + k * stride;
                     (a >> shift, (a + size.max(1) - 1) >> shift)
                 })
