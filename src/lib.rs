@@ -60,6 +60,7 @@ pub mod scenario;
 pub mod sensitivity;
 pub mod setup;
 pub mod smp;
+pub mod stats;
 pub mod sweep;
 pub mod trace;
 pub mod types;

@@ -570,15 +570,7 @@ pub enum DmaOps {
     Swiotlb2012(Swiotlb2012Ops),
 }
 
-impl DmaOps {
-    /// What the SMMUv3 command queue behind these ops saw so far: iommu-dma on an SMMUv3 only.
-    pub fn cmdq_stats(&self) -> Option<crate::iommu::arm_smmu_v3::CmdqStats> {
-        match self {
-            DmaOps::Iommu(o) => o.domain.ops.cmdq_stats(),
-            _ => None,
-        }
-    }
-}
+impl DmaOps {}
 
 macro_rules! dma_ops_dispatch {
     ($self:expr, $o:ident => $e:expr) => {
@@ -589,6 +581,18 @@ macro_rules! dma_ops_dispatch {
             DmaOps::Swiotlb2012($o) => $e,
         }
     };
+}
+
+impl crate::stats::Stats for DmaOps {
+    fn lock_records(&self) -> Vec<(&'static str, crate::smp::LockRecord)> {
+        dma_ops_dispatch!(self, o => o.lock_records())
+    }
+    fn cmdq_stats(&self) -> Option<crate::stats::CmdqStats> {
+        dma_ops_dispatch!(self, o => o.cmdq_stats())
+    }
+    fn swiotlb_stats(&self) -> Option<crate::stats::SwiotlbStats> {
+        dma_ops_dispatch!(self, o => o.swiotlb_stats())
+    }
 }
 
 impl DmaMapOps for DmaOps {
@@ -686,15 +690,6 @@ impl DmaMapOps for DmaOps {
     #[inline]
     fn mapping_error<H: DeviceHw>(&mut self, hw: &mut H, dev: &Device, addr: DmaAddr) -> bool {
         dma_ops_dispatch!(self, o => o.mapping_error(hw, dev, addr))
-    }
-    fn swiotlb_pool(&self) -> Option<&crate::dma::swiotlb::IoTlbMem> {
-        dma_ops_dispatch!(self, o => o.swiotlb_pool())
-    }
-    fn set_cpu(&mut self, cpu: u32) {
-        dma_ops_dispatch!(self, o => o.set_cpu(cpu))
-    }
-    fn lock_records(&self) -> Vec<(&'static str, crate::smp::LockRecord)> {
-        dma_ops_dispatch!(self, o => o.lock_records())
     }
     fn on_cpu(&self, cpu: u32) -> Option<DmaOps> {
         match self {

@@ -7,32 +7,41 @@
 //!
 //! What it models: every CPU's body is a coroutine (a stack of its own, switched in a few
 //! nanoseconds), so the mechanism code stays the kernel's sequential code. A CPU runs freely
-//! through everything private to it, charging its own clock; at each point where it touches
-//! shared state (a lock taken or released) it waits its turn: it goes on only once no other
-//! runnable CPU's clock is earlier (ties: the lower CPU number). So shared state is touched in
-//! one deterministic order of simulated time, the order the real CPUs would touch it in, and the
-//! wait a CPU sees is what the other CPUs' work produces: a CPU that finds a lock held blocks
-//! until its holder, running on, releases it, and then owns it from the release's time on. No
-//! contention formula, no fitted constant. A CPU may also wait for another CPU's store (a
-//! [`WaitQueue`]: the arm-smmu-v3 command queue's owner waiting for the previous owner, or for
-//! other CPUs' entries to become valid): it re-checks its condition at each wake-up, and the
-//! waker's clock is the earliest it can see the store. Each lock keeps a record of who waited
-//! for it, how long, and on which holder ([`LockRecord`]), and who released it last (the CPU
-//! whose cache its line is in, for the backend to price the line's transfer).
+//! through everything private to it, charging its own clock; at each point where it touches shared
+//! state (a lock taken or released) it waits its turn: it goes on only once no other runnable CPU's
+//! clock is earlier (ties: the lower CPU number). So shared state is touched in one deterministic
+//! order of simulated time, the order the real CPUs would touch it in, and the wait a CPU sees is
+//! what the other CPUs' work produces: a CPU that finds a lock held blocks until its holder,
+//! running on, releases it, and then owns it from the release's time on. No contention formula, no
+//! fitted constant. A CPU may also wait for another CPU's store (a [`WaitQueue`]: the arm-smmu-v3
+//! command queue's owner waiting for the previous owner, or for other CPUs' entries to become
+//! valid): it re-checks its condition at each wake-up, and the waker's clock is the earliest it can
+//! see the store. Each lock keeps a record of who waited for it, how long, and on which holder
+//! ([`LockRecord`]), and who released it last (the CPU whose cache its line is in, for the backend
+//! to price the line's transfer).
+//!
+//! Shared state is typed as the kernel shares it, so what CPUs share is visible in the types: a
+//! [`SpinLock<T>`] owns the data it protects, reached only through [`crate::hw::SmpHw::with_lock`]
+//! (the borrow lives inside a closure, between the lock and the unlock); a [`Shared<T>`] owns a
+//! value and the cache line it sits on, read and written only through [`crate::hw::SmpHw`]'s calls,
+//! which charge the line; a [`PerCpu<T>`] holds one copy per possible CPU, found by the CPU the
+//! calls run on ([`crate::hw::Hw::cpu`], `smp_processor_id()`). To make a layer shareable: put what
+//! the kernel keeps under a lock in that lock's `T`, what it keeps in atomics or `READ_ONCE`d words
+//! in a `Shared`, what it keeps per CPU in a `PerCpu`, and take `&self` everywhere else.
 //!
 //! A per-CPU lock ([`SpinLock::per_cpu`], the kernel's locks of per-CPU data such as
-//! `cpu_rcache->lock`) is taken and released by its own CPU, the first to take it, without
-//! waiting its turn: another CPU takes it only on rare paths (an exhausted IOVA allocator
-//! flushing every CPU's magazines), and then waits its turn as for any lock, finding it held
-//! only if its home CPU is inside it in the order the CPUs ran.
+//! `cpu_rcache->lock`) is taken and released by its own CPU, the first to take it, without waiting
+//! its turn: another CPU takes it only on rare paths (an exhausted IOVA allocator flushing every
+//! CPU's magazines), and then waits its turn as for any lock, finding it held only if its home CPU
+//! is inside it in the order the CPUs ran.
 //!
 //! Invariants: exactly one CPU body runs at a time, and only it may suspend (a CPU's handle used
 //! anywhere else panics rather than switch to a stack that is not running); a CPU at a turn point
-//! resumes only when its clock is the least of the runnable CPUs' (by clock, then number); a
-//! lock's waiters own it in arrival order, and only its owner may release it; a body ends holding
-//! no lock; a blocked CPU's clock is set by the CPU that hands it the lock, never earlier than the
-//! clock it blocked at. Same bodies, same bytes: nothing depends on host time, threads
-//! or addresses. One CPU never switches: its body runs as plain code.
+//! resumes only when its clock is the least of the runnable CPUs' (by clock, then number); a lock's
+//! waiters own it in arrival order, and only its owner may release it; a body ends holding no lock;
+//! a blocked CPU's clock is set by the CPU that hands it the lock, never earlier than the clock it
+//! blocked at. Same bodies, same bytes: nothing depends on host time, threads or addresses. One CPU
+//! never switches: its body runs as plain code.
 
 // A run that ends early (a deadlock) drops its suspended coroutines by unwinding their stacks.
 #[cfg(panic = "abort")]
@@ -261,7 +270,7 @@ impl Cpu {
 
     /// `spin_lock(lock)` at clock `now`: returns the clock at which this CPU owns it, `now` if it
     /// was free, else the time its last holder released it to this CPU.
-    pub fn spin_lock(&self, lock: &SpinLock, now: u64) -> u64 {
+    pub fn spin_lock(&self, lock: &RawSpinLock, now: u64) -> u64 {
         lock.acquired.set(lock.acquired.get() + 1);
         let Some(link) = &self.link else {
             return now;
@@ -299,7 +308,7 @@ impl Cpu {
     }
 
     /// `spin_unlock(lock)` at clock `now`: the first waiter, if any, owns it from `now`.
-    pub fn spin_unlock(&self, lock: &SpinLock, now: u64) {
+    pub fn spin_unlock(&self, lock: &RawSpinLock, now: u64) {
         let Some(link) = &self.link else { return };
         if !(lock.per_cpu && lock.home.get() == Some(self.id) && lock.waiters.borrow().is_empty()) {
             self.turn(now);
@@ -445,9 +454,11 @@ impl WaitQueue {
     }
 }
 
-/// A spinlock shared by the CPUs of one run: who owns it and who waits, in arrival order.
+/// The lock word of a [`SpinLock`]: who owns it and who waits, in arrival order. Only a
+/// [`SpinLock`] makes one, and only [`crate::hw::SmpHw::with_lock`] takes and releases it, so no
+/// lock is taken without the data it protects, nor left held.
 #[derive(Debug)]
-pub struct SpinLock {
+pub struct RawSpinLock {
     /// The kernel's name for it (`iova_rbtree_lock`, `cmdq->lock`).
     pub name: &'static str,
     /// The frame a CPU's time spinning on it is charged in.
@@ -464,20 +475,10 @@ pub struct SpinLock {
     home: Cell<Option<usize>>,
 }
 
-impl Default for SpinLock {
-    fn default() -> SpinLock {
-        SpinLock::named("spinlock", SPIN_FRAME)
-    }
-}
-
-impl SpinLock {
-    pub fn new() -> SpinLock {
-        SpinLock::default()
-    }
-
+impl RawSpinLock {
     /// A lock called `name`, whose waiters' spinning is charged in the frame `spin_frame`.
-    pub const fn named(name: &'static str, spin_frame: &'static str) -> SpinLock {
-        SpinLock {
+    const fn named(name: &'static str, spin_frame: &'static str) -> RawSpinLock {
+        RawSpinLock {
             name,
             spin_frame,
             owner: Cell::new(None),
@@ -496,14 +497,6 @@ impl SpinLock {
         }
     }
 
-    /// A lock of one CPU's data: [`SpinLock::named`], taken by its home CPU without waiting
-    /// its turn (see the module header).
-    pub fn per_cpu(name: &'static str, spin_frame: &'static str) -> SpinLock {
-        let mut l = SpinLock::named(name, spin_frame);
-        l.per_cpu = true;
-        l
-    }
-
     /// Whether a CPU holds it.
     pub fn is_locked(&self) -> bool {
         self.owner.get().is_some()
@@ -515,6 +508,159 @@ impl SpinLock {
             acquired: self.acquired.get(),
             ..self.record.borrow().clone()
         }
+    }
+}
+
+/// A `spinlock_t` and the data it protects, as one value: the data is reached only through
+/// [`crate::hw::SmpHw::with_lock`], which takes the lock (waiting for it in the machine's order,
+/// the spinning charged), lends the data to a closure and releases the lock when the closure
+/// returns. The borrow lives inside the closure, so a CPU that waits for a lock holds no borrow of
+/// its data, and none outlives the unlock.
+#[derive(Debug)]
+pub struct SpinLock<T = ()> {
+    raw: RawSpinLock,
+    data: RefCell<T>,
+}
+
+impl<T> SpinLock<T> {
+    /// A lock called `name` around `data`, whose waiters' spinning is charged in the frame
+    /// `spin_frame`.
+    pub const fn named(name: &'static str, spin_frame: &'static str, data: T) -> SpinLock<T> {
+        SpinLock {
+            raw: RawSpinLock::named(name, spin_frame),
+            data: RefCell::new(data),
+        }
+    }
+
+    /// A lock of one CPU's data ([`PerCpu`]), taken by its home CPU without waiting its turn
+    /// (see the module header).
+    pub fn per_cpu(name: &'static str, spin_frame: &'static str, data: T) -> SpinLock<T> {
+        let mut l = SpinLock::named(name, spin_frame, data);
+        l.raw.per_cpu = true;
+        l
+    }
+
+    /// The kernel's name for it.
+    pub fn name(&self) -> &'static str {
+        self.raw.name
+    }
+
+    /// Whether a CPU holds it.
+    pub fn is_locked(&self) -> bool {
+        self.raw.is_locked()
+    }
+
+    /// What the lock saw so far.
+    pub fn record(&self) -> LockRecord {
+        self.raw.record()
+    }
+
+    /// The lock word and the data, for [`crate::hw::SmpHw::with_lock`] alone.
+    pub(crate) fn parts(&self) -> (&RawSpinLock, &RefCell<T>) {
+        (&self.raw, &self.data)
+    }
+
+    /// The data without taking the lock, charging nothing: for reports and the model's own
+    /// guards, never for a kernel access (a CPU inside the lock may hold it borrowed).
+    pub fn peek(&self) -> std::cell::Ref<'_, T> {
+        self.data.borrow()
+    }
+
+    /// The data without taking the lock, before any CPU shares it (setup) or for the model's
+    /// own bookkeeping outside the machine's order; never for a kernel access.
+    pub fn peek_mut(&self) -> std::cell::RefMut<'_, T> {
+        self.data.borrow_mut()
+    }
+}
+
+impl SpinLock<()> {
+    /// A lock that protects no data of the model's (only its own word), by a generic name.
+    pub fn new() -> SpinLock<()> {
+        SpinLock::named("spinlock", SPIN_FRAME, ())
+    }
+}
+
+impl Default for SpinLock<()> {
+    fn default() -> SpinLock<()> {
+        SpinLock::new()
+    }
+}
+
+/// A value on a cache line of its own that the machine's CPUs read and write in turn (an
+/// `atomic_t`, the `llq` word, `owner_prod`): read and written only through [`crate::hw::SmpHw`]'s
+/// calls, which charge the line's transfer from the CPU that wrote it last.
+#[derive(Debug)]
+pub struct Shared<T> {
+    line: SharedLine,
+    value: RefCell<T>,
+}
+
+impl<T> Shared<T> {
+    /// `value` on a line called `name` (what the kernel keeps in it).
+    pub const fn new(name: &'static str, value: T) -> Shared<T> {
+        Shared {
+            line: SharedLine::new(name),
+            value: RefCell::new(value),
+        }
+    }
+
+    /// The line, for the backend that prices it.
+    pub fn line(&self) -> &SharedLine {
+        &self.line
+    }
+
+    /// The value, for [`crate::hw::SmpHw`]'s calls alone.
+    pub(crate) fn cell(&self) -> &RefCell<T> {
+        &self.value
+    }
+
+    /// The value without a load, charging nothing: for reports, for a value this CPU's last
+    /// access brought into its cache, and for a condition a CPU spinning on the line re-checks
+    /// ([`crate::hw::SmpHw::cond_load`] charges the line).
+    pub fn peek(&self) -> std::cell::Ref<'_, T> {
+        self.value.borrow()
+    }
+
+    /// The value without a store, charging nothing: for setup before CPUs share it and the
+    /// model's own teardown, never for a kernel access.
+    pub fn peek_mut(&self) -> std::cell::RefMut<'_, T> {
+        self.value.borrow_mut()
+    }
+}
+
+/// Data of which each CPU of the machine has its own copy (`DEFINE_PER_CPU`, `alloc_percpu`),
+/// indexed by the CPU the calls run on ([`crate::hw::Hw::cpu`], the kernel's
+/// `smp_processor_id()`), and walked whole by the kernel's `for_each_possible_cpu` loops.
+#[derive(Debug)]
+pub struct PerCpu<T> {
+    cpus: Box<[T]>,
+}
+
+impl<T> PerCpu<T> {
+    /// One `T` for each of `ncpus` possible CPUs (at least one).
+    pub fn new(ncpus: usize, f: impl FnMut(usize) -> T) -> PerCpu<T> {
+        PerCpu {
+            cpus: (0..ncpus.max(1)).map(f).collect(),
+        }
+    }
+
+    /// `per_cpu_ptr(.., cpu)`.
+    pub fn get(&self, cpu: usize) -> Option<&T> {
+        self.cpus.get(cpu)
+    }
+
+    /// The possible CPUs' copies, in CPU order (`for_each_possible_cpu`).
+    pub fn iter(&self) -> std::slice::Iter<'_, T> {
+        self.cpus.iter()
+    }
+
+    /// How many possible CPUs it has a copy for.
+    pub fn len(&self) -> usize {
+        self.cpus.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.cpus.is_empty()
     }
 }
 
@@ -623,10 +769,10 @@ mod tests {
             let mut got = Vec::new();
             for _ in 0..n {
                 now += before;
-                let at = cpu.spin_lock(&lock, now);
+                let at = cpu.spin_lock(&lock.raw, now);
                 got.push((now, at));
                 now = at + hold;
-                cpu.spin_unlock(&lock, now);
+                cpu.spin_unlock(&lock.raw, now);
             }
             (got, now)
         })
@@ -758,7 +904,7 @@ mod tests {
     fn a_body_may_not_end_holding_a_lock() {
         let lock = Rc::new(SpinLock::new());
         let l = Rc::clone(&lock);
-        let holds: Body<u64> = Box::new(move |cpu| cpu.spin_lock(&l, 0));
+        let holds: Body<u64> = Box::new(move |cpu| cpu.spin_lock(&l.raw, 0));
         let other: Body<u64> = Box::new(|_| 0);
         let _ = run(vec![holds, other]);
     }
@@ -794,12 +940,12 @@ mod tests {
         let (a, b) = (Rc::new(SpinLock::new()), Rc::new(SpinLock::new()));
         let (a0, b0, a1, b1) = (Rc::clone(&a), Rc::clone(&b), Rc::clone(&a), Rc::clone(&b));
         let zero: Body<u64> = Box::new(move |cpu| {
-            let t = cpu.spin_lock(&a0, 0);
-            cpu.spin_lock(&b0, t + 10)
+            let t = cpu.spin_lock(&a0.raw, 0);
+            cpu.spin_lock(&b0.raw, t + 10)
         });
         let one: Body<u64> = Box::new(move |cpu| {
-            let t = cpu.spin_lock(&b1, 0);
-            cpu.spin_lock(&a1, t + 10)
+            let t = cpu.spin_lock(&b1.raw, 0);
+            cpu.spin_lock(&a1.raw, t + 10)
         });
         assert_eq!(run(vec![zero, one]), Err(Deadlock(vec![0, 1])));
     }

@@ -370,7 +370,7 @@ proptest! {
                 IovaOp::Alloc { size, fast, cpu } => {
                     let before: Vec<(u64, u64)> = d.ranges();
                     let res = if fast {
-                        d.alloc_iova_fast(&mut r, cpu, size, limit, true)
+                        d.alloc_iova_fast(r.as_cpu(cpu), size, limit, true)
                     } else {
                         d.alloc_iova(&mut r, size, limit, true)
                     };
@@ -399,7 +399,7 @@ proptest! {
                     }
                     let (pfn, size, fast) = live.swap_remove(pick % live.len());
                     if fast {
-                        d.free_iova_fast(&mut r, 0, pfn, size).unwrap();
+                        d.free_iova_fast(r.as_cpu(0), pfn, size).unwrap();
                     } else {
                         d.free_iova(&mut r, pfn).unwrap();
                     }

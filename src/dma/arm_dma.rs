@@ -47,6 +47,8 @@ impl ArmDmaOps {
     }
 }
 
+impl crate::stats::Stats for ArmDmaOps {}
+
 impl DmaMapOps for ArmDmaOps {
     fn name(&self) -> &'static str {
         if self.coherent {

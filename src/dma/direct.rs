@@ -546,24 +546,20 @@ impl DmaDirect {
 
 // `DmaDirect::map_page` and the rest name the inherent methods above (inherent items win name
 // resolution), so each of these is a forward, not a recursion.
+impl crate::stats::Stats for DmaDirect {
+    fn swiotlb_stats(&self) -> Option<crate::stats::SwiotlbStats> {
+        self.st.swiotlb.as_ref().map(|s| s.pool().stats())
+    }
+}
+
 impl DmaMapOps for DmaDirect {
-    fn swiotlb_pool(&self) -> Option<&super::swiotlb::IoTlbMem> {
-        self.st.swiotlb.as_ref().map(|s| s.pool())
-    }
-
-    fn set_cpu(&mut self, cpu: u32) {
-        if let Some(s) = self.st.swiotlb.as_mut() {
-            s.cpu = cpu;
-        }
-    }
-
-    fn on_cpu(&self, cpu: u32) -> Option<DmaDirect> {
+    fn on_cpu(&self, _cpu: u32) -> Option<DmaDirect> {
         Some(DmaDirect {
             arch: self.arch.on_cpu()?,
             st: State {
                 sync: self.st.sync,
                 costs: self.st.costs,
-                swiotlb: self.st.swiotlb.as_ref().map(|s| s.on_cpu(cpu)),
+                swiotlb: self.st.swiotlb.clone(),
             },
         })
     }

@@ -32,8 +32,9 @@ pub enum DmaError {
 
 /// `struct dma_map_ops`: what a DMA implementation (dma-direct, iommu-dma) provides. Generic over
 /// the backend, so a run's calls reach the Model statically; the implementations a run can put
-/// behind the API are the closed set [`crate::setup::DmaOps`].
-pub trait DmaMapOps {
+/// behind the API are the closed set [`crate::setup::DmaOps`]. What the ops' shared state saw is
+/// [`crate::stats::Stats`]'s, beside the kernel's methods.
+pub trait DmaMapOps: crate::stats::Stats {
     fn name(&self) -> &'static str;
     fn map_page<H: DeviceHw>(
         &mut self,
@@ -104,16 +105,6 @@ pub trait DmaMapOps {
     /// swiotlb's `swiotlb_dma_mapping_error`); otherwise the comparison with `DMA_MAPPING_ERROR`.
     fn mapping_error<H: DeviceHw>(&mut self, _hw: &mut H, _dev: &Device, addr: DmaAddr) -> bool {
         addr == DmaAddr::MAPPING_ERROR
-    }
-    /// The swiotlb pool behind these ops, if any (for reports: slots in use, locks per area).
-    fn swiotlb_pool(&self) -> Option<&swiotlb::IoTlbMem> {
-        None
-    }
-    /// The CPU the next calls run on (`raw_smp_processor_id()`), which picks swiotlb's first area.
-    fn set_cpu(&mut self, _cpu: u32) {}
-    /// What the locks these ops take saw so far, by the kernel's name.
-    fn lock_records(&self) -> Vec<(&'static str, crate::smp::LockRecord)> {
-        Vec::new()
     }
     /// These ops as CPU `cpu` of the same machine runs them: what the kernel shares between
     /// CPUs (a swiotlb pool, an IOMMU domain and its IOVA space) shared, the rest its own.

@@ -23,7 +23,7 @@
 //! as an error, never a panic.
 
 use crate::arch::x86::physaddr::{self, PhysAddrFn, PhysAddrImpl, PhysAddrKind};
-use crate::dma::{DmaError, DmaMapOps};
+use crate::dma::DmaError;
 use crate::hw::Counter;
 use crate::hw::calls::CallStat;
 use crate::hw::model::Model;
@@ -31,6 +31,7 @@ use crate::hw::{Hw, SwCost, SwKey};
 use crate::mm::physmem::{NodeRange, SharedPhysMem};
 use crate::scatterlist::PAGE_SIZE;
 use crate::setup::{DeviceDmaApi, Machine};
+use crate::stats::Stats;
 use crate::types::{DmaAddr, DmaAttrs, DmaDirection, PhysAddr};
 
 /// Largest ixgbe receive buffer: half a 4 KiB page (`ixgbe_rx_bufsz()` of 3.6 without jumbo).
@@ -272,11 +273,11 @@ impl Forwarder {
             api.mapping_error(hw, dma)
         });
         if bad {
-            let pool = self.api.ops.swiotlb_pool();
+            let pool = self.api.ops.swiotlb_stats();
             return Err(DmaError::MappingError(format!(
                 "ixgbe_alloc_mapped_page: rx page {page} could not be mapped: dma_mapping_error() (the swiotlb pool has {} of {} slots in use; the rx ring needs two per page when pages bounce — give [swiotlb] a larger size)",
-                pool.map_or(0, |p| p.table.borrow().used()),
-                pool.map_or(0, |p| p.nslabs())
+                pool.as_ref().and_then(|p| p.used).unwrap_or(0),
+                pool.as_ref().map_or(0, |p| p.nslabs)
             )));
         }
         Ok(dma)

@@ -28,7 +28,9 @@ pub mod ledger;
 pub mod memory;
 pub mod model;
 pub mod recorder;
+mod smp_ops;
 pub mod sw_costs;
+pub use smp_ops::SmpHw;
 
 pub use sw_costs::SwKey;
 
@@ -439,7 +441,7 @@ pub trait Hw {
     /// `spin_lock(lock)` on a lock the machine's CPUs share: returns once this CPU owns it, the
     /// time it spun (another CPU held it) charged in the lock's `spin_frame`. Its own cost is the
     /// caller's, as the kernel's `_raw_spin_lock` is. A backend with one CPU takes it at once.
-    fn spin_lock(&mut self, _lock: &crate::smp::SpinLock) {}
+    fn spin_lock(&mut self, _lock: &crate::smp::RawSpinLock) {}
     /// An atomic read-modify-write of a line the machine's CPUs share (`cmpxchg`,
     /// `atomic_fetch_andnot`, `atomic_set_release`): after every earlier CPU's access, with the
     /// line's transfer from the CPU that wrote it last. Its instructions are the caller's cost.
@@ -473,7 +475,12 @@ pub trait Hw {
     /// Wake every CPU spinning on `q` ([`Hw::wait_on`]): this CPU has just made their store.
     fn wake(&mut self, _q: &crate::smp::WaitQueue) {}
     /// `spin_unlock(lock)`: the first CPU waiting for it, if any, owns it from now.
-    fn spin_unlock(&mut self, _lock: &crate::smp::SpinLock) {}
+    fn spin_unlock(&mut self, _lock: &crate::smp::RawSpinLock) {}
+    /// The CPU the calls run on (`smp_processor_id()`): which copy of per-CPU data
+    /// ([`crate::smp::PerCpu`]) they use. 0 on a backend with one CPU.
+    fn cpu(&self) -> usize {
+        0
+    }
     /// Issue `op` on `lines` consecutive cache lines starting at the line containing `first`.
     /// Issue does not wait for completion; a later [`Hw::barrier`] does.
     fn cache_maint(&mut self, op: CacheOp, first: PhysAddr, lines: u64);

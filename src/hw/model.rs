@@ -96,6 +96,9 @@ pub struct Model {
     /// Which CPU of the machine this is, and how it waits its turn among the others
     /// ([`crate::smp`]); alone unless a many-CPU run says otherwise.
     cpu: crate::smp::Cpu,
+    /// The platform's number for this CPU (`smp_processor_id()`): which copy of per-CPU data
+    /// the calls use.
+    processor: usize,
     ledger: Ledger,
 }
 
@@ -118,6 +121,7 @@ impl Model {
             cmdq_node: None,
             cmdq_lines: (0, 0),
             cpu: crate::smp::Cpu::alone(),
+            processor: 0,
             ledger: Ledger::default(),
         }
     }
@@ -134,15 +138,28 @@ impl Model {
         self.now = self.now.max(t);
     }
 
-    /// Another CPU of this machine, on `node`: the same costs, caches as they are now (each
-    /// CPU's its own from here on), the same clock, an empty ledger, and the one SMMU this
-    /// model drives. Give it its [`crate::smp::Cpu`] with [`Model::set_cpu`] inside its body.
-    pub fn on_cpu(&self, node: u32) -> Model {
+    /// Another CPU of this machine, the platform's CPU `cpu` on `node`: the same costs, caches
+    /// as they are now (each CPU's its own from here on), the same clock, an empty ledger, and
+    /// the one SMMU this model drives. Give it its [`crate::smp::Cpu`] with [`Model::set_cpu`]
+    /// inside its body.
+    pub fn on_cpu(&self, cpu: u32, node: u32) -> Model {
         let mut m = self.clone();
         m.smmu_agent = self.smmu_agent.share();
         m.ledger = Ledger::default();
-        m.set_cpu_node(node);
+        m.place(cpu, node);
         m
+    }
+
+    /// The calls run on the platform's CPU `cpu`, on `node`.
+    pub fn place(&mut self, cpu: u32, node: u32) {
+        self.set_processor(cpu);
+        self.set_cpu_node(node);
+    }
+
+    /// The calls run on the platform's CPU `cpu` ([`Hw::cpu`]): the copy of per-CPU data they
+    /// use. A machine of one CPU keeps one copy of each, CPU 0's, wherever it runs.
+    pub fn set_processor(&mut self, cpu: u32) {
+        self.processor = cpu as usize;
     }
 
     /// Take the charges and counts of `other` (another CPU's model) into this one's ledger.
@@ -456,7 +473,12 @@ impl Hw for Model {
         self.ledger.leave_to(caller.0);
     }
 
-    fn spin_lock(&mut self, lock: &crate::smp::SpinLock) {
+    #[inline]
+    fn cpu(&self) -> usize {
+        self.processor
+    }
+
+    fn spin_lock(&mut self, lock: &crate::smp::RawSpinLock) {
         let owned = self.cpu.spin_lock(lock, self.now);
         if owned > self.now {
             // Spinning until the holder released it: this CPU's time, in a frame of its own.
@@ -467,7 +489,7 @@ impl Hw for Model {
         self.fetch_line(&lock.line);
     }
 
-    fn spin_unlock(&mut self, lock: &crate::smp::SpinLock) {
+    fn spin_unlock(&mut self, lock: &crate::smp::RawSpinLock) {
         lock.line.written_by(self.cpu.id(), self.cpu_node());
         self.cpu.spin_unlock(lock, self.now);
     }

@@ -45,12 +45,15 @@ pub struct Recorder {
     /// already sees completion).
     pub busy_polls_per_sync: u64,
     busy_left: u64,
+    /// The CPU the calls run on ([`Hw::cpu`]).
+    pub cpu: usize,
 }
 
 impl Recorder {
     pub fn new(line_bytes: u64) -> Recorder {
         Recorder {
             line: line_bytes,
+            cpu: 0,
             ops: Vec::new(),
             outer_ops: Vec::new(),
             outer_ways: Vec::new(),
@@ -87,6 +90,12 @@ impl Recorder {
             .sum()
     }
 
+    /// The next calls run on CPU `cpu`.
+    pub fn as_cpu(&mut self, cpu: usize) -> &mut Recorder {
+        self.cpu = cpu;
+        self
+    }
+
     /// Forget everything recorded so far (the stack must be empty).
     pub fn reset(&mut self) {
         *self = Recorder::new(self.line);
@@ -97,6 +106,10 @@ impl Hw for Recorder {
     #[inline]
     fn as_dyn_hw(&mut self) -> &mut dyn Hw {
         self
+    }
+
+    fn cpu(&self) -> usize {
+        self.cpu
     }
 
     fn enter(&mut self, frame: &'static FrameId) -> Caller {

@@ -24,6 +24,7 @@
 //! be reused, by a sync that observed completion (or a counted timeout).
 
 use super::{IommuFlushOps, IommuIotlbGather};
+use crate::hw::SmpHw;
 use crate::hw::{DeviceHw, FrameId, Hw, MmioReg, SMMU_TLBSTATUS_GSACTIVE, SwCost, SwKey};
 use std::fmt::Debug;
 
@@ -97,14 +98,26 @@ pub struct ArmSmmuContext {
     pub asid: u16,
     /// `ARM_SMMU_FEAT_COHERENT_WALK`: the table walker snoops CPU caches.
     pub coherent_walk: bool,
-    /// Syncs that ran out of poll budget (the kernel logs "TLB sync timed out").
-    pub sync_timeouts: u64,
-    /// `smmu_domain->cb_lock`, held around a sync and its poll: one for every CPU's view.
-    pub cb_lock: std::rc::Rc<crate::smp::SpinLock>,
+    /// `smmu_domain->cb_lock`, held around a sync and its poll, and what it guards: one for
+    /// every CPU's view.
+    pub cb_lock: std::rc::Rc<crate::smp::SpinLock<TlbSync>>,
     costs: Costs,
 }
 
+/// The context bank's TLB sync, under `cb_lock`: its `TLBSYNC`/`TLBSTATUS` pair is one per
+/// context bank, so one CPU syncs at a time.
+#[derive(Debug, Default)]
+pub struct TlbSync {
+    /// Syncs that ran out of poll budget (the kernel logs "TLB sync timed out").
+    pub timeouts: u64,
+}
+
 impl ArmSmmuContext {
+    /// Syncs that ran out of poll budget, on every CPU.
+    pub fn sync_timeouts(&self) -> u64 {
+        self.cb_lock.peek().timeouts
+    }
+
     /// `arm_smmu_tlb_inv_range_s1()`: one register write per `granule` of `[iova, iova + size)`,
     /// in the AArch64 format (VA[..:12] with the ASID in bits 63:48).
     #[inline]
@@ -159,40 +172,42 @@ impl ArmSmmuContext {
     ) {
         let back = hw.enter(frame);
         hw.sw(self.costs.sync);
-        let lock = std::rc::Rc::clone(&self.cb_lock);
-        hw.spin_lock(&lock);
-        hw.mmio_write(MmioReg::SmmuTlbsync, QCOM_DUMMY_VAL);
-        // The first read commonly finds the sync complete; the rest of the poll is out of line.
-        if hw.mmio_read(MmioReg::SmmuTlbstatus) & SMMU_TLBSTATUS_GSACTIVE != 0 {
-            self.tlb_sync_poll(hw);
-        }
-        hw.spin_unlock(&lock);
+        hw.with_lock(&self.cb_lock, |hw, sync| {
+            hw.mmio_write(MmioReg::SmmuTlbsync, QCOM_DUMMY_VAL);
+            // The first read commonly finds the sync complete; the rest of the poll is out of
+            // line.
+            if hw.mmio_read(MmioReg::SmmuTlbstatus) & SMMU_TLBSTATUS_GSACTIVE != 0
+                && tlb_sync_poll(hw)
+            {
+                sync.timeouts += 1;
+            }
+        });
         hw.leave(back);
     }
+}
 
-    /// `__arm_smmu_tlb_sync()`'s poll after its first `TLBSTATUS` read found the sync active:
-    /// the rest of the first `TLB_SPIN_COUNT` reads, then `udelay(1)`, `udelay(2)`, ... each
-    /// followed by as many reads, until a read finds it complete or the delay reaches
-    /// `TLB_LOOP_TIMEOUT_US` (a counted timeout).
-    #[cold]
-    #[inline(never)]
-    fn tlb_sync_poll<H: DeviceHw + ?Sized>(&mut self, hw: &mut H) {
-        let mut delay = 1u64;
-        let mut reads = TLB_SPIN_COUNT - 1;
-        while delay < TLB_LOOP_TIMEOUT_US {
-            for _ in 0..reads {
-                if hw.mmio_read(MmioReg::SmmuTlbstatus) & SMMU_TLBSTATUS_GSACTIVE == 0 {
-                    return;
-                }
+/// `__arm_smmu_tlb_sync()`'s poll after its first `TLBSTATUS` read found the sync active:
+/// the rest of the first `TLB_SPIN_COUNT` reads, then `udelay(1)`, `udelay(2)`, ... each
+/// followed by as many reads, until a read finds it complete or the delay reaches
+/// `TLB_LOOP_TIMEOUT_US`: whether it timed out.
+#[cold]
+#[inline(never)]
+fn tlb_sync_poll<H: DeviceHw + ?Sized>(hw: &mut H) -> bool {
+    let mut delay = 1u64;
+    let mut reads = TLB_SPIN_COUNT - 1;
+    while delay < TLB_LOOP_TIMEOUT_US {
+        for _ in 0..reads {
+            if hw.mmio_read(MmioReg::SmmuTlbstatus) & SMMU_TLBSTATUS_GSACTIVE == 0 {
+                return false;
             }
-            let back = hw.enter(crate::frame_id!("udelay"));
-            hw.udelay(delay);
-            hw.leave(back);
-            delay *= 2;
-            reads = TLB_SPIN_COUNT;
         }
-        self.sync_timeouts += 1;
+        let back = hw.enter(crate::frame_id!("udelay"));
+        hw.udelay(delay);
+        hw.leave(back);
+        delay *= 2;
+        reads = TLB_SPIN_COUNT;
     }
+    true
 }
 
 /// The arm-smmu driver's `iommu_flush_ops` for one stage-1 domain.
@@ -209,7 +224,6 @@ impl ArmSmmuDomain {
             cb: ArmSmmuContext {
                 asid: self.cb.asid,
                 coherent_walk: self.cb.coherent_walk,
-                sync_timeouts: 0,
                 cb_lock: std::rc::Rc::clone(&self.cb.cb_lock),
                 costs: self.cb.costs,
             },
@@ -223,10 +237,10 @@ impl ArmSmmuDomain {
             cb: ArmSmmuContext {
                 asid,
                 coherent_walk: false,
-                sync_timeouts: 0,
                 cb_lock: std::rc::Rc::new(crate::smp::SpinLock::named(
                     "cb_lock",
                     "(spinning on cb_lock)",
+                    TlbSync::default(),
                 )),
                 costs: Costs {
                     inv_range: hw.sw_cost(SwKey::ArmSmmuTlbInvRange),
@@ -303,6 +317,12 @@ impl ArmSmmuDomain {
     }
 }
 
+impl crate::stats::Stats for ArmSmmuDomain {
+    fn lock_records(&self) -> Vec<(&'static str, crate::smp::LockRecord)> {
+        vec![(self.cb.cb_lock.name(), self.cb.cb_lock.record())]
+    }
+}
+
 impl IommuFlushOps for ArmSmmuDomain {
     fn name(&self) -> &'static str {
         "arm-smmu"
@@ -310,10 +330,6 @@ impl IommuFlushOps for ArmSmmuDomain {
 
     fn on_cpu(&self) -> Option<Box<dyn IommuFlushOps>> {
         Some(Box::new(ArmSmmuDomain::on_cpu(self)))
-    }
-
-    fn lock_records(&self) -> Vec<(&'static str, crate::smp::LockRecord)> {
-        vec![(self.cb.cb_lock.name, self.cb.cb_lock.record())]
     }
 
     fn tlb_flush_all(&mut self, hw: &mut dyn DeviceHw) {
@@ -380,7 +396,7 @@ mod tests {
         // 10 busy, udelay(1), 10 busy, udelay(2), 5 busy + 1 idle.
         assert_eq!(r.count_of(Counter::SmmuTlbstatusRead), 26);
         assert_eq!(r.udelays, vec![1, 2]);
-        assert_eq!(d.cb.sync_timeouts, 0);
+        assert_eq!(d.cb.sync_timeouts(), 0);
     }
 
     /// The first back-off comes after exactly `TLB_SPIN_COUNT` busy reads, the first read
@@ -408,7 +424,7 @@ mod tests {
         r.busy_polls_per_sync = u64::MAX;
         let mut d = ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa);
         d.cb.tlb_sync_context(&mut r);
-        assert_eq!(d.cb.sync_timeouts, 1);
+        assert_eq!(d.cb.sync_timeouts(), 1);
         assert_eq!(r.udelays.len(), 20);
         assert!(r.udelays.iter().sum::<u64>() >= TLB_LOOP_TIMEOUT_US);
     }

@@ -67,9 +67,10 @@ use super::{IommuError, IommuFlushOps, IommuIotlbGather, iommu_iotlb_gather_add_
 use crate::device::Device;
 use crate::dma::coherent::{Allocation, CoherentError, DmaCoherent};
 use crate::dma::contiguous::Gfp;
+use crate::hw::SmpHw;
 use crate::hw::{DeviceHw, Hw, MmioReg, SmmuCmdKind, SwCost, SwKey};
 use crate::mm::physmem::PhysMem;
-use crate::smp::{SharedLine, SpinLock, WaitQueue};
+use crate::smp::{Shared, SpinLock, WaitQueue};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
@@ -263,22 +264,7 @@ impl CmdqEnt {
     }
 }
 
-/// What the command queue saw.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CmdqStats {
-    pub commands: u64,
-    /// Command lists (≤ 5.3: each command is its own).
-    pub batches: u64,
-    pub syncs: u64,
-    /// ≤ 5.3: syncs that found a `CMD_SYNC` last in the queue and waited for it instead.
-    pub coalesced: u64,
-    /// 5.4: claims whose `cmpxchg` on `llq` failed because another CPU wrote it since the
-    /// claim's read (a claim, the owner's clearing of the owned flag, or the last shared-lock
-    /// holder's `cons`).
-    pub cmpxchg_retries: u64,
-    /// Batches that would have overrun unconsumed entries (the kernel would wait for space).
-    pub overruns: u64,
-}
+pub use crate::stats::CmdqStats;
 
 /// How CPUs share the command queue, by release.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -296,31 +282,60 @@ pub enum CmdqProtocol {
     LockFree,
 }
 
-/// The command queue's shared state: a ring of 16-byte entries with producer and consumer
-/// indices, what the CPUs meet on (the lock before 5.4; `llq`, `owner_prod`, the valid map and
-/// the shared lock from 5.4) and when each published `CMD_SYNC` completes. One per SMMU: every
-/// CPU's view of a domain holds the same [`Cmdq`] (`Rc`). Entries and indices are borrowed
-/// only between the points where a CPU may wait.
+/// The command queue's shared state: a ring of 16-byte entries and what the CPUs meet on to
+/// fill it (the lock before 5.4; `llq`, `owner_prod` with the shared lock, and the valid map
+/// from 5.4), each owning what the kernel keeps under it or on its line. One per SMMU: every
+/// CPU's view of a domain holds the same [`Cmdq`] (`Rc`). The ring's slots are written by the
+/// CPU that claimed them and read by the owner that publishes them, borrowed only between the
+/// points where a CPU may wait.
 #[derive(Debug)]
 pub struct Cmdq {
     ring: RefCell<Ring>,
     protocol: CmdqProtocol,
-    /// ≤ 5.3: `smmu->cmdq.lock`.
-    lock: SpinLock,
-    /// 5.4: the lines the CPUs write in turn: the `llq` word (`prod` with the owner flag, and
-    /// `cons`) on a line of its own; `owner_prod` and the shared lock's word, which share one
-    /// (with the valid map's pointer, `struct arm_smmu_cmdq` as 5.4 lays it out); the valid
-    /// bitmap's word.
-    llq: SharedLine,
-    owner_line: SharedLine,
-    valid_line: SharedLine,
+    /// ≤ 5.3: `smmu->cmdq.lock` and the producer index and last-sync record it protects.
+    lock: SpinLock<LockedQueue>,
+    /// 5.4: the `llq` word (`prod` with the owner flag) on a line of its own.
+    llq: Shared<Llq>,
+    /// 5.4: `owner_prod` and the shared lock's count, which share one line (with the valid
+    /// map's pointer, `struct arm_smmu_cmdq` as 5.4 lays it out).
+    owner: Shared<OwnerLine>,
+    /// 5.4: the valid bitmap: per slot, the index (plus one) it was last marked valid for (the
+    /// kernel's bits flip with each wrap). ≤ 5.3 has none; the model still marks each slot it
+    /// publishes, to check that nothing is published before it is written.
+    valid: Shared<Vec<u64>>,
     /// CPUs waiting for `owner_prod`, for entries to become valid, for a doorbell.
     owner_q: WaitQueue,
     valid_q: WaitQueue,
     doorbell_q: WaitQueue,
-    /// 5.4: CPUs holding the queue's lock shared (a sync list, while its CPU polls).
-    shared: Cell<u32>,
     pub stats: Cell<CmdqStats>,
+}
+
+/// ≤ 5.3: what `cmdq->lock` protects.
+#[derive(Debug, Default)]
+struct LockedQueue {
+    /// The producer index.
+    prod: u64,
+    /// The last command inserted was a `CMD_SYNC`, completing at this time (`prev_cmd_opcode`,
+    /// `sync_nr`).
+    prev_sync: Option<u64>,
+}
+
+/// 5.4: `cmdq->q.llq`'s producer half.
+#[derive(Clone, Copy, Debug, Default)]
+struct Llq {
+    /// The next index to claim.
+    prod: u64,
+    /// A CPU owns the gathering (`CMDQ_PROD_OWNED_FLAG`).
+    owned: bool,
+}
+
+/// 5.4: `cmdq->owner_prod` and the shared lock `cmdq->lock`, on one line.
+#[derive(Debug, Default)]
+struct OwnerLine {
+    /// Where the next owner starts.
+    owner_prod: u64,
+    /// CPUs holding the queue's lock shared (a sync list, while its CPU polls).
+    shared: u32,
 }
 
 #[derive(Debug)]
@@ -329,35 +344,34 @@ struct Ring {
     /// The ring's length less one: the length is a power of two, so an index wraps by this mask
     /// (the kernel's `Q_IDX`), not by a division.
     mask: u64,
-    /// The next index to claim, and whether a CPU owns the gathering (`CMDQ_PROD_OWNED_FLAG`).
-    prod: u64,
-    owned: bool,
+    /// What the SMMU has consumed, as the CPUs that polled it learnt (its `CONS` register).
     cons: u64,
-    /// `cmdq->owner_prod`: where the next owner starts.
-    owner_prod: u64,
-    /// Per slot: the kind of the command written there, and the index (plus one) it was last
-    /// marked valid for (the kernel's valid bitmap, whose bits flip with each wrap).
+    /// Per slot: the kind of the command written there.
     kinds: Vec<SmmuCmdKind>,
-    valid: Vec<u64>,
     /// Where the last doorbell published up to.
     published: u64,
     /// Per slot: when the `CMD_SYNC` published there completes, and the index (plus one) that
     /// time is for.
     sync_done: Vec<(u64, u64)>,
-    /// ≤ 5.3: the last command inserted was a `CMD_SYNC`, completing at this time.
-    prev_sync: Option<u64>,
 }
 
 impl Ring {
-    /// Whether every index of `[from, to)` has been written and marked valid.
-    fn all_valid(&self, from: u64, to: u64) -> bool {
-        (from..to).all(|i| self.valid[(i & self.mask) as usize] == i + 1)
-    }
-
     /// When the `CMD_SYNC` at index `i` completes, once a doorbell has published it.
     fn sync_done_at(&self, i: u64) -> Option<u64> {
         let (t, of) = self.sync_done[(i & self.mask) as usize];
         (of == i + 1).then_some(t)
+    }
+}
+
+/// Whether every index of `[from, to)` has been written and marked valid in `valid`.
+fn all_valid(valid: &[u64], mask: u64, from: u64, to: u64) -> bool {
+    (from..to).all(|i| valid[(i & mask) as usize] == i + 1)
+}
+
+/// `arm_smmu_cmdq_set_valid_map()`: `[from, to)` may be published.
+fn mark_valid(valid: &mut [u64], mask: u64, from: u64, to: u64) {
+    for i in from..to {
+        valid[(i & mask) as usize] = i + 1;
     }
 }
 
@@ -374,25 +388,23 @@ impl Cmdq {
             ring: RefCell::new(Ring {
                 entries: vec![[0; CMDQ_ENT_DWORDS]; n],
                 mask: n as u64 - 1,
-                prod: 0,
-                owned: false,
                 cons: 0,
-                owner_prod: 0,
                 kinds: vec![SmmuCmdKind::Sync; n],
-                valid: vec![0; n],
                 published: 0,
                 sync_done: vec![(0, 0); n],
-                prev_sync: None,
             }),
             protocol,
-            lock: SpinLock::named("cmdq->lock", "(spinning on cmdq->lock)"),
-            llq: SharedLine::new("cmdq->q.llq"),
-            owner_line: SharedLine::new("cmdq->owner_prod, cmdq->lock"),
-            valid_line: SharedLine::new("cmdq->valid_map"),
+            lock: SpinLock::named(
+                "cmdq->lock",
+                "(spinning on cmdq->lock)",
+                LockedQueue::default(),
+            ),
+            llq: Shared::new("cmdq->q.llq", Llq::default()),
+            owner: Shared::new("cmdq->owner_prod, cmdq->lock", OwnerLine::default()),
+            valid: Shared::new("cmdq->valid_map", vec![0; n]),
             owner_q: WaitQueue::new(),
             valid_q: WaitQueue::new(),
             doorbell_q: WaitQueue::new(),
-            shared: Cell::new(0),
             stats: Cell::new(CmdqStats::default()),
         }
     }
@@ -411,8 +423,12 @@ impl Cmdq {
         r.entries[i % r.entries.len()]
     }
 
+    /// The producer index, as the release keeps it.
     pub fn prod(&self) -> u64 {
-        self.ring.borrow().prod
+        match self.protocol {
+            CmdqProtocol::Locked => self.lock.peek().prod,
+            CmdqProtocol::LockFree => self.llq.peek().prod,
+        }
     }
 
     pub fn stats(&self) -> CmdqStats {
@@ -435,6 +451,15 @@ impl Cmdq {
         self.stats.set(s);
     }
 
+    /// A list of `n` claimed at `head` would overrun entries the SMMU has not consumed (the
+    /// kernel would wait for space): counted.
+    fn check_space(&self, head: u64, n: u64) {
+        let r = self.ring.borrow();
+        if head + n - r.cons > r.entries.len() as u64 {
+            self.stat(|s| s.overruns += 1);
+        }
+    }
+
     /// Write `cmds` (and a `CMD_SYNC`) into the ring from index `at`.
     fn write_entries(&self, at: u64, cmds: &[CmdqEnt], sync: bool) {
         let mut r = self.ring.borrow_mut();
@@ -447,23 +472,15 @@ impl Cmdq {
         }
     }
 
-    /// `arm_smmu_cmdq_set_valid_map()`: `[from, to)` may be published.
-    fn mark_valid(&self, from: u64, to: u64) {
-        let mut r = self.ring.borrow_mut();
-        for i in from..to {
-            let slot = (i & r.mask) as usize;
-            r.valid[slot] = i + 1;
-        }
-    }
-
     /// The owner publishes `[from, to)`: the doorbell, and each sync's completion noted.
     fn publish<H: DeviceHw + ?Sized>(&self, hw: &mut H, from: u64, to: u64) {
         let kinds: Vec<SmmuCmdKind> = {
             let mut r = self.ring.borrow_mut();
+            let valid = self.valid.peek();
             let k = (from..to)
                 .map(|i| {
                     let slot = (i & r.mask) as usize;
-                    debug_assert_eq!(r.valid[slot], i + 1, "published before it was valid");
+                    debug_assert_eq!(valid[slot], i + 1, "published before it was valid");
                     r.kinds[slot]
                 })
                 .collect();
@@ -496,133 +513,141 @@ impl Cmdq {
         let back = hw.enter(crate::frame_id!("arm_smmu_cmdq_issue_cmdlist"));
         hw.sw(cost);
         let n = cmds.len() as u64 + u64::from(sync);
+        let mask = self.ring.borrow().mask;
         // 1. Claim n slots with a cmpxchg on llq; the first CPU to claim after the owner flag
         // was cleared becomes the owner. READ_ONCE brings the line over; the cmpxchg fails
         // when another CPU claimed since, and the loop tries again with the value it returned.
-        hw.load(&self.llq);
-        let seen = self.llq.version();
-        if !hw.cmpxchg(&self.llq, seen) {
+        let (_, seen) = hw.read_once(&self.llq);
+        let (first_try, (head, owner)) = hw.cmpxchg_update(&self.llq, seen, |llq| {
+            let head = llq.prod;
+            llq.prod += n;
+            let owner = !llq.owned;
+            llq.owned = true;
+            (head, owner)
+        });
+        if !first_try {
             self.stat(|s| s.cmpxchg_retries += 1);
         }
-        let (head, owner) = {
-            let mut r = self.ring.borrow_mut();
-            if r.prod + n - r.cons > r.entries.len() as u64 {
-                self.stat(|s| s.overruns += 1);
-            }
-            let head = r.prod;
-            r.prod += n;
-            let owner = !r.owned;
-            r.owned = true;
-            (head, owner)
-        };
+        self.check_space(head, n);
         // 2. Write the entries, then (a sync) take the queue's lock shared.
         self.write_entries(head, cmds, sync);
         hw.smmu_cmdq_write(n);
         if sync {
-            hw.atomic(&self.owner_line);
-            self.shared.set(self.shared.get() + 1);
+            hw.update(&self.owner, |_, o| o.shared += 1);
         }
         // 3. dma_wmb(); mark them valid: an owner waiting for them may go on.
-        hw.atomic(&self.valid_line);
-        self.mark_valid(head, head + n);
+        hw.update(&self.valid, |_, v| mark_valid(v, mask, head, head + n));
         hw.wake(&self.valid_q);
         self.stat(|s| {
             s.commands += n;
             s.batches += 1;
         });
         if owner {
-            // 4a. Wait for the previous owner to finish.
-            while self.ring.borrow().owner_prod != head {
-                hw.wait_on(
-                    &self.owner_q,
-                    Some(&self.owner_line),
-                    "(waiting for the previous cmdq owner)",
-                );
-            }
-            // 4b. Stop gathering: every slot claimed so far is this owner's to publish.
-            hw.atomic(&self.llq);
-            let end = {
-                let mut r = self.ring.borrow_mut();
-                r.owned = false;
-                r.prod
-            };
-            // 4c. Wait until every gathered entry is valid.
-            while !self.ring.borrow().all_valid(head, end) {
-                hw.wait_on(
-                    &self.valid_q,
-                    Some(&self.valid_line),
-                    "(waiting for gathered cmdq entries)",
-                );
-            }
-            // 4d. One doorbell for all of them; 4e. the next owner may go.
-            self.publish(hw, head, end);
-            hw.wake(&self.doorbell_q);
-            hw.atomic(&self.owner_line);
-            self.ring.borrow_mut().owner_prod = end;
-            hw.wake(&self.owner_q);
+            self.publish_gathered(hw, head, mask);
         }
         if sync {
-            // 5. Poll the sync's own slot, once the owner has published it.
-            let slot = head + n - 1;
-            let done = loop {
-                if let Some(t) = self.ring.borrow().sync_done_at(slot) {
-                    break t;
-                }
-                hw.wait_on(
-                    &self.doorbell_q,
-                    None,
-                    "(waiting for the cmdq owner's doorbell)",
-                );
-            };
-            hw.smmu_cmdq_poll(done);
-            {
-                let mut r = self.ring.borrow_mut();
-                r.cons = r.cons.max(slot + 1);
-            }
-            self.stat(|s| s.syncs += 1);
-            // shared_tryunlock: the last reader also writes llq.cons, before its release.
-            hw.atomic(&self.owner_line);
-            if self.shared.get() == 1 {
-                hw.atomic(&self.llq);
-            }
-            self.shared.set(self.shared.get() - 1);
+            self.wait_for_sync(hw, head + n - 1);
         }
         hw.leave(back);
+    }
+
+    /// 5.4's owner, from `head`: wait for the previous owner, stop gathering, wait for every
+    /// gathered entry to be valid, ring the doorbell once for all of them, hand over.
+    fn publish_gathered<H: DeviceHw + ?Sized>(&self, hw: &mut H, head: u64, mask: u64) {
+        // 4a. Wait for the previous owner to finish.
+        hw.cond_load(
+            &self.owner,
+            &self.owner_q,
+            "(waiting for the previous cmdq owner)",
+            |o| o.owner_prod == head,
+        );
+        // 4b. Stop gathering: every slot claimed so far is this owner's to publish.
+        let end = hw.update(&self.llq, |_, llq| {
+            llq.owned = false;
+            llq.prod
+        });
+        // 4c. Wait until every gathered entry is valid.
+        hw.cond_load(
+            &self.valid,
+            &self.valid_q,
+            "(waiting for gathered cmdq entries)",
+            |v| all_valid(v, mask, head, end),
+        );
+        // 4d. One doorbell for all of them; 4e. the next owner may go.
+        self.publish(hw, head, end);
+        hw.wake(&self.doorbell_q);
+        hw.update(&self.owner, |_, o| o.owner_prod = end);
+        hw.wake(&self.owner_q);
+    }
+
+    /// 5.4's sync list, once its entries are in: poll the sync's own slot (at `slot`) once the
+    /// owner has published it, then leave the shared lock.
+    fn wait_for_sync<H: DeviceHw + ?Sized>(&self, hw: &mut H, slot: u64) {
+        let done = loop {
+            if let Some(t) = self.ring.borrow().sync_done_at(slot) {
+                break t;
+            }
+            hw.wait_on(
+                &self.doorbell_q,
+                None,
+                "(waiting for the cmdq owner's doorbell)",
+            );
+        };
+        hw.smmu_cmdq_poll(done);
+        {
+            let mut r = self.ring.borrow_mut();
+            r.cons = r.cons.max(slot + 1);
+        }
+        self.stat(|s| s.syncs += 1);
+        // shared_tryunlock (`atomic_add_unless(&cmdq->lock, -1, 1)`): a reader that is not the
+        // last leaves at once; the last also writes llq.cons, then releases.
+        let last = hw.update(&self.owner, |_, o| {
+            let last = o.shared == 1;
+            if !last {
+                o.shared -= 1;
+            }
+            last
+        });
+        if last {
+            hw.update(&self.llq, |_, _| ());
+            // The release's store is folded into tryunlock's atomic above.
+            self.owner.peek_mut().shared -= 1;
+        }
     }
 
     /// `arm_smmu_cmdq_issue_cmd()` (≤ 5.3): one command inserted and published under the lock.
     fn issue_cmd<H: DeviceHw + ?Sized>(&self, hw: &mut H, cost: SwCost, cmd: &CmdqEnt) {
         let back = hw.enter(crate::frame_id!("arm_smmu_cmdq_issue_cmd"));
         hw.sw(cost);
-        hw.spin_lock(&self.lock);
-        self.insert_and_publish(hw, cmd);
-        self.ring.borrow_mut().prev_sync = None;
-        hw.spin_unlock(&self.lock);
+        hw.with_lock(&self.lock, |hw, q| {
+            self.insert_and_publish(hw, q, cmd);
+            q.prev_sync = None;
+        });
         hw.leave(back);
     }
 
     /// `queue_insert_raw()` and `queue_inc_prod()` under the lock: the entry written and its
     /// producer-index write. Returns its index.
-    fn insert_and_publish<H: DeviceHw + ?Sized>(&self, hw: &mut H, cmd: &CmdqEnt) -> u64 {
-        let head = self.insert(cmd);
+    fn insert_and_publish<H: DeviceHw + ?Sized>(
+        &self,
+        hw: &mut H,
+        q: &mut LockedQueue,
+        cmd: &CmdqEnt,
+    ) -> u64 {
+        let head = self.insert(q, cmd);
         hw.smmu_cmdq_write(1);
         self.publish(hw, head, head + 1);
         head
     }
 
     /// `queue_insert_raw()` under the lock: the entry at `prod`, valid at once.
-    fn insert(&self, cmd: &CmdqEnt) -> u64 {
-        let head = {
-            let mut r = self.ring.borrow_mut();
-            if r.prod + 1 - r.cons > r.entries.len() as u64 {
-                self.stat(|s| s.overruns += 1);
-            }
-            let head = r.prod;
-            r.prod += 1;
-            head
-        };
+    fn insert(&self, q: &mut LockedQueue, cmd: &CmdqEnt) -> u64 {
+        let head = q.prod;
+        q.prod += 1;
+        self.check_space(head, 1);
         self.write_entries(head, std::slice::from_ref(cmd), false);
-        self.mark_valid(head, head + 1);
+        let mask = self.ring.borrow().mask;
+        mark_valid(&mut self.valid.peek_mut(), mask, head, head + 1);
         self.stat(|s| {
             s.commands += 1;
             s.batches += 1;
@@ -636,21 +661,18 @@ impl Cmdq {
     fn issue_sync_locked<H: DeviceHw + ?Sized>(&self, hw: &mut H, cost: SwCost) {
         let back = hw.enter(crate::frame_id!("arm_smmu_cmdq_issue_sync"));
         hw.sw(cost);
-        hw.spin_lock(&self.lock);
-        let prev = self.ring.borrow().prev_sync;
-        let done = match prev {
+        let done = hw.with_lock(&self.lock, |hw, q| match q.prev_sync {
             Some(t) => {
                 self.stat(|s| s.coalesced += 1);
                 t
             }
             None => {
-                let head = self.insert_and_publish(hw, &CmdqEnt::Sync);
+                let head = self.insert_and_publish(hw, q, &CmdqEnt::Sync);
                 let t = self.ring.borrow().sync_done_at(head).expect("published");
-                self.ring.borrow_mut().prev_sync = Some(t);
+                q.prev_sync = Some(t);
                 t
             }
-        };
-        hw.spin_unlock(&self.lock);
+        });
         hw.smmu_cmdq_poll(done);
         {
             let mut r = self.ring.borrow_mut();
@@ -981,15 +1003,7 @@ impl ArmSmmuV3Domain {
     }
 }
 
-impl IommuFlushOps for ArmSmmuV3Domain {
-    fn name(&self) -> &'static str {
-        "arm-smmu-v3"
-    }
-
-    fn on_cpu(&self) -> Option<Box<dyn IommuFlushOps>> {
-        Some(Box::new(ArmSmmuV3Domain::on_cpu(self)))
-    }
-
+impl crate::stats::Stats for ArmSmmuV3Domain {
     fn lock_records(&self) -> Vec<(&'static str, crate::smp::LockRecord)> {
         match self.cmdq.protocol() {
             CmdqProtocol::Locked => vec![("cmdq->lock", self.cmdq.lock_record())],
@@ -999,6 +1013,16 @@ impl IommuFlushOps for ArmSmmuV3Domain {
 
     fn cmdq_stats(&self) -> Option<CmdqStats> {
         Some(self.cmdq.stats())
+    }
+}
+
+impl IommuFlushOps for ArmSmmuV3Domain {
+    fn name(&self) -> &'static str {
+        "arm-smmu-v3"
+    }
+
+    fn on_cpu(&self) -> Option<Box<dyn IommuFlushOps>> {
+        Some(Box::new(ArmSmmuV3Domain::on_cpu(self)))
     }
 
     fn tlb_flush_all(&mut self, hw: &mut dyn DeviceHw) {
@@ -1292,7 +1316,7 @@ mod tests {
             let q = Rc::new(Cmdq::with_protocol(8, protocol));
             let bodies: Vec<Body<(u64, u64)>> = (0..2)
                 .map(|_| {
-                    let (q, mut m) = (Rc::clone(&q), base.on_cpu(0));
+                    let (q, mut m) = (Rc::clone(&q), base.on_cpu(0, 0));
                     Box::new(move |c| {
                         m.set_cpu(c);
                         q.issue_sync(&mut m, SwCost(0));

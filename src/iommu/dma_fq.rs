@@ -65,9 +65,10 @@
 use super::IommuFlushOps;
 use super::core::IommuDomain;
 use super::iova::IovaDomain;
+use crate::hw::SmpHw;
 use crate::hw::{Counter, DeviceHw, Hw, SwCost, SwKey};
-use crate::smp::{SharedLine, SpinLock};
-use std::cell::{Cell, RefCell};
+use crate::smp::{PerCpu, Shared, SpinLock};
+use std::cell::Cell;
 
 /// Slots in each CPU's ring (`IOVA_FQ_SIZE`; `IOVA_DEFAULT_FQ_SIZE` from 6.7). A power of two:
 /// the kernel wraps indices with a mask.
@@ -168,20 +169,23 @@ struct Costs {
     timeout: SwCost,
 }
 
+/// `fq_flush_start_cnt` / `fq_flush_finish_cnt`: two atomics on one line.
+#[derive(Clone, Copy, Debug, Default)]
+struct FlushCounts {
+    start: u64,
+    finish: u64,
+}
+
 /// A DMA-FQ domain's flush queues (the `fq_*` fields of `struct iommu_dma_cookie`), shared by
-/// every CPU that unmaps through the domain: each CPU's ring under its own `fq->lock` (borrowed
-/// only while that lock is held), the flush counts and the timer on lines the CPUs share.
+/// every CPU that unmaps through the domain: each CPU's ring under its own `fq->lock`, the
+/// flush counts and the timer on lines the CPUs share.
 #[derive(Debug)]
 pub struct FlushQueue {
-    fqs: Vec<(SpinLock, RefCell<IovaFq>)>,
-    flush_start_cnt: Cell<u64>,
-    flush_finish_cnt: Cell<u64>,
-    /// `fq_flush_start_cnt` / `fq_flush_finish_cnt` (atomics on one line).
-    counts_line: SharedLine,
+    fqs: PerCpu<SpinLock<IovaFq>>,
+    counts: Shared<FlushCounts>,
     /// `fq_timer_on`: when the pending timer expires (ps on the backend's clock), and the CPU it
     /// will run on.
-    timer: Cell<Option<(u64, usize)>>,
-    timer_line: SharedLine,
+    timer: Shared<Option<(u64, usize)>>,
     timeout_ps: u64,
     stats: Cell<FqStats>,
     costs: Costs,
@@ -191,19 +195,18 @@ impl FlushQueue {
     /// `iommu_dma_init_fq()` with per-CPU queues of [`IOVA_FQ_SIZE`] slots for `ncpus` CPUs.
     pub fn new(hw: &dyn Hw, ncpus: usize) -> FlushQueue {
         FlushQueue {
-            fqs: (0..ncpus.max(1))
-                .map(|_| {
-                    (
-                        SpinLock::per_cpu("fq->lock", "(spinning on fq->lock)"),
-                        RefCell::new(IovaFq::new(IOVA_FQ_SIZE)),
-                    )
-                })
-                .collect(),
-            flush_start_cnt: Cell::new(0),
-            flush_finish_cnt: Cell::new(0),
-            counts_line: SharedLine::new("fq_flush_start_cnt, fq_flush_finish_cnt"),
-            timer: Cell::new(None),
-            timer_line: SharedLine::new("fq_timer_on"),
+            fqs: PerCpu::new(ncpus, |_| {
+                SpinLock::per_cpu(
+                    "fq->lock",
+                    "(spinning on fq->lock)",
+                    IovaFq::new(IOVA_FQ_SIZE),
+                )
+            }),
+            counts: Shared::new(
+                "fq_flush_start_cnt, fq_flush_finish_cnt",
+                FlushCounts::default(),
+            ),
+            timer: Shared::new("fq_timer_on", None),
             timeout_ps: IOVA_FQ_TIMEOUT_MS * PS_PER_MS,
             stats: Cell::new(FqStats::default()),
             costs: Costs {
@@ -221,7 +224,7 @@ impl FlushQueue {
     /// What every CPU's `fq->lock` saw, together.
     pub fn lock_record(&self) -> crate::smp::LockRecord {
         let mut r = crate::smp::LockRecord::default();
-        for (l, _) in &self.fqs {
+        for l in self.fqs.iter() {
             r.merge(&l.record());
         }
         r
@@ -240,47 +243,45 @@ impl FlushQueue {
 
     /// IOVA ranges waiting in every ring.
     pub fn pending(&self) -> usize {
-        self.fqs.iter().map(|(_, fq)| fq.borrow().len()).sum()
+        self.fqs.iter().map(|fq| fq.peek().len()).sum()
     }
 
     /// When the pending timer expires, if one is armed (ps on the backend's clock).
     pub fn timer_expires_ps(&self) -> Option<u64> {
-        self.timer.get().map(|(t, _)| t)
+        self.timer.peek().map(|(t, _)| t)
     }
 
     /// `queue_iova()`: park `pages` granules at `iova_pfn`, unmapped without invalidation, in
-    /// `cpu`'s ring, under its `fq->lock`. A `cpu` this queue does not have is refused (`false`)
-    /// and nothing changes; the caller then unmaps strictly.
-    #[allow(clippy::too_many_arguments)]
+    /// this CPU's ring, under its `fq->lock`. A CPU this queue does not have is refused
+    /// (`false`) and nothing changes; the caller then unmaps strictly.
     pub fn queue_iova(
         &self,
         hw: &mut dyn DeviceHw,
         domain: &mut IommuDomain,
         iovad: &IovaDomain,
-        cpu: usize,
         iova_pfn: u64,
         pages: u64,
         warnings: &mut Vec<String>,
     ) -> bool {
-        if !self.has_cpu(cpu) {
+        let cpu = hw.cpu();
+        let Some(fq) = self.fqs.get(cpu) else {
             return false;
-        }
+        };
         let back = hw.enter(crate::frame_id!("queue_iova"));
         hw.sw(self.costs.queue);
         hw.count(Counter::SpinLock, 1);
-        let (lock, ring) = &self.fqs[cpu];
-        hw.spin_lock(lock);
-        // Entries an earlier flush (from another CPU, or the timer) covered make room first.
-        self.fq_ring_free(hw, iovad, cpu, cpu, warnings);
-        if ring.borrow().is_full() {
-            // The flush runs with this CPU's lock held, as the kernel's does.
-            self.fq_flush_iotlb(hw, domain);
-            self.stat(|s| s.full_flushes += 1);
-            self.fq_ring_free(hw, iovad, cpu, cpu, warnings);
-        }
-        let counter = self.flush_start_cnt.get();
-        {
-            let mut fq = ring.borrow_mut();
+        hw.with_lock(fq, |hw, fq| {
+            // Entries an earlier flush (from another CPU, or the timer) covered make room
+            // first.
+            self.fq_ring_free(hw.as_dyn_hw(), iovad, fq, cpu, warnings);
+            if fq.is_full() {
+                // The flush runs with this CPU's lock held, as the kernel's does.
+                self.fq_flush_iotlb(hw, domain);
+                self.stat(|s| s.full_flushes += 1);
+                self.fq_ring_free(hw.as_dyn_hw(), iovad, fq, cpu, warnings);
+            }
+            // fq_ring_free's load brought the counts' line here.
+            let counter = self.counts.peek().start;
             let idx = fq.tail;
             fq.entries[idx] = FqEntry {
                 iova_pfn,
@@ -288,46 +289,42 @@ impl FlushQueue {
                 counter,
             };
             fq.tail = (idx + 1) & fq.mod_mask();
-        }
-        hw.spin_unlock(lock);
+        });
         self.stat(|s| s.queued += 1);
         hw.count(Counter::FqQueued, 1);
         // Arm the timer unless it is on (5.4: a read of `fq_timer_on`, then the atomic that
         // sets it, which only one CPU wins).
-        hw.load(&self.timer_line);
-        if self.timer.get().is_none() {
-            hw.atomic(&self.timer_line);
-            if self.timer.get().is_none() {
-                self.timer
-                    .set(Some((hw.now_ps().saturating_add(self.timeout_ps), cpu)));
-            }
+        if hw.read_once(&self.timer).0.is_none() {
+            hw.update(&self.timer, |hw, timer| {
+                if timer.is_none() {
+                    *timer = Some((hw.now_ps().saturating_add(self.timeout_ps), cpu));
+                }
+            });
         }
         hw.leave(back);
         true
     }
 
-    /// `fq_ring_free()`, with `cpu`'s `fq->lock` held: give back, from the head of its ring,
+    /// `fq_ring_free()`, with the ring's `fq->lock` held: give back, from the head of `fq`,
     /// every entry queued before the last finished flush started, into `free_cpu`'s IOVA
     /// magazines.
     fn fq_ring_free(
         &self,
         hw: &mut dyn Hw,
         iovad: &IovaDomain,
-        cpu: usize,
+        fq: &mut IovaFq,
         free_cpu: usize,
         warnings: &mut Vec<String>,
     ) {
         let back = hw.enter(crate::frame_id!("fq_ring_free"));
         hw.sw(self.costs.ring_free);
-        hw.load(&self.counts_line);
-        let finished = self.flush_finish_cnt.get();
-        let mut fq = self.fqs[cpu].1.borrow_mut();
+        let finished = hw.read_once(&self.counts).0.finish;
         while fq.head != fq.tail {
             let ent = fq.entries[fq.head];
             if ent.counter >= finished {
                 break;
             }
-            if let Err(err) = iovad.free_iova_fast(hw, free_cpu, ent.iova_pfn, ent.pages) {
+            if let Err(err) = iovad.free_iova_fast_on(hw, free_cpu, ent.iova_pfn, ent.pages) {
                 warnings.push(format!(
                     "flush queue free of IOVA pfn {:#x}: {err}",
                     ent.iova_pfn
@@ -344,11 +341,9 @@ impl FlushQueue {
     fn fq_flush_iotlb(&self, hw: &mut dyn DeviceHw, domain: &mut IommuDomain) {
         let back = hw.enter(crate::frame_id!("fq_flush_iotlb"));
         hw.count(Counter::FqFlush, 1);
-        hw.atomic(&self.counts_line);
-        self.flush_start_cnt.set(self.flush_start_cnt.get() + 1);
+        hw.update(&self.counts, |_, c| c.start += 1);
         domain.ops.tlb_flush_all(hw);
-        hw.atomic(&self.counts_line);
-        self.flush_finish_cnt.set(self.flush_finish_cnt.get() + 1);
+        hw.update(&self.counts, |_, c| c.finish += 1);
         hw.leave(back);
     }
 
@@ -364,11 +359,11 @@ impl FlushQueue {
         let back = hw.enter(crate::frame_id!("fq_flush_timeout"));
         hw.sw(self.costs.timeout);
         self.fq_flush_iotlb(hw, domain);
-        for (cpu, (lock, _)) in self.fqs.iter().enumerate() {
+        for fq in self.fqs.iter() {
             hw.count(Counter::SpinLock, 1);
-            hw.spin_lock(lock);
-            self.fq_ring_free(hw, iovad, cpu, timer_cpu, warnings);
-            hw.spin_unlock(lock);
+            hw.with_lock(fq, |hw, fq| {
+                self.fq_ring_free(hw.as_dyn_hw(), iovad, fq, timer_cpu, warnings)
+            });
         }
         hw.leave(back);
     }
@@ -383,14 +378,20 @@ impl FlushQueue {
         warnings: &mut Vec<String>,
     ) -> bool {
         let expired = |t: Option<(u64, usize)>, now| t.filter(|&(expires, _)| now >= expires);
-        if expired(self.timer.get(), hw.now_ps()).is_none() {
+        // The backend's timer wheel, not a load of the kernel's.
+        if expired(*self.timer.peek(), hw.now_ps()).is_none() {
             return false;
         }
         // The timer runs once: the first CPU to clear `fq_timer_on` runs it.
-        hw.atomic(&self.timer_line);
-        match expired(self.timer.get(), hw.now_ps()) {
+        let run = hw.update(&self.timer, |hw, timer| {
+            let run = expired(*timer, hw.now_ps());
+            if run.is_some() {
+                *timer = None;
+            }
+            run
+        });
+        match run {
             Some((_, cpu)) => {
-                self.timer.set(None);
                 self.fq_flush_timeout(hw, domain, iovad, cpu, warnings);
                 self.stat(|s| s.timer_flushes += 1);
                 true
@@ -408,7 +409,7 @@ impl FlushQueue {
         iovad: &IovaDomain,
         warnings: &mut Vec<String>,
     ) -> u64 {
-        let Some((_, cpu)) = self.timer.take() else {
+        let Some((_, cpu)) = self.timer.peek_mut().take() else {
             return 0;
         };
         let before = self.stats.get().freed;

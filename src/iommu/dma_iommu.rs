@@ -54,7 +54,7 @@
 use super::core::IommuDomain;
 use super::dma_fq::{FlushQueue, FqStats, Invalidation};
 use super::iova::{IovaDomain, IovaRules};
-use super::{IommuError, IommuFlushOps, IommuIotlbGather, Prot};
+use super::{IommuError, IommuIotlbGather, Prot};
 use crate::arch::ArchOps;
 use crate::device::Device;
 use crate::dma::coherent::{Allocation, DmaCoherent};
@@ -64,6 +64,7 @@ use crate::dma::{DmaError, DmaMapOps};
 use crate::hw::{Counter, DeviceHw, Hw, SwCost, SwKey};
 use crate::mm::physmem::SharedPhysMem;
 use crate::scatterlist::SgTable;
+use crate::stats::Stats;
 use crate::types::{DmaAddr, DmaAttrs, DmaDirection, IovaAddr, PhysAddr};
 use std::rc::Rc;
 
@@ -117,8 +118,6 @@ pub struct IommuDma {
     sync: SyncPaths,
     /// `dma_get_max_seg_size()` (the device model has no `dma_parms.max_segment_size` yet).
     pub max_seg_size: u32,
-    /// The CPU whose IOVA magazines this caller uses.
-    pub cpu: usize,
     /// DMA-API misuse and unexpected failures, as the kernel would WARN them.
     pub warnings: Vec<String>,
     invalidation: Invalidation,
@@ -171,7 +170,6 @@ impl IommuDma {
             arch: arch.into(),
             sync: sync.into(),
             max_seg_size: DEFAULT_MAX_SEG_SIZE as u32,
-            cpu: 0,
             warnings: Vec::new(),
             invalidation: Invalidation::Strict,
             unmap_lookup: UnmapLookup::Linux5_15,
@@ -212,7 +210,8 @@ impl IommuDma {
     }
 
     /// The device's iommu-dma as CPU `cpu` runs it: the same domain (one page table, one
-    /// SMMU), the same IOVA space (`cpu`'s magazines) and flush queue (`cpu`'s ring). `None`
+    /// SMMU), the same IOVA space and flush queue (`cpu`'s magazines and ring, which the calls
+    /// find by the CPU they run on). `None`
     /// when the CPU has no magazines.
     pub fn on_cpu(&self, cpu: usize) -> Option<IommuDma> {
         if cpu >= self.iovad.ncpus() {
@@ -224,7 +223,6 @@ impl IommuDma {
             arch: self.arch.on_cpu()?,
             sync: self.sync,
             max_seg_size: self.max_seg_size,
-            cpu,
             warnings: Vec::new(),
             invalidation: self.invalidation,
             unmap_lookup: self.unmap_lookup,
@@ -276,7 +274,7 @@ impl IommuDma {
         let limit = dev.dma_mask.min(aperture_end);
         let pfn = self
             .iovad
-            .alloc_iova_fast(hw, self.cpu, size >> shift, limit >> shift, true)?;
+            .alloc_iova_fast(hw, size >> shift, limit >> shift, true)?;
         if pfn == 0 {
             return Err(IommuError::IovaZero {
                 pages: size >> shift,
@@ -372,7 +370,7 @@ impl IommuDma {
             let shift = self.iovad.shift();
             let _ = self
                 .iovad
-                .free_iova_fast(hw, self.cpu, iova >> shift, mapped >> shift);
+                .free_iova_fast(hw, iova >> shift, mapped >> shift);
             give_back(coh);
             return Err(e);
         }
@@ -423,10 +421,10 @@ impl IommuDma {
         let mut gather = IommuIotlbGather::new();
         if self.invalidation == Invalidation::Lazy {
             match &self.fq {
-                Some(fq) if fq.has_cpu(self.cpu) => gather.queued = true,
+                Some(fq) if fq.has_cpu(hw.cpu()) => gather.queued = true,
                 _ => self.warnings.push(format!(
                     "no flush queue for CPU {}: unmap of {start:#x} is strict",
-                    self.cpu
+                    hw.cpu()
                 )),
             }
         }
@@ -455,7 +453,6 @@ impl IommuDma {
                     hw,
                     &mut self.domain,
                     &self.iovad,
-                    self.cpu,
                     start >> shift,
                     size >> shift,
                     &mut self.warnings,
@@ -469,10 +466,7 @@ impl IommuDma {
         } else {
             self.domain.iotlb_sync(hw, &mut gather);
         }
-        if let Err(e) = self
-            .iovad
-            .free_iova_fast(hw, self.cpu, start >> shift, size >> shift)
-        {
+        if let Err(e) = self.iovad.free_iova_fast(hw, start >> shift, size >> shift) {
             self.warnings.push(format!("IOVA free at {start:#x}: {e}"));
         }
     }
@@ -574,22 +568,7 @@ impl IommuDma {
     }
 }
 
-impl DmaMapOps for IommuDma {
-    fn name(&self) -> &'static str {
-        "iommu-dma"
-    }
-
-    fn on_cpu(&self, cpu: u32) -> Option<IommuDma> {
-        IommuDma::on_cpu(self, cpu as usize)
-    }
-
-    fn set_cpu(&mut self, cpu: u32) {
-        // The CPU whose magazines the calls use; one the IOVA space has none for keeps CPU 0's.
-        if (cpu as usize) < self.iovad.ncpus() {
-            self.cpu = cpu as usize;
-        }
-    }
-
+impl Stats for IommuDma {
     fn lock_records(&self) -> Vec<(&'static str, crate::smp::LockRecord)> {
         let mut v = self.domain.ops.lock_records();
         v.extend(self.iovad.lock_records());
@@ -597,6 +576,20 @@ impl DmaMapOps for IommuDma {
             v.push(("fq->lock", fq.lock_record()));
         }
         v
+    }
+
+    fn cmdq_stats(&self) -> Option<crate::stats::CmdqStats> {
+        self.domain.ops.cmdq_stats()
+    }
+}
+
+impl DmaMapOps for IommuDma {
+    fn name(&self) -> &'static str {
+        "iommu-dma"
+    }
+
+    fn on_cpu(&self, cpu: u32) -> Option<IommuDma> {
+        IommuDma::on_cpu(self, cpu as usize)
     }
 
     fn map_page<H: DeviceHw>(
@@ -637,9 +630,7 @@ impl DmaMapOps for IommuDma {
                 Ok(()) => Ok(iova),
                 Err(e) => {
                     let shift = self.iovad.shift();
-                    let _ = self
-                        .iovad
-                        .free_iova_fast(hw, self.cpu, iova >> shift, len >> shift);
+                    let _ = self.iovad.free_iova_fast(hw, iova >> shift, len >> shift);
                     Err(e)
                 }
             }
@@ -744,9 +735,9 @@ impl DmaMapOps for IommuDma {
                 Ok(m) if m == iova_len => Ok(iova),
                 r => {
                     let shift = self.iovad.shift();
-                    let _ =
-                        self.iovad
-                            .free_iova_fast(hw, self.cpu, iova >> shift, iova_len >> shift);
+                    let _ = self
+                        .iovad
+                        .free_iova_fast(hw, iova >> shift, iova_len >> shift);
                     Err(r.err().unwrap_or(IommuError::Empty))
                 }
             }

@@ -59,8 +59,9 @@
 //! or freed.
 
 use super::IommuError;
+use crate::hw::SmpHw;
 use crate::hw::{Counter, Hw, SwCost, SwKey};
-use crate::smp::SpinLock;
+use crate::smp::{PerCpu, SpinLock};
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -170,26 +171,25 @@ struct CpuRcache {
     prev: Vec<u64>,
 }
 
-/// `struct iova_rcache`: one per cached order. Each CPU's magazines are under that CPU's
-/// `cpu_rcache->lock`, the depot under `rcache->lock`; each is borrowed only while its lock is
-/// held.
+/// `struct iova_rcache`: one per cached order. Each CPU's magazines under that CPU's
+/// `cpu_rcache->lock`, the depot under `rcache->lock`.
 #[derive(Debug)]
 struct IovaRcache {
-    depot: RefCell<Vec<Vec<u64>>>,
-    lock: SpinLock,
-    cpus: Vec<RefCell<CpuRcache>>,
-    cpu_locks: Vec<SpinLock>,
+    depot: SpinLock<Vec<Vec<u64>>>,
+    cpu_rcaches: PerCpu<SpinLock<CpuRcache>>,
 }
 
 impl IovaRcache {
     fn new(ncpus: usize) -> IovaRcache {
         IovaRcache {
-            depot: RefCell::new(Vec::new()),
-            lock: SpinLock::named("rcache->lock", "(spinning on rcache->lock)"),
-            cpus: (0..ncpus).map(|_| RefCell::default()).collect(),
-            cpu_locks: (0..ncpus)
-                .map(|_| SpinLock::per_cpu("cpu_rcache->lock", "(spinning on cpu_rcache->lock)"))
-                .collect(),
+            depot: SpinLock::named("rcache->lock", "(spinning on rcache->lock)", Vec::new()),
+            cpu_rcaches: PerCpu::new(ncpus, |_| {
+                SpinLock::per_cpu(
+                    "cpu_rcache->lock",
+                    "(spinning on cpu_rcache->lock)",
+                    CpuRcache::default(),
+                )
+            }),
         }
     }
 }
@@ -230,13 +230,11 @@ struct IovaTree {
 
 /// `struct iova_domain`, shared by every CPU that maps through it: the tree under
 /// `iova_rbtree_lock`, and per cached order each CPU's magazines and the depot under their
-/// locks ([`IovaRcache`]). Every method takes `&self`; state is borrowed only while its lock is
-/// held, so a CPU that waits for a lock holds no borrow another CPU needs.
+/// locks ([`IovaRcache`]). Every method takes `&self`; each lock owns what it protects.
 #[derive(Debug)]
 pub struct IovaDomain {
     granule: u64,
-    tree: RefCell<IovaTree>,
-    rbtree_lock: SpinLock,
+    tree: SpinLock<IovaTree>,
     rcaches: Vec<IovaRcache>,
     rules: IovaRules,
     costs: Costs,
@@ -488,18 +486,21 @@ impl IovaDomain {
         };
         Ok(IovaDomain {
             granule,
-            tree: RefCell::new(IovaTree {
-                start_pfn: start_pfn.max(1),
-                dma_32bit_pfn,
-                tree: BTreeMap::from([(IOVA_ANCHOR, IOVA_ANCHOR)]),
-                cached_node: IOVA_ANCHOR,
-                cached32_node: IOVA_ANCHOR,
-                max32_alloc_size: dma_32bit_pfn,
-                rules,
-                costs,
-                stats: IovaStats::default(),
-            }),
-            rbtree_lock: SpinLock::named("iova_rbtree_lock", "(spinning on iova_rbtree_lock)"),
+            tree: SpinLock::named(
+                "iova_rbtree_lock",
+                "(spinning on iova_rbtree_lock)",
+                IovaTree {
+                    start_pfn: start_pfn.max(1),
+                    dma_32bit_pfn,
+                    tree: BTreeMap::from([(IOVA_ANCHOR, IOVA_ANCHOR)]),
+                    cached_node: IOVA_ANCHOR,
+                    cached32_node: IOVA_ANCHOR,
+                    max32_alloc_size: dma_32bit_pfn,
+                    rules,
+                    costs,
+                    stats: IovaStats::default(),
+                },
+            ),
             rcaches: (0..IOVA_RANGE_CACHE_MAX_SIZE)
                 .map(|_| IovaRcache::new(ncpus))
                 .collect(),
@@ -512,9 +513,10 @@ impl IovaDomain {
 
     /// The same empty domain under a release's rules (chosen once, at setup).
     pub fn with_rules(mut self, rules: IovaRules) -> IovaDomain {
-        let t = self.tree.get_mut();
+        let mut t = self.tree.peek_mut();
         debug_assert!(t.tree.len() == 1, "rules change on a domain in use");
         t.rules = rules;
+        drop(t);
         self.rules = rules;
         self
     }
@@ -530,15 +532,15 @@ impl IovaDomain {
         self.granule.trailing_zeros()
     }
     pub fn start_pfn(&self) -> u64 {
-        self.tree.borrow().start_pfn
+        self.tree.peek().start_pfn
     }
     pub fn ncpus(&self) -> usize {
-        self.rcaches[0].cpus.len()
+        self.rcaches[0].cpu_rcaches.len()
     }
 
     /// The figures of the fast path and the tree so far.
     pub fn stats(&self) -> IovaStats {
-        let (r, t) = (self.rstats.get(), self.tree.borrow().stats);
+        let (r, t) = (self.rstats.get(), self.tree.peek().stats);
         IovaStats {
             rcache_hits: r.rcache_hits,
             rcache_misses: r.rcache_misses,
@@ -554,7 +556,7 @@ impl IovaDomain {
     /// Start the figures again from zero.
     pub fn clear_stats(&self) {
         self.rstats.set(IovaStats::default());
-        self.tree.borrow_mut().stats = IovaStats::default();
+        self.tree.peek_mut().stats = IovaStats::default();
     }
 
     fn rstat(&self, f: impl FnOnce(&mut IovaStats)) {
@@ -565,23 +567,23 @@ impl IovaDomain {
 
     /// What the domain's locks saw: the tree's, then each order's depot lock.
     pub fn lock_records(&self) -> Vec<(&'static str, crate::smp::LockRecord)> {
-        let mut out = vec![(self.rbtree_lock.name, self.rbtree_lock.record())];
+        let mut out = vec![(self.tree.name(), self.tree.record())];
         let (mut depot, mut cpu) = Default::default();
         for rc in &self.rcaches {
-            crate::smp::LockRecord::merge(&mut depot, &rc.lock.record());
-            for l in &rc.cpu_locks {
+            crate::smp::LockRecord::merge(&mut depot, &rc.depot.record());
+            for l in rc.cpu_rcaches.iter() {
                 crate::smp::LockRecord::merge(&mut cpu, &l.record());
             }
         }
-        out.push((self.rcaches[0].lock.name, depot));
-        out.push((self.rcaches[0].cpu_locks[0].name, cpu));
+        out.push((self.rcaches[0].depot.name(), depot));
+        out.push(("cpu_rcache->lock", cpu));
         out
     }
 
     /// Allocated ranges `(pfn_lo, pfn_hi)` in ascending order, cached ones included.
     pub fn ranges(&self) -> Vec<(u64, u64)> {
         self.tree
-            .borrow()
+            .peek()
             .tree
             .iter()
             .filter(|(k, _)| **k != IOVA_ANCHOR)
@@ -594,11 +596,11 @@ impl IovaDomain {
         self.rcaches
             .iter()
             .map(|r| {
-                r.depot.borrow().iter().map(Vec::len).sum::<usize>()
-                    + r.cpus
+                r.depot.peek().iter().map(Vec::len).sum::<usize>()
+                    + r.cpu_rcaches
                         .iter()
                         .map(|c| {
-                            let c = c.borrow();
+                            let c = c.peek();
                             c.loaded.len() + c.prev.len()
                         })
                         .sum::<usize>()
@@ -608,14 +610,14 @@ impl IovaDomain {
 
     /// `find_iova()`: the range containing `pfn`.
     pub fn find_iova(&self, pfn: u64) -> Option<(u64, u64)> {
-        self.tree.borrow().find_iova(pfn)
+        self.tree.peek().find_iova(pfn)
     }
 
     /// `reserve_iova()`: pfns `lo..=hi` taken, so that the allocator never hands them out (as
     /// iommu-dma reserves a device's reserved regions). The kernel merges a reservation with
     /// ranges it overlaps; the model reserves only free ranges and says whether this one was.
     pub fn reserve_iova(&self, lo: u64, hi: u64) -> bool {
-        let mut t = self.tree.borrow_mut();
+        let mut t = self.tree.peek_mut();
         let free = lo <= hi
             && t.tree
                 .range(..=hi)
@@ -639,21 +641,14 @@ impl IovaDomain {
         if size == 0 {
             return Err(IommuError::Empty);
         }
-        hw.spin_lock(&self.rbtree_lock);
-        let r = self
-            .tree
-            .borrow_mut()
-            .alloc(hw, size, limit_pfn, size_aligned);
-        hw.spin_unlock(&self.rbtree_lock);
-        r
+        hw.with_lock(&self.tree, |hw, t| {
+            t.alloc(hw, size, limit_pfn, size_aligned)
+        })
     }
 
     /// `free_iova()` / `__free_iova()`: release the range containing `pfn`.
     pub fn free_iova(&self, hw: &mut dyn Hw, pfn: u64) -> Result<(), IommuError> {
-        hw.spin_lock(&self.rbtree_lock);
-        let r = self.tree.borrow_mut().free(hw, pfn);
-        hw.spin_unlock(&self.rbtree_lock);
-        r
+        hw.with_lock(&self.tree, |hw, t| t.free(hw, pfn))
     }
 
     /// `iova_magazine_free_pfns()`: every pfn of a magazine back to the tree, under one hold of
@@ -668,35 +663,27 @@ impl IovaDomain {
                 cached.remove(p);
             }
         }
-        hw.spin_lock(&self.rbtree_lock);
-        {
-            let mut t = self.tree.borrow_mut();
+        hw.with_lock(&self.tree, |hw, t| {
             for p in pfns {
                 let r = t.free(hw, p);
                 debug_assert!(r.is_ok(), "cached pfn not in the tree: {r:?}");
             }
-        }
-        hw.spin_unlock(&self.rbtree_lock);
+        });
     }
 
-    fn cpu(&self, cpu: usize) -> Result<(), IommuError> {
-        if cpu >= self.ncpus() {
-            return Err(IommuError::BadCpu(cpu));
-        }
-        Ok(())
-    }
-
-    /// `alloc_iova_fast()`: from `cpu`'s magazines if it can, else the tree; on exhaustion, flush
-    /// every cache back to the tree and try once more (`flush_rcache`).
+    /// `alloc_iova_fast()`: from this CPU's magazines if it can, else the tree; on exhaustion,
+    /// flush every cache back to the tree and try once more (`flush_rcache`).
     pub fn alloc_iova_fast(
         &self,
         hw: &mut dyn Hw,
-        cpu: usize,
         size: u64,
         limit_pfn: u64,
         flush_rcache: bool,
     ) -> Result<u64, IommuError> {
-        self.cpu(cpu)?;
+        let cpu = hw.cpu();
+        if cpu >= self.ncpus() {
+            return Err(IommuError::BadCpu(cpu));
+        }
         if size == 0 {
             return Err(IommuError::Empty);
         }
@@ -729,15 +716,25 @@ impl IovaDomain {
         r
     }
 
-    /// `free_iova_fast()`: into `cpu`'s magazine, or back to the tree.
-    pub fn free_iova_fast(
+    /// `free_iova_fast()`: into this CPU's magazine, or back to the tree.
+    pub fn free_iova_fast(&self, hw: &mut dyn Hw, pfn: u64, size: u64) -> Result<(), IommuError> {
+        let cpu = hw.cpu();
+        self.free_iova_fast_on(hw, cpu, pfn, size)
+    }
+
+    /// [`IovaDomain::free_iova_fast`] as CPU `cpu` runs it: the flush queue's timer, which the
+    /// model runs on the CPU that finds it expired, frees into the magazines of the CPU that
+    /// armed it, where the kernel's timer runs.
+    pub fn free_iova_fast_on(
         &self,
         hw: &mut dyn Hw,
         cpu: usize,
         pfn: u64,
         size: u64,
     ) -> Result<(), IommuError> {
-        self.cpu(cpu)?;
+        if cpu >= self.ncpus() {
+            return Err(IommuError::BadCpu(cpu));
+        }
         // A model-only guard (the kernel would corrupt its lists): what is freed must be an
         // allocated range's start and not already cached.
         let Some((lo, _)) = self.find_iova(pfn).filter(|(lo, _)| *lo == pfn) else {
@@ -777,20 +774,15 @@ impl IovaDomain {
         // pfn + size - 1 <= limit_pfn.
         let limit = limit_pfn.saturating_add(1).checked_sub(size)?;
         let rc = &self.rcaches[order as usize];
-        hw.spin_lock(&rc.cpu_locks[cpu]);
-        let pfn = {
-            let mut c = rc.cpus[cpu].borrow_mut();
+        let cpu_rcache = rc.cpu_rcaches.get(cpu)?;
+        hw.with_lock(cpu_rcache, |hw, c| {
             let has = if !c.loaded.is_empty() {
                 true
             } else if !c.prev.is_empty() {
-                let c = &mut *c;
                 std::mem::swap(&mut c.loaded, &mut c.prev);
                 true
             } else {
-                hw.spin_lock(&rc.lock);
-                let full = rc.depot.borrow_mut().pop();
-                hw.spin_unlock(&rc.lock);
-                match full {
+                match hw.with_lock(&rc.depot, |_, depot| depot.pop()) {
                     Some(full) => {
                         hw.sw(self.costs.depot);
                         c.loaded = full;
@@ -799,27 +791,25 @@ impl IovaDomain {
                     None => false,
                 }
             };
-            if has {
-                // Take the last pfn under the limit, swapping the top into its place.
-                c.loaded.iter().rposition(|&p| p <= limit).map(|i| {
+            // Take the last pfn under the limit, swapping the top into its place.
+            let pfn = has
+                .then(|| c.loaded.iter().rposition(|&p| p <= limit))
+                .flatten()
+                .map(|i| {
                     let pfn = c.loaded.swap_remove(i);
                     self.cached.borrow_mut().remove(&pfn);
                     pfn
-                })
+                });
+            if pfn.is_some() {
+                hw.count(Counter::IovaRcacheHit, 1);
+                hw.sw(self.costs.hit);
+                self.rstat(|s| s.rcache_hits += 1);
             } else {
-                None
+                hw.sw(self.costs.miss);
+                self.rstat(|s| s.rcache_misses += 1);
             }
-        };
-        if pfn.is_some() {
-            hw.count(Counter::IovaRcacheHit, 1);
-            hw.sw(self.costs.hit);
-            self.rstat(|s| s.rcache_hits += 1);
-        } else {
-            hw.sw(self.costs.miss);
-            self.rstat(|s| s.rcache_misses += 1);
-        }
-        hw.spin_unlock(&rc.cpu_locks[cpu]);
-        pfn
+            pfn
+        })
     }
 
     /// `__iova_rcache_insert()`: under the CPU's `cpu_rcache->lock`; a full pair of magazines
@@ -829,10 +819,8 @@ impl IovaDomain {
         hw.sw(self.costs.insert);
         let rc = &self.rcaches[order];
         let mag = self.rules.mag_size;
-        hw.spin_lock(&rc.cpu_locks[cpu]);
-        let to_free = {
-            let mut c = rc.cpus[cpu].borrow_mut();
-            let c = &mut *c;
+        let cpu_rcache = rc.cpu_rcaches.get(cpu).expect("the caller checked the CPU");
+        let to_free = hw.with_lock(cpu_rcache, |hw, c| {
             let mut to_free = None;
             if c.loaded.len() >= mag {
                 if c.prev.len() < mag {
@@ -840,22 +828,19 @@ impl IovaDomain {
                 } else {
                     hw.sw(self.costs.depot);
                     let full = std::mem::replace(&mut c.loaded, Vec::with_capacity(mag));
-                    hw.spin_lock(&rc.lock);
-                    {
-                        let mut depot = rc.depot.borrow_mut();
+                    to_free = hw.with_lock(&rc.depot, |_, depot| {
                         if depot.len() < MAX_GLOBAL_MAGS {
                             depot.push(full);
+                            None
                         } else {
-                            to_free = Some(full);
+                            Some(full)
                         }
-                    }
-                    hw.spin_unlock(&rc.lock);
+                    });
                 }
             }
             c.loaded.push(pfn);
             to_free
-        };
-        hw.spin_unlock(&rc.cpu_locks[cpu]);
+        });
         if let Some(mag) = to_free {
             self.free_pfns(hw, mag);
         }
@@ -876,21 +861,18 @@ impl IovaDomain {
         self.rstat(|s| s.rcache_flushes += 1);
         let mut pfns = Vec::new();
         for rc in &self.rcaches {
-            for (c, lock) in rc.cpus.iter().zip(&rc.cpu_locks) {
-                hw.spin_lock(lock);
-                {
-                    let mut c = c.borrow_mut();
+            for cpu_rcache in rc.cpu_rcaches.iter() {
+                hw.with_lock(cpu_rcache, |_, c| {
                     pfns.append(&mut c.loaded);
                     pfns.append(&mut c.prev);
-                }
-                hw.spin_unlock(lock);
+                });
             }
             if depot {
-                hw.spin_lock(&rc.lock);
-                for mut m in rc.depot.borrow_mut().drain(..) {
-                    pfns.append(&mut m);
-                }
-                hw.spin_unlock(&rc.lock);
+                hw.with_lock(&rc.depot, |_, d| {
+                    for mut m in d.drain(..) {
+                        pfns.append(&mut m);
+                    }
+                });
             }
         }
         self.free_pfns(hw, pfns);
@@ -1105,21 +1087,21 @@ mod tests {
     fn hot_loop_is_served_by_the_magazines() {
         let (mut r, d) = dom();
         let limit = (1u64 << 36 >> 12) - 1;
-        let first = d.alloc_iova_fast(&mut r, 0, 8, limit, true).unwrap();
-        d.free_iova_fast(&mut r, 0, first, 8).unwrap();
+        let first = d.alloc_iova_fast(r.as_cpu(0), 8, limit, true).unwrap();
+        d.free_iova_fast(r.as_cpu(0), first, 8).unwrap();
         for _ in 0..1000 {
-            let p = d.alloc_iova_fast(&mut r, 0, 8, limit, true).unwrap();
+            let p = d.alloc_iova_fast(r.as_cpu(0), 8, limit, true).unwrap();
             assert_eq!(p, first);
-            d.free_iova_fast(&mut r, 0, p, 8).unwrap();
+            d.free_iova_fast(r.as_cpu(0), p, 8).unwrap();
         }
         assert_eq!(d.stats().tree_allocs, 1);
         assert_eq!(d.stats().rcache_hits, 1000);
         assert_eq!(d.stats().tree_frees, 0);
         // Another CPU has its own magazines.
-        let q = d.alloc_iova_fast(&mut r, 1, 8, limit, true).unwrap();
+        let q = d.alloc_iova_fast(r.as_cpu(1), 8, limit, true).unwrap();
         assert_ne!(q, first);
         assert_eq!(
-            d.alloc_iova_fast(&mut r, 2, 8, limit, true),
+            d.alloc_iova_fast(r.as_cpu(2), 8, limit, true),
             Err(IommuError::BadCpu(2))
         );
     }
@@ -1135,17 +1117,17 @@ mod tests {
             let limit = (1u64 << 40 >> 12) - 1;
             let n = 128 * (2 + MAX_GLOBAL_MAGS) + 5;
             let pfns: Vec<u64> = (0..n)
-                .map(|_| d.alloc_iova_fast(&mut r, 0, 1, limit, true).unwrap())
+                .map(|_| d.alloc_iova_fast(r.as_cpu(0), 1, limit, true).unwrap())
                 .collect();
             for &p in &pfns {
-                d.free_iova_fast(&mut r, 0, p, 1).unwrap();
+                d.free_iova_fast(r.as_cpu(0), p, 1).unwrap();
             }
             assert_eq!(d.stats().tree_frees, mag as u64, "{rel:?}");
             assert_eq!(d.cached_pfns(), n - mag, "{rel:?}");
             assert_eq!(d.ranges().len(), n - mag);
             // Double free of a cached pfn is refused.
             assert_eq!(
-                d.free_iova_fast(&mut r, 0, pfns[n - 1], 1),
+                d.free_iova_fast(r.as_cpu(0), pfns[n - 1], 1),
                 Err(IommuError::IovaBadFree(pfns[n - 1]))
             );
         }
@@ -1159,14 +1141,14 @@ mod tests {
             let mut r = Recorder::new(64);
             let d = dom_of(&r, 1, 2, rel);
             let pfns: Vec<u64> = (0..400)
-                .map(|_| d.alloc_iova_fast(&mut r, 0, 1, 400, true).unwrap())
+                .map(|_| d.alloc_iova_fast(r.as_cpu(0), 1, 400, true).unwrap())
                 .collect();
             for &p in &pfns {
-                d.free_iova_fast(&mut r, 0, p, 1).unwrap();
+                d.free_iova_fast(r.as_cpu(0), p, 1).unwrap();
             }
             assert_eq!(d.cached_pfns(), 400);
             assert!(
-                d.alloc_iova_fast(&mut r, 1, 2, 400, true).is_ok(),
+                d.alloc_iova_fast(r.as_cpu(1), 2, 400, true).is_ok(),
                 "{rel:?}"
             );
             assert_eq!(d.stats().rcache_flushes, 1);
@@ -1180,15 +1162,15 @@ mod tests {
         let (mut r, d) = dom();
         // 8 single pfns cached on CPU 1, nothing else free below pfn 8.
         let pfns: Vec<u64> = (0..7)
-            .map(|_| d.alloc_iova_fast(&mut r, 1, 1, 7, true).unwrap())
+            .map(|_| d.alloc_iova_fast(r.as_cpu(1), 1, 7, true).unwrap())
             .collect();
         for &p in &pfns {
-            d.free_iova_fast(&mut r, 1, p, 1).unwrap();
+            d.free_iova_fast(r.as_cpu(1), p, 1).unwrap();
         }
         // CPU 0 wants 2 granules: its caches are empty, the tree is full of cached singles.
-        let p = d.alloc_iova_fast(&mut r, 0, 2, 7, true).unwrap();
+        let p = d.alloc_iova_fast(r.as_cpu(0), 2, 7, true).unwrap();
         assert_eq!(p % 2, 0);
         assert_eq!(d.stats().rcache_flushes, 1);
-        assert!(d.alloc_iova_fast(&mut r, 0, 16, 7, false).is_err());
+        assert!(d.alloc_iova_fast(r.as_cpu(0), 16, 7, false).is_err());
     }
 }

@@ -32,6 +32,7 @@ pub mod iova;
 
 use crate::hw::{DeviceHw, FrameId};
 use crate::mm::physmem::PhysMemError;
+use crate::stats::Stats;
 use crate::types::IovaAddr;
 
 /// Why an IOMMU operation failed. The kernel returns `-EINVAL`, `-EEXIST`, `-ENOMEM` or a short
@@ -237,8 +238,9 @@ pub fn iommu_iotlb_gather_add_page(
 }
 
 /// `struct iommu_flush_ops` (io-pgtable.h) plus the domain's `iotlb_sync` (iommu.h): how page-table
-/// code asks the IOMMU driver to invalidate its TLBs.
-pub trait IommuFlushOps: std::fmt::Debug + std::any::Any {
+/// code asks the IOMMU driver to invalidate its TLBs. What the driver's shared state saw is
+/// [`Stats`]'s, beside the kernel's methods.
+pub trait IommuFlushOps: std::fmt::Debug + std::any::Any + Stats {
     fn name(&self) -> &'static str;
     /// Invalidate every TLB entry of the context (domain).
     fn tlb_flush_all(&mut self, hw: &mut dyn DeviceHw);
@@ -271,14 +273,6 @@ pub trait IommuFlushOps: std::fmt::Debug + std::any::Any {
     /// command queue, a context bank's lock) shared, the rest its own. `None` for ops that
     /// cannot be shared.
     fn on_cpu(&self) -> Option<Box<dyn IommuFlushOps>> {
-        None
-    }
-    /// What the driver's locks saw so far, by the kernel's name.
-    fn lock_records(&self) -> Vec<(&'static str, crate::smp::LockRecord)> {
-        Vec::new()
-    }
-    /// What the SMMU's command queue saw so far, for a driver that has one.
-    fn cmdq_stats(&self) -> Option<arm_smmu_v3::CmdqStats> {
         None
     }
 }
@@ -321,6 +315,21 @@ impl FlushOps {
     }
 }
 
+impl Stats for FlushOps {
+    fn lock_records(&self) -> Vec<(&'static str, crate::smp::LockRecord)> {
+        match self {
+            FlushOps::ArmSmmu(d) => d.lock_records(),
+            FlushOps::Other(o) => o.lock_records(),
+        }
+    }
+    fn cmdq_stats(&self) -> Option<crate::stats::CmdqStats> {
+        match self {
+            FlushOps::ArmSmmu(d) => d.cmdq_stats(),
+            FlushOps::Other(o) => o.cmdq_stats(),
+        }
+    }
+}
+
 impl IommuFlushOps for FlushOps {
     fn name(&self) -> &'static str {
         match self {
@@ -330,18 +339,6 @@ impl IommuFlushOps for FlushOps {
     }
     fn tlb_flush_all(&mut self, hw: &mut dyn DeviceHw) {
         self.get().tlb_flush_all(hw);
-    }
-    fn lock_records(&self) -> Vec<(&'static str, crate::smp::LockRecord)> {
-        match self {
-            FlushOps::ArmSmmu(d) => d.lock_records(),
-            FlushOps::Other(o) => o.lock_records(),
-        }
-    }
-    fn cmdq_stats(&self) -> Option<arm_smmu_v3::CmdqStats> {
-        match self {
-            FlushOps::ArmSmmu(_) => None,
-            FlushOps::Other(o) => o.cmdq_stats(),
-        }
     }
     fn tlb_flush_walk(&mut self, hw: &mut dyn DeviceHw, iova: u64, size: u64, granule: u64) {
         self.get().tlb_flush_walk(hw, iova, size, granule);

@@ -20,7 +20,6 @@
 
 use super::{Ctx, Progress, RunInfo, Scenario, Shared, Workload};
 use crate::device::Device;
-use crate::dma::DmaMapOps;
 use crate::dma::swiotlb::nr_slots;
 use crate::hw::Counter;
 use crate::hw::calls::{CallTimer, StackRow, stack_rows};
@@ -31,6 +30,7 @@ use crate::report::{
     policies_map, trim_float,
 };
 use crate::setup::{DeviceDmaApi, Machine, SetupError, setup_dma_ops};
+use crate::stats::Stats;
 use crate::types::{DmaAttrs, DmaDirection, PhysAddr};
 use serde::Deserialize;
 use serde::Serialize;
@@ -233,12 +233,13 @@ pub fn run(s: &Scenario, b: &Bounce, progress: &Progress) -> Result<BounceResult
                 .map_err(|e| SetupError::Driver(format!("buffer allocation: {e}")))
         })
         .collect::<Result<_, _>>()?;
-    let nareas = api.ops.swiotlb_pool().map_or(0, |p| p.nareas());
-    let pool_bytes = api.ops.swiotlb_pool().map_or(0, |p| p.end().0 - p.start.0);
+    let pool = api.ops.swiotlb_stats();
+    let nareas = pool.as_ref().map_or(0, |p| p.nareas);
+    let pool_bytes = pool.as_ref().map_or(0, |p| p.bytes);
     let locks = |api: &DeviceDmaApi| -> Vec<u64> {
         api.ops
-            .swiotlb_pool()
-            .map(|p| p.table.borrow().areas.iter().map(|a| a.locks).collect())
+            .swiotlb_stats()
+            .and_then(|p| p.area_locks)
             .unwrap_or_default()
     };
     hw.clear_ledger();
@@ -248,9 +249,6 @@ pub fn run(s: &Scenario, b: &Bounce, progress: &Progress) -> Result<BounceResult
     // CPUs run at once, each on its own clock.
     let placed: Vec<(u32, u32)> = (0..b.cpus).map(|c| (c, 0)).collect();
     let mut machines = super::smp_cpus::machines(hw, api, &placed)?;
-    for (cpu, (_, api)) in machines.iter_mut().enumerate() {
-        api.ops.set_cpu(cpu as u32);
-    }
 
     let (dir, attrs) = (b.direction, DmaAttrs::NONE);
     let mut rows = Vec::new();
@@ -358,11 +356,7 @@ fn bounce_loop(
             }
         }
         // The pool's occupancy, unless another CPU is inside its lock (the table is its).
-        let used = api
-            .ops
-            .swiotlb_pool()
-            .and_then(|p| p.table.try_borrow().ok().map(|t| t.used()))
-            .unwrap_or(0) as u64;
+        let used = api.ops.swiotlb_stats().and_then(|p| p.used).unwrap_or(0) as u64;
         peak = peak.max(used);
         for a in mapped {
             t.time(hw, "dma_unmap_page", |hw| {

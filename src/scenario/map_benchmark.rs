@@ -26,7 +26,6 @@
 
 use super::{Ctx, Progress, RunInfo, Scenario, Shared, Workload};
 use crate::device::Device;
-use crate::dma::DmaMapOps;
 use crate::hw::cache::Access;
 use crate::hw::calls::{CallTimer, stack_rows};
 use crate::hw::{Counter, Hw, SwCost};
@@ -37,6 +36,7 @@ use crate::report::{
     device_line, header, ns, refusals, stack_table,
 };
 use crate::setup::{SetupError, setup_dma_ops};
+use crate::stats::Stats;
 use crate::types::{DmaAttrs, DmaDirection};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -65,15 +65,15 @@ pub fn per_cpu_slots(s: &Scenario, placed: &[(u32, u32)]) -> u32 {
 /// ([`Model::on_cpu`], [`crate::dma::mapping::DmaApi::on_cpu`]). Ops whose sharing is not
 /// modelled refuse more than one CPU.
 pub fn machines(
-    hw: Model,
-    mut api: DeviceDmaApi,
+    mut hw: Model,
+    api: DeviceDmaApi,
     placed: &[(u32, u32)],
 ) -> Result<Vec<(Model, DeviceDmaApi)>, SetupError> {
     let mut out = Vec::with_capacity(placed.len());
     if let [(first, _), rest @ ..] = placed
         && !rest.is_empty()
     {
-        api.ops.set_cpu(*first);
+        hw.set_processor(*first);
         for &(cpu, node) in rest {
             let view = api.on_cpu(cpu).ok_or_else(|| {
                 SetupError::Driver(format!(
@@ -81,7 +81,7 @@ pub fn machines(
                     api.ops.name()
                 ))
             })?;
-            out.push((hw.on_cpu(node), view));
+            out.push((hw.on_cpu(cpu, node), view));
         }
     }
     out.insert(0, (hw, api));

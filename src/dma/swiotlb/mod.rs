@@ -253,17 +253,16 @@ pub(crate) fn memcpy<H: Hw + ?Sized>(
     hw.leave(back);
 }
 
-/// The swiotlb library dma-direct falls back to: one pool (`io_tlb_default_mem`).
-#[derive(Debug)]
+/// The swiotlb library dma-direct falls back to: one pool (`io_tlb_default_mem`). A clone is
+/// the same library (the one pool, its areas and locks) for another CPU's calls, which pick
+/// their first area by the CPU they run on.
+#[derive(Clone, Debug)]
 pub struct Swiotlb {
-    /// Shared by every CPU's view of the library ([`Swiotlb::on_cpu`]).
     pool: Rc<IoTlbMem>,
     mem: SharedPhysMem,
     release: Release,
     /// `swiotlb=force`.
     pub force: bool,
-    /// The CPU the calls run on (`raw_smp_processor_id()`), which picks the first area tried.
-    pub cpu: u32,
     costs: Costs,
 }
 
@@ -286,7 +285,6 @@ impl Swiotlb {
             mem,
             release: cfg.release,
             force: cfg.force,
-            cpu: 0,
             costs: Costs {
                 pool: PoolCosts::resolve(hw),
                 map: hw.sw_cost(SwKey::SwiotlbMap),
@@ -300,19 +298,6 @@ impl Swiotlb {
 
     pub fn pool(&self) -> &IoTlbMem {
         &self.pool
-    }
-
-    /// The library as CPU `cpu` calls it: the same pool, areas and locks, that CPU's number
-    /// (the first area it tries). Each CPU of a many-CPU machine maps through its own.
-    pub fn on_cpu(&self, cpu: u32) -> Swiotlb {
-        Swiotlb {
-            pool: Rc::clone(&self.pool),
-            mem: self.mem.clone(),
-            release: self.release,
-            force: self.force,
-            cpu,
-            costs: self.costs,
-        }
     }
 
     /// The memory the pool and the buffers live in.
@@ -447,7 +432,7 @@ impl Swiotlb {
                 },
                 seg_boundary_mask: dev.seg_boundary_mask,
                 tbl_dma_addr: self.pool.start.0,
-                cpu: self.cpu,
+                cpu: hw.cpu() as u32,
             };
             let index = match self.pool.find_slots(hw, &self.costs.pool, &req) {
                 Ok(index) => index,

@@ -20,6 +20,7 @@
 //! `areas[a].used` is the number of in-use slots in area `a`. A pool with nothing mapped has the
 //! same `list[]` as a fresh one. A failed search changes nothing but the charges.
 
+use crate::hw::SmpHw;
 use crate::hw::{Counter, Hw, SwCost, SwKey};
 use crate::mm::physmem::{PhysMem, PhysMemError};
 use crate::scatterlist::PAGE_SIZE;
@@ -252,22 +253,24 @@ impl PoolCosts {
     }
 }
 
-/// Taking the pool or area lock: `_raw_spin_lock_irqsave` is out of line, so it is a frame (a
-/// CPU that finds the lock held spins in it); the unlock's cost is folded into the same named
-/// cost.
-pub fn spin_lock_irqsave<H: Hw + ?Sized>(hw: &mut H, c: &PoolCosts, lock: &SpinLock) {
+/// `spin_lock_irqsave(lock)`, `f`, `spin_unlock_irqrestore(lock)` on the pool or area lock.
+/// `_raw_spin_lock_irqsave` is out of line, so it is a frame (a CPU that finds the lock held
+/// spins in it); the unlock's cost is folded into the same named cost.
+pub fn with_lock_irqsave<H: Hw + ?Sized, T, R>(
+    hw: &mut H,
+    c: &PoolCosts,
+    lock: &SpinLock<T>,
+    f: impl FnOnce(&mut H, &mut T) -> R,
+) -> R {
     let back = hw.enter(crate::frame_id!("_raw_spin_lock_irqsave"));
     // The irqsave and the atomic that finds the lock are paid before it is owned: the critical
     // section another CPU waits out is the work done under it.
     hw.sw(c.lock);
-    hw.spin_lock(lock);
-    hw.count(Counter::SpinLock, 1);
-    hw.leave(back);
-}
-
-/// `spin_unlock_irqrestore()` of the pool or area lock (its cost is in [`PoolCosts::lock`]).
-pub fn spin_unlock_irqrestore<H: Hw + ?Sized>(hw: &mut H, lock: &SpinLock) {
-    hw.spin_unlock(lock);
+    hw.with_lock(lock, |hw, data| {
+        hw.count(Counter::SpinLock, 1);
+        hw.leave(back);
+        f(hw, data)
+    })
 }
 
 /// What a search is for.
@@ -824,11 +827,13 @@ fn claim_in_area<H: Hw + ?Sized>(
 pub struct IoTlbMem {
     /// `io_tlb_start` / `mem->start`.
     pub start: PhysAddr,
-    /// The slots and areas, touched only under their area's lock (or, for a slot a mapping
-    /// owns, by that mapping's CPU): a CPU waiting for a lock holds no borrow of it.
+    /// The slots and areas: one array, as the kernel's `slots[]`, each area's part of it
+    /// borrowed only inside that area's lock (or, for a slot a mapping owns, by that mapping's
+    /// CPU), so a CPU waiting for a lock holds no borrow of it.
     pub table: RefCell<SlotTable>,
     /// Each area's lock (3.6: the one `io_tlb_lock`), shared by every CPU that maps through the
-    /// pool.
+    /// pool. It guards a range of `table` rather than owning data of its own, as the kernel's
+    /// `area->lock` guards the area's range of the one `slots[]` array.
     locks: Box<[SpinLock]>,
     nslabs: usize,
     search: SlotSearch,
@@ -865,9 +870,9 @@ impl IoTlbMem {
             locks: (0..nareas)
                 .map(|_| {
                     if search.has_areas() {
-                        SpinLock::named("area->lock", "(spinning on area->lock)")
+                        SpinLock::named("area->lock", "(spinning on area->lock)", ())
                     } else {
-                        SpinLock::named("io_tlb_lock", "(spinning on io_tlb_lock)")
+                        SpinLock::named("io_tlb_lock", "(spinning on io_tlb_lock)", ())
                     }
                 })
                 .collect(),
@@ -898,18 +903,17 @@ impl IoTlbMem {
         if nr_slots(req.alloc_size) == 0 {
             return Err(NoSlots::Full);
         }
-        spin_lock_irqsave(hw, c, &self.locks[area]);
-        let found = body(&mut self.table.borrow_mut(), hw);
-        spin_unlock_irqrestore(hw, &self.locks[area]);
-        found
+        with_lock_irqsave(hw, c, &self.locks[area], |hw, ()| {
+            body(&mut self.table.borrow_mut(), hw)
+        })
     }
 
     /// Give slots back (`swiotlb_release_slots`) under the lock of their area.
     pub fn release<H: Hw + ?Sized>(&self, hw: &mut H, c: &PoolCosts, index: usize, nslots: usize) {
         let area = index / self.table.borrow().area_nslabs;
-        spin_lock_irqsave(hw, c, &self.locks[area]);
-        self.table.borrow_mut().release(hw, c, index, nslots);
-        spin_unlock_irqrestore(hw, &self.locks[area]);
+        with_lock_irqsave(hw, c, &self.locks[area], |hw, ()| {
+            self.table.borrow_mut().release(hw, c, index, nslots)
+        });
     }
 
     /// `io_tlb_end` / `mem->end`: one past the last byte.
@@ -940,6 +944,19 @@ impl IoTlbMem {
         req: &SlotRequest,
     ) -> Result<usize, NoSlots> {
         self.search.find_slots(self, hw, c, req)
+    }
+
+    /// What the pool holds and saw so far.
+    pub fn stats(&self) -> crate::stats::SwiotlbStats {
+        // A CPU inside an area's lock holds the table: its figures wait for the unlock.
+        let t = self.table.try_borrow().ok();
+        crate::stats::SwiotlbStats {
+            nslabs: self.nslabs,
+            nareas: self.locks.len(),
+            bytes: self.end().0 - self.start.0,
+            used: t.as_ref().map(|t| t.used()),
+            area_locks: t.map(|t| t.areas.iter().map(|a| a.locks).collect()),
+        }
     }
 
     /// Whether nothing is mapped and the free runs are those of a fresh pool.

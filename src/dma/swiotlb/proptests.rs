@@ -148,7 +148,6 @@ proptest! {
         let release = if v6 { Release::Linux6_3 } else { Release::Linux3_6 };
         let mem = machine();
         let d = std::cell::RefCell::new(direct(&mem, release, areas, batched, 4 << 20));
-        d.borrow_mut().swiotlb_mut().unwrap().cpu = cpu;
         let mut dev = Device::new("dev32", coherent, 32);
         if nvme {
             dev.min_align_mask = 0xfff;
@@ -160,6 +159,8 @@ proptest! {
             &ops,
             release.copies_at_map(DmaDirection::FromDevice, DmaAttrs::NONE),
             |r, buf, o| {
+                // The CPU the maps run on picks the first area tried.
+                r.cpu = cpu as usize;
                 // The only error there is: DmaError::MappingError.
                 d.borrow_mut()
                     .map_page(r, &dev, buf, o.size, o.dir, DmaAttrs::NONE)

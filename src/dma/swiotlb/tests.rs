@@ -881,11 +881,12 @@ fn two_cpus_bouncing_wait_the_overlap_of_one_lock_and_never_with_areas() {
         let lib = Swiotlb::new(&Model::new(params.clone()), mem.clone(), &cfg).unwrap();
         let bodies: Vec<Body<(u64, u64, usize)>> = (0..2u32)
             .map(|cpu| {
-                let mut lib = lib.on_cpu(cpu);
+                let mut lib = lib.clone();
                 let params = params.clone();
                 let body: Body<(u64, u64, usize)> = Box::new(move |c| {
                     let mut m = Model::new(params);
                     m.set_cpu(c);
+                    m.set_processor(cpu);
                     let dev = dev32(true);
                     let orig = PhysAddr(HIGH + u64::from(cpu) * 0x10000);
                     let dir = DmaDirection::ToDevice;

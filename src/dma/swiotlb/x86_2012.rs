@@ -972,9 +972,11 @@ impl DmaMapOps for Swiotlb2012Ops {
     fn mapping_error<H: DeviceHw>(&mut self, hw: &mut H, _dev: &Device, addr: DmaAddr) -> bool {
         self.dma_mapping_error(hw, addr)
     }
+}
 
-    fn swiotlb_pool(&self) -> Option<&IoTlbMem> {
-        Some(&self.pool)
+impl crate::stats::Stats for Swiotlb2012Ops {
+    fn swiotlb_stats(&self) -> Option<crate::stats::SwiotlbStats> {
+        Some(self.pool.stats())
     }
 }
 

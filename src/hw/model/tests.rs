@@ -768,6 +768,7 @@ fn sw_costs_resolve_by_name() {
 /// held it, charged in the spin frame under the caller, and its clock ends 50 ns later.
 #[test]
 fn a_held_lock_is_spun_on_for_exactly_the_holders_critical_section() {
+    use crate::hw::SmpHw;
     use crate::smp::{self, Body, SpinLock};
     use std::rc::Rc;
     let lock = Rc::new(SpinLock::new());
@@ -777,9 +778,7 @@ fn a_held_lock_is_spun_on_for_exactly_the_holders_critical_section() {
             m.set_cpu(c);
             let back = m.enter(crate::frame_id!("caller"));
             m.sw(SwCost(100_000));
-            m.spin_lock(&lock);
-            m.sw(SwCost(50_000));
-            m.spin_unlock(&lock);
+            m.with_lock(&lock, |m, ()| m.sw(SwCost(50_000)));
             m.leave(back);
             let stacks = m
                 .ledger()

@@ -661,7 +661,7 @@ fn a_drain_frees_every_cpus_queue_with_one_flush() {
         .unwrap()
         .with_invalidation(&r, Invalidation::Lazy);
     map_unmap_4k(&mut r, &mut d, &dev, 3);
-    d.cpu = 1;
+    r.cpu = 1;
     map_unmap_4k(&mut r, &mut d, &dev, 2);
     assert_eq!(d.flush_queue().map(|f| f.pending()), Some(5));
     let mut r = Recorder::new(64);
@@ -670,7 +670,7 @@ fn a_drain_frees_every_cpus_queue_with_one_flush() {
     // One lock per CPU's ring.
     assert_eq!(r.count_of(Counter::SpinLock), 2);
     // A CPU the queue does not have: that unmap is strict, and says so.
-    d.cpu = 0;
+    r.cpu = 0;
     let a = d
         .map_page(
             &mut r,
@@ -681,7 +681,7 @@ fn a_drain_frees_every_cpus_queue_with_one_flush() {
             DmaAttrs::NONE,
         )
         .unwrap();
-    d.cpu = 7;
+    r.cpu = 7;
     d.unmap_page(
         &mut r,
         &dev,

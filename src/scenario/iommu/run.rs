@@ -290,7 +290,7 @@ pub fn run(s: &Scenario, progress: &Progress) -> Result<IommuRunResult, String> 
         .ok_or_else(|| format!("scenario `{}` has no [iommu] domain", s.name))?;
     // On a NUMA platform the SMMUv3 probes at boot: its command queue's node prices every
     // command list below. The tables themselves come from table_memory().
-    let (hw, cmdq_shift) = if s.probes_smmu_v3() {
+    let (mut hw, cmdq_shift) = if s.probes_smmu_v3() {
         let m = Machine::boot_numa_smmu_v3(&s.profile, s.kernel, &s.boot, s.cpu_node())
             .map_err(|e| e.to_string())?;
         let shift = m.smmu.as_ref().map(|p| p.structures.cmdq.max_n_shift);
@@ -315,8 +315,11 @@ pub fn run(s: &Scenario, progress: &Progress) -> Result<IommuRunResult, String> 
         .iter()
         .enumerate()
         .skip(1)
-        .map(|(k, &(cpu, node))| (hw.on_cpu(node), CpuAt::new(k, cpu, n)))
+        .map(|(k, &(cpu, node))| (hw.on_cpu(cpu, node), CpuAt::new(k, cpu, n)))
         .collect();
+    if n > 1 {
+        hw.set_processor(placed[0].0);
+    }
     cpus.insert(0, (hw, CpuAt::new(0, placed[0].0, n)));
     match &s.workload {
         Workload::IommuSweep(w) => {
@@ -421,12 +424,6 @@ impl CpuAt {
             cpu,
             many: n > 1,
         }
-    }
-
-    /// The per-CPU slot of the IOVA allocator's magazines: the CPU's number among the
-    /// platform's when several run ([`crate::scenario::smp_cpus::per_cpu_slots`]), else 0.
-    fn slot(self) -> usize {
-        if self.many { self.cpu as usize } else { 0 }
     }
 
     /// `iteration 3`, or with several CPUs `CPU 5, iteration 3`, for refusals.
@@ -677,13 +674,7 @@ fn ops_loop(
                             let (iova, alloc) = match mo.iova {
                                 IovaSpec::Fixed(a) => (a + off, false),
                                 IovaSpec::Alloc => {
-                                    let pfn = iovad.alloc_iova_fast(
-                                        hw,
-                                        at.slot(),
-                                        pages,
-                                        limit_pfn,
-                                        true,
-                                    )?;
+                                    let pfn = iovad.alloc_iova_fast(hw, pages, limit_pfn, true)?;
                                     // 0 is the allocator's failure value (5.11 to 6.1 can hand it
                                     // out when the retry wraps): no IOVA; the range stays allocated.
                                     if pfn == 0 {
@@ -706,7 +697,7 @@ fn ops_loop(
                                 }
                             };
                             if r.is_err() && alloc {
-                                let _ = iovad.free_iova_fast(hw, at.slot(), iova >> shift, pages);
+                                let _ = iovad.free_iova_fast(hw, iova >> shift, pages);
                             }
                             r.map(|b| (iova, alloc, b))
                         });
@@ -795,7 +786,6 @@ fn ops_loop(
                             if alloc {
                                 iovad.free_iova_fast(
                                     hw,
-                                    at.slot(),
                                     iova >> shift,
                                     size.div_ceil(cfg.granule),
                                 )?;
