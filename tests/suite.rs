@@ -31,6 +31,7 @@ mod replay;
 mod reproduce_figures;
 mod run_tables;
 mod sensitivity;
+mod shared_inventory;
 mod smmu_walk_flush;
 mod snapshots;
 mod sweep;
