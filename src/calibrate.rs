@@ -738,7 +738,9 @@ mod tests {
     #[test]
     fn calibrate_on_this_host_writes_a_measured_profile() {
         let Some(instruction) = Instruction::default_for_host() else {
-            eprintln!("skipping: this CPU has no user-space clean-and-invalidate instruction");
+            crate::hw::host::skip_host_test(
+                "this CPU has no user-space clean-and-invalidate instruction",
+            );
             return;
         };
         let opts = CalibrateOpts {

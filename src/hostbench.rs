@@ -688,7 +688,9 @@ mod tests {
     #[test]
     fn a_small_run_issues_every_line_and_reports_both_modes() {
         let Some(instruction) = Instruction::default_for_host() else {
-            eprintln!("skipping: this CPU has no user-space clean-and-invalidate instruction");
+            crate::hw::host::skip_host_test(
+                "this CPU has no user-space clean-and-invalidate instruction",
+            );
             return;
         };
         let o = HostbenchOpts {

@@ -321,10 +321,10 @@ fn hostbench_json_reports_both_modes() {
         &profile,
     ]);
     if o.status.code() == Some(2) && stderr(&o).contains("unsupported") {
-        eprintln!(
-            "skipped: this CPU cannot run the default instruction ({})",
+        dmasim::hw::host::skip_host_test(&format!(
+            "this CPU cannot run the default instruction ({})",
             stderr(&o)
-        );
+        ));
         return;
     }
     assert!(o.status.success(), "{}", stderr(&o));
