@@ -826,9 +826,27 @@ pub struct ArmSmmuV3Domain {
     pub granule: u64,
     /// The SMMU's command queue, shared by every CPU's view of the domain.
     pub cmdq: Rc<Cmdq>,
-    /// This CPU's `struct arm_smmu_cmdq_batch` (a local of each call in the kernel).
-    batch: Vec<CmdqEnt>,
     costs: Costs,
+}
+
+/// `struct arm_smmu_cmdq_batch`: the commands one call gathers before it issues them, a local
+/// of that call (on the kernel's stack), so no two CPUs ever share one.
+struct CmdqBatch {
+    cmds: [CmdqEnt; CMDQ_BATCH_ENTRIES],
+    num: usize,
+}
+
+impl CmdqBatch {
+    fn new() -> CmdqBatch {
+        CmdqBatch {
+            cmds: [CmdqEnt::Sync; CMDQ_BATCH_ENTRIES],
+            num: 0,
+        }
+    }
+
+    fn cmds(&self) -> &[CmdqEnt] {
+        &self.cmds[..self.num]
+    }
 }
 
 impl ArmSmmuV3Domain {
@@ -858,7 +876,6 @@ impl ArmSmmuV3Domain {
                 issue: hw.sw_cost(issue_key(cmdq.protocol)),
             },
             cmdq: Rc::new(cmdq),
-            batch: Vec::with_capacity(CMDQ_BATCH_ENTRIES),
         })
     }
 
@@ -872,7 +889,7 @@ impl ArmSmmuV3Domain {
         self
     }
 
-    /// This domain as another CPU uses it: the same queue, a batch of its own.
+    /// This domain as another CPU uses it: the same queue.
     pub fn on_cpu(&self) -> ArmSmmuV3Domain {
         ArmSmmuV3Domain {
             asid: self.asid,
@@ -880,30 +897,30 @@ impl ArmSmmuV3Domain {
             rules: self.rules,
             granule: self.granule,
             cmdq: Rc::clone(&self.cmdq),
-            batch: Vec::with_capacity(CMDQ_BATCH_ENTRIES),
             costs: self.costs,
         }
     }
 
-    /// `arm_smmu_cmdq_batch_add()`.
-    fn batch_add(&mut self, hw: &mut dyn DeviceHw, cmd: CmdqEnt) {
-        if self.batch.len() == CMDQ_BATCH_ENTRIES {
-            self.cmdq.issue(hw, self.costs.issue, &self.batch, false);
-            self.batch.clear();
+    /// `arm_smmu_cmdq_batch_add()`: a full batch is issued first.
+    fn batch_add(&self, hw: &mut dyn DeviceHw, batch: &mut CmdqBatch, cmd: CmdqEnt) {
+        if batch.num == CMDQ_BATCH_ENTRIES {
+            self.cmdq.issue(hw, self.costs.issue, batch.cmds(), false);
+            batch.num = 0;
         }
         hw.sw(self.costs.build);
-        self.batch.push(cmd);
+        batch.cmds[batch.num] = cmd;
+        batch.num += 1;
     }
 
-    /// `arm_smmu_cmdq_batch_submit()`.
-    fn batch_submit(&mut self, hw: &mut dyn DeviceHw) {
-        self.cmdq.issue(hw, self.costs.issue, &self.batch, true);
-        self.batch.clear();
+    /// `arm_smmu_cmdq_batch_submit()`: what is gathered, and a `CMD_SYNC`.
+    fn batch_submit(&self, hw: &mut dyn DeviceHw, batch: &mut CmdqBatch) {
+        self.cmdq.issue(hw, self.costs.issue, batch.cmds(), true);
+        batch.num = 0;
     }
 
     /// `arm_smmu_tlb_inv_asid()`: the command and its sync in one list (5.15), or the command,
     /// then an empty list carrying the sync (≤ 5.14).
-    fn tlb_inv_asid(&mut self, hw: &mut dyn DeviceHw) {
+    fn tlb_inv_asid(&self, hw: &mut dyn DeviceHw) {
         hw.sw(self.costs.build);
         let cmd = [CmdqEnt::TlbiNhAsid { asid: self.asid }];
         if self.rules.asid_with_sync() {
@@ -926,7 +943,7 @@ impl ArmSmmuV3Domain {
 
     /// `arm_smmu_tlb_inv_range_domain()` / `__arm_smmu_tlb_inv_range()`.
     pub fn tlb_inv_range(
-        &mut self,
+        &self,
         hw: &mut dyn DeviceHw,
         iova: u64,
         size: u64,
@@ -936,13 +953,15 @@ impl ArmSmmuV3Domain {
         if size == 0 || granule < self.granule {
             return;
         }
+        let mut batch = CmdqBatch::new();
         let back = if self.rules.large_range_to_asid() {
             let back = hw.enter(crate::frame_id!("arm_smmu_domain_inv_range"));
             if self.inv_size_too_big(size, granule) {
                 // The nsize opcode goes through the same batch as a range would.
                 hw.sw(self.costs.build);
-                self.batch.push(CmdqEnt::TlbiNhAsid { asid: self.asid });
-                self.batch_submit(hw);
+                batch.cmds[0] = CmdqEnt::TlbiNhAsid { asid: self.asid };
+                batch.num = 1;
+                self.batch_submit(hw, &mut batch);
                 hw.leave(back);
                 return;
             }
@@ -979,7 +998,7 @@ impl ArmSmmuV3Domain {
                     num: (num - 1) as u8,
                     scale: scale as u8,
                 };
-                self.batch_add(hw, cmd);
+                self.batch_add(hw, &mut batch, cmd);
                 num_pages -= num << scale;
                 at = at.saturating_add(num << (scale + tg));
             }
@@ -994,11 +1013,11 @@ impl ArmSmmuV3Domain {
                     num: 0,
                     scale: 0,
                 };
-                self.batch_add(hw, cmd);
+                self.batch_add(hw, &mut batch, cmd);
                 at = at.saturating_add(granule);
             }
         }
-        self.batch_submit(hw);
+        self.batch_submit(hw, &mut batch);
         hw.leave(back);
     }
 }
