@@ -443,3 +443,39 @@ fn eight_threads_share_the_flush_queue() {
         "a sync per flush, none per unmap"
     );
 }
+
+/// The work limit `run` has: a run counted above `--max-work` steps (every thread's pairs
+/// counted) is refused before anything runs, exit 2, naming the option; the kernel tool's own
+/// default of 20 seconds on 32 threads is over the default limit, and a higher limit lets a
+/// run through.
+#[test]
+fn max_work_refuses_a_long_run_by_name() {
+    for args in [
+        &["-t", "32", "-s", "1", "--max-work", "1000"][..],
+        &["-t", "32"],
+    ] {
+        let mut a = vec!["map-benchmark", "--platform", "kunpeng920", "--iommu"];
+        a.extend_from_slice(args);
+        let o = dmasim(&a);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: one message: {err}");
+        assert!(err.contains("--max-work: "), "{args:?}: {err}");
+        assert!(err.contains("32 threads counted at"), "{args:?}: {err}");
+        assert!(o.stdout.is_empty(), "{args:?}: nothing ran");
+    }
+    let raised = "-q map-benchmark --platform sm8150 -s 1 -g 64 --max-work 10000000000";
+    ran(&raised.split(' ').collect::<Vec<_>>());
+}
+
+/// `dmasim ARGS`, which must exit 0.
+fn ran(args: &[&str]) -> std::process::Output {
+    let o = dmasim(args);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}

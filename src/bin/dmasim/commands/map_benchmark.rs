@@ -53,6 +53,11 @@ pub struct MapBenchmarkArgs {
     /// With --sweep: also write the scaling curve as an SVG (or HTML) plot.
     #[arg(long)]
     pub plot: Option<String>,
+    /// Most model steps the run may take, 1 or more (each thread counted at a million pairs a
+    /// modelled second; as for `run`).
+    #[arg(long, default_value_t = scenario::DEFAULT_MAX_WORK as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_work: u64,
     #[arg(long, value_enum, default_value = "table")]
     pub format: RunFormat,
 }
@@ -182,7 +187,7 @@ pub fn map_benchmark(args: MapBenchmarkArgs, out: &mut impl Write) -> Result<()>
             &specs,
             args.plot.as_deref(),
             args.format,
-            scenario::DEFAULT_MAX_WORK as u64,
+            args.max_work,
             out,
         );
     }
@@ -212,8 +217,27 @@ pub fn map_benchmark(args: MapBenchmarkArgs, out: &mut impl Write) -> Result<()>
         Some(platform.as_str()),
     )
     .map_err(named)?;
-    apply_overrides(&mut s, o)?;
+    apply_overrides(&mut s, o).map_err(named)?;
     warn_unpriced(&s.profile, &s.sw_keys(), &s.name);
+    check_work(&s, args.max_work)?;
     execute_and_print(&s, args.format, out)?;
     Ok(())
+}
+
+/// `run`'s refusal of a run estimated above `--max-work` steps, said in the tool's terms: how
+/// the steps were counted and which options make the run smaller.
+fn check_work(s: &Scenario, max_work: u64) -> Result<(), InputError> {
+    if s.check_work(u128::from(max_work)).is_ok() {
+        return Ok(());
+    }
+    let scenario::Workload::MapBenchmark(w) = &s.workload else {
+        unreachable!("map-benchmark writes a map_benchmark scenario")
+    };
+    Err(arg_error(format!(
+        "--max-work: this run would take about {} model steps ({} threads counted at {} map+unmap pairs each, {} steps a pair); the limit is {max_work}: fewer threads (-t) or seconds (-s), or raise the limit with --max-work",
+        s.work(),
+        w.threads,
+        w.loops_counted(),
+        w.steps_per_pair(s),
+    )))
 }
