@@ -479,3 +479,37 @@ fn ran(args: &[&str]) -> std::process::Output {
     );
     o
 }
+
+/// Before a run starts, standard error says how long it will take on this machine: a trial of
+/// the run's first modelled ms, whose pairs carried over to the whole run come within 1 % of
+/// the pairs the run makes. Standard output is the same bytes under `-q`, which skips both.
+#[test]
+fn the_run_says_how_long_it_will_take_before_it_starts() {
+    let args = [
+        "map-benchmark",
+        "--platform",
+        "sm8150",
+        "--iommu",
+        "-s",
+        "1",
+    ];
+    let json = [&args[..], &["-g", "4", "--format", "json"]].concat();
+    let loud = ran(&json);
+    let err = String::from_utf8_lossy(&loud.stderr);
+    let note = err.lines().next().unwrap_or_default();
+    assert!(
+        note.starts_with("note: this run will take about ")
+            && note.contains(" of host time: its first 4 modelled ms made "),
+        "{err}"
+    );
+    let expected: f64 = note.rsplit(' ').next().unwrap().parse().unwrap();
+    let quiet = ran(&[&["-q"][..], &json].concat());
+    assert_eq!(loud.stdout, quiet.stdout);
+    assert!(quiet.stderr.is_empty(), "-q: no trial, no note");
+    let v: serde_json::Value = serde_json::from_slice(&quiet.stdout).unwrap();
+    let loops = v["tool"]["loops"].as_f64().unwrap();
+    assert!(
+        (expected / loops - 1.0).abs() < 0.01,
+        "{expected} expected, {loops} made"
+    );
+}

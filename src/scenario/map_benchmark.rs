@@ -288,6 +288,22 @@ pub fn thread_cpus(s: &Scenario, w: &MapBenchmark) -> Vec<(u32, u32)> {
     super::smp_cpus::place(s, w.threads, w.node)
 }
 
+/// How far each thread's loop goes: the run's modelled seconds, or a trial's shorter stretch.
+#[derive(Clone, Copy, Debug)]
+struct Bound {
+    end_ps: u64,
+    max_loops: u64,
+}
+
+impl Bound {
+    fn run(w: &MapBenchmark) -> Bound {
+        Bound {
+            end_ps: u64::from(w.seconds) * 1_000_000_000_000,
+            max_loops: MAX_LOOPS,
+        }
+    }
+}
+
 /// What one benchmark thread leaves behind.
 struct ThreadRun {
     hw: crate::hw::model::Model,
@@ -296,14 +312,20 @@ struct ThreadRun {
     unmap: Latencies,
     calls: CallTimer,
     stopped: Option<String>,
+    /// Modelled time from the thread's first pair to the end of its last.
+    elapsed_ps: u64,
+    /// Whether its loop ran to the bound, rather than ending on a failed map or a pair that
+    /// takes no time.
+    to_bound: bool,
 }
 
-/// `map_benchmark_thread()` on one CPU until its modelled seconds are up.
+/// `map_benchmark_thread()` on one CPU until `bound` is reached.
 fn bench_thread(
     mut hw: crate::hw::model::Model,
     mut api: crate::setup::DeviceDmaApi,
     buf: crate::types::PhysAddr,
     w: &MapBenchmark,
+    bound: Bound,
     platform: &str,
     progress: Option<&Progress>,
 ) -> ThreadRun {
@@ -311,12 +333,12 @@ fn bench_thread(
     let (dir, attrs) = (w.direction, DmaAttrs::NONE);
     let mut t = CallTimer::default();
     let (mut map, mut unmap) = (Latencies::default(), Latencies::default());
-    let end_ps = u64::from(w.seconds) * 1_000_000_000_000;
     let trans = SwCost(u64::from(w.dma_trans_ns) * 1000);
     let start = hw.now_ps();
     let mut stopped = None;
     let mut second = 1;
-    while hw.now_ps() - start < end_ps && map.loops < MAX_LOOPS {
+    let mut to_bound = true;
+    while hw.now_ps() - start < bound.end_ps && map.loops < bound.max_loops {
         if dir != DmaDirection::FromDevice {
             // memset(buf, 0x66, size): the CPU dirties the buffer, so a non-coherent device's
             // map has lines to clean. Outside the timed windows; its own time is not priced.
@@ -330,6 +352,7 @@ fn bench_thread(
         map.add(ktime_ns(&hw) - t0);
         let Some(addr) = addr else {
             // The kernel's thread stops at a failed map ("dma_map_single failed").
+            to_bound = false;
             break;
         };
         if trans.0 > 0 {
@@ -346,6 +369,7 @@ fn bench_thread(
                 "stopped after {} pairs: platform `{platform}` prices a map and an unmap at 0 ps, so modelled time does not pass",
                 map.loops
             ));
+            to_bound = false;
             break;
         }
         if let Some(p) = progress {
@@ -358,6 +382,7 @@ fn bench_thread(
         }
     }
     debug_assert!(hw.ledger().depth_is_zero());
+    let elapsed_ps = hw.now_ps() - start;
     ThreadRun {
         hw,
         api,
@@ -365,15 +390,23 @@ fn bench_thread(
         unmap,
         calls: t,
         stopped,
+        elapsed_ps,
+        to_bound,
     }
 }
 
-/// Run the benchmark's threads on the Model, one CPU each, sharing the device's DMA layers.
-pub fn run(
-    s: &Scenario,
-    w: &MapBenchmark,
-    progress: &Progress,
-) -> Result<MapBenchmarkResult, SetupError> {
+/// The machine as the benchmark's threads find it: the device's DMA layers set up, each CPU's
+/// view of them and its buffer, and where every CPU's charges are summed.
+struct Machines {
+    cpus: Vec<(u32, u32)>,
+    each: Vec<(
+        (crate::hw::model::Model, crate::setup::DeviceDmaApi),
+        crate::types::PhysAddr,
+    )>,
+    total: crate::hw::model::Model,
+}
+
+fn set_up(s: &Scenario, w: &MapBenchmark) -> Result<Machines, SetupError> {
     let cpus = thread_cpus(s, w);
     let size = u64::from(w.granule) * PAGE;
     let mut m = super::streaming::boot_for_buffer(s, cpus[0].1, size * u64::from(w.threads))?;
@@ -388,34 +421,61 @@ pub fn run(
     let api = setup_dma_ops(&mut m, &s.device_setup(), machine_cpus)?;
     let mut hw = m.hw;
     hw.clear_ledger();
-    // Where every CPU's charges are summed.
-    let mut total = hw.clone();
-    let platform = s.profile.name().to_string();
+    let total = hw.clone();
     // One thread runs on the machine as set up; more run on views of it that share what the
     // kernel shares.
     let machines = super::smp_cpus::machines(hw, api, &cpus)?;
-    let runs = super::smp_cpus::run_each(
-        machines.into_iter().zip(bufs),
+    Ok(Machines {
+        cpus,
+        each: machines.into_iter().zip(bufs).collect(),
+        total,
+    })
+}
+
+/// Every thread's loop at once, up to `bound`.
+fn run_threads(
+    s: &Scenario,
+    w: &MapBenchmark,
+    each: Vec<(
+        (crate::hw::model::Model, crate::setup::DeviceDmaApi),
+        crate::types::PhysAddr,
+    )>,
+    bound: Bound,
+    progress: &Progress,
+) -> Result<Vec<ThreadRun>, SetupError> {
+    let platform = s.profile.name().to_string();
+    super::smp_cpus::run_each(
+        each,
         progress,
         &|((mut thw, tapi), buf): ((crate::hw::model::Model, _), _), c, progress| {
             thw.set_cpu(c);
-            bench_thread(thw, tapi, buf, w, &platform, progress)
+            bench_thread(thw, tapi, buf, w, bound, &platform, progress)
         },
-    )?;
+    )
+}
+
+/// Run the benchmark's threads on the Model, one CPU each, sharing the device's DMA layers.
+pub fn run(
+    s: &Scenario,
+    w: &MapBenchmark,
+    progress: &Progress,
+) -> Result<MapBenchmarkResult, SetupError> {
+    let Machines { cpus, each, total } = set_up(s, w)?;
+    let runs = run_threads(s, w, each, Bound::run(w), progress)?;
     let mut map = Latencies::default();
     let mut unmap = Latencies::default();
     let mut t = CallTimer::default();
     let mut stopped = None;
+    let mut hw = total;
     for r in &runs {
         map.absorb(&r.map);
         unmap.absorb(&r.unmap);
         t.absorb(&r.calls);
-        total.absorb_ledger(&r.hw);
+        hw.absorb_ledger(&r.hw);
         if stopped.is_none() {
             stopped.clone_from(&r.stopped);
         }
     }
-    let mut hw = total;
     let stacks = stack_rows(hw.ledger());
     t.attribute(&stacks);
     Ok(MapBenchmarkResult {
@@ -433,6 +493,77 @@ pub fn run(
         cpus,
         stacks,
         total_ps: hw.ledger().total_ps(),
+    })
+}
+
+/// A trial's stretch of modelled time: 4 ms, or the run's seconds if shorter. Long enough that
+/// a run of many threads (the long ones) is timed over tens of ms of host time.
+pub const TRIAL_PS: u64 = 4_000_000_000;
+/// Most pairs one thread makes in a trial: where a pair costs tens of ns (dma-direct to a
+/// coherent device), 4 ms of many threads would itself take seconds of host time.
+pub const TRIAL_PAIRS: u64 = 10_000;
+
+/// What a short stretch of a run, run first, says about the whole: how many pairs the run
+/// will make and how long the host takes over them. The stretch is the run's own beginning
+/// (the same machine, threads and calls), so its rate includes what the threads wait for.
+#[derive(Clone, Debug)]
+pub struct Trial {
+    /// Pairs the trial's threads made, all together.
+    pub pairs: u64,
+    /// Modelled time the trial ran each thread for, in ps (at most).
+    pub modelled_ps: u64,
+    /// Pairs the whole run will make at each thread's rate in the trial.
+    pub expected_pairs: u64,
+    /// Host time setting the machine up, and running the trial's threads.
+    pub setup: std::time::Duration,
+    pub looped: std::time::Duration,
+}
+
+impl Trial {
+    /// Host time the whole run will take: setting up once, and the pairs at the trial's host
+    /// cost a pair.
+    pub fn host_estimate(&self) -> std::time::Duration {
+        let ratio = self.expected_pairs as f64 / self.pairs.max(1) as f64;
+        self.setup + self.looped.mul_f64(ratio)
+    }
+}
+
+/// Run the first [`TRIAL_PS`] of `w` (at most [`TRIAL_PAIRS`] a thread) and time it on the
+/// host the second time: a fresh process's first pairs pay for the host's page faults and cold
+/// caches, which the run itself, started after the trial, does not. The
+/// host times are measurements of this machine, never read by the model; the pairs are the
+/// model's, the same for the same inputs.
+pub fn trial(s: &Scenario, w: &MapBenchmark) -> Result<Trial, SetupError> {
+    let whole = Bound::run(w).end_ps;
+    let bound = Bound {
+        end_ps: TRIAL_PS.min(whole),
+        max_loops: TRIAL_PAIRS,
+    };
+    let Machines { each, .. } = set_up(s, w)?;
+    run_threads(s, w, each, bound, &Progress::new())?;
+    let began = std::time::Instant::now();
+    let Machines { each, .. } = set_up(s, w)?;
+    let setup = began.elapsed();
+    let looping = std::time::Instant::now();
+    let runs = run_threads(s, w, each, bound, &Progress::new())?;
+    let looped = looping.elapsed();
+    let expected_pairs = runs
+        .iter()
+        .map(|r| {
+            if !r.to_bound || r.elapsed_ps == 0 {
+                // The run's loop ends where the trial's did.
+                return r.map.loops;
+            }
+            let at_rate = u128::from(r.map.loops) * u128::from(whole) / u128::from(r.elapsed_ps);
+            u64::try_from(at_rate).unwrap_or(u64::MAX).min(MAX_LOOPS)
+        })
+        .sum();
+    Ok(Trial {
+        pairs: runs.iter().map(|r| r.map.loops).sum(),
+        modelled_ps: bound.end_ps,
+        expected_pairs,
+        setup,
+        looped,
     })
 }
 

@@ -8,7 +8,7 @@ use crate::ui::*;
 use anyhow::Result;
 use std::io::Write;
 
-use super::{apply_overrides, execute_and_print};
+use super::{apply_overrides, print_run};
 use crate::cli::{Overrides, RunFormat};
 use dmasim::input::InputError;
 use dmasim::scenario::{self, Scenario};
@@ -220,8 +220,48 @@ pub fn map_benchmark(args: MapBenchmarkArgs, out: &mut impl Write) -> Result<()>
     apply_overrides(&mut s, o).map_err(named)?;
     warn_unpriced(&s.profile, &s.sw_keys(), &s.name);
     check_work(&s, args.max_work)?;
-    execute_and_print(&s, args.format, out)?;
+    say_how_long(&s);
+    print_run(&s, args.format, out)?;
     Ok(())
+}
+
+/// Before the run starts, how long it will take on this machine: its first modelled
+/// millisecond is run and timed on its own ([`scenario::map_benchmark::trial`]) and carried
+/// over to the whole run at the same rate, in pairs and in host time a pair.
+fn say_how_long(s: &Scenario) {
+    if QUIET.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    let scenario::Workload::MapBenchmark(w) = &s.workload else {
+        return;
+    };
+    // A trial the modelled kernel refuses to set up says nothing: the run itself says why.
+    let Ok(t) = scenario::map_benchmark::trial(s, w) else {
+        return;
+    };
+    info(format_args!(
+        "note: this run will take about {} of host time: its first {} modelled ms made {} map+unmap pairs in {:.3} s here, and the whole run makes about {}",
+        host_time(t.host_estimate()),
+        t.modelled_ps as f64 / 1e9,
+        t.pairs,
+        t.looped.as_secs_f64(),
+        t.expected_pairs,
+    ));
+}
+
+/// A host time as a person reads an estimate: seconds, then minutes, then hours and minutes.
+fn host_time(d: std::time::Duration) -> String {
+    let secs = d.as_secs_f64();
+    if secs < 10.0 {
+        format!("{secs:.1} s")
+    } else if secs < 90.0 {
+        format!("{secs:.0} s")
+    } else if secs < 90.0 * 60.0 {
+        format!("{:.0} min", secs / 60.0)
+    } else {
+        let m = (secs / 60.0).round() as u64;
+        format!("{} h {} min", m / 60, m % 60)
+    }
 }
 
 /// `run`'s refusal of a run estimated above `--max-work` steps, said in the tool's terms: how

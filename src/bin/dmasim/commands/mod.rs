@@ -78,6 +78,16 @@ pub(crate) fn execute_and_print(
             s.work()
         ));
     }
+    print_run(s, format, out)
+}
+
+/// Run a checked scenario on the model (a progress bar past a second) and print its result in
+/// `format`, with no note first: for a command that says itself what the run will take.
+pub(crate) fn print_run(
+    s: &Scenario,
+    format: RunFormat,
+    out: &mut impl Write,
+) -> Result<scenario::Outcome> {
     let outcome = with_progress(Some(s.progress_total()), |p| scenario::execute_with(s, p));
     let outcome = outcome.map_err(|e| match e {
         scenario::RunError::Refused(r) => anyhow::Error::from(r),
