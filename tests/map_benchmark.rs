@@ -513,3 +513,42 @@ fn the_run_says_how_long_it_will_take_before_it_starts() {
         "{expected} expected, {loops} made"
     );
 }
+
+/// The report says where the threads ran (CPUs and nodes, as `-n` and the calls' node place
+/// them) and where the device and the SMMU's command queue sit: 40 threads from the SMMU's
+/// node 2 run on its 32 CPUs and then node 3's; the queue is in node 0's CMA area, or on the
+/// SMMU's own node with per-node CMA areas; `-n 0` puts the threads on node 0's CPUs.
+#[test]
+fn the_report_says_where_the_threads_and_the_queue_sit() {
+    let base = "-q map-benchmark --platform kunpeng920 --iommu -s 1 -x 1000000 --kernel 5.10";
+    let json = |extra: &str| {
+        let args = format!("{base} {extra} --format json");
+        let o = ran(&args.split(' ').collect::<Vec<_>>());
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["placement"].clone()
+    };
+    let p = json("-t 40");
+    let threads = p["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 40);
+    assert_eq!(threads[0], serde_json::json!({"cpu": 64, "node": 2}));
+    assert_eq!(threads[32], serde_json::json!({"cpu": 96, "node": 3}));
+    assert_eq!(p["device_node"], serde_json::Value::Null);
+    assert_eq!(
+        p["smmu"],
+        serde_json::json!({"name": "smmu-socket1", "node": 2, "cmdq_node": 0})
+    );
+    let pernuma = json("-t 2 -n 0 --set boot.cma=64M --set boot.cma_pernuma=32M");
+    assert_eq!(pernuma["smmu"]["cmdq_node"], 2);
+    assert_eq!(
+        pernuma["threads"][1],
+        serde_json::json!({"cpu": 1, "node": 0})
+    );
+    let table = ran(&format!("{base} -t 40").split(' ').collect::<Vec<_>>());
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        table.contains("\nthreads    on CPUs 64-95 (node 2), 96-103 (node 3)\n")
+            && table.contains(
+                "\nplacement  device on no node (NUMA_NO_NODE); SMMU smmu-socket1 on node 2, its command queue on node 0\n"
+            ),
+        "{table}"
+    );
+}

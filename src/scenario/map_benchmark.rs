@@ -195,11 +195,22 @@ pub struct MapBenchmarkResult {
     pub cmdq: Option<CmdqStats>,
     /// Each thread's `(cpu, node)`, in thread order.
     pub cpus: Vec<(u32, u32)>,
+    /// The SMMUv3 probed at boot on a NUMA platform, and where its command queue landed.
+    pub smmu: Option<SmmuPlace>,
     pub stacks: Vec<StackRow>,
     pub total_ps: u64,
 }
 
 pub use crate::report::Wait;
+
+/// Where the SMMUv3 the device sits behind was probed: its node, and the node of the memory
+/// its command queue came from (which every command list's line transfers are priced against).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SmmuPlace {
+    pub name: String,
+    pub node: u32,
+    pub cmdq_node: u32,
+}
 
 impl MapBenchmarkResult {
     pub fn call(&self, name: &str) -> Option<&CallStat> {
@@ -399,6 +410,7 @@ fn bench_thread(
 /// view of them and its buffer, and where every CPU's charges are summed.
 struct Machines {
     cpus: Vec<(u32, u32)>,
+    smmu: Option<SmmuPlace>,
     each: Vec<(
         (crate::hw::model::Model, crate::setup::DeviceDmaApi),
         crate::types::PhysAddr,
@@ -419,6 +431,11 @@ fn set_up(s: &Scenario, w: &MapBenchmark) -> Result<Machines, SetupError> {
     // The IOVA magazines and swiotlb areas are per CPU of the machine.
     let machine_cpus = super::smp_cpus::per_cpu_slots(s, &cpus);
     let api = setup_dma_ops(&mut m, &s.device_setup(), machine_cpus)?;
+    let smmu = m.smmu.as_ref().map(|p| SmmuPlace {
+        name: p.name.clone(),
+        node: p.node,
+        cmdq_node: p.cmdq_node(),
+    });
     let mut hw = m.hw;
     hw.clear_ledger();
     let total = hw.clone();
@@ -427,6 +444,7 @@ fn set_up(s: &Scenario, w: &MapBenchmark) -> Result<Machines, SetupError> {
     let machines = super::smp_cpus::machines(hw, api, &cpus)?;
     Ok(Machines {
         cpus,
+        smmu,
         each: machines.into_iter().zip(bufs).collect(),
         total,
     })
@@ -460,7 +478,12 @@ pub fn run(
     w: &MapBenchmark,
     progress: &Progress,
 ) -> Result<MapBenchmarkResult, SetupError> {
-    let Machines { cpus, each, total } = set_up(s, w)?;
+    let Machines {
+        cpus,
+        smmu,
+        each,
+        total,
+    } = set_up(s, w)?;
     let runs = run_threads(s, w, each, Bound::run(w), progress)?;
     let mut map = Latencies::default();
     let mut unmap = Latencies::default();
@@ -491,6 +514,7 @@ pub fn run(
         locks: runs[0].api.ops.lock_records(),
         cmdq: runs[0].api.ops.cmdq_stats(),
         cpus,
+        smmu,
         stacks,
         total_ps: hw.ledger().total_ps(),
     })
@@ -576,6 +600,8 @@ struct Doc<'a> {
     workload: WorkloadDoc,
     /// What the kernel tool prints, in its units (µs at 100 ns resolution).
     tool: ToolDoc,
+    /// Where the threads ran, and where the device and the SMMU's command queue sit.
+    placement: PlacementDoc<'a>,
     /// Why the loop ended before its seconds were up, if it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     stopped: Option<String>,
@@ -589,6 +615,29 @@ struct Doc<'a> {
     cmdq: Option<CmdqDoc>,
     breakdown: Vec<StackDoc>,
     total_ns: f64,
+}
+
+#[derive(Serialize)]
+struct PlacementDoc<'a> {
+    /// Each thread's CPU and its node, in thread order.
+    threads: Vec<ThreadDoc>,
+    /// `dev_to_node()`: `null` is `NUMA_NO_NODE`.
+    device_node: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    smmu: Option<SmmuDoc<'a>>,
+}
+
+#[derive(Serialize)]
+struct ThreadDoc {
+    cpu: u32,
+    node: u32,
+}
+
+#[derive(Serialize)]
+struct SmmuDoc<'a> {
+    name: &'a str,
+    node: u32,
+    cmdq_node: u32,
 }
 
 #[derive(Serialize)]
@@ -670,6 +719,19 @@ pub fn json(r: &MapBenchmarkResult) -> serde_json::Value {
             avg_unmap_us: us(r.unmap.avg_100ns()),
             unmap_stddev_us: us(r.unmap.stddev_100ns()),
         },
+        placement: PlacementDoc {
+            threads: r
+                .cpus
+                .iter()
+                .map(|&(cpu, node)| ThreadDoc { cpu, node })
+                .collect(),
+            device_node: r.device.numa_node,
+            smmu: r.smmu.as_ref().map(|p| SmmuDoc {
+                name: &p.name,
+                node: p.node,
+                cmdq_node: p.cmdq_node,
+            }),
+        },
         stopped: r.stopped.clone(),
         calls: r.calls.iter().map(call_doc).collect(),
         operations: counts_map(&r.counts),
@@ -723,6 +785,22 @@ pub fn table(r: &MapBenchmarkResult) -> String {
     header(&mut o, &r.info);
     device_line(&mut o, &r.device);
     let _ = writeln!(o, "dma ops    {}", r.dma_ops);
+    let cpu = if r.cpus.len() == 1 { "CPU" } else { "CPUs" };
+    let _ = writeln!(o, "threads    on {cpu} {}", cpu_ranges(&r.cpus));
+    let device = r
+        .device
+        .numa_node
+        .map_or("no node (NUMA_NO_NODE)".to_string(), |n| {
+            format!("node {n}")
+        });
+    let _ = match &r.smmu {
+        Some(p) => writeln!(
+            o,
+            "placement  device on {device}; SMMU {} on node {}, its command queue on node {}",
+            p.name, p.node, p.cmdq_node
+        ),
+        None => writeln!(o, "placement  device on {device}"),
+    };
     let _ = writeln!(
         o,
         "loops      {} map+unmap pairs in {} modelled seconds",
@@ -750,6 +828,25 @@ pub fn table(r: &MapBenchmarkResult) -> String {
         r.map.loops.max(1),
     );
     o
+}
+
+/// The threads' CPUs in thread order as runs of consecutive CPUs on one node, each with its
+/// node: `64-95 (node 2), 96-99 (node 3)`.
+fn cpu_ranges(cpus: &[(u32, u32)]) -> String {
+    let mut runs: Vec<(u32, u32, u32)> = Vec::new();
+    for &(cpu, node) in cpus {
+        match runs.last_mut() {
+            Some((_, last, n)) if *n == node && cpu == *last + 1 => *last = cpu,
+            _ => runs.push((cpu, cpu, node)),
+        }
+    }
+    runs.iter()
+        .map(|&(a, b, n)| match a == b {
+            true => format!("{a} (node {n})"),
+            false => format!("{a}-{b} (node {n})"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Where the threads waited, and each lock's record: the shares say what limits scaling.
