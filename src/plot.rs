@@ -6,8 +6,9 @@
 //! What it draws, one panel under another:
 //! - [`Chart`]: a line chart of a value against a swept parameter (`run --sweep --plot`). The x
 //!   axis is the swept values in the order given (evenly spaced: they are settings such as entry
-//!   sizes, not a continuous scale), the y axis linear from zero to a rounded maximum, each series
-//!   a polyline with a marker per point.
+//!   sizes, not a continuous scale; or by their logarithm, for counts of CPUs that double), the
+//!   y axis linear from zero to a rounded maximum, each series a polyline with a marker per
+//!   point.
 //! - [`BarChart`]: horizontal bars, one group per row label and one bar per series (time per call
 //!   per variant for `compare --plot`; the error of each published row for `reproduce --format
 //!   html`, signed about zero, with a tolerance band and bars past the axis clipped and marked).
@@ -39,6 +40,28 @@ pub struct Chart {
     pub x_labels: Vec<String>,
     pub y_name: String,
     pub series: Vec<Series>,
+    /// Each x label's value, to place it on a logarithmic axis (a count of CPUs, which doubles
+    /// from setting to setting); `None` spaces the labels evenly. Values not all above zero,
+    /// or all equal, are spaced evenly too.
+    pub log_x: Option<Vec<f64>>,
+}
+
+impl Chart {
+    /// Where the `i`-th of `n` x labels sits, as a fraction of the plot's width.
+    fn x_fraction(&self, i: usize, n: usize) -> f64 {
+        if let Some(v) = self.log_x.as_ref().filter(|v| v.len() == n) {
+            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = v.iter().copied().fold(0.0, f64::max);
+            if lo > 0.0 && hi > lo {
+                return (v[i] / lo).ln() / (hi / lo).ln();
+            }
+        }
+        if n == 1 {
+            0.5
+        } else {
+            i as f64 / (n - 1) as f64
+        }
+    }
 }
 
 const W: f64 = 720.0;
@@ -105,13 +128,7 @@ fn panel(o: &mut String, c: &Chart, y0: f64) {
         .fold(0.0f64, |m, &v| if v.is_finite() { m.max(v) } else { m });
     let ymax = nice_ceil_fine(max);
     let n = c.x_labels.len().max(1);
-    let x_at = |i: usize| {
-        if n == 1 {
-            LEFT + pw / 2.0
-        } else {
-            LEFT + pw * i as f64 / (n - 1) as f64
-        }
-    };
+    let x_at = |i: usize| LEFT + pw * c.x_fraction(i, n);
     let y_at = |v: f64| y0 + TOP + ph - ph * (v / ymax).clamp(0.0, 1.0);
 
     let _ = writeln!(
@@ -753,7 +770,32 @@ mod tests {
                     values: vec![Some(96.6), None, Some(20.0)],
                 },
             ],
+            log_x: None,
         }
+    }
+
+    /// Counts of CPUs on a log axis: 1, 2 and 4 evenly apart, 3 between 2 and 4 nearer 4, 16
+    /// twice as far from 4 as 4 from 1.
+    #[test]
+    fn a_log_axis_places_each_label_by_its_value() {
+        let c = Chart {
+            log_x: Some(vec![1.0, 2.0, 3.0, 4.0, 16.0]),
+            x_labels: ["1", "2", "3", "4", "16"].map(String::from).to_vec(),
+            ..chart()
+        };
+        let at: Vec<f64> = (0..5).map(|i| c.x_fraction(i, 5)).collect();
+        assert_eq!(at[0], 0.0);
+        assert!(
+            (at[1] - 0.25).abs() < 1e-9 && (at[3] - 0.5).abs() < 1e-9,
+            "{at:?}"
+        );
+        assert!(at[2] > 0.25 + 0.125 && at[2] < 0.5, "{at:?}");
+        assert_eq!(at[4], 1.0);
+        let even = Chart {
+            log_x: Some(vec![0.0, 2.0, 4.0]),
+            ..chart()
+        };
+        assert_eq!(even.x_fraction(1, 3), 0.5);
     }
 
     #[test]

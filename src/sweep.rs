@@ -283,6 +283,19 @@ pub fn table(r: &SweepResult) -> String {
         "\nmean time per call ({unit})\n{:<setting_w$}  {:<call_w$}",
         "setting", "call"
     );
+    column_heads(&mut o, n);
+    for p in &r.points {
+        for c in &calls {
+            let _ = write!(o, "{:<setting_w$}  {c:<call_w$}", setting_label(&p.setting));
+            let values: Vec<Option<f64>> = (0..n).map(|i| mean(p, c, i)).collect();
+            cells(&mut o, &values, |v| format!("{:.3}", v / div));
+        }
+    }
+    o
+}
+
+/// The variants' column heads (`A`, `B`, then `B vs A`), ending the line.
+fn column_heads(o: &mut String, n: usize) {
     for i in 0..n {
         let _ = write!(o, " {:>12}", char::from(b'A' + (i % 26) as u8));
     }
@@ -294,26 +307,24 @@ pub fn table(r: &SweepResult) -> String {
         );
     }
     let _ = writeln!(o);
-    for p in &r.points {
-        for c in &calls {
-            let _ = write!(o, "{:<setting_w$}  {c:<call_w$}", setting_label(&p.setting));
-            for i in 0..n {
-                let cell = mean(p, c, i).map_or("-".into(), |v| format!("{:.3}", v / div));
-                let _ = write!(o, " {cell:>12}");
-            }
-            for i in 1..n {
-                let cell = match (mean(p, c, 0), mean(p, c, i)) {
-                    (Some(a), Some(b)) => {
-                        compare::change_pct(a, b).map_or("-".into(), |x| format!("{x:+.1} %"))
-                    }
-                    _ => "-".into(),
-                };
-                let _ = write!(o, " {cell:>10}");
-            }
-            let _ = writeln!(o);
-        }
+}
+
+/// One value per variant under [`column_heads`], then each one's change against the first,
+/// ending the line.
+fn cells(o: &mut String, values: &[Option<f64>], show: impl Fn(f64) -> String) {
+    for v in values {
+        let _ = write!(o, " {:>12}", v.map_or("-".into(), &show));
     }
-    o
+    for v in values.iter().skip(1) {
+        let cell = match (values[0], *v) {
+            (Some(a), Some(b)) => {
+                compare::change_pct(a, b).map_or("-".into(), |x| format!("{x:+.1} %"))
+            }
+            _ => "-".into(),
+        };
+        let _ = write!(o, " {cell:>10}");
+    }
+    let _ = writeln!(o);
 }
 
 fn setting_label(s: &[(String, String)]) -> String {
@@ -373,7 +384,7 @@ pub fn json(r: &SweepResult) -> Value {
                 .map(|(k, v)| (k.clone(), json!(base_value(v))))
                 .collect();
             let c = compare::json(&p.comparison);
-            json!({
+            let point = json!({
                 "setting": setting,
                 "setting_values": values,
                 // The effective configuration of each variant at this point, in the schema
@@ -381,7 +392,8 @@ pub fn json(r: &SweepResult) -> Value {
                 "variants": c["variants"],
                 "calls": c["calls"],
                 "total_ps": p.comparison.columns.iter().map(|c| c.outcome.total_ps()).collect::<Vec<_>>(),
-            })
+            });
+            point
         })
         .collect();
     let sweeps: Vec<Value> = r
@@ -400,7 +412,7 @@ pub fn json(r: &SweepResult) -> Value {
 }
 
 /// One chart per call: x is the first swept key, one curve per variant (and per value of the
-/// second key), y the call's mean time.
+/// second key), y the call's mean time. A count of CPUs is drawn on a log axis.
 pub fn charts(r: &SweepResult) -> Vec<Chart> {
     let Some(first) = r.sweeps.first() else {
         return Vec::new();
@@ -418,46 +430,74 @@ pub fn charts(r: &SweepResult) -> Vec<Chart> {
         })
         .fold(0.0, f64::max);
     let (unit, div) = unit_for(max);
+    let chart = |what: &str, y_name: String, value: &dyn Fn(&Point, usize) -> Option<f64>| Chart {
+        title: format!("{} — {what}", r.scenario),
+        x_name: match counts_cpus(first) {
+            true => format!("{} (log scale)", first.key),
+            false => first.key.clone(),
+        },
+        x_labels: first.values.clone(),
+        y_name,
+        series: series(r, &names, value),
+        log_x: counts_cpus(first).then(|| {
+            first
+                .values
+                .iter()
+                .map(|v| base_value(v).unwrap_or(0.0))
+                .collect()
+        }),
+    };
+    calls
+        .iter()
+        .map(|call| {
+            chart(call, format!("mean time per call ({unit})"), &|p, vi| {
+                mean(p, call, vi).map(|m| m / div)
+            })
+        })
+        .collect()
+}
+
+/// Whether a swept key counts CPUs (`-t`, a workload's `cpus`): its values double from setting
+/// to setting, and read best on a log axis.
+fn counts_cpus(s: &Sweep) -> bool {
+    matches!(s.key.as_str(), "workload.threads" | "workload.cpus")
+}
+
+/// A chart's curves: one per variant named in `names` (and per value of a second swept key),
+/// each with `value` at each value of the first key, in the order given.
+fn series(
+    r: &SweepResult,
+    names: &[String],
+    value: &dyn Fn(&Point, usize) -> Option<f64>,
+) -> Vec<Series> {
+    let first = &r.sweeps[0];
     let second = r.sweeps.get(1);
     let inner: Vec<Option<&String>> = match second {
         Some(s) => s.values.iter().map(Some).collect(),
         None => vec![None],
     };
-    calls
-        .iter()
-        .map(|call| {
-            let mut series = Vec::new();
-            for (vi, vname) in names.iter().enumerate() {
-                for v2 in &inner {
-                    let values = first
-                        .values
-                        .iter()
-                        .map(|v1| {
-                            let p = r.points.iter().find(|p| {
-                                p.setting[0].1 == *v1
-                                    && v2.is_none_or(|v2| {
-                                        p.setting.get(1).is_some_and(|s| s.1 == *v2)
-                                    })
-                            })?;
-                            mean(p, call, vi).map(|m| m / div)
-                        })
-                        .collect();
-                    let label = match (v2, second) {
-                        (Some(v2), Some(s)) => format!("{vname}, {}={v2}", s.key),
-                        _ => vname.clone(),
-                    };
-                    series.push(Series { label, values });
-                }
-            }
-            Chart {
-                title: format!("{} — {call}", r.scenario),
-                x_name: first.key.clone(),
-                x_labels: first.values.clone(),
-                y_name: format!("mean time per call ({unit})"),
-                series,
-            }
-        })
-        .collect()
+    let mut series = Vec::new();
+    for (vi, vname) in names.iter().enumerate() {
+        for v2 in &inner {
+            let values = first
+                .values
+                .iter()
+                .map(|v1| {
+                    let p = r.points.iter().find(|p| {
+                        p.setting[0].1 == *v1
+                            && v2.is_none_or(|v2| p.setting.get(1).is_some_and(|s| s.1 == *v2))
+                    })?;
+                    value(p, vi)
+                })
+                .collect();
+            let label = match (v2, second) {
+                (Some(v2), Some(s)) => format!("{vname}, {}={v2}", s.key),
+                _ => vname.clone(),
+            };
+            series.push(Series { label, values });
+        }
+    }
+    series
 }
 
 /// Total picoseconds of every run, for a quick check that a sweep ran what it says.
