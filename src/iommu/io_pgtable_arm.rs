@@ -492,7 +492,8 @@ impl ArmLpaeIoPgtable {
 
     /// Store `n` descriptors from `ptep` in the table the walk is at on `lvl`, the `i`th being
     /// `pte(i)`.
-    #[inline]
+    // Always inlined: as a call, it cost a one-page unmap more than the store itself.
+    #[inline(always)]
     fn write_ptes(&mut self, ptep: PhysAddr, lvl: u32, n: u64, mut pte: impl FnMut(u64) -> u64) {
         let mut mem = self.mem.borrow_mut();
         if n == 1 {
@@ -967,12 +968,9 @@ impl ArmLpaeIoPgtable {
             }
             if size == self.block_size(lvl) {
                 let n = pgcount.min(self.lvl_entries(lvl) - idx);
-                if n == 1 && Self::pte_is_leaf(pte, lvl) {
-                    // A run of one leaf (every unmap before 5.15, a single page on any).
-                    return self.clear_one_leaf(hw, tlb, gather, iova, size, lvl, ptep);
-                }
                 if n == 1 {
-                    // The entry just read is the run.
+                    // A run of one (every unmap before 5.15, a single page on any): the entry
+                    // just read is the run, with no buffer.
                     return self.clear_ptes(hw, tlb, gather, iova, size, lvl, ptep, &[pte]);
                 }
                 let mut ptes = std::mem::take(&mut self.pte_scratch);
@@ -1024,27 +1022,6 @@ impl ArmLpaeIoPgtable {
         }
     }
 
-    /// [`ArmLpaeIoPgtable::clear_ptes`] for a run of one valid leaf: the same charges, the same
-    /// invalidation and the same store, without the run's loop and buffer.
-    #[allow(clippy::too_many_arguments)]
-    #[inline]
-    fn clear_one_leaf<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
-        &mut self,
-        hw: &mut H,
-        tlb: &mut T,
-        gather: &mut IommuIotlbGather,
-        iova: u64,
-        size: u64,
-        lvl: u32,
-        ptep: PhysAddr,
-    ) -> u64 {
-        hw.sw(self.costs.clear_pte);
-        self.sync_ptes(hw, ptep, 1);
-        self.tlb_add_leaf(hw, tlb, gather, iova, size);
-        self.clear_entries(ptep, lvl, 1);
-        size
-    }
-
     /// Zero `n` entries from `ptep` at `lvl`.
     #[inline]
     fn clear_entries(&mut self, ptep: PhysAddr, lvl: u32, n: u64) {
@@ -1053,8 +1030,11 @@ impl ArmLpaeIoPgtable {
 
     /// The leaf-level run of `__arm_lpae_unmap()`: clear `ptes` (read from `ptep` on), stopping
     /// at a hole; a leaf is invalidated through `tlb_add_page`, a table freed after a walk
-    /// flush. Returns the bytes unmapped.
+    /// flush. Returns the bytes unmapped. A run of one is the commonest call (a single page, or
+    /// any unmap before 5.15): inlined where the run is one entry read, the loop and the store
+    /// fold to that entry's, as short as a path of its own would be.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn clear_ptes<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
         &mut self,
         hw: &mut H,
@@ -1085,11 +1065,7 @@ impl ArmLpaeIoPgtable {
             if Self::pte_is_leaf(pte, lvl) {
                 self.tlb_add_leaf(hw, tlb, gather, at, size);
             } else {
-                super::tlb_flush_walk(tlb, hw, at, size, self.cfg.granule);
-                let child = self.pte_to_paddr(pte);
-                let back = hw.enter(crate::frame_id!("__arm_lpae_free_pgtable"));
-                self.free_pgtable(hw.as_dyn(), lvl + 1, child);
-                hw.leave(back);
+                self.flush_walk_and_free(hw, tlb, at, size, lvl, pte);
             }
             i += 1;
         }
@@ -1097,13 +1073,35 @@ impl ArmLpaeIoPgtable {
         i * size
     }
 
+    /// A table entry of the run being unmapped, cleared: the walks cached through it are
+    /// flushed (`io_pgtable_tlb_flush_walk`), then the table and every table under it freed.
+    /// Out of line: a table in a run is the rare case (a block-sized unmap of what was mapped
+    /// in pages), and the run's loop, inlined, stays short without it.
+    #[inline(never)]
+    fn flush_walk_and_free<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
+        &mut self,
+        hw: &mut H,
+        tlb: &mut T,
+        iova: u64,
+        size: u64,
+        lvl: u32,
+        pte: u64,
+    ) {
+        super::tlb_flush_walk(tlb, hw, iova, size, self.cfg.granule);
+        let child = self.pte_to_paddr(pte);
+        let back = hw.enter(crate::frame_id!("__arm_lpae_free_pgtable"));
+        self.free_pgtable(hw.as_dyn(), lvl + 1, child);
+        hw.leave(back);
+    }
+
     /// 6.12's leaf-level run of `__arm_lpae_unmap()` (commit 85b715a33458): the run's table
     /// entries are cleared (each cleaned at once), walk-flushed and freed first; then every
     /// entry of the run is cleared and the run cleaned with one `__arm_lpae_sync_pte` of them
     /// all; then, unless the gather is queued, `tlb_add_page` for each entry, tables included.
+    // Inlined as `clear_ptes` is: from 6.12 every unmap the shortcut does not take comes here,
+    // a single page too.
     #[allow(clippy::too_many_arguments)]
-    #[cold]
-    #[inline(never)]
+    #[inline(always)]
     fn clear_ptes_per_run<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
         &mut self,
         hw: &mut H,
@@ -1126,11 +1124,7 @@ impl ArmLpaeIoPgtable {
                 let at = ptep.0 + i * 8;
                 self.write_ptes(PhysAddr(at), lvl, 1, |_| 0);
                 self.sync_ptes(hw, PhysAddr(at), 1);
-                super::tlb_flush_walk(tlb, hw, iova + i * size, size, self.cfg.granule);
-                let child = self.pte_to_paddr(pte);
-                let back = hw.enter(crate::frame_id!("__arm_lpae_free_pgtable"));
-                self.free_pgtable(hw.as_dyn(), lvl + 1, child);
-                hw.leave(back);
+                self.flush_walk_and_free(hw, tlb, iova + i * size, size, lvl, pte);
             }
             i += 1;
         }
