@@ -8,7 +8,9 @@
 //! checks as one written in the file), then run under each variant through
 //! [`crate::compare::compare`]; the result is each call's mean time per setting and variant, as a
 //! table, a JSON document, and a plot ([`crate::plot`]) with one panel per call and one curve per
-//! variant (and per value of a second swept key).
+//! variant (and per value of a second swept key). A kind with figures of its own at each point
+//! ([`SweepPoint`]: `dma_map_benchmark`'s pairs a second and its tool's lines) adds them to
+//! each, and a panel of its rate to the plot.
 //!
 //! Invariants: every figure is a run's own; the settings run in the order the user gave them;
 //! at most two keys and [`MAX_VALUES`] values per key, so a sweep's size is known before it runs.
@@ -16,7 +18,7 @@
 use crate::compare::{self, CompareError, Comparison, Variant, unit_for};
 use crate::input::InputError;
 use crate::plot::{Chart, Series};
-use crate::scenario::Scenario;
+use crate::scenario::{Scenario, SweepPoint};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 
@@ -291,6 +293,7 @@ pub fn table(r: &SweepResult) -> String {
             cells(&mut o, &values, |v| format!("{:.3}", v / div));
         }
     }
+    own_figures(&mut o, r, n, setting_w);
     o
 }
 
@@ -325,6 +328,42 @@ fn cells(o: &mut String, values: &[Option<f64>], show: impl Fn(f64) -> String) {
         let _ = write!(o, " {cell:>10}");
     }
     let _ = writeln!(o);
+}
+
+/// A variant's own figures at a point ([`SweepPoint`]), where its kind has any.
+fn own(p: &Point, variant: usize) -> Option<SweepPoint> {
+    p.comparison.columns.get(variant)?.outcome.sweep_point()
+}
+
+/// The runs' own figures, where their kind has any (`dma_map_benchmark`'s): the rate per
+/// setting and variant, then at each setting each variant's tool lines as the tool prints them.
+fn own_figures(o: &mut String, r: &SweepResult, n: usize, setting_w: usize) {
+    let Some(rate_of) = r.points.iter().find_map(|p| own(p, 0)).map(|f| f.rate_of) else {
+        return;
+    };
+    let _ = write!(
+        o,
+        "\n{rate_of} per modelled second\n{:<setting_w$}",
+        "setting"
+    );
+    column_heads(o, n);
+    for p in &r.points {
+        let _ = write!(o, "{:<setting_w$}", setting_label(&p.setting));
+        let values: Vec<Option<f64>> = (0..n).map(|i| own(p, i).map(|f| f.rate)).collect();
+        cells(o, &values, |v| format!("{v:.0}"));
+    }
+    let _ = writeln!(
+        o,
+        "\nthe tool's own lines, at each setting under each variant"
+    );
+    for p in &r.points {
+        for i in 0..n {
+            if let Some(f) = own(p, i) {
+                let letter = char::from(b'A' + (i % 26) as u8);
+                let _ = write!(o, "\n{}, {letter}:\n{}", setting_label(&p.setting), f.lines);
+            }
+        }
+    }
 }
 
 fn setting_label(s: &[(String, String)]) -> String {
@@ -384,7 +423,7 @@ pub fn json(r: &SweepResult) -> Value {
                 .map(|(k, v)| (k.clone(), json!(base_value(v))))
                 .collect();
             let c = compare::json(&p.comparison);
-            let point = json!({
+            let mut point = json!({
                 "setting": setting,
                 "setting_values": values,
                 // The effective configuration of each variant at this point, in the schema
@@ -393,6 +432,11 @@ pub fn json(r: &SweepResult) -> Value {
                 "calls": c["calls"],
                 "total_ps": p.comparison.columns.iter().map(|c| c.outcome.total_ps()).collect::<Vec<_>>(),
             });
+            let own: Vec<Option<SweepPoint>> =
+                (0..p.comparison.columns.len()).map(|i| own(p, i)).collect();
+            if own.iter().any(Option::is_some) {
+                point["tool"] = own.into_iter().map(|f| f.map(|f| f.json)).collect();
+            }
             point
         })
         .collect();
@@ -412,7 +456,8 @@ pub fn json(r: &SweepResult) -> Value {
 }
 
 /// One chart per call: x is the first swept key, one curve per variant (and per value of the
-/// second key), y the call's mean time. A count of CPUs is drawn on a log axis.
+/// second key), y the call's mean time; where the runs have their own figures
+/// ([`SweepPoint`]), one more chart of their rate. A count of CPUs is drawn on a log axis.
 pub fn charts(r: &SweepResult) -> Vec<Chart> {
     let Some(first) = r.sweeps.first() else {
         return Vec::new();
@@ -447,14 +492,21 @@ pub fn charts(r: &SweepResult) -> Vec<Chart> {
                 .collect()
         }),
     };
-    calls
+    let mut charts: Vec<Chart> = calls
         .iter()
         .map(|call| {
             chart(call, format!("mean time per call ({unit})"), &|p, vi| {
                 mean(p, call, vi).map(|m| m / div)
             })
         })
-        .collect()
+        .collect();
+    if let Some(rate_of) = r.points.iter().find_map(|p| own(p, 0)).map(|f| f.rate_of) {
+        let what = format!("{rate_of} per modelled second");
+        charts.push(chart(&what, what.clone(), &|p, vi| {
+            own(p, vi).map(|f| f.rate)
+        }));
+    }
+    charts
 }
 
 /// Whether a swept key counts CPUs (`-t`, a workload's `cpus`): its values double from setting

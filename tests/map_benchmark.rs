@@ -552,3 +552,77 @@ fn the_report_says_where_the_threads_and_the_queue_sit() {
         "{table}"
     );
 }
+
+/// A sweep of the tool's options prints, beside each call's mean, the pairs all threads made
+/// each modelled second and the tool's own three lines at every setting under every release;
+/// the JSON has the same per point; `--plot` draws the pairs too, against threads on a log axis
+/// (1, 2 and 4 evenly apart, 3 nearer 4 than 2).
+#[test]
+fn a_thread_sweep_prints_the_tools_lines_and_pairs_a_second() {
+    let args = "-q map-benchmark --platform sm8150 --iommu --coherent -s 1 -x 100000 \
+                --sweep t=1,2,3,4 --kernel 6.1 --kernel 7.1";
+    let args: Vec<&str> = args.split_whitespace().collect();
+    let out = ran(&args);
+    let table = String::from_utf8_lossy(&out.stdout);
+    let rates = table
+        .split("\nmap+unmap pairs per modelled second\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{table}"));
+    let row = |t: u32| {
+        let line = rates
+            .lines()
+            .find(|l| l.starts_with(&format!("workload.threads={t} ")))
+            .unwrap_or_else(|| panic!("{table}"));
+        line.split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse::<f64>()
+            .unwrap()
+    };
+    // -x 100 µs: each thread makes a little under 10,000 pairs a second.
+    assert!(row(1) > 9000.0 && row(1) < 10_000.0, "{table}");
+    assert!(row(4) > 3.9 * row(1), "{table}");
+    for t in 1..=4 {
+        for v in ["A", "B"] {
+            let head = format!("\nworkload.threads={t}, {v}:\n");
+            let at = table
+                .find(&head)
+                .unwrap_or_else(|| panic!("{head}: {table}"));
+            let lines: Vec<&str> = table[at + head.len()..].lines().take(3).collect();
+            assert!(
+                lines[0].contains(&format!("threads:{t} seconds:1 ")),
+                "{lines:?}"
+            );
+            assert!(
+                lines[1].starts_with("average map latency(us):"),
+                "{lines:?}"
+            );
+            assert!(
+                lines[2].starts_with("average unmap latency(us):"),
+                "{lines:?}"
+            );
+        }
+    }
+    let json = ran(&[&args[..], &["--format", "json"]].concat());
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let tool = &v["points"][3]["tool"];
+    assert_eq!(tool.as_array().map(Vec::len), Some(2), "{tool}");
+    assert_eq!(tool[0]["pairs_per_s"].as_f64(), tool[0]["loops"].as_f64());
+    assert_eq!(tool[1]["lines"].as_array().map(Vec::len), Some(3));
+    let svg = std::env::temp_dir().join(format!("dmasim-mb-{}.svg", std::process::id()));
+    ran(&[&args[..], &["--plot", svg.to_str().unwrap()]].concat());
+    let doc = std::fs::read_to_string(&svg).unwrap();
+    std::fs::remove_file(&svg).unwrap();
+    assert!(doc.contains("map+unmap pairs per modelled second"));
+    assert!(doc.contains("workload.threads (log scale)"));
+    let x = |t: u32| {
+        let at = doc.find(&format!("data-x=\"{t}\"")).unwrap();
+        let cx = doc[..at].rfind("cx=\"").unwrap() + 4;
+        doc[cx..].split('"').next().unwrap().parse::<f64>().unwrap()
+    };
+    assert!(
+        (x(2) - x(1) - (x(4) - x(2))).abs() < 0.2,
+        "1, 2, 4 evenly apart"
+    );
+    assert!(x(3) - x(2) > x(4) - x(3), "3 nearer 4");
+}

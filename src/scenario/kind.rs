@@ -86,6 +86,24 @@ pub trait KindResult {
     fn call_totals(&self) -> Vec<(String, u64, u64)>;
     /// The call stacks, for folded output.
     fn stacks(&self) -> &[StackRow];
+    /// What a sweep shows of this run beyond its calls' means. By default nothing.
+    fn sweep_point(&self) -> Option<SweepPoint> {
+        None
+    }
+}
+
+/// A run's own figures at one point of a sweep: a throughput, and the lines the kernel's own
+/// tool prints for the same run (`dma_map_benchmark`'s), to set beside a board's at that point.
+#[derive(Clone, Debug)]
+pub struct SweepPoint {
+    /// What the rate counts each modelled second: `map+unmap pairs`.
+    pub rate_of: &'static str,
+    /// How many, each modelled second of the run.
+    pub rate: f64,
+    /// The tool's lines, as it prints them.
+    pub lines: String,
+    /// The tool's figures and the rate, for the sweep's JSON document.
+    pub json: serde_json::Value,
 }
 
 impl<T: KindResult> KindResult for Box<T> {
@@ -106,6 +124,9 @@ impl<T: KindResult> KindResult for Box<T> {
     }
     fn stacks(&self) -> &[StackRow] {
         (**self).stacks()
+    }
+    fn sweep_point(&self) -> Option<SweepPoint> {
+        (**self).sweep_point()
     }
 }
 

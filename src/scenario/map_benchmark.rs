@@ -695,10 +695,21 @@ struct ToolDoc {
     unmap_stddev_us: f64,
 }
 
+/// The kernel tool's figures, in its units.
+fn tool_doc(r: &MapBenchmarkResult) -> ToolDoc {
+    let us = |u: u64| u as f64 / 10.0;
+    ToolDoc {
+        loops: r.map.loops,
+        avg_map_us: us(r.map.avg_100ns()),
+        map_stddev_us: us(r.map.stddev_100ns()),
+        avg_unmap_us: us(r.unmap.avg_100ns()),
+        unmap_stddev_us: us(r.unmap.stddev_100ns()),
+    }
+}
+
 /// The `--format json` document.
 pub fn json(r: &MapBenchmarkResult) -> serde_json::Value {
     let w = &r.workload;
-    let us = |u: u64| u as f64 / 10.0;
     let doc = Doc {
         format_version: FORMAT_VERSION,
         head: HeadDoc::of(&r.info),
@@ -712,13 +723,7 @@ pub fn json(r: &MapBenchmarkResult) -> serde_json::Value {
             granule: w.granule,
             dma_trans_ns: w.dma_trans_ns,
         },
-        tool: ToolDoc {
-            loops: r.map.loops,
-            avg_map_us: us(r.map.avg_100ns()),
-            map_stddev_us: us(r.map.stddev_100ns()),
-            avg_unmap_us: us(r.unmap.avg_100ns()),
-            unmap_stddev_us: us(r.unmap.stddev_100ns()),
-        },
+        tool: tool_doc(r),
         placement: PlacementDoc {
             threads: r
                 .cpus
@@ -988,5 +993,19 @@ impl super::KindResult for MapBenchmarkResult {
     super::kind::result_fields!();
     fn call_totals(&self) -> Vec<(String, u64, u64)> {
         super::kind::call_stat_totals(&self.calls)
+    }
+
+    /// The tool's three lines, and all threads' pairs over the run's modelled seconds.
+    fn sweep_point(&self) -> Option<super::SweepPoint> {
+        let rate = self.map.loops as f64 / f64::from(self.workload.seconds);
+        let mut json = serde_json::to_value(tool_doc(self)).expect("plain data serialises");
+        json["pairs_per_s"] = rate.into();
+        json["lines"] = self.tool_lines().lines().collect::<Vec<_>>().into();
+        Some(super::SweepPoint {
+            rate_of: "map+unmap pairs",
+            rate,
+            lines: self.tool_lines(),
+            json,
+        })
     }
 }

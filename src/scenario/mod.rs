@@ -51,7 +51,7 @@ pub use crate::setup::{DeviceSetup, DmaOpsKind, IommuConfig, SmmuModel, SwiotlbS
 use builtin::read_scenario;
 pub use builtin::{BUILTIN, BuiltinInfo, builtin_list};
 use file::*;
-pub use kind::{KindResult, WorkloadKind};
+pub use kind::{KindResult, SweepPoint, WorkloadKind};
 pub use progress::Progress;
 pub use streaming::RunResult;
 
@@ -99,6 +99,11 @@ impl Outcome {
     /// The call stacks, for folded output.
     pub fn stacks(&self) -> &[StackRow] {
         self.as_result().stacks()
+    }
+
+    /// What a sweep shows of this run beyond its calls' means, if anything.
+    pub fn sweep_point(&self) -> Option<kind::SweepPoint> {
+        self.as_result().sweep_point()
     }
 }
 
