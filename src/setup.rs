@@ -17,11 +17,11 @@
 //! across their own calls); what the modelled kernel would refuse at boot or probe (a pool that
 //! does not fit, a table that cannot be allocated) is a [`SetupError`], never a panic.
 
-use crate::arch::ArchOps;
 use crate::arch::arm::Arm32;
 use crate::arch::arm::cache_v7::CacheV7;
 use crate::arch::arm64::Arm64;
 use crate::arch::x86::X86Flush;
+use crate::arch::{ArchOps, Unshared};
 use crate::device::Device;
 use crate::dma::arm_dma::ArmDmaOps;
 use crate::dma::direct::DmaDirect;
@@ -263,6 +263,24 @@ pub struct IommuConfig {
     pub node: u32,
 }
 
+impl IommuConfig {
+    /// Whether several CPUs may share a domain of this configuration on a machine of `arch`,
+    /// each through a view of its own: both SMMU drivers' flush ops are shared as the kernel
+    /// shares them (arm-smmu's context bank lock, arm-smmu-v3's command queue), so only a
+    /// non-coherent table walker's PTE cleaning, the arch's cache maintenance, can keep them
+    /// apart.
+    pub fn cpu_sharing(&self, arch: Arch) -> Result<(), Unshared> {
+        // A driver added to SmmuModel answers here for its flush ops.
+        match self.smmu {
+            SmmuModel::Mmu500 | SmmuModel::SmmuV3 { .. } => {}
+        }
+        if self.coherent_walk {
+            return Ok(());
+        }
+        crate::arch::cpu_sharing(arch)
+    }
+}
+
 /// What setup needs to give a device its ops: the platform, the policies in effect, the device,
 /// the boot options of swiotlb, the IOMMU domain it sits behind, and which ops it gets.
 pub struct DeviceSetup<'a> {
@@ -292,6 +310,25 @@ pub enum DmaOpsKind {
 }
 
 impl DmaOpsKind {
+    /// Whether several CPUs may share a device's ops of this kind on a machine of `arch` (behind
+    /// a domain of `iommu`, for iommu-dma), each through a view of its own: the one table of
+    /// which ops CPUs can share, which the scenario checks read before a run of several CPUs is
+    /// set up (so that setup never meets ops it cannot give a second CPU).
+    pub fn cpu_sharing(self, arch: Arch, iommu: Option<&IommuConfig>) -> Result<(), Unshared> {
+        match self {
+            // The arch's cache maintenance, and state shared by handle (swiotlb's pool).
+            DmaOpsKind::Direct | DmaOpsKind::DirectSwiotlb(_) => crate::arch::cpu_sharing(arch),
+            DmaOpsKind::IommuDma => {
+                crate::arch::cpu_sharing(arch)?;
+                iommu.map_or(Ok(()), |c| c.cpu_sharing(arch))
+            }
+            // lib/swiotlb.c's pool under its one lock, and no cache maintenance (x86-64).
+            DmaOpsKind::Swiotlb2012(_) => Ok(()),
+            // 32-bit ARM's own ops run its cache maintenance directly.
+            DmaOpsKind::ArmDma => crate::arch::cpu_sharing(Arch::Armv7),
+        }
+    }
+
     /// For reports: which code serves the device.
     pub fn describe(self, p: &Policies) -> String {
         match self {

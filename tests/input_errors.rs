@@ -724,3 +724,99 @@ fn a_ghz_figure_typed_as_mhz_is_refused_with_a_hint() {
     );
     assert_eq!(e.lines().count(), 1, "{e}");
 }
+
+const ZYNQ_STREAMING: &str = include_str!("../scenarios/zynq-streaming.toml");
+const BOUNCE: &str = include_str!("../scenarios/swiotlb-bounce.toml");
+
+/// Ops whose state several CPUs cannot share yet (32-bit ARM's: its cache maintenance holds the
+/// machine's one PL310 outer cache) are bad input when the scenario is checked: exit 2 with one
+/// line naming the key that asks for the CPUs, for every kind that takes several, never the
+/// modelled kernel's refusal at run time (exit 3).
+#[test]
+fn ops_cpus_cannot_share_are_refused_where_the_cpus_are_asked_for() {
+    let not_shared = |e: &str| {
+        assert!(e.contains("is not modelled yet"), "{e}");
+        assert!(e.contains("outer cache"), "{e}");
+    };
+    // A shipped streaming scenario on the Zynq, given a second CPU on the command line.
+    let o = dmasim(&[
+        "run",
+        "zynq-streaming",
+        "--platform",
+        "zynq7000",
+        "--set",
+        "workload.cpus=2",
+    ]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(o.stdout.is_empty(), "no result");
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(
+        e.contains(
+            "error: <argument>: --set workload.cpus=2: 2 CPUs would share the device's arm_dma_ops"
+        ),
+        "{e}"
+    );
+    not_shared(&e);
+
+    let t = Scratch::new("cpus-shared");
+    // The same in the file: its line and key.
+    let text = ZYNQ_STREAMING.replace("iterations = 10", "iterations = 10\ncpus = 2");
+    let s = t.file("streaming.toml", &text);
+    let e = input_error(
+        &dmasim(&["run", &s]),
+        &s,
+        Some(line_of(&text, "cpus = 2")),
+        "workload.cpus",
+    );
+    not_shared(&e);
+
+    // The benchmark's threads, one per CPU.
+    let text = "[scenario]\nname = \"mb\"\nplatform = \"zynq7000\"\nkernel = \"3.19\"\n\
+                [device]\nname = \"dma_map_benchmark\"\ncoherent = false\ndma_mask_bits = 32\n\
+                [workload]\nkind = \"map_benchmark\"\nthreads = 2\nseconds = 1\n";
+    let s = t.file("mb.toml", text);
+    let e = input_error(
+        &dmasim(&["run", &s]),
+        &s,
+        Some(line_of(text, "threads = 2")),
+        "workload.threads",
+    );
+    not_shared(&e);
+
+    // A bounce workload's CPUs, through dma-direct over the pool.
+    let text = BOUNCE
+        .replace("platform = \"x86-2012-ixgbe\"", "platform = \"zynq7000\"")
+        .replace("kernel = \"6.0\"", "kernel = \"3.19\"");
+    let s = t.file("bounce.toml", &text);
+    let e = input_error(
+        &dmasim(&["run", &s]),
+        &s,
+        Some(line_of(&text, "cpus = 4")),
+        "workload.cpus",
+    );
+    assert!(e.contains("dma-direct over swiotlb"), "{e}");
+    not_shared(&e);
+
+    // An IOMMU workload's domain on a 32-bit ARM platform with an SMMU: a non-coherent table
+    // walker's PTEs are cleaned by the arch's cache maintenance, so its CPUs cannot share the
+    // domain; with a coherent walker nothing of the arch's is shared, and they run.
+    let sm8150 = include_str!("../profiles/sm8150.toml");
+    let smmu = &sm8150[sm8150.find("\n[smmu]").expect("sm8150 has an [smmu]")..];
+    t.file("zynq-smmu.toml", &format!("{ZYNQ}{smmu}"));
+    let text = OPS
+        .replace("platform = \"sm8150\"", "platform = \"zynq-smmu.toml\"")
+        .replace("kernel = \"5.15\"", "kernel = \"3.19\"")
+        .replace("iterations = 10", "iterations = 1\ncpus = 2");
+    let s = t.file("ops.toml", &text);
+    let e = input_error(
+        &dmasim(&["run", &s]),
+        &s,
+        Some(line_of(&text, "cpus = 2")),
+        "workload.cpus",
+    );
+    assert!(e.contains("the IOMMU domain"), "{e}");
+    not_shared(&e);
+    let o = dmasim(&["run", &s, "--set", "iommu.coherent_walk=true"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}

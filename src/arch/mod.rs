@@ -7,6 +7,9 @@
 //! CLFLUSHOPT/CLWB range loop ([`x86`]) — x86 Linux itself never needs this for DMA, but the
 //! instructions are what an x86 host can measure.
 //!
+//! Which architectures' maintenance several CPUs of one machine may run at once is one table,
+//! [`cpu_sharing`].
+//!
 //! Invariant: `sync_for_*` with `complete = false` only *issues* maintenance (the 7.1 `_nosync`
 //! helpers); with `complete = true` it also waits for it (the ≤ 7.0 helpers, ending in DSB).
 //! Whether anything is issued follows the architecture's direction rules, never the caller's.
@@ -16,7 +19,7 @@ pub mod arm64;
 pub mod x86;
 
 use crate::hw::{CacheOp, FrameId, Hw};
-use crate::types::{DmaDirection, PhysAddr};
+use crate::types::{Arch, DmaDirection, PhysAddr};
 use std::fmt::Debug;
 
 /// Frames whose names a release chose for the same work, and the stable name `dmasim compare`
@@ -175,6 +178,30 @@ impl From<arm::Arm32> for ArchOps {
 impl From<x86::X86Flush> for ArchOps {
     fn from(a: x86::X86Flush) -> ArchOps {
         ArchOps::X86(a)
+    }
+}
+
+/// Why several CPUs cannot share a layer of the machine yet: state the model holds once per
+/// machine, which a second CPU's view would have to share and does not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Unshared {
+    /// 32-bit ARM's cache maintenance ([`arm::Arm32`]) holds the machine's one outer cache (the
+    /// PL310 behind cache-l2x0.c's `outer_*_range`).
+    #[error(
+        "32-bit ARM's cache maintenance holds the machine's one outer cache (PL310), and sharing it between CPUs is not modelled yet"
+    )]
+    OuterCache,
+}
+
+/// Whether several CPUs may each run a platform architecture's cache maintenance (the
+/// [`ArchOps`] [`crate::setup::arch_dma`] builds for `arch`) on one machine: arm64's and x86's
+/// hold only costs and rules, 32-bit ARM's holds the machine's one outer cache. The one table of
+/// this fact; [`crate::setup::DmaOpsKind::cpu_sharing`] builds on it, and the scenario checks
+/// read that before a run of several CPUs is set up.
+pub const fn cpu_sharing(arch: Arch) -> Result<(), Unshared> {
+    match arch {
+        Arch::Arm64 | Arch::X86_64 => Ok(()),
+        Arch::Armv7 => Err(Unshared::OuterCache),
     }
 }
 

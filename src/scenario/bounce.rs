@@ -64,6 +64,7 @@ pub struct Bounce {
     pub iterations: u32,
     /// CPUs mapping at once, each on its own clock.
     pub cpus: u32,
+    pub cpus_line: Option<usize>,
     /// Mappings each CPU holds before unmapping them.
     pub in_flight: u32,
 }
@@ -136,6 +137,7 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, _shared: &Shared) -> Result<Wor
         direction,
         iterations,
         cpus,
+        cpus_line: w.cpus.as_ref().map(|n| c.line(n.span())),
         in_flight,
     }))
 }
@@ -504,7 +506,8 @@ impl super::WorkloadKind for Bounce {
     }
 
     fn check(&self, s: &Scenario) -> Result<(), InputError> {
-        s.profile.require_copy("a bounce workload")
+        s.profile.require_copy("a bounce workload")?;
+        super::smp_cpus::check_shared(s, self.cpus, self.cpus_line, "workload.cpus")
     }
 
     fn work(&self, s: &Scenario) -> u128 {

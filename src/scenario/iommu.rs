@@ -354,7 +354,8 @@ impl super::WorkloadKind for Sweep {
     }
 
     fn check(&self, s: &Scenario) -> Result<(), InputError> {
-        super::smp_cpus::check_count(s, self.cpus, self.cpus_line, "workload.cpus")
+        super::smp_cpus::check_count(s, self.cpus, self.cpus_line, "workload.cpus")?;
+        super::smp_cpus::check_shared(s, self.cpus, self.cpus_line, "workload.cpus")
     }
 
     fn work(&self, s: &Scenario) -> u128 {
@@ -385,7 +386,8 @@ impl super::WorkloadKind for Ops {
     }
 
     fn check(&self, s: &Scenario) -> Result<(), InputError> {
-        super::smp_cpus::check_count(s, self.cpus, self.cpus_line, "workload.cpus")
+        super::smp_cpus::check_count(s, self.cpus, self.cpus_line, "workload.cpus")?;
+        super::smp_cpus::check_shared(s, self.cpus, self.cpus_line, "workload.cpus")
     }
 
     fn work(&self, s: &Scenario) -> u128 {

@@ -973,6 +973,7 @@ impl super::WorkloadKind for MapBenchmark {
                 Some(_) => {}
             }
         }
+        super::smp_cpus::check_shared(s, self.threads, threads_line, "workload.threads")?;
         super::streaming::check_reach(s, u64::from(self.granule) * PAGE, "the benchmark's device")
     }
 

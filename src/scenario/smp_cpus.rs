@@ -1,4 +1,5 @@
-//! Which CPUs of the platform a workload's CPUs are, and how many the platform has.
+//! Which CPUs of the platform a workload's CPUs are, how many the platform has, and whether they
+//! can share what setup gives them.
 //!
 //! Kernel counterpart: none as such — the CPUs a driver's threads (or `dma_map_benchmark`'s
 //! kthreads, bound to a node's mask with `-n`) happen to run on.
@@ -9,7 +10,9 @@
 //! `[numa]` topology has its CPUs 0, 1, ... on the calls' node.
 //!
 //! Invariants: the CPUs are distinct and exist on the platform (callers check `n` against
-//! [`platform_cpus`] first); the same inputs place them the same way.
+//! [`platform_cpus`] first); the same inputs place them the same way; a scenario whose CPUs
+//! would share ops the model cannot give a second CPU is refused when it is checked
+//! ([`check_shared`]), never when it runs.
 
 use super::{Progress, Scenario};
 use crate::dma::DmaMapOps;
@@ -126,4 +129,36 @@ pub fn check_count(s: &Scenario, n: u32, line: Option<usize>, key: &str) -> Resu
         ))),
         _ => Ok(()),
     }
+}
+
+/// `n` CPUs (the workload's `key`, at `line` of the file) sharing what setup gives the scenario:
+/// its device's ops, or the domain of a workload that drives the IOMMU itself. Ops whose sharing
+/// between CPUs is not modelled ([`crate::setup::DmaOpsKind::cpu_sharing`]) take one CPU, and
+/// the input says so before anything runs.
+pub fn check_shared(
+    s: &Scenario,
+    n: u32,
+    line: Option<usize>,
+    key: &str,
+) -> Result<(), InputError> {
+    if n <= 1 {
+        return Ok(());
+    }
+    let arch = s.profile.arch();
+    let (what, shared) = if s.workload.uses_dma_api() {
+        let ops = s.dma_ops();
+        let what = format!("the device's {}", ops.describe(&s.policies));
+        (what, ops.cpu_sharing(arch, s.iommu.as_ref()))
+    } else if let Some(cfg) = &s.iommu {
+        ("the IOMMU domain".to_string(), cfg.cpu_sharing(arch))
+    } else {
+        return Ok(());
+    };
+    shared.map_err(|why| {
+        let m = format!(
+            "{n} CPUs would share {what} on platform `{}`, but {why}: set {key} = 1",
+            s.profile.name()
+        );
+        s.error(&super::Origin::File(line), key, m)
+    })
 }

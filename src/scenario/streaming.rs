@@ -802,6 +802,7 @@ impl super::WorkloadKind for Streaming {
     /// every map: the input says so before anything runs.
     fn check(&self, s: &Scenario) -> Result<(), InputError> {
         super::smp_cpus::check_count(s, self.cpus, self.cpus_line, "workload.cpus")?;
+        super::smp_cpus::check_shared(s, self.cpus, self.cpus_line, "workload.cpus")?;
         check_reach(s, self.buffer_bytes, "a streaming device")
     }
 
