@@ -70,6 +70,22 @@ impl SgTable {
         SgTable { entries, nents: 0 }
     }
 
+    /// Build a list of one whole page per entry, at the pages given, in order
+    /// (`sg_set_buf(sg, page, PAGE_SIZE)` over a table of separately allocated pages).
+    pub fn from_pages(pages: impl IntoIterator<Item = PhysAddr>) -> SgTable {
+        let entries = pages
+            .into_iter()
+            .map(|page| SgEntry {
+                page,
+                offset: 0,
+                length: PAGE_SIZE as u32,
+                dma_address: DmaAddr::MAPPING_ERROR,
+                dma_length: 0,
+            })
+            .collect();
+        SgTable { entries, nents: 0 }
+    }
+
     pub fn orig_nents(&self) -> usize {
         self.entries.len()
     }
@@ -88,6 +104,15 @@ mod tests {
         let t = SgTable::from_contiguous(PhysAddr(0x8000_0000), 10 << 20, &[4096]);
         assert_eq!(t.orig_nents(), 2560);
         assert_eq!(t.total_len(), 10 << 20);
+        assert!(t.entries.iter().all(|e| e.offset == 0));
+    }
+
+    #[test]
+    fn a_list_of_pages_has_a_whole_page_an_entry() {
+        let t = SgTable::from_pages([PhysAddr(0x3000), PhysAddr(0x1000)]);
+        assert_eq!(t.orig_nents(), 2);
+        assert_eq!(t.total_len(), 2 * PAGE_SIZE);
+        assert_eq!(t.entries[1].phys(), PhysAddr(0x1000));
         assert!(t.entries.iter().all(|e| e.offset == 0));
     }
 

@@ -29,6 +29,18 @@ fn totals(o: &Outcome, call: &str) -> (u64, u64) {
     (n, ps)
 }
 
+/// Each of `calls` costs the same per call in both runs, as exact fractions.
+fn same_means(a: &Outcome, b: &Outcome, calls: &[&str], what: &str) {
+    for call in calls {
+        let ((n_a, ps_a), (n_b, ps_b)) = (totals(a, call), totals(b, call));
+        assert_eq!(
+            u128::from(ps_a) * u128::from(n_b),
+            u128::from(ps_b) * u128::from(n_a),
+            "{call}, {what}: {ps_a} ps / {n_a} against {ps_b} ps / {n_b}"
+        );
+    }
+}
+
 /// `-t 1 -g 1` on sm8150, behind its SMMU and not: a modelled second of the benchmark, and a
 /// streaming loop of as many iterations of one 4 KB `map_single` + `unmap_single` of a buffer
 /// the CPU writes first, cost the same per call to the picosecond.
@@ -54,23 +66,20 @@ fn one_thread_costs_what_the_streaming_loop_of_the_same_geometry_costs() {
             iommu,
         ))
         .unwrap();
-        for call in ["dma_map_single", "dma_unmap_single"] {
-            let (n_mb, ps_mb) = totals(&mb, call);
-            let (n_st, ps_st) = totals(&st, call);
-            assert_eq!((n_mb, n_st), (loops, iterations));
-            // Equal means, as exact fractions.
+        let calls = ["dma_map_single", "dma_unmap_single"];
+        for call in calls {
             assert_eq!(
-                u128::from(ps_mb) * u128::from(n_st),
-                u128::from(ps_st) * u128::from(n_mb),
-                "{call}, iommu {iommu}: {ps_mb} ps / {n_mb} against {ps_st} ps / {n_st}"
+                (totals(&mb, call).0, totals(&st, call).0),
+                (loops, iterations)
             );
         }
+        same_means(&mb, &st, &calls, &format!("iommu {iommu}"));
         // The kernel's figures come from each call's whole 100 ns units.
         let per_call_ns = totals(&mb, "dma_map_single").1 / loops / 1000;
         assert_eq!(r.map.avg_100ns(), per_call_ns / 100, "iommu {iommu}");
         assert!(
             r.tool_lines().starts_with(
-                "dma mapping benchmark: threads:1 seconds:1 node:-1 dir:BIDIRECTIONAL granule: 1\n\
+                "dma mapping benchmark(SINGLE_MODE): threads:1 seconds:1 node:-1 dir:BIDIRECTIONAL granule:1\n\
                  average map latency(us):"
             ),
             "{}",
@@ -195,7 +204,7 @@ fn the_tool_lines_come_first() {
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(
         lines[0],
-        "dma mapping benchmark: threads:1 seconds:1 node:-1 dir:BIDIRECTIONAL granule: 4"
+        "dma mapping benchmark(SINGLE_MODE): threads:1 seconds:1 node:-1 dir:BIDIRECTIONAL granule:4"
     );
     assert!(lines[1].starts_with("average map latency(us):"));
     assert!(lines[2].starts_with("average unmap latency(us):"));
@@ -625,4 +634,84 @@ fn a_thread_sweep_prints_the_tools_lines_and_pairs_a_second() {
         "1, 2, 4 evenly apart"
     );
     assert!(x(3) - x(2) > x(4) - x(3), "3 nearer 4");
+}
+
+/// 7.1's tool names the map mode in its first line and drops the space after `granule:`; an
+/// earlier release's tool prints the line it always did.
+#[test]
+fn the_tools_first_line_is_the_releases_own() {
+    let first = |kernel: &str| {
+        let args =
+            format!("-q map-benchmark --platform sm8150 --iommu -s 1 -g 2 --kernel {kernel}");
+        let o = ran(&args.split(' ').collect::<Vec<_>>());
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        first("7.0"),
+        "dma mapping benchmark: threads:1 seconds:1 node:-1 dir:BIDIRECTIONAL granule: 2"
+    );
+    assert_eq!(
+        first("7.1"),
+        "dma mapping benchmark(SINGLE_MODE): threads:1 seconds:1 node:-1 dir:BIDIRECTIONAL granule:2"
+    );
+}
+
+/// 7.1's scatter-gather mode (`-m 1`, `mode = "sg"`): a thread maps a scatterlist of `-g`
+/// one-page entries with dma_map_sg. On sm8150's non-coherent dma-direct a map cleans every
+/// line of the 8 pages and ends in one barrier under 7.1's batched sync (one an entry with
+/// `sync=per-entry`), and one thread's calls cost what a streaming map_sg+unmap_sg of 8 pages
+/// in 4 KB entries costs. Before 7.1 `-m` is refused naming it (that release's tool has no
+/// `-m`), and a mode other than 0 or 1 as 7.1's tool refuses it.
+#[test]
+fn the_scatter_gather_mode_maps_a_page_an_entry_from_7_1() {
+    let mb = execute(&scenario(
+        "kind = \"map_benchmark\"\nmode = \"sg\"\nseconds = 1\ngranule = 8\n",
+        false,
+    ))
+    .unwrap();
+    let Outcome::MapBenchmark(r) = &mb else {
+        panic!("a map_benchmark result")
+    };
+    assert!(
+        r.tool_lines()
+            .starts_with("dma mapping benchmark(SG_MODE): ")
+    );
+    let names: Vec<&str> = r.calls.iter().map(|c| c.call).collect();
+    assert_eq!(names, ["dma_map_sg", "dma_unmap_sg"]);
+    let map = r.call("dma_map_sg").unwrap();
+    assert_eq!(map.per_call(dmasim::hw::Counter::CacheCleanLine), 512.0);
+    assert_eq!(map.per_call(dmasim::hw::Counter::Barrier), 1.0);
+    let loops = r.map.loops;
+    let st = execute(&scenario(
+        &format!(
+            "kind = \"streaming\"\nbuffer = \"32K\"\nentry = \"4K\"\ndirection = \"bidirectional\"\n\
+             calls = \"map_sg+unmap_sg\"\ncpu = \"write_all\"\niterations = {}\n",
+            loops.min(1_000_000)
+        ),
+        false,
+    ))
+    .unwrap();
+    same_means(&mb, &st, &["dma_map_sg", "dma_unmap_sg"], "sg");
+    let per_entry =
+        "-q map-benchmark --platform sm8150 -s 1 -g 8 -m 1 --policy sync=per-entry --format json";
+    let o = ran(&per_entry.split(' ').collect::<Vec<_>>());
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["workload"]["mode"], "sg");
+    assert_eq!(v["calls"][0]["operations_per_call"]["barrier"], 8.0);
+    for (args, says) in [
+        (&["-m", "1", "--kernel", "7.0"][..], "-m: "),
+        (&["-m", "0", "--kernel", "6.1"], "-m: "),
+        (&["-m", "2"], "-m: the map mode"),
+    ] {
+        let mut a = vec!["map-benchmark", "--platform", "sm8150", "-s", "1"];
+        a.extend_from_slice(args);
+        let o = dmasim(&a);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
 }

@@ -4,7 +4,10 @@
 //! tools/dma/dma_map_benchmark (tools/testing/selftests/dma/ before 6.19). Each benchmark thread
 //! writes its buffer of `granule` pages (`memset`, unless the device only writes it), maps it
 //! with `dma_map_single`, waits `dma_trans_ns` as if the device were using it (`ndelay`), unmaps
-//! it, and does it again until the run's seconds are up.
+//! it, and does it again until the run's seconds are up. From 7.1 the tool's `-m 1` (the
+//! module's `DMA_MAP_BENCH_SG_MODE`) maps a scatterlist of `granule` entries instead, a page
+//! each from `__get_free_page()`, with `dma_map_sg` and `dma_unmap_sg`; 7.1's tool names the
+//! mode in its first line (`dma mapping benchmark(SINGLE_MODE): ... granule:1`).
 //! Each map and unmap is timed with `ktime_get()` in whole nanoseconds and kept in units of
 //! 100 ns (`div64_ul(delta, 100)`, so a call under 100 ns counts 0); the averages and standard
 //! deviations come from those units' sums and sums of squares, as the kernel computes them.
@@ -15,12 +18,18 @@
 //! ([`crate::smp`]): the IOVA space and its locks, the page table, the SMMU and its command
 //! queue, a swiotlb pool; each thread's latencies are added into one set of sums, as the
 //! kernel's threads add into shared atomics. Modelled seconds, not host seconds: each thread's
-//! loop ends at its first unmap that ends past them.
+//! loop ends at its first unmap that ends past them. A scatter-gather thread's pages lie a page
+//! apart, so no two entries are physically contiguous: order-0 pages taken one after another
+//! seldom come in ascending runs, and iommu-dma would map such a run with one `__iommu_map`.
+//! Before a run, [`trial`] runs its first few modelled ms on their own and times them on the
+//! host, so that a command can say how long the whole run will take; those host times are
+//! returned to the caller and read by nothing in the model.
 //!
 //! Invariants: one thread makes exactly the calls a streaming `map_single+unmap_single`
 //! scenario of one entry of `granule` pages makes (with `cpu = "write_all"` unless the
 //! direction is `from_device`), on the machine as set up, so its per-call means are that
-//! scenario's; every figure comes from the CPUs' ledgers, summed; the kernel tool's lines are
+//! scenario's (in scatter-gather mode, the calls `map_sg+unmap_sg` makes of the same pages);
+//! every figure comes from the CPUs' ledgers, summed; the kernel tool's lines are
 //! computed from the per-call latencies, never from the means; the same inputs give the same
 //! bytes for any thread count.
 
@@ -35,9 +44,10 @@ use crate::report::{
     CallDoc, DeviceDoc, FORMAT_VERSION, HeadDoc, StackDoc, breakdown_docs, call_doc, counts_map,
     device_line, header, ns, refusals, stack_table,
 };
+use crate::scatterlist::SgTable;
 use crate::setup::{SetupError, setup_dma_ops};
 use crate::stats::Stats;
-use crate::types::{DmaAttrs, DmaDirection};
+use crate::types::{DmaAddr, DmaAttrs, DmaDirection, PhysAddr};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -69,6 +79,7 @@ pub const MAX_LOOPS: u64 = 1 << 32;
 #[serde(deny_unknown_fields)]
 struct Section {
     kind: Spanned<String>,
+    mode: Option<Spanned<String>>,
     threads: Option<Spanned<i64>>,
     seconds: Option<Spanned<i64>>,
     node: Option<Spanned<i64>>,
@@ -77,9 +88,45 @@ struct Section {
     dma_trans_ns: Option<Spanned<i64>>,
 }
 
+/// How a thread maps its buffer: the module's `map_mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `DMA_MAP_BENCH_SINGLE_MODE` (`-m 0`, and the only mode before 7.1): `granule` pages with
+    /// one `dma_map_single`.
+    Single,
+    /// `DMA_MAP_BENCH_SG_MODE` (`-m 1`, 7.1 on): a scatterlist of `granule` one-page entries
+    /// with `dma_map_sg`.
+    Sg,
+}
+
+impl Mode {
+    /// The name the scenario key takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Single => "single",
+            Mode::Sg => "sg",
+        }
+    }
+
+    /// The name 7.1's tool prints (its `mode[]`).
+    fn tool_name(self) -> &'static str {
+        match self {
+            Mode::Single => "SINGLE_MODE",
+            Mode::Sg => "SG_MODE",
+        }
+    }
+}
+
+/// The release whose module and tool have `map_mode` and `-m`: "dma-mapping: benchmark: add
+/// support for dma_map_sg" and "tools/dma: Add dma_map_sg support", merged for 7.1.
+pub const MODE_SINCE: crate::policy::KernelVersion = crate::policy::KernelVersion(7, 1);
+
 /// One run of the benchmark, with the tool's options.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MapBenchmark {
+    /// `-m`: how each thread maps its buffer; `None` where the scenario does not say (the tool
+    /// before 7.1 has no `-m`), which maps as [`Mode::Single`].
+    pub mode: Option<Mode>,
     /// `-t`: benchmark threads, one per CPU.
     pub threads: u32,
     /// `-s`: modelled seconds the threads run for.
@@ -88,12 +135,13 @@ pub struct MapBenchmark {
     pub node: Option<u32>,
     /// `-d`: 0 bidirectional, 1 to the device, 2 from it.
     pub direction: DmaDirection,
-    /// `-g`: pages per buffer.
+    /// `-g`: pages per buffer; in scatter-gather mode, entries of a page each.
     pub granule: u32,
     /// `-x`: how long the device holds each mapping, ns.
     pub dma_trans_ns: u32,
-    /// Lines of `threads` and `node` in the file, for the checks against the platform.
-    lines: (Option<usize>, Option<usize>),
+    /// Lines of `threads`, `node` and `mode` in the file, for the checks against the platform
+    /// and the release.
+    lines: (Option<usize>, Option<usize>, Option<usize>),
 }
 
 fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, _shared: &Shared) -> Result<Workload, InputError> {
@@ -114,6 +162,20 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, _shared: &Shared) -> Result<Wor
         Some(d) => c.direction(d)?,
     };
     let granule = int(&w.granule, "workload.granule", 1..=MAX_GRANULE, 1)? as u32;
+    let mode = match &w.mode {
+        None => None,
+        Some(m) => Some(match m.get_ref().as_str() {
+            "single" => Mode::Single,
+            "sg" => Mode::Sg,
+            other => {
+                return Err(c.err(
+                    m.span(),
+                    "workload.mode",
+                    format!("unknown mode `{other}`; choose single or sg"),
+                ));
+            }
+        }),
+    };
     let dma_trans_ns = int(
         &w.dma_trans_ns,
         "workload.dma_trans_ns",
@@ -123,9 +185,11 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, _shared: &Shared) -> Result<Wor
     let lines = (
         w.threads.as_ref().map(|t| c.line(t.span())),
         w.node.as_ref().map(|n| c.line(n.span())),
+        w.mode.as_ref().map(|m| c.line(m.span())),
     );
     let _ = &w.kind;
     Ok(Workload::MapBenchmark(MapBenchmark {
+        mode,
         threads,
         seconds,
         node,
@@ -234,7 +298,8 @@ impl MapBenchmarkResult {
         v
     }
 
-    /// The kernel tool's three lines.
+    /// The kernel tool's three lines, as the release's tool prints them: 7.1's names the mode
+    /// and drops the space after `granule:`.
     pub fn tool_lines(&self) -> String {
         let w = &self.workload;
         let dir = match w.direction {
@@ -244,8 +309,13 @@ impl MapBenchmarkResult {
             DmaDirection::None => "NONE",
         };
         let node = w.node.map_or(-1, i64::from);
+        let (mode, granule) = if self.info.policies.kernel >= MODE_SINCE {
+            (format!("({})", w.mode().tool_name()), "granule:")
+        } else {
+            (String::new(), "granule: ")
+        };
         format!(
-            "dma mapping benchmark: threads:{} seconds:{} node:{node} dir:{dir} granule: {}\n\
+            "dma mapping benchmark{mode}: threads:{} seconds:{} node:{node} dir:{dir} {granule}{}\n\
              average map latency(us):{:.1} standard deviation:{:.1}\n\
              average unmap latency(us):{:.1} standard deviation:{:.1}\n",
             w.threads,
@@ -265,6 +335,11 @@ impl MapBenchmarkResult {
 pub const PAIRS_A_SECOND: u64 = 1_000_000;
 
 impl MapBenchmark {
+    /// How each thread maps its buffer.
+    pub fn mode(&self) -> Mode {
+        self.mode.unwrap_or(Mode::Single)
+    }
+
     /// The pairs one thread is counted at for the work limit: [`PAIRS_A_SECOND`] for each
     /// second, no more than `-x`'s delay lets a thread make, and at most [`MAX_LOOPS`]. The
     /// real count is known only once the model has run.
@@ -280,7 +355,11 @@ impl MapBenchmark {
     /// maintained, and behind an IOMMU each page mapped and unmapped.
     pub fn steps_per_pair(&self, s: &Scenario) -> u128 {
         let bytes = u128::from(self.granule) * u128::from(PAGE);
-        let mut per = 2 * (bytes / s.work_line()) + 4;
+        let entries = match self.mode() {
+            Mode::Single => 1,
+            Mode::Sg => u128::from(self.granule),
+        };
+        let mut per = 2 * (bytes / s.work_line()) + 4 * entries;
         if s.iommu.is_some() {
             per += super::IOMMU_PAGE_STEPS * bytes / s.work_page();
         }
@@ -330,18 +409,120 @@ struct ThreadRun {
     to_bound: bool,
 }
 
+/// A thread's buffer as its mode maps it: the module's `dma_single_map_param` or
+/// `dma_sg_map_param`, with its `initialize_data`, `do_map` and `do_unmap`.
+enum Buffer {
+    /// `granule` pages from `alloc_pages_exact()`, and the address its map returned.
+    Single {
+        phys: PhysAddr,
+        size: u64,
+        addr: Option<DmaAddr>,
+    },
+    /// A scatterlist of `granule` entries, a page each.
+    Sg(SgTable),
+}
+
+impl Buffer {
+    /// The buffer of `w`'s mode in the memory allocated for it at `phys` (for scatter-gather,
+    /// twice its pages: each entry takes every other page).
+    fn at(phys: PhysAddr, w: &MapBenchmark) -> Buffer {
+        let size = u64::from(w.granule) * PAGE;
+        match w.mode() {
+            Mode::Single => Buffer::Single {
+                phys,
+                size,
+                addr: None,
+            },
+            Mode::Sg => Buffer::Sg(SgTable::from_pages(
+                (0..u64::from(w.granule)).map(|i| PhysAddr(phys.0 + 2 * i * PAGE)),
+            )),
+        }
+    }
+
+    /// Bytes to allocate for a buffer of `w`'s mode.
+    fn bytes(w: &MapBenchmark) -> u64 {
+        let size = u64::from(w.granule) * PAGE;
+        match w.mode() {
+            Mode::Single => size,
+            Mode::Sg => 2 * size,
+        }
+    }
+
+    /// `initialize_data()`: `memset(0x66)` over the pages unless the device only writes them,
+    /// so a non-coherent device's map has lines to clean. Outside the timed windows; its own
+    /// time is not priced.
+    fn initialize(&self, hw: &mut crate::hw::model::Model, dir: DmaDirection) {
+        if dir == DmaDirection::FromDevice {
+            return;
+        }
+        match self {
+            Buffer::Single { phys, size, .. } => hw.cpu_touch(Access::Write, *phys, *size),
+            Buffer::Sg(sgt) => {
+                for e in &sgt.entries {
+                    hw.cpu_touch(Access::Write, e.phys(), u64::from(e.length));
+                }
+            }
+        }
+    }
+
+    /// `do_map()`, timed by `t`: whether the map succeeded.
+    fn map(
+        &mut self,
+        t: &mut CallTimer,
+        hw: &mut crate::hw::model::Model,
+        api: &mut crate::setup::DeviceDmaApi,
+        dir: DmaDirection,
+    ) -> bool {
+        match self {
+            Buffer::Single { phys, size, addr } => {
+                *addr = t.time_result(hw, "dma_map_single", |hw| {
+                    api.map_single(hw, *phys, *size, dir, DmaAttrs::NONE)
+                });
+                addr.is_some()
+            }
+            Buffer::Sg(sgt) => t
+                .time_result(hw, "dma_map_sg", |hw| {
+                    api.map_sg(hw, sgt, dir, DmaAttrs::NONE)
+                })
+                .is_some(),
+        }
+    }
+
+    /// `do_unmap()` of what [`Buffer::map`] mapped, timed by `t`.
+    fn unmap(
+        &mut self,
+        t: &mut CallTimer,
+        hw: &mut crate::hw::model::Model,
+        api: &mut crate::setup::DeviceDmaApi,
+        dir: DmaDirection,
+    ) {
+        match self {
+            Buffer::Single { size, addr, .. } => {
+                let a = addr
+                    .take()
+                    .expect("unmapped only after a map that succeeded");
+                t.time(hw, "dma_unmap_single", |hw| {
+                    api.unmap_single(hw, a, *size, dir, DmaAttrs::NONE)
+                });
+            }
+            Buffer::Sg(sgt) => t.time(hw, "dma_unmap_sg", |hw| {
+                api.unmap_sg(hw, sgt, dir, DmaAttrs::NONE)
+            }),
+        }
+    }
+}
+
 /// `map_benchmark_thread()` on one CPU until `bound` is reached.
 fn bench_thread(
     mut hw: crate::hw::model::Model,
     mut api: crate::setup::DeviceDmaApi,
-    buf: crate::types::PhysAddr,
+    mut buf: Buffer,
     w: &MapBenchmark,
     bound: Bound,
     platform: &str,
     progress: Option<&Progress>,
 ) -> ThreadRun {
-    let size = u64::from(w.granule) * PAGE;
-    let (dir, attrs) = (w.direction, DmaAttrs::NONE);
+    let dir = w.direction;
     let mut t = CallTimer::default();
     let (mut map, mut unmap) = (Latencies::default(), Latencies::default());
     let trans = SwCost(u64::from(w.dma_trans_ns) * 1000);
@@ -350,30 +531,22 @@ fn bench_thread(
     let mut second = 1;
     let mut to_bound = true;
     while hw.now_ps() - start < bound.end_ps && map.loops < bound.max_loops {
-        if dir != DmaDirection::FromDevice {
-            // memset(buf, 0x66, size): the CPU dirties the buffer, so a non-coherent device's
-            // map has lines to clean. Outside the timed windows; its own time is not priced.
-            hw.cpu_touch(Access::Write, buf, size);
-        }
+        buf.initialize(&mut hw, dir);
         let pair_start = hw.now_ps();
         let t0 = ktime_ns(&hw);
-        let addr = t.time_result(&mut hw, "dma_map_single", |hw| {
-            api.map_single(hw, buf, size, dir, attrs)
-        });
+        let mapped = buf.map(&mut t, &mut hw, &mut api, dir);
         map.add(ktime_ns(&hw) - t0);
-        let Some(addr) = addr else {
+        if !mapped {
             // The kernel's thread stops at a failed map ("dma_map_single failed").
             to_bound = false;
             break;
-        };
+        }
         if trans.0 > 0 {
             // ndelay(): the CPU spins while the device would use the buffer.
             hw.leaf("ndelay", trans, None);
         }
         let t1 = ktime_ns(&hw);
-        t.time(&mut hw, "dma_unmap_single", |hw| {
-            api.unmap_single(hw, addr, size, dir, attrs)
-        });
+        buf.unmap(&mut t, &mut hw, &mut api, dir);
         unmap.add(ktime_ns(&hw) - t1);
         if hw.now_ps() == pair_start {
             stopped = Some(format!(
@@ -406,26 +579,30 @@ fn bench_thread(
     }
 }
 
+/// One thread's view of the machine, and its buffer.
+type ThreadMachine = (
+    (crate::hw::model::Model, crate::setup::DeviceDmaApi),
+    Buffer,
+);
+
 /// The machine as the benchmark's threads find it: the device's DMA layers set up, each CPU's
 /// view of them and its buffer, and where every CPU's charges are summed.
 struct Machines {
     cpus: Vec<(u32, u32)>,
     smmu: Option<SmmuPlace>,
-    each: Vec<(
-        (crate::hw::model::Model, crate::setup::DeviceDmaApi),
-        crate::types::PhysAddr,
-    )>,
+    each: Vec<ThreadMachine>,
     total: crate::hw::model::Model,
 }
 
 fn set_up(s: &Scenario, w: &MapBenchmark) -> Result<Machines, SetupError> {
     let cpus = thread_cpus(s, w);
-    let size = u64::from(w.granule) * PAGE;
-    let mut m = super::streaming::boot_for_buffer(s, cpus[0].1, size * u64::from(w.threads))?;
+    let bytes = Buffer::bytes(w);
+    let mut m = super::streaming::boot_for_buffer(s, cpus[0].1, bytes * u64::from(w.threads))?;
     // Each thread's buffer, allocated on its node before the threads start mapping.
     let bufs = cpus
         .iter()
-        .map(|&(_, node)| m.mem.borrow_mut().alloc(node, size))
+        .map(|&(_, node)| m.mem.borrow_mut().alloc(node, bytes))
+        .map(|phys| phys.map(|p| Buffer::at(p, w)))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| SetupError::Swiotlb(format!("buffer allocation: {e}")))?;
     // The IOVA magazines and swiotlb areas are per CPU of the machine.
@@ -454,10 +631,7 @@ fn set_up(s: &Scenario, w: &MapBenchmark) -> Result<Machines, SetupError> {
 fn run_threads(
     s: &Scenario,
     w: &MapBenchmark,
-    each: Vec<(
-        (crate::hw::model::Model, crate::setup::DeviceDmaApi),
-        crate::types::PhysAddr,
-    )>,
+    each: Vec<ThreadMachine>,
     bound: Bound,
     progress: &Progress,
 ) -> Result<Vec<ThreadRun>, SetupError> {
@@ -678,6 +852,8 @@ struct PairDoc {
 #[derive(Serialize)]
 struct WorkloadDoc {
     kind: &'static str,
+    /// `single` or `sg` (7.1's `-m`).
+    mode: &'static str,
     threads: u32,
     seconds: u32,
     node: i64,
@@ -716,6 +892,7 @@ pub fn json(r: &MapBenchmarkResult) -> serde_json::Value {
         device: DeviceDoc::of(&r.device),
         workload: WorkloadDoc {
             kind: KIND.name,
+            mode: w.mode().name(),
             threads: w.threads,
             seconds: w.seconds,
             node: w.node.map_or(-1, i64::from),
@@ -925,7 +1102,17 @@ impl super::WorkloadKind for MapBenchmark {
     /// ioctl checks them on the board; the buffer against the device's mask.
     fn check(&self, s: &Scenario) -> Result<(), InputError> {
         let at = |line, key: &str, m: String| s.error(&super::Origin::File(line), key, m);
-        let (threads_line, node_line) = self.lines;
+        let (threads_line, node_line, mode_line) = self.lines;
+        if self.mode.is_some() && s.kernel < MODE_SINCE {
+            return Err(at(
+                mode_line,
+                "workload.mode",
+                format!(
+                    "the map mode (the tool's -m) came with {MODE_SINCE}'s dma_map_benchmark; the run is of {}, whose tool has no -m and whose module maps with dma_map_single alone",
+                    s.kernel
+                ),
+            ));
+        }
         match super::smp_cpus::platform_cpus(s) {
             Some(n) if self.threads > n => {
                 return Err(at(

@@ -34,9 +34,13 @@ pub struct MapBenchmarkArgs {
     /// The device's DMA mask, in bits (-b, 20 to 64).
     #[arg(short = 'b', default_value_t = 32, allow_negative_numbers = true)]
     pub bits: i64,
-    /// Pages per mapping (-g, 1 to 1024).
+    /// Pages per mapping (-g, 1 to 1024); with -m 1, scatterlist entries of a page each.
     #[arg(short = 'g', default_value_t = 1, allow_negative_numbers = true)]
     pub granule: i64,
+    /// Map mode (-m, 7.1 on): 0 one dma_map_single of the pages, 1 a dma_map_sg of a
+    /// scatterlist with a page an entry. Before 7.1 the tool has no -m.
+    #[arg(short = 'm', allow_negative_numbers = true)]
+    pub mode: Option<i64>,
     #[command(flatten)]
     pub overrides: Overrides,
     /// The device sits behind the platform's IOMMU (iommu-dma, 4 KB pages, 48-bit IOVAs).
@@ -69,6 +73,14 @@ fn sweep_spec(spec: &str) -> String {
         return spec.to_string();
     };
     let opt = format!("-{}", key.trim().trim_start_matches('-'));
+    if opt == "-m" {
+        // The tool's numbers as the scenario key's words; anything else is refused by the key.
+        let words: Vec<&str> = values
+            .split(',')
+            .map(|v| mode_word(v.trim()).unwrap_or(v))
+            .collect();
+        return format!("workload.mode={}", words.join(","));
+    }
     match [
         "workload.threads",
         "workload.seconds",
@@ -83,6 +95,15 @@ fn sweep_spec(spec: &str) -> String {
     {
         Some(k) => format!("{k}={values}"),
         None => spec.to_string(),
+    }
+}
+
+/// The scenario key's word for the tool's `-m` value.
+fn mode_word(m: &str) -> Option<&'static str> {
+    match m {
+        "0" => Some("single"),
+        "1" => Some("sg"),
+        _ => None,
     }
 }
 
@@ -111,6 +132,9 @@ fn check_options(a: &MapBenchmarkArgs) -> Result<(), InputError> {
         "seconds",
     )?;
     within("-d", a.dir, 0, 2, "the direction (0, 1 or 2)")?;
+    if let Some(m) = a.mode {
+        within("-m", m, 0, 1, "the map mode (0 single, 1 scatter-gather)")?;
+    }
     within(
         "-x",
         a.dma_trans_ns,
@@ -146,8 +170,12 @@ fn scenario_text(a: &MapBenchmarkArgs, platform: &str, kernel: &str) -> String {
     if a.iommu {
         t.push_str("\n[iommu]\ngranule = \"4K\"\nias = 48\n");
     }
+    let mode = a
+        .mode
+        .and_then(|m| mode_word(&m.to_string()))
+        .map_or(String::new(), |m| format!("mode = \"{m}\"\n"));
     t.push_str(&format!(
-        "\n[workload]\nkind = \"map_benchmark\"\nthreads = {}\nseconds = {}\nnode = {}\ndirection = \"{dir}\"\ngranule = {}\ndma_trans_ns = {}\n",
+        "\n[workload]\nkind = \"map_benchmark\"\n{mode}threads = {}\nseconds = {}\nnode = {}\ndirection = \"{dir}\"\ngranule = {}\ndma_trans_ns = {}\n",
         a.threads, a.seconds, a.node, a.granule, a.dma_trans_ns
     ));
     t
@@ -161,6 +189,7 @@ fn option_of(key: &str) -> Option<&'static str> {
         "workload.node" => "-n",
         "workload.direction" => "-d",
         "workload.granule" => "-g",
+        "workload.mode" => "-m",
         "workload.dma_trans_ns" => "-x",
         "device.dma_mask_bits" => "-b",
         _ => return None,
