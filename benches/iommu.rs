@@ -163,3 +163,70 @@ fn iommu_unmap_single_pages(bencher: divan::Bencher, policy: &str) {
             }
         });
 }
+
+fn domain_nc(hw: &mut Model) -> IommuDomain {
+    let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
+    let arch = dmasim::arch::ArchOps::from(Arm64::new(DirRules::Since5_19));
+    let t = ArmLpaeIoPgtable::new(hw, IoPgtableCfg::new(4096, 48), mem, Some(arch)).unwrap();
+    let ops = Box::new(ArmSmmuDomain::new(hw, 1, WalkFlushKind::Asid));
+    IommuDomain::new(hw, t, ops, SplitKind::UnmapPages)
+}
+
+#[divan::bench]
+fn tmp_nc_map_sg_unmap_32m(bencher: divan::Bencher) {
+    let mut hw = model();
+    let mut d = domain_nc(&mut hw);
+    let segs = scattered();
+    bencher
+        .counter(divan::counter::ItemsCount::new(PAGES))
+        .bench_local(|| {
+            let m = d
+                .iommu_map_sg(&mut hw, IovaAddr(IOVA), &segs, Prot::RW)
+                .unwrap();
+            let u = d.iommu_unmap(&mut hw, IovaAddr(IOVA), m).unwrap();
+            divan::black_box(u);
+        });
+}
+
+#[divan::bench]
+fn tmp_nc_unmap_single_pages(bencher: divan::Bencher) {
+    let segs = scattered();
+    bencher
+        .counter(divan::counter::ItemsCount::new(PAGES))
+        .with_inputs(|| {
+            let mut hw = model();
+            let mut d = domain_nc(&mut hw);
+            d.iommu_map_sg(&mut hw, IovaAddr(IOVA), &segs, Prot::RW)
+                .unwrap();
+            (hw, d)
+        })
+        .bench_local_refs(|(hw, d)| {
+            for i in 0..PAGES {
+                d.iommu_unmap(hw, IovaAddr(IOVA + i * 4096), 4096).unwrap();
+            }
+        });
+}
+
+#[divan::bench]
+fn tmp_perrun_unmap_single_pages(bencher: divan::Bencher) {
+    let segs = scattered();
+    bencher
+        .counter(divan::counter::ItemsCount::new(PAGES))
+        .with_inputs(|| {
+            let mut hw = model();
+            let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
+            let mut cfg = IoPgtableCfg::new(4096, 48);
+            cfg.pte_clear = dmasim::iommu::io_pgtable_arm::PteClear::PerRun;
+            let t = ArmLpaeIoPgtable::new(&mut hw, cfg, mem, None).unwrap();
+            let ops = Box::new(ArmSmmuDomain::new(&hw, 1, WalkFlushKind::Asid));
+            let mut d = IommuDomain::new(&hw, t, ops, SplitKind::UnmapPages);
+            d.iommu_map_sg(&mut hw, IovaAddr(IOVA), &segs, Prot::RW)
+                .unwrap();
+            (hw, d)
+        })
+        .bench_local_refs(|(hw, d)| {
+            for i in 0..PAGES {
+                d.iommu_unmap(hw, IovaAddr(IOVA + i * 4096), 4096).unwrap();
+            }
+        });
+}

@@ -232,12 +232,29 @@ pub struct Comparison {
 pub enum CompareError {
     #[error(transparent)]
     Input(#[from] InputError),
-    /// A variant the modelled kernel refused to set up.
-    #[error("variant `{label}`: {refused}")]
-    Refused {
-        label: String,
-        refused: scenario::Refused,
-    },
+    /// A variant the modelled kernel refused to set up (the refusal names the variant).
+    #[error(transparent)]
+    Refused(scenario::Refused),
+    /// A variant whose run met a bug of dmasim's (the error names the variant).
+    #[error(transparent)]
+    Internal(scenario::Internal),
+}
+
+impl CompareError {
+    /// Variant `label`'s run failure, naming the variant.
+    pub fn of_variant(label: String, e: RunError) -> CompareError {
+        match e {
+            RunError::Input(i) => CompareError::Input(i),
+            RunError::Refused(r) => CompareError::Refused(scenario::Refused {
+                variant: Some(label),
+                ..r
+            }),
+            RunError::Internal(b) => CompareError::Internal(scenario::Internal {
+                variant: Some(label),
+                ..b
+            }),
+        }
+    }
 }
 
 /// Run `base` under each variant and line the results up, counting the runs' steps on
@@ -251,13 +268,8 @@ pub fn compare(
     for v in variants {
         let mut s = base.clone();
         v.apply(&mut s)?;
-        let outcome = scenario::execute_with(&s, progress).map_err(|e| match e {
-            RunError::Input(i) => CompareError::Input(i),
-            RunError::Refused(r) => CompareError::Refused {
-                label: v.label(),
-                refused: r,
-            },
-        })?;
+        let outcome = scenario::execute_with(&s, progress)
+            .map_err(|e| CompareError::of_variant(v.label(), e))?;
         columns.push(Column {
             label: v.label(),
             sets: v.sets.clone(),

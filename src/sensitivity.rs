@@ -37,7 +37,7 @@ use crate::hw::{CacheOp, Counter};
 use crate::platform::Profile;
 use crate::platform::params::{self, Used};
 use crate::report::ns;
-use crate::scenario::{self, Outcome, RunError, Scenario};
+use crate::scenario::{self, Outcome, Scenario};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 
@@ -165,13 +165,7 @@ fn same_costs(a: &Profile, b: &Profile) -> bool {
 }
 
 fn run(s: &Scenario, label: &str, progress: &scenario::Progress) -> Result<Outcome, CompareError> {
-    scenario::execute_with(s, progress).map_err(|e| match e {
-        RunError::Input(i) => CompareError::Input(i),
-        RunError::Refused(r) => CompareError::Refused {
-            label: label.to_string(),
-            refused: r,
-        },
-    })
+    scenario::execute_with(s, progress).map_err(|e| CompareError::of_variant(label.to_string(), e))
 }
 
 /// Each call's mean time (ns) per variant, in the order calls are first met.

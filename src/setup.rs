@@ -24,14 +24,17 @@ use crate::arch::x86::X86Flush;
 use crate::arch::{ArchOps, Unshared};
 use crate::device::Device;
 use crate::dma::arm_dma::ArmDmaOps;
+use crate::dma::coherent::CoherentError;
 use crate::dma::direct::DmaDirect;
 use crate::dma::mapping::DmaApi;
 use crate::dma::swiotlb::x86_2012::{InsnGroups, Swiotlb2012Config, Swiotlb2012Ops};
-use crate::dma::swiotlb::{Areas, Release, Swiotlb, SwiotlbConfig};
+use crate::dma::swiotlb::{Areas, Release, Swiotlb, SwiotlbConfig, SwiotlbError};
 use crate::dma::{DmaError, DmaMapOps};
+use crate::drivers::pl_dma::OpenError;
 use crate::hw::DeviceHw;
 use crate::hw::model::Model;
 use crate::hw::{CacheOp, Hw};
+use crate::input::InputError;
 use crate::iommu::arm_smmu::ArmSmmuDomain;
 use crate::iommu::arm_smmu_v3::{
     ArmSmmuV3Domain, Cmdq, SmmuV3Features, SmmuV3Idr1, SmmuV3Structures, arm_smmu_init_structures,
@@ -40,26 +43,68 @@ use crate::iommu::core::IommuDomain;
 use crate::iommu::dma_iommu::IommuDma;
 use crate::iommu::io_pgtable_arm::{ArmLpaeIoPgtable, IoPgtableCfg};
 use crate::iommu::{IommuError, IommuFlushOps};
-use crate::mm::physmem::{NodeRange, PhysMem, SharedPhysMem};
+use crate::mm::physmem::{NodeRange, PhysMem, PhysMemError, SharedPhysMem};
 use crate::platform::{Arch, Profile};
 use crate::policy::Policies;
 use crate::scatterlist::SgTable;
 use crate::types::PhysAddr;
 use crate::types::{DmaAddr, DmaAttrs, DmaDirection};
 
-/// Why the modelled kernel could not set the machine up.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+/// Why the modelled kernel could not set the machine up, one variant per cause, each carrying the
+/// error of the layer that refused. Every one is a refusal of the modelled kernel (exit status 3),
+/// never dmasim's own failure: that is [`crate::scenario::Bug`].
+#[derive(Debug, thiserror::Error)]
 pub enum SetupError {
+    /// `swiotlb_init()`: the bounce pool's size, areas or memory.
     #[error("swiotlb_init: {0}")]
-    Swiotlb(String),
+    Swiotlb(#[source] SwiotlbError),
+    /// `iommu_domain_alloc()`: the page table or the SMMU driver's domain.
     #[error("iommu_domain_alloc: {0}")]
-    Domain(IommuError),
-    /// A driver's open path failed (e.g. its receive ring could not be mapped).
-    #[error("{0}")]
-    Driver(String),
+    Domain(#[source] IommuError),
+    /// `iommu_dma_init_domain()`: the domain's IOVA allocator.
+    #[error("IOVA domain: {0}")]
+    IovaDomain(#[source] IommuError),
+    /// An IOMMU workload in a scenario without an `[iommu]` domain (its checks require one).
+    #[error("scenario `{0}` has no [iommu] domain")]
+    NoDomain(String),
+    /// A device said to sit behind the IOMMU in a scenario without an `[iommu]` domain.
+    #[error("device {0} has no [iommu] to sit behind")]
+    NoIommuFor(String),
+    /// A run that places memory by node on a platform without a `[numa]` topology.
+    #[error("the platform has no [numa] topology")]
+    NoTopology,
+    /// A run that probes the SMMU on a topology that names none.
+    #[error("the topology names no SMMU")]
+    NoSmmu,
+    /// The SMMUv3 boot on a platform without what it needs (named).
+    #[error("SMMUv3 probe: the platform has no {0}")]
+    SmmuProbeNeeds(&'static str),
+    /// `arm_smmu_init_structures()`: the SMMU's queues could not be allocated.
+    #[error("SMMUv3 probe of {smmu}: {source}")]
+    SmmuProbe {
+        smmu: String,
+        #[source]
+        source: CoherentError,
+    },
+    /// A driver's buffers, allocated before it opens the device.
+    #[error("buffer allocation: {0}")]
+    Buffer(#[source] PhysMemError),
+    /// The PL DMA engine's driver could not open: its blocks or their mappings.
+    #[error(transparent)]
+    PlDmaOpen(#[from] OpenError),
+    /// ixgbe's receive ring could not be mapped: at open, or refilled while forwarding.
+    #[error(transparent)]
+    RxRing(DmaError),
+    /// A replayed trace could not be opened again for the run.
+    #[error("the trace: {path}: {source}")]
+    TraceOpen {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
     /// A replayed trace could not be read again for the run.
     #[error("the trace: {0}")]
-    Trace(String),
+    Trace(#[source] InputError),
 }
 
 /// The hardware model and physical memory of one run.
@@ -135,8 +180,7 @@ impl Machine {
         boot: &crate::dma::contiguous::CmaBoot,
         cpu_node: u32,
     ) -> Result<Machine, SetupError> {
-        let no =
-            |what: &str| SetupError::Driver(format!("SMMUv3 probe: the platform has no {what}"));
+        let no = SetupError::SmmuProbeNeeds;
         let topo = profile.numa.as_ref().ok_or_else(|| no("[numa] topology"))?;
         let init = topo
             .first_of(crate::platform::numa::InitiatorKind::Smmu)
@@ -153,8 +197,10 @@ impl Machine {
         let back = hw.enter(crate::frame_id!("arm_smmu_device_probe"));
         let st = arm_smmu_init_structures(&mut hw, &mut coh, &mut mem, &dev, ASSUMED_IDR1);
         hw.leave(back);
-        let structures =
-            st.map_err(|e| SetupError::Driver(format!("SMMUv3 probe of {}: {e}", init.name)))?;
+        let structures = st.map_err(|source| SetupError::SmmuProbe {
+            smmu: init.name.clone(),
+            source,
+        })?;
         Ok(Machine {
             hw,
             mem: mem.shared(),
@@ -409,7 +455,7 @@ pub fn setup_dma_ops(
                     force: s.swiotlb.force,
                 },
             )
-            .map_err(|e| SetupError::Swiotlb(e.to_string()))?;
+            .map_err(SetupError::Swiotlb)?;
             DmaDirect::new(&m.hw, arch_dma(s.profile, p), p.sync)
                 .with_swiotlb(pool)
                 .into()
@@ -426,7 +472,7 @@ pub fn setup_dma_ops(
             },
             p.swiotlb_addr.bookkeeping(&m.hw, p.phys_addr),
         )
-        .map_err(|e| SetupError::Swiotlb(e.to_string()))?
+        .map_err(SetupError::Swiotlb)?
         .into(),
         DmaOpsKind::IommuDma => {
             let cfg = s
@@ -454,7 +500,7 @@ pub fn setup_dma_ops(
                 arch_dma(s.profile, p),
                 p.sync,
             )
-            .map_err(SetupError::Domain)?
+            .map_err(SetupError::IovaDomain)?
             .with_invalidation(&m.hw, p.invalidation)
             .with_release_rules(p.iova.rules(), p.unmap_lookup);
             dma.into()

@@ -1,7 +1,8 @@
 //! Hostile input through the whole library: thousands of mutated copies of the shipped profiles
 //! and scenarios, each parsed, checked, overridden, run and rendered, with overflow checks on.
 //! Every case must end in a result, an input error (exit 2 from the binary) or a refusal of the
-//! modelled kernel (exit 3) — never in a panic, which an overflow would be.
+//! modelled kernel (exit 3) — never in a panic, which an overflow would be, nor in a bug the model
+//! finds itself (exit 70: a deadlock of the many-CPU engine, CPUs the checks should have refused).
 //!
 //! How overflow checks are on for the code under test: `[profile.release]` in Cargo.toml sets
 //! `overflow-checks = true`, and `[profile.ci]` inherits it, so `cargo test --profile ci` (the
@@ -387,6 +388,8 @@ enum End {
     Ran,
     Input(InputError),
     Refused,
+    /// A bug of dmasim's, found by the model (its message).
+    Bug(String),
 }
 
 /// Parse, override, check and run one scenario (on `profile` when given), rendering the result
@@ -421,6 +424,7 @@ fn parse_then_run(
         Ok(()) => End::Ran,
         Err(RunError::Input(e)) => End::Input(e),
         Err(RunError::Refused(_)) => End::Refused,
+        Err(RunError::Internal(b)) => End::Bug(b.to_string()),
     }
 }
 
@@ -540,6 +544,7 @@ fn mutated_shipped_files_end_in_a_result_or_an_error_never_a_panic() {
         match end {
             Ok(End::Ran) => ran += 1,
             Ok(End::Refused) => refused += 1,
+            Ok(End::Bug(b)) => failures.push(format!("{label}: {b}")),
             Ok(End::Input(e)) => {
                 input += 1;
                 // What the file shows names its line or key; only the run as a whole (its
@@ -562,7 +567,7 @@ fn mutated_shipped_files_end_in_a_result_or_an_error_never_a_panic() {
     let _ = std::panic::take_hook();
     let total = SCENARIO_CASES + PROFILE_CASES;
     eprintln!(
-        "{total} cases in {:.1?}: {ran} ran, {input} input errors ({whole} about the run as a whole), {refused} refused, {} panicked; slowest {:.1?}: {}",
+        "{total} cases in {:.1?}: {ran} ran, {input} input errors ({whole} about the run as a whole), {refused} refused, {} panicked or met a bug; slowest {:.1?}: {}",
         started.elapsed(),
         failures.len(),
         slowest.0,
@@ -570,7 +575,7 @@ fn mutated_shipped_files_end_in_a_result_or_an_error_never_a_panic() {
     );
     assert!(
         failures.is_empty(),
-        "{} of {total} cases panicked:\n{}",
+        "{} of {total} cases panicked or met a bug:\n{}",
         failures.len(),
         failures
             .iter()
@@ -729,6 +734,10 @@ fn mutated_traces_end_in_a_result_or_an_error_never_a_panic() {
         });
         match end {
             Ok(Ok(())) => ran += 1,
+            Ok(Err(RunError::Internal(b))) => failures.push(format!(
+                "{name} on {platform} {kernel}: {}: {b}",
+                what.join("; ")
+            )),
             Ok(Err(_)) => {}
             Err(_) => failures.push(format!(
                 "{name} on {platform} {kernel}: {}",
@@ -737,7 +746,11 @@ fn mutated_traces_end_in_a_result_or_an_error_never_a_panic() {
         }
     }
     std::fs::remove_dir_all(&dir).unwrap();
-    assert!(failures.is_empty(), "panics:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "panics or bugs:\n{}",
+        failures.join("\n")
+    );
     // Most mutations leave a trace that still replays: the cases reach the model.
     assert!(ran > TRACE_CASES / 3, "{ran} of {TRACE_CASES} ran");
 }

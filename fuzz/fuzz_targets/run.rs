@@ -39,7 +39,10 @@ fn run(text: &str) -> Result<(), RunError> {
 }
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(text) = std::str::from_utf8(data) {
-        let _ = run(text);
+    if let Ok(text) = std::str::from_utf8(data)
+        && let Err(RunError::Internal(bug)) = run(text)
+    {
+        // A bug the model found itself (exit 70 from the binary) is a finding, as a panic is.
+        panic!("{bug}");
     }
 });

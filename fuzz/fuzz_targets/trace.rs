@@ -38,9 +38,15 @@ fuzz_target!(|data: &[u8]| {
     );
     if let Ok(s) = dmasim::scenario::Scenario::load_source_on(source, &[], None)
         && s.check_work(2_000_000).is_ok()
-        && let Ok(o) = dmasim::scenario::execute(&s)
     {
-        let _ = o.table();
-        let _ = o.json();
+        match dmasim::scenario::execute(&s) {
+            Ok(o) => {
+                let _ = o.table();
+                let _ = o.json();
+            }
+            // A bug the model found itself (exit 70 from the binary) is a finding, as a panic is.
+            Err(dmasim::scenario::RunError::Internal(bug)) => panic!("{bug}"),
+            Err(_) => {}
+        }
     }
 });

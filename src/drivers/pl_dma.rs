@@ -25,10 +25,11 @@
 //! mapping is dirty when it is synced), and with `user_access_bytes` its time is charged by the
 //! mapping's memory type.
 
+use crate::dma::DmaError;
 use crate::hw::cache::Access as CacheAccess;
 use crate::hw::model::Model;
 use crate::hw::{FrameId, Hw, SwCost, SwKey};
-use crate::mm::physmem::SharedPhysMem;
+use crate::mm::physmem::{PhysMemError, SharedPhysMem};
 use crate::scatterlist::{PAGE_SIZE, SgTable};
 use crate::setup::DeviceDmaApi;
 use crate::types::{DmaAddr, DmaAttrs, DmaDirection, PhysAddr};
@@ -284,8 +285,15 @@ pub struct PlDma {
 }
 
 /// Why the driver could not open: the modelled kernel refused an allocation or a mapping.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OpenError(pub String);
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum OpenError {
+    /// A slot's block (or its user-space copy) could not be allocated.
+    #[error("block allocation: {0}")]
+    Block(#[source] PhysMemError),
+    /// A streaming block could not be mapped once at open (`dma_map_single`).
+    #[error("dma_map_single: {0}")]
+    Map(#[source] DmaError),
+}
 
 /// The ioctls as the per-call table names them (each includes the DMA API calls it makes).
 pub static ENQUEUE_IOCTL: FrameId = FrameId::new("ioctl(ENQUEUE_BLOCK)");
@@ -317,7 +325,7 @@ impl PlDma {
         let alloc = |bytes: u64| {
             mem.borrow_mut()
                 .alloc_aligned(0, bytes, PAGE_SIZE)
-                .map_err(|e| OpenError(format!("block allocation: {e}")))
+                .map_err(OpenError::Block)
         };
         let mut slots = Vec::new();
         for _ in 0..cfg.slots {
@@ -331,7 +339,7 @@ impl PlDma {
                 let dma = match cfg.coherence {
                     Coherence::Streaming | Coherence::StreamingPartial | Coherence::Acp => api
                         .map_single(hw, phys, cfg.block_bytes, dir, DmaAttrs::NONE)
-                        .map_err(|e| OpenError(format!("dma_map_single: {e}")))?,
+                        .map_err(OpenError::Map)?,
                     // dma_alloc_coherent on a non-coherent ARMv7 device: phys == dma.
                     _ => DmaAddr(phys.0),
                 };

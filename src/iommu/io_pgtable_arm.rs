@@ -38,13 +38,25 @@
 //! an address outside the table. Misaligned IOVA or PA are errors without a WARN (the iommu
 //! core refuses them first, with `pr_err`).
 //!
+//! Many CPUs share one table with no lock, as the kernel's domain does. The kernel installs a
+//! new table with `cmpxchg64_relaxed()` against the empty entry it read, and a CPU that loses
+//! that race frees the table it allocated and walks into the winner's. Here the plain write is
+//! that `cmpxchg64` succeeding: nothing between reading the empty entry and installing the table
+//! (the table's allocation and the cleaning of its lines) is a turn point of the many-CPU engine
+//! (docs/design.md, "Many CPUs"), so no other CPU can write the entry meanwhile and the losing
+//! case never arises. Making any of those steps reach shared state would make it arise, and the
+//! install would then need the compare.
+//!
 //! Invariants: every table reachable from the top-level table is a live [`PhysMem`] allocation of
 //! the granule size (the top level: `8 << pgd_bits` rounded up to a page), and every live
 //! allocation made by this table is reachable; unmapping everything leaves only the top level.
 //! The walk reads and writes the descriptors in that memory on every call (the per-level hints
-//! only say where a table's page was last found, checked against its frame each time). One
-//! shortcut, in its own module ([`leaf_walk`]) and called once on map and once on unmap, takes
-//! a one-page call from the top with a coherent walker to the same result by a shorter way.
+//! only say where a table's page was last found, checked against its frame each time). The
+//! speed devices live in their own module ([`leaf_walk`]), behind one switch: a shortcut, called
+//! once on map and once on unmap, that takes a one-page call from the top with a coherent
+//! walker to the same result by a shorter way, and `descend`, which passes the levels a walk
+//! merely goes through in one loop. With the switch off every walk takes each level in turn, as
+//! the kernel's recursion does.
 
 use super::{AsDynDeviceHw, IommuError, IommuFlushOps, IommuIotlbGather, Prot};
 use crate::arch::{ArchDma, ArchOps};
@@ -207,7 +219,8 @@ pub struct ArmLpaeIoPgtable {
     /// Where the last one-page map or unmap from the top found its leaf table (see the module
     /// header).
     leaf_walk: LeafWalk,
-    /// Whether one-page calls may take the shortcut ([`leaf_walk`]).
+    /// Whether the walk's speed devices are on ([`leaf_walk`]): the one-page shortcut and
+    /// `descend`.
     shortcut: bool,
     /// `arm_lpae_prot_to_pte()` of every combination of the six `IOMMU_*` bits, for this
     /// configuration: a map looks its attributes up rather than building them.
@@ -781,29 +794,6 @@ impl ArmLpaeIoPgtable {
             lvl += 1;
             table = child;
         }
-    }
-
-    /// The levels a map or unmap passes straight through: from `table` at `lvl`, follow table
-    /// descriptors toward `iova` while `size` is smaller than the level's block, all under one
-    /// borrow of the memory. Returns the level reached, its table, and the levels passed (each
-    /// one step of `__arm_lpae_map` / `__arm_lpae_unmap`'s recursion, charged by the caller). The
-    /// caller takes the level reached as before: what it finds there is read again, so only the
-    /// levels a walk merely descends through are shortened.
-    #[inline]
-    fn descend(&self, iova: u64, size: u64, lvl: u32, table: PhysAddr) -> (u32, PhysAddr, u64) {
-        let mem = self.mem.borrow();
-        let (mut lvl, mut table, mut passed) = (lvl, table, 0);
-        while lvl < ARM_LPAE_MAX_LEVELS - 1 && size != self.block_size(lvl) {
-            let ptep = PhysAddr(table.0 + self.lvl_idx(iova, lvl) * 8);
-            let pte = mem.read_u64_hinted(ptep, &self.walk_hint[lvl as usize]);
-            if !Self::pte_is_table(pte, lvl) {
-                break;
-            }
-            table = self.pte_to_paddr(pte);
-            lvl += 1;
-            passed += 1;
-        }
-        (lvl, table, passed)
     }
 
     /// `arm_lpae_install_table()`: point `ptep` at a new table; a non-coherent walker needs the

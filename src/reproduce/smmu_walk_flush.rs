@@ -65,7 +65,8 @@ fn run_under(
     if let Some(p) = policy {
         s.set_policies(p)?;
     }
-    run_iommu(&s, &crate::scenario::Progress::new()).map_err(|e| InputError::new(FILE, e))
+    run_iommu(&s, &crate::scenario::Progress::new())
+        .map_err(|e| InputError::new(FILE, e.to_string()))
 }
 
 fn detail(o: &OpStat) -> serde_json::Map<String, serde_json::Value> {

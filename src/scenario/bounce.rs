@@ -18,7 +18,7 @@
 //! between sizes; a mapping the pool cannot hold is the kernel's mapping error (counted), never a
 //! panic.
 
-use super::{Ctx, Progress, RunInfo, Scenario, Shared, Workload};
+use super::{Ctx, Progress, RunFailure, RunInfo, Scenario, Shared, Workload};
 use crate::device::Device;
 use crate::dma::swiotlb::nr_slots;
 use crate::hw::Counter;
@@ -206,7 +206,7 @@ pub struct BounceResult {
 }
 
 /// Run a bounce scenario on the Model.
-pub fn run(s: &Scenario, b: &Bounce, progress: &Progress) -> Result<BounceResult, SetupError> {
+pub fn run(s: &Scenario, b: &Bounce, progress: &Progress) -> Result<BounceResult, RunFailure> {
     let largest = b.sizes.iter().copied().max().unwrap_or(1);
     let stride = largest.next_multiple_of(4096);
     let nbuf = u64::from(b.cpus) * u64::from(b.in_flight);
@@ -232,7 +232,7 @@ pub fn run(s: &Scenario, b: &Bounce, progress: &Progress) -> Result<BounceResult
         .map(|_| {
             mem.borrow_mut()
                 .alloc_aligned(1, stride, 4096)
-                .map_err(|e| SetupError::Driver(format!("buffer allocation: {e}")))
+                .map_err(SetupError::Buffer)
         })
         .collect::<Result<_, _>>()?;
     let pool = api.ops.swiotlb_stats();
@@ -501,8 +501,8 @@ impl super::WorkloadKind for Bounce {
     type Output = BounceResult;
     const KINDS: &'static [super::Kind] = &[KIND];
 
-    fn run(&self, s: &Scenario, progress: &Progress) -> Result<BounceResult, String> {
-        run(s, self, progress).map_err(|e| e.to_string())
+    fn run(&self, s: &Scenario, progress: &Progress) -> Result<BounceResult, RunFailure> {
+        run(s, self, progress)
     }
 
     fn check(&self, s: &Scenario) -> Result<(), InputError> {

@@ -23,7 +23,7 @@
 //! in range with memory, an SMMU for `iommu` devices); a failed allocation is a result, and a
 //! free gives the memory back to where it came from; counts come from running the allocators.
 
-use super::{Ctx, Progress, RunInfo, Scenario, Shared, Workload};
+use super::{Ctx, Progress, RunFailure, RunInfo, Scenario, Shared, Workload};
 use crate::device::Device;
 use crate::dma::coherent::{Allocation, DmaCoherent, dma_alloc_attrs_gfp};
 use crate::dma::contiguous::{Gfp, Served};
@@ -41,7 +41,8 @@ use crate::report::{
     stack_table,
 };
 use crate::setup::{
-    SmmuModel, arch_dma, dma_coherent_init, iommu_domain_alloc_with_cmdq, numa_lines, numa_memory,
+    SetupError, SmmuModel, arch_dma, dma_coherent_init, iommu_domain_alloc_with_cmdq, numa_lines,
+    numa_memory,
 };
 use crate::types::{Arch, PhysAddr};
 use serde::Deserialize;
@@ -701,12 +702,8 @@ enum Live {
 }
 
 /// Run the workload on the Model.
-pub fn run(s: &Scenario, w: &Coherent, progress: &Progress) -> Result<CoherentResult, String> {
-    let topo = s
-        .profile
-        .numa
-        .as_ref()
-        .ok_or("the platform has no [numa] topology")?;
+pub fn run(s: &Scenario, w: &Coherent, progress: &Progress) -> Result<CoherentResult, SetupError> {
+    let topo = s.profile.numa.as_ref().ok_or(SetupError::NoTopology)?;
     let mut hw = Model::new(s.profile.model.clone());
     if let Some(l) = numa_lines(&s.profile, w.cpu_node) {
         hw.set_numa(l);
@@ -740,7 +737,7 @@ pub fn run(s: &Scenario, w: &Coherent, progress: &Progress) -> Result<CoherentRe
     if let Some(p) = &w.smmu {
         let init = topo
             .first_of(InitiatorKind::Smmu)
-            .ok_or("the topology names no SMMU")?;
+            .ok_or(SetupError::NoSmmu)?;
         let dev = Device {
             numa_node: Some(init.node),
             ..Device::new(&init.name, true, p.dma_mask_bits)
@@ -748,7 +745,10 @@ pub fn run(s: &Scenario, w: &Coherent, progress: &Progress) -> Result<CoherentRe
         let back = hw.enter(crate::frame_id!("arm_smmu_device_probe"));
         let st = arm_smmu_init_structures(&mut hw, &mut coh, &mut mem.borrow_mut(), &dev, p.idr1);
         hw.leave(back);
-        let st = st.map_err(|e| format!("SMMUv3 probe of {}: {e}", init.name))?;
+        let st = st.map_err(|source| SetupError::SmmuProbe {
+            smmu: init.name.clone(),
+            source,
+        })?;
         cmdq_shift = st.cmdq.max_n_shift;
         // A lone CMD_SYNC into the empty queue: what every strict unmap behind it waits for.
         let q = Cmdq::new(cmdq_shift);
@@ -772,7 +772,7 @@ pub fn run(s: &Scenario, w: &Coherent, progress: &Progress) -> Result<CoherentRe
             continue;
         }
         let Some(mut cfg) = s.iommu else {
-            return Err(format!("device {} has no [iommu] to sit behind", d.name));
+            return Err(SetupError::NoIommuFor(d.name.clone()));
         };
         cfg.node = smmu.as_ref().map_or(cfg.node, |m| m.node);
         let domain = iommu_domain_alloc_with_cmdq(
@@ -782,8 +782,7 @@ pub fn run(s: &Scenario, w: &Coherent, progress: &Progress) -> Result<CoherentRe
             &s.policies,
             mem.clone(),
             Cmdq::new(cmdq_shift),
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         let dma = IommuDma::new(
             &hw,
             domain,
@@ -791,7 +790,7 @@ pub fn run(s: &Scenario, w: &Coherent, progress: &Progress) -> Result<CoherentRe
             arch_dma(&s.profile, &s.policies),
             s.policies.sync,
         )
-        .map_err(|e| e.to_string())?
+        .map_err(SetupError::IovaDomain)?
         .with_invalidation(&hw, s.policies.invalidation)
         .with_release_rules(s.policies.iova.rules(), s.policies.unmap_lookup);
         domains[i] = Some(dma);
@@ -1247,8 +1246,8 @@ impl super::WorkloadKind for Coherent {
     type Output = Box<CoherentResult>;
     const KINDS: &'static [super::Kind] = &[KIND];
 
-    fn run(&self, s: &Scenario, progress: &Progress) -> Result<Box<CoherentResult>, String> {
-        run(s, self, progress).map(Box::new)
+    fn run(&self, s: &Scenario, progress: &Progress) -> Result<Box<CoherentResult>, RunFailure> {
+        Ok(run(s, self, progress).map(Box::new)?)
     }
 
     fn check(&self, s: &Scenario) -> Result<(), InputError> {

@@ -26,7 +26,7 @@
 //! cleaned does not change the CPU time per packet, so each packet's tx buffer is unmapped in the
 //! same iteration it was mapped.
 
-use super::{Ctx, Progress, RunInfo, Scenario, Shared, Workload};
+use super::{Ctx, Progress, RunFailure, RunInfo, Scenario, Shared, Workload};
 use crate::arch::x86::physaddr::PhysAddrKind;
 use crate::device::{Device, PCI_SEG_BOUNDARY};
 use crate::drivers::ixgbe::IxgbeConfig;
@@ -260,7 +260,7 @@ pub fn forwarder(s: &Scenario, f: &Forwarding) -> Result<Forwarder, SetupError> 
         ..s.device_setup()
     };
     let api = setup_dma_ops(&mut m, &setup, f.cpus)?;
-    Forwarder::new(m, api, &cfg).map_err(|e| SetupError::Driver(e.to_string()))
+    Forwarder::new(m, api, &cfg).map_err(SetupError::RxRing)
 }
 
 /// Packets forwarded between two counts of progress.
@@ -278,8 +278,7 @@ pub fn run(
     let mut left = f.packets;
     while left > 0 {
         let n = left.min(PROGRESS_BLOCK);
-        fw.forward(n)
-            .map_err(|e| SetupError::Driver(e.to_string()))?;
+        fw.forward(n).map_err(SetupError::RxRing)?;
         progress.advance(n);
         left -= n;
     }
@@ -455,8 +454,8 @@ impl super::WorkloadKind for Forwarding {
     type Output = ForwardingResult;
     const KINDS: &'static [super::Kind] = &[KIND];
 
-    fn run(&self, s: &Scenario, progress: &Progress) -> Result<ForwardingResult, String> {
-        run(s, self, progress).map_err(|e| e.to_string())
+    fn run(&self, s: &Scenario, progress: &Progress) -> Result<ForwardingResult, RunFailure> {
+        Ok(run(s, self, progress)?)
     }
 
     fn check(&self, s: &Scenario) -> Result<(), InputError> {

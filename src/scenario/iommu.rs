@@ -24,7 +24,7 @@
 //! time is the Model clock's advance across it; its counts are the ledger's difference across it,
 //! so per-operation figures and the breakdown agree.
 
-use super::{Ctx, Progress, RunInfo, Scenario, Shared, Workload};
+use super::{Ctx, Progress, RunFailure, RunInfo, Scenario, Shared, Workload};
 use crate::hw::calls::{StackRow, stack_rows};
 use crate::hw::model::{Model, SmmuKind};
 use crate::hw::{Counter, Hw};
@@ -349,7 +349,7 @@ impl super::WorkloadKind for Sweep {
     type Output = IommuRunResult;
     const KINDS: &'static [super::Kind] = &[SWEEP];
 
-    fn run(&self, s: &Scenario, progress: &Progress) -> Result<IommuRunResult, String> {
+    fn run(&self, s: &Scenario, progress: &Progress) -> Result<IommuRunResult, RunFailure> {
         run(s, progress)
     }
 
@@ -381,7 +381,7 @@ impl super::WorkloadKind for Ops {
     type Output = IommuRunResult;
     const KINDS: &'static [super::Kind] = &[OPS];
 
-    fn run(&self, s: &Scenario, progress: &Progress) -> Result<IommuRunResult, String> {
+    fn run(&self, s: &Scenario, progress: &Progress) -> Result<IommuRunResult, RunFailure> {
         run(s, progress)
     }
 

@@ -13,7 +13,7 @@
 //! Invariants: every method has the kind's own answer or the default stated on it; a kind's
 //! `check` runs after the shared sections are checked, so it may read them.
 
-use super::{Kind, Progress, RunInfo, Scenario, StackRow};
+use super::{Kind, Progress, RunFailure, RunInfo, Scenario, StackRow};
 use crate::hw::sw_costs::Layer;
 use crate::input::InputError;
 
@@ -27,8 +27,9 @@ pub trait WorkloadKind {
     fn kind(&self) -> &'static str {
         Self::KINDS[0].name
     }
-    /// Run it on the Model; `Err` is the modelled kernel refusing to set the machine up.
-    fn run(&self, s: &Scenario, progress: &Progress) -> Result<Self::Output, String>;
+    /// Run it on the Model; `Err` is the modelled kernel refusing to set the machine up, or a
+    /// bug of dmasim's found on the way.
+    fn run(&self, s: &Scenario, progress: &Progress) -> Result<Self::Output, RunFailure>;
     /// Checks that need the whole scenario (the platform, the device, the release), made
     /// before anything runs. By default none.
     fn check(&self, _s: &Scenario) -> Result<(), InputError> {
@@ -188,7 +189,7 @@ macro_rules! workloads {
                 }
             }
 
-            fn run_kind(&self, s: &Scenario, p: &Progress) -> Result<Outcome, String> {
+            fn run_kind(&self, s: &Scenario, p: &Progress) -> Result<Outcome, RunFailure> {
                 match self {
                     $(Workload::$variant(w) => kind::WorkloadKind::run(w, s, p).map(Outcome::$variant),)*
                 }

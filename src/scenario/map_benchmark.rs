@@ -33,7 +33,7 @@
 //! computed from the per-call latencies, never from the means; the same inputs give the same
 //! bytes for any thread count.
 
-use super::{Ctx, Progress, RunInfo, Scenario, Shared, Workload};
+use super::{Ctx, Progress, RunFailure, RunInfo, Scenario, Shared, Workload};
 use crate::device::Device;
 use crate::hw::cache::Access;
 use crate::hw::calls::{CallTimer, stack_rows};
@@ -594,7 +594,7 @@ struct Machines {
     total: crate::hw::model::Model,
 }
 
-fn set_up(s: &Scenario, w: &MapBenchmark) -> Result<Machines, SetupError> {
+fn set_up(s: &Scenario, w: &MapBenchmark) -> Result<Machines, RunFailure> {
     let cpus = thread_cpus(s, w);
     let bytes = Buffer::bytes(w);
     let mut m = super::streaming::boot_for_buffer(s, cpus[0].1, bytes * u64::from(w.threads))?;
@@ -604,7 +604,7 @@ fn set_up(s: &Scenario, w: &MapBenchmark) -> Result<Machines, SetupError> {
         .map(|&(_, node)| m.mem.borrow_mut().alloc(node, bytes))
         .map(|phys| phys.map(|p| Buffer::at(p, w)))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| SetupError::Swiotlb(format!("buffer allocation: {e}")))?;
+        .map_err(SetupError::Buffer)?;
     // The IOVA magazines and swiotlb areas are per CPU of the machine.
     let machine_cpus = super::smp_cpus::per_cpu_slots(s, &cpus);
     let api = setup_dma_ops(&mut m, &s.device_setup(), machine_cpus)?;
@@ -1094,8 +1094,8 @@ impl super::WorkloadKind for MapBenchmark {
     type Output = MapBenchmarkResult;
     const KINDS: &'static [super::Kind] = &[KIND];
 
-    fn run(&self, s: &Scenario, progress: &Progress) -> Result<MapBenchmarkResult, String> {
-        run(s, self, progress).map_err(|e| e.to_string())
+    fn run(&self, s: &Scenario, progress: &Progress) -> Result<MapBenchmarkResult, RunFailure> {
+        run(s, self, progress)
     }
 
     /// The threads against the platform's CPUs and the node against its nodes, as the module's

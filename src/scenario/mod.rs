@@ -47,6 +47,7 @@ use toml::Spanned;
 
 pub use crate::hw::calls::{self, CallStat, StackRow};
 pub use crate::report::RunInfo;
+use crate::setup::SetupError;
 pub use crate::setup::{DeviceSetup, DmaOpsKind, IommuConfig, SmmuModel, SwiotlbSpec};
 use builtin::read_scenario;
 pub use builtin::{BUILTIN, BuiltinInfo, builtin_list};
@@ -107,18 +108,134 @@ impl Outcome {
     }
 }
 
+/// A failure of dmasim's own, found while running a scenario that passed its checks: a bug in
+/// dmasim (exit status 70, as a caught panic), never something the input or the modelled kernel
+/// did.
+#[derive(Debug, thiserror::Error)]
+pub enum Bug {
+    /// The run's CPUs could not each get a view of the device's layers
+    /// ([`smp_cpus::machines`]): the scenario's checks ([`smp_cpus::check_shared`]) should have
+    /// refused them.
+    #[error("{what} on more than one CPU: sharing its state between CPUs is not modelled yet")]
+    NotShared { what: &'static str },
+    /// The IOMMU runner given a scenario of another kind: its caller chose the wrong runner.
+    #[error("scenario `{scenario}` is a {kind} workload, not an IOMMU one")]
+    NotIommu {
+        scenario: String,
+        kind: &'static str,
+    },
+    /// Every CPU still running waited for another ([`crate::smp::run`]): the model's locking went
+    /// wrong.
+    #[error(transparent)]
+    Deadlock(#[from] crate::smp::Deadlock),
+}
+
+/// Why a workload's runner gave no result, by whose failure it is.
+#[derive(Debug, thiserror::Error)]
+pub enum RunFailure {
+    /// The modelled kernel refused to set the machine up.
+    #[error(transparent)]
+    Setup(#[from] SetupError),
+    /// dmasim failed.
+    #[error(transparent)]
+    Bug(#[from] Bug),
+}
+
+impl From<crate::smp::Deadlock> for RunFailure {
+    fn from(d: crate::smp::Deadlock) -> RunFailure {
+        RunFailure::Bug(Bug::Deadlock(d))
+    }
+}
+
+impl RunFailure {
+    /// The failure as [`execute`] reports it, naming the scenario's `file`.
+    pub fn in_file(self, file: &str) -> RunError {
+        let file = file.to_string();
+        match self {
+            RunFailure::Setup(cause) => RunError::Refused(Refused {
+                file,
+                variant: None,
+                cause: Box::new(cause),
+            }),
+            RunFailure::Bug(cause) => RunError::Internal(Internal {
+                file,
+                variant: None,
+                cause,
+            }),
+        }
+    }
+}
+
 /// Why a run could not produce a result: the modelled kernel refused to set the machine up (a
 /// pool or table that does not fit, a receive ring that cannot be mapped). Refusals *during* a
 /// run are part of its result instead.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{file}: the modelled kernel refused: {message}")]
+#[derive(Debug)]
 pub struct Refused {
     pub file: String,
-    pub message: String,
+    /// The variant of a comparison (`dmasim compare`, a sweep) that was refused, if any.
+    pub variant: Option<String>,
+    /// Boxed: a refusal is rare, and every run's `Result` would otherwise carry its size.
+    pub cause: Box<SetupError>,
+}
+
+/// A run that ended in a bug of dmasim's ([`Bug`]).
+#[derive(Debug)]
+pub struct Internal {
+    pub file: String,
+    /// The variant of a comparison that failed, if any.
+    pub variant: Option<String>,
+    pub cause: Bug,
+}
+
+/// `FILE: WHAT: [variant `V`: ]CAUSE`, the line [`Refused`] and [`Internal`] say.
+fn write_failure(
+    f: &mut std::fmt::Formatter<'_>,
+    file: &str,
+    what: &str,
+    variant: Option<&str>,
+    cause: &dyn std::fmt::Display,
+) -> std::fmt::Result {
+    write!(f, "{file}: {what}: ")?;
+    if let Some(v) = variant {
+        write!(f, "variant `{v}`: ")?;
+    }
+    write!(f, "{cause}")
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v = self.variant.as_deref();
+        write_failure(f, &self.file, "the modelled kernel refused", v, &self.cause)
+    }
+}
+
+impl std::error::Error for Refused {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.cause)
+    }
+}
+
+impl std::fmt::Display for Internal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v = self.variant.as_deref();
+        write_failure(
+            f,
+            &self.file,
+            "internal error (a bug in dmasim)",
+            v,
+            &self.cause,
+        )
+    }
+}
+
+impl std::error::Error for Internal {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.cause)
+    }
 }
 
 /// Why `execute` gave no result.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum RunError {
     /// The modelled kernel refused to set the machine up.
     #[error(transparent)]
@@ -127,6 +244,9 @@ pub enum RunError {
     /// input asked for more than the model can represent.
     #[error(transparent)]
     Input(#[from] InputError),
+    /// A bug in dmasim, found while running.
+    #[error(transparent)]
+    Internal(#[from] Internal),
 }
 
 /// Run any scenario on the Model.
@@ -136,7 +256,10 @@ pub fn execute(s: &Scenario) -> Result<Outcome, RunError> {
 
 /// [`execute`], counting the run's outer steps on `progress`.
 pub fn execute_with(s: &Scenario, progress: &Progress) -> Result<Outcome, RunError> {
-    let outcome = run_kind(s, progress)?;
+    let outcome = s
+        .workload
+        .run_kind(s, progress)
+        .map_err(|f| f.in_file(&s.file))?;
     if outcome.total_ps() == u64::MAX {
         return Err(RunError::Input(InputError::new(
             &s.file,
@@ -144,13 +267,6 @@ pub fn execute_with(s: &Scenario, progress: &Progress) -> Result<Outcome, RunErr
         )));
     }
     Ok(outcome)
-}
-
-fn run_kind(s: &Scenario, p: &Progress) -> Result<Outcome, Refused> {
-    s.workload.run_kind(s, p).map_err(|message| Refused {
-        file: s.file.clone(),
-        message,
-    })
 }
 
 /// A workload kind: its name, what it does, and how its `[workload]` section is read.

@@ -20,7 +20,7 @@
 //! dequeued before the engine completed it; what user space reads back is the engine's stamp for
 //! that block (checked every block, reported as `data_errors`).
 
-use super::{Ctx, Progress, RunInfo, Scenario, Shared, Workload};
+use super::{Ctx, Progress, RunFailure, RunInfo, Scenario, Shared, Workload};
 use crate::device::Device;
 use crate::drivers::pl_dma::{Coherence, Flow, PlDma, PlDmaConfig, UserMemory};
 use crate::hw::Counter;
@@ -530,8 +530,7 @@ fn run_option(
         slots: w.queue_depth,
         user_access_bytes: w.user_access_bytes,
     };
-    let mut drv =
-        PlDma::open(&mut hw, api, m.mem.clone(), cfg).map_err(|e| SetupError::Driver(e.0))?;
+    let mut drv = PlDma::open(&mut hw, api, m.mem.clone(), cfg)?;
     hw.clear_ledger();
     let engine_mb_s = match (c, s.profile.acp_mb_s) {
         (Coherence::Acp, Some(acp)) => w.device_mb_s.min(acp),
@@ -964,8 +963,8 @@ impl super::WorkloadKind for Pipeline {
     type Output = PipelineResult;
     const KINDS: &'static [super::Kind] = &[KIND];
 
-    fn run(&self, s: &Scenario, progress: &Progress) -> Result<PipelineResult, String> {
-        run(s, self, progress).map_err(|e| e.to_string())
+    fn run(&self, s: &Scenario, progress: &Progress) -> Result<PipelineResult, RunFailure> {
+        Ok(run(s, self, progress)?)
     }
 
     fn check(&self, s: &Scenario) -> Result<(), InputError> {

@@ -16,7 +16,7 @@
 //! and is counted as skipped; the checks of [`crate::trace::checks`] are made on the trace as
 //! read, before anything runs.
 
-use super::{Ctx, Progress, RunInfo, Scenario, Shared, Workload};
+use super::{Ctx, Progress, RunFailure, RunInfo, Scenario, Shared, Workload};
 use crate::device::Device;
 use crate::hw::calls::{CallStat, CallTimer, StackRow, stack_rows};
 use crate::hw::{Counter, FrameId, Hw};
@@ -506,7 +506,10 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, S
     let mut live: Vec<HashMap<usize, Mapped>> = (0..n).map(|_| HashMap::new()).collect();
     let mut rebuilder = Rebuilder::completing((*w.wholes).clone());
     let shown = w.path.display().to_string();
-    let input = open(&w.path).map_err(|e| SetupError::Trace(format!("{shown}: {e}")))?;
+    let input = open(&w.path).map_err(|source| SetupError::TraceOpen {
+        path: shown.clone(),
+        source,
+    })?;
     // The second read: each call made as its line comes, every device's in trace order.
     let read = crate::trace::read(&shown, input, w.skip_bad, |r| {
         let Some((di, traced)) = rebuilder.push(&r) else {
@@ -636,7 +639,7 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, S
         progress.advance(1);
         Ok(())
     });
-    read.map_err(|e| SetupError::Trace(e.to_string()))?;
+    read.map_err(SetupError::Trace)?;
     // What only the second read knows: the cut lists it completed.
     let second = rebuilder.finish();
     debug_assert!(hw.ledger().depth_is_zero());
@@ -1000,8 +1003,8 @@ impl super::WorkloadKind for Replay {
     type Output = RunResult;
     const KINDS: &'static [super::Kind] = &[KIND];
 
-    fn run(&self, s: &Scenario, progress: &Progress) -> Result<RunResult, String> {
-        run(s, self, progress).map_err(|e| e.to_string())
+    fn run(&self, s: &Scenario, progress: &Progress) -> Result<RunResult, RunFailure> {
+        Ok(run(s, self, progress)?)
     }
 
     /// A device behind an IOMMU needs an SMMU on the platform (the scenario's `[iommu]`, or

@@ -14,11 +14,11 @@
 //! would share ops the model cannot give a second CPU is refused when it is checked
 //! ([`check_shared`]), never when it runs.
 
-use super::{Progress, Scenario};
+use super::{Bug, Progress, Scenario};
 use crate::dma::DmaMapOps;
 use crate::hw::model::Model;
 use crate::input::InputError;
-use crate::setup::{DeviceDmaApi, SetupError};
+use crate::setup::DeviceDmaApi;
 
 /// How many CPUs the platform has: its topology's, else `platform.cpus`.
 pub fn platform_cpus(s: &Scenario) -> Option<u32> {
@@ -66,23 +66,20 @@ pub fn per_cpu_slots(s: &Scenario, placed: &[(u32, u32)]) -> u32 {
 /// The machine set up (`hw`, the device's `api`) as each CPU of `placed` runs it: the first CPU
 /// on the machine itself, each other on views that share what the kernel shares
 /// ([`Model::on_cpu`], [`crate::dma::mapping::DmaApi::on_cpu`]). Ops whose sharing is not
-/// modelled refuse more than one CPU.
+/// modelled refuse more than one CPU, a [`Bug`]: the scenario's checks refuse them first.
 pub fn machines(
     mut hw: Model,
     api: DeviceDmaApi,
     placed: &[(u32, u32)],
-) -> Result<Vec<(Model, DeviceDmaApi)>, SetupError> {
+) -> Result<Vec<(Model, DeviceDmaApi)>, Bug> {
     let mut out = Vec::with_capacity(placed.len());
     if let [(first, _), rest @ ..] = placed
         && !rest.is_empty()
     {
         hw.set_processor(*first);
         for &(cpu, node) in rest {
-            let view = api.on_cpu(cpu).ok_or_else(|| {
-                SetupError::Driver(format!(
-                    "{} on more than one CPU: sharing its state between CPUs is not modelled yet",
-                    api.ops.name()
-                ))
+            let view = api.on_cpu(cpu).ok_or_else(|| Bug::NotShared {
+                what: api.ops.name(),
             })?;
             out.push((hw.on_cpu(cpu, node), view));
         }
@@ -94,12 +91,12 @@ pub fn machines(
 /// Run `body` on every CPU at once ([`crate::smp::run`]): CPU `i` runs it over `each`'s `i`-th
 /// item (its machine, its buffers), with its [`crate::smp::Cpu`] and, for the first CPU alone,
 /// the progress display (its loop moves it). The results come in CPU order; a run in which
-/// every CPU left waits for another is a modelling error, reported as the setup's.
+/// every CPU left waits for another is a bug of the model's ([`Bug::Deadlock`]).
 pub fn run_each<'a, M: 'a, R: 'a, F>(
     each: impl IntoIterator<Item = M>,
     progress: &'a Progress,
     body: &'a F,
-) -> Result<Vec<R>, SetupError>
+) -> Result<Vec<R>, crate::smp::Deadlock>
 where
     F: Fn(M, crate::smp::Cpu, Option<&'a Progress>) -> R,
 {
@@ -111,7 +108,7 @@ where
             Box::new(move |c| body(m, c, progress)) as crate::smp::Body<'a, R>
         })
         .collect();
-    crate::smp::run(bodies).map_err(|e| SetupError::Driver(e.to_string()))
+    crate::smp::run(bodies)
 }
 
 /// `n` CPUs (the workload's `key`, at `line` of the file) against the platform's: at most as

@@ -10,7 +10,7 @@
 //! the modelled kernel refuses is counted with its error, and the loop goes on as a driver
 //! would (a refused map is not unmapped).
 
-use super::{Ctx, Progress, RunInfo, Scenario, Shared, Workload};
+use super::{Ctx, Progress, RunFailure, RunInfo, Scenario, Shared, Workload};
 use crate::device::Device;
 use crate::hw::cache::Access;
 use crate::hw::calls::{CallTimer, stack_rows};
@@ -428,7 +428,7 @@ pub(super) fn check_reach(s: &Scenario, bytes: u64, what: &str) -> Result<(), In
 
 /// Run a checked streaming scenario on the Model: its CPUs at once (one, by default), each
 /// over a buffer of its own on its node, the device's DMA layers shared ([`crate::smp`]).
-pub fn run(s: &Scenario, w: &Streaming, progress: &Progress) -> Result<RunResult, SetupError> {
+pub fn run(s: &Scenario, w: &Streaming, progress: &Progress) -> Result<RunResult, RunFailure> {
     // The driver's calls, and its buffers, on its device's node.
     let placed = super::smp_cpus::place(s, w.cpus, None);
     let mut m = boot_for_buffer(s, placed[0].1, w.buffer_bytes * u64::from(w.cpus))?;
@@ -437,7 +437,7 @@ pub fn run(s: &Scenario, w: &Streaming, progress: &Progress) -> Result<RunResult
         .iter()
         .map(|&(_, node)| m.mem.borrow_mut().alloc(node, w.buffer_bytes))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| SetupError::Swiotlb(format!("buffer allocation: {e}")))?;
+        .map_err(SetupError::Buffer)?;
     let api = setup_dma_ops(
         &mut m,
         &s.device_setup(),
@@ -794,8 +794,8 @@ impl super::WorkloadKind for Streaming {
     type Output = RunResult;
     const KINDS: &'static [super::Kind] = &[KIND];
 
-    fn run(&self, s: &Scenario, progress: &Progress) -> Result<RunResult, String> {
-        run(s, self, progress).map_err(|e| e.to_string())
+    fn run(&self, s: &Scenario, progress: &Progress) -> Result<RunResult, RunFailure> {
+        run(s, self, progress)
     }
 
     /// A streaming buffer dma-direct cannot reach, with no bounce pool to fall back on, fails

@@ -208,3 +208,26 @@ fn a_shipped_scenario_loads_by_name_and_a_file_of_that_name_wins() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(r.is_err());
 }
+
+/// A runner's failure is classed by whose it is: the modelled kernel's refusal at setup, or a
+/// bug of dmasim's (a deadlock of the many-CPU engine, a view the checks should have refused).
+#[test]
+fn run_failures_are_classed_by_whose_they_are() {
+    use crate::mm::physmem::PhysMemError;
+    let deadlock = RunFailure::from(crate::smp::Deadlock(vec![0, 1])).in_file("s.toml");
+    assert!(
+        matches!(&deadlock, RunError::Internal(i) if matches!(i.cause, Bug::Deadlock(_))),
+        "{deadlock:?}"
+    );
+    let not_shared = RunFailure::from(Bug::NotShared {
+        what: "arm_dma_ops",
+    })
+    .in_file("s.toml");
+    assert!(
+        matches!(not_shared, RunError::Internal(_)),
+        "{not_shared:?}"
+    );
+    let refused =
+        RunFailure::from(SetupError::Buffer(PhysMemError::NoSuchNode(1))).in_file("s.toml");
+    assert!(matches!(refused, RunError::Refused(_)), "{refused:?}");
+}

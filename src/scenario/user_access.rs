@@ -532,7 +532,11 @@ impl super::WorkloadKind for UserAccess {
     type Output = UserAccessResult;
     const KINDS: &'static [super::Kind] = &[KIND];
 
-    fn run(&self, s: &Scenario, _progress: &super::Progress) -> Result<UserAccessResult, String> {
+    fn run(
+        &self,
+        s: &Scenario,
+        _progress: &super::Progress,
+    ) -> Result<UserAccessResult, super::RunFailure> {
         Ok(run(s, self))
     }
 

@@ -9,9 +9,9 @@
 //! | 0  | success; also when the reader of standard output goes away early (`dmasim ... \| head`): what it read is all it wanted, so that is not a failure |
 //! | 1  | the tool could not finish for a reason that is not the input: an I/O error writing the output, a serialisation failure |
 //! | 2  | bad input: a profile, scenario or argument (one message naming the file, line and key; clap's usage errors exit 2 too), or a host measurement that cannot run as asked on this machine ([`HostError`]: an option out of range for it, an instruction its CPU lacks) |
-//! | 3  | the modelled kernel refused to set the machine up (a swiotlb pool that does not fit, a receive ring that cannot be mapped), so there is no result; calls it refuses *during* a run are part of the result and exit 0 |
+//! | 3  | the modelled kernel refused to set the machine up ([`dmasim::scenario::Refused`]: a swiotlb pool that does not fit, a receive ring that cannot be mapped), so there is no result; calls it refuses *during* a run are part of the result and exit 0 |
 //! | 4  | `dmasim replay --check`: the trace shows a misuse of the DMA API (the report, findings included, is printed first) |
-//! | 70 | a bug in dmasim: a panic, caught (`EX_SOFTWARE` from sysexits.h); an integer overflow is one, as release builds check for it |
+//! | 70 | a bug in dmasim (`EX_SOFTWARE` from sysexits.h): a panic, caught (an integer overflow is one, as release builds check for it), or a failure the model finds in itself ([`dmasim::scenario::Internal`]: a deadlock of the many-CPU engine, every CPU waiting for another) |
 //!
 //! A [`HostError`] is classed with bad input rather than as an environment failure because it is
 //! always found before anything is measured and always means the request must change (another
@@ -61,33 +61,40 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_PANIC);
         }
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
-        Err(e) => {
-            if let Some(ie) = e.downcast_ref::<InputError>() {
-                note(format_args!("error: {ie}"));
-                ExitCode::from(2)
-            } else if let Some(he) = e.downcast_ref::<HostError>() {
-                note(format_args!("error: {he}"));
-                ExitCode::from(2)
-            } else if let Some(f) = e.downcast_ref::<commands::replay::Findings>() {
-                note(format_args!("error: {f}"));
-                ExitCode::from(4)
-            } else if let Some(r) = e.downcast_ref::<scenario::Refused>() {
-                note(format_args!("error: {r}"));
-                ExitCode::from(3)
-            } else if let Some(io) = e.downcast_ref::<io::Error>() {
-                // Every file dmasim reads or writes reports as an InputError naming it; a bare
-                // I/O error is the write of the results.
-                note(format_args!("error: cannot write standard output: {io}"));
-                ExitCode::from(1)
-            } else {
-                note(format_args!("error: {e:#}"));
-                ExitCode::from(1)
-            }
+    match result.err().and_then(|e| failure(&e)) {
+        None => ExitCode::SUCCESS,
+        Some((status, line)) => {
+            note(format_args!("{line}"));
+            ExitCode::from(status)
         }
     }
+}
+
+/// A failure's exit status (the table above) and the line standard error says of it; `None` for
+/// a broken pipe, which is not a failure.
+fn failure(e: &anyhow::Error) -> Option<(u8, String)> {
+    if is_broken_pipe(e) {
+        return None;
+    }
+    Some(if let Some(ie) = e.downcast_ref::<InputError>() {
+        (2, format!("error: {ie}"))
+    } else if let Some(he) = e.downcast_ref::<HostError>() {
+        (2, format!("error: {he}"))
+    } else if let Some(f) = e.downcast_ref::<commands::replay::Findings>() {
+        (4, format!("error: {f}"))
+    } else if let Some(r) = e.downcast_ref::<scenario::Refused>() {
+        (3, format!("error: {r}"))
+    } else if let Some(b) = e.downcast_ref::<scenario::Internal>() {
+        // Found by the model rather than by a panic: no panic message above says where, so
+        // the line names the scenario and what went wrong.
+        (EXIT_PANIC, format!("error: {b}"))
+    } else if let Some(io) = e.downcast_ref::<io::Error>() {
+        // Every file dmasim reads or writes reports as an InputError naming it; a bare I/O
+        // error is the write of the results.
+        (1, format!("error: cannot write standard output: {io}"))
+    } else {
+        (1, format!("error: {e:#}"))
+    })
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
@@ -116,5 +123,48 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
         Cmd::Hostbench(a) => commands::host::hostbench(a, out),
         Cmd::Calibrate(a) => commands::host::calibrate(a, out),
         Cmd::Reproduce(a) => commands::reproduce::reproduce(a, out),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dmasim::compare::CompareError;
+    use dmasim::mm::physmem::PhysMemError;
+    use dmasim::scenario::RunFailure;
+    use dmasim::setup::SetupError;
+    use dmasim::smp::Deadlock;
+
+    /// A deadlock of the many-CPU engine (which no scenario can provoke on purpose) is a bug in
+    /// dmasim: it exits as a caught panic does, not as the modelled kernel's refusal, from a
+    /// run and from a compared variant alike.
+    #[test]
+    fn an_engine_deadlock_exits_70() {
+        let deadlock = || RunFailure::from(Deadlock(vec![0, 1])).in_file("s.toml");
+        let (status, line) = failure(&commands::run_error(deadlock())).unwrap();
+        assert_eq!(status, EXIT_PANIC);
+        assert_eq!(
+            line,
+            "error: s.toml: internal error (a bug in dmasim): every CPU still running waits for a lock: CPUs [0, 1]"
+        );
+        let variant = CompareError::of_variant("workload.cpus=2".into(), deadlock());
+        let (status, line) = failure(&commands::compare_error(variant)).unwrap();
+        assert_eq!(status, EXIT_PANIC);
+        assert!(
+            line.contains("variant `workload.cpus=2`: every CPU"),
+            "{line}"
+        );
+    }
+
+    /// What the modelled kernel refuses at setup exits 3, naming the file and the cause.
+    #[test]
+    fn a_setup_refusal_exits_3() {
+        let refused = RunFailure::from(SetupError::Buffer(PhysMemError::NoSuchNode(1)));
+        let (status, line) = failure(&commands::run_error(refused.in_file("s.toml"))).unwrap();
+        assert_eq!(status, 3);
+        assert_eq!(
+            line,
+            "error: s.toml: the modelled kernel refused: buffer allocation: no node 1"
+        );
     }
 }

@@ -4,6 +4,8 @@
 //! Kernel counterpart: drivers/iommu/iommu.c's API as a driver calls it.
 
 use super::*;
+use crate::scenario::Bug;
+use crate::setup::SetupError;
 /// One operation's (or one sweep row's) figures over the run.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OpStat {
@@ -125,7 +127,7 @@ pub(super) fn new_domain(
     cfg: &IommuConfig,
     (mapped, maps, n): (u64, u64, u32),
     cmdq_shift: Option<u32>,
-) -> Result<crate::iommu::core::IommuDomain, String> {
+) -> Result<crate::iommu::core::IommuDomain, SetupError> {
     let cmdq = Cmdq::new(cmdq_shift.unwrap_or(8));
     iommu_domain_alloc_with_cmdq(
         hw,
@@ -135,7 +137,6 @@ pub(super) fn new_domain(
         table_memory(table_budget(cfg, mapped, maps, n)),
         cmdq,
     )
-    .map_err(|e| e.to_string())
 }
 
 /// Bytes of page-table memory for `n` CPUs each mapping `mapped` bytes in `maps` mappings:
@@ -284,15 +285,14 @@ impl Meter {
 /// Run a checked IOMMU scenario on the Model. What the modelled kernel refuses (mapping over a
 /// live mapping, unmapping a hole) is recorded on the operation and the run goes on; only a
 /// domain that cannot be set up ends it.
-pub fn run(s: &Scenario, progress: &Progress) -> Result<IommuRunResult, String> {
+pub fn run(s: &Scenario, progress: &Progress) -> Result<IommuRunResult, RunFailure> {
     let cfg = s
         .iommu
-        .ok_or_else(|| format!("scenario `{}` has no [iommu] domain", s.name))?;
+        .ok_or_else(|| SetupError::NoDomain(s.name.clone()))?;
     // On a NUMA platform the SMMUv3 probes at boot: its command queue's node prices every
     // command list below. The tables themselves come from table_memory().
     let (mut hw, cmdq_shift) = if s.probes_smmu_v3() {
-        let m = Machine::boot_numa_smmu_v3(&s.profile, s.kernel, &s.boot, s.cpu_node())
-            .map_err(|e| e.to_string())?;
+        let m = Machine::boot_numa_smmu_v3(&s.profile, s.kernel, &s.boot, s.cpu_node())?;
         let shift = m.smmu.as_ref().map(|p| p.structures.cmdq.max_n_shift);
         let mut hw = m.hw;
         hw.clear_ledger();
@@ -328,8 +328,7 @@ pub fn run(s: &Scenario, progress: &Progress) -> Result<IommuRunResult, String> 
                 let label = size_label(size);
                 let map = m.slot(format!("map_sg {label}"), "iommu_map_sg", size);
                 m.slot(format!("unmap {label}"), "iommu_unmap", size);
-                let d = new_domain(&mut cpus[0].0, s, &cfg, (size, 1, n), cmdq_shift)
-                    .map_err(|e| format!("domain: {e}"))?;
+                let d = new_domain(&mut cpus[0].0, s, &cfg, (size, 1, n), cmdq_shift)?;
                 m.saw(&d);
                 on_cpus(
                     &mut cpus,
@@ -349,11 +348,11 @@ pub fn run(s: &Scenario, progress: &Progress) -> Result<IommuRunResult, String> 
             run_ops(&mut cpus, &mut m, s, &cfg, w, (cmdq_shift, slots), progress)?
         }
         other => {
-            return Err(format!(
-                "scenario `{}` is a {} workload, not an IOMMU one",
-                s.name,
-                other.kind()
-            ));
+            return Err(Bug::NotIommu {
+                scenario: s.name.clone(),
+                kind: other.kind(),
+            }
+            .into());
         }
     }
     let (mut hw, _) = cpus.remove(0);
@@ -441,12 +440,11 @@ impl CpuAt {
 fn domain_views(
     d: crate::iommu::core::IommuDomain,
     n: u32,
-) -> Result<Vec<crate::iommu::core::IommuDomain>, String> {
+) -> Result<Vec<crate::iommu::core::IommuDomain>, Bug> {
     let mut views = Vec::with_capacity(n as usize);
     for _ in 1..n {
-        views.push(d.on_cpu().ok_or_else(|| {
-            "this domain on more than one CPU: sharing its state between CPUs is not modelled yet"
-                .to_string()
+        views.push(d.on_cpu().ok_or(Bug::NotShared {
+            what: "this domain",
         })?);
     }
     views.insert(0, d);
@@ -538,7 +536,7 @@ pub(super) fn run_ops(
     w: &Ops,
     (cmdq_shift, slots): (Option<u32>, u32),
     progress: &Progress,
-) -> Result<(), String> {
+) -> Result<(), RunFailure> {
     let ops = &w.ops;
     let mapped: u64 = ops
         .iter()
@@ -550,11 +548,10 @@ pub(super) fn run_ops(
     let n = cpus.len();
     let hw = &mut cpus[0].0;
     let maps = ops.iter().filter(|o| matches!(o, Op::Map(_))).count() as u64;
-    let d = new_domain(hw, s, cfg, (mapped, maps, n as u32), cmdq_shift)
-        .map_err(|e| format!("domain: {e}"))?;
+    let d = new_domain(hw, s, cfg, (mapped, maps, n as u32), cmdq_shift)?;
     m.saw(&d);
     let iovad = IovaDomain::new(hw, cfg.granule, 1, slots as usize)
-        .map_err(|e| format!("IOVA domain: {e}"))?
+        .map_err(SetupError::IovaDomain)?
         .with_rules(s.policies.iova.rules());
     let stride = cpu_stride(&w.fixed_ranges());
     if n > 1 && w.allocates_iovas() {
@@ -608,7 +605,7 @@ fn on_cpus(
     from: usize,
     progress: &Progress,
     body: &CpuBody<'_>,
-) -> Result<(), String> {
+) -> Result<(), RunFailure> {
     let views = domain_views(d, cpus.len() as u32)?;
     // The domain exists from the first CPU's clock on: no CPU maps into it earlier.
     let ready = cpus[0].0.now_ps();
@@ -626,8 +623,7 @@ fn on_cpus(
             hw.set_cpu(crate::smp::Cpu::alone());
             cm
         },
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     for (k, cm) in meters.iter().enumerate() {
         m.absorb(from, cm, k == 0);
     }

@@ -17,16 +17,22 @@ use dmasim::input::InputError;
 use dmasim::scenario::{self, Scenario};
 use std::io::Write;
 
-/// A comparison's failure as the command reports it: a refused variant is named.
+/// A comparison's failure as the command reports it (a failed variant is named), as the type
+/// main's exit status reads.
 pub(crate) fn compare_error(e: dmasim::compare::CompareError) -> anyhow::Error {
     match e {
         dmasim::compare::CompareError::Input(i) => anyhow::Error::from(i),
-        dmasim::compare::CompareError::Refused { label, refused } => {
-            anyhow::Error::from(scenario::Refused {
-                file: refused.file,
-                message: format!("variant `{label}`: {}", refused.message),
-            })
-        }
+        dmasim::compare::CompareError::Refused(r) => anyhow::Error::from(r),
+        dmasim::compare::CompareError::Internal(b) => anyhow::Error::from(b),
+    }
+}
+
+/// A run's failure as the command reports it, as the type main's exit status reads.
+pub(crate) fn run_error(e: scenario::RunError) -> anyhow::Error {
+    match e {
+        scenario::RunError::Refused(r) => anyhow::Error::from(r),
+        scenario::RunError::Input(i) => anyhow::Error::from(i),
+        scenario::RunError::Internal(b) => anyhow::Error::from(b),
     }
 }
 
@@ -89,10 +95,7 @@ pub(crate) fn print_run(
     out: &mut impl Write,
 ) -> Result<scenario::Outcome> {
     let outcome = with_progress(Some(s.progress_total()), |p| scenario::execute_with(s, p));
-    let outcome = outcome.map_err(|e| match e {
-        scenario::RunError::Refused(r) => anyhow::Error::from(r),
-        scenario::RunError::Input(i) => anyhow::Error::from(i),
-    })?;
+    let outcome = outcome.map_err(run_error)?;
     match format {
         RunFormat::Table => write!(out, "{}", outcome.table())?,
         RunFormat::Json => print_json(out, &outcome.json())?,
