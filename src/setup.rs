@@ -30,7 +30,6 @@ use crate::dma::mapping::DmaApi;
 use crate::dma::swiotlb::x86_2012::{InsnGroups, Swiotlb2012Config, Swiotlb2012Ops};
 use crate::dma::swiotlb::{Areas, Release, Swiotlb, SwiotlbConfig, SwiotlbError};
 use crate::dma::{DmaError, DmaMapOps};
-use crate::drivers::pl_dma::OpenError;
 use crate::hw::DeviceHw;
 use crate::hw::model::Model;
 use crate::hw::{CacheOp, Hw};
@@ -89,9 +88,14 @@ pub enum SetupError {
     /// A driver's buffers, allocated before it opens the device.
     #[error("buffer allocation: {0}")]
     Buffer(#[source] PhysMemError),
-    /// The PL DMA engine's driver could not open: its blocks or their mappings.
-    #[error(transparent)]
-    PlDmaOpen(#[from] OpenError),
+    /// A driver could not open the device (the PL DMA engine's blocks or their mappings). The
+    /// driver's own error, boxed: drivers sit above setup, so setup names none of their types.
+    #[error("{driver}: {source}")]
+    DriverOpen {
+        driver: &'static str,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// ixgbe's receive ring could not be mapped: at open, or refilled while forwarding.
     #[error(transparent)]
     RxRing(DmaError),

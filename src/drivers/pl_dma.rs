@@ -295,6 +295,15 @@ pub enum OpenError {
     Map(#[source] DmaError),
 }
 
+impl From<OpenError> for crate::setup::SetupError {
+    fn from(e: OpenError) -> crate::setup::SetupError {
+        crate::setup::SetupError::DriverOpen {
+            driver: "pl_dma open",
+            source: Box::new(e),
+        }
+    }
+}
+
 /// The ioctls as the per-call table names them (each includes the DMA API calls it makes).
 pub static ENQUEUE_IOCTL: FrameId = FrameId::new("ioctl(ENQUEUE_BLOCK)");
 pub static DEQUEUE_IOCTL: FrameId = FrameId::new("ioctl(DEQUEUE_BLOCK)");

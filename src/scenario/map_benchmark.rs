@@ -634,7 +634,7 @@ fn run_threads(
     each: Vec<ThreadMachine>,
     bound: Bound,
     progress: &Progress,
-) -> Result<Vec<ThreadRun>, SetupError> {
+) -> Result<Vec<ThreadRun>, RunFailure> {
     let platform = s.profile.name().to_string();
     super::smp_cpus::run_each(
         each,
@@ -644,6 +644,7 @@ fn run_threads(
             bench_thread(thw, tapi, buf, w, bound, &platform, progress)
         },
     )
+    .map_err(RunFailure::from)
 }
 
 /// Run the benchmark's threads on the Model, one CPU each, sharing the device's DMA layers.
@@ -651,7 +652,7 @@ pub fn run(
     s: &Scenario,
     w: &MapBenchmark,
     progress: &Progress,
-) -> Result<MapBenchmarkResult, SetupError> {
+) -> Result<MapBenchmarkResult, RunFailure> {
     let Machines {
         cpus,
         smmu,
@@ -731,7 +732,7 @@ impl Trial {
 /// caches, which the run itself, started after the trial, does not. The
 /// host times are measurements of this machine, never read by the model; the pairs are the
 /// model's, the same for the same inputs.
-pub fn trial(s: &Scenario, w: &MapBenchmark) -> Result<Trial, SetupError> {
+pub fn trial(s: &Scenario, w: &MapBenchmark) -> Result<Trial, RunFailure> {
     let whole = Bound::run(w).end_ps;
     let bound = Bound {
         end_ps: TRIAL_PS.min(whole),
