@@ -35,7 +35,7 @@ fn setup(kernel: &str, bytes: u64) -> (Model, DmaApi<DmaDirect>, SgTable) {
 }
 
 fn run(bencher: divan::Bencher, kernel: &str, bytes: u64) {
-    let (mut hw, mut api, mut sgt) = setup(kernel, bytes);
+    let (mut hw, api, mut sgt) = setup(kernel, bytes);
     let dir = DmaDirection::Bidirectional;
     bencher
         .counter(divan::counter::ItemsCount::new(sgt.entries.len()))

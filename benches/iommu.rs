@@ -66,7 +66,7 @@ fn domain_for(hw: &mut Model, policy: &str) -> IommuDomain {
 #[divan::bench(args = ["5.14 per-page + by-va", "5.15 unmap_pages + asid"])]
 fn iommu_map_sg_unmap_32m(bencher: divan::Bencher, policy: &str) {
     let mut hw = model();
-    let mut d = domain_for(&mut hw, policy);
+    let d = domain_for(&mut hw, policy);
     let segs = scattered();
     bencher
         .counter(divan::counter::ItemsCount::new(PAGES))
@@ -84,7 +84,7 @@ fn dma_map_sg_unmap_sg_32m_iommu_dma(bencher: divan::Bencher) {
     let mut hw = model();
     let d = domain(&mut hw, WalkFlushKind::Asid, SplitKind::UnmapPages);
     let arch = Arm64::new(DirRules::Since5_19);
-    let mut dma = IommuDma::new(&hw, d, 1, arch, SyncKind::Batched).unwrap();
+    let dma = IommuDma::new(&hw, d, 1, arch, SyncKind::Batched).unwrap();
     let dev = Device::new("cam", true, 40);
     let mut sgt = SgTable {
         entries: scattered()
@@ -110,7 +110,7 @@ fn dma_map_sg_unmap_sg_32m_iommu_dma(bencher: divan::Bencher) {
 #[divan::bench(args = [2048, 8192, 32768])]
 fn iommu_map_sg_unmap_by_pages(bencher: divan::Bencher, pages: u64) {
     let mut hw = model();
-    let mut d = domain_for(&mut hw, "5.15");
+    let d = domain_for(&mut hw, "5.15");
     let segs = scattered_n(pages);
     bencher
         .counter(divan::counter::ItemsCount::new(pages))
@@ -152,7 +152,7 @@ fn iommu_unmap_single_pages(bencher: divan::Bencher, policy: &str) {
         .counter(divan::counter::ItemsCount::new(PAGES))
         .with_inputs(|| {
             let mut hw = model();
-            let mut d = domain_for(&mut hw, policy);
+            let d = domain_for(&mut hw, policy);
             d.iommu_map_sg(&mut hw, IovaAddr(IOVA), &segs, Prot::RW)
                 .unwrap();
             (hw, d)
@@ -175,7 +175,7 @@ fn domain_nc(hw: &mut Model) -> IommuDomain {
 #[divan::bench]
 fn tmp_nc_map_sg_unmap_32m(bencher: divan::Bencher) {
     let mut hw = model();
-    let mut d = domain_nc(&mut hw);
+    let d = domain_nc(&mut hw);
     let segs = scattered();
     bencher
         .counter(divan::counter::ItemsCount::new(PAGES))
@@ -195,7 +195,7 @@ fn tmp_nc_unmap_single_pages(bencher: divan::Bencher) {
         .counter(divan::counter::ItemsCount::new(PAGES))
         .with_inputs(|| {
             let mut hw = model();
-            let mut d = domain_nc(&mut hw);
+            let d = domain_nc(&mut hw);
             d.iommu_map_sg(&mut hw, IovaAddr(IOVA), &segs, Prot::RW)
                 .unwrap();
             (hw, d)
@@ -219,7 +219,7 @@ fn tmp_perrun_unmap_single_pages(bencher: divan::Bencher) {
             cfg.pte_clear = dmasim::iommu::io_pgtable_arm::PteClear::PerRun;
             let t = ArmLpaeIoPgtable::new(&mut hw, cfg, mem, None).unwrap();
             let ops = Box::new(ArmSmmuDomain::new(&hw, 1, WalkFlushKind::Asid));
-            let mut d = IommuDomain::new(&hw, t, ops, SplitKind::UnmapPages);
+            let d = IommuDomain::new(&hw, t, ops, SplitKind::UnmapPages);
             d.iommu_map_sg(&mut hw, IovaAddr(IOVA), &segs, Prot::RW)
                 .unwrap();
             (hw, d)

@@ -44,7 +44,7 @@ fn streaming_8g() {
     let mut hw = Model::new(profile.model.clone());
     let arch = dmasim::setup::arch_dma(&profile, &policies);
     let direct = DmaDirect::new(&hw, arch, policies.sync);
-    let mut api = DmaApi::new(&hw, Device::new("dev", false, 64), direct);
+    let api = DmaApi::new(&hw, Device::new("dev", false, 64), direct);
     let mut sgt = SgTable::from_contiguous(PhysAddr(0x8000_0000), 8 * GIB, &[4096]);
     let dir = DmaDirection::Bidirectional;
     let n = api.map_sg(&mut hw, &mut sgt, dir, DmaAttrs::NONE).unwrap();
@@ -60,7 +60,7 @@ fn iommu_1g() {
     let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
     let t = ArmLpaeIoPgtable::new(&mut hw, IoPgtableCfg::new(4096, 48), mem, None).unwrap();
     let ops = Box::new(ArmSmmuDomain::new(&hw, 1, WalkFlushKind::Asid));
-    let mut d = IommuDomain::new(&hw, t, ops, SplitKind::UnmapPages);
+    let d = IommuDomain::new(&hw, t, ops, SplitKind::UnmapPages);
     let pages = GIB / 4096;
     let segs: Vec<(PhysAddr, u64)> = (0..pages)
         .map(|i| (PhysAddr(0x8000_0000 + i * 8192), 4096))

@@ -54,7 +54,7 @@ fn sync_loop(bencher: divan::Bencher, kernel: &str, touch: bool) {
         size: 4 * MB,
     };
     let mut m = Machine::boot(&s.profile, vec![node]);
-    let mut api = setup_dma_ops(&mut m, &s.device_setup(), 1).unwrap();
+    let api = setup_dma_ops(&mut m, &s.device_setup(), 1).unwrap();
     let mut hw: Model = m.hw;
     let tx = PhysAddr(0x1000_0000);
     let rx = PhysAddr(0x1010_0000);
@@ -64,7 +64,7 @@ fn sync_loop(bencher: divan::Bencher, kernel: &str, touch: bool) {
     let rx = api
         .map_single(&mut hw, rx, MB, from, DmaAttrs::NONE)
         .unwrap();
-    let mut round = |hw: &mut Model| {
+    let round = |hw: &mut Model| {
         if touch {
             hw.cpu_touch(Access::Write, PhysAddr(0x1000_0000), MB);
         }

@@ -344,7 +344,7 @@ impl Bench {
         // Checked in `check_geometry`: the entry fits a scatterlist entry's u32 length.
         let entry = opts.entry_bytes as u32;
         for mode in Mode::BOTH {
-            let mut direct = DmaDirect::new(&host, opts.instruction.arch_dma(), mode.policy());
+            let direct = DmaDirect::new(&host, opts.instruction.arch_dma(), mode.policy());
             let mut sgt = SgTable::from_contiguous(HOST_BASE, opts.buffer_bytes, &[entry]);
             direct
                 .map_sg(
@@ -550,7 +550,7 @@ pub fn predict(profile: &Profile, opts: &HostbenchOpts) -> Result<ModelPredictio
 /// must already be checked.
 fn model_pass_ps(profile: &Profile, opts: &HostbenchOpts, mode: Mode) -> u64 {
     let mut model = Model::new(profile.model.clone());
-    let mut direct = DmaDirect::new(&model, opts.instruction.arch_dma(), mode.policy());
+    let direct = DmaDirect::new(&model, opts.instruction.arch_dma(), mode.policy());
     let dev = Device::new("hostbench", false, 64);
     let mut sgt =
         SgTable::from_contiguous(HOST_BASE, opts.buffer_bytes, &[opts.entry_bytes as u32]);

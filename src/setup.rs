@@ -314,8 +314,8 @@ pub struct IommuConfig {
 }
 
 impl IommuConfig {
-    /// Whether several CPUs may share a domain of this configuration on a machine of `arch`,
-    /// each through a view of its own: both SMMU drivers' flush ops are shared as the kernel
+    /// Whether several CPUs may call a domain of this configuration at once on a machine of
+    /// `arch`: both SMMU drivers' flush ops are shared as the kernel
     /// shares them (arm-smmu's context bank lock, arm-smmu-v3's command queue), so only a
     /// non-coherent table walker's PTE cleaning, the arch's cache maintenance, can keep them
     /// apart.
@@ -361,9 +361,10 @@ pub enum DmaOpsKind {
 
 impl DmaOpsKind {
     /// Whether several CPUs may share a device's ops of this kind on a machine of `arch` (behind
-    /// a domain of `iommu`, for iommu-dma), each through a view of its own: the one table of
-    /// which ops CPUs can share, which the scenario checks read before a run of several CPUs is
-    /// set up (so that setup never meets ops it cannot give a second CPU).
+    /// a domain of `iommu`, for iommu-dma), all calling the one object: the one table of which
+    /// ops CPUs can share, which the scenario checks read before a run of several CPUs is set
+    /// up (so that setup never meets ops a second CPU cannot call; [`DmaOps::shareable`] reads
+    /// the same answer back from what setup built).
     pub fn cpu_sharing(self, arch: Arch, iommu: Option<&IommuConfig>) -> Result<(), Unshared> {
         match self {
             // The arch's cache maintenance, and state shared by handle (swiotlb's pool).
@@ -657,7 +658,19 @@ pub enum DmaOps {
     Swiotlb2012(Swiotlb2012Ops),
 }
 
-impl DmaOps {}
+impl DmaOps {
+    /// Whether several CPUs may call these ops at once: what [`DmaOpsKind::cpu_sharing`] said
+    /// of their kind before setup, read back from what setup built (32-bit ARM's ops, and any
+    /// whose cache maintenance holds its outer cache, run on one CPU).
+    pub fn shareable(&self) -> bool {
+        match self {
+            DmaOps::Direct(o) => o.arch().shareable(),
+            DmaOps::Iommu(o) => o.shareable(),
+            DmaOps::ArmDma(_) => false,
+            DmaOps::Swiotlb2012(_) => true,
+        }
+    }
+}
 
 macro_rules! dma_ops_dispatch {
     ($self:expr, $o:ident => $e:expr) => {
@@ -688,7 +701,7 @@ impl DmaMapOps for DmaOps {
     }
     #[inline]
     fn map_page<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         phys: PhysAddr,
@@ -700,7 +713,7 @@ impl DmaMapOps for DmaOps {
     }
     #[inline]
     fn unmap_page<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         addr: DmaAddr,
@@ -712,7 +725,7 @@ impl DmaMapOps for DmaOps {
     }
     #[inline]
     fn map_sg<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         sgt: &mut SgTable,
@@ -723,7 +736,7 @@ impl DmaMapOps for DmaOps {
     }
     #[inline]
     fn unmap_sg<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         sgt: &mut SgTable,
@@ -734,7 +747,7 @@ impl DmaMapOps for DmaOps {
     }
     #[inline]
     fn sync_single_for_cpu<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         addr: DmaAddr,
@@ -745,7 +758,7 @@ impl DmaMapOps for DmaOps {
     }
     #[inline]
     fn sync_single_for_device<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         addr: DmaAddr,
@@ -756,7 +769,7 @@ impl DmaMapOps for DmaOps {
     }
     #[inline]
     fn sync_sg_for_cpu<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         sgt: &SgTable,
@@ -766,7 +779,7 @@ impl DmaMapOps for DmaOps {
     }
     #[inline]
     fn sync_sg_for_device<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         sgt: &SgTable,
@@ -775,18 +788,8 @@ impl DmaMapOps for DmaOps {
         dma_ops_dispatch!(self, o => o.sync_sg_for_device(hw, dev, sgt, dir))
     }
     #[inline]
-    fn mapping_error<H: DeviceHw>(&mut self, hw: &mut H, dev: &Device, addr: DmaAddr) -> bool {
+    fn mapping_error<H: DeviceHw>(&self, hw: &mut H, dev: &Device, addr: DmaAddr) -> bool {
         dma_ops_dispatch!(self, o => o.mapping_error(hw, dev, addr))
-    }
-    fn on_cpu(&self, cpu: u32) -> Option<DmaOps> {
-        match self {
-            DmaOps::Direct(o) => o.on_cpu(cpu).map(DmaOps::Direct),
-            DmaOps::Iommu(o) => {
-                DmaMapOps::on_cpu(o.as_ref(), cpu).map(|o| DmaOps::Iommu(Box::new(o)))
-            }
-            DmaOps::ArmDma(o) => o.on_cpu(cpu).map(DmaOps::ArmDma),
-            DmaOps::Swiotlb2012(o) => o.on_cpu(cpu).map(DmaOps::Swiotlb2012),
-        }
     }
 }
 

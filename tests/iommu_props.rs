@@ -202,7 +202,7 @@ fn check_against_reference(
         block_unmap,
         ..IoPgtableCfg::new(granule, ias)
     };
-    let mut d = domain(&mut r, cfg, walk, split);
+    let d = domain(&mut r, cfg, walk, split);
     let g = granule;
     let bitmap = d.pgsize_bitmap();
     let window = (1u64 << ias.min(34)) / g;

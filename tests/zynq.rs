@@ -28,7 +28,7 @@ fn counts_on(s: &Scenario, call: &str, dir: DmaDirection) -> [u64; Counter::N] {
         size: 4 * MB,
     };
     let mut m = Machine::boot(&s.profile, vec![node]);
-    let mut api = setup_dma_ops(&mut m, &s.device_setup(), 1).unwrap();
+    let api = setup_dma_ops(&mut m, &s.device_setup(), 1).unwrap();
     let addr = api
         .map_single(&mut m.hw, BUF, MB, dir, DmaAttrs::default())
         .unwrap();
@@ -184,7 +184,7 @@ fn call_counts(
         size: 4 * MB,
     };
     let mut m = Machine::boot(&s.profile, vec![node]);
-    let mut api = setup_dma_ops(&mut m, &s.device_setup(), 1).unwrap();
+    let api = setup_dma_ops(&mut m, &s.device_setup(), 1).unwrap();
     m.hw.clear_ledger();
     let attrs = DmaAttrs::default();
     let addr = api.map_single(&mut m.hw, BUF, MB, dir, attrs).unwrap();
@@ -323,12 +323,12 @@ fn a_clean_after_a_write_costs_its_writebacks_and_a_second_clean_does_not() {
         size: 4 * MB,
     };
     let mut m = Machine::boot(&s.profile, vec![node]);
-    let mut api = setup_dma_ops(&mut m, &s.device_setup(), 1).unwrap();
+    let api = setup_dma_ops(&mut m, &s.device_setup(), 1).unwrap();
     let dir = DmaDirection::ToDevice;
     let addr = api
         .map_single(&mut m.hw, BUF, MB, dir, DmaAttrs::default())
         .unwrap();
-    let mut sync = |m: &mut Machine| {
+    let sync = |m: &mut Machine| {
         m.hw.clear_ledger();
         let t0 = m.hw.now_ps();
         api.sync_single_for_device(&mut m.hw, addr, MB, dir);

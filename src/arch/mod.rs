@@ -96,16 +96,11 @@ pub enum ArchOps {
 }
 
 impl ArchOps {
-    /// The same implementation as another CPU runs it: arm64's and x86's hold only costs and
-    /// rules. 32-bit ARM's holds the machine's one outer cache, which a second CPU would have to
-    /// share: `None` (not modelled).
-    pub fn on_cpu(&self) -> Option<ArchOps> {
-        match self {
-            ArchOps::Arm64(a) => Some(ArchOps::Arm64(*a)),
-            ArchOps::Arm64CleanInval(a) => Some(ArchOps::Arm64CleanInval(*a)),
-            ArchOps::X86(x) => Some(ArchOps::X86(*x)),
-            ArchOps::Arm32(_) => None,
-        }
+    /// Whether several CPUs may run this implementation at once ([`cpu_sharing`] of its
+    /// architecture): arm64's and x86's hold only costs and rules; 32-bit ARM's holds the
+    /// machine's one outer cache, whose sharing is not modelled.
+    pub fn shareable(&self) -> bool {
+        !matches!(self, ArchOps::Arm32(_))
     }
 }
 
@@ -182,7 +177,8 @@ impl From<x86::X86Flush> for ArchOps {
 }
 
 /// Why several CPUs cannot share a layer of the machine yet: state the model holds once per
-/// machine, which a second CPU's view would have to share and does not.
+/// machine, which the CPUs calling it at once would have to share and whose sharing is not
+/// modelled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Unshared {
     /// 32-bit ARM's cache maintenance ([`arm::Arm32`]) holds the machine's one outer cache (the

@@ -59,7 +59,7 @@ impl DmaMapOps for ArmDmaOps {
     }
 
     fn map_page<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         _dev: &Device,
         phys: PhysAddr,
@@ -81,7 +81,7 @@ impl DmaMapOps for ArmDmaOps {
     }
 
     fn unmap_page<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         _dev: &Device,
         addr: DmaAddr,
@@ -102,7 +102,7 @@ impl DmaMapOps for ArmDmaOps {
     }
 
     fn map_sg<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         sgt: &mut SgTable,
@@ -123,7 +123,7 @@ impl DmaMapOps for ArmDmaOps {
     }
 
     fn unmap_sg<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         sgt: &mut SgTable,
@@ -145,7 +145,7 @@ impl DmaMapOps for ArmDmaOps {
     }
 
     fn sync_single_for_cpu<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         _dev: &Device,
         addr: DmaAddr,
@@ -162,7 +162,7 @@ impl DmaMapOps for ArmDmaOps {
     }
 
     fn sync_single_for_device<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         _dev: &Device,
         addr: DmaAddr,
@@ -179,7 +179,7 @@ impl DmaMapOps for ArmDmaOps {
     }
 
     fn sync_sg_for_cpu<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         sgt: &SgTable,
@@ -196,7 +196,7 @@ impl DmaMapOps for ArmDmaOps {
     }
 
     fn sync_sg_for_device<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         sgt: &SgTable,
@@ -252,7 +252,7 @@ mod tests {
         );
         let mut sgt = SgTable::from_contiguous(PhysAddr(0x1000_0000), 8192, &[4096]);
         let mut r = Recorder::new(32);
-        let mut o = ops(false);
+        let o = ops(false);
         assert_eq!(
             o.map_sg(
                 &mut r,
@@ -281,7 +281,7 @@ mod tests {
     fn skip_cpu_sync_skips_map_and_unmap_maintenance_only() {
         let dev = Device::new("pl", false, 32);
         let mut r = Recorder::new(32);
-        let mut o = ops(false);
+        let o = ops(false);
         let a = o
             .map_page(
                 &mut r,
@@ -309,7 +309,7 @@ mod tests {
     fn a_coherent_device_issues_no_maintenance_in_any_call() {
         let dev = Device::new("acp", true, 32);
         let mut r = Recorder::new(32);
-        let mut o = ops(true);
+        let o = ops(true);
         for dir in DmaDirection::ALL {
             let a = o
                 .map_page(&mut r, &dev, PhysAddr(0x1000_0000), MB, dir, DmaAttrs::NONE)

@@ -135,6 +135,11 @@ impl DmaDirect {
         self
     }
 
+    /// The architecture's cache maintenance these ops run.
+    pub fn arch(&self) -> &ArchOps {
+        &self.arch
+    }
+
     pub fn swiotlb(&self) -> Option<&Swiotlb> {
         self.st.swiotlb.as_ref()
     }
@@ -162,7 +167,7 @@ impl State {
     /// single-region rule: swiotlb.c flushes at once, whichever path called it.
     #[allow(clippy::too_many_arguments)]
     fn swiotlb_map<H: Hw + ?Sized, A: ArchDma>(
-        &mut self,
+        &self,
         hw: &mut H,
         arch: &A,
         dev: &Device,
@@ -173,7 +178,7 @@ impl State {
     ) -> Result<DmaAddr, DmaError> {
         let State { sync, swiotlb, .. } = self;
         let sync = sync.single;
-        let Some(swiotlb) = swiotlb.as_mut() else {
+        let Some(swiotlb) = swiotlb.as_ref() else {
             return Err(DmaError::MappingError(format!(
                 "{}: no swiotlb is set up",
                 dev.name
@@ -189,7 +194,7 @@ impl State {
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn map_phys<H: Hw + ?Sized, A: ArchDma, S: SyncPolicy>(
-        &mut self,
+        &self,
         hw: &mut H,
         arch: &A,
         dev: &Device,
@@ -226,7 +231,7 @@ impl State {
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn unmap_phys<H: Hw + ?Sized, A: ArchDma, S: SyncPolicy>(
-        &mut self,
+        &self,
         hw: &mut H,
         arch: &A,
         dev: &Device,
@@ -240,7 +245,7 @@ impl State {
         if !attrs.contains(DmaAttrs::SKIP_CPU_SYNC) {
             self.sync_single_for_cpu_nowait(hw, arch, dev, addr, size, dir, sync);
         }
-        if let Some(s) = self.swiotlb.as_mut()
+        if let Some(s) = self.swiotlb.as_ref()
             && s.is_swiotlb_buffer(phys)
         {
             // The copy out, if any, was the sync above.
@@ -258,7 +263,7 @@ impl State {
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn sync_single_for_cpu_nowait<H: Hw + ?Sized, A: ArchDma, S: SyncPolicy>(
-        &mut self,
+        &self,
         hw: &mut H,
         arch: &A,
         dev: &Device,
@@ -271,7 +276,7 @@ impl State {
         if !dev.is_dma_coherent() {
             sync.for_cpu(hw, arch, paddr, size, dir);
         }
-        if let Some(s) = self.swiotlb.as_mut()
+        if let Some(s) = self.swiotlb.as_ref()
             && s.is_swiotlb_buffer(paddr)
         {
             let copies_out = matches!(dir, DmaDirection::FromDevice | DmaDirection::Bidirectional);
@@ -287,7 +292,7 @@ impl State {
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn sync_single_for_device_nowait<H: Hw + ?Sized, A: ArchDma, S: SyncPolicy>(
-        &mut self,
+        &self,
         hw: &mut H,
         arch: &A,
         dev: &Device,
@@ -298,7 +303,7 @@ impl State {
     ) {
         let paddr = self.dma_to_phys(dev, addr);
         // Copy into the slot first: the clean below must push the copied bytes, not stale ones.
-        if let Some(s) = self.swiotlb.as_mut()
+        if let Some(s) = self.swiotlb.as_ref()
             && s.is_swiotlb_buffer(paddr)
         {
             s.sync_single_for_device(hw.as_dyn_hw(), dev, paddr, size, dir);
@@ -325,7 +330,7 @@ impl State {
     /// `DMA_ATTR_SKIP_CPU_SYNC`: the CPU never touched it) and the list has no entries mapped.
     #[allow(clippy::too_many_arguments)]
     fn map_entries<H: Hw + ?Sized, A: ArchDma, S: SyncPolicy + Copy>(
-        &mut self,
+        &self,
         hw: &mut H,
         arch: &A,
         dev: &Device,
@@ -375,7 +380,7 @@ impl State {
     /// `need_sync`, which does not look at `attrs`).
     #[allow(clippy::too_many_arguments)]
     fn unmap_entries<H: Hw + ?Sized, A: ArchDma, S: SyncPolicy + Copy>(
-        &mut self,
+        &self,
         hw: &mut H,
         arch: &A,
         dev: &Device,
@@ -404,7 +409,7 @@ impl State {
 /// through their enums; a scatter-gather walk matches them once ([`with_arch_and_rule`]).
 impl DmaDirect {
     pub fn map_page<H: Hw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         phys: PhysAddr,
@@ -423,7 +428,7 @@ impl DmaDirect {
     }
 
     pub fn unmap_page<H: Hw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         addr: DmaAddr,
@@ -439,7 +444,7 @@ impl DmaDirect {
     }
 
     pub fn map_sg<H: Hw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         sgt: &mut SgTable,
@@ -456,7 +461,7 @@ impl DmaDirect {
     }
 
     pub fn unmap_sg<H: Hw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         sgt: &mut SgTable,
@@ -474,7 +479,7 @@ impl DmaDirect {
     }
 
     pub fn sync_single_for_cpu<H: Hw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         addr: DmaAddr,
@@ -489,7 +494,7 @@ impl DmaDirect {
     }
 
     pub fn sync_single_for_device<H: Hw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         addr: DmaAddr,
@@ -504,7 +509,7 @@ impl DmaDirect {
     }
 
     pub fn sync_sg_for_cpu<H: Hw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         sgt: &SgTable,
@@ -524,7 +529,7 @@ impl DmaDirect {
     }
 
     pub fn sync_sg_for_device<H: Hw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         sgt: &SgTable,
@@ -553,23 +558,12 @@ impl crate::stats::Stats for DmaDirect {
 }
 
 impl DmaMapOps for DmaDirect {
-    fn on_cpu(&self, _cpu: u32) -> Option<DmaDirect> {
-        Some(DmaDirect {
-            arch: self.arch.on_cpu()?,
-            st: State {
-                sync: self.st.sync,
-                costs: self.st.costs,
-                swiotlb: self.st.swiotlb.clone(),
-            },
-        })
-    }
-
     fn name(&self) -> &'static str {
         "dma-direct"
     }
 
     fn map_page<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         phys: PhysAddr,
@@ -581,7 +575,7 @@ impl DmaMapOps for DmaDirect {
     }
 
     fn unmap_page<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         addr: DmaAddr,
@@ -593,7 +587,7 @@ impl DmaMapOps for DmaDirect {
     }
 
     fn map_sg<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         sgt: &mut SgTable,
@@ -604,7 +598,7 @@ impl DmaMapOps for DmaDirect {
     }
 
     fn unmap_sg<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         sgt: &mut SgTable,
@@ -615,7 +609,7 @@ impl DmaMapOps for DmaDirect {
     }
 
     fn sync_single_for_cpu<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         addr: DmaAddr,
@@ -626,7 +620,7 @@ impl DmaMapOps for DmaDirect {
     }
 
     fn sync_single_for_device<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         addr: DmaAddr,
@@ -637,7 +631,7 @@ impl DmaMapOps for DmaDirect {
     }
 
     fn sync_sg_for_cpu<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         sgt: &SgTable,
@@ -647,7 +641,7 @@ impl DmaMapOps for DmaDirect {
     }
 
     fn sync_sg_for_device<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         sgt: &SgTable,
@@ -682,7 +676,7 @@ mod tests {
     #[test]
     fn map_sg_issues_a_clean_per_line_and_a_barrier_per_entry_or_per_list() {
         for (batched, barriers) in [(false, 2560), (true, 1)] {
-            let mut d = direct(batched);
+            let d = direct(batched);
             let dev = Device::new("dev", false, 64);
             let mut sgt = list();
             let mut r = Recorder::new(64);
@@ -720,7 +714,7 @@ mod tests {
     #[test]
     fn coherent_devices_get_no_maintenance_and_no_barrier() {
         for batched in [false, true] {
-            let mut d = direct(batched);
+            let d = direct(batched);
             let dev = Device::new("dev", true, 64);
             let mut sgt = list();
             let mut r = Recorder::new(64);
@@ -747,7 +741,7 @@ mod tests {
 
     #[test]
     fn skip_cpu_sync_skips_maintenance() {
-        let mut d = direct(false);
+        let d = direct(false);
         let dev = Device::new("dev", false, 64);
         let mut sgt = list();
         let mut r = Recorder::new(64);
@@ -765,7 +759,7 @@ mod tests {
 
     #[test]
     fn unmap_for_to_device_needs_no_maintenance() {
-        let mut d = direct(false);
+        let d = direct(false);
         let dev = Device::new("dev", false, 64);
         let mut sgt = list();
         d.map_sg(
@@ -790,7 +784,7 @@ mod tests {
 
     #[test]
     fn unreachable_buffer_fails_and_unwinds() {
-        let mut d = direct(true);
+        let d = direct(true);
         let dev = Device::new("dev32", false, 32);
         // Straddles 4 GiB: the first entries fit, a later one does not.
         let mut sgt = SgTable::from_contiguous(PhysAddr(0xffff_e000), 4 * 4096, &[4096]);
@@ -827,7 +821,7 @@ mod tests {
         // (map_sg, sync_sg_for_device, sync_sg_for_cpu, unmap_sg)
         let want = [(2560, 2560, 2560, 2560), (1, 1, 1, 1)];
         for (kind, want) in RELEASES.into_iter().zip(want) {
-            let mut d = release(kind);
+            let d = release(kind);
             let dev = Device::new("dev", false, 64);
             let mut sgt = list();
             let dir = DmaDirection::Bidirectional;
@@ -864,7 +858,7 @@ mod tests {
     #[test]
     fn the_batched_flush_ignores_skip_cpu_sync_and_direction() {
         for (kind, want) in [(SyncKind::PerEntry, 0), (SyncKind::Batched, 1)] {
-            let mut d = release(kind);
+            let d = release(kind);
             let dev = Device::new("dev", false, 64);
             let mut sgt = list();
             let mut r = Recorder::new(64);
@@ -938,7 +932,7 @@ mod tests {
     #[test]
     fn the_map_sg_error_path_ends_with_one_flush() {
         for (kind, barriers) in [(SyncKind::PerEntry, 2), (SyncKind::Batched, 1)] {
-            let mut d = release(kind);
+            let d = release(kind);
             let dev = Device::new("dev32", false, 32);
             let mut sgt = SgTable::from_contiguous(PhysAddr(0xffff_e000), 4 * 4096, &[4096]);
             let mut r = Recorder::new(64);
@@ -982,7 +976,7 @@ mod tests {
             let mem = machine();
             let r = Recorder::new(64);
             let pool = Swiotlb::new(&r, mem.clone(), &SwiotlbConfig::default()).unwrap();
-            let mut d = release(kind).with_swiotlb(pool);
+            let d = release(kind).with_swiotlb(pool);
             let dev = Device::new("dev32", false, 32);
             let mut sgt = SgTable::from_contiguous(PhysAddr(HIGH), 4 * 4096, &[4096]);
             let mut r = Recorder::new(64);
@@ -1030,7 +1024,7 @@ mod tests {
             (SyncRule::FlushEach, "_nosync", 4, 4),
             (SyncRule::Batched, "_nosync", 1, 1),
         ] {
-            let mut d = DmaDirect::new(&Recorder::new(64), Arm64::new(DirRules::Since5_19), rule);
+            let d = DmaDirect::new(&Recorder::new(64), Arm64::new(DirRules::Since5_19), rule);
             let mut sgt = SgTable::from_contiguous(PhysAddr(0x1000), 4 * 4096, &[4096]);
             let dir = DmaDirection::Bidirectional;
             let mut r = Recorder::new(64);
@@ -1061,7 +1055,7 @@ mod tests {
 
     #[test]
     fn batched_frames_match_the_kernel_stack() {
-        let mut d = direct(true);
+        let d = direct(true);
         let dev = Device::new("dev", false, 64);
         let mut sgt = SgTable::from_contiguous(PhysAddr(0x1000), 8192, &[4096]);
         let mut r = Recorder::new(64);

@@ -31,16 +31,6 @@ pub struct DmaApi<O: DmaMapOps> {
 }
 
 impl<O: DmaMapOps> DmaApi<O> {
-    /// The device's API as CPU `cpu` of the same machine calls it ([`DmaMapOps::on_cpu`]).
-    pub fn on_cpu(&self, cpu: u32) -> Option<DmaApi<O>> {
-        Some(DmaApi {
-            dev: self.dev.clone(),
-            ops: self.ops.on_cpu(cpu)?,
-            call: self.call,
-            pa: self.pa,
-        })
-    }
-
     /// `call` is the front's own cost per API call (`dma_api_call` in a profile's `[sw]` table).
     pub fn new(hw: &dyn Hw, dev: Device, ops: O) -> DmaApi<O> {
         DmaApi {
@@ -60,20 +50,20 @@ impl<O: DmaMapOps> DmaApi<O> {
 
     #[inline(always)]
     fn frame<T, H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         frame: &'static crate::hw::FrameId,
-        f: impl FnOnce(&mut O, &mut H, &Device) -> T,
+        f: impl FnOnce(&O, &mut H, &Device) -> T,
     ) -> T {
         let back = hw.enter(frame);
         hw.sw(self.call);
-        let r = f(&mut self.ops, hw, &self.dev);
+        let r = f(&self.ops, hw, &self.dev);
         hw.leave(back);
         r
     }
 
     pub fn map_page<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         phys: PhysAddr,
         size: u64,
@@ -86,7 +76,7 @@ impl<O: DmaMapOps> DmaApi<O> {
     }
 
     pub fn unmap_page<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         addr: DmaAddr,
         size: u64,
@@ -101,7 +91,7 @@ impl<O: DmaMapOps> DmaApi<O> {
     /// `dma_map_single()`: a kernel virtual address in the kernel; here its physical address,
     /// served by the ops' `map_page` as `dma_map_single_attrs()` → `dma_map_page_attrs()` is.
     pub fn map_single<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         phys: PhysAddr,
         size: u64,
@@ -124,7 +114,7 @@ impl<O: DmaMapOps> DmaApi<O> {
 
     /// `dma_unmap_single()`, served by the ops' `unmap_page`.
     pub fn unmap_single<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         addr: DmaAddr,
         size: u64,
@@ -137,7 +127,7 @@ impl<O: DmaMapOps> DmaApi<O> {
     }
 
     pub fn map_sg<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         sgt: &mut SgTable,
         dir: DmaDirection,
@@ -149,7 +139,7 @@ impl<O: DmaMapOps> DmaApi<O> {
     }
 
     pub fn unmap_sg<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         sgt: &mut SgTable,
         dir: DmaDirection,
@@ -162,12 +152,12 @@ impl<O: DmaMapOps> DmaApi<O> {
 
     /// `dma_mapping_error()`: an inline in the kernel, so it opens no frame of its own; an ops
     /// `mapping_error` it calls does.
-    pub fn mapping_error<H: DeviceHw>(&mut self, hw: &mut H, addr: DmaAddr) -> bool {
+    pub fn mapping_error<H: DeviceHw>(&self, hw: &mut H, addr: DmaAddr) -> bool {
         self.ops.mapping_error(hw, &self.dev, addr)
     }
 
     pub fn sync_single_for_cpu<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         addr: DmaAddr,
         size: u64,
@@ -181,7 +171,7 @@ impl<O: DmaMapOps> DmaApi<O> {
     }
 
     pub fn sync_single_for_device<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         addr: DmaAddr,
         size: u64,
@@ -194,7 +184,7 @@ impl<O: DmaMapOps> DmaApi<O> {
         )
     }
 
-    pub fn sync_sg_for_cpu<H: DeviceHw>(&mut self, hw: &mut H, sgt: &SgTable, dir: DmaDirection) {
+    pub fn sync_sg_for_cpu<H: DeviceHw>(&self, hw: &mut H, sgt: &SgTable, dir: DmaDirection) {
         self.frame(
             hw,
             crate::frame_id!("dma_sync_sg_for_cpu"),
@@ -202,12 +192,7 @@ impl<O: DmaMapOps> DmaApi<O> {
         )
     }
 
-    pub fn sync_sg_for_device<H: DeviceHw>(
-        &mut self,
-        hw: &mut H,
-        sgt: &SgTable,
-        dir: DmaDirection,
-    ) {
+    pub fn sync_sg_for_device<H: DeviceHw>(&self, hw: &mut H, sgt: &SgTable, dir: DmaDirection) {
         self.frame(
             hw,
             crate::frame_id!("dma_sync_sg_for_device"),

@@ -33,11 +33,14 @@ pub enum DmaError {
 /// `struct dma_map_ops`: what a DMA implementation (dma-direct, iommu-dma) provides. Generic over
 /// the backend, so a run's calls reach the Model statically; the implementations a run can put
 /// behind the API are the closed set [`crate::setup::DmaOps`]. What the ops' shared state saw is
-/// [`crate::stats::Stats`]'s, beside the kernel's methods.
+/// [`crate::stats::Stats`]'s, beside the kernel's methods. Every CPU calls the one object through
+/// `&self`, as the kernel calls `dev->dma_ops` through a const pointer: what the CPUs share sits
+/// in [`crate::smp`]'s locks and shared lines, what each keeps for itself in a
+/// [`crate::smp::PerCpu`].
 pub trait DmaMapOps: crate::stats::Stats {
     fn name(&self) -> &'static str;
     fn map_page<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         phys: PhysAddr,
@@ -46,7 +49,7 @@ pub trait DmaMapOps: crate::stats::Stats {
         attrs: DmaAttrs,
     ) -> Result<DmaAddr, DmaError>;
     fn unmap_page<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         addr: DmaAddr,
@@ -56,7 +59,7 @@ pub trait DmaMapOps: crate::stats::Stats {
     );
     /// Returns the number of mapped entries (`nents`).
     fn map_sg<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         sgt: &mut SgTable,
@@ -64,7 +67,7 @@ pub trait DmaMapOps: crate::stats::Stats {
         attrs: DmaAttrs,
     ) -> Result<usize, DmaError>;
     fn unmap_sg<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         sgt: &mut SgTable,
@@ -72,7 +75,7 @@ pub trait DmaMapOps: crate::stats::Stats {
         attrs: DmaAttrs,
     );
     fn sync_single_for_cpu<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         addr: DmaAddr,
@@ -80,7 +83,7 @@ pub trait DmaMapOps: crate::stats::Stats {
         dir: DmaDirection,
     );
     fn sync_single_for_device<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         addr: DmaAddr,
@@ -88,14 +91,14 @@ pub trait DmaMapOps: crate::stats::Stats {
         dir: DmaDirection,
     );
     fn sync_sg_for_cpu<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         sgt: &SgTable,
         dir: DmaDirection,
     );
     fn sync_sg_for_device<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         sgt: &SgTable,
@@ -103,16 +106,7 @@ pub trait DmaMapOps: crate::stats::Stats {
     );
     /// `dma_mapping_error()` → `ops->mapping_error` where an implementation has one (2012
     /// swiotlb's `swiotlb_dma_mapping_error`); otherwise the comparison with `DMA_MAPPING_ERROR`.
-    fn mapping_error<H: DeviceHw>(&mut self, _hw: &mut H, _dev: &Device, addr: DmaAddr) -> bool {
+    fn mapping_error<H: DeviceHw>(&self, _hw: &mut H, _dev: &Device, addr: DmaAddr) -> bool {
         addr == DmaAddr::MAPPING_ERROR
-    }
-    /// These ops as CPU `cpu` of the same machine runs them: what the kernel shares between
-    /// CPUs (a swiotlb pool, an IOMMU domain and its IOVA space) shared, the rest its own.
-    /// `None` for ops whose sharing is not modelled.
-    fn on_cpu(&self, _cpu: u32) -> Option<Self>
-    where
-        Self: Sized,
-    {
-        None
     }
 }

@@ -327,7 +327,7 @@ impl PlDma {
     /// once with `dma_map_single` (not part of any block's work).
     pub fn open(
         hw: &mut Model,
-        mut api: DeviceDmaApi,
+        api: DeviceDmaApi,
         mem: SharedPhysMem,
         cfg: PlDmaConfig,
     ) -> Result<PlDma, OpenError> {

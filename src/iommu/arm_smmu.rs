@@ -47,7 +47,7 @@ impl ByVa {
     /// A `TLBIVA` per granule of the range, then a sync.
     #[inline]
     pub fn flush<H: DeviceHw + ?Sized>(
-        cb: &mut ArmSmmuContext,
+        cb: &ArmSmmuContext,
         hw: &mut H,
         iova: u64,
         size: u64,
@@ -61,7 +61,7 @@ impl ByVa {
 impl ByAsid {
     /// The whole ASID (`TLBIASID`), then a sync.
     #[inline]
-    pub fn flush<H: DeviceHw + ?Sized>(cb: &mut ArmSmmuContext, hw: &mut H) {
+    pub fn flush<H: DeviceHw + ?Sized>(cb: &ArmSmmuContext, hw: &mut H) {
         cb.tlb_inv_context_s1(hw);
     }
 }
@@ -98,9 +98,8 @@ pub struct ArmSmmuContext {
     pub asid: u16,
     /// `ARM_SMMU_FEAT_COHERENT_WALK`: the table walker snoops CPU caches.
     pub coherent_walk: bool,
-    /// `smmu_domain->cb_lock`, held around a sync and its poll, and what it guards: one for
-    /// every CPU's view.
-    pub cb_lock: std::rc::Rc<crate::smp::SpinLock<TlbSync>>,
+    /// `smmu_domain->cb_lock`, held around a sync and its poll, and what it guards.
+    pub cb_lock: crate::smp::SpinLock<TlbSync>,
     costs: Costs,
 }
 
@@ -122,7 +121,7 @@ impl ArmSmmuContext {
     /// in the AArch64 format (VA[..:12] with the ASID in bits 63:48).
     #[inline]
     pub fn tlb_inv_range_s1<H: DeviceHw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         iova: u64,
         size: u64,
@@ -150,7 +149,7 @@ impl ArmSmmuContext {
     }
 
     /// `arm_smmu_tlb_inv_context_s1()`: `wmb()`, `TLBIASID`, then sync.
-    pub fn tlb_inv_context_s1<H: DeviceHw + ?Sized>(&mut self, hw: &mut H) {
+    pub fn tlb_inv_context_s1<H: DeviceHw + ?Sized>(&self, hw: &mut H) {
         let back = hw.enter(crate::frame_id!("arm_smmu_tlb_inv_context_s1"));
         hw.wmb();
         hw.mmio_write(MmioReg::SmmuTlbiasid, u64::from(self.asid));
@@ -159,17 +158,13 @@ impl ArmSmmuContext {
     }
 
     /// `arm_smmu_tlb_sync_context()` / `__arm_smmu_tlb_sync()`: write `TLBSYNC`, poll `TLBSTATUS`.
-    pub fn tlb_sync_context<H: DeviceHw + ?Sized>(&mut self, hw: &mut H) {
+    pub fn tlb_sync_context<H: DeviceHw + ?Sized>(&self, hw: &mut H) {
         self.tlb_sync_context_in(hw, crate::frame_id!("arm_smmu_tlb_sync_context"));
     }
 
     /// [`Self::tlb_sync_context`] in `frame`: its own, or entered with its callers' frames.
     #[inline]
-    pub fn tlb_sync_context_in<H: DeviceHw + ?Sized>(
-        &mut self,
-        hw: &mut H,
-        frame: &'static FrameId,
-    ) {
+    pub fn tlb_sync_context_in<H: DeviceHw + ?Sized>(&self, hw: &mut H, frame: &'static FrameId) {
         let back = hw.enter(frame);
         hw.sw(self.costs.sync);
         hw.with_lock(&self.cb_lock, |hw, sync| {
@@ -218,30 +213,17 @@ pub struct ArmSmmuDomain {
 }
 
 impl ArmSmmuDomain {
-    /// The domain as another CPU uses it: the same context bank and its `cb_lock`.
-    pub fn on_cpu(&self) -> ArmSmmuDomain {
-        ArmSmmuDomain {
-            cb: ArmSmmuContext {
-                asid: self.cb.asid,
-                coherent_walk: self.cb.coherent_walk,
-                cb_lock: std::rc::Rc::clone(&self.cb.cb_lock),
-                costs: self.cb.costs,
-            },
-            walk: self.walk,
-        }
-    }
-
     /// A domain on an SMMU whose table walker is not coherent (see [`Self::with_coherent_walk`]).
     pub fn new(hw: &dyn Hw, asid: u16, walk: WalkFlushKind) -> ArmSmmuDomain {
         ArmSmmuDomain {
             cb: ArmSmmuContext {
                 asid,
                 coherent_walk: false,
-                cb_lock: std::rc::Rc::new(crate::smp::SpinLock::named(
+                cb_lock: crate::smp::SpinLock::named(
                     "cb_lock",
                     "(spinning on cb_lock)",
                     TlbSync::default(),
-                )),
+                ),
                 costs: Costs {
                     inv_range: hw.sw_cost(SwKey::ArmSmmuTlbInvRange),
                     inv_step: hw.sw_cost(SwKey::ArmSmmuTlbInvStep),
@@ -266,7 +248,7 @@ impl ArmSmmuDomain {
     /// [`Self::tlb_add_page_s1`] is, the policy reached by a match.
     #[inline]
     pub fn tlb_flush_walk_s1<H: DeviceHw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         iova: u64,
         size: u64,
@@ -274,8 +256,8 @@ impl ArmSmmuDomain {
     ) {
         let back = hw.enter(crate::frame_id!("arm_smmu_tlb_inv_walk_s1"));
         match self.walk {
-            WalkFlushKind::ByVa => ByVa::flush(&mut self.cb, hw, iova, size, granule),
-            WalkFlushKind::Asid => ByAsid::flush(&mut self.cb, hw),
+            WalkFlushKind::ByVa => ByVa::flush(&self.cb, hw, iova, size, granule),
+            WalkFlushKind::Asid => ByAsid::flush(&self.cb, hw),
         }
         hw.leave(back);
     }
@@ -284,7 +266,7 @@ impl ArmSmmuDomain {
     /// [`IommuFlushOps::tlb_add_page`], generic so that io-pgtable's unmap loop, holding a
     /// concrete backend, reaches the register write with static calls.
     #[inline]
-    pub fn tlb_add_page_s1<H: DeviceHw + ?Sized>(&mut self, hw: &mut H, iova: u64, granule: u64) {
+    pub fn tlb_add_page_s1<H: DeviceHw + ?Sized>(&self, hw: &mut H, iova: u64, granule: u64) {
         let back = hw.enter(crate::frame_id!("arm_smmu_tlb_add_page_s1"));
         self.cb
             .tlb_inv_range_s1(hw, iova, granule, granule, MmioReg::SmmuTlbival);
@@ -293,11 +275,7 @@ impl ArmSmmuDomain {
 
     /// `arm_smmu_iotlb_sync()`: the body of [`IommuFlushOps::iotlb_sync`], generic as above.
     #[inline]
-    pub fn iotlb_sync_s1<H: DeviceHw + ?Sized>(
-        &mut self,
-        hw: &mut H,
-        gather: &mut IommuIotlbGather,
-    ) {
+    pub fn iotlb_sync_s1<H: DeviceHw + ?Sized>(&self, hw: &mut H, gather: &mut IommuIotlbGather) {
         self.iotlb_sync_s1_in(hw, gather, crate::frame_id!("arm_smmu_tlb_sync_context"));
     }
 
@@ -305,7 +283,7 @@ impl ArmSmmuDomain {
     /// [`super::SyncFrames`]).
     #[inline]
     pub fn iotlb_sync_s1_in<H: DeviceHw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         gather: &mut IommuIotlbGather,
         frame: &'static FrameId,
@@ -328,20 +306,16 @@ impl IommuFlushOps for ArmSmmuDomain {
         "arm-smmu"
     }
 
-    fn on_cpu(&self) -> Option<Box<dyn IommuFlushOps>> {
-        Some(Box::new(ArmSmmuDomain::on_cpu(self)))
-    }
-
-    fn tlb_flush_all(&mut self, hw: &mut dyn DeviceHw) {
+    fn tlb_flush_all(&self, hw: &mut dyn DeviceHw) {
         self.cb.tlb_inv_context_s1(hw);
     }
 
-    fn tlb_flush_walk(&mut self, hw: &mut dyn DeviceHw, iova: u64, size: u64, granule: u64) {
+    fn tlb_flush_walk(&self, hw: &mut dyn DeviceHw, iova: u64, size: u64, granule: u64) {
         self.tlb_flush_walk_s1(hw, iova, size, granule);
     }
 
     fn tlb_add_page(
-        &mut self,
+        &self,
         hw: &mut dyn DeviceHw,
         _gather: &mut IommuIotlbGather,
         iova: u64,
@@ -350,12 +324,8 @@ impl IommuFlushOps for ArmSmmuDomain {
         self.tlb_add_page_s1(hw, iova, granule);
     }
 
-    fn iotlb_sync(&mut self, hw: &mut dyn DeviceHw, gather: &mut IommuIotlbGather) {
+    fn iotlb_sync(&self, hw: &mut dyn DeviceHw, gather: &mut IommuIotlbGather) {
         self.iotlb_sync_s1(hw, gather);
-    }
-
-    fn as_arm_smmu(&mut self) -> Option<&mut ArmSmmuDomain> {
-        Some(self)
     }
 }
 
@@ -368,13 +338,13 @@ mod tests {
     #[test]
     fn walk_flush_by_va_writes_one_tlbiva_per_granule_then_syncs() {
         let mut r = Recorder::new(64);
-        let mut d = ArmSmmuDomain::new(&r, 3, WalkFlushKind::ByVa);
+        let d = ArmSmmuDomain::new(&r, 3, WalkFlushKind::ByVa);
         d.tlb_flush_walk(&mut r, 0x20_0000, 2 << 20, 4096);
         assert_eq!(r.count_of(Counter::SmmuTlbiva), 512);
         assert_eq!(r.count_of(Counter::SmmuTlbsync), 1);
         assert_eq!(r.count_of(Counter::SmmuTlbstatusRead), 1);
         let mut r = Recorder::new(64);
-        let mut d = ArmSmmuDomain::new(&r, 3, WalkFlushKind::Asid);
+        let d = ArmSmmuDomain::new(&r, 3, WalkFlushKind::Asid);
         d.tlb_flush_walk(&mut r, 0x20_0000, 2 << 20, 4096);
         assert_eq!(
             r.mmio,
@@ -390,7 +360,7 @@ mod tests {
     fn sync_spins_ten_reads_then_backs_off() {
         let mut r = Recorder::new(64);
         r.busy_polls_per_sync = 25;
-        let mut d = ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa);
+        let d = ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa);
         let mut g = IommuIotlbGather::new();
         d.iotlb_sync(&mut r, &mut g);
         // 10 busy, udelay(1), 10 busy, udelay(2), 5 busy + 1 idle.
@@ -407,7 +377,7 @@ mod tests {
         for (busy, delays) in [(9, vec![]), (10, vec![1]), (19, vec![1]), (20, vec![1, 2])] {
             let mut r = Recorder::new(64);
             r.busy_polls_per_sync = busy;
-            let mut d = ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa);
+            let d = ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa);
             d.cb.tlb_sync_context(&mut r);
             assert_eq!(
                 r.count_of(Counter::SmmuTlbstatusRead),
@@ -422,7 +392,7 @@ mod tests {
     fn sync_gives_up_after_a_second_of_polling() {
         let mut r = Recorder::new(64);
         r.busy_polls_per_sync = u64::MAX;
-        let mut d = ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa);
+        let d = ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa);
         d.cb.tlb_sync_context(&mut r);
         assert_eq!(d.cb.sync_timeouts(), 1);
         assert_eq!(r.udelays.len(), 20);
@@ -432,7 +402,7 @@ mod tests {
     #[test]
     fn leaf_invalidation_encodes_asid_and_va() {
         let mut r = Recorder::new(64);
-        let mut d = ArmSmmuDomain::new(&r, 7, WalkFlushKind::ByVa);
+        let d = ArmSmmuDomain::new(&r, 7, WalkFlushKind::ByVa);
         let mut g = IommuIotlbGather::new();
         d.tlb_add_page(&mut r, &mut g, 0x4000_0000, 2 << 20);
         assert_eq!(r.mmio, vec![MmioReg::SmmuTlbival]);
@@ -444,7 +414,7 @@ mod tests {
     fn context_invalidation_issues_a_wmb_before_tlbiasid() {
         for coherent in [false, true] {
             let mut r = Recorder::new(64);
-            let mut d = ArmSmmuDomain::new(&r, 3, WalkFlushKind::Asid).with_coherent_walk(coherent);
+            let d = ArmSmmuDomain::new(&r, 3, WalkFlushKind::Asid).with_coherent_walk(coherent);
             d.tlb_flush_all(&mut r);
             assert_eq!(
                 r.events,
@@ -472,7 +442,7 @@ mod tests {
     fn range_invalidation_issues_a_wmb_per_call_only_for_a_coherent_walker() {
         for (coherent, wmbs) in [(false, 0), (true, 1)] {
             let mut r = Recorder::new(64);
-            let mut d = ArmSmmuDomain::new(&r, 3, WalkFlushKind::ByVa).with_coherent_walk(coherent);
+            let d = ArmSmmuDomain::new(&r, 3, WalkFlushKind::ByVa).with_coherent_walk(coherent);
             d.tlb_flush_walk(&mut r, 0x20_0000, 2 << 20, 4096);
             assert_eq!(r.count_of(Counter::Wmb), wmbs, "coherent={coherent}");
             assert_eq!(r.count_of(Counter::SmmuTlbiva), 512);
@@ -513,7 +483,7 @@ mod tests {
             .collect();
         for split in [SplitKind::PerPage, SplitKind::UnmapPages] {
             let mut r = Recorder::new(64);
-            let mut d = domain(&mut r, split);
+            let d = domain(&mut r, split);
             let mut r = Recorder::new(64);
             d.iommu_map_sg(&mut r, IovaAddr(1 << 32), &segs, Prot::RW)
                 .unwrap();
@@ -523,7 +493,7 @@ mod tests {
         // 1 MB physically contiguous: 256 calls on 5.14, one map_pages call on 5.15.
         for (split, calls) in [(SplitKind::PerPage, 256), (SplitKind::UnmapPages, 1)] {
             let mut r = Recorder::new(64);
-            let mut d = domain(&mut r, split);
+            let d = domain(&mut r, split);
             let mut r = Recorder::new(64);
             d.iommu_map(
                 &mut r,

@@ -284,8 +284,8 @@ pub enum CmdqProtocol {
 
 /// The command queue's shared state: a ring of 16-byte entries and what the CPUs meet on to
 /// fill it (the lock before 5.4; `llq`, `owner_prod` with the shared lock, and the valid map
-/// from 5.4), each owning what the kernel keeps under it or on its line. One per SMMU: every
-/// CPU's view of a domain holds the same [`Cmdq`] (`Rc`). The ring's slots are written by the
+/// from 5.4), each owning what the kernel keeps under it or on its line. One per SMMU, which
+/// every CPU calling the domain reaches through it. The ring's slots are written by the
 /// CPU that claimed them and read by the owner that publishes them, borrowed only between the
 /// points where a CPU may wait.
 #[derive(Debug)]
@@ -824,7 +824,8 @@ pub struct ArmSmmuV3Domain {
     pub rules: SmmuV3Rules,
     /// The domain's smallest page size (`__ffs(pgsize_bitmap)`), the range commands' TG.
     pub granule: u64,
-    /// The SMMU's command queue, shared by every CPU's view of the domain.
+    /// The SMMU's command queue, which every CPU calling the domain shares (an `Rc`, so that
+    /// what it saw can be read after the domain has gone).
     pub cmdq: Rc<Cmdq>,
     costs: Costs,
 }
@@ -887,18 +888,6 @@ impl ArmSmmuV3Domain {
         q.protocol = rules.cmdq_protocol();
         self.costs.issue = hw.sw_cost(issue_key(q.protocol));
         self
-    }
-
-    /// This domain as another CPU uses it: the same queue.
-    pub fn on_cpu(&self) -> ArmSmmuV3Domain {
-        ArmSmmuV3Domain {
-            asid: self.asid,
-            features: self.features,
-            rules: self.rules,
-            granule: self.granule,
-            cmdq: Rc::clone(&self.cmdq),
-            costs: self.costs,
-        }
     }
 
     /// `arm_smmu_cmdq_batch_add()`: a full batch is issued first.
@@ -1040,24 +1029,20 @@ impl IommuFlushOps for ArmSmmuV3Domain {
         "arm-smmu-v3"
     }
 
-    fn on_cpu(&self) -> Option<Box<dyn IommuFlushOps>> {
-        Some(Box::new(ArmSmmuV3Domain::on_cpu(self)))
-    }
-
-    fn tlb_flush_all(&mut self, hw: &mut dyn DeviceHw) {
+    fn tlb_flush_all(&self, hw: &mut dyn DeviceHw) {
         let back = hw.enter(crate::frame_id!("arm_smmu_tlb_inv_context"));
         self.tlb_inv_asid(hw);
         hw.leave(back);
     }
 
-    fn tlb_flush_walk(&mut self, hw: &mut dyn DeviceHw, iova: u64, size: u64, granule: u64) {
+    fn tlb_flush_walk(&self, hw: &mut dyn DeviceHw, iova: u64, size: u64, granule: u64) {
         let back = hw.enter(crate::frame_id!("arm_smmu_tlb_inv_walk"));
         self.tlb_inv_range(hw, iova, size, granule, false);
         hw.leave(back);
     }
 
     fn tlb_add_page(
-        &mut self,
+        &self,
         hw: &mut dyn DeviceHw,
         gather: &mut IommuIotlbGather,
         iova: u64,
@@ -1083,7 +1068,7 @@ impl IommuFlushOps for ArmSmmuV3Domain {
         iommu_iotlb_gather_add_page(self, hw, gather, iova, granule);
     }
 
-    fn iotlb_sync(&mut self, hw: &mut dyn DeviceHw, gather: &mut IommuIotlbGather) {
+    fn iotlb_sync(&self, hw: &mut dyn DeviceHw, gather: &mut IommuIotlbGather) {
         if !self.rules.gathers_leaves() {
             // ≤ 5.3: arm_smmu_iotlb_sync() → arm_smmu_tlb_sync(): the sync alone, every time.
             if !gather.queued {
@@ -1119,7 +1104,7 @@ mod tests {
     #[test]
     fn per_granule_commands_go_out_in_batches_of_64_with_one_sync() {
         let mut r = Recorder::new(64);
-        let mut d = dom(&r, false);
+        let d = dom(&r, false);
         d.tlb_flush_walk(&mut r, 0x10_0000, 200 * 4096, 4096);
         assert_eq!(r.count_of(Counter::CmdqTlbiNhVa), 200);
         assert_eq!(r.count_of(Counter::CmdqSync), 1);
@@ -1153,7 +1138,7 @@ mod tests {
     #[test]
     fn large_ranges_without_range_inv_become_one_asid_invalidation() {
         let mut r = Recorder::new(64);
-        let mut d = dom(&r, false);
+        let d = dom(&r, false);
         d.tlb_flush_walk(&mut r, 0, 2 << 20, 4096);
         assert_eq!(r.count_of(Counter::CmdqTlbiNhVa), 0);
         assert_eq!(r.count_of(Counter::CmdqTlbiNhAsid), 1);
@@ -1163,7 +1148,7 @@ mod tests {
     #[test]
     fn range_invalidation_encodes_tg_ttl_num_scale() {
         let mut r = Recorder::new(64);
-        let mut d = dom(&r, true);
+        let d = dom(&r, true);
         // 2 MB walk of 4K: 512 pages = 1 << 9: one command, SCALE 9, NUM 1 (field 0).
         d.tlb_flush_walk(&mut r, 0x4000_0000, 2 << 20, 4096);
         assert_eq!(r.cmdq, vec![vec![SmmuCmdKind::TlbiNhVa, SmmuCmdKind::Sync]]);
@@ -1208,7 +1193,7 @@ mod tests {
             let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
             let t = ArmLpaeIoPgtable::new(&mut r, IoPgtableCfg::new(4096, 48), mem, None).unwrap();
             let ops = Box::new(dom(&r, range_inv));
-            let mut d = IommuDomain::new(&r, t, ops, SplitKind::UnmapPages);
+            let d = IommuDomain::new(&r, t, ops, SplitKind::UnmapPages);
             let segs: Vec<_> = (0..8192u64)
                 .map(|i| (PhysAddr(0x8000_0000 + i * 8192), 4096))
                 .collect();
@@ -1255,7 +1240,7 @@ mod tests {
             let t = ArmLpaeIoPgtable::new(&mut r, IoPgtableCfg::new(4096, 48), mem, None).unwrap();
             let ops = dom_of(&r, false, 4096, k);
             let q = Rc::clone(&ops.cmdq);
-            let mut d = IommuDomain::new(&r, t, Box::new(ops), SplitKind::UnmapPages);
+            let d = IommuDomain::new(&r, t, Box::new(ops), SplitKind::UnmapPages);
             d.iommu_map(
                 &mut r,
                 IovaAddr(1 << 32),
@@ -1362,7 +1347,7 @@ mod tests {
     #[test]
     fn disjoint_pages_sync_the_gather_early() {
         let mut r = Recorder::new(64);
-        let mut d = dom(&r, false);
+        let d = dom(&r, false);
         let mut g = IommuIotlbGather::new();
         d.tlb_add_page(&mut r, &mut g, 0x1000, 4096);
         d.tlb_add_page(&mut r, &mut g, 0x2000, 4096);
@@ -1393,7 +1378,7 @@ mod tests {
     fn a_2m_walk_flush_is_per_granule_until_7_0_and_one_asid_from_7_1() {
         for k in [Linux5_4, Linux5_7, Linux5_15, Linux6_6] {
             let mut r = Recorder::new(64);
-            let mut d = dom_of(&r, false, 4096, k);
+            let d = dom_of(&r, false, 4096, k);
             d.tlb_flush_walk(&mut r, 0x4020_0000, 2 << 20, 4096);
             assert_eq!(r.count_of(Counter::CmdqTlbiNhVa), 512, "{k:?}");
             assert_eq!(r.count_of(Counter::CmdqTlbiNhAsid), 0, "{k:?}");
@@ -1402,7 +1387,7 @@ mod tests {
             assert_eq!(d.cmdq.bytes_written(), 513 * 16);
         }
         let mut r = Recorder::new(64);
-        let mut d = dom_of(&r, false, 4096, Linux7_1);
+        let d = dom_of(&r, false, 4096, Linux7_1);
         d.tlb_flush_walk(&mut r, 0x4020_0000, 2 << 20, 4096);
         assert_eq!(
             r.cmdq,
@@ -1433,7 +1418,7 @@ mod tests {
             let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
             let t = ArmLpaeIoPgtable::new(&mut r, IoPgtableCfg::new(4096, 48), mem, None).unwrap();
             let ops = Box::new(dom_of(&r, false, 4096, k));
-            let mut d = IommuDomain::new(&r, t, ops, SplitKind::UnmapPages);
+            let d = IommuDomain::new(&r, t, ops, SplitKind::UnmapPages);
             let segs: Vec<_> = (0..8192u64)
                 .map(|i| (PhysAddr(0x8000_0000 + i * 8192), 4096))
                 .collect();
@@ -1453,7 +1438,7 @@ mod tests {
     #[test]
     fn the_7_1_threshold_follows_the_granule() {
         let mut r = Recorder::new(64);
-        let mut d = dom_of(&r, false, 0x10000, Linux7_1);
+        let d = dom_of(&r, false, 0x10000, Linux7_1);
         d.tlb_flush_walk(&mut r, 0, 512 << 20, 0x10000);
         assert_eq!(r.count_of(Counter::CmdqTlbiNhAsid), 1);
         assert_eq!(r.count_of(Counter::CmdqTlbiNhVa), 0);
@@ -1473,7 +1458,7 @@ mod tests {
     #[test]
     fn asid_invalidation_is_two_lists_on_5_14_and_one_from_5_15() {
         let mut r = Recorder::new(64);
-        let mut d = dom_of(&r, false, 4096, Linux5_7);
+        let d = dom_of(&r, false, 4096, Linux5_7);
         d.tlb_flush_all(&mut r);
         assert_eq!(
             r.cmdq,
@@ -1482,7 +1467,7 @@ mod tests {
         assert_eq!(d.cmdq.stats().batches, 2);
         for k in [Linux5_15, Linux6_6, Linux7_1] {
             let mut r = Recorder::new(64);
-            let mut d = dom_of(&r, false, 4096, k);
+            let d = dom_of(&r, false, 4096, k);
             d.tlb_flush_all(&mut r);
             assert_eq!(
                 r.cmdq,
@@ -1498,12 +1483,12 @@ mod tests {
     #[test]
     fn range_invalidation_is_used_from_5_7_with_ttl_rules_by_release() {
         let mut r = Recorder::new(64);
-        let mut d = dom_of(&r, true, 4096, Linux5_4);
+        let d = dom_of(&r, true, 4096, Linux5_4);
         d.tlb_flush_walk(&mut r, 0x4000_0000, 2 << 20, 4096);
         assert_eq!(r.count_of(Counter::CmdqTlbiNhVa), 512);
         for (k, ttl) in [(Linux5_7, 3), (Linux5_15, 3), (Linux6_6, 0), (Linux7_1, 0)] {
             let mut r = Recorder::new(64);
-            let mut d = dom_of(&r, true, 4096, k);
+            let d = dom_of(&r, true, 4096, k);
             d.tlb_flush_walk(&mut r, 0x4000_0000, 2 << 20, 4096);
             assert_eq!(
                 r.cmdq,
@@ -1518,7 +1503,7 @@ mod tests {
         // then 32 (SCALE 5); 6.6 rounds up to 34 pages, one command of 17 << 1.
         for (k, n, first) in [(Linux5_15, 2, (0, 0)), (Linux6_6, 1, (16, 1))] {
             let mut r = Recorder::new(64);
-            let mut d = dom_of(&r, true, 4096, k);
+            let d = dom_of(&r, true, 4096, k);
             d.tlb_flush_walk(&mut r, 0, 33 * 4096, 4096);
             assert_eq!(r.count_of(Counter::CmdqTlbiNhVa), n, "{k:?}");
             let e = d.cmdq.entry(0);

@@ -14,6 +14,9 @@
 //! maps each run of physically contiguous segments with one `__iommu_map`. Unmap ends with one
 //! `iommu_iotlb_sync` (strict), unless the caller gathers (`iommu_unmap_fast`).
 //!
+//! Every CPU calls the one domain through `&self`: the page table and the driver's ops keep what
+//! the CPUs share, and what each CPU keeps for itself, inside them.
+//!
 //! Invariants: a failed map leaves nothing of itself mapped (it unmaps what it had mapped); the
 //! bytes an unmap reports are exactly the bytes whose translations it removed.
 
@@ -170,16 +173,17 @@ impl IommuDomain {
         }
     }
 
-    /// The same domain as another CPU uses it: one page table, one SMMU, each CPU's own
-    /// look-aside state. `None` if the table or the driver cannot be shared.
-    pub fn on_cpu(&self) -> Option<IommuDomain> {
-        Some(IommuDomain {
-            pgtable: self.pgtable.on_cpu()?,
-            ops: self.ops.on_cpu()?,
-            split: self.split,
-            costs: self.costs,
-            map_sg_returns: self.map_sg_returns,
-        })
+    /// Each CPU's own state (the page table's look-aside) for `ncpus` possible CPUs, set up
+    /// before any CPU calls the domain.
+    pub fn with_cpus(mut self, ncpus: usize) -> IommuDomain {
+        self.pgtable = self.pgtable.with_cpus(ncpus);
+        self
+    }
+
+    /// Whether several CPUs may call the domain at once: both drivers' flush ops share what the
+    /// kernel shares, so only the table's cleaning for a non-coherent walker can refuse.
+    pub fn shareable(&self) -> bool {
+        self.pgtable.shareable()
     }
 
     /// The release's `iommu_map_sg()` return on failure.
@@ -247,7 +251,7 @@ impl IommuDomain {
     /// `__iommu_map`).
     #[inline(always)]
     fn map_range<H: AsDynDeviceHw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         frame: &'static FrameId,
         iova: u64,
@@ -264,15 +268,10 @@ impl IommuDomain {
             hw.sw(self.costs.pgsize);
             let (pgsize, count) = iommu_pgsize(self.pgsize_bitmap(), at, pa, left);
             let n = self.split.pages_per_call(count);
-            match self.pgtable.map_pages(
-                hw,
-                &mut self.ops,
-                IovaAddr(at),
-                PhysAddr(pa),
-                pgsize,
-                n,
-                prot,
-            ) {
+            match self
+                .pgtable
+                .map_pages(hw, &self.ops, IovaAddr(at), PhysAddr(pa), pgsize, n, prot)
+            {
                 Ok(0) => break,
                 Ok(mapped) => {
                     at += mapped;
@@ -298,7 +297,7 @@ impl IommuDomain {
     #[cold]
     #[inline(never)]
     fn unroll<H: AsDynDeviceHw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         iova: u64,
         done: u64,
@@ -310,7 +309,7 @@ impl IommuDomain {
 
     /// `iommu_map()`.
     pub fn iommu_map<H: AsDynDeviceHw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         iova: IovaAddr,
         paddr: PhysAddr,
@@ -326,7 +325,7 @@ impl IommuDomain {
     /// prepares them) back to back from `iova`, one `__iommu_map` per physically contiguous run.
     /// Returns the bytes mapped; on failure nothing stays mapped.
     pub fn iommu_map_sg<H: AsDynDeviceHw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         iova: IovaAddr,
         segs: &[(PhysAddr, u64)],
@@ -376,7 +375,7 @@ impl IommuDomain {
     /// `__iommu_unmap()`: remove `[iova, iova + size)`, gathering leaf invalidations in `gather`.
     /// Returns the bytes unmapped, which may be short if a hole was met; 0 bytes is an error.
     fn unmap_range<H: AsDynDeviceHw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         frame: &'static FrameId,
         iova: u64,
@@ -398,7 +397,7 @@ impl IommuDomain {
         let n = self.split.pages_per_call(count);
         let first = self
             .pgtable
-            .unmap_pages(hw, &mut self.ops, gather, IovaAddr(iova), pgsize, n);
+            .unmap_pages(hw, &self.ops, gather, IovaAddr(iova), pgsize, n);
         let (unmapped, err) = match first {
             Ok(b) if b >= size => (b, None),
             Ok(b) => self.unmap_rest(hw, iova, size, b, gather),
@@ -421,7 +420,7 @@ impl IommuDomain {
     #[cold]
     #[inline(never)]
     fn unmap_nothing<H: AsDynDeviceHw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         frame: &'static FrameId,
         iova: u64,
@@ -439,7 +438,7 @@ impl IommuDomain {
     /// bytes unmapped in all, and the error that stopped it, if one did.
     #[inline(never)]
     fn unmap_rest<H: AsDynDeviceHw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         iova: u64,
         size: u64,
@@ -453,7 +452,7 @@ impl IommuDomain {
             let n = self.split.pages_per_call(count);
             match self
                 .pgtable
-                .unmap_pages(hw, &mut self.ops, gather, IovaAddr(at), pgsize, n)
+                .unmap_pages(hw, &self.ops, gather, IovaAddr(at), pgsize, n)
             {
                 Ok(b) => unmapped += b,
                 Err(e) => return (unmapped, Some(e)),
@@ -464,7 +463,7 @@ impl IommuDomain {
 
     /// `iommu_unmap()`: unmap and invalidate (strict), one `iotlb_sync` at the end.
     pub fn iommu_unmap<H: AsDynDeviceHw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         iova: IovaAddr,
         size: u64,
@@ -474,13 +473,13 @@ impl IommuDomain {
         let mut gather = IommuIotlbGather::new();
         let frame = crate::frame_id!("iommu_unmap" => "__iommu_unmap");
         let r = self.unmap_range(hw, frame, iova.0, size, &mut gather);
-        super::iotlb_sync(&mut self.ops, hw, &mut gather, sync_frames!("iommu_unmap"));
+        super::iotlb_sync(&self.ops, hw, &mut gather, sync_frames!("iommu_unmap"));
         r
     }
 
     /// `iommu_unmap_fast()`: unmap, leaving the gathered invalidations to the caller.
     pub fn iommu_unmap_fast<H: AsDynDeviceHw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         iova: IovaAddr,
         size: u64,
@@ -492,16 +491,12 @@ impl IommuDomain {
 
     /// `iommu_iotlb_sync()`.
     #[inline]
-    pub fn iotlb_sync<H: AsDynDeviceHw + ?Sized>(
-        &mut self,
-        hw: &mut H,
-        gather: &mut IommuIotlbGather,
-    ) {
-        super::iotlb_sync(&mut self.ops, hw, gather, sync_frames!());
+    pub fn iotlb_sync<H: AsDynDeviceHw + ?Sized>(&self, hw: &mut H, gather: &mut IommuIotlbGather) {
+        super::iotlb_sync(&self.ops, hw, gather, sync_frames!());
     }
 
     /// `iommu_flush_iotlb_all()`.
-    pub fn flush_iotlb_all(&mut self, hw: &mut dyn DeviceHw) {
+    pub fn flush_iotlb_all(&self, hw: &mut dyn DeviceHw) {
         let back = hw.enter(crate::frame_id!("iommu_flush_iotlb_all"));
         self.ops.tlb_flush_all(hw);
         hw.leave(back);
@@ -600,7 +595,7 @@ mod seed001 {
 
     fn unmap_32m(walk: WalkFlushKind, split: SplitKind) -> (Recorder, IommuDomain) {
         let mut r = Recorder::new(64);
-        let mut d = domain(&mut r, walk, split);
+        let d = domain(&mut r, walk, split);
         let base = d.pgtable.mem().allocations();
         assert_eq!(
             d.iommu_map_sg(&mut r, IovaAddr(IOVA), &scattered(8192), Prot::RW),
@@ -662,7 +657,7 @@ mod seed001 {
     fn one_mb_unmap_is_256_calls_before_5_15_and_one_after() {
         for (split, calls) in [(SplitKind::PerPage, 256), (SplitKind::UnmapPages, 1)] {
             let mut r = Recorder::new(64);
-            let mut d = domain(&mut r, WalkFlushKind::ByVa, split);
+            let d = domain(&mut r, WalkFlushKind::ByVa, split);
             d.iommu_map_sg(&mut r, IovaAddr(IOVA), &scattered(256), Prot::RW)
                 .unwrap();
             let mut r = Recorder::new(64);
@@ -677,7 +672,7 @@ mod seed001 {
     fn unaligned_unmap_straddling_2m_boundaries() {
         for split in [SplitKind::PerPage, SplitKind::UnmapPages] {
             let mut r = Recorder::new(64);
-            let mut d = domain(&mut r, WalkFlushKind::ByVa, split);
+            let d = domain(&mut r, WalkFlushKind::ByVa, split);
             d.iommu_map_sg(&mut r, IovaAddr(IOVA), &scattered(2048), Prot::RW)
                 .unwrap();
             let tables = d.pgtable.mem().allocations();
@@ -707,7 +702,7 @@ mod seed001 {
     #[test]
     fn contiguous_memory_is_mapped_with_blocks() {
         let mut r = Recorder::new(64);
-        let mut d = domain(&mut r, WalkFlushKind::ByVa, SplitKind::UnmapPages);
+        let d = domain(&mut r, WalkFlushKind::ByVa, SplitKind::UnmapPages);
         // 4 MB + 8 KB contiguous starting 4 KB below a 2 MB boundary.
         let segs: Vec<_> = (0..1026u64)
             .map(|i| (PhysAddr(0x8020_0000 - 4096 + i * 4096), 4096))
@@ -749,7 +744,7 @@ mod seed001 {
             let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
             let t = ArmLpaeIoPgtable::new(&mut m, IoPgtableCfg::new(4096, 48), mem, None).unwrap();
             let ops = Box::new(ArmSmmuDomain::new(&m, 5, walk));
-            let mut d = IommuDomain::new(&m, t, ops, SplitKind::PerPage);
+            let d = IommuDomain::new(&m, t, ops, SplitKind::PerPage);
             d.iommu_map_sg(&mut m, IovaAddr(IOVA), &scattered(8192), Prot::RW)
                 .unwrap();
             m.clear_ledger();
@@ -781,7 +776,7 @@ mod seed001 {
     #[test]
     fn failed_map_leaves_nothing_mapped() {
         let mut r = Recorder::new(64);
-        let mut d = domain(&mut r, WalkFlushKind::ByVa, SplitKind::UnmapPages);
+        let d = domain(&mut r, WalkFlushKind::ByVa, SplitKind::UnmapPages);
         d.iommu_map(
             &mut r,
             IovaAddr(IOVA + 0x5000),
@@ -821,7 +816,7 @@ mod seed001 {
         ] {
             let mut r = Recorder::new(64);
             let d = domain(&mut r, WalkFlushKind::ByVa, split);
-            let mut d = d.with_map_sg_returns(returns);
+            let d = d.with_map_sg_returns(returns);
             d.iommu_map(
                 &mut r,
                 IovaAddr(IOVA + 0x5000),

@@ -68,7 +68,7 @@ use super::iova::IovaDomain;
 use crate::hw::SmpHw;
 use crate::hw::{Counter, DeviceHw, Hw, SwCost, SwKey};
 use crate::smp::{PerCpu, Shared, SpinLock};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 
 /// Slots in each CPU's ring (`IOVA_FQ_SIZE`; `IOVA_DEFAULT_FQ_SIZE` from 6.7). A power of two:
 /// the kernel wraps indices with a mask.
@@ -257,11 +257,11 @@ impl FlushQueue {
     pub fn queue_iova(
         &self,
         hw: &mut dyn DeviceHw,
-        domain: &mut IommuDomain,
+        domain: &IommuDomain,
         iovad: &IovaDomain,
         iova_pfn: u64,
         pages: u64,
-        warnings: &mut Vec<String>,
+        warnings: &RefCell<Vec<String>>,
     ) -> bool {
         let cpu = hw.cpu();
         let Some(fq) = self.fqs.get(cpu) else {
@@ -314,7 +314,7 @@ impl FlushQueue {
         iovad: &IovaDomain,
         fq: &mut IovaFq,
         free_cpu: usize,
-        warnings: &mut Vec<String>,
+        warnings: &RefCell<Vec<String>>,
     ) {
         let back = hw.enter(crate::frame_id!("fq_ring_free"));
         hw.sw(self.costs.ring_free);
@@ -325,7 +325,7 @@ impl FlushQueue {
                 break;
             }
             if let Err(err) = iovad.free_iova_fast_on(hw, free_cpu, ent.iova_pfn, ent.pages) {
-                warnings.push(format!(
+                warnings.borrow_mut().push(format!(
                     "flush queue free of IOVA pfn {:#x}: {err}",
                     ent.iova_pfn
                 ));
@@ -338,7 +338,7 @@ impl FlushQueue {
 
     /// `fq_flush_iotlb()` (`iova_domain_flush()` before 5.17): the driver's `flush_iotlb_all`,
     /// bracketed by the start and finish counts that tell `fq_ring_free` what it covered.
-    fn fq_flush_iotlb(&self, hw: &mut dyn DeviceHw, domain: &mut IommuDomain) {
+    fn fq_flush_iotlb(&self, hw: &mut dyn DeviceHw, domain: &IommuDomain) {
         let back = hw.enter(crate::frame_id!("fq_flush_iotlb"));
         hw.count(Counter::FqFlush, 1);
         hw.update(&self.counts, |_, c| c.start += 1);
@@ -351,10 +351,10 @@ impl FlushQueue {
     fn fq_flush_timeout(
         &self,
         hw: &mut dyn DeviceHw,
-        domain: &mut IommuDomain,
+        domain: &IommuDomain,
         iovad: &IovaDomain,
         timer_cpu: usize,
-        warnings: &mut Vec<String>,
+        warnings: &RefCell<Vec<String>>,
     ) {
         let back = hw.enter(crate::frame_id!("fq_flush_timeout"));
         hw.sw(self.costs.timeout);
@@ -373,9 +373,9 @@ impl FlushQueue {
     pub fn run_expired_timer(
         &self,
         hw: &mut dyn DeviceHw,
-        domain: &mut IommuDomain,
+        domain: &IommuDomain,
         iovad: &IovaDomain,
-        warnings: &mut Vec<String>,
+        warnings: &RefCell<Vec<String>>,
     ) -> bool {
         let expired = |t: Option<(u64, usize)>, now| t.filter(|&(expires, _)| now >= expires);
         // The backend's timer wheel, not a load of the kernel's.
@@ -405,9 +405,9 @@ impl FlushQueue {
     pub fn drain(
         &self,
         hw: &mut dyn DeviceHw,
-        domain: &mut IommuDomain,
+        domain: &IommuDomain,
         iovad: &IovaDomain,
-        warnings: &mut Vec<String>,
+        warnings: &RefCell<Vec<String>>,
     ) -> u64 {
         let Some((_, cpu)) = self.timer.peek_mut().take() else {
             return 0;

@@ -66,6 +66,7 @@ use crate::mm::physmem::SharedPhysMem;
 use crate::scatterlist::SgTable;
 use crate::stats::Stats;
 use crate::types::{DmaAddr, DmaAttrs, DmaDirection, IovaAddr, PhysAddr};
+use std::cell::RefCell;
 use std::rc::Rc;
 
 /// `dma_get_max_seg_size()` for a device without `dma_parms`.
@@ -112,14 +113,15 @@ struct Costs {
 #[derive(Debug)]
 pub struct IommuDma {
     pub domain: IommuDomain,
-    /// The IOVA space, shared by every CPU's view of the device ([`IommuDma::on_cpu`]).
+    /// The IOVA space, which every CPU calling the device shares.
     pub iovad: Rc<IovaDomain>,
     arch: ArchOps,
     sync: SyncPaths,
     /// `dma_get_max_seg_size()` (the device model has no `dma_parms.max_segment_size` yet).
     pub max_seg_size: u32,
-    /// DMA-API misuse and unexpected failures, as the kernel would WARN them.
-    pub warnings: Vec<String>,
+    /// DMA-API misuse and unexpected failures, as the kernel would WARN them, from every CPU:
+    /// borrowed only to push one, never across a call that may let another CPU run.
+    pub warnings: RefCell<Vec<String>>,
     invalidation: Invalidation,
     unmap_lookup: UnmapLookup,
     /// The cookie's flush queue; present once the domain has been made lazy.
@@ -165,12 +167,12 @@ impl IommuDma {
     ) -> Result<IommuDma, IommuError> {
         let iovad = Rc::new(IovaDomain::new(hw, domain.min_pagesz(), 1, ncpus)?);
         Ok(IommuDma {
-            domain,
+            domain: domain.with_cpus(ncpus),
             iovad,
             arch: arch.into(),
             sync: sync.into(),
             max_seg_size: DEFAULT_MAX_SEG_SIZE as u32,
-            warnings: Vec::new(),
+            warnings: RefCell::default(),
             invalidation: Invalidation::Strict,
             unmap_lookup: UnmapLookup::Linux5_15,
             fq: None,
@@ -209,26 +211,10 @@ impl IommuDma {
         self
     }
 
-    /// The device's iommu-dma as CPU `cpu` runs it: the same domain (one page table, one
-    /// SMMU), the same IOVA space and flush queue (`cpu`'s magazines and ring, which the calls
-    /// find by the CPU they run on). `None`
-    /// when the CPU has no magazines.
-    pub fn on_cpu(&self, cpu: usize) -> Option<IommuDma> {
-        if cpu >= self.iovad.ncpus() {
-            return None;
-        }
-        Some(IommuDma {
-            domain: self.domain.on_cpu()?,
-            iovad: Rc::clone(&self.iovad),
-            arch: self.arch.on_cpu()?,
-            sync: self.sync,
-            max_seg_size: self.max_seg_size,
-            warnings: Vec::new(),
-            invalidation: self.invalidation,
-            unmap_lookup: self.unmap_lookup,
-            fq: self.fq.clone(),
-            costs: self.costs,
-        })
+    /// Whether several CPUs may call the device at once: both its cache maintenance and its
+    /// domain's can be shared ([`crate::arch::cpu_sharing`]).
+    pub fn shareable(&self) -> bool {
+        self.arch.shareable() && self.domain.shareable()
     }
 
     /// The flush queue, if the domain has been lazy.
@@ -243,18 +229,23 @@ impl IommuDma {
 
     /// At the end of a run: flush once and free every queued IOVA, as the pending timer would.
     /// Returns the IOVA ranges freed (0, and no flush, when nothing is queued).
-    pub fn flush_queue_drain<H: DeviceHw>(&mut self, hw: &mut H) -> u64 {
+    pub fn flush_queue_drain<H: DeviceHw>(&self, hw: &mut H) -> u64 {
         match self.fq.as_ref() {
-            Some(fq) => fq.drain(hw, &mut self.domain, &self.iovad, &mut self.warnings),
+            Some(fq) => fq.drain(hw, &self.domain, &self.iovad, &self.warnings),
             None => 0,
         }
     }
 
     /// The flush queue's timer, if it expired while nobody was looking (see [`super::dma_fq`]).
-    fn fq_timer<H: DeviceHw>(&mut self, hw: &mut H) {
+    fn fq_timer<H: DeviceHw>(&self, hw: &mut H) {
         if let Some(fq) = self.fq.as_ref() {
-            fq.run_expired_timer(hw, &mut self.domain, &self.iovad, &mut self.warnings);
+            fq.run_expired_timer(hw, &self.domain, &self.iovad, &self.warnings);
         }
+    }
+
+    /// A WARN's message, kept for the report.
+    fn warn(&self, msg: String) {
+        self.warnings.borrow_mut().push(msg);
     }
 
     fn granule(&self) -> u64 {
@@ -263,12 +254,7 @@ impl IommuDma {
 
     /// `iommu_dma_alloc_iova()`: `size` bytes (granule multiple) below the device's mask and the
     /// domain's aperture.
-    fn alloc_iova<H: Hw>(
-        &mut self,
-        hw: &mut H,
-        dev: &Device,
-        size: u64,
-    ) -> Result<u64, IommuError> {
+    fn alloc_iova<H: Hw>(&self, hw: &mut H, dev: &Device, size: u64) -> Result<u64, IommuError> {
         let shift = self.iovad.shift();
         let aperture_end = (1u64 << self.domain.pgtable.cfg().ias) - 1;
         let limit = dev.dma_mask.min(aperture_end);
@@ -288,7 +274,7 @@ impl IommuDma {
     /// A failure at any step gives back what the earlier steps took.
     #[allow(clippy::too_many_arguments)]
     pub fn iommu_dma_alloc<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         coh: &mut DmaCoherent,
         mem: &SharedPhysMem,
@@ -305,7 +291,7 @@ impl IommuDma {
 
     #[allow(clippy::too_many_arguments)]
     fn alloc_inner<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         coh: &mut DmaCoherent,
         mem: &SharedPhysMem,
@@ -385,7 +371,7 @@ impl IommuDma {
     /// `iommu_dma_free()`: unmap (strict: invalidate and sync; lazy: queue the IOVA), then give
     /// the pages back where they came from. Returns where each block went.
     pub fn iommu_dma_free<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         coh: &mut DmaCoherent,
         mem: &SharedPhysMem,
@@ -409,20 +395,19 @@ impl IommuDma {
 
     /// `__iommu_dma_unmap()`: unmap `[addr, addr + size)`; strict, invalidate and free its IOVA,
     /// lazy, queue the IOVA for a later flush (`iommu_dma_free_iova` with a queued gather).
-    fn iommu_dma_unmap<H: DeviceHw>(&mut self, hw: &mut H, addr: u64, size: u64) {
+    fn iommu_dma_unmap<H: DeviceHw>(&self, hw: &mut H, addr: u64, size: u64) {
         let g = self.granule();
         let off = addr & (g - 1);
         let start = addr - off;
         let Some(size) = size.checked_add(off + g - 1).map(|s| s / g * g) else {
-            self.warnings
-                .push(format!("unmap of {addr:#x}: size {size:#x} overflows"));
+            self.warn(format!("unmap of {addr:#x}: size {size:#x} overflows"));
             return;
         };
         let mut gather = IommuIotlbGather::new();
         if self.invalidation == Invalidation::Lazy {
             match &self.fq {
                 Some(fq) if fq.has_cpu(hw.cpu()) => gather.queued = true,
-                _ => self.warnings.push(format!(
+                _ => self.warn(format!(
                     "no flush queue for CPU {}: unmap of {start:#x} is strict",
                     hw.cpu()
                 )),
@@ -436,14 +421,13 @@ impl IommuDma {
             // WARN_ON(unmapped != size), and on to free the IOVA all the same.
             Ok(n) => {
                 hw.count(Counter::Warn, 1);
-                self.warnings.push(format!(
+                self.warn(format!(
                     "unmap of {start:#x}+{size:#x} removed only {n:#x} bytes"
                 ))
             }
             Err(e) => {
                 hw.count(Counter::Warn, 1);
-                self.warnings
-                    .push(format!("unmap of {start:#x}+{size:#x}: {e}"))
+                self.warn(format!("unmap of {start:#x}+{size:#x}: {e}"))
             }
         }
         let shift = self.iovad.shift();
@@ -451,11 +435,11 @@ impl IommuDma {
             if let Some(fq) = self.fq.as_ref()
                 && fq.queue_iova(
                     hw,
-                    &mut self.domain,
+                    &self.domain,
                     &self.iovad,
                     start >> shift,
                     size >> shift,
-                    &mut self.warnings,
+                    &self.warnings,
                 )
             {
                 return;
@@ -467,7 +451,7 @@ impl IommuDma {
             self.domain.iotlb_sync(hw, &mut gather);
         }
         if let Err(e) = self.iovad.free_iova_fast(hw, start >> shift, size >> shift) {
-            self.warnings.push(format!("IOVA free at {start:#x}: {e}"));
+            self.warn(format!("IOVA free at {start:#x}: {e}"));
         }
     }
 
@@ -588,12 +572,8 @@ impl DmaMapOps for IommuDma {
         "iommu-dma"
     }
 
-    fn on_cpu(&self, cpu: u32) -> Option<IommuDma> {
-        IommuDma::on_cpu(self, cpu as usize)
-    }
-
     fn map_page<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         phys: PhysAddr,
@@ -641,7 +621,7 @@ impl DmaMapOps for IommuDma {
     }
 
     fn unmap_page<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         addr: DmaAddr,
@@ -658,7 +638,7 @@ impl DmaMapOps for IommuDma {
         if sync && self.unmap_lookup != UnmapLookup::Linux5_15 {
             match self.domain.iova_to_phys(hw, iova) {
                 Some(phys) => self.for_cpu(hw, self.sync.single, phys, size, dir),
-                None => self.warnings.push(format!(
+                None => self.warn(format!(
                     "unmap_page of {addr}, which is not mapped: the sync is given physical address 0"
                 )),
             }
@@ -667,7 +647,7 @@ impl DmaMapOps for IommuDma {
             let Some(phys) = self.domain.iova_to_phys(hw, iova) else {
                 // if (WARN_ON(!phys)) return;
                 hw.count(Counter::Warn, 1);
-                self.warnings.push(format!(
+                self.warn(format!(
                     "unmap_page of {addr}, which is not mapped: nothing unmapped"
                 ));
                 hw.leave(back);
@@ -683,7 +663,7 @@ impl DmaMapOps for IommuDma {
     }
 
     fn map_sg<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         sgt: &mut SgTable,
@@ -762,7 +742,7 @@ impl DmaMapOps for IommuDma {
     }
 
     fn unmap_sg<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         sgt: &mut SgTable,
@@ -791,9 +771,7 @@ impl DmaMapOps for IommuDma {
                 }
                 self.iommu_dma_unmap(hw, start.0, end - start.0);
             }
-            _ => self
-                .warnings
-                .push("unmap_sg of a list that is not mapped".to_string()),
+            _ => self.warn("unmap_sg of a list that is not mapped".to_string()),
         }
         for e in &mut sgt.entries {
             e.dma_address = DmaAddr::MAPPING_ERROR;
@@ -804,7 +782,7 @@ impl DmaMapOps for IommuDma {
     }
 
     fn sync_single_for_cpu<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         addr: DmaAddr,
@@ -823,7 +801,7 @@ impl DmaMapOps for IommuDma {
     }
 
     fn sync_single_for_device<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         addr: DmaAddr,
@@ -842,7 +820,7 @@ impl DmaMapOps for IommuDma {
     }
 
     fn sync_sg_for_cpu<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         sgt: &SgTable,
@@ -858,7 +836,7 @@ impl DmaMapOps for IommuDma {
     }
 
     fn sync_sg_for_device<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         sgt: &SgTable,

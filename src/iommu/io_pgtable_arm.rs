@@ -38,9 +38,11 @@
 //! an address outside the table. Misaligned IOVA or PA are errors without a WARN (the iommu
 //! core refuses them first, with `pr_err`).
 //!
-//! Many CPUs share one table with no lock, as the kernel's domain does. The kernel installs a
-//! new table with `cmpxchg64_relaxed()` against the empty entry it read, and a CPU that loses
-//! that race frees the table it allocated and walks into the winner's. Here the plain write is
+//! Many CPUs share one table with no lock, as the kernel's domain does: every CPU maps and unmaps
+//! through `&self`, and the walk's look-aside state (the hints, the shortcut's remembered walk, a
+//! scratch buffer) is each CPU's own, a [`PerCpu`] found by the CPU the calls run on. The kernel
+//! installs a new table with `cmpxchg64_relaxed()` against the empty entry it read, and a CPU
+//! that loses that race frees the table it allocated and walks into the winner's. Here the plain write is
 //! that `cmpxchg64` succeeding: nothing between reading the empty entry and installing the table
 //! (the table's allocation and the cleaning of its lines) is a turn point of the many-CPU engine
 //! (docs/design.md, "Many CPUs"), so no other CPU can write the entry meanwhile and the losing
@@ -58,11 +60,13 @@
 //! merely goes through in one loop. With the switch off every walk takes each level in turn, as
 //! the kernel's recursion does.
 
-use super::{AsDynDeviceHw, IommuError, IommuFlushOps, IommuIotlbGather, Prot};
+use super::{AsDynDeviceHw, FlushOps, IommuError, IommuIotlbGather, Prot};
 use crate::arch::{ArchDma, ArchOps};
-use crate::hw::{Counter, Hw, SwCost, SwKey};
+use crate::hw::{Counter, Hw, SmpHw, SwCost, SwKey};
 use crate::mm::physmem::{PhysMem, SharedPhysMem};
+use crate::smp::PerCpu;
 use crate::types::{DmaDirection, IovaAddr, PhysAddr};
+use std::cell::Cell;
 
 mod leaf_walk;
 use leaf_walk::LeafWalk;
@@ -192,6 +196,28 @@ pub struct PgtableShape {
     pub leaves: [u64; ARM_LPAE_MAX_LEVELS as usize],
 }
 
+/// What one CPU's walks remember of the tables: none of it is the kernel's, and all of it is
+/// checked against memory before it is trusted ([`leaf_walk`]). Per CPU as a per-CPU variable
+/// would be, so CPUs walking the one table at once do not overwrite each other's; only Cells,
+/// so nothing here is ever borrowed across a call that may let another CPU run.
+#[derive(Default)]
+struct LookAside {
+    /// Per level, where in simulated memory's page store the table read at that level was last
+    /// found ([`PhysMem::read_u64_hinted`]).
+    walk_hint: [Cell<u32>; ARM_LPAE_MAX_LEVELS as usize],
+    /// Where the last one-page map or unmap from the top found its leaf table (see the module
+    /// header).
+    leaf_walk: Cell<LeafWalk>,
+    /// The entries of a run being mapped or unmapped, kept between calls to save an allocation.
+    pte_scratch: Cell<Vec<u64>>,
+}
+
+impl std::fmt::Debug for LookAside {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LookAside").finish_non_exhaustive()
+    }
+}
+
 /// `struct arm_lpae_io_pgtable`.
 #[derive(Debug)]
 pub struct ArmLpaeIoPgtable {
@@ -210,15 +236,11 @@ pub struct ArmLpaeIoPgtable {
     /// writes are cleaned to PoC through this architecture's cache maintenance.
     walk_sync: Option<ArchOps>,
     costs: Costs,
-    pte_scratch: Vec<u64>,
-    /// The partial-block `WARN_ONCE` has fired (once per boot; a table is the model's boot).
-    warned_partial_block: bool,
-    /// Per level, where in simulated memory's page store the table read at that level was last
-    /// found ([`PhysMem::read_u64_hinted`]).
-    walk_hint: [std::cell::Cell<u32>; ARM_LPAE_MAX_LEVELS as usize],
-    /// Where the last one-page map or unmap from the top found its leaf table (see the module
-    /// header).
-    leaf_walk: LeafWalk,
+    /// The partial-block `WARN_ONCE` has fired (once per boot, whichever CPU hit it; a table is
+    /// the model's boot).
+    warned_partial_block: Cell<bool>,
+    /// Each CPU's look-aside state, found by the CPU the walk runs on.
+    look: PerCpu<LookAside>,
     /// Whether the walk's speed devices are on ([`leaf_walk`]): the one-page shortcut and
     /// `descend`.
     shortcut: bool,
@@ -304,10 +326,8 @@ impl ArmLpaeIoPgtable {
             mem,
             walk_sync,
             costs,
-            pte_scratch: Vec::new(),
-            warned_partial_block: false,
-            walk_hint: Default::default(),
-            leaf_walk: LeafWalk::default(),
+            warned_partial_block: Cell::new(false),
+            look: PerCpu::new(1, |_| LookAside::default()),
             shortcut: leaf_walk::enabled(),
             prot_pte: [0; PROT_COMBINATIONS],
             iova_end: 1u64 << ias,
@@ -320,37 +340,28 @@ impl ArmLpaeIoPgtable {
         Ok(t)
     }
 
-    /// The same table as another CPU walks it: the same memory and top-level table (the
-    /// kernel's io-pgtable takes no lock; every CPU stores into the one set of tables), with its
-    /// own look-aside state (hints, the one-page shortcut), which checks memory's write stamp
-    /// before it is trusted. `None` when the walker's cache maintenance cannot be shared.
-    pub fn on_cpu(&self) -> Option<ArmLpaeIoPgtable> {
-        let walk_sync = match &self.walk_sync {
-            Some(a) => Some(a.on_cpu()?),
-            None => None,
-        };
-        Some(ArmLpaeIoPgtable {
-            cfg: self.cfg,
-            bits_per_level: self.bits_per_level,
-            lvl_shift: self.lvl_shift,
-            lvl_mask: self.lvl_mask,
-            start_level: self.start_level,
-            pgd_bits: self.pgd_bits,
-            pgsize_bitmap: self.pgsize_bitmap,
-            pgd: self.pgd,
-            mem: self.mem.clone(),
-            walk_sync,
-            costs: self.costs,
-            pte_scratch: Vec::new(),
-            warned_partial_block: self.warned_partial_block,
-            walk_hint: Default::default(),
-            leaf_walk: LeafWalk::default(),
-            shortcut: self.shortcut,
-            prot_pte: self.prot_pte,
-            iova_end: self.iova_end,
-            pa_end: self.pa_end,
-            addr_mask: self.addr_mask,
-        })
+    /// Look-aside state for `ncpus` possible CPUs (one until set), chosen at setup, before
+    /// any CPU walks the table.
+    pub fn with_cpus(mut self, ncpus: usize) -> ArmLpaeIoPgtable {
+        self.look = PerCpu::new(ncpus, |_| LookAside::default());
+        self
+    }
+
+    /// The look-aside state of the CPU the calls run on (`this_cpu_ptr`). A CPU the table was
+    /// not sized for shares the first CPU's: it is all Cells checked before use, so sharing
+    /// costs host time, never a figure.
+    #[inline]
+    fn look<H: Hw + ?Sized>(&self, hw: &H) -> &LookAside {
+        hw.this_cpu_ptr(&self.look)
+            .unwrap_or_else(|| self.first_look())
+    }
+
+    /// The first CPU's look-aside state: the one a walk outside any CPU's calls (a report's)
+    /// uses.
+    fn first_look(&self) -> &LookAside {
+        self.look
+            .get(0)
+            .expect("a table has look-aside state for at least one CPU")
     }
 
     pub fn cfg(&self) -> &IoPgtableCfg {
@@ -387,6 +398,11 @@ impl ArmLpaeIoPgtable {
     }
     pub fn shared_mem(&self) -> &SharedPhysMem {
         &self.mem
+    }
+    /// Whether several CPUs may walk the table at once: a non-coherent walker's PTE cleaning
+    /// goes through the arch's cache maintenance, which may not be shareable.
+    pub fn shareable(&self) -> bool {
+        self.walk_sync.as_ref().is_none_or(ArchOps::shareable)
     }
     pub fn coherent_walk(&self) -> bool {
         self.walk_sync.is_none()
@@ -490,14 +506,14 @@ impl ArmLpaeIoPgtable {
 
     /// The descriptor at `ptep`, in the table the walk is at on `lvl`.
     #[inline]
-    fn read_lvl_pte(&self, ptep: PhysAddr, lvl: u32) -> u64 {
+    fn read_lvl_pte(&self, look: &LookAside, ptep: PhysAddr, lvl: u32) -> u64 {
         self.mem
             .borrow()
-            .read_u64_hinted(ptep, &self.walk_hint[lvl as usize])
+            .read_u64_hinted(ptep, &look.walk_hint[lvl as usize])
     }
 
     #[inline]
-    fn read_ptes(&mut self, ptep: PhysAddr, n: u64, out: &mut Vec<u64>) {
+    fn read_ptes(&self, ptep: PhysAddr, n: u64, out: &mut Vec<u64>) {
         out.clear();
         out.resize(n as usize, 0);
         self.mem.borrow().read_u64s(ptep, out);
@@ -507,10 +523,17 @@ impl ArmLpaeIoPgtable {
     /// `pte(i)`.
     // Always inlined: as a call, it cost a one-page unmap more than the store itself.
     #[inline(always)]
-    fn write_ptes(&mut self, ptep: PhysAddr, lvl: u32, n: u64, mut pte: impl FnMut(u64) -> u64) {
+    fn write_ptes(
+        &self,
+        look: &LookAside,
+        ptep: PhysAddr,
+        lvl: u32,
+        n: u64,
+        mut pte: impl FnMut(u64) -> u64,
+    ) {
         let mut mem = self.mem.borrow_mut();
         if n == 1 {
-            mem.write_u64_hinted(ptep, pte(0), &self.walk_hint[lvl as usize]);
+            mem.write_u64_hinted(ptep, pte(0), &look.walk_hint[lvl as usize]);
         } else {
             mem.write_u64s_with(ptep, n, pte);
         }
@@ -518,13 +541,13 @@ impl ArmLpaeIoPgtable {
 
     /// `__arm_lpae_sync_pte()`: clean `n` PTEs to PoC for a non-coherent walker.
     #[inline]
-    fn sync_ptes<H: AsDynDeviceHw + ?Sized>(&mut self, hw: &mut H, ptep: PhysAddr, n: u64) {
+    fn sync_ptes<H: AsDynDeviceHw + ?Sized>(&self, hw: &mut H, ptep: PhysAddr, n: u64) {
         if self.walk_sync.is_some() {
             self.sync_ptes_dyn(hw.as_dyn(), ptep, n);
         }
     }
 
-    fn sync_ptes_dyn(&mut self, hw: &mut dyn Hw, ptep: PhysAddr, n: u64) {
+    fn sync_ptes_dyn(&self, hw: &mut dyn Hw, ptep: PhysAddr, n: u64) {
         if let Some(arch) = &self.walk_sync {
             let back = hw.enter(crate::frame_id!("__arm_lpae_sync_pte"));
             arch.sync_for_device(hw, ptep, n * 8, DmaDirection::ToDevice, true);
@@ -533,14 +556,14 @@ impl ArmLpaeIoPgtable {
     }
 
     /// The `dma_map_single(TO_DEVICE)` of a freshly zeroed table for a non-coherent walker.
-    fn sync_new_table(&mut self, hw: &mut dyn Hw, table: PhysAddr, size: u64) {
+    fn sync_new_table(&self, hw: &mut dyn Hw, table: PhysAddr, size: u64) {
         if let Some(arch) = &self.walk_sync {
             arch.sync_for_device(hw, table, size, DmaDirection::ToDevice, true);
         }
     }
 
     /// `__arm_lpae_alloc_pages()`.
-    fn alloc_table(&mut self, hw: &mut dyn Hw) -> Result<PhysAddr, IommuError> {
+    fn alloc_table(&self, hw: &mut dyn Hw) -> Result<PhysAddr, IommuError> {
         let back = hw.enter(crate::frame_id!("__arm_lpae_alloc_pages"));
         hw.sw(self.costs.alloc_table);
         let r = self.mem.borrow_mut().alloc(self.cfg.node, self.cfg.granule);
@@ -553,7 +576,7 @@ impl ArmLpaeIoPgtable {
 
     /// `__arm_lpae_free_pages()`: the `dma_unmap_single(TO_DEVICE)` does no maintenance on arm64
     /// but is the kernel's path, so it goes through the arch layer.
-    fn free_table_pages(&mut self, hw: &mut dyn Hw, table: PhysAddr, size: u64) {
+    fn free_table_pages(&self, hw: &mut dyn Hw, table: PhysAddr, size: u64) {
         hw.sw(self.costs.free_table);
         if let Some(arch) = &self.walk_sync {
             arch.sync_for_cpu(hw, table, size, DmaDirection::ToDevice, true);
@@ -564,7 +587,7 @@ impl ArmLpaeIoPgtable {
     }
 
     /// `__arm_lpae_free_pgtable()`: free a table and every table below it.
-    fn free_pgtable(&mut self, hw: &mut dyn Hw, lvl: u32, table: PhysAddr) {
+    fn free_pgtable(&self, hw: &mut dyn Hw, lvl: u32, table: PhysAddr) {
         let size = self.table_size(lvl);
         if lvl < ARM_LPAE_MAX_LEVELS - 1 {
             let mut ptes = Vec::new();
@@ -709,10 +732,10 @@ impl ArmLpaeIoPgtable {
     // Inlined into `__iommu_map`'s loop, its one caller outside tests: the call's own register
     // saves and argument moves were a tenth of a one-page map.
     #[inline(always)]
-    pub fn map_pages<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
-        &mut self,
+    pub fn map_pages<H: AsDynDeviceHw + ?Sized>(
+        &self,
         hw: &mut H,
-        tlb: &mut T,
+        tlb: &FlushOps,
         iova: IovaAddr,
         paddr: PhysAddr,
         pgsize: u64,
@@ -747,10 +770,10 @@ impl ArmLpaeIoPgtable {
     /// `__arm_lpae_map()`.
     #[allow(clippy::too_many_arguments)]
     #[inline(never)]
-    fn lpae_map<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
-        &mut self,
+    fn lpae_map<H: AsDynDeviceHw + ?Sized>(
+        &self,
         hw: &mut H,
-        tlb: &mut T,
+        tlb: &FlushOps,
         iova: u64,
         paddr: u64,
         size: u64,
@@ -760,9 +783,10 @@ impl ArmLpaeIoPgtable {
         table: PhysAddr,
     ) -> Result<u64, IommuError> {
         // The kernel recurses one level per call; a loop walks the same levels.
+        let look = self.look(&*hw);
         let (mut lvl, mut table) = (lvl, table);
         loop {
-            let (l, t, passed) = self.descend(iova, size, lvl, table);
+            let (l, t, passed) = self.descend(look, iova, size, lvl, table);
             hw.sw(self.costs.walk_level.times(passed));
             (lvl, table) = (l, t);
             hw.sw(self.costs.walk_level);
@@ -779,7 +803,7 @@ impl ArmLpaeIoPgtable {
                     bitmap: self.pgsize_bitmap,
                 });
             }
-            let pte = self.read_lvl_pte(ptep, lvl);
+            let pte = self.read_lvl_pte(look, ptep, lvl);
             let child = if pte == 0 {
                 let t = self.alloc_table(hw.as_dyn())?;
                 self.install_table(hw, t, ptep);
@@ -799,7 +823,7 @@ impl ArmLpaeIoPgtable {
     /// `arm_lpae_install_table()`: point `ptep` at a new table; a non-coherent walker needs the
     /// entry cleaned, after which the entry is marked with the software sync bit.
     fn install_table<H: AsDynDeviceHw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         table: PhysAddr,
         ptep: PhysAddr,
@@ -815,10 +839,10 @@ impl ArmLpaeIoPgtable {
     /// `arm_lpae_init_pte()`: refuse leaves already present, replace empty tables, then write
     /// `n` leaves.
     #[allow(clippy::too_many_arguments)]
-    fn init_pte<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
-        &mut self,
+    fn init_pte<H: AsDynDeviceHw + ?Sized>(
+        &self,
         hw: &mut H,
-        tlb: &mut T,
+        tlb: &FlushOps,
         iova: u64,
         paddr: u64,
         attrs: u64,
@@ -828,24 +852,25 @@ impl ArmLpaeIoPgtable {
         idx: u64,
     ) -> Result<(), IommuError> {
         let ptep = PhysAddr(table.0 + idx * 8);
+        let look = self.look(&*hw);
         if n == 1 {
             // One page per call (every map before 5.15, and scattered memory on any release):
             // no buffer for a run of one.
-            let pte = self.read_lvl_pte(ptep, lvl);
+            let pte = self.read_lvl_pte(look, ptep, lvl);
             return self.init_pte_checked(hw, tlb, iova, paddr, attrs, lvl, n, table, ptep, &[pte]);
         }
-        let mut ptes = std::mem::take(&mut self.pte_scratch);
+        let mut ptes = look.pte_scratch.take();
         self.read_ptes(ptep, n, &mut ptes);
         let r = self.init_pte_checked(hw, tlb, iova, paddr, attrs, lvl, n, table, ptep, &ptes);
-        self.pte_scratch = ptes;
+        look.pte_scratch.set(ptes);
         r
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn init_pte_checked<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
-        &mut self,
+    fn init_pte_checked<H: AsDynDeviceHw + ?Sized>(
+        &self,
         hw: &mut H,
-        tlb: &mut T,
+        tlb: &FlushOps,
         iova: u64,
         paddr: u64,
         attrs: u64,
@@ -881,7 +906,8 @@ impl ArmLpaeIoPgtable {
         let base = attrs | leaf_type;
         let mask = self.addr_mask();
         hw.sw(self.costs.init_pte.times(n));
-        self.write_ptes(ptep, lvl, n, |i| base | ((paddr + i * sz) & mask));
+        let look = self.look(&*hw);
+        self.write_ptes(look, ptep, lvl, n, |i| base | ((paddr + i * sz) & mask));
         self.sync_ptes(hw, ptep, n);
         Ok(())
     }
@@ -889,10 +915,10 @@ impl ArmLpaeIoPgtable {
     /// `arm_lpae_unmap_pages()`: unmap up to `pgcount` pages of `pgsize` at `iova`. Stops at the
     /// end of a table (or at a hole after the first entry) and returns the bytes unmapped;
     /// a hole at `iova` itself is [`IommuError::NotMapped`] (the kernel WARNs and returns 0).
-    pub fn unmap_pages<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
-        &mut self,
+    pub fn unmap_pages<H: AsDynDeviceHw + ?Sized>(
+        &self,
         hw: &mut H,
-        tlb: &mut T,
+        tlb: &FlushOps,
         gather: &mut IommuIotlbGather,
         iova: IovaAddr,
         pgsize: u64,
@@ -915,7 +941,10 @@ impl ArmLpaeIoPgtable {
         hw.leave(back);
         if n > 0 {
             Ok(n)
-        } else if let Some((_, block)) = self.walk(iova.0).filter(|&(_, b)| b > pgsize) {
+        } else if let Some((_, block)) = self
+            .walk_in(self.look(&*hw), iova.0)
+            .filter(|&(_, b)| b > pgsize)
+        {
             Err(IommuError::PartialBlock { iova, block })
         } else {
             Err(IommuError::NotMapped(iova))
@@ -926,10 +955,10 @@ impl ArmLpaeIoPgtable {
     /// (`leaf_walk`), and any call may come here instead, the shortcut reaching the same result.
     #[allow(clippy::too_many_arguments)]
     #[inline(never)]
-    fn lpae_unmap<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
-        &mut self,
+    fn lpae_unmap<H: AsDynDeviceHw + ?Sized>(
+        &self,
         hw: &mut H,
-        tlb: &mut T,
+        tlb: &FlushOps,
         gather: &mut IommuIotlbGather,
         iova: u64,
         size: u64,
@@ -938,9 +967,10 @@ impl ArmLpaeIoPgtable {
         table: PhysAddr,
     ) -> u64 {
         // The kernel recurses one level per call; a loop walks the same levels.
+        let look = self.look(&*hw);
         let (mut lvl, mut table) = (lvl, table);
         loop {
-            let (l, t, passed) = self.descend(iova, size, lvl, table);
+            let (l, t, passed) = self.descend(look, iova, size, lvl, table);
             (lvl, table) = (l, t);
             hw.sw(self.costs.walk_level.times(passed));
             if lvl == ARM_LPAE_MAX_LEVELS {
@@ -950,7 +980,7 @@ impl ArmLpaeIoPgtable {
             hw.sw(self.costs.walk_level);
             let idx = self.lvl_idx(iova, lvl);
             let ptep = PhysAddr(table.0 + idx * 8);
-            let pte = self.read_lvl_pte(ptep, lvl);
+            let pte = self.read_lvl_pte(look, ptep, lvl);
             if pte == 0 {
                 // `WARN_ON(!pte)`: unmapping a hole.
                 hw.count(Counter::Warn, 1);
@@ -963,10 +993,10 @@ impl ArmLpaeIoPgtable {
                     // just read is the run, with no buffer.
                     return self.clear_ptes(hw, tlb, gather, iova, size, lvl, ptep, &[pte]);
                 }
-                let mut ptes = std::mem::take(&mut self.pte_scratch);
+                let mut ptes = look.pte_scratch.take();
                 self.read_ptes(ptep, n, &mut ptes);
                 let r = self.clear_ptes(hw, tlb, gather, iova, size, lvl, ptep, &ptes);
-                self.pte_scratch = ptes;
+                look.pte_scratch.set(ptes);
                 return r;
             }
             if Self::pte_is_leaf(pte, lvl) {
@@ -983,8 +1013,7 @@ impl ArmLpaeIoPgtable {
                         pgcount,
                     ),
                     BlockUnmap::Refuse => {
-                        if !self.warned_partial_block {
-                            self.warned_partial_block = true;
+                        if !self.warned_partial_block.replace(true) {
                             hw.count(Counter::Warn, 1);
                         }
                         0
@@ -999,10 +1028,10 @@ impl ArmLpaeIoPgtable {
     /// `io_pgtable_tlb_add_page()` for a leaf `__arm_lpae_unmap()` cleared: invalidated now,
     /// unless the gather is queued (lazy invalidation: the IOVA waits for a whole flush).
     #[inline]
-    fn tlb_add_leaf<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
-        &mut self,
+    fn tlb_add_leaf<H: AsDynDeviceHw + ?Sized>(
+        &self,
         hw: &mut H,
-        tlb: &mut T,
+        tlb: &FlushOps,
         gather: &mut IommuIotlbGather,
         iova: u64,
         size: u64,
@@ -1014,8 +1043,8 @@ impl ArmLpaeIoPgtable {
 
     /// Zero `n` entries from `ptep` at `lvl`.
     #[inline]
-    fn clear_entries(&mut self, ptep: PhysAddr, lvl: u32, n: u64) {
-        self.write_ptes(ptep, lvl, n, |_| 0);
+    fn clear_entries(&self, look: &LookAside, ptep: PhysAddr, lvl: u32, n: u64) {
+        self.write_ptes(look, ptep, lvl, n, |_| 0);
     }
 
     /// The leaf-level run of `__arm_lpae_unmap()`: clear `ptes` (read from `ptep` on), stopping
@@ -1025,10 +1054,10 @@ impl ArmLpaeIoPgtable {
     /// fold to that entry's, as short as a path of its own would be.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn clear_ptes<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
-        &mut self,
+    fn clear_ptes<H: AsDynDeviceHw + ?Sized>(
+        &self,
         hw: &mut H,
-        tlb: &mut T,
+        tlb: &FlushOps,
         gather: &mut IommuIotlbGather,
         iova: u64,
         size: u64,
@@ -1059,7 +1088,7 @@ impl ArmLpaeIoPgtable {
             }
             i += 1;
         }
-        self.clear_entries(ptep, lvl, i);
+        self.clear_entries(self.look(&*hw), ptep, lvl, i);
         i * size
     }
 
@@ -1068,10 +1097,10 @@ impl ArmLpaeIoPgtable {
     /// Out of line: a table in a run is the rare case (a block-sized unmap of what was mapped
     /// in pages), and the run's loop, inlined, stays short without it.
     #[inline(never)]
-    fn flush_walk_and_free<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
-        &mut self,
+    fn flush_walk_and_free<H: AsDynDeviceHw + ?Sized>(
+        &self,
         hw: &mut H,
-        tlb: &mut T,
+        tlb: &FlushOps,
         iova: u64,
         size: u64,
         lvl: u32,
@@ -1092,10 +1121,10 @@ impl ArmLpaeIoPgtable {
     // a single page too.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn clear_ptes_per_run<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
-        &mut self,
+    fn clear_ptes_per_run<H: AsDynDeviceHw + ?Sized>(
+        &self,
         hw: &mut H,
-        tlb: &mut T,
+        tlb: &FlushOps,
         gather: &mut IommuIotlbGather,
         iova: u64,
         size: u64,
@@ -1112,13 +1141,13 @@ impl ArmLpaeIoPgtable {
             hw.sw(self.costs.clear_pte);
             if !Self::pte_is_leaf(pte, lvl) {
                 let at = ptep.0 + i * 8;
-                self.write_ptes(PhysAddr(at), lvl, 1, |_| 0);
+                self.write_ptes(self.look(&*hw), PhysAddr(at), lvl, 1, |_| 0);
                 self.sync_ptes(hw, PhysAddr(at), 1);
                 self.flush_walk_and_free(hw, tlb, iova + i * size, size, lvl, pte);
             }
             i += 1;
         }
-        self.clear_entries(ptep, lvl, i);
+        self.clear_entries(self.look(&*hw), ptep, lvl, i);
         if i > 0 {
             self.sync_ptes(hw, ptep, i);
         }
@@ -1131,10 +1160,10 @@ impl ArmLpaeIoPgtable {
     /// `arm_lpae_split_blk_unmap()`: replace a block by a table of the next level mapping the
     /// same memory minus the part being unmapped.
     #[allow(clippy::too_many_arguments)]
-    fn split_blk_unmap<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
-        &mut self,
+    fn split_blk_unmap<H: AsDynDeviceHw + ?Sized>(
+        &self,
         hw: &mut H,
-        tlb: &mut T,
+        tlb: &FlushOps,
         gather: &mut IommuIotlbGather,
         iova: u64,
         size: u64,
@@ -1166,7 +1195,7 @@ impl ArmLpaeIoPgtable {
         let attrs = (blk_pte & PTE_ATTR_MASK) | leaf_type;
         let mask = self.addr_mask();
         let skip = |i: u64| unmap.is_some_and(|(s, n)| i >= s && i < s + n);
-        self.write_ptes(tablep, lvl, per_table, |i| {
+        self.write_ptes(self.look(&*hw), tablep, lvl, per_table, |i| {
             if skip(i) {
                 0
             } else {
@@ -1194,18 +1223,24 @@ impl ArmLpaeIoPgtable {
     /// `arm_lpae_iova_to_phys()`: walk the tables as the SMMU would.
     pub fn iova_to_phys(&self, hw: &mut dyn Hw, iova: IovaAddr) -> Option<PhysAddr> {
         hw.sw(self.costs.iova_to_phys);
-        self.walk(iova.0).map(|(pa, _)| pa)
+        self.walk_in(self.look(hw), iova.0).map(|(pa, _)| pa)
     }
 
     /// The translation of `iova` and the size of the leaf that maps it, without charging time.
     pub fn walk(&self, iova: u64) -> Option<(PhysAddr, u64)> {
+        self.walk_in(self.first_look(), iova)
+    }
+
+    /// [`Self::walk`] with a CPU's look-aside state.
+    fn walk_in(&self, look: &LookAside, iova: u64) -> Option<(PhysAddr, u64)> {
         if iova >> self.cfg.ias != 0 {
             return None;
         }
         let mut table = self.pgd;
         let mut lvl = self.start_level;
         loop {
-            let pte = self.read_lvl_pte(PhysAddr(table.0 + self.lvl_idx(iova, lvl) * 8), lvl);
+            let ptep = PhysAddr(table.0 + self.lvl_idx(iova, lvl) * 8);
+            let pte = self.read_lvl_pte(look, ptep, lvl);
             if pte & PTE_VALID == 0 {
                 return None;
             }
@@ -1279,7 +1314,7 @@ impl ArmLpaeIoPgtable {
     }
 
     /// Release every table, the top level included (`free_io_pgtable_ops`).
-    pub fn free(mut self, hw: &mut dyn Hw) {
+    pub fn free(self, hw: &mut dyn Hw) {
         let (lvl, pgd) = (self.start_level, self.pgd);
         self.free_pgtable(hw, lvl, pgd);
     }

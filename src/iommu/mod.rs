@@ -15,8 +15,13 @@
 //! map and unmap are generic over the backend ([`AsDynDeviceHw`]), so the per-page loops run
 //! with static calls for a caller holding a concrete backend; what they hand on to a driver's
 //! flush ops or the arch layer goes as a trait object, except arm-smmu's per-page `tlb_add_page`,
-//! `iotlb_sync` and walk flush: a domain holds arm-smmu's ops by value ([`FlushOps`]), and the page table,
-//! generic over the ops too, reaches them with a match ([`IommuFlushOps::as_arm_smmu`]).
+//! `iotlb_sync` and walk flush: a domain holds arm-smmu's ops by value ([`FlushOps`]), and the page
+//! table reaches them through that enum's match ([`tlb_add_page`], [`tlb_flush_walk`],
+//! [`iotlb_sync`]).
+//!
+//! Every CPU calls the same domain, page table and flush ops through `&self`, as the kernel calls
+//! one `iommu_flush_ops` through a const pointer: what the CPUs share is in [`crate::smp`]'s
+//! types, what each CPU keeps for itself in a [`crate::smp::PerCpu`].
 //!
 //! Invariants: a gather is either empty (`end == 0`, `pgsize == 0`) or covers `[start, end]`
 //! inclusive with one page size; adding a page of another size, or one that neither overlaps nor
@@ -224,7 +229,7 @@ impl AsDynDeviceHw for dyn DeviceHw + '_ {
 /// `iommu_iotlb_gather_add_page()`: a driver's `tlb_add_page` that defers its invalidations
 /// (arm-smmu-v3) gathers through this; a page of another size or a disjoint page syncs first.
 pub fn iommu_iotlb_gather_add_page(
-    ops: &mut dyn IommuFlushOps,
+    ops: &dyn IommuFlushOps,
     hw: &mut dyn DeviceHw,
     gather: &mut IommuIotlbGather,
     iova: u64,
@@ -243,14 +248,14 @@ pub fn iommu_iotlb_gather_add_page(
 pub trait IommuFlushOps: std::fmt::Debug + std::any::Any + Stats {
     fn name(&self) -> &'static str;
     /// Invalidate every TLB entry of the context (domain).
-    fn tlb_flush_all(&mut self, hw: &mut dyn DeviceHw);
+    fn tlb_flush_all(&self, hw: &mut dyn DeviceHw);
     /// A table covering `[iova, iova + size)` was removed: invalidate walk caches (and leaves) for
     /// the range, and wait for it, before the table's memory is reused.
-    fn tlb_flush_walk(&mut self, hw: &mut dyn DeviceHw, iova: u64, size: u64, granule: u64);
+    fn tlb_flush_walk(&self, hw: &mut dyn DeviceHw, iova: u64, size: u64, granule: u64);
     /// A leaf of size `granule` at `iova` was cleared: invalidate it now or gather it for
     /// [`IommuFlushOps::iotlb_sync`].
     fn tlb_add_page(
-        &mut self,
+        &self,
         hw: &mut dyn DeviceHw,
         gather: &mut IommuIotlbGather,
         iova: u64,
@@ -258,28 +263,20 @@ pub trait IommuFlushOps: std::fmt::Debug + std::any::Any + Stats {
     );
     /// `iommu_iotlb_sync()`: complete what was gathered (and, for drivers that invalidate at once,
     /// wait for completion); leaves `gather` empty.
-    fn iotlb_sync(&mut self, hw: &mut dyn DeviceHw, gather: &mut IommuIotlbGather);
-    /// The arm-smmu driver's ops, if these are they. Not a kernel interface: io-pgtable and the
-    /// core call [`tlb_add_page`] and [`iotlb_sync`] for every page they unmap, and for this
-    /// driver they call its generic bodies directly, so a concrete backend reaches the register
-    /// writes without a trait object. Same operations, same order, either way.
-    ///
-    /// [`tlb_add_page`]: IommuFlushOps::tlb_add_page
-    /// [`iotlb_sync`]: IommuFlushOps::iotlb_sync
-    fn as_arm_smmu(&mut self) -> Option<&mut arm_smmu::ArmSmmuDomain> {
-        None
-    }
-    /// These ops as another CPU uses them: what the driver shares between CPUs (the SMMU's
-    /// command queue, a context bank's lock) shared, the rest its own. `None` for ops that
-    /// cannot be shared.
-    fn on_cpu(&self) -> Option<Box<dyn IommuFlushOps>> {
-        None
-    }
+    fn iotlb_sync(&self, hw: &mut dyn DeviceHw, gather: &mut IommuIotlbGather);
 }
 
 /// A domain's flush ops as held by the domain: arm-smmu's by value, so that the per-page
 /// `tlb_add_page` and `iotlb_sync` find them with a match rather than a call through the trait
 /// object; any other driver's behind the trait. Decided once, when the domain is made.
+/// io-pgtable and the core call `tlb_add_page` and `iotlb_sync` for every page they unmap, and
+/// for arm-smmu they call its generic bodies directly ([`tlb_add_page`], [`tlb_flush_walk`],
+/// [`iotlb_sync`]), so a concrete backend reaches the register writes without a trait object.
+/// Same operations, same order, either way.
+// One per domain, so its size is of no account; boxing arm-smmu's ops (now that its
+// `cb_lock` is held in place rather than behind an `Rc`) would put a pointer back on the
+// per-page path this enum exists to keep short.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum FlushOps {
     ArmSmmu(arm_smmu::ArmSmmuDomain),
@@ -299,18 +296,10 @@ impl FlushOps {
         FlushOps::Other(ops)
     }
 
-    /// [`IommuFlushOps::on_cpu`] of the ops held.
-    pub fn on_cpu(&self) -> Option<FlushOps> {
-        match self {
-            FlushOps::ArmSmmu(d) => Some(FlushOps::ArmSmmu(d.on_cpu())),
-            FlushOps::Other(o) => o.on_cpu().map(FlushOps::new),
-        }
-    }
-
-    fn get(&mut self) -> &mut dyn IommuFlushOps {
+    fn get(&self) -> &dyn IommuFlushOps {
         match self {
             FlushOps::ArmSmmu(d) => d,
-            FlushOps::Other(o) => o.as_mut(),
+            FlushOps::Other(o) => o.as_ref(),
         }
     }
 }
@@ -337,14 +326,14 @@ impl IommuFlushOps for FlushOps {
             FlushOps::Other(o) => o.name(),
         }
     }
-    fn tlb_flush_all(&mut self, hw: &mut dyn DeviceHw) {
+    fn tlb_flush_all(&self, hw: &mut dyn DeviceHw) {
         self.get().tlb_flush_all(hw);
     }
-    fn tlb_flush_walk(&mut self, hw: &mut dyn DeviceHw, iova: u64, size: u64, granule: u64) {
+    fn tlb_flush_walk(&self, hw: &mut dyn DeviceHw, iova: u64, size: u64, granule: u64) {
         self.get().tlb_flush_walk(hw, iova, size, granule);
     }
     fn tlb_add_page(
-        &mut self,
+        &self,
         hw: &mut dyn DeviceHw,
         gather: &mut IommuIotlbGather,
         iova: u64,
@@ -352,45 +341,38 @@ impl IommuFlushOps for FlushOps {
     ) {
         self.get().tlb_add_page(hw, gather, iova, granule);
     }
-    fn iotlb_sync(&mut self, hw: &mut dyn DeviceHw, gather: &mut IommuIotlbGather) {
+    fn iotlb_sync(&self, hw: &mut dyn DeviceHw, gather: &mut IommuIotlbGather) {
         self.get().iotlb_sync(hw, gather);
-    }
-    #[inline]
-    fn as_arm_smmu(&mut self) -> Option<&mut arm_smmu::ArmSmmuDomain> {
-        match self {
-            FlushOps::ArmSmmu(d) => Some(d),
-            FlushOps::Other(o) => o.as_arm_smmu(),
-        }
     }
 }
 
-/// `ops->tlb_add_page()`, statically for arm-smmu (see [`IommuFlushOps::as_arm_smmu`]).
+/// `ops->tlb_add_page()`, statically for arm-smmu (see [`FlushOps`]).
 #[inline]
-pub fn tlb_add_page<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
-    ops: &mut T,
+pub fn tlb_add_page<H: AsDynDeviceHw + ?Sized>(
+    ops: &FlushOps,
     hw: &mut H,
     gather: &mut IommuIotlbGather,
     iova: u64,
     granule: u64,
 ) {
-    match ops.as_arm_smmu() {
-        Some(d) => d.tlb_add_page_s1(hw, iova, granule),
-        None => ops.tlb_add_page(hw.as_dyn(), gather, iova, granule),
+    match ops {
+        FlushOps::ArmSmmu(d) => d.tlb_add_page_s1(hw, iova, granule),
+        FlushOps::Other(o) => o.tlb_add_page(hw.as_dyn(), gather, iova, granule),
     }
 }
 
-/// `ops->tlb_flush_walk()`, statically for arm-smmu (see [`IommuFlushOps::as_arm_smmu`]).
+/// `ops->tlb_flush_walk()`, statically for arm-smmu (see [`FlushOps`]).
 #[inline]
-pub fn tlb_flush_walk<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
-    ops: &mut T,
+pub fn tlb_flush_walk<H: AsDynDeviceHw + ?Sized>(
+    ops: &FlushOps,
     hw: &mut H,
     iova: u64,
     size: u64,
     granule: u64,
 ) {
-    match ops.as_arm_smmu() {
-        Some(d) => d.tlb_flush_walk_s1(hw, iova, size, granule),
-        None => ops.tlb_flush_walk(hw.as_dyn(), iova, size, granule),
+    match ops {
+        FlushOps::ArmSmmu(d) => d.tlb_flush_walk_s1(hw, iova, size, granule),
+        FlushOps::Other(o) => o.tlb_flush_walk(hw.as_dyn(), iova, size, granule),
     }
 }
 
@@ -426,19 +408,19 @@ macro_rules! sync_frames {
 pub(crate) use sync_frames;
 
 /// `iommu_iotlb_sync()` → `ops->iotlb_sync()` in `frames`, statically for arm-smmu (see
-/// [`IommuFlushOps::as_arm_smmu`]).
+/// [`FlushOps`]).
 // Always inlined: a few instructions of its own. Measured (callgrind, benches/iommu), map_sg +
 // unmap then runs 12 instructions a page fewer (its loop compiles differently), strict unmap 1 more.
 #[inline(always)]
-pub fn iotlb_sync<H: AsDynDeviceHw + ?Sized, T: IommuFlushOps + ?Sized>(
-    ops: &mut T,
+pub fn iotlb_sync<H: AsDynDeviceHw + ?Sized>(
+    ops: &FlushOps,
     hw: &mut H,
     gather: &mut IommuIotlbGather,
     frames: &'static SyncFrames,
 ) {
-    match ops.as_arm_smmu() {
-        Some(d) => d.iotlb_sync_s1_in(hw, gather, &frames.arm_smmu),
-        None => {
+    match ops {
+        FlushOps::ArmSmmu(d) => d.iotlb_sync_s1_in(hw, gather, &frames.arm_smmu),
+        FlushOps::Other(ops) => {
             let back = hw.enter(&frames.other);
             ops.iotlb_sync(hw.as_dyn(), gather);
             hw.leave(back);

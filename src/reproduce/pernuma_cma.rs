@@ -103,7 +103,7 @@ fn run_case(profile: &Profile, boot: &CmaBoot) -> Result<Case, InputError> {
         node: smmu.node,
     };
     let policies = Policies::preset(KERNEL, &Target::of(profile, true, false, false));
-    let mut dom = iommu_domain_alloc_with_cmdq(
+    let dom = iommu_domain_alloc_with_cmdq(
         &mut hw,
         &cfg,
         profile,

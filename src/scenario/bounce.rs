@@ -8,8 +8,8 @@
 //! bookkeeping); before 6.0 elsewhere, dma-direct over the pool with 3.6's rules.
 //!
 //! What it models: for each mapping size, `cpus` CPUs each map `in_flight` buffers and then unmap
-//! them, `iterations` times, all at once, each on its own clock ([`crate::smp`]), through its
-//! own view of the device's ops: the same pool and locks, `raw_smp_processor_id()` its own so
+//! them, `iterations` times, all at once, each on its own clock ([`crate::smp`]), through the
+//! device's one set of ops: one pool and its locks, `raw_smp_processor_id()` each CPU's own so
 //! 6.0 picks its area first. A CPU that finds the pool's lock (or its area's) held spins until
 //! its holder releases it, and the report says where the CPUs waited, beside the acquisitions
 //! per area (3.6: the one pool lock) and the busiest lock's share of them.
@@ -35,6 +35,7 @@ use crate::types::{DmaAttrs, DmaDirection, PhysAddr};
 use serde::Deserialize;
 use serde::Serialize;
 use std::fmt::Write;
+use std::rc::Rc;
 use toml::Spanned;
 
 /// The registry entry of this kind.
@@ -247,7 +248,7 @@ pub fn run(s: &Scenario, b: &Bounce, progress: &Progress) -> Result<BounceResult
     hw.clear_ledger();
     // Where every CPU's charges are summed.
     let mut total = hw.clone();
-    // CPU i maps through its own view of the device's ops (the same pool and locks), and the
+    // Every CPU maps through the device's one set of ops (one pool and its locks), and the
     // CPUs run at once, each on its own clock.
     let placed: Vec<(u32, u32)> = (0..b.cpus).map(|c| (c, 0)).collect();
     let mut machines = super::smp_cpus::machines(hw, api, &placed)?;
@@ -263,7 +264,9 @@ pub fn run(s: &Scenario, b: &Bounce, progress: &Progress) -> Result<BounceResult
         let runs = super::smp_cpus::run_each(
             machines.iter_mut().zip(bufs.chunks(b.in_flight as usize)),
             progress,
-            &|((hw, api), mine): (&mut (crate::hw::model::Model, DeviceDmaApi), _), c, progress| {
+            &|((hw, api), mine): (&mut (crate::hw::model::Model, Rc<DeviceDmaApi>), _),
+              c,
+              progress| {
                 hw.set_cpu(c);
                 let r = bounce_loop(hw, api, mine, size, (dir, attrs), b.iterations, progress);
                 hw.set_cpu(crate::smp::Cpu::alone());
@@ -333,7 +336,7 @@ pub fn run(s: &Scenario, b: &Bounce, progress: &Progress) -> Result<BounceResult
 /// in use it saw after its maps.
 fn bounce_loop(
     hw: &mut crate::hw::model::Model,
-    api: &mut DeviceDmaApi,
+    api: &DeviceDmaApi,
     bufs: &[PhysAddr],
     size: u64,
     (dir, attrs): (crate::types::DmaDirection, DmaAttrs),

@@ -397,7 +397,7 @@ impl Bound {
 /// What one benchmark thread leaves behind.
 struct ThreadRun {
     hw: crate::hw::model::Model,
-    api: crate::setup::DeviceDmaApi,
+    api: std::rc::Rc<crate::setup::DeviceDmaApi>,
     map: Latencies,
     unmap: Latencies,
     calls: CallTimer,
@@ -470,7 +470,7 @@ impl Buffer {
         &mut self,
         t: &mut CallTimer,
         hw: &mut crate::hw::model::Model,
-        api: &mut crate::setup::DeviceDmaApi,
+        api: &crate::setup::DeviceDmaApi,
         dir: DmaDirection,
     ) -> bool {
         match self {
@@ -493,7 +493,7 @@ impl Buffer {
         &mut self,
         t: &mut CallTimer,
         hw: &mut crate::hw::model::Model,
-        api: &mut crate::setup::DeviceDmaApi,
+        api: &crate::setup::DeviceDmaApi,
         dir: DmaDirection,
     ) {
         match self {
@@ -515,7 +515,7 @@ impl Buffer {
 /// `map_benchmark_thread()` on one CPU until `bound` is reached.
 fn bench_thread(
     mut hw: crate::hw::model::Model,
-    mut api: crate::setup::DeviceDmaApi,
+    api: std::rc::Rc<crate::setup::DeviceDmaApi>,
     mut buf: Buffer,
     w: &MapBenchmark,
     bound: Bound,
@@ -534,7 +534,7 @@ fn bench_thread(
         buf.initialize(&mut hw, dir);
         let pair_start = hw.now_ps();
         let t0 = ktime_ns(&hw);
-        let mapped = buf.map(&mut t, &mut hw, &mut api, dir);
+        let mapped = buf.map(&mut t, &mut hw, &api, dir);
         map.add(ktime_ns(&hw) - t0);
         if !mapped {
             // The kernel's thread stops at a failed map ("dma_map_single failed").
@@ -546,7 +546,7 @@ fn bench_thread(
             hw.leaf("ndelay", trans, None);
         }
         let t1 = ktime_ns(&hw);
-        buf.unmap(&mut t, &mut hw, &mut api, dir);
+        buf.unmap(&mut t, &mut hw, &api, dir);
         unmap.add(ktime_ns(&hw) - t1);
         if hw.now_ps() == pair_start {
             stopped = Some(format!(
@@ -579,14 +579,17 @@ fn bench_thread(
     }
 }
 
-/// One thread's view of the machine, and its buffer.
+/// One thread's CPU (its clock), the device's DMA layers every thread calls, and its buffer.
 type ThreadMachine = (
-    (crate::hw::model::Model, crate::setup::DeviceDmaApi),
+    (
+        crate::hw::model::Model,
+        std::rc::Rc<crate::setup::DeviceDmaApi>,
+    ),
     Buffer,
 );
 
 /// The machine as the benchmark's threads find it: the device's DMA layers set up, each CPU's
-/// view of them and its buffer, and where every CPU's charges are summed.
+/// clock and buffer, and where every CPU's charges are summed.
 struct Machines {
     cpus: Vec<(u32, u32)>,
     smmu: Option<SmmuPlace>,
@@ -616,8 +619,8 @@ fn set_up(s: &Scenario, w: &MapBenchmark) -> Result<Machines, RunFailure> {
     let mut hw = m.hw;
     hw.clear_ledger();
     let total = hw.clone();
-    // One thread runs on the machine as set up; more run on views of it that share what the
-    // kernel shares.
+    // One thread runs on the machine as set up; more run on clocks of their own, every one
+    // calling the device's one set of DMA layers.
     let machines = super::smp_cpus::machines(hw, api, &cpus)?;
     Ok(Machines {
         cpus,

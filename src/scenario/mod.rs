@@ -113,9 +113,8 @@ impl Outcome {
 /// did.
 #[derive(Debug, thiserror::Error)]
 pub enum Bug {
-    /// The run's CPUs could not each get a view of the device's layers
-    /// ([`smp_cpus::machines`]): the scenario's checks ([`smp_cpus::check_shared`]) should have
-    /// refused them.
+    /// The run's CPUs could not all call the device's layers ([`smp_cpus::machines`]): the
+    /// scenario's checks ([`smp_cpus::check_shared`]) should have refused them.
     #[error("{what} on more than one CPU: sharing its state between CPUs is not modelled yet")]
     NotShared { what: &'static str },
     /// The IOMMU runner given a scenario of another kind: its caller chose the wrong runner.

@@ -1,5 +1,6 @@
-//! Which CPUs of the platform a workload's CPUs are, how many the platform has, and whether they
-//! can share what setup gives them.
+//! Which CPUs of the platform a workload's CPUs are, how many the platform has, whether they can
+//! share what setup gives them, and the machine each runs on: a clock of its own, and the one
+//! device API every CPU calls.
 //!
 //! Kernel counterpart: none as such — the CPUs a driver's threads (or `dma_map_benchmark`'s
 //! kthreads, bound to a node's mask with `-n`) happen to run on.
@@ -11,7 +12,7 @@
 //!
 //! Invariants: the CPUs are distinct and exist on the platform (callers check `n` against
 //! [`platform_cpus`] first); the same inputs place them the same way; a scenario whose CPUs
-//! would share ops the model cannot give a second CPU is refused when it is checked
+//! would share ops a second CPU cannot call in the model is refused when it is checked
 //! ([`check_shared`]), never when it runs.
 
 use super::{Bug, Progress, Scenario};
@@ -19,6 +20,7 @@ use crate::dma::DmaMapOps;
 use crate::hw::model::Model;
 use crate::input::InputError;
 use crate::setup::DeviceDmaApi;
+use std::rc::Rc;
 
 /// How many CPUs the platform has: its topology's, else `platform.cpus`.
 pub fn platform_cpus(s: &Scenario) -> Option<u32> {
@@ -64,24 +66,28 @@ pub fn per_cpu_slots(s: &Scenario, placed: &[(u32, u32)]) -> u32 {
 }
 
 /// The machine set up (`hw`, the device's `api`) as each CPU of `placed` runs it: the first CPU
-/// on the machine itself, each other on views that share what the kernel shares
-/// ([`Model::on_cpu`], [`crate::dma::mapping::DmaApi::on_cpu`]). Ops whose sharing is not
-/// modelled refuse more than one CPU, a [`Bug`]: the scenario's checks refuse them first.
+/// on the machine itself, each other on a clock of its own ([`Model::on_cpu`]), and every CPU
+/// calling the one `api`, as the kernel's CPUs call one `dev->dma_ops`. Ops whose sharing is
+/// not modelled ([`crate::setup::DmaOps::shareable`]) refuse more than one CPU, a [`Bug`]: the
+/// scenario's checks refuse them first.
 pub fn machines(
     mut hw: Model,
     api: DeviceDmaApi,
     placed: &[(u32, u32)],
-) -> Result<Vec<(Model, DeviceDmaApi)>, Bug> {
+) -> Result<Vec<(Model, Rc<DeviceDmaApi>)>, Bug> {
+    let api = Rc::new(api);
     let mut out = Vec::with_capacity(placed.len());
     if let [(first, _), rest @ ..] = placed
         && !rest.is_empty()
     {
+        if !api.ops.shareable() {
+            return Err(Bug::NotShared {
+                what: api.ops.name(),
+            });
+        }
         hw.set_processor(*first);
         for &(cpu, node) in rest {
-            let view = api.on_cpu(cpu).ok_or_else(|| Bug::NotShared {
-                what: api.ops.name(),
-            })?;
-            out.push((hw.on_cpu(cpu, node), view));
+            out.push((hw.on_cpu(cpu, node), Rc::clone(&api)));
         }
     }
     out.insert(0, (hw, api));

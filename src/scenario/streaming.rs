@@ -451,9 +451,9 @@ pub fn run(s: &Scenario, w: &Streaming, progress: &Progress) -> Result<RunResult
     let runs = super::smp_cpus::run_each(
         machines.into_iter().zip(bufs),
         progress,
-        &|((mut hw, mut api), buf): ((Model, _), _), c, progress| {
+        &|((mut hw, api), buf): ((Model, std::rc::Rc<_>), _), c, progress| {
             hw.set_cpu(c);
-            let (t, entries) = driver_loop(&mut hw, &mut api, buf, w, progress);
+            let (t, entries) = driver_loop(&mut hw, &api, buf, w, progress);
             (hw, t, entries)
         },
     )?;
@@ -482,7 +482,7 @@ pub fn run(s: &Scenario, w: &Streaming, progress: &Progress) -> Result<RunResult
 /// buffer's sg entries.
 fn driver_loop(
     hw: &mut Model,
-    api: &mut crate::setup::DeviceDmaApi,
+    api: &crate::setup::DeviceDmaApi,
     buf: PhysAddr,
     w: &Streaming,
     progress: Option<&Progress>,

@@ -210,7 +210,7 @@ fn a_shipped_scenario_loads_by_name_and_a_file_of_that_name_wins() {
 }
 
 /// A runner's failure is classed by whose it is: the modelled kernel's refusal at setup, or a
-/// bug of dmasim's (a deadlock of the many-CPU engine, a view the checks should have refused).
+/// bug of dmasim's (a deadlock of the many-CPU engine, sharing the checks should have refused).
 #[test]
 fn run_failures_are_classed_by_whose_they_are() {
     use crate::mm::physmem::PhysMemError;

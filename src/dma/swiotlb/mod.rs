@@ -346,7 +346,7 @@ impl Swiotlb {
     /// on the slot (dma-direct passes its `arch_sync_dma_for_device`).
     #[allow(clippy::too_many_arguments)]
     pub fn map<H: Hw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         paddr: PhysAddr,
@@ -364,7 +364,7 @@ impl Swiotlb {
 
     #[allow(clippy::too_many_arguments)]
     fn map_inner<H: Hw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         paddr: PhysAddr,
@@ -400,7 +400,7 @@ impl Swiotlb {
     /// the data starts at.
     #[allow(clippy::too_many_arguments)]
     pub fn tbl_map_single<H: Hw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         orig: PhysAddr,
@@ -470,7 +470,7 @@ impl Swiotlb {
     /// skips CPU sync) and release the slots. An address outside the pool, or slots not in use,
     /// are left alone (the kernel would corrupt its lists; DMA-API debug reports it).
     pub fn tbl_unmap_single<H: Hw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         tlb: PhysAddr,
@@ -492,7 +492,7 @@ impl Swiotlb {
     /// `swiotlb_release_slots()` (6.0: the slot count comes from the recorded `alloc_size`; 3.6:
     /// from the size the caller passes).
     fn release_slots<H: Hw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         tlb: PhysAddr,
@@ -520,7 +520,7 @@ impl Swiotlb {
 
     /// `swiotlb_sync_single_for_device()`: copy the original in again (TO_DEVICE, BIDIRECTIONAL).
     pub fn sync_single_for_device<H: Hw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         tlb: PhysAddr,
@@ -538,7 +538,7 @@ impl Swiotlb {
     /// `swiotlb_sync_single_for_cpu()`: copy what the device wrote out (FROM_DEVICE,
     /// BIDIRECTIONAL). The caller has completed cache maintenance on the slot first.
     pub fn sync_single_for_cpu<H: Hw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         tlb: PhysAddr,
@@ -556,7 +556,7 @@ impl Swiotlb {
     /// `swiotlb_bounce()`: copy between the slot at `tlb` and the original it stands for, at most
     /// to the end of the mapping.
     fn bounce<H: Hw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         tlb: PhysAddr,

@@ -219,7 +219,7 @@ proptest! {
     ) {
         let release = if v6 { Release::Linux6_3 } else { Release::Linux3_6 };
         let mem = machine();
-        let mut d = direct(&mem, release, 1, false, 4 * IO_TLB_MAX_MAPPING);
+        let d = direct(&mem, release, 1, false, 4 * IO_TLB_MAX_MAPPING);
         let dev = Device::new("dev32", true, 32);
         let mut r = Recorder::new(64);
         let mut live = Vec::new();

@@ -72,7 +72,7 @@ fn pristine(d: &DmaDirect) -> bool {
 #[test]
 fn to_device_bounces_the_buffer_and_unmap_leaves_it_alone() {
     let mem = machine();
-    let mut d = direct(&mem, cfg(Release::Linux6_3), false);
+    let d = direct(&mem, cfg(Release::Linux6_3), false);
     let dev = dev32(true);
     let buf = HIGH + 0x123;
     let data = pattern(5000, 7);
@@ -117,7 +117,7 @@ fn to_device_bounces_the_buffer_and_unmap_leaves_it_alone() {
 #[test]
 fn from_device_data_reaches_the_cpu_at_sync_and_unmap() {
     let mem = machine();
-    let mut d = direct(&mem, cfg(Release::Linux6_3), false);
+    let d = direct(&mem, cfg(Release::Linux6_3), false);
     let dev = dev32(true);
     let buf = HIGH + 0x40;
     let old = pattern(3000, 1);
@@ -162,7 +162,7 @@ fn from_device_data_reaches_the_cpu_at_sync_and_unmap() {
 #[test]
 fn linux_3_6_rules_leave_stale_pool_bytes_in_a_from_device_mapping() {
     let mem = machine();
-    let mut d = direct(&mem, cfg(Release::Linux3_6), false);
+    let d = direct(&mem, cfg(Release::Linux3_6), false);
     let dev = dev32(true);
     // A first user leaves bytes in the pool.
     let secret = pattern(2048, 200);
@@ -245,7 +245,7 @@ fn linux_3_6_rules_leave_stale_pool_bytes_in_a_from_device_mapping() {
 #[test]
 fn bidirectional_sync_for_device_copies_the_cpus_changes_in() {
     let mem = machine();
-    let mut d = direct(&mem, cfg(Release::Linux6_3), false);
+    let d = direct(&mem, cfg(Release::Linux6_3), false);
     let dev = dev32(true);
     let buf = HIGH + 0x2000;
     mem.borrow_mut().write(PhysAddr(buf), &pattern(8192, 3));
@@ -280,7 +280,7 @@ fn bidirectional_sync_for_device_copies_the_cpus_changes_in() {
 fn maintenance_is_on_the_slot_and_completes_before_any_copy_out() {
     for batched in [false, true] {
         let mem = machine();
-        let mut d = direct(&mem, cfg(Release::Linux6_3), batched);
+        let d = direct(&mem, cfg(Release::Linux6_3), batched);
         let dev = dev32(false);
         let buf = HIGH + 0x1000;
         let mut r = Recorder::new(64);
@@ -336,7 +336,7 @@ fn maintenance_is_on_the_slot_and_completes_before_any_copy_out() {
 #[test]
 fn batched_map_sg_flushes_before_each_bounced_copy_out_only() {
     let mem = machine();
-    let mut d = direct(&mem, cfg(Release::Linux6_3), true);
+    let d = direct(&mem, cfg(Release::Linux6_3), true);
     let dev = dev32(false);
     let mut sgt = SgTable::from_contiguous(PhysAddr(HIGH), 4 * 4096, &[4096]);
     let mut r = Recorder::new(64);
@@ -481,7 +481,7 @@ fn exhaustion_and_oversize_are_mapping_errors() {
 #[test]
 fn map_sg_failure_unwinds_bounced_entries() {
     let mem = machine();
-    let mut d = direct(
+    let d = direct(
         &mem,
         SwiotlbConfig {
             size: IO_TLB_MAX_MAPPING,
@@ -508,7 +508,7 @@ fn map_sg_failure_unwinds_bounced_entries() {
 #[test]
 fn locks_are_taken_by_map_and_unmap_not_by_sync() {
     let mem = machine();
-    let mut d = direct(&mem, cfg(Release::Linux6_3), false);
+    let d = direct(&mem, cfg(Release::Linux6_3), false);
     let dev = dev32(true);
     let mut r = Recorder::new(64);
     let dma = d
@@ -554,7 +554,7 @@ fn locks_are_taken_by_map_and_unmap_not_by_sync() {
 #[test]
 fn min_align_mask_offset_is_kept_in_the_slot() {
     let mem = machine();
-    let mut d = direct(&mem, cfg(Release::Linux6_3), false);
+    let d = direct(&mem, cfg(Release::Linux6_3), false);
     let mut dev = dev32(true);
     dev.min_align_mask = 0xfff;
     let buf = HIGH + 0x3a30;
@@ -614,7 +614,7 @@ fn a_whole_segment_at_an_odd_half_page_fits_in_every_release_but_6_3_to_6_8() {
     for &release in Release::ALL {
         let fits = release != Release::Linux6_3;
         let mem = machine();
-        let mut d = direct(&mem, cfg(release), false);
+        let d = direct(&mem, cfg(release), false);
         let dev = dev32(true);
         let mut r = Recorder::new(64);
         // At page offset 0x800, 6.3–6.8 keep bit 11 of the original (mappings of a page or more
@@ -657,7 +657,7 @@ fn a_whole_segment_at_an_odd_half_page_fits_in_every_release_but_6_3_to_6_8() {
 #[test]
 fn batched_to_device_unmap_of_a_bounce_buffer_waits_only_at_the_end() {
     let mem = machine();
-    let mut d = direct(&mem, cfg(Release::Linux6_3), true);
+    let d = direct(&mem, cfg(Release::Linux6_3), true);
     let dev = dev32(false);
     let mut r = Recorder::new(64);
     let dma = d
@@ -691,7 +691,7 @@ fn what_map_copies_in_changed_in_4_11_5_17_and_5_18() {
     // FROM_DEVICE, and for TO_DEVICE under DMA_ATTR_SKIP_CPU_SYNC.
     let copies = |release: Release, dir: DmaDirection, attrs: DmaAttrs| {
         let mem = machine();
-        let mut d = direct(&mem, cfg(release), false);
+        let d = direct(&mem, cfg(release), false);
         let dev = dev32(true);
         let mut r = Recorder::new(64);
         let a = d
@@ -734,7 +734,7 @@ fn unmap_frees_what_the_caller_says_until_5_12_then_what_map_claimed() {
     // from 5.12 the slot's recorded alloc_size frees all four.
     for (release, left) in [(Release::Linux5_0, 3), (Release::Linux5_12, 0)] {
         let mem = machine();
-        let mut d = direct(&mem, cfg(release), false);
+        let d = direct(&mem, cfg(release), false);
         let dev = dev32(true);
         let mut r = Recorder::new(64);
         let a = d
@@ -772,7 +772,7 @@ fn a_search_that_would_spin_is_a_mapping_error_naming_it() {
     let mem = machine();
     let mut c = cfg(Release::Linux6_0);
     c.areas = Areas::Exact(1);
-    let mut d = direct(&mem, c, false);
+    let d = direct(&mem, c, false);
     let mut dev = dev32(true);
     dev.min_align_mask = 0xfff;
     let mut r = Recorder::new(64);
@@ -817,7 +817,7 @@ fn a_search_that_would_spin_is_a_mapping_error_naming_it() {
     // 6.3's bounded pass says the pool is full instead.
     let mut c = cfg(Release::Linux6_3);
     c.areas = Areas::Exact(1);
-    let mut d = direct(&mem, c, false);
+    let d = direct(&mem, c, false);
     for i in 0..n / 2 {
         let o = PhysAddr(HIGH + (i as u64) * 4096 + 0x800);
         d.map_page(
@@ -881,7 +881,7 @@ fn two_cpus_bouncing_wait_the_overlap_of_one_lock_and_never_with_areas() {
         let lib = Swiotlb::new(&Model::new(params.clone()), mem.clone(), &cfg).unwrap();
         let bodies: Vec<Body<(u64, u64, usize)>> = (0..2u32)
             .map(|cpu| {
-                let mut lib = lib.clone();
+                let lib = lib.clone();
                 let params = params.clone();
                 let body: Body<(u64, u64, usize)> = Box::new(move |c| {
                     let mut m = Model::new(params);

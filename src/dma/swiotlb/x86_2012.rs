@@ -373,7 +373,7 @@ impl Default for Swiotlb2012Config {
 /// `swiotlb_dma_ops` of 2012 x86-64.
 #[derive(Debug)]
 pub struct Swiotlb2012Ops {
-    /// The one pool, shared by every CPU's view ([`DmaMapOps::on_cpu`]).
+    /// The one pool, under its one lock for every CPU that calls these ops.
     pool: std::rc::Rc<IoTlbMem>,
     mem: SharedPhysMem,
     book: AddrBook,
@@ -518,7 +518,7 @@ impl Swiotlb2012Ops {
 
     /// `swiotlb_bounce()`: `size` bytes between the original and the slot, within the pool.
     fn bounce<H: Hw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         orig: PhysAddr,
         kept: Kept,
@@ -539,7 +539,7 @@ impl Swiotlb2012Ops {
     /// `swiotlb_tbl_map_single()`: `None` when no run of slots fits.
     #[allow(clippy::too_many_arguments)]
     fn tbl_map_single<H: Hw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         tbl_dma_addr: PhysAddr,
@@ -578,7 +578,7 @@ impl Swiotlb2012Ops {
 
     /// `swiotlb_tbl_unmap_single()`: copy back, then free as many slots as `size` says.
     fn tbl_unmap_single<H: Hw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         kept: Kept,
         size: u64,
@@ -603,7 +603,7 @@ impl Swiotlb2012Ops {
 
     /// `swiotlb_tbl_sync_single()`: no lock, just the copy the direction asks for.
     fn tbl_sync_single<H: Hw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         kept: Kept,
         size: u64,
@@ -639,7 +639,7 @@ impl Swiotlb2012Ops {
 
     /// `map_single()` (static, inlined into its callers): the pool's bus address, then the search.
     fn map_single<H: Hw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         phys: PhysAddr,
@@ -654,7 +654,7 @@ impl Swiotlb2012Ops {
     /// `unmap_single()`.
     #[inline(always)]
     fn unmap_single<H: Hw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         addr: DmaAddr,
         size: u64,
@@ -675,7 +675,7 @@ impl Swiotlb2012Ops {
     /// `swiotlb_sync_single()`.
     #[inline(always)]
     fn sync_single<H: Hw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         addr: DmaAddr,
         size: u64,
@@ -695,7 +695,7 @@ impl Swiotlb2012Ops {
 
     /// `swiotlb_dma_mapping_error()`: is `addr` the overflow buffer's bus address?
     #[inline(always)]
-    pub fn dma_mapping_error<H: Hw + ?Sized>(&mut self, hw: &mut H, addr: DmaAddr) -> bool {
+    pub fn dma_mapping_error<H: Hw + ?Sized>(&self, hw: &mut H, addr: DmaAddr) -> bool {
         let back = hw.enter(crate::frame_id!("swiotlb_dma_mapping_error"));
         let c = self.costs.mapping_error;
         hw.sw(c.common);
@@ -725,7 +725,7 @@ impl Swiotlb2012Ops {
     }
 
     fn map_page_inner<H: Hw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         phys: PhysAddr,
@@ -766,7 +766,7 @@ impl Swiotlb2012Ops {
     }
 
     fn unmap_sg_entries<H: Hw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         sgt: &mut SgTable,
         n: usize,
@@ -787,24 +787,8 @@ impl DmaMapOps for Swiotlb2012Ops {
         "swiotlb (2012 x86 swiotlb_dma_ops)"
     }
 
-    /// The same pool and its one lock, for another CPU.
-    fn on_cpu(&self, _cpu: u32) -> Option<Swiotlb2012Ops> {
-        Some(Swiotlb2012Ops {
-            pool: std::rc::Rc::clone(&self.pool),
-            mem: self.mem.clone(),
-            book: self.book,
-            io_tlb_start: self.io_tlb_start,
-            io_tlb_end: self.io_tlb_end,
-            io_tlb_overflow_buffer: self.io_tlb_overflow_buffer,
-            overflow_phys: self.overflow_phys,
-            force: self.force,
-            release: self.release,
-            costs: self.costs,
-        })
-    }
-
     fn map_page<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         phys: PhysAddr,
@@ -820,7 +804,7 @@ impl DmaMapOps for Swiotlb2012Ops {
     }
 
     fn unmap_page<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         _dev: &Device,
         addr: DmaAddr,
@@ -835,7 +819,7 @@ impl DmaMapOps for Swiotlb2012Ops {
     }
 
     fn map_sg<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         dev: &Device,
         sgt: &mut SgTable,
@@ -885,7 +869,7 @@ impl DmaMapOps for Swiotlb2012Ops {
     }
 
     fn unmap_sg<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         _dev: &Device,
         sgt: &mut SgTable,
@@ -900,7 +884,7 @@ impl DmaMapOps for Swiotlb2012Ops {
     }
 
     fn sync_single_for_cpu<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         _dev: &Device,
         addr: DmaAddr,
@@ -914,7 +898,7 @@ impl DmaMapOps for Swiotlb2012Ops {
     }
 
     fn sync_single_for_device<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         _dev: &Device,
         addr: DmaAddr,
@@ -928,7 +912,7 @@ impl DmaMapOps for Swiotlb2012Ops {
     }
 
     fn sync_sg_for_cpu<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         _dev: &Device,
         sgt: &SgTable,
@@ -949,7 +933,7 @@ impl DmaMapOps for Swiotlb2012Ops {
     }
 
     fn sync_sg_for_device<H: DeviceHw>(
-        &mut self,
+        &self,
         hw: &mut H,
         _dev: &Device,
         sgt: &SgTable,
@@ -969,7 +953,7 @@ impl DmaMapOps for Swiotlb2012Ops {
         hw.leave(back);
     }
 
-    fn mapping_error<H: DeviceHw>(&mut self, hw: &mut H, _dev: &Device, addr: DmaAddr) -> bool {
+    fn mapping_error<H: DeviceHw>(&self, hw: &mut H, _dev: &Device, addr: DmaAddr) -> bool {
         self.dma_mapping_error(hw, addr)
     }
 }

@@ -42,7 +42,7 @@ fn entry(page: u64, offset: u32, length: u32) -> SgEntry {
 #[test]
 fn map_sg_lays_entries_out_contiguously_and_merges_segments() {
     let mut r = Recorder::new(64);
-    let mut d = iommu_dma(&mut r, true);
+    let d = iommu_dma(&mut r, true);
     let dev = Device::new("cam", true, 64);
     // Scattered pages; the third starts mid-page so it begins a new segment, and its short
     // length ends the segment after it.
@@ -92,7 +92,7 @@ fn map_sg_lays_entries_out_contiguously_and_merges_segments() {
         DmaDirection::Bidirectional,
         DmaAttrs::NONE,
     );
-    assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+    assert!(d.warnings.borrow().is_empty(), "{:?}", d.warnings);
     assert_eq!(d.domain.iova_to_phys(&mut r, IovaAddr(base)), None);
     // Five page leaves in one table: five TLBIVAL and one sync, no walk flush.
     assert_eq!(r.count_of(Counter::SmmuTlbival), 5);
@@ -103,7 +103,7 @@ fn map_sg_lays_entries_out_contiguously_and_merges_segments() {
 #[test]
 fn an_entry_that_would_straddle_a_segment_boundary_moves_to_the_next_one() {
     let mut r = Recorder::new(64);
-    let mut d = iommu_dma(&mut r, true);
+    let d = iommu_dma(&mut r, true);
     let mut dev = Device::new("d", true, 64);
     dev.seg_boundary_mask = 0xffff;
     let mut sgt = SgTable {
@@ -139,7 +139,7 @@ fn an_entry_that_would_straddle_a_segment_boundary_moves_to_the_next_one() {
         DmaDirection::ToDevice,
         DmaAttrs::NONE,
     );
-    assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+    assert!(d.warnings.borrow().is_empty(), "{:?}", d.warnings);
     assert_eq!(d.domain.pgtable.walk(base), None);
     assert_eq!(d.domain.pgtable.walk(base + 0x10000), None);
 }
@@ -159,7 +159,7 @@ fn the_default_segment_boundary_pads_a_list_across_4g_only_before_5_10() {
         (SegBoundary::UlongMax, 3 * gib, 5 * gib),
     ] {
         let mut r = Recorder::new(64);
-        let mut d = iommu_dma(&mut r, false);
+        let d = iommu_dma(&mut r, false);
         let dev = Device::new("d", true, 36).with_default_seg_boundary(rule);
         let mut sgt = SgTable {
             entries: vec![
@@ -190,7 +190,7 @@ fn the_default_segment_boundary_pads_a_list_across_4g_only_before_5_10() {
         let want = (rule == SegBoundary::Bits32).then_some(PhysAddr(0x20_8000_0000));
         assert_eq!(past, want.or(Some(PhysAddr(0x30_0000_0000))), "{rule:?}");
         d.unmap_sg(&mut r, &dev, &mut sgt, dir, DmaAttrs::NONE);
-        assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+        assert!(d.warnings.borrow().is_empty(), "{:?}", d.warnings);
         assert_eq!(d.domain.iova_to_phys(&mut r, IovaAddr(base)), None);
     }
 }
@@ -198,7 +198,7 @@ fn the_default_segment_boundary_pads_a_list_across_4g_only_before_5_10() {
 #[test]
 fn segments_stop_at_max_seg_size() {
     let mut r = Recorder::new(64);
-    let mut d = iommu_dma(&mut r, true);
+    let d = iommu_dma(&mut r, true);
     let dev = Device::new("d", true, 64);
     let mut sgt = SgTable::from_contiguous(PhysAddr(0x8000_0000), 256 << 10, &[4096]);
     assert_eq!(
@@ -218,7 +218,7 @@ fn segments_stop_at_max_seg_size() {
 fn non_coherent_map_sg_cleans_each_entry_and_flushes_once_when_batched() {
     for (batched, barriers) in [(false, 16), (true, 1)] {
         let mut r = Recorder::new(64);
-        let mut d = iommu_dma(&mut r, batched);
+        let d = iommu_dma(&mut r, batched);
         let dev = Device::new("d", false, 64);
         let mut sgt = SgTable::from_contiguous(PhysAddr(0x8000_0000), 64 << 10, &[4096]);
         let mut r = Recorder::new(64);
@@ -256,7 +256,7 @@ fn iommu_dma_batches_its_sg_paths_in_7_1() {
         (SyncKind::Batched, (1, 1, 1, 1, 1)),
     ] {
         let mut r = Recorder::new(64);
-        let mut d = iommu_dma_with(&mut r, kind);
+        let d = iommu_dma_with(&mut r, kind);
         let dev = Device::new("d", false, 64);
         let dir = DmaDirection::Bidirectional;
         let mut sgt = SgTable::from_contiguous(PhysAddr(0x8000_0000), 64 << 10, &[4096]);
@@ -308,7 +308,7 @@ fn iommu_dma_batches_its_sg_paths_in_7_1() {
 /// calls into the page table, IOVA frees, lines invalidated).
 fn unmap_page_counts(rel: UnmapLookup, coherent: bool) -> [[u64; 5]; 2] {
     let mut r = Recorder::new(64);
-    let mut d = iommu_dma(&mut r, false)
+    let d = iommu_dma(&mut r, false)
         .with_release_rules(crate::iommu::iova::IovaRelease::Linux6_2.rules(), rel);
     let dev = Device::new("d", coherent, 36);
     let dir = DmaDirection::FromDevice;
@@ -374,7 +374,7 @@ fn each_lookup_charges_one_table_walk() {
         let ops = Box::new(ArmSmmuDomain::new(&m, 1, WalkFlushKind::Asid));
         let dom = IommuDomain::new(&m, t, ops, SplitKind::UnmapPages);
         let arch = Arm64::new(DirRules::Since5_19);
-        let mut d = IommuDma::new(&m, dom, 1, arch, SyncKind::PerEntry)
+        let d = IommuDma::new(&m, dom, 1, arch, SyncKind::PerEntry)
             .unwrap()
             .with_release_rules(crate::iommu::iova::IovaRelease::Linux6_2.rules(), rel);
         let dev = Device::new("d", true, 36);
@@ -400,7 +400,7 @@ fn each_lookup_charges_one_table_walk() {
 #[test]
 fn map_page_keeps_the_offset_and_unmap_page_frees_the_iova() {
     let mut r = Recorder::new(64);
-    let mut d = iommu_dma(&mut r, true);
+    let d = iommu_dma(&mut r, true);
     let dev = Device::new("d", false, 32);
     let a = d
         .map_page(
@@ -431,7 +431,7 @@ fn map_page_keeps_the_offset_and_unmap_page_frees_the_iova() {
         DmaDirection::ToDevice,
         DmaAttrs::NONE,
     );
-    assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+    assert!(d.warnings.borrow().is_empty(), "{:?}", d.warnings);
     assert_eq!(d.domain.iova_to_phys(&mut r, IovaAddr(a.0)), None);
     // The same IOVA comes back from the magazine.
     let b = d
@@ -472,7 +472,7 @@ fn map_page_keeps_the_offset_and_unmap_page_frees_the_iova() {
         DmaDirection::ToDevice,
         DmaAttrs::NONE,
     );
-    assert!(!d.warnings.is_empty());
+    assert!(!d.warnings.borrow().is_empty());
 }
 
 fn map_unmap_4k<H: DeviceHw>(r: &mut H, d: &mut IommuDma, dev: &Device, n: u64) -> Vec<DmaAddr> {
@@ -518,7 +518,7 @@ fn lazy_unmaps_skip_invalidation_and_flush_once_per_full_queue() {
     assert_eq!(d.invalidation(), Invalidation::Lazy);
     let mut r = Recorder::new(64);
     map_unmap_4k(&mut r, &mut d, &dev, 300);
-    assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+    assert!(d.warnings.borrow().is_empty(), "{:?}", d.warnings);
     assert_eq!(r.count_of(Counter::SmmuTlbival), 0);
     assert_eq!(r.count_of(Counter::SmmuTlbiva), 0);
     assert_eq!(r.count_of(Counter::SmmuTlbiasid), 1);
@@ -573,7 +573,7 @@ fn a_lazy_unmap_keeps_its_iova_until_a_flush() {
     let c = map_unmap_4k(&mut r, &mut d, &dev, 2);
     assert_eq!(c, vec![b, a]);
     assert_eq!(d.iovad.stats().tree_allocs, 2);
-    assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+    assert!(d.warnings.borrow().is_empty(), "{:?}", d.warnings);
 }
 
 #[test]
@@ -693,7 +693,11 @@ fn a_drain_frees_every_cpus_queue_with_one_flush() {
     assert_eq!(r.count_of(Counter::SmmuTlbival), 1);
     assert_eq!(d.fq_stats().queued, 5);
     // ... and, as for a strict unmap from that CPU, its IOVA cannot be freed.
-    assert_eq!(d.warnings.len(), 2, "{:?}", d.warnings);
-    assert!(d.warnings[0].starts_with("no flush queue for CPU 7"));
-    assert!(d.warnings[1].contains("no CPU 7"), "{}", d.warnings[1]);
+    assert_eq!(d.warnings.borrow().len(), 2, "{:?}", d.warnings);
+    assert!(d.warnings.borrow()[0].starts_with("no flush queue for CPU 7"));
+    assert!(
+        d.warnings.borrow()[1].contains("no CPU 7"),
+        "{}",
+        d.warnings.borrow()[1]
+    );
 }

@@ -5,9 +5,9 @@
 //! Kernel counterpart: none — `__arm_lpae_map()` and `__arm_lpae_unmap()` walk from the top on
 //! every call, one level per recursion. The answer is theirs; only the way to it is shorter.
 //!
-//! What it does: the shortcut remembers where the last such call found its leaf table (the
-//! address bits above the last level's index, the table, the walk steps to it) together with
-//! the simulated memory's write stamp
+//! What it does: the shortcut remembers where the last such call on this CPU found its leaf
+//! table (the address bits above the last level's index, the table, the walk steps to it)
+//! together with the simulated memory's write stamp
 //! ([`PhysMem::write_stamp`](crate::mm::physmem::PhysMem::write_stamp)) at that moment. While the
 //! stamp is unchanged, every descriptor on the way reads byte for byte as the walk read it, so
 //! the remembered table is the one a walk would reach and the steps are the levels it would
@@ -35,7 +35,7 @@
 //!
 //! [`descend`]: ArmLpaeIoPgtable::descend
 
-use super::{ARM_LPAE_MAX_LEVELS, ArmLpaeIoPgtable, PTE_TYPE_PAGE};
+use super::{ARM_LPAE_MAX_LEVELS, ArmLpaeIoPgtable, LookAside, PTE_TYPE_PAGE};
 use crate::hw::{Hw, SwCost};
 use crate::mm::physmem::PhysMem;
 use crate::types::PhysAddr;
@@ -73,7 +73,7 @@ impl ArmLpaeIoPgtable {
     /// `__arm_lpae_map()` of one empty page entry: `true` when done here.
     #[inline]
     pub(super) fn map_one_shortcut<H: Hw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         iova: u64,
         paddr: u64,
@@ -91,7 +91,7 @@ impl ArmLpaeIoPgtable {
     /// invalidates it, clear before invalidate as the kernel orders them).
     #[inline]
     pub(super) fn unmap_one_shortcut<H: Hw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         iova: u64,
         size: u64,
@@ -111,7 +111,7 @@ impl ArmLpaeIoPgtable {
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn leaf_shortcut<H: Hw + ?Sized>(
-        &mut self,
+        &self,
         hw: &mut H,
         iova: u64,
         size: u64,
@@ -125,37 +125,38 @@ impl ArmLpaeIoPgtable {
         }
         let leaf = ARM_LPAE_MAX_LEVELS - 1;
         let block = iova.wrapping_shr(self.lvl_shift(leaf - 1));
+        let look = self.look(&*hw);
         let mut mem = self.mem.borrow_mut();
-        let w = self.leaf_walk;
+        let w = look.leaf_walk.get();
         let remembered = w.valid && w.block == block && w.stamp == mem.write_stamp();
         let (table, steps, steps_cost) = if remembered {
             (w.table, w.steps, w.steps_cost)
         } else {
-            match self.walk_to_leaf_table(&mem, iova) {
+            match self.walk_to_leaf_table(look, &mem, iova) {
                 Some(found) => found,
                 None => return false,
             }
         };
         let ptep = PhysAddr(table + (self.lvl_idx(iova, leaf) << 3));
-        if !took(mem.update_u64_hinted(ptep, &self.walk_hint[leaf as usize], update)) {
+        if !took(mem.update_u64_hinted(ptep, &look.walk_hint[leaf as usize], update)) {
             return false;
         }
         // A leaf written in its table moves no descriptor on the way to it: the walk stays
         // good under the new stamp.
         let stamp = mem.write_stamp();
         drop(mem);
-        if remembered {
-            self.leaf_walk.stamp = stamp;
+        look.leaf_walk.set(if remembered {
+            LeafWalk { stamp, ..w }
         } else {
-            self.leaf_walk = LeafWalk {
+            LeafWalk {
                 valid: true,
                 stamp,
                 block,
                 table,
                 steps,
                 steps_cost,
-            };
-        }
+            }
+        });
         hw.sw(steps_cost);
         hw.sw(cost);
         true
@@ -165,9 +166,14 @@ impl ArmLpaeIoPgtable {
     /// only: the table, the steps (the leaf level's included) and their price; `None` at
     /// anything else. Out of line: the remembered table answers most calls.
     #[inline(never)]
-    fn walk_to_leaf_table(&self, mem: &PhysMem, iova: u64) -> Option<(u64, u64, SwCost)> {
+    fn walk_to_leaf_table(
+        &self,
+        look: &LookAside,
+        mem: &PhysMem,
+        iova: u64,
+    ) -> Option<(u64, u64, SwCost)> {
         let top = (self.start_level, self.pgd);
-        let (lvl, table, passed) = self.pass_tables(mem, iova, self.cfg.granule, top);
+        let (lvl, table, passed) = self.pass_tables(look, mem, iova, self.cfg.granule, top);
         let steps = passed + 1;
         let steps_cost = SwCost(self.costs.walk_level.0.saturating_mul(steps));
         (lvl == ARM_LPAE_MAX_LEVELS - 1).then_some((table.0, steps, steps_cost))
@@ -182,6 +188,7 @@ impl ArmLpaeIoPgtable {
     #[inline]
     pub(super) fn descend(
         &self,
+        look: &LookAside,
         iova: u64,
         size: u64,
         lvl: u32,
@@ -190,7 +197,7 @@ impl ArmLpaeIoPgtable {
         if !self.shortcut {
             return (lvl, table, 0);
         }
-        self.pass_tables(&self.mem.borrow(), iova, size, (lvl, table))
+        self.pass_tables(look, &self.mem.borrow(), iova, size, (lvl, table))
     }
 
     /// From `table` at `lvl`, follow table descriptors toward `iova` while `size` is smaller
@@ -198,6 +205,7 @@ impl ArmLpaeIoPgtable {
     #[inline(always)]
     fn pass_tables(
         &self,
+        look: &LookAside,
         mem: &PhysMem,
         iova: u64,
         size: u64,
@@ -206,7 +214,7 @@ impl ArmLpaeIoPgtable {
         let mut passed = 0;
         while lvl < ARM_LPAE_MAX_LEVELS - 1 && size != self.block_size(lvl) {
             let ptep = PhysAddr(table.0 + (self.lvl_idx(iova, lvl) << 3));
-            let pte = mem.read_u64_hinted(ptep, &self.walk_hint[lvl as usize]);
+            let pte = mem.read_u64_hinted(ptep, &look.walk_hint[lvl as usize]);
             if !Self::pte_is_table(pte, lvl) {
                 break;
             }

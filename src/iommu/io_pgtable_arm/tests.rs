@@ -4,6 +4,7 @@ use super::*;
 use crate::arch::arm64::{Arm64, DirRules};
 use crate::hw::recorder::Recorder;
 use crate::hw::{CacheOp, Counter};
+use crate::iommu::FlushOps;
 use crate::iommu::arm_smmu::{ArmSmmuDomain, WalkFlushKind};
 
 pub(crate) fn mem() -> SharedPhysMem {
@@ -121,7 +122,7 @@ fn the_shortcut_does_what_the_general_path_does() {
     let unmapped = [0u64, 1, 512, 2, 3, 2, 513, 511, 1024, 4, 1025, 1023];
     let run = |shortcut: bool, force_walk: bool| {
         let mut m = Model::new(params.clone());
-        let mut f = ArmSmmuDomain::new(&m, 1, WalkFlushKind::ByVa);
+        let f = FlushOps::ArmSmmu(ArmSmmuDomain::new(&m, 1, WalkFlushKind::ByVa));
         let mut t =
             ArmLpaeIoPgtable::new(&mut m, IoPgtableCfg::new(4096, 48), mem(), None).unwrap();
         if !shortcut {
@@ -129,7 +130,7 @@ fn the_shortcut_does_what_the_general_path_does() {
         }
         for &p in &mapped {
             let (iova, pa) = (IovaAddr(base + p * 4096), PhysAddr(0x8000_0000 + p * 8192));
-            t.map_pages(&mut m, &mut f, iova, pa, 4096, 1, Prot::RW)
+            t.map_pages(&mut m, &f, iova, pa, 4096, 1, Prot::RW)
                 .unwrap();
         }
         m.clear_ledger();
@@ -143,7 +144,7 @@ fn the_shortcut_does_what_the_general_path_does() {
             }
             let mut g = IommuIotlbGather::new();
             g.queued = i % 3 == 2;
-            let r = t.unmap_pages(&mut m, &mut f, &mut g, IovaAddr(base + p * 4096), 4096, 1);
+            let r = t.unmap_pages(&mut m, &f, &mut g, IovaAddr(base + p * 4096), 4096, 1);
             results.push((r, g));
         }
         let ptes: Vec<_> = mapped
@@ -178,13 +179,13 @@ fn the_shortcut_does_what_the_general_path_does() {
 #[test]
 fn the_remembered_walk_gives_way_to_any_write() {
     let mut r = Recorder::new(64);
-    let mut f = ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa);
-    let mut t = table(&mut r, 0x1000, 48);
+    let f = FlushOps::ArmSmmu(ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa));
+    let t = table(&mut r, 0x1000, 48);
     let base = 0x20_0000u64;
     for i in 0..2 {
         t.map_pages(
             &mut r,
-            &mut f,
+            &f,
             IovaAddr(base + i * 4096),
             PhysAddr(0x8000_0000 + i * 8192),
             4096,
@@ -203,14 +204,14 @@ fn the_remembered_walk_gives_way_to_any_write() {
     let mut g = IommuIotlbGather::new();
     let warns = r.count_of(Counter::Warn);
     assert_eq!(
-        t.unmap_pages(&mut r, &mut f, &mut g, IovaAddr(base), 4096, 1),
+        t.unmap_pages(&mut r, &f, &mut g, IovaAddr(base), 4096, 1),
         Err(IommuError::NotMapped(IovaAddr(base)))
     );
     assert_eq!(r.count_of(Counter::Warn), warns + 1);
     // Mapping the next page installs a fresh leaf table instead of writing into the old one.
     t.map_pages(
         &mut r,
-        &mut f,
+        &f,
         IovaAddr(base + 2 * 4096),
         PhysAddr(0x8000_4000),
         4096,
@@ -261,7 +262,7 @@ fn descend_does_what_the_level_by_level_walk_does() {
     ];
     let run = |plain: bool, coherent: bool, pte_clear: PteClear| {
         let mut m = Model::new(params.clone());
-        let mut f = ArmSmmuDomain::new(&m, 1, WalkFlushKind::ByVa);
+        let f = FlushOps::ArmSmmu(ArmSmmuDomain::new(&m, 1, WalkFlushKind::ByVa));
         let mut cfg = IoPgtableCfg::new(g, 48);
         cfg.pte_clear = pte_clear;
         let walker = (!coherent).then(|| ArchOps::from(Arm64::new(DirRules::Since5_19)));
@@ -273,10 +274,10 @@ fn descend_does_what_the_level_by_level_walk_does() {
         for &(map, iova, size, n) in &calls {
             let r = if map {
                 let pa = PhysAddr(0x8000_0000 + iova);
-                t.map_pages(&mut m, &mut f, IovaAddr(iova), pa, size, n, Prot::RW)
+                t.map_pages(&mut m, &f, IovaAddr(iova), pa, size, n, Prot::RW)
             } else {
                 let mut g = IommuIotlbGather::new();
-                t.unmap_pages(&mut m, &mut f, &mut g, IovaAddr(iova), size, n)
+                t.unmap_pages(&mut m, &f, &mut g, IovaAddr(iova), size, n)
             };
             results.push((r, m.now_ps(), t.shape()));
         }
@@ -299,12 +300,12 @@ fn descend_does_what_the_level_by_level_walk_does() {
 #[test]
 fn descriptors_are_bit_exact() {
     let mut r = Recorder::new(64);
-    let mut f = ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa);
-    let mut t = table(&mut r, 0x1000, 48);
+    let f = FlushOps::ArmSmmu(ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa));
+    let t = table(&mut r, 0x1000, 48);
     let prot = Prot::RW.union(Prot::CACHE);
     t.map_pages(
         &mut r,
-        &mut f,
+        &f,
         IovaAddr(0x1000),
         PhysAddr(0x8765_4000),
         4096,
@@ -325,7 +326,7 @@ fn descriptors_are_bit_exact() {
         let iova = 0x10_0000 + u64::from(bits) * 4096;
         let prot = Prot(bits | 0x8000_0040);
         let pa = PhysAddr(0x9000_0000);
-        let n = t.map_pages(&mut r, &mut f, IovaAddr(iova), pa, 4096, 1, prot);
+        let n = t.map_pages(&mut r, &f, IovaAddr(iova), pa, 4096, 1, prot);
         if prot.contains(Prot::READ) || prot.contains(Prot::WRITE) {
             assert_eq!(n, Ok(4096));
             let want = t.prot_to_pte(Prot(bits)) | 0x9000_0000 | 0x3;
@@ -338,7 +339,7 @@ fn descriptors_are_bit_exact() {
     // A read-only, non-cacheable, no-exec 2M block.
     t.map_pages(
         &mut r,
-        &mut f,
+        &f,
         IovaAddr(0x4000_0000),
         PhysAddr(0x8000_0000),
         2 << 20,
@@ -354,7 +355,7 @@ fn descriptors_are_bit_exact() {
     // 1G block at level 1.
     t.map_pages(
         &mut r,
-        &mut f,
+        &f,
         IovaAddr(0x80_0000_0000),
         PhysAddr(0xc000_0000),
         1 << 30,
@@ -370,7 +371,7 @@ fn descriptors_are_bit_exact() {
     // Device memory: AttrIndx 2.
     t.map_pages(
         &mut r,
-        &mut f,
+        &f,
         IovaAddr(0x2000),
         PhysAddr(0x9000_0000),
         4096,
@@ -406,13 +407,13 @@ fn level_shifts_are_below_64() {
 #[test]
 fn blocks_for_16k_and_64k_granules() {
     let mut r = Recorder::new(64);
-    let mut f = ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa);
-    let mut t = table(&mut r, 0x4000, 48);
+    let f = FlushOps::ArmSmmu(ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa));
+    let t = table(&mut r, 0x4000, 48);
     assert_eq!(t.pgsize_bitmap(), 0x4000 | (32 << 20));
     assert_eq!(t.min_pagesz(), 0x4000);
     t.map_pages(
         &mut r,
-        &mut f,
+        &f,
         IovaAddr(32 << 20),
         PhysAddr(0x8000_0000),
         32 << 20,
@@ -424,10 +425,10 @@ fn blocks_for_16k_and_64k_granules() {
         t.walk((32 << 20) + 0x1234),
         Some((PhysAddr(0x8000_1234), 32 << 20))
     );
-    let mut t = table(&mut r, 0x10000, 48);
+    let t = table(&mut r, 0x10000, 48);
     t.map_pages(
         &mut r,
-        &mut f,
+        &f,
         IovaAddr(512 << 20),
         PhysAddr(0x2000_0000),
         512 << 20,
@@ -437,7 +438,7 @@ fn blocks_for_16k_and_64k_granules() {
     .unwrap();
     t.map_pages(
         &mut r,
-        &mut f,
+        &f,
         IovaAddr(0x10000),
         PhysAddr(0x3000_0000),
         0x10000,
@@ -458,18 +459,15 @@ fn blocks_for_16k_and_64k_granules() {
 #[test]
 fn a_block_replaces_a_table_that_still_maps_pages() {
     let mut r = Recorder::new(64);
-    let mut f = ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa);
+    let f = FlushOps::ArmSmmu(ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa));
     let mut t = table(&mut r, 0x1000, 48);
-    let map = |t: &mut ArmLpaeIoPgtable, r: &mut Recorder, f: &mut ArmSmmuDomain, pa, sz| {
+    let map = |t: &ArmLpaeIoPgtable, r: &mut Recorder, f: &FlushOps, pa, sz| {
         t.map_pages(r, f, IovaAddr(0x20_0000), PhysAddr(pa), sz, 1, Prot::RW)
     };
-    map(&mut t, &mut r, &mut f, 0x8000_5000, 4096).unwrap();
+    map(&mut t, &mut r, &f, 0x8000_5000, 4096).unwrap();
     assert_eq!(t.count_tables(), 4);
     r.reset();
-    assert_eq!(
-        map(&mut t, &mut r, &mut f, 0x8020_0000, 2 << 20),
-        Ok(2 << 20)
-    );
+    assert_eq!(map(&mut t, &mut r, &f, 0x8020_0000, 2 << 20), Ok(2 << 20));
     assert_eq!(r.count_of(Counter::SmmuTlbiva), 512);
     assert_eq!(r.count_of(Counter::SmmuTlbsync), 1);
     assert_eq!(r.count_of(Counter::Warn), 0);
@@ -478,7 +476,7 @@ fn a_block_replaces_a_table_that_still_maps_pages() {
     assert_eq!(t.walk(0x20_0123), Some((PhysAddr(0x8020_0123), 2 << 20)));
     // Now a leaf is there: mapping over it is refused with a WARN.
     assert_eq!(
-        map(&mut t, &mut r, &mut f, 0x8040_0000, 2 << 20),
+        map(&mut t, &mut r, &f, 0x8040_0000, 2 << 20),
         Err(IommuError::Exists(IovaAddr(0x20_0000)))
     );
     assert_eq!(r.count_of(Counter::Warn), 1);
@@ -489,12 +487,12 @@ fn a_block_replaces_a_table_that_still_maps_pages() {
 #[test]
 fn a_refused_block_run_has_already_freed_the_tables_before_the_leaf() {
     let mut r = Recorder::new(64);
-    let mut f = ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa);
-    let mut t = table(&mut r, 0x1000, 48);
+    let f = FlushOps::ArmSmmu(ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa));
+    let t = table(&mut r, 0x1000, 48);
     let (a, b) = (0x4000_0000u64, 0x4020_0000u64);
     t.map_pages(
         &mut r,
-        &mut f,
+        &f,
         IovaAddr(a),
         PhysAddr(0x9000_0000),
         4096,
@@ -504,7 +502,7 @@ fn a_refused_block_run_has_already_freed_the_tables_before_the_leaf() {
     .unwrap();
     t.map_pages(
         &mut r,
-        &mut f,
+        &f,
         IovaAddr(b),
         PhysAddr(0x9000_0000),
         2 << 20,
@@ -513,15 +511,7 @@ fn a_refused_block_run_has_already_freed_the_tables_before_the_leaf() {
     )
     .unwrap();
     r.reset();
-    let e = t.map_pages(
-        &mut r,
-        &mut f,
-        IovaAddr(a),
-        PhysAddr(0),
-        2 << 20,
-        2,
-        Prot::RW,
-    );
+    let e = t.map_pages(&mut r, &f, IovaAddr(a), PhysAddr(0), 2 << 20, 2, Prot::RW);
     assert_eq!(e, Err(IommuError::Exists(IovaAddr(b))));
     assert_eq!(r.count_of(Counter::SmmuTlbiva), 512, "one walk flush");
     assert_eq!(r.count_of(Counter::Warn), 1);
@@ -532,11 +522,11 @@ fn a_refused_block_run_has_already_freed_the_tables_before_the_leaf() {
 #[test]
 fn map_over_a_mapping_is_refused_and_unmap_of_a_hole_is_an_error() {
     let mut r = Recorder::new(64);
-    let mut f = ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa);
-    let mut t = table(&mut r, 0x1000, 48);
+    let f = FlushOps::ArmSmmu(ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa));
+    let t = table(&mut r, 0x1000, 48);
     t.map_pages(
         &mut r,
-        &mut f,
+        &f,
         IovaAddr(0x20_0000),
         PhysAddr(0x8000_0000),
         4096,
@@ -546,7 +536,7 @@ fn map_over_a_mapping_is_refused_and_unmap_of_a_hole_is_an_error() {
     .unwrap();
     let e = t.map_pages(
         &mut r,
-        &mut f,
+        &f,
         IovaAddr(0x20_2000),
         PhysAddr(0x9000_0000),
         4096,
@@ -556,19 +546,19 @@ fn map_over_a_mapping_is_refused_and_unmap_of_a_hole_is_an_error() {
     assert_eq!(e, Err(IommuError::Exists(IovaAddr(0x20_2000))));
     assert_eq!(r.count_of(Counter::Warn), 1);
     let mut g = IommuIotlbGather::new();
-    let e = t.unmap_pages(&mut r, &mut f, &mut g, IovaAddr(0x40_0000), 4096, 1);
+    let e = t.unmap_pages(&mut r, &f, &mut g, IovaAddr(0x40_0000), 4096, 1);
     assert_eq!(e, Err(IommuError::NotMapped(IovaAddr(0x40_0000))));
     assert_eq!(r.count_of(Counter::Warn), 2);
     // A run that meets a hole stops there, with a WARN.
     assert_eq!(
-        t.unmap_pages(&mut r, &mut f, &mut g, IovaAddr(0x20_0000), 4096, 8),
+        t.unmap_pages(&mut r, &f, &mut g, IovaAddr(0x20_0000), 4096, 8),
         Ok(4 * 4096)
     );
     assert_eq!(r.count_of(Counter::Warn), 3);
     assert!(matches!(
         t.map_pages(
             &mut r,
-            &mut f,
+            &f,
             IovaAddr(0x20_0800),
             PhysAddr(0),
             4096,
@@ -580,7 +570,7 @@ fn map_over_a_mapping_is_refused_and_unmap_of_a_hole_is_an_error() {
     assert!(matches!(
         t.map_pages(
             &mut r,
-            &mut f,
+            &f,
             IovaAddr(1 << 48),
             PhysAddr(0),
             4096,
@@ -590,7 +580,7 @@ fn map_over_a_mapping_is_refused_and_unmap_of_a_hole_is_an_error() {
         Err(IommuError::OutOfRange { .. })
     ));
     assert!(matches!(
-        t.map_pages(&mut r, &mut f, IovaAddr(0), PhysAddr(0), 8192, 1, Prot::RW),
+        t.map_pages(&mut r, &f, IovaAddr(0), PhysAddr(0), 8192, 1, Prot::RW),
         Err(IommuError::BadPageSize { .. })
     ));
 }
@@ -598,8 +588,8 @@ fn map_over_a_mapping_is_refused_and_unmap_of_a_hole_is_an_error() {
 #[test]
 fn unmap_stops_at_the_end_of_a_last_level_table() {
     let mut r = Recorder::new(64);
-    let mut f = ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa);
-    let mut t = table(&mut r, 0x1000, 48);
+    let f = FlushOps::ArmSmmu(ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa));
+    let t = table(&mut r, 0x1000, 48);
     let iova = (2 << 20) - 8 * 4096;
     let mut left = 16u64;
     let mut at = iova;
@@ -607,7 +597,7 @@ fn unmap_stops_at_the_end_of_a_last_level_table() {
         let m = t
             .map_pages(
                 &mut r,
-                &mut f,
+                &f,
                 IovaAddr(at),
                 PhysAddr(0x8000_0000 + at),
                 4096,
@@ -620,7 +610,7 @@ fn unmap_stops_at_the_end_of_a_last_level_table() {
     }
     let mut g = IommuIotlbGather::new();
     assert_eq!(
-        t.unmap_pages(&mut r, &mut f, &mut g, IovaAddr(iova), 4096, 16),
+        t.unmap_pages(&mut r, &f, &mut g, IovaAddr(iova), 4096, 16),
         Ok(8 * 4096)
     );
     assert_eq!(r.count_of(Counter::SmmuTlbival), 8);
@@ -629,12 +619,12 @@ fn unmap_stops_at_the_end_of_a_last_level_table() {
 #[test]
 fn partial_unmap_of_a_block_splits_it() {
     let mut r = Recorder::new(64);
-    let mut f = ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa);
-    let mut t = table(&mut r, 0x1000, 48);
+    let f = FlushOps::ArmSmmu(ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa));
+    let t = table(&mut r, 0x1000, 48);
     let base = 0x4000_0000u64;
     t.map_pages(
         &mut r,
-        &mut f,
+        &f,
         IovaAddr(base),
         PhysAddr(0x8000_0000),
         2 << 20,
@@ -645,7 +635,7 @@ fn partial_unmap_of_a_block_splits_it() {
     let tables = t.mem().allocations();
     let mut g = IommuIotlbGather::new();
     assert_eq!(
-        t.unmap_pages(&mut r, &mut f, &mut g, IovaAddr(base + 0x5000), 4096, 2),
+        t.unmap_pages(&mut r, &f, &mut g, IovaAddr(base + 0x5000), 4096, 2),
         Ok(8192)
     );
     assert_eq!(t.mem().allocations(), tables + 1);
@@ -657,7 +647,7 @@ fn partial_unmap_of_a_block_splits_it() {
     // Splitting a 1G block down to a 4K hole goes through a level-2 table of 2M blocks.
     t.map_pages(
         &mut r,
-        &mut f,
+        &f,
         IovaAddr(2u64 << 30),
         PhysAddr(1 << 32),
         1 << 30,
@@ -668,7 +658,7 @@ fn partial_unmap_of_a_block_splits_it() {
     assert_eq!(
         t.unmap_pages(
             &mut r,
-            &mut f,
+            &f,
             &mut g,
             IovaAddr((2u64 << 30) + (6 << 20)),
             4096,
@@ -689,11 +679,11 @@ fn partial_unmap_of_a_block_splits_it() {
 #[test]
 fn a_block_replaces_an_empty_table_with_a_walk_flush() {
     let mut r = Recorder::new(64);
-    let mut f = ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa);
-    let mut t = table(&mut r, 0x1000, 48);
+    let f = FlushOps::ArmSmmu(ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa));
+    let t = table(&mut r, 0x1000, 48);
     t.map_pages(
         &mut r,
-        &mut f,
+        &f,
         IovaAddr(0x20_0000),
         PhysAddr(0x8000_0000),
         4096,
@@ -702,12 +692,12 @@ fn a_block_replaces_an_empty_table_with_a_walk_flush() {
     )
     .unwrap();
     let mut g = IommuIotlbGather::new();
-    t.unmap_pages(&mut r, &mut f, &mut g, IovaAddr(0x20_0000), 4096, 1)
+    t.unmap_pages(&mut r, &f, &mut g, IovaAddr(0x20_0000), 4096, 1)
         .unwrap();
     let before = t.mem().allocations();
     t.map_pages(
         &mut r,
-        &mut f,
+        &f,
         IovaAddr(0x20_0000),
         PhysAddr(0x8000_0000),
         2 << 20,
@@ -722,16 +712,16 @@ fn a_block_replaces_an_empty_table_with_a_walk_flush() {
 #[test]
 fn non_coherent_walker_cleans_every_pte_write() {
     let mut r = Recorder::new(64);
-    let mut f = ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa);
+    let f = FlushOps::ArmSmmu(ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa));
     let arch = ArchOps::from(Arm64::new(DirRules::Since5_19));
-    let mut t =
+    let t =
         ArmLpaeIoPgtable::new(&mut r, IoPgtableCfg::new(0x1000, 48), mem(), Some(arch)).unwrap();
     // The new top-level table is cleaned whole: 64 lines, one DSB.
     assert_eq!((r.lines(CacheOp::Clean), r.barriers), (64, 1));
     let mut r = Recorder::new(64);
     t.map_pages(
         &mut r,
-        &mut f,
+        &f,
         IovaAddr(0),
         PhysAddr(0x8000_0000),
         4096,
@@ -746,7 +736,7 @@ fn non_coherent_walker_cleans_every_pte_write() {
     assert_ne!(t.pte_at(0, 2).unwrap() & PTE_SW_SYNC, 0);
     let mut r = Recorder::new(64);
     let mut g = IommuIotlbGather::new();
-    t.unmap_pages(&mut r, &mut f, &mut g, IovaAddr(0), 4096, 16)
+    t.unmap_pages(&mut r, &f, &mut g, IovaAddr(0), 4096, 16)
         .unwrap();
     // 5.15: each cleared PTE cleaned on its own.
     assert_eq!((r.lines(CacheOp::Clean), r.barriers), (16, 16));
@@ -755,12 +745,12 @@ fn non_coherent_walker_cleans_every_pte_write() {
 #[test]
 fn freeing_returns_every_table() {
     let mut r = Recorder::new(64);
-    let mut f = ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa);
-    let mut t = table(&mut r, 0x1000, 48);
+    let f = FlushOps::ArmSmmu(ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa));
+    let t = table(&mut r, 0x1000, 48);
     for i in 0..5u64 {
         t.map_pages(
             &mut r,
-            &mut f,
+            &f,
             IovaAddr(i << 30),
             PhysAddr(0x8000_0000),
             4096,

@@ -330,7 +330,7 @@ pub fn run(s: &Scenario, progress: &Progress) -> Result<IommuRunResult, RunFailu
                 m.slot(format!("unmap {label}"), "iommu_unmap", size);
                 let d = new_domain(&mut cpus[0].0, s, &cfg, (size, 1, n), cmdq_shift)?;
                 m.saw(&d);
-                on_cpus(
+                run_on_cpus(
                     &mut cpus,
                     d,
                     &mut m,
@@ -373,13 +373,13 @@ pub fn run(s: &Scenario, progress: &Progress) -> Result<IommuRunResult, RunFailu
     })
 }
 
-/// One CPU's iterations of a sweep's `size` on its view of the size's domain, at its own IOVA
+/// One CPU's iterations of a sweep's `size` on the size's domain, at its own IOVA
 /// (`at.index` strides up) and on pages of its own, counted in `m` (this size's map, then
 /// its unmap).
 fn sweep_loop(
     hw: &mut Model,
     m: &mut Meter,
-    d: &mut crate::iommu::core::IommuDomain,
+    d: &crate::iommu::core::IommuDomain,
     (w, size): (&Sweep, u64),
     (at, stride): (CpuAt, u64),
     progress: Option<&Progress>,
@@ -433,22 +433,6 @@ impl CpuAt {
             format!("iteration {it}")
         }
     }
-}
-
-/// The domain as each of `n` CPUs calls it: the domain itself, then views that share its page
-/// table and its SMMU's queue ([`crate::iommu::core::IommuDomain::on_cpu`]).
-fn domain_views(
-    d: crate::iommu::core::IommuDomain,
-    n: u32,
-) -> Result<Vec<crate::iommu::core::IommuDomain>, Bug> {
-    let mut views = Vec::with_capacity(n as usize);
-    for _ in 1..n {
-        views.push(d.on_cpu().ok_or(Bug::NotShared {
-            what: "this domain",
-        })?);
-    }
-    views.insert(0, d);
-    Ok(views)
 }
 
 /// Inclusive ranges, sorted, with those that overlap or touch made one.
@@ -585,20 +569,20 @@ pub(super) fn run_ops(
         };
         m.slot(op_label(i, o, ops), o.call(), bytes);
     }
-    on_cpus(cpus, d, m, 0, progress, &|hw, cm, d, at, progress| {
+    run_on_cpus(cpus, d, m, 0, progress, &|hw, cm, d, at, progress| {
         ops_loop(hw, cm, d, &iovad, (cfg, w), (at, stride), progress)
     })
 }
 
-/// One CPU's part of an IOMMU workload: its model, its meter, its view of the domain, which
-/// CPU it is, and the progress display if it moves it.
-type CpuBody<'a> = dyn Fn(&mut Model, &mut Meter, &mut crate::iommu::core::IommuDomain, CpuAt, Option<&Progress>)
-    + 'a;
+/// One CPU's part of an IOMMU workload: its model, its meter, the domain, which CPU it is,
+/// and the progress display if it moves it.
+type CpuBody<'a> =
+    dyn Fn(&mut Model, &mut Meter, &crate::iommu::core::IommuDomain, CpuAt, Option<&Progress>) + 'a;
 
-/// Run `body` on every CPU at once ([`crate::scenario::smp_cpus::run_each`]), each on its own
-/// view of domain `d` and counting the operations from slot `from` on in a meter of its own,
-/// then add every CPU's meter into `m`.
-fn on_cpus(
+/// Run `body` on every CPU at once ([`crate::scenario::smp_cpus::run_each`]), each calling the
+/// one domain `d` and counting the operations from slot `from` on in a meter of its own, then
+/// add every CPU's meter into `m`.
+fn run_on_cpus(
     cpus: &mut [(Model, CpuAt)],
     d: crate::iommu::core::IommuDomain,
     m: &mut Meter,
@@ -606,7 +590,15 @@ fn on_cpus(
     progress: &Progress,
     body: &CpuBody<'_>,
 ) -> Result<(), RunFailure> {
-    let views = domain_views(d, cpus.len() as u32)?;
+    if cpus.len() > 1 && !d.shareable() {
+        return Err(Bug::NotShared {
+            what: "this domain",
+        }
+        .into());
+    }
+    // Each CPU's own state in the domain, found by the platform CPU it is.
+    let slots = cpus.iter().map(|(_, at)| at.cpu as usize + 1).max();
+    let d = d.with_cpus(slots.unwrap_or(1));
     // The domain exists from the first CPU's clock on: no CPU maps into it earlier.
     let ready = cpus[0].0.now_ps();
     for (hw, _) in cpus.iter_mut() {
@@ -614,12 +606,12 @@ fn on_cpus(
     }
     let blank = m.blank(from);
     let meters = crate::scenario::smp_cpus::run_each(
-        cpus.iter_mut().zip(views),
+        cpus.iter_mut(),
         progress,
-        &|((hw, at), mut d): (&mut (Model, CpuAt), _), c, progress| {
+        &|(hw, at): &mut (Model, CpuAt), c, progress| {
             hw.set_cpu(c);
             let mut cm = blank.blank(0);
-            body(hw, &mut cm, &mut d, *at, progress);
+            body(hw, &mut cm, &d, *at, progress);
             hw.set_cpu(crate::smp::Cpu::alone());
             cm
         },
@@ -630,13 +622,13 @@ fn on_cpus(
     Ok(())
 }
 
-/// One CPU's run of the list, `iterations` times, on its view of the domain: its fixed IOVAs
+/// One CPU's run of the list, `iterations` times, on the domain: its fixed IOVAs
 /// `at.index` strides up, its generated pages in windows of its own, its IOVAs from its own
 /// magazines of the shared allocator.
 fn ops_loop(
     hw: &mut Model,
     m: &mut Meter,
-    d: &mut crate::iommu::core::IommuDomain,
+    d: &crate::iommu::core::IommuDomain,
     iovad: &IovaDomain,
     (cfg, w): (&IommuConfig, &Ops),
     (at, stride): (CpuAt, u64),

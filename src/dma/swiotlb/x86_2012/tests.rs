@@ -109,7 +109,7 @@ fn below_the_pool_is_swiotlb_buffer_stops_after_one_translation() {
     ])
     .shared();
     let r0 = Recorder::new(64);
-    let mut o = Swiotlb2012Ops::new(
+    let o = Swiotlb2012Ops::new(
         &r0,
         mem,
         &Swiotlb2012Config {
@@ -132,7 +132,7 @@ fn below_the_pool_is_swiotlb_buffer_stops_after_one_translation() {
 fn bounced_paths_translate_twice_more_at_map_and_lock_in_map_and_unmap() {
     for (policy, map_calls, unmap_calls, sync_calls) in [("virt", 2, 2, 2), ("phys", 0, 0, 0)] {
         let mem = machine();
-        let mut o = ops(&mem, policy, 4 << 20);
+        let o = ops(&mem, policy, 4 << 20);
         let dev = Device::new("dev32", true, 32);
         let buf = PhysAddr(HIGH + 0x345);
         let data = pattern(1514, 9);
@@ -172,7 +172,7 @@ fn bounced_paths_translate_twice_more_at_map_and_lock_in_map_and_unmap() {
 fn full_pool_hands_out_the_overflow_buffer_and_mapping_error_sees_it() {
     for policy in ["virt", "phys"] {
         let mem = machine();
-        let mut o = ops(&mem, policy, IO_TLB_MAX_MAPPING);
+        let o = ops(&mem, policy, IO_TLB_MAX_MAPPING);
         let dev = Device::new("dev32", true, 32);
         let mut r = Recorder::new(64);
         let a = o
@@ -214,7 +214,7 @@ fn dma_api_mapping_error_reaches_the_ops() {
     let mem = machine();
     let o = ops(&mem, "virt", IO_TLB_MAX_MAPPING);
     let overflow = DmaAddr(o.overflow_buffer().0);
-    let mut api = DmaApi::new(&Recorder::new(64), nic(), o);
+    let api = DmaApi::new(&Recorder::new(64), nic(), o);
     let mut r = Recorder::new(64);
     assert!(api.mapping_error(&mut r, overflow));
     assert!(!api.mapping_error(&mut r, DmaAddr::MAPPING_ERROR));
@@ -225,7 +225,7 @@ fn dma_api_mapping_error_reaches_the_ops() {
 #[test]
 fn map_sg_bounces_what_the_device_cannot_reach_and_unwinds_on_failure() {
     let mem = machine();
-    let mut o = ops(&mem, "virt", IO_TLB_MAX_MAPPING);
+    let o = ops(&mem, "virt", IO_TLB_MAX_MAPPING);
     let dev = Device::new("dev32", true, 32);
     let mut sgt = SgTable::from_contiguous(PhysAddr(HIGH), 16 * 4096, &[4096]);
     let mut r = Recorder::new(64);
@@ -246,7 +246,7 @@ fn map_sg_bounces_what_the_device_cannot_reach_and_unwinds_on_failure() {
 fn forced_bouncing_bounces_reachable_buffers() {
     let mem = machine();
     let r0 = Recorder::new(64);
-    let mut o = Swiotlb2012Ops::new(
+    let o = Swiotlb2012Ops::new(
         &r0,
         mem.clone(),
         &Swiotlb2012Config {
@@ -313,7 +313,7 @@ fn model_time_and_per_symbol_profile_follow_the_calls_made() {
     for policy in ["virt", "phys"] {
         let mem = machine();
         let m = Model::new(params.clone());
-        let mut o = Swiotlb2012Ops::new(
+        let o = Swiotlb2012Ops::new(
             &m,
             mem,
             &Swiotlb2012Config {
