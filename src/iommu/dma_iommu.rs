@@ -67,7 +67,6 @@ use crate::scatterlist::SgTable;
 use crate::stats::Stats;
 use crate::types::{DmaAddr, DmaAttrs, DmaDirection, IovaAddr, PhysAddr};
 use std::cell::RefCell;
-use std::rc::Rc;
 
 /// `dma_get_max_seg_size()` for a device without `dma_parms`.
 pub const DEFAULT_MAX_SEG_SIZE: u64 = 64 << 10;
@@ -114,7 +113,7 @@ struct Costs {
 pub struct IommuDma {
     pub domain: IommuDomain,
     /// The IOVA space, which every CPU calling the device shares.
-    pub iovad: Rc<IovaDomain>,
+    pub iovad: IovaDomain,
     arch: ArchOps,
     sync: SyncPaths,
     /// `dma_get_max_seg_size()` (the device model has no `dma_parms.max_segment_size` yet).
@@ -125,7 +124,7 @@ pub struct IommuDma {
     invalidation: Invalidation,
     unmap_lookup: UnmapLookup,
     /// The cookie's flush queue; present once the domain has been made lazy.
-    fq: Option<Rc<FlushQueue>>,
+    fq: Option<FlushQueue>,
     costs: Costs,
 }
 
@@ -165,7 +164,7 @@ impl IommuDma {
         arch: impl Into<ArchOps>,
         sync: impl Into<SyncPaths>,
     ) -> Result<IommuDma, IommuError> {
-        let iovad = Rc::new(IovaDomain::new(hw, domain.min_pagesz(), 1, ncpus)?);
+        let iovad = IovaDomain::new(hw, domain.min_pagesz(), 1, ncpus)?;
         Ok(IommuDma {
             domain: domain.with_cpus(ncpus),
             iovad,
@@ -191,7 +190,7 @@ impl IommuDma {
     /// still freed by the timer or [`IommuDma::flush_queue_drain`].
     pub fn with_invalidation(mut self, hw: &dyn Hw, mode: Invalidation) -> IommuDma {
         if mode == Invalidation::Lazy && self.fq.is_none() {
-            self.fq = Some(Rc::new(FlushQueue::new(hw, self.iovad.ncpus())));
+            self.fq = Some(FlushQueue::new(hw, self.iovad.ncpus()));
         }
         self.invalidation = mode;
         self
@@ -204,9 +203,7 @@ impl IommuDma {
     /// The release's IOVA allocator rules and `unmap_page` lookups, chosen once at setup (a
     /// new domain starts with the newest of both).
     pub fn with_release_rules(mut self, iova: IovaRules, unmap_lookup: UnmapLookup) -> IommuDma {
-        let iovad =
-            Rc::try_unwrap(self.iovad).expect("rules are chosen before CPUs share the IOVA space");
-        self.iovad = Rc::new(iovad.with_rules(iova));
+        self.iovad = self.iovad.with_rules(iova);
         self.unmap_lookup = unmap_lookup;
         self
     }
@@ -219,7 +216,7 @@ impl IommuDma {
 
     /// The flush queue, if the domain has been lazy.
     pub fn flush_queue(&self) -> Option<&FlushQueue> {
-        self.fq.as_deref()
+        self.fq.as_ref()
     }
 
     /// What the flush queue did (all zero for a domain that was never lazy).

@@ -56,7 +56,6 @@ use pool::{
     AreaSearch6_3, AreaSearch6_9, INVALID_PHYS_ADDR, NextFit3_6, NextFit4_11, PoolCosts,
     SlotRequest, SlotSearch, StrideFit5_12, StrideFit6_0,
 };
-use std::rc::Rc;
 
 /// Which release's pool and bounce rules apply: each variant is the release that changed them,
 /// and holds until the next one.
@@ -253,12 +252,11 @@ pub(crate) fn memcpy<H: Hw + ?Sized>(
     hw.leave(back);
 }
 
-/// The swiotlb library dma-direct falls back to: one pool (`io_tlb_default_mem`). A clone is
-/// the same library (the one pool, its areas and locks) for another CPU's calls, which pick
-/// their first area by the CPU they run on.
-#[derive(Clone, Debug)]
+/// The swiotlb library dma-direct falls back to: one pool (`io_tlb_default_mem`), its areas and
+/// locks, which every CPU's calls share, each picking its first area by the CPU it runs on.
+#[derive(Debug)]
 pub struct Swiotlb {
-    pool: Rc<IoTlbMem>,
+    pool: IoTlbMem,
     mem: SharedPhysMem,
     release: Release,
     /// `swiotlb=force`.
@@ -281,7 +279,7 @@ impl Swiotlb {
             cfg.release.search(),
         )?;
         Ok(Swiotlb {
-            pool: Rc::new(pool),
+            pool,
             mem,
             release: cfg.release,
             force: cfg.force,

@@ -881,7 +881,7 @@ fn two_cpus_bouncing_wait_the_overlap_of_one_lock_and_never_with_areas() {
         let lib = Swiotlb::new(&Model::new(params.clone()), mem.clone(), &cfg).unwrap();
         let bodies: Vec<Body<(u64, u64, usize)>> = (0..2u32)
             .map(|cpu| {
-                let lib = lib.clone();
+                let lib = &lib;
                 let params = params.clone();
                 let body: Body<(u64, u64, usize)> = Box::new(move |c| {
                     let mut m = Model::new(params);

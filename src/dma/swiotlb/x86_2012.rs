@@ -374,7 +374,7 @@ impl Default for Swiotlb2012Config {
 #[derive(Debug)]
 pub struct Swiotlb2012Ops {
     /// The one pool, under its one lock for every CPU that calls these ops.
-    pool: std::rc::Rc<IoTlbMem>,
+    pool: IoTlbMem,
     mem: SharedPhysMem,
     book: AddrBook,
     io_tlb_start: Kept,
@@ -420,7 +420,7 @@ impl Swiotlb2012Ops {
             io_tlb_end: book.keep(pool.end()),
             io_tlb_overflow_buffer: book.keep(overflow_phys),
             overflow_phys,
-            pool: std::rc::Rc::new(pool),
+            pool,
             mem,
             book,
             force: cfg.force,
