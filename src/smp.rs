@@ -336,10 +336,13 @@ pub struct LastOwner {
     pub node: u32,
 }
 
-/// A cache line CPUs write in turn (a lock word, an atomic index): which CPU wrote it last, so
-/// that the next CPU to touch it pays for its transfer from that CPU's cache, which CPUs have
-/// read it since (they hold a copy, and read it again for nothing), and when its last transfer
-/// ends (it moves one transfer at a time, in the order the CPUs ask for it).
+/// A cache line CPUs write in turn (a lock word, an atomic index): which CPU had it exclusive
+/// last, so that the next CPU to touch it pays for its transfer from that CPU's cache, which
+/// CPUs have read it since (they hold a copy, and read it again for nothing), and how it is
+/// handed on: one transfer at a time, in the order the CPUs ask for it. A transfer's time is
+/// the request's way to the holder and the data's way back; the holder keeps the line until
+/// the request reaches it, half-way, so a CPU that got the line keeps it at least that long
+/// after the next CPU's transfer starts ([`SharedLine::kept_by`]).
 #[derive(Debug)]
 pub struct SharedLine {
     /// What the kernel keeps in it (`cmdq->q.llq`, `cmdq->owner_prod`).
@@ -351,6 +354,11 @@ pub struct SharedLine {
     sharers: RefCell<Vec<u64>>,
     /// When the line's last transfer ends: one moving to another CPU starts no earlier.
     free_at: Cell<u64>,
+    /// The CPU the last transfer went to, and by CPU when the request of the transfer asked for
+    /// after its own reaches it (`u64::MAX` while none is asked for): until then it has the
+    /// line.
+    tail: Cell<Option<usize>>,
+    loses_at: RefCell<Vec<u64>>,
 }
 
 impl SharedLine {
@@ -361,16 +369,41 @@ impl SharedLine {
             version: Cell::new(0),
             sharers: RefCell::new(Vec::new()),
             free_at: Cell::new(0),
+            tail: Cell::new(None),
+            loses_at: RefCell::new(Vec::new()),
         }
     }
 
-    /// A transfer of the line asked for at `now` taking `ps`: it starts once the line's
-    /// previous transfer has ended (a line is in one place at a time, and moves in the order
-    /// the CPUs ask for it). Returns when it starts.
-    pub fn transfer(&self, now: u64, ps: u64) -> u64 {
+    /// A transfer of the line to `cpu`, asked for at `now`, taking `ps`: it starts once the
+    /// line's previous transfer has ended (a line is in one place at a time, and moves in the
+    /// order the CPUs ask for it). The CPU it went to before loses it when this request reaches
+    /// it, half-way through. Returns when it starts.
+    pub fn transfer(&self, cpu: usize, now: u64, ps: u64) -> u64 {
         let start = now.max(self.free_at.get());
         self.free_at.set(start.saturating_add(ps));
+        let mut loses_at = self.loses_at.borrow_mut();
+        if let Some(prev) = self.tail.replace(Some(cpu)) {
+            loses_at[prev] = start.saturating_add(ps / 2);
+        }
+        if loses_at.len() <= cpu {
+            loses_at.resize(cpu + 1, u64::MAX);
+        }
+        loses_at[cpu] = u64::MAX;
         start
+    }
+
+    /// Whether `cpu`, which had the line exclusive last, still has it at `now`: no request
+    /// made since its own has reached it by then.
+    pub fn kept_by(&self, cpu: usize, now: u64) -> bool {
+        self.last.get().is_some_and(|l| l.cpu == cpu)
+            && self.loses_at.borrow().get(cpu).is_none_or(|&t| now < t)
+    }
+
+    /// `cpu`, on `node`, has the line exclusive without writing it (a `cmpxchg` that failed):
+    /// the other copies are gone, the contents unchanged.
+    pub fn taken_by(&self, cpu: usize, node: u32) {
+        self.last.set(Some(LastOwner { cpu, node }));
+        self.sharers.borrow_mut().iter_mut().for_each(|w| *w = 0);
     }
 
     /// The CPU that wrote it last, and its node.
@@ -841,10 +874,10 @@ mod tests {
     #[test]
     fn a_line_moves_one_transfer_at_a_time() {
         let line = SharedLine::new("llq");
-        assert_eq!(line.transfer(100, 50), 100);
-        assert_eq!(line.transfer(120, 50), 150);
-        assert_eq!(line.transfer(130, 40), 200);
-        assert_eq!(line.transfer(500, 50), 500);
+        assert_eq!(line.transfer(1, 100, 50), 100);
+        assert_eq!(line.transfer(2, 120, 50), 150);
+        assert_eq!(line.transfer(3, 130, 40), 200);
+        assert_eq!(line.transfer(1, 500, 50), 500);
     }
 
     /// Two locks, one per CPU (swiotlb's areas): neither ever waits.

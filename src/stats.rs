@@ -21,9 +21,11 @@ pub struct CmdqStats {
     pub syncs: u64,
     /// ≤ 5.3: syncs that found a `CMD_SYNC` last in the queue and waited for it instead.
     pub coalesced: u64,
-    /// 5.4: claims whose `cmpxchg` on `llq` failed because another CPU wrote it since the
-    /// claim's read (a claim, the owner's clearing of the owned flag, or the last shared-lock
-    /// holder's `cons`).
+    /// 5.4: claims of slots, each a `cmpxchg` loop on `llq`.
+    pub claims: u64,
+    /// 5.4: failed attempts of those loops, each because another CPU wrote `llq` (a claim, the
+    /// owner's clearing of the owned flag) between this CPU's read and the line's arrival here;
+    /// a claim fails as many times as other CPUs' requests take the line from it first.
     pub cmpxchg_retries: u64,
     /// Batches that would have overrun unconsumed entries (the kernel would wait for space).
     pub overruns: u64,

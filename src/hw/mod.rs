@@ -447,14 +447,15 @@ pub trait Hw {
     /// line's transfer from the CPU that wrote it last. Its instructions are the caller's cost.
     fn atomic(&mut self, _line: &crate::smp::SharedLine) {}
     /// A `cmpxchg` loop on a line the machine's CPUs share, expecting the contents this CPU
-    /// read at version `seen` ([`crate::smp::SharedLine::version`]): an [`Hw::atomic`] that
-    /// returns whether the first attempt succeeded. It fails when another CPU wrote the line
-    /// since; the failed attempt brings the line over, exclusive, with the new contents, and
-    /// the retry, a few instructions later with the line still here, succeeds at once. A
-    /// backend with one CPU always succeeds.
-    fn cmpxchg(&mut self, line: &crate::smp::SharedLine, _seen: u64) -> bool {
+    /// read at version `seen` ([`crate::smp::SharedLine::version`]), each retry after `retry` of
+    /// the loop's own instructions: returns how many attempts failed. An attempt fails when
+    /// another CPU wrote the line between this CPU's read and the line's arrival here
+    /// (exclusive); the failed attempt returns the new contents, and the retry fails again if
+    /// another CPU's request took the line and wrote it in the meantime, as many times as that
+    /// happens. A backend with one CPU always succeeds at once.
+    fn cmpxchg(&mut self, line: &crate::smp::SharedLine, _seen: u64, _retry: SwCost) -> u64 {
         self.atomic(line);
-        true
+        0
     }
     /// A load of a line the machine's CPUs share (`READ_ONCE`): after every earlier CPU's
     /// access, with the line's transfer unless this CPU holds a copy of its contents.

@@ -184,9 +184,13 @@ impl Model {
 
     /// `line` comes to this CPU's cache from the CPU that wrote it last, if that is another
     /// and this CPU holds no copy of what it wrote.
+    ///
+    /// What it reads is what the line holds when it arrives: after a transfer, every CPU
+    /// earlier than the arrival has its turn first.
     fn fetch_line(&mut self, line: &crate::smp::SharedLine) {
         let me = self.cpu.id();
         if !line.shared_by(me) && self.take_line_from_writer(line) {
+            self.cpu.turn(self.now);
             line.read_by(me);
         }
     }
@@ -197,10 +201,16 @@ impl Model {
         let Some(last) = line.last_writer().filter(|l| l.cpu != self.cpu.id()) else {
             return false;
         };
-        let ps = self.line_from(last.node);
+        self.transfer_line(line, last.node);
+        true
+    }
+
+    /// `line` moves here from the cache of a CPU on `from`: after its earlier transfers to other
+    /// CPUs, then its own ([`crate::smp::SharedLine::transfer`]).
+    fn transfer_line(&mut self, line: &crate::smp::SharedLine, from: u32) {
+        let ps = self.line_from(from);
         if ps > 0 {
-            // Waiting for the line's earlier transfers to other CPUs, then its own.
-            let start = line.transfer(self.now, ps);
+            let start = line.transfer(self.cpu.id(), self.now, ps);
             let waited = start - self.now;
             self.leaf(
                 super::LINE_FRAME,
@@ -208,7 +218,22 @@ impl Model {
                 Some(Counter::NumaLine),
             );
         }
-        true
+    }
+
+    /// One attempt of a `cmpxchg` loop: `line` exclusive here, then, once every CPU earlier than
+    /// its arrival has had its turn, whether it still holds what this CPU read at `seen`. The
+    /// line comes from the CPU that had it exclusive last, unless this CPU has had it since and
+    /// no later request has taken it away ([`crate::smp::SharedLine::kept_by`]).
+    fn cmpxchg_attempt(&mut self, line: &crate::smp::SharedLine, seen: u64) -> bool {
+        let me = self.cpu.id();
+        self.cpu.turn(self.now);
+        if !line.kept_by(me, self.now)
+            && let Some(last) = line.last_writer()
+        {
+            self.transfer_line(line, last.node);
+            self.cpu.turn(self.now);
+        }
+        line.version() == seen
     }
 
     /// Price the SMMUv3 queue's protocol against a NUMA topology (see the module header).
@@ -503,16 +528,27 @@ impl Hw for Model {
         self.cpu.turn(self.now);
         // A write needs the line for this CPU alone: a copy it read is not enough when another
         // CPU wrote it last (the other copies are invalidated, a round trip like a transfer).
-        self.take_line_from_writer(line);
+        // The write lands when the line arrives, after every CPU earlier than that.
+        if self.take_line_from_writer(line) {
+            self.cpu.turn(self.now);
+        }
         line.written_by(self.cpu.id(), self.cpu_node());
     }
 
-    fn cmpxchg(&mut self, line: &crate::smp::SharedLine, seen: u64) -> bool {
-        self.cpu.turn(self.now);
-        let first_try = line.version() == seen;
-        self.take_line_from_writer(line);
-        line.written_by(self.cpu.id(), self.cpu_node());
-        first_try
+    fn cmpxchg(&mut self, line: &crate::smp::SharedLine, seen: u64, retry: SwCost) -> u64 {
+        let (me, node) = (self.cpu.id(), self.cpu_node());
+        let (mut seen, mut failed) = (seen, 0u64);
+        // A failed attempt leaves the line here with what another CPU wrote; the loop takes that
+        // as the value to expect and tries again after its own instructions, by which time a
+        // request from another CPU may have taken the line away and written it again.
+        while !self.cmpxchg_attempt(line, seen) {
+            failed += 1;
+            seen = line.version();
+            line.taken_by(me, node);
+            self.sw(retry);
+        }
+        line.written_by(me, node);
+        failed
     }
 
     fn wait_on(

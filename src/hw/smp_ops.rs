@@ -11,7 +11,7 @@
 //! Invariants: a lock's data is borrowed only between its lock and its unlock, inside the
 //! closure; a shared value only after its line was charged (or inside a wait on it).
 
-use super::Hw;
+use super::{Hw, SwCost};
 use crate::smp::{PerCpu, Shared, SpinLock, WaitQueue};
 
 /// The kernel's ways to reach shared state, on any backend: a lock around its data, a shared
@@ -49,16 +49,18 @@ pub trait SmpHw: Hw {
         f(self, &mut v.cell().borrow_mut())
     }
 
-    /// A `cmpxchg` loop on `v` expecting what this CPU read at version `seen`: `f` applied
-    /// once it succeeds; whether the first attempt did.
+    /// A `cmpxchg` loop on `v` expecting what this CPU read at version `seen`, `retry` the
+    /// loop's instructions between a failed attempt and the next: `f` applied once it
+    /// succeeds; how many attempts failed before.
     fn cmpxchg_update<T, R>(
         &mut self,
         v: &Shared<T>,
         seen: u64,
+        retry: SwCost,
         f: impl FnOnce(&mut T) -> R,
-    ) -> (bool, R) {
-        let first = self.cmpxchg(v.line(), seen);
-        (first, f(&mut v.cell().borrow_mut()))
+    ) -> (u64, R) {
+        let failed = self.cmpxchg(v.line(), seen, retry);
+        (failed, f(&mut v.cell().borrow_mut()))
     }
 
     /// `smp_cond_load_relaxed(v, cond)` / `atomic_cond_read_relaxed`: spin on `v`'s line until

@@ -281,6 +281,9 @@ registry! {
     ArmSmmuCmdqIssueCmdlist => "arm_smmu_cmdq_issue_cmdlist", "arm_smmu_cmdq_issue_cmdlist",
         [ArmSmmuV3],
         "per batch published: space reservation, prod update, owner handover";
+    ArmSmmuCmdqClaimRetry => "arm_smmu_cmdq_claim_retry",
+        "arm_smmu_cmdq_issue_cmdlist, the llq cmpxchg loop", [ArmSmmuV3],
+        "per failed cmpxchg on llq (from 5.4): the loop's own instructions before the next attempt";
     ArmSmmuCmdqIssueCmd => "arm_smmu_cmdq_issue_cmd",
         "arm_smmu_cmdq_issue_cmd / arm_smmu_cmdq_issue_sync (up to 5.3)", [ArmSmmuV3],
         "per command inserted under cmdq->lock: irqsave, the lock's own atomics, queue_insert_raw, the unlock";

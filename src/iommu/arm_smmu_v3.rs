@@ -45,12 +45,13 @@
 //! read, 5.3's `CONS` poll when the shadow index says full): the ring's consumer index catches
 //! up at every completed sync, and a list that would overrun it is counted in
 //! [`CmdqStats::overruns`]. 5.3's `sync_count` word is priced as a line of the queue's node.
-//! 5.4's claim is one `READ_ONCE` and a `cmpxchg` loop, as the kernel's; a claim whose
-//! `cmpxchg` fails (another CPU wrote `llq` since the read) is modelled as retrying once and
-//! succeeding with the line then in its cache. On hardware another CPU can take the line
-//! between the failed `cmpxchg` and the retry, so a claim can fail many times in a row under
-//! many CPUs; here it fails at most once, and at high CPU counts 5.4's claim is cheaper than
-//! on hardware.
+//! 5.4's claim is one `READ_ONCE` and a `cmpxchg` loop, as the kernel's. An attempt fails when
+//! another CPU wrote `llq` between the claim's read and the line's arrival here; the loop then
+//! spends its own instructions (`sw.arm_smmu_cmdq_claim_retry`) and tries again, and fails again
+//! if another CPU's request took the line away and wrote it meanwhile (a CPU keeps a line it
+//! received for `cache.line_hold` before the next request takes it). The attempts are the
+//! engine's arbitration of the line ([`crate::hw::Hw::cmpxchg`]), not a count: a claim fails as
+//! often as it loses, and [`CmdqStats`] counts claims and failed attempts.
 //!
 //! Probe (5.10): the command queue, the event queue and the stream table's level-1 table come
 //! from `dmam_alloc_coherent()` for the SMMU's own device ([`arm_smmu_init_structures`]), so
@@ -308,6 +309,9 @@ pub struct Cmdq {
     valid_q: WaitQueue,
     doorbell_q: WaitQueue,
     pub stats: Cell<CmdqStats>,
+    /// 5.4: the `llq` `cmpxchg` loop's own instructions between a failed attempt and the next
+    /// (`arm_smmu_cmdq_claim_retry`), priced once the queue joins a domain.
+    claim_retry: SwCost,
 }
 
 /// ≤ 5.3: what `cmdq->lock` protects.
@@ -406,6 +410,7 @@ impl Cmdq {
             valid_q: WaitQueue::new(),
             doorbell_q: WaitQueue::new(),
             stats: Cell::new(CmdqStats::default()),
+            claim_retry: SwCost(0),
         }
     }
 
@@ -518,16 +523,18 @@ impl Cmdq {
         // was cleared becomes the owner. READ_ONCE brings the line over; the cmpxchg fails
         // when another CPU claimed since, and the loop tries again with the value it returned.
         let (_, seen) = hw.read_once(&self.llq);
-        let (first_try, (head, owner)) = hw.cmpxchg_update(&self.llq, seen, |llq| {
+        let retry = self.claim_retry;
+        let (failed, (head, owner)) = hw.cmpxchg_update(&self.llq, seen, retry, |llq| {
             let head = llq.prod;
             llq.prod += n;
             let owner = !llq.owned;
             llq.owned = true;
             (head, owner)
         });
-        if !first_try {
-            self.stat(|s| s.cmpxchg_retries += 1);
-        }
+        self.stat(|s| {
+            s.claims += 1;
+            s.cmpxchg_retries += failed;
+        });
         self.check_space(head, n);
         // 2. Write the entries, then (a sync) take the queue's lock shared.
         self.write_entries(head, cmds, sync);
@@ -865,6 +872,7 @@ impl ArmSmmuV3Domain {
         let rules = SmmuV3Rules::default();
         let cmdq = Cmdq {
             protocol: rules.cmdq_protocol(),
+            claim_retry: hw.sw_cost(SwKey::ArmSmmuCmdqClaimRetry),
             ..cmdq
         };
         Ok(ArmSmmuV3Domain {

@@ -824,6 +824,7 @@ struct CmdqDoc {
     lists: u64,
     syncs: u64,
     coalesced: u64,
+    claims: u64,
     cmpxchg_retries: u64,
     overruns: u64,
 }
@@ -935,6 +936,7 @@ pub fn json(r: &MapBenchmarkResult) -> serde_json::Value {
             lists: q.batches,
             syncs: q.syncs,
             coalesced: q.coalesced,
+            claims: q.claims,
             cmpxchg_retries: q.cmpxchg_retries,
             overruns: q.overruns,
         }),
@@ -1048,13 +1050,15 @@ fn contention_table(o: &mut String, r: &MapBenchmarkResult) {
         let _ = writeln!(
             o,
             "\ncommand queue: {} commands in {} lists, {} doorbells, {} CMD_SYNCs ({} waited on \
-             one already queued), {} cmpxchg retries, {} lists past unconsumed entries",
+             one already queued), {} cmpxchg retries in {} claims, {} lists past unconsumed \
+             entries",
             q.commands,
             q.batches,
             r.counts[Counter::CmdqBatch as usize],
             q.syncs,
             q.coalesced,
             q.cmpxchg_retries,
+            q.claims,
             q.overruns
         );
         if q.overruns > 0 {

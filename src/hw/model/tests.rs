@@ -796,3 +796,90 @@ fn a_held_lock_is_spun_on_for_exactly_the_holders_critical_section() {
     assert!(!r[0].1.iter().any(|(s, _)| *s == spin));
     assert!(r[1].1.contains(&(spin, 50_000)), "{:?}", r[1].1);
 }
+
+/// Three CPUs on one line, 100 ps a transfer (a request reaches the holder after 50), 60 ps
+/// of loop between a failed `cmpxchg` and the next. CPU 0 reads the line at 0 and claims at
+/// 10; CPU 1 wrote it at 5, so the first attempt (the line here at 110) fails. CPU 2 asks for
+/// the line at `steal`: asked at 120, its request reaches CPU 0 at 170, as CPU 0's retry
+/// begins, so the line goes to CPU 2, which writes it at 220; the retry, its line back only at
+/// 320, fails again and the third attempt succeeds. Asked at 150, the request reaches CPU 0
+/// at 200, after the retry has succeeded with the line still here.
+#[test]
+fn a_claim_fails_as_often_as_other_cpus_take_its_line_first() {
+    use crate::hw::SmpHw;
+    use crate::smp::{self, Body, Shared};
+    use std::rc::Rc;
+    let run = |steal: u64| {
+        let v = Rc::new(Shared::new("llq", 0u64));
+        let mut p = params(1, 1, 0, 1);
+        p.line_transfer_ps = Some(100);
+        let cpu = |v: Rc<Shared<u64>>, p: ModelParams, id: u64| -> Body<(u64, u64)> {
+            Box::new(move |c| {
+                let mut m = Model::new(p);
+                m.set_cpu(c);
+                match id {
+                    0 => {
+                        let (_, seen) = m.read_once(&v);
+                        m.sw(SwCost(10));
+                        let (failed, ()) = m.cmpxchg_update(&v, seen, SwCost(60), |x| *x += 1);
+                        (failed, m.now_ps())
+                    }
+                    _ => {
+                        m.sw(SwCost(if id == 1 { 5 } else { steal }));
+                        m.update(&v, |_, x| *x += 10);
+                        (0, m.now_ps())
+                    }
+                }
+            })
+        };
+        let bodies = (0..3).map(|id| cpu(Rc::clone(&v), p.clone(), id)).collect();
+        let r = smp::run(bodies).unwrap();
+        (r[0], *v.peek())
+    };
+    assert_eq!(run(120), ((2, 380), 21));
+    assert_eq!(run(150), ((1, 170), 21));
+}
+
+/// CPUs that each claim a line 200 times with 500 ps of their own work between claims, a
+/// retry slower than a request's way to the holder (as above): the
+/// more CPUs ask for the line, the more often a claim loses it, as counted by the attempts
+/// (nothing caps them), and with 8 some claim loses it more than once.
+#[test]
+fn failures_per_claim_rise_with_the_cpus_contending() {
+    use crate::hw::SmpHw;
+    use crate::smp::{self, Body, Shared};
+    use std::rc::Rc;
+    let run = |n: usize| {
+        let v = Rc::new(Shared::new("llq", 0u64));
+        let mut p = params(1, 1, 0, 1);
+        p.line_transfer_ps = Some(100);
+        let cpu = |v: Rc<Shared<u64>>, p: ModelParams| -> Body<(u64, u64)> {
+            Box::new(move |c| {
+                let mut m = Model::new(p);
+                m.set_cpu(c);
+                let (mut total, mut most) = (0, 0);
+                for _ in 0..200 {
+                    m.sw(SwCost(500));
+                    let (_, seen) = m.read_once(&v);
+                    let (failed, ()) = m.cmpxchg_update(&v, seen, SwCost(60), |x| *x += 1);
+                    total += failed;
+                    most = most.max(failed);
+                }
+                (total, most)
+            })
+        };
+        let r = smp::run((0..n).map(|_| cpu(Rc::clone(&v), p.clone())).collect()).unwrap();
+        assert_eq!(*v.peek(), 200 * n as u64, "every claim lands once");
+        let failed: u64 = r.iter().map(|x| x.0).sum();
+        (
+            failed as f64 / (200 * n) as f64,
+            r.iter().map(|x| x.1).max().unwrap(),
+        )
+    };
+    let (two, four, eight) = (run(2), run(4), run(8));
+    assert!(
+        two.0 < four.0 && four.0 < eight.0,
+        "{two:?} {four:?} {eight:?}"
+    );
+    assert!(eight.1 >= 2, "{eight:?}");
+}
