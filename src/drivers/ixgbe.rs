@@ -125,8 +125,8 @@ impl Call {
     }
 }
 
-/// Time one call on the Model clock into `calls` (the per-call stopwatch of
-/// [`crate::hw::calls::CallTimer`], by index).
+/// Time one call on the Model clock ([`crate::hw::calls::lap`]) into `calls`, by index rather
+/// than by name: the forwarding loop makes several calls a packet.
 #[inline]
 fn timed<T>(
     calls: &mut [(u64, u64); Call::N],
@@ -135,9 +135,7 @@ fn timed<T>(
     call: Call,
     f: impl FnOnce(&mut Model) -> T,
 ) -> T {
-    let t0 = hw.now_ps();
-    let r = f(hw);
-    let dt = hw.now_ps() - t0;
+    let (r, dt) = crate::hw::calls::lap(hw, f);
     let c = &mut calls[call as usize];
     if c.0 == 0 {
         order.push(call);

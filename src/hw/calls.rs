@@ -1,6 +1,7 @@
 //! Timing DMA API calls and reading the ledger back, for every runner.
 //!
-//! Kernel counterpart: none — this is the stopwatch around a driver's calls.
+//! Kernel counterpart: none — this is the stopwatch around a driver's calls ([`lap`]; every
+//! runner's per-call table reads it).
 //!
 //! Invariants: a call's time is the Model clock's advance across it, so the per-call totals, the
 //! per-stack breakdown and the run's total come from the same charges; a refused call is counted
@@ -8,6 +9,31 @@
 
 use super::model::Model;
 use super::{Counter, Hw, Ledger};
+
+/// The one stopwatch of every per-call table (`CallTimer`, the IOMMU workloads' operations,
+/// ixgbe's calls): run `f` on `hw` and return what it returned with the modelled time it took,
+/// the clock's advance across it.
+#[inline]
+pub fn lap<T>(hw: &mut Model, f: impl FnOnce(&mut Model) -> T) -> (T, u64) {
+    let t0 = hw.now_ps();
+    let r = f(hw);
+    let dt = hw.now_ps() - t0;
+    (r, dt)
+}
+
+/// [`lap`], with the operations the call issued: the ledger's counts it added.
+pub fn lap_counted<T>(
+    hw: &mut Model,
+    f: impl FnOnce(&mut Model) -> T,
+) -> (T, u64, [u64; Counter::N]) {
+    let c0 = hw.ledger().totals();
+    let (r, dt) = lap(hw, f);
+    let mut counts = hw.ledger().totals();
+    for (a, b) in counts.iter_mut().zip(c0) {
+        *a -= b;
+    }
+    (r, dt, counts)
+}
 
 /// One kind of API call over the run.
 #[derive(Clone, Debug, PartialEq)]
@@ -102,12 +128,8 @@ impl CallTimer {
         call: &'static str,
         f: impl FnOnce(&mut Model) -> T,
     ) -> T {
-        let t0 = hw.now_ps();
-        let r = f(hw);
-        let dt = hw.now_ps() - t0;
-        let s = self.slot(call);
-        s.count += 1;
-        s.total_ps += dt;
+        let (r, dt) = lap(hw, f);
+        self.record(call, dt);
         r
     }
 

@@ -247,15 +247,12 @@ impl Meter {
 
     /// Time and count one call of the operation at `slot`.
     fn time<T>(&mut self, hw: &mut Model, slot: usize, f: impl FnOnce(&mut Model) -> T) -> T {
-        let t0 = hw.now_ps();
-        let c0 = hw.ledger().totals();
-        let r = f(hw);
-        let c1 = hw.ledger().totals();
+        let (r, dt, counts) = crate::hw::calls::lap_counted(hw, f);
         let o = &mut self.ops[slot];
         o.calls += 1;
-        o.total_ps += hw.now_ps() - t0;
-        for (k, (a, b)) in o.counts.iter_mut().zip(c1.iter().zip(c0.iter())) {
-            *k += a - b;
+        o.total_ps += dt;
+        for (k, c) in o.counts.iter_mut().zip(counts) {
+            *k += c;
         }
         r
     }
