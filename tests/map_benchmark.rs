@@ -715,3 +715,25 @@ fn the_scatter_gather_mode_maps_a_page_an_entry_from_7_1() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+/// The benchmark's five counters (`map->sum_map_100ns` to `map->loops`, `atomic64_t`s side by
+/// side) are one line every thread writes after each pair: at 16 threads it moves between the
+/// CPUs, and the report shows the time spent waiting for it under the loop's own frame; one
+/// thread keeps it in its cache and never waits.
+#[test]
+fn the_benchmarks_counters_are_a_line_the_threads_pass_around() {
+    let counters_ps = |threads: u32| -> u64 {
+        let o = execute(&kunpeng("5.4", threads, 100_000)).unwrap();
+        let Outcome::MapBenchmark(r) = &o else {
+            panic!("a map_benchmark result")
+        };
+        r.waits()
+            .iter()
+            .filter(|w| w.place == "map_benchmark_thread > (line from another CPU's cache)")
+            .map(|w| w.ps)
+            .sum()
+    };
+    assert_eq!(counters_ps(1), 0);
+    let sixteen = counters_ps(16);
+    assert!(sixteen > 0, "{sixteen}");
+}

@@ -513,10 +513,50 @@ impl Buffer {
 }
 
 /// `map_benchmark_thread()` on one CPU until `bound` is reached.
+/// `struct map_benchmark_data`'s sums, which every thread adds into after each pair: five
+/// `atomic64_t`s side by side, one line every CPU writes.
+#[derive(Debug, Default)]
+struct BenchSums {
+    sum_map_100ns: u64,
+    sum_unmap_100ns: u64,
+    sum_sq_map: u64,
+    sum_sq_unmap: u64,
+    loops: u64,
+}
+
+/// The end of `map_benchmark_thread()`'s loop: the pair's times in units of 100 ns and their
+/// squares added into the module's sums, and the loop counted, one `atomic64_add` or
+/// `atomic64_inc` each; the line goes to whichever CPU adds next.
+fn add_sums(
+    hw: &mut crate::hw::model::Model,
+    sums: &crate::smp::Shared<BenchSums>,
+    map_ns: u64,
+    unmap_ns: u64,
+) {
+    use crate::hw::SmpHw;
+    let back = hw.enter(crate::frame_id!("map_benchmark_thread"));
+    let (m, u) = (map_ns / 100, unmap_ns / 100);
+    hw.update(sums, |_, s| {
+        s.sum_map_100ns = s.sum_map_100ns.saturating_add(m)
+    });
+    hw.update(sums, |_, s| {
+        s.sum_unmap_100ns = s.sum_unmap_100ns.saturating_add(u)
+    });
+    let (m2, u2) = (m.saturating_mul(m), u.saturating_mul(u));
+    hw.update(sums, |_, s| s.sum_sq_map = s.sum_sq_map.saturating_add(m2));
+    hw.update(sums, |_, s| {
+        s.sum_sq_unmap = s.sum_sq_unmap.saturating_add(u2)
+    });
+    hw.update(sums, |_, s| s.loops += 1);
+    hw.leave(back);
+}
+
+#[allow(clippy::too_many_arguments)]
 fn bench_thread(
     mut hw: crate::hw::model::Model,
     api: std::rc::Rc<crate::setup::DeviceDmaApi>,
     mut buf: Buffer,
+    sums: &crate::smp::Shared<BenchSums>,
     w: &MapBenchmark,
     bound: Bound,
     platform: &str,
@@ -535,7 +575,8 @@ fn bench_thread(
         let pair_start = hw.now_ps();
         let t0 = ktime_ns(&hw);
         let mapped = buf.map(&mut t, &mut hw, &api, dir);
-        map.add(ktime_ns(&hw) - t0);
+        let map_ns = ktime_ns(&hw) - t0;
+        map.add(map_ns);
         if !mapped {
             // The kernel's thread stops at a failed map ("dma_map_single failed").
             to_bound = false;
@@ -547,7 +588,9 @@ fn bench_thread(
         }
         let t1 = ktime_ns(&hw);
         buf.unmap(&mut t, &mut hw, &api, dir);
-        unmap.add(ktime_ns(&hw) - t1);
+        let unmap_ns = ktime_ns(&hw) - t1;
+        unmap.add(unmap_ns);
+        add_sums(&mut hw, sums, map_ns, unmap_ns);
         if hw.now_ps() == pair_start {
             stopped = Some(format!(
                 "stopped after {} pairs: platform `{platform}` prices a map and an unmap at 0 ps, so modelled time does not pass",
@@ -639,15 +682,23 @@ fn run_threads(
     progress: &Progress,
 ) -> Result<Vec<ThreadRun>, RunFailure> {
     let platform = s.profile.name().to_string();
-    super::smp_cpus::run_each(
+    let sums = crate::smp::Shared::new(
+        "map->sum_map_100ns, map->sum_unmap_100ns, map->sum_sq_map, map->sum_sq_unmap, map->loops",
+        BenchSums::default(),
+    );
+    let runs = super::smp_cpus::run_each(
         each,
         progress,
         &|((mut thw, tapi), buf): ((crate::hw::model::Model, _), _), c, progress| {
             thw.set_cpu(c);
-            bench_thread(thw, tapi, buf, w, bound, &platform, progress)
+            bench_thread(thw, tapi, buf, &sums, w, bound, &platform, progress)
         },
-    )
-    .map_err(RunFailure::from)
+    )?;
+    debug_assert_eq!(
+        sums.peek().loops,
+        runs.iter().map(|r| r.unmap.loops).sum::<u64>()
+    );
+    Ok(runs)
 }
 
 /// Run the benchmark's threads on the Model, one CPU each, sharing the device's DMA layers.
