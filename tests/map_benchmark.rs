@@ -454,7 +454,8 @@ fn eight_threads_share_the_flush_queue() {
 }
 
 /// The work limit `run` has: a run counted above `--max-work` steps (every thread's pairs
-/// counted) is refused before anything runs, exit 2, naming the option; the kernel tool's own
+/// counted) is refused before anything runs, exit 2, naming the option and the host time the
+/// run would take here (from the trial the note before a run makes); the kernel tool's own
 /// default of 20 seconds on 32 threads is over the default limit, and a higher limit lets a
 /// run through.
 #[test]
@@ -471,6 +472,7 @@ fn max_work_refuses_a_long_run_by_name() {
         assert_eq!(err.lines().count(), 1, "{args:?}: one message: {err}");
         assert!(err.contains("--max-work: "), "{args:?}: {err}");
         assert!(err.contains("32 threads counted at"), "{args:?}: {err}");
+        assert!(err.contains(" of host time here; "), "{args:?}: {err}");
         assert!(o.stdout.is_empty(), "{args:?}: nothing ran");
     }
     let raised = "-q map-benchmark --platform sm8150 -s 1 -g 64 --max-work 10000000000";

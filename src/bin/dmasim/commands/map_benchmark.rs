@@ -302,8 +302,13 @@ fn check_work(s: &Scenario, max_work: u64) -> Result<(), InputError> {
     let scenario::Workload::MapBenchmark(w) = &s.workload else {
         unreachable!("map-benchmark writes a map_benchmark scenario")
     };
+    // What a person weighs: the host time, from the same trial the note before a run makes
+    // (a few modelled ms, well under a second here).
+    let here = scenario::map_benchmark::trial(s, w)
+        .map(|t| format!(", about {} of host time here", host_time(t.host_estimate())))
+        .unwrap_or_default();
     Err(arg_error(format!(
-        "--max-work: this run would take about {} model steps ({} threads counted at {} map+unmap pairs each, {} steps a pair); the limit is {max_work}: fewer threads (-t) or seconds (-s), or raise the limit with --max-work",
+        "--max-work: this run would take about {} model steps ({} threads counted at {} map+unmap pairs each, {} steps a pair){here}; the limit is {max_work}: fewer threads (-t) or seconds (-s), or raise the limit with --max-work",
         s.work(),
         w.threads,
         w.loops_counted(),
