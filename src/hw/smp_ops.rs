@@ -63,9 +63,10 @@ pub trait SmpHw: Hw {
         (failed, f(&mut v.cell().borrow_mut()))
     }
 
-    /// `smp_cond_load_relaxed(v, cond)` / `atomic_cond_read_relaxed`: spin on `v`'s line until
-    /// another CPU's store makes `cond` hold, woken through `q`; charges nothing when it holds
-    /// already.
+    /// `smp_cond_load_relaxed(v, cond)` / `atomic_cond_read_relaxed`: load `v` and, while
+    /// `cond` does not hold, spin on its line until another CPU's store makes it hold, woken
+    /// through `q`. The first load is the kernel's too: it brings the line over from the CPU
+    /// that wrote it last even when the condition holds already.
     fn cond_load<T>(
         &mut self,
         v: &Shared<T>,
@@ -73,6 +74,7 @@ pub trait SmpHw: Hw {
         frame: &'static str,
         cond: impl Fn(&T) -> bool,
     ) {
+        self.load(v.line());
         while !cond(&v.cell().borrow()) {
             self.wait_on(q, Some(v.line()), frame);
         }

@@ -883,3 +883,38 @@ fn failures_per_claim_rise_with_the_cpus_contending() {
     );
     assert!(eight.1 >= 2, "{eight:?}");
 }
+
+/// `smp_cond_load_relaxed` loads the line before it tests the condition: a condition that
+/// holds already still brings the line over from the CPU that wrote it last (100 ps here),
+/// and costs nothing when this CPU wrote it last itself.
+#[test]
+fn a_cond_load_reads_the_line_even_when_the_condition_holds() {
+    use crate::hw::SmpHw;
+    use crate::smp::{self, Body, Shared, WaitQueue};
+    use std::rc::Rc;
+    let run = |writer: u64| {
+        let v = Rc::new(Shared::new("owner_prod", 0u64));
+        let q = Rc::new(WaitQueue::new());
+        let mut p = params(1, 1, 0, 1);
+        p.line_transfer_ps = Some(100);
+        let cpu = |id: u64| -> Body<u64> {
+            let (v, q, p) = (Rc::clone(&v), Rc::clone(&q), p.clone());
+            Box::new(move |c| {
+                let mut m = Model::new(p);
+                m.set_cpu(c);
+                if id == writer {
+                    m.sw(SwCost(5));
+                    m.update(&v, |_, x| *x = 7);
+                }
+                if id == 0 {
+                    m.sw(SwCost(10));
+                    m.cond_load(&v, &q, "(waiting)", |x| *x == 7);
+                }
+                m.now_ps()
+            })
+        };
+        smp::run(vec![cpu(0), cpu(1)]).unwrap()[0]
+    };
+    assert_eq!(run(1), 110, "the line from CPU 1");
+    assert_eq!(run(0), 15, "CPU 0's own line");
+}
