@@ -38,8 +38,18 @@ fn model() -> Model {
 }
 
 fn domain(hw: &mut Model, walk: WalkFlushKind, split: SplitKind) -> IommuDomain {
+    domain_with(hw, walk, split, IoPgtableCfg::new(4096, 48), None)
+}
+
+fn domain_with(
+    hw: &mut Model,
+    walk: WalkFlushKind,
+    split: SplitKind,
+    cfg: IoPgtableCfg,
+    walker: Option<dmasim::arch::ArchOps>,
+) -> IommuDomain {
     let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
-    let t = ArmLpaeIoPgtable::new(hw, IoPgtableCfg::new(4096, 48), mem, None).unwrap();
+    let t = ArmLpaeIoPgtable::new(hw, cfg, mem, walker).unwrap();
     let ops = Box::new(ArmSmmuDomain::new(hw, 1, walk));
     IommuDomain::new(hw, t, ops, split)
 }
@@ -55,15 +65,35 @@ fn scattered_n(n: u64) -> Vec<(PhysAddr, u64)> {
         .collect()
 }
 
+/// The policies the benches compare: 5.14's and 5.15's walk flush and unmap split, 5.15's with
+/// a non-coherent table walker (the one-page shortcut declines every call; `descend` still
+/// runs), and 6.12's clearing of a run with one sync.
+const POLICIES: [&str; 4] = [
+    "5.14 per-page + by-va",
+    "5.15 unmap_pages + asid",
+    "5.15 non-coherent walker",
+    "6.12 per-run clear",
+];
+
 fn domain_for(hw: &mut Model, policy: &str) -> IommuDomain {
-    if policy.starts_with("5.14") {
-        domain(hw, WalkFlushKind::ByVa, SplitKind::PerPage)
-    } else {
-        domain(hw, WalkFlushKind::Asid, SplitKind::UnmapPages)
+    let (asid, split) = (WalkFlushKind::Asid, SplitKind::UnmapPages);
+    let cfg = IoPgtableCfg::new(4096, 48);
+    match policy {
+        "5.14 per-page + by-va" => domain(hw, WalkFlushKind::ByVa, SplitKind::PerPage),
+        "5.15 non-coherent walker" => {
+            let walker = dmasim::arch::ArchOps::from(Arm64::new(DirRules::Since5_19));
+            domain_with(hw, asid, split, cfg, Some(walker))
+        }
+        "6.12 per-run clear" => {
+            let mut cfg = cfg;
+            cfg.pte_clear = dmasim::iommu::io_pgtable_arm::PteClear::PerRun;
+            domain_with(hw, asid, split, cfg, None)
+        }
+        _ => domain(hw, asid, split),
     }
 }
 
-#[divan::bench(args = ["5.14 per-page + by-va", "5.15 unmap_pages + asid"])]
+#[divan::bench(args = POLICIES)]
 fn iommu_map_sg_unmap_32m(bencher: divan::Bencher, policy: &str) {
     let mut hw = model();
     let d = domain_for(&mut hw, policy);
@@ -145,7 +175,7 @@ fn iommu_map_single_pages(bencher: divan::Bencher, policy: &str) {
 
 /// 8192 strict `iommu_unmap()` calls of one 4 KB page each (a leaf invalidation and a sync each),
 /// of pages mapped before timing starts.
-#[divan::bench(args = ["5.14 per-page + by-va", "5.15 unmap_pages + asid"])]
+#[divan::bench(args = POLICIES)]
 fn iommu_unmap_single_pages(bencher: divan::Bencher, policy: &str) {
     let segs = scattered();
     bencher
@@ -153,73 +183,6 @@ fn iommu_unmap_single_pages(bencher: divan::Bencher, policy: &str) {
         .with_inputs(|| {
             let mut hw = model();
             let d = domain_for(&mut hw, policy);
-            d.iommu_map_sg(&mut hw, IovaAddr(IOVA), &segs, Prot::RW)
-                .unwrap();
-            (hw, d)
-        })
-        .bench_local_refs(|(hw, d)| {
-            for i in 0..PAGES {
-                d.iommu_unmap(hw, IovaAddr(IOVA + i * 4096), 4096).unwrap();
-            }
-        });
-}
-
-fn domain_nc(hw: &mut Model) -> IommuDomain {
-    let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
-    let arch = dmasim::arch::ArchOps::from(Arm64::new(DirRules::Since5_19));
-    let t = ArmLpaeIoPgtable::new(hw, IoPgtableCfg::new(4096, 48), mem, Some(arch)).unwrap();
-    let ops = Box::new(ArmSmmuDomain::new(hw, 1, WalkFlushKind::Asid));
-    IommuDomain::new(hw, t, ops, SplitKind::UnmapPages)
-}
-
-#[divan::bench]
-fn tmp_nc_map_sg_unmap_32m(bencher: divan::Bencher) {
-    let mut hw = model();
-    let d = domain_nc(&mut hw);
-    let segs = scattered();
-    bencher
-        .counter(divan::counter::ItemsCount::new(PAGES))
-        .bench_local(|| {
-            let m = d
-                .iommu_map_sg(&mut hw, IovaAddr(IOVA), &segs, Prot::RW)
-                .unwrap();
-            let u = d.iommu_unmap(&mut hw, IovaAddr(IOVA), m).unwrap();
-            divan::black_box(u);
-        });
-}
-
-#[divan::bench]
-fn tmp_nc_unmap_single_pages(bencher: divan::Bencher) {
-    let segs = scattered();
-    bencher
-        .counter(divan::counter::ItemsCount::new(PAGES))
-        .with_inputs(|| {
-            let mut hw = model();
-            let d = domain_nc(&mut hw);
-            d.iommu_map_sg(&mut hw, IovaAddr(IOVA), &segs, Prot::RW)
-                .unwrap();
-            (hw, d)
-        })
-        .bench_local_refs(|(hw, d)| {
-            for i in 0..PAGES {
-                d.iommu_unmap(hw, IovaAddr(IOVA + i * 4096), 4096).unwrap();
-            }
-        });
-}
-
-#[divan::bench]
-fn tmp_perrun_unmap_single_pages(bencher: divan::Bencher) {
-    let segs = scattered();
-    bencher
-        .counter(divan::counter::ItemsCount::new(PAGES))
-        .with_inputs(|| {
-            let mut hw = model();
-            let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
-            let mut cfg = IoPgtableCfg::new(4096, 48);
-            cfg.pte_clear = dmasim::iommu::io_pgtable_arm::PteClear::PerRun;
-            let t = ArmLpaeIoPgtable::new(&mut hw, cfg, mem, None).unwrap();
-            let ops = Box::new(ArmSmmuDomain::new(&hw, 1, WalkFlushKind::Asid));
-            let d = IommuDomain::new(&hw, t, ops, SplitKind::UnmapPages);
             d.iommu_map_sg(&mut hw, IovaAddr(IOVA), &segs, Prot::RW)
                 .unwrap();
             (hw, d)
