@@ -49,7 +49,7 @@ compile_error!(
     "smp needs panic = \"unwind\": a suspended CPU's coroutine is dropped by unwinding it"
 );
 
-use corosensei::stack::DefaultStack;
+use corosensei::stack::{DefaultStack, Stack, StackPointer};
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, VecDeque};
@@ -66,125 +66,226 @@ pub const MAX_CPUS: usize = 1024;
 /// Stack of each CPU's coroutine: committed by the host only as it is touched.
 const CPU_STACK_BYTES: usize = 8 << 20;
 
+/// A CPU's coroutine stack: a [`DefaultStack`] whose top is `skew` bytes below the mapping's
+/// (`64 × (cpu mod 64)`), so that the CPUs' stacks do not all start at the same offset in a
+/// page. They would otherwise: each is its own mapping, page-aligned, and the top frames of
+/// every CPU (the switch's saved registers, the body's locals, a CPU's whole model, which its
+/// body owns) would fall in the same few sets of the host's L1 data cache, which is indexed by
+/// the offset in the page and holds 8 lines a set; at 64 CPUs each switch then misses there.
+struct CpuStack {
+    stack: DefaultStack,
+    skew: usize,
+}
+
+impl CpuStack {
+    fn new(cpu: usize) -> CpuStack {
+        CpuStack {
+            stack: DefaultStack::new(CPU_STACK_BYTES).expect("a CPU's stack"),
+            skew: (cpu % 64) * 64,
+        }
+    }
+}
+
+// SAFETY: the stack handed out, [limit, base - skew), lies within the DefaultStack's own, and its
+// top keeps the stack alignment (the skew is a multiple of 64, the alignment 16 on every target
+// corosensei supports).
+unsafe impl Stack for CpuStack {
+    fn base(&self) -> StackPointer {
+        StackPointer::new(self.stack.base().get() - self.skew).expect("within the stack")
+    }
+
+    fn limit(&self) -> StackPointer {
+        self.stack.limit()
+    }
+
+    #[cfg(windows)]
+    fn teb_fields(&self) -> corosensei::stack::StackTebFields {
+        self.stack.teb_fields()
+    }
+
+    #[cfg(windows)]
+    fn update_teb_fields(&mut self, stack_limit: usize, guaranteed_stack_bytes: usize) {
+        self.stack
+            .update_teb_fields(stack_limit, guaranteed_stack_bytes)
+    }
+}
+
 /// Why a CPU's body handed control back to the scheduler.
 #[derive(Clone, Copy, Debug)]
 enum Park {
-    /// At a turn point with this clock: run again when it is the earliest.
-    At(u64),
-    /// Waiting for a lock: run again when a release hands it over.
+    /// At a turn point behind an earlier CPU, which it took out of the ready tree to run
+    /// next ([`Ready::hand_over`]): run that one now, this one again when it is the earliest.
+    Behind(usize),
+    /// Waiting for a lock or a store: run again once a release or a wake-up makes it runnable.
     Blocked,
 }
 
 /// Where a CPU is, as the scheduler sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
-    Runnable(u64),
+    /// Running, or waiting in the ready tree to run.
+    Runnable,
     Blocked,
     Done,
 }
 
-/// The runnable CPUs by (clock, number), smallest first: a tournament tree over one leaf per
-/// CPU, each inner node the least of its two children, so that changing one CPU's place is
-/// one walk from its leaf to the root and the earliest CPU is the root.
+/// A CPU's place in the order of turns: its clock, then its number (ties go to the lower).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Key {
+    clock: u64,
+    cpu: usize,
+}
+
+impl Key {
+    /// An empty slot's: after every CPU's.
+    const NONE: Key = Key {
+        clock: u64::MAX,
+        cpu: usize::MAX,
+    };
+
+    /// The earlier of `self` and `other`: [`Ord::min`] without its branch. Which one it is
+    /// depends on the CPUs' clocks, no pattern a branch predictor learns, so it is chosen by
+    /// conditional moves rather than a branch that mispredicts at about every other level of a
+    /// walk up the tree. (Two words, not one `u128`: the compiler turns a select of a `u128`
+    /// back into a branch.)
+    fn earlier(self, other: Key) -> Key {
+        std::hint::select_unpredictable(other < self, other, self)
+    }
+}
+
+/// The CPUs waiting to run by [`Key`], least first: a tournament tree over one slot per CPU,
+/// each inner node the least of its two children, so that changing one slot is one walk from its
+/// leaf to the root and the earliest CPU is the root.
+///
+/// The running CPU is not in it, so the root is the earliest of the *other* runnable CPUs: all a
+/// turn compares against, read without a walk. A CPU that leaves the tree to run leaves its slot
+/// empty; the CPU that parks behind it takes that slot and gives it its own empty one, so a
+/// hand-over is one walk (not one to put the parked CPU in and one to take the next out), every
+/// CPU always owns exactly one slot, and a blocked CPU made runnable fills its own.
 #[derive(Debug)]
 struct Ready {
     /// Leaves: the CPU count rounded up to a power of two.
     leaves: usize,
-    /// `node[1]` is the root; node `j`'s children are `2j` and `2j + 1`; CPU `i`'s leaf is
-    /// `leaves + i`. A key is `(clock << 64) | number`, [`Ready::NONE`] for a CPU that is not
-    /// waiting to run.
-    node: Vec<u128>,
+    /// `node[1]` is the root; node `j`'s children are `2j` and `2j + 1`; slot `s`'s leaf is
+    /// `leaves + s`; [`Key::NONE`] in an empty slot. Sized for [`MAX_CPUS`] whatever the CPU
+    /// count, so that an index reduced modulo its length is in bounds by its type and a walk
+    /// checks none (only the first `2 × leaves` nodes are ever touched).
+    node: Box<[Cell<Key>; Ready::NODES]>,
+    /// The slot each CPU owns.
+    slot: Box<[Cell<u32>]>,
 }
 
 impl Ready {
-    const NONE: u128 = u128::MAX;
+    const NODES: usize = 2 * MAX_CPUS;
 
+    /// `n` CPUs, CPU `i` in slot `i`, all waiting to run at clock 0.
     fn new(n: usize) -> Ready {
         let leaves = n.next_power_of_two();
-        Ready {
+        let node: Box<[Cell<Key>]> = (0..Ready::NODES).map(|_| Cell::new(Key::NONE)).collect();
+        let ready = Ready {
             leaves,
-            node: vec![Ready::NONE; 2 * leaves],
+            node: node.try_into().expect("NODES nodes"),
+            slot: (0..n as u32).map(Cell::new).collect(),
+        };
+        for cpu in 0..n {
+            ready.fill(Key { clock: 0, cpu });
         }
+        ready
     }
 
-    fn key(t: u64, i: usize) -> u128 {
-        (u128::from(t) << 64) | i as u128
+    /// The least key waiting: while a CPU runs, the earliest of the others'.
+    fn least(&self) -> Key {
+        self.node[1].get()
     }
 
-    /// CPU `i`'s key is now `key`.
-    fn set(&mut self, i: usize, key: u128) {
-        let mut j = self.leaves + i;
-        self.node[j] = key;
+    /// Slot `s` now holds `key`.
+    fn set(&self, s: usize, key: Key) {
+        // `leaves + s` is below NODES: the modulo, a mask, only tells the compiler so.
+        let mut j = (self.leaves + s) % Ready::NODES;
+        self.node[j].set(key);
         // Each node on the path is the least of the new key's side (carried up) and its
         // sibling's.
         let mut least = key;
         while j > 1 {
-            least = least.min(self.node[j ^ 1]);
+            least = least.earlier(self.node[j ^ 1].get());
             j /= 2;
-            self.node[j] = least;
+            self.node[j].set(least);
         }
     }
 
-    /// The least key of every CPU but `i`: the siblings along `i`'s path to the root.
-    fn least_but(&self, i: usize) -> u128 {
-        let mut j = self.leaves + i;
-        let mut least = Ready::NONE;
-        while j > 1 {
-            least = least.min(self.node[j ^ 1]);
-            j /= 2;
-        }
-        least
+    /// `key`'s CPU, not in the tree, waits to run, in its own slot.
+    fn fill(&self, key: Key) {
+        self.set(self.slot[key.cpu].get() as usize, key);
     }
 
-    /// The earliest CPU waiting to run.
-    fn least(&self) -> Option<usize> {
-        let k = self.node[1];
-        (k != Ready::NONE).then_some(k as u64 as usize)
+    /// The earliest waiting CPU leaves the tree to run, its slot left empty.
+    fn take_least(&self) -> Option<usize> {
+        let w = self.least();
+        if w == Key::NONE {
+            return None;
+        }
+        self.set(self.slot[w.cpu].get() as usize, Key::NONE);
+        Some(w.cpu)
+    }
+
+    /// `key`'s CPU, running, waits, later than the least key: the earliest waiting CPU leaves
+    /// the tree to run, the parked one taking its slot and giving it its own. Returns that CPU.
+    fn hand_over(&self, key: Key) -> usize {
+        let w = self.least().cpu;
+        debug_assert!(self.least() < key);
+        let (mine, theirs) = (self.slot[key.cpu].get(), self.slot[w].get());
+        self.slot[key.cpu].set(theirs);
+        self.slot[w].set(mine);
+        self.set(theirs as usize, key);
+        w
     }
 }
 
-/// What every CPU of one run shares with the scheduler.
+/// What every CPU of one run shares with the scheduler. Cells, not a `RefCell` around the
+/// whole: one CPU's code runs at a time and none of it holds a borrow across a switch, so there
+/// is nothing for a borrow flag to catch, and a turn is on every shared access.
 #[derive(Debug)]
 struct Sched {
-    state: Vec<State>,
-    /// The runnable CPUs' keys. The running CPU's leaf keeps the key it was resumed with until
-    /// it parks, blocks or ends: its own turns compare against the others'
-    /// ([`Ready::least_but`]), and the root is read only when no CPU runs.
+    /// The runnable CPUs waiting to run: all but the running one.
     ready: Ready,
+    state: Box<[Cell<State>]>,
+    /// The clock a blocked CPU was made runnable at (the release that handed it the lock, the
+    /// store that woke it): it goes on from there.
+    woken_at: Box<[Cell<u64>]>,
     /// The CPU whose body runs now: only its coroutine may be suspended.
-    running: Option<usize>,
+    running: Cell<Option<usize>>,
     /// Locks each CPU holds: none when its body ends.
-    held: Vec<u32>,
+    held: Box<[Cell<u32>]>,
 }
 
 impl Sched {
-    /// Make CPU `i` runnable at clock `t`, waiting to be resumed.
-    fn ready(&mut self, i: usize, t: u64) {
-        self.state[i] = State::Runnable(t);
-        self.ready.set(i, Ready::key(t, i));
+    /// `n` CPUs, all runnable at clock 0, none running.
+    fn new(n: usize) -> Sched {
+        Sched {
+            ready: Ready::new(n),
+            state: (0..n).map(|_| Cell::new(State::Runnable)).collect(),
+            woken_at: (0..n).map(|_| Cell::new(0)).collect(),
+            running: Cell::new(None),
+            held: (0..n).map(|_| Cell::new(0)).collect(),
+        }
     }
 
-    /// CPU `i` is not waiting to run (blocked, or done).
-    fn leave(&mut self, i: usize, state: State) {
-        self.state[i] = state;
-        self.ready.set(i, Ready::NONE);
+    /// Blocked CPU `i` is runnable from clock `t`.
+    fn wake(&self, i: usize, t: u64) {
+        debug_assert_eq!(self.state[i].get(), State::Blocked);
+        self.state[i].set(State::Runnable);
+        self.woken_at[i].set(t);
+        self.ready.fill(Key { clock: t, cpu: i });
     }
 
-    /// Whether CPU `me` (running) at clock `now` is first: no other runnable CPU is earlier.
-    fn first(&self, me: usize, now: u64) -> bool {
-        Ready::key(now, me) < self.ready.least_but(me)
+    /// CPU `i` owns one more lock.
+    fn took(&self, i: usize) {
+        self.held[i].set(self.held[i].get() + 1);
     }
 
-    /// CPU `i` parked at clock `t` because another runnable CPU was earlier: the CPU to resume
-    /// next, the earliest now.
-    fn swap_first(&mut self, i: usize, t: u64) -> usize {
-        self.ready(i, t);
-        self.ready.least().unwrap_or(i)
-    }
-
-    /// The runnable CPU to resume next: the earliest, then the lowest number.
-    fn next(&self) -> Option<usize> {
-        self.ready.least()
+    /// CPU `i` released a lock.
+    fn released(&self, i: usize) {
+        self.held[i].set(self.held[i].get() - 1);
     }
 }
 
@@ -197,7 +298,7 @@ pub struct Cpu {
 
 #[derive(Clone, Debug)]
 struct Link {
-    sched: Rc<RefCell<Sched>>,
+    sched: Rc<Sched>,
     /// The coroutine's yielder, valid for as long as its body runs: a `Cpu` is made inside the
     /// body and handed only to code that runs inside it.
     yielder: NonNull<Yielder<(), Park>>,
@@ -213,32 +314,56 @@ impl Cpu {
         self.id
     }
 
-    fn park(&self, link: &Link, p: Park) {
+    /// Hand control back to the scheduler, for the reason `why` gives (which may move the
+    /// scheduler's state: only once this CPU is known to be the one running).
+    fn park(&self, link: &Link, why: impl FnOnce(&Sched) -> Park) {
         // A `Cpu` carried out of its body (returned, or handed to another CPU) must never
         // suspend a coroutine that is not running: its yielder may be gone.
         assert_eq!(
-            link.sched.borrow().running,
+            link.sched.running.get(),
             Some(self.id),
             "CPU {}'s handle used outside its own body",
             self.id
         );
+        let p = why(&link.sched);
         // SAFETY: `running` is this CPU only while the scheduler resumes its coroutine, whose
         // body (and so its yielder) is alive until it returns.
         unsafe { link.yielder.as_ref() }.suspend(p);
     }
 
+    /// Block until another CPU makes this one runnable again: returns the clock it goes on
+    /// from.
+    fn block(&self, link: &Link) -> u64 {
+        self.park(link, |s| {
+            s.state[self.id].set(State::Blocked);
+            Park::Blocked
+        });
+        debug_assert_eq!(link.sched.state[self.id].get(), State::Runnable);
+        link.sched.woken_at[self.id].get()
+    }
+
     /// Wait until this CPU, at clock `now`, is the earliest of the runnable CPUs: everything any
     /// CPU does to shared state before `now` has then been done.
+    #[inline]
     pub fn turn(&self, now: u64) {
         let Some(link) = &self.link else { return };
-        let first = {
-            let mut s = link.sched.borrow_mut();
-            s.state[self.id] = State::Runnable(now);
-            s.first(self.id, now)
+        let key = Key {
+            clock: now,
+            cpu: self.id,
         };
-        if !first {
-            self.park(link, Park::At(now));
+        // The tree holds the other runnable CPUs: when none is earlier, this one goes on
+        // without touching it.
+        if key < link.sched.ready.least() {
+            return;
         }
+        self.park_behind(link, key);
+    }
+
+    /// Park at `key` behind the earliest runnable CPU, which runs next. Out of line: the check
+    /// above is inlined at every shared access, the switch's saving of registers is not.
+    #[inline(never)]
+    fn park_behind(&self, link: &Link, key: Key) {
+        self.park(link, |s| Park::Behind(s.ready.hand_over(key)));
     }
 
     /// Wait until another CPU wakes `q` ([`Cpu::wake_all`]): returns the clock of the wake-up,
@@ -249,22 +374,16 @@ impl Cpu {
             panic!("a CPU alone waits for a store no other CPU will make");
         };
         q.waiters.borrow_mut().push((self.id, now));
-        link.sched.borrow_mut().leave(self.id, State::Blocked);
-        self.park(link, Park::Blocked);
-        match link.sched.borrow().state[self.id] {
-            State::Runnable(t) => t,
-            s => unreachable!("a woken CPU is runnable, found {s:?}"),
-        }
+        self.block(link)
     }
 
     /// Wake every CPU waiting on `q`: each goes on from `now`, or from when it began waiting if
     /// that is later.
     pub fn wake_all(&self, q: &WaitQueue, now: u64) {
         let Some(link) = &self.link else { return };
-        let woken = std::mem::take(&mut *q.waiters.borrow_mut());
-        let mut s = link.sched.borrow_mut();
-        for (i, since) in woken {
-            s.ready(i, now.max(since));
+        // Drained in place: the queue keeps its buffer for the next waiters.
+        for (i, since) in q.waiters.borrow_mut().drain(..) {
+            link.sched.wake(i, now.max(since));
         }
     }
 
@@ -280,28 +399,23 @@ impl Cpu {
             lock.home.set(Some(home));
             if home == self.id && lock.owner.get().is_none() {
                 lock.owner.set(Some(self.id));
-                link.sched.borrow_mut().held[self.id] += 1;
+                link.sched.took(self.id);
                 return now;
             }
         }
         self.turn(now);
         if lock.owner.get().is_none() {
             lock.owner.set(Some(self.id));
-            link.sched.borrow_mut().held[self.id] += 1;
+            link.sched.took(self.id);
             return now;
         }
         lock.waiters.borrow_mut().push_back(self.id);
-        link.sched.borrow_mut().leave(self.id, State::Blocked);
-        self.park(link, Park::Blocked);
+        let owned = self.block(link);
         assert_eq!(
             lock.owner.get(),
             Some(self.id),
             "a lock handed to its waiter"
         );
-        let owned = match link.sched.borrow().state[self.id] {
-            State::Runnable(t) => t,
-            s => unreachable!("a CPU handed a lock is runnable, found {s:?}"),
-        };
         let from = lock.line.last_writer().map_or(self.id, |l| l.cpu);
         lock.record.borrow_mut().waited(self.id, from, owned - now);
         owned
@@ -320,11 +434,10 @@ impl Cpu {
         );
         let next = lock.waiters.borrow_mut().pop_front();
         lock.owner.set(next);
-        let mut s = link.sched.borrow_mut();
-        s.held[self.id] -= 1;
+        link.sched.released(self.id);
         if let Some(n) = next {
-            s.held[n] += 1;
-            s.ready(n, now);
+            link.sched.took(n);
+            link.sched.wake(n, now);
         }
     }
 }
@@ -350,8 +463,13 @@ pub struct SharedLine {
     last: Cell<Option<LastOwner>>,
     /// Writes so far: a CPU that read the line sees, by this, whether it changed since.
     version: Cell<u64>,
-    /// The CPUs holding a copy of the current contents, one bit each.
-    sharers: RefCell<Vec<u64>>,
+    /// The CPUs holding a copy of the current contents, one bit each: CPUs 0 to 63 in a word of
+    /// the line's own, so that on a machine of up to 64 CPUs a read or a write of the line
+    /// touches one word and follows no pointer; the CPUs above, a word for each 64 in `more`.
+    sharers: Cell<u64>,
+    /// CPU `64 (k + 1) + b`'s bit is bit `b` of `more[k]`; the words past its length are 0, so
+    /// a write empties it without walking it.
+    more: RefCell<Vec<u64>>,
     /// When the line's last transfer ends: one moving to another CPU starts no earlier.
     free_at: Cell<u64>,
     /// The CPU the last transfer went to, and by CPU when the request of the transfer asked for
@@ -367,7 +485,8 @@ impl SharedLine {
             name,
             last: Cell::new(None),
             version: Cell::new(0),
-            sharers: RefCell::new(Vec::new()),
+            sharers: Cell::new(0),
+            more: RefCell::new(Vec::new()),
             free_at: Cell::new(0),
             tail: Cell::new(None),
             loses_at: RefCell::new(Vec::new()),
@@ -403,7 +522,7 @@ impl SharedLine {
     /// the other copies are gone, the contents unchanged.
     pub fn taken_by(&self, cpu: usize, node: u32) {
         self.last.set(Some(LastOwner { cpu, node }));
-        self.sharers.borrow_mut().iter_mut().for_each(|w| *w = 0);
+        self.forget_sharers();
     }
 
     /// The CPU that wrote it last, and its node.
@@ -420,24 +539,37 @@ impl SharedLine {
     pub fn written_by(&self, cpu: usize, node: u32) {
         self.last.set(Some(LastOwner { cpu, node }));
         self.version.set(self.version.get() + 1);
-        self.sharers.borrow_mut().iter_mut().for_each(|w| *w = 0);
+        self.forget_sharers();
+    }
+
+    /// No CPU holds a copy any more: the line is in one cache alone.
+    fn forget_sharers(&self) {
+        self.sharers.set(0);
+        self.more.borrow_mut().clear();
     }
 
     /// Whether `cpu` holds a copy of the current contents.
     pub fn shared_by(&self, cpu: usize) -> bool {
-        self.sharers
-            .borrow()
-            .get(cpu / 64)
-            .is_some_and(|w| w & (1 << (cpu % 64)) != 0)
+        let word = match cpu / 64 {
+            0 => self.sharers.get(),
+            k => self.more.borrow().get(k - 1).copied().unwrap_or(0),
+        };
+        word & (1 << (cpu % 64)) != 0
     }
 
     /// `cpu` now holds a copy of the current contents.
     pub fn read_by(&self, cpu: usize) {
-        let mut s = self.sharers.borrow_mut();
-        if s.len() <= cpu / 64 {
-            s.resize(cpu / 64 + 1, 0);
+        let bit = 1 << (cpu % 64);
+        match cpu / 64 {
+            0 => self.sharers.set(self.sharers.get() | bit),
+            k => {
+                let mut more = self.more.borrow_mut();
+                if more.len() < k {
+                    more.resize(k, 0);
+                }
+                more[k - 1] |= bit;
+            }
         }
-        s[cpu / 64] |= 1 << (cpu % 64);
     }
 }
 
@@ -714,22 +846,14 @@ pub fn run<'a, T: 'a>(bodies: Vec<Body<'a, T>>) -> Result<Vec<T>, Deadlock> {
         let body = bodies.into_iter().next().expect("one body");
         return Ok(vec![body(Cpu::alone())]);
     }
-    let mut ready = Ready::new(bodies.len());
-    for i in 0..bodies.len() {
-        ready.set(i, Ready::key(0, i));
-    }
-    let sched = Rc::new(RefCell::new(Sched {
-        state: vec![State::Runnable(0); bodies.len()],
-        ready,
-        running: None,
-        held: vec![0; bodies.len()],
-    }));
-    let mut cpus: Vec<Coroutine<(), Park, T>> = bodies
+    let n = bodies.len();
+    let sched = Rc::new(Sched::new(n));
+    let mut cpus: Vec<Coroutine<(), Park, T, CpuStack>> = bodies
         .into_iter()
         .enumerate()
         .map(|(id, body)| {
             let sched = Rc::clone(&sched);
-            let stack = DefaultStack::new(CPU_STACK_BYTES).expect("a CPU's stack");
+            let stack = CpuStack::new(id);
             let f = move |y: &Yielder<(), Park>, ()| {
                 body(Cpu {
                     id,
@@ -746,38 +870,38 @@ pub fn run<'a, T: 'a>(bodies: Vec<Body<'a, T>>) -> Result<Vec<T>, Deadlock> {
         })
         .collect();
     let mut out: Vec<Option<T>> = cpus.iter().map(|_| None).collect();
-    // The CPU to resume next when the last one parked behind an earlier one, found as the
-    // parked CPU's key went into the tree.
-    let mut carry: Option<usize> = None;
+    let mut next = sched.ready.take_least();
     loop {
-        let next = carry.take().or_else(|| sched.borrow().next());
         let Some(i) = next else {
-            let s = sched.borrow();
-            let blocked: Vec<usize> = (0..s.state.len())
-                .filter(|&i| s.state[i] == State::Blocked)
+            let blocked: Vec<usize> = (0..n)
+                .filter(|&i| sched.state[i].get() == State::Blocked)
                 .collect();
             if blocked.is_empty() {
                 break;
             }
             return Err(Deadlock(blocked));
         };
-        sched.borrow_mut().running = Some(i);
+        sched.running.set(Some(i));
         let step = cpus[i].resume(());
-        sched.borrow_mut().running = None;
-        match step {
-            CoroutineResult::Yield(Park::At(t)) => {
-                carry = Some(sched.borrow_mut().swap_first(i, t))
-            }
+        sched.running.set(None);
+        next = match step {
+            // It parked behind the CPU it took out of the tree for us.
+            CoroutineResult::Yield(Park::Behind(w)) => Some(w),
             CoroutineResult::Yield(Park::Blocked) => {
-                debug_assert_eq!(sched.borrow().state[i], State::Blocked);
+                debug_assert_eq!(sched.state[i].get(), State::Blocked);
+                sched.ready.take_least()
             }
             CoroutineResult::Return(r) => {
-                let mut s = sched.borrow_mut();
-                assert_eq!(s.held[i], 0, "CPU {i}'s body ended holding a lock");
-                s.leave(i, State::Done);
+                assert_eq!(
+                    sched.held[i].get(),
+                    0,
+                    "CPU {i}'s body ended holding a lock"
+                );
+                sched.state[i].set(State::Done);
                 out[i] = Some(r);
+                sched.ready.take_least()
             }
-        }
+        };
     }
     Ok(out
         .into_iter()
@@ -878,6 +1002,24 @@ mod tests {
         assert_eq!(line.transfer(2, 120, 50), 150);
         assert_eq!(line.transfer(3, 130, 40), 200);
         assert_eq!(line.transfer(1, 500, 50), 500);
+    }
+
+    /// A line's copies: each CPU that read it holds one until the next write, on either side
+    /// of the 64 CPUs kept in the line's own word.
+    #[test]
+    fn a_write_drops_every_copy_of_a_line() {
+        let line = SharedLine::new("llq");
+        let cpus = [0, 5, 63, 64, 130, 1023];
+        for round in 0..2 {
+            for &c in &cpus {
+                assert!(!line.shared_by(c), "round {round}: CPU {c} before its read");
+                line.read_by(c);
+                assert!(line.shared_by(c), "round {round}: CPU {c} after its read");
+            }
+            assert!(!line.shared_by(1) && !line.shared_by(129) && !line.shared_by(1022));
+            line.written_by(7, 0);
+        }
+        assert_eq!(line.version(), 2);
     }
 
     /// Two locks, one per CPU (swiotlb's areas): neither ever waits.
