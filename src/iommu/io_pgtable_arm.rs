@@ -41,13 +41,13 @@
 //! Many CPUs share one table with no lock, as the kernel's domain does: every CPU maps and unmaps
 //! through `&self`, and the walk's look-aside state (the hints, the shortcut's remembered walk, a
 //! scratch buffer) is each CPU's own, a [`PerCpu`] found by the CPU the calls run on. The kernel
-//! installs a new table with `cmpxchg64_relaxed()` against the empty entry it read, and a CPU
-//! that loses that race frees the table it allocated and walks into the winner's. Here the plain write is
-//! that `cmpxchg64` succeeding: nothing between reading the empty entry and installing the table
-//! (the table's allocation and the cleaning of its lines) is a turn point of the many-CPU engine
-//! (docs/design.md, "Many CPUs"), so no other CPU can write the entry meanwhile and the losing
-//! case never arises. Making any of those steps reach shared state would make it arise, and the
-//! install would then need the compare.
+//! installs a new table with `cmpxchg64_relaxed()` against the entry it read (empty, or the
+//! block being split), and a CPU that loses that race frees the table it allocated and walks
+//! into the winner's. So does this one: between reading the entry and installing the table, the
+//! table's allocation cleans its lines for a non-coherent walker, and the write-backs of that
+//! clean queue at the node's DRAM channel, which the machine's CPUs share, so that another CPU
+//! may take its turn and install a table in the same entry meanwhile. The compare and the write
+//! are one step of the engine, with no turn between them, as the `cmpxchg64` is one instruction.
 //!
 //! Invariants: every table reachable from the top-level table is a live [`PhysMem`] allocation of
 //! the granule size (the top level: `8 << pgd_bits` rounded up to a page), and every live
@@ -804,11 +804,21 @@ impl ArmLpaeIoPgtable {
                 });
             }
             let pte = self.read_lvl_pte(look, ptep, lvl);
-            let child = if pte == 0 {
+            let pte = if pte == 0 {
                 let t = self.alloc_table(hw.as_dyn())?;
-                self.install_table(hw, t, ptep);
-                t
-            } else if Self::pte_is_table(pte, lvl) {
+                match self.install_table(hw, t, ptep, 0) {
+                    0 => t.0 | PTE_TYPE_TABLE,
+                    // Another CPU installed a table first, while this one allocated and
+                    // cleaned its own: the kernel frees its own and goes on in the winner's.
+                    won => {
+                        self.free_table_pages(hw.as_dyn(), t, self.cfg.granule);
+                        won
+                    }
+                }
+            } else {
+                pte
+            };
+            let child = if Self::pte_is_table(pte, lvl) {
                 self.pte_to_paddr(pte)
             } else {
                 // A block on the way down: the kernel WARNs and wants an unmap first.
@@ -820,20 +830,31 @@ impl ArmLpaeIoPgtable {
         }
     }
 
-    /// `arm_lpae_install_table()`: point `ptep` at a new table; a non-coherent walker needs the
-    /// entry cleaned, after which the entry is marked with the software sync bit.
+    /// `arm_lpae_install_table()`: point `ptep` at a new table if it still holds `curr`
+    /// (`cmpxchg64_relaxed()`: the compare and the write are one step, with no turn between);
+    /// a non-coherent walker needs the entry cleaned, whoever installed it, after which the
+    /// winner marks it with the software sync bit. Returns what the entry held: `curr` if this
+    /// CPU's table went in, else what another CPU put there after `curr` was read.
     fn install_table<H: AsDynDeviceHw + ?Sized>(
         &self,
         hw: &mut H,
         table: PhysAddr,
         ptep: PhysAddr,
-    ) {
+        curr: u64,
+    ) -> u64 {
         let new = table.0 | PTE_TYPE_TABLE | if self.cfg.quirk_ns { 1 << 63 } else { 0 };
-        self.mem.borrow_mut().write_u64(ptep, new);
-        if self.walk_sync.is_some() {
-            self.sync_ptes(hw, ptep, 1);
+        let old = self.mem.borrow().read_u64(ptep);
+        if old == curr {
+            self.mem.borrow_mut().write_u64(ptep, new);
+        }
+        if self.walk_sync.is_none() || old & PTE_SW_SYNC != 0 {
+            return old;
+        }
+        self.sync_ptes(hw, ptep, 1);
+        if old == curr {
             self.mem.borrow_mut().write_u64(ptep, new | PTE_SW_SYNC);
         }
+        old
     }
 
     /// `arm_lpae_init_pte()`: refuse leaves already present, replace empty tables, then write
@@ -1206,7 +1227,19 @@ impl ArmLpaeIoPgtable {
             hw.sw(self.costs.init_pte);
             self.sync_ptes(hw, PhysAddr(tablep.0 + i * 8), 1);
         }
-        self.install_table(hw, tablep, ptep);
+        let won = self.install_table(hw, tablep, ptep, blk_pte);
+        let (tablep, unmap) = if won == blk_pte {
+            (tablep, unmap)
+        } else {
+            // Another CPU replaced the block first (unmapping another part of it): this one's
+            // table goes, and the unmap goes on in the other's table, if a table it is.
+            self.free_table_pages(hw.as_dyn(), tablep, self.cfg.granule);
+            if won & PTE_TYPE_MASK != PTE_TYPE_TABLE {
+                hw.leave(back);
+                return 0;
+            }
+            (self.pte_to_paddr(won), None)
+        };
         let r = match unmap {
             Some((_, n)) => {
                 for i in 0..n {
