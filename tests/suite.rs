@@ -10,6 +10,7 @@ mod coherent_placement;
 mod coherent_scenario;
 mod compare;
 mod docs_examples;
+mod dram_bandwidth;
 mod input_errors;
 mod iommu_cpus;
 mod iommu_dma;

@@ -55,6 +55,7 @@ use std::collections::BTreeMap;
 mod cpu_loop;
 pub use cpu_loop::{MAX_LINEFILLS, Stream};
 
+mod dram;
 mod params;
 mod smmu;
 pub use params::*;
@@ -77,6 +78,8 @@ pub struct Model {
     smmu: SmmuParams,
     /// The SMMU's own timeline: one agent for every CPU of the machine ([`Model::on_cpu`]).
     smmu_agent: SmmuAgent,
+    /// Each node's DRAM write channel ([`dram`]), shared like the SMMU.
+    dram: dram::Channels,
     /// When the most recent sync this CPU asked for completes.
     smmu_sync_done: u64,
     /// The functional caches, with `params.caches`.
@@ -113,6 +116,7 @@ impl Model {
             now: 0,
             pending: 0,
             smmu_agent: SmmuAgent::default(),
+            dram: dram::Channels::new(1),
             smmu_sync_done: 0,
             caches,
             evict_free: 0,
@@ -145,6 +149,7 @@ impl Model {
     pub fn on_cpu(&self, cpu: u32, node: u32) -> Model {
         let mut m = self.clone();
         m.smmu_agent = self.smmu_agent.share();
+        m.dram = self.dram.share();
         m.ledger = Ledger::default();
         m.place(cpu, node);
         m
@@ -236,8 +241,24 @@ impl Model {
         line.version() == seen
     }
 
+    /// The write-backs of `lines` dirty lines from `first`, issued from now one every `issue`
+    /// ps, through the DRAM write channel of the node they are on ([`dram`]): when the last is
+    /// in DRAM. The channel is the machine's: every CPU earlier than this one has queued its
+    /// write-backs first.
+    #[inline(never)]
+    fn write_back(&mut self, first: PhysAddr, issue: u64, service: u64, lines: u64) -> u64 {
+        self.cpu.turn(self.now);
+        let node = self
+            .numa
+            .as_ref()
+            .and_then(|n| n.node_of(first.0))
+            .unwrap_or(0);
+        self.dram.write_back(node, self.now, issue, service, lines)
+    }
+
     /// Price the SMMUv3 queue's protocol against a NUMA topology (see the module header).
     pub fn set_numa(&mut self, numa: NumaLines) {
+        self.dram = dram::Channels::new(numa.line_ps.len());
         self.numa = Some(numa);
         self.resolve_cmdq_lines();
     }
@@ -590,7 +611,13 @@ impl Hw for Model {
         // A profile without this op was rejected when the scenario was set up (see
         // `platform::Profile::require_ops`); charging nothing here would hide that, so fall back to
         // a zero cost only for ops the caller never checked, which tests rule out.
-        let (ps, last_done) = maint_run(&self.maint[op as usize], self.now, self.pending, lines);
+        let c = &self.maint[op as usize];
+        let (ps, mut last_done) = maint_run(c, self.now, self.pending, lines);
+        if let Some(service) = self.params.dram_write_ps
+            && op != CacheOp::Inval
+        {
+            last_done = last_done.max(self.write_back(first, c.issue_ps, service, lines));
+        }
         self.pending = self.pending.max(last_done);
         self.now = self.now.saturating_add(ps);
         self.ledger.charge_count(ps, op.counter(), lines);

@@ -671,6 +671,35 @@ pub static PARAMS: &[ParamDef] = &[
             None => false,
         }),
     },
+    ParamDef {
+        key: "memory.write_bandwidth_mb_s",
+        kind: Kind::Rate,
+        unit: "MB/s",
+        need: "optional (write-backs at issue rate); not with `[cache_model]`",
+        check: Check::Range {
+            min: 0.0,
+            max: MAX_DRAM_MB_S,
+            open: true,
+        },
+        source: SourceRule::Any,
+        reads: "`Hw::cache_maint`: each dirty line a clean writes back occupies its node's DRAM write channel for line_bytes / bandwidth",
+        used: Used::Any(&[Counter::CacheCleanLine, Counter::CacheCleanInvalLine]),
+        get: Get::One(|f| {
+            f.memory
+                .as_ref()?
+                .write_bandwidth_mb_s
+                .as_ref()
+                .map(Value::Param)
+        }),
+        // A faster channel is a shorter write-back.
+        scale: Some(|p, _, f| match p.model.dram_write_ps.as_mut() {
+            Some(v) => {
+                *v = (*v as f64 / f).ceil() as u64;
+                true
+            }
+            None => false,
+        }),
+    },
     code_row!(frame),
     code_row!(bug_on_dir),
     code_row!(saved_reg),

@@ -254,7 +254,16 @@ pub(super) fn resolve(
         Some(t) => Some(resolve_memory_types(&r, f, t)?),
         None => None,
     };
+    let dram_write_ps = match f
+        .memory
+        .as_ref()
+        .and_then(|m| m.write_bandwidth_mb_s.as_ref())
+    {
+        Some(p) => Some(resolve_dram_write(&r, p, line, caches.is_some())?),
+        None => None,
+    };
     Ok(ModelParams {
+        dram_write_ps,
         line_bytes: line,
         maint,
         barrier_ps,
@@ -637,4 +646,30 @@ pub(super) fn resolve_smmu(r: &Resolver, s: &SmmuSpec) -> Result<SmmuParams, Inp
         sync_ps: r.cost("smmu.sync", &s.sync)?,
         cmdq_write_ps,
     })
+}
+
+/// `memory.write_bandwidth_mb_s` as one line's write-back time, rounded up so that a run of lines
+/// never moves faster than the bandwidth. Refused beside `[cache_model]`, whose write-backs price
+/// their own way to DRAM and do not use the channel.
+fn resolve_dram_write(
+    r: &Resolver,
+    p: &Param,
+    line_bytes: u64,
+    cache_model: bool,
+) -> Result<u64, InputError> {
+    let key = "memory.write_bandwidth_mb_s";
+    let mb_s = r.checked(key, p)?;
+    if cache_model {
+        return Err(InputError::at(
+            r.origin,
+            r.text,
+            Some(p.value.span()),
+            key,
+            "a DRAM write channel beside `[cache_model]` is not modelled: the cache model prices \
+             a dirty line's way to DRAM itself (`cache_model.l1_writeback`, `cache_model.l2_writeback`); give one or the other"
+                .to_string(),
+        ));
+    }
+    // bytes / (MB/s) is microseconds per 10^6 bytes: × 10^6 for ps.
+    Ok((line_bytes as f64 * 1e6 / mb_s).ceil() as u64)
 }

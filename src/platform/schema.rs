@@ -226,7 +226,13 @@ pub struct CopySpec {
 #[serde(deny_unknown_fields)]
 pub struct MemorySpec {
     pub copy: Option<CopySpec>,
+    /// Each node's write bandwidth to its own DRAM, MB/s (10^6 bytes per second), more than 0:
+    /// the write channel the write-backs of cache maintenance queue for.
+    pub write_bandwidth_mb_s: Option<Param>,
 }
+
+/// The largest DRAM bandwidth a profile may give per node, in MB/s (10 TB/s).
+pub const MAX_DRAM_MB_S: f64 = 1e7;
 
 /// The optional `[acp]` section: a coherent port into the CPU's cache hierarchy for DMA masters
 /// (the Zynq-7000's Accelerator Coherency Port), whose traffic the SCU snoops, so a device on it

@@ -148,6 +148,9 @@ pub struct ModelParams {
     /// `None` when the profile has no `[memory_type.*]`: a program's accesses cost nothing, and
     /// a workload that makes them was refused up front.
     pub mem: Option<crate::hw::memory::MemCosts>,
+    /// One dirty line's write-back through its node's DRAM write channel, in ps
+    /// (`memory.write_bandwidth_mb_s`, rounded up); `None`: write-backs move at issue rate.
+    pub dram_write_ps: Option<u64>,
 }
 
 impl ModelParams {

@@ -21,6 +21,7 @@ pub(super) fn params(issue: u64, latency: u64, interval: u64, barrier: u64) -> M
         outer: None,
         caches: None,
         mem: None,
+        dram_write_ps: None,
     }
 }
 
