@@ -1,7 +1,9 @@
 //! One CPU through the many-CPU engine gives exactly the results the single-clock model gave.
 //! `tests/data/one_cpu/` holds the JSON documents of every shipped streaming and IOMMU scenario
 //! (as shipped, and under 5.4, 5.10 and 7.0 where the platform runs them) written by the model
-//! as it was before CPUs shared anything (commit e33f28c); each is run again here, a streaming
+//! as it was before CPUs shared anything (commit e33f28c; `iommu-api`'s again when a map that
+//! walks into a live block began cleaning the block's entry before refusing, as the kernel's
+//! `__arm_lpae_map` does: one line and one barrier more); each is run again here, a streaming
 //! workload with `workload.cpus = 1` said outright, and every figure must match exactly. The
 //! lists of the profile's fitted and held costs are left out of the comparison: they describe
 //! the profile (which has since gained what its CPUs' shared lines cost), not the run.

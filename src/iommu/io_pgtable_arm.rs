@@ -816,6 +816,12 @@ impl ArmLpaeIoPgtable {
                     }
                 }
             } else {
+                // An entry another CPU wrote and has not yet marked cleaned, or a leaf (which
+                // never carries the mark): the kernel cleans it before looking at it, so that a
+                // non-coherent walker sees it whatever this call does next.
+                if self.walk_sync.is_some() && pte & PTE_SW_SYNC == 0 {
+                    self.sync_ptes(hw, ptep, 1);
+                }
                 pte
             };
             let child = if Self::pte_is_table(pte, lvl) {

@@ -764,3 +764,74 @@ fn freeing_returns_every_table() {
     t.free(&mut r);
     assert_eq!(m.borrow().allocations(), 0);
 }
+
+/// `__arm_lpae_map` cleans an entry it finds without the software sync mark before it looks at
+/// it: on the way down to a 4 KB page inside a live 2 MB block, the block's entry is cleaned
+/// (one line, one DSB) and the map then fails with -EEXIST, the block untouched.
+#[test]
+fn a_map_into_a_live_block_cleans_the_block_entry_then_refuses() {
+    let mut r = Recorder::new(64);
+    let f = FlushOps::ArmSmmu(ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa));
+    let arch = ArchOps::from(Arm64::new(DirRules::Since5_19));
+    let t =
+        ArmLpaeIoPgtable::new(&mut r, IoPgtableCfg::new(0x1000, 48), mem(), Some(arch)).unwrap();
+    t.map_pages(
+        &mut r,
+        &f,
+        IovaAddr(0),
+        PhysAddr(0x8000_0000),
+        2 << 20,
+        1,
+        Prot::RW,
+    )
+    .unwrap();
+    let block = t.pte_at(0, 2).unwrap();
+    assert_eq!(block & PTE_SW_SYNC, 0, "a leaf never carries the mark");
+    let mut r = Recorder::new(64);
+    let e = t.map_pages(
+        &mut r,
+        &f,
+        IovaAddr(0x1000),
+        PhysAddr(0x9000_0000),
+        4096,
+        1,
+        Prot::RW,
+    );
+    assert!(matches!(e, Err(IommuError::Exists(_))), "{e:?}");
+    assert_eq!((r.lines(CacheOp::Clean), r.barriers), (1, 1));
+    assert_eq!(t.pte_at(0, 2), Some(block));
+}
+
+/// `arm_lpae_install_table`'s `cmpxchg64`: a table goes in only over the entry the caller
+/// read; when another CPU's table went in first, the entry keeps it and the caller learns it
+/// (and cleans the entry for the winner if the winner has not marked it yet).
+#[test]
+fn a_table_install_that_loses_keeps_the_winners_table() {
+    let mut r = Recorder::new(64);
+    let arch = ArchOps::from(Arm64::new(DirRules::Since5_19));
+    let t =
+        ArmLpaeIoPgtable::new(&mut r, IoPgtableCfg::new(0x1000, 48), mem(), Some(arch)).unwrap();
+    let ptep = t.pgd;
+    let (mine, theirs) = (
+        t.alloc_table(&mut r).unwrap(),
+        t.alloc_table(&mut r).unwrap(),
+    );
+    let mut r = Recorder::new(64);
+    assert_eq!(
+        t.install_table(&mut r, theirs, ptep, 0),
+        0,
+        "the first install wins"
+    );
+    let won = t.mem.borrow().read_u64(ptep);
+    assert_ne!(won & PTE_SW_SYNC, 0);
+    assert_eq!(r.lines(CacheOp::Clean), 1);
+    let mut r = Recorder::new(64);
+    assert_eq!(
+        t.install_table(&mut r, mine, ptep, 0),
+        won,
+        "the second sees the first's"
+    );
+    assert_eq!(t.mem.borrow().read_u64(ptep), won, "and leaves it");
+    // Marked already: nothing to clean for it.
+    assert_eq!(r.lines(CacheOp::Clean), 0);
+}
