@@ -44,7 +44,9 @@
 //! policies` lists this), and waiting for queue space (5.4's exclusive lock and `CMDQ_CONS`
 //! read, 5.3's `CONS` poll when the shadow index says full): the ring's consumer index catches
 //! up at every completed sync, and a list that would overrun it is counted in
-//! [`CmdqStats::overruns`]. 5.3's `sync_count` word is priced as a line of the queue's node.
+//! [`CmdqStats::overruns`]. 5.3's `sync_count` word is priced as a line of the queue's node;
+//! its `prev_cmd_opcode` and `sync_nr`, which the lock's holder reads and writes, are a line of
+//! their own that follows the lock from CPU to CPU.
 //! 5.4's claim is one `READ_ONCE` and a `cmpxchg` loop, as the kernel's. An attempt fails when
 //! another CPU wrote `llq` between the claim's read and the line's arrival here; the loop then
 //! spends its own instructions (`sw.arm_smmu_cmdq_claim_retry`) and tries again, and fails again
@@ -293,8 +295,11 @@ pub enum CmdqProtocol {
 pub struct Cmdq {
     ring: RefCell<Ring>,
     protocol: CmdqProtocol,
-    /// ≤ 5.3: `smmu->cmdq.lock` and the producer index and last-sync record it protects.
+    /// ≤ 5.3: `smmu->cmdq.lock` and the producer index it protects.
     lock: SpinLock<LockedQueue>,
+    /// ≤ 5.3: `smmu->prev_cmd_opcode` and `smmu->sync_nr`, read and written under the lock by
+    /// whichever CPU holds it: a line that follows the lock from CPU to CPU.
+    last_cmd: Shared<LastCmd>,
     /// 5.4: the `llq` word (`prod` with the owner flag) on a line of its own.
     llq: Shared<Llq>,
     /// 5.4: `owner_prod` and the shared lock's count, which share one line (with the valid
@@ -319,9 +324,15 @@ pub struct Cmdq {
 struct LockedQueue {
     /// The producer index.
     prod: u64,
-    /// The last command inserted was a `CMD_SYNC`, completing at this time (`prev_cmd_opcode`,
-    /// `sync_nr`).
+}
+
+/// ≤ 5.3: neighbours in `struct arm_smmu_device`, so one line, written under `cmdq->lock`.
+#[derive(Debug, Default)]
+struct LastCmd {
+    /// The last command inserted was a `CMD_SYNC` (`prev_cmd_opcode`), completing at this time.
     prev_sync: Option<u64>,
+    /// The last sync's MSI payload (`sync_nr`).
+    sync_nr: u32,
 }
 
 /// 5.4: `cmdq->q.llq`'s producer half.
@@ -403,6 +414,7 @@ impl Cmdq {
                 "(spinning on cmdq->lock)",
                 LockedQueue::default(),
             ),
+            last_cmd: Shared::new("smmu->prev_cmd_opcode, smmu->sync_nr", LastCmd::default()),
             llq: Shared::new("cmdq->q.llq", Llq::default()),
             owner: Shared::new("cmdq->owner_prod, cmdq->lock", OwnerLine::default()),
             valid: Shared::new("cmdq->valid_map", vec![0; n]),
@@ -628,7 +640,7 @@ impl Cmdq {
         hw.sw(cost);
         hw.with_lock(&self.lock, |hw, q| {
             self.insert_and_publish(hw, q, cmd);
-            q.prev_sync = None;
+            hw.update(&self.last_cmd, |_, last| last.prev_sync = None);
         });
         hw.leave(back);
     }
@@ -668,16 +680,26 @@ impl Cmdq {
     fn issue_sync_locked<H: DeviceHw + ?Sized>(&self, hw: &mut H, cost: SwCost) {
         let back = hw.enter(crate::frame_id!("arm_smmu_cmdq_issue_sync"));
         hw.sw(cost);
-        let done = hw.with_lock(&self.lock, |hw, q| match q.prev_sync {
-            Some(t) => {
-                self.stat(|s| s.coalesced += 1);
-                t
-            }
-            None => {
-                let head = self.insert_and_publish(hw, q, &CmdqEnt::Sync);
-                let t = self.ring.borrow().sync_done_at(head).expect("published");
-                q.prev_sync = Some(t);
-                t
+        let done = hw.with_lock(&self.lock, |hw, q| {
+            // prev_cmd_opcode read and, unless it was a sync, ++sync_nr: the line exclusive
+            // here once; inserting the sync then writes prev_cmd_opcode on a line still here.
+            let prev = hw.update(&self.last_cmd, |_, last| {
+                if last.prev_sync.is_none() {
+                    last.sync_nr = last.sync_nr.wrapping_add(1);
+                }
+                last.prev_sync
+            });
+            match prev {
+                Some(t) => {
+                    self.stat(|s| s.coalesced += 1);
+                    t
+                }
+                None => {
+                    let head = self.insert_and_publish(hw, q, &CmdqEnt::Sync);
+                    let t = self.ring.borrow().sync_done_at(head).expect("published");
+                    hw.update(&self.last_cmd, |_, last| last.prev_sync = Some(t));
+                    t
+                }
             }
         });
         hw.smmu_cmdq_poll(done);
@@ -1343,6 +1365,42 @@ mod tests {
             assert_eq!(q.stats().coalesced, coalesced, "{protocol:?}");
             assert_eq!(q.stats().syncs, 2, "{protocol:?}");
         }
+    }
+
+    /// 5.3: the CPU that takes `cmdq->lock` after another reads `prev_cmd_opcode` and, for a
+    /// sync of its own, writes `sync_nr`: that line comes from the last holder's cache, a
+    /// transfer of its own beside the lock word's.
+    #[test]
+    fn under_5_3_the_sync_record_follows_the_lock() {
+        use crate::hw::model::{Model, ModelParams, SmmuKind, SmmuParams};
+        use crate::smp::{self, Body};
+        let params = ModelParams {
+            smmu: Some(SmmuParams {
+                kind: SmmuKind::SmmuV3,
+                ..SmmuParams::default()
+            }),
+            line_transfer_ps: Some(40_000),
+            ..ModelParams::default()
+        };
+        let base = Model::new(params);
+        let q = Rc::new(Cmdq::with_protocol(8, CmdqProtocol::Locked));
+        let bodies: Vec<Body<u64>> = (0..2)
+            .map(|cpu| {
+                let (q, mut m) = (Rc::clone(&q), base.on_cpu(cpu, 0));
+                Box::new(move |c| {
+                    m.set_cpu(c);
+                    q.issue_sync(&mut m, SwCost(0));
+                    m.ledger().totals()[Counter::NumaLine as usize]
+                }) as Body<u64>
+            })
+            .collect();
+        let lines = smp::run(bodies).unwrap();
+        // CPU 0 finds both lines in no other cache; CPU 1 takes the lock word and then the
+        // sync record from CPU 0.
+        assert_eq!(lines, [0, 2]);
+        let last = q.last_cmd.line().last_writer().map(|l| l.cpu);
+        assert_eq!(last, Some(1), "CPU 1 read prev_cmd_opcode exclusive");
+        assert_eq!(q.stats().coalesced, 1);
     }
 
     #[test]
