@@ -24,7 +24,7 @@ use crate::dma::swiotlb::x86_2012::SwiotlbAddr;
 use crate::dma::sync_policy::SyncKind;
 use crate::hw::model::{SmmuImpl, SmmuKind};
 use crate::iommu::arm_smmu::WalkFlushKind;
-use crate::iommu::arm_smmu_v3::SmmuV3Rules;
+use crate::iommu::arm_smmu_v3::{CmdqClaim, SmmuV3Rules};
 use crate::iommu::core::SplitKind;
 use crate::iommu::dma_fq::Invalidation;
 use crate::iommu::dma_iommu::UnmapLookup;
@@ -178,6 +178,7 @@ pub struct Policies {
     pub phys_addr: PhysAddrKind,
     pub walk_flush: WalkFlushKind,
     pub smmuv3_inv: SmmuV3Rules,
+    pub cmdq_claim: CmdqClaim,
     pub unmap_split: SplitKind,
     pub block_unmap: BlockUnmap,
     pub pte_clear: PteClear,
@@ -269,6 +270,12 @@ fn walk_flush_preset(k: KernelVersion, t: &Target) -> WalkFlushKind {
 /// queue's lock, 5.4's lock-free queue and gathered leaves, range commands from 5.7, ASID + sync
 /// in one list from 5.15, TTL for leaves only from 6.6, large ranges as one ASID invalidation
 /// in common code from 7.1.
+/// Every release claims command-queue slots with mainline's cmpxchg: the atomic-add claim was
+/// posted (2020) and not merged, a what-if chosen only by name.
+fn cmdq_claim_preset(_: KernelVersion, _: &Target) -> CmdqClaim {
+    CmdqClaim::Cmpxchg
+}
+
 fn smmuv3_inv_preset(k: KernelVersion, _: &Target) -> SmmuV3Rules {
     if k >= KernelVersion(7, 1) {
         SmmuV3Rules::Linux7_1
@@ -607,10 +614,6 @@ pub static NOT_MODELLED: &[(&str, &str)] = &[
         "a command list that would overrun entries the SMMU has not consumed is counted (overruns) and written all the same: the CPU does not poll CMDQ_CONS (5.3, under the queue's lock) or refresh cons under the exclusive lock (5.4); the queue's consumer catches up at each completed sync",
     ),
     (
-        "a cmpxchg that fails more than once",
-        "arm-smmu-v3 5.4's cmpxchg on llq fails at most once a claim: the retry succeeds with the line in this CPU's cache, where on hardware a claim can lose the line to another CPU before its retry and fail again",
-    ),
-    (
         "swiotlb bouncing of untrusted devices behind an IOMMU",
         "iommu-dma maps every buffer in place; PCI's 32-bit-first IOVA attempt is not made",
     ),
@@ -673,6 +676,14 @@ pub static REGISTRY: &[PolicyDef] = &[
         smmuv3_only,
         "the release that introduced the code: 5.4, 5.7, 5.15, 6.6, 7.1 (earlier releases get 5.4's)",
         "arm-smmu-v3 invalidation: range commands on SMMUv3.2 (5.7), ASID+sync in one command list (5.15), TTL for leaves only (6.6), ranges of 1 << (log2(granule) - 3) granules or more as one CMD_TLBI_NH_ASID without range invalidation (7.1)"
+    ),
+    policy_def!(
+        cmdq_claim,
+        CmdqClaim,
+        cmdq_claim_preset,
+        smmuv3_only,
+        "cmpxchg in every release; atomic-add was posted in 2020, not merged",
+        "arm-smmu-v3 lock-free command queue (5.4 on; the locked queue of 5.3 and before has no claim): slots claimed with a cmpxchg loop on llq (cmpxchg, mainline), or with one atomic add that cannot fail, cons on a line of its own and the owner taking the queue's lock shared for the syncs it gathered (atomic-add: John Garry's 2020 series removing the cmpxchg, posted, not merged)"
     ),
     policy_def!(
         unmap_split,
@@ -779,6 +790,7 @@ impl Policies {
             phys_addr: phys_addr_preset(kernel, t),
             walk_flush: walk_flush_preset(kernel, t),
             smmuv3_inv: smmuv3_inv_preset(kernel, t),
+            cmdq_claim: cmdq_claim_preset(kernel, t),
             unmap_split: unmap_split_preset(kernel, t),
             block_unmap: block_unmap_preset(kernel, t),
             pte_clear: pte_clear_preset(kernel, t),

@@ -555,7 +555,8 @@ pub fn iommu_domain_alloc_with_cmdq(
             ),
             SmmuModel::SmmuV3 { range_inv } => Box::new(
                 ArmSmmuV3Domain::new(hw, 1, cfg.granule, SmmuV3Features { range_inv }, cmdq)?
-                    .with_rules(hw, p.smmuv3_inv),
+                    .with_rules(hw, p.smmuv3_inv)
+                    .with_claim(p.cmdq_claim),
             ),
         };
         Ok(IommuDomain::new(hw, t, ops, p.unmap_split)

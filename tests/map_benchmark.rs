@@ -739,3 +739,26 @@ fn the_benchmarks_counters_are_a_line_the_threads_pass_around() {
     let sixteen = counters_ps(16);
     assert!(sixteen > 0, "{sixteen}");
 }
+
+/// The posted, unmerged atomic-add claim (`--policy cmdq_claim=atomic-add`) runs at 64 threads:
+/// no claim is ever retried where mainline's cmpxchg loop retries, and the owners still gather
+/// the other CPUs' lists behind one doorbell.
+#[test]
+fn the_atomic_add_claim_runs_at_64_threads_without_retries() {
+    let queue = |claim: &str| {
+        let mut s = kunpeng("5.4", 64, 100_000);
+        s.set_policies(&format!("cmdq_claim={claim}")).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&json_of(&s)).unwrap();
+        assert_eq!(v["policies"]["cmdq_claim"], claim);
+        (
+            v["cmdq"].clone(),
+            v["operations"]["cmdq_batch"].as_u64().unwrap(),
+        )
+    };
+    let (mainline, _) = queue("cmpxchg");
+    assert!(mainline["cmpxchg_retries"].as_u64().unwrap() > 0);
+    let (q, bells) = queue("atomic-add");
+    assert_eq!(q["cmpxchg_retries"].as_u64(), Some(0));
+    assert_eq!(q["claims"], q["lists"]);
+    assert!(bells < q["lists"].as_u64().unwrap(), "owners gathered");
+}

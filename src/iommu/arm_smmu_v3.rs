@@ -302,6 +302,10 @@ pub struct Cmdq {
     last_cmd: Shared<LastCmd>,
     /// 5.4: the `llq` word (`prod` with the owner flag) on a line of its own.
     llq: Shared<Llq>,
+    /// How slots are claimed on `llq` (5.4 on).
+    claim: CmdqClaim,
+    /// The atomic-add claim: `llq.cons` on a line of its own (mainline keeps it in `llq`'s).
+    cons: Shared<()>,
     /// 5.4: `owner_prod` and the shared lock's count, which share one line (with the valid
     /// map's pointer, `struct arm_smmu_cmdq` as 5.4 lays it out).
     owner: Shared<OwnerLine>,
@@ -340,8 +344,36 @@ struct LastCmd {
 struct Llq {
     /// The next index to claim.
     prod: u64,
-    /// A CPU owns the gathering (`CMDQ_PROD_OWNED_FLAG`).
+    /// A CPU owns the gathering (`CMDQ_PROD_OWNED_FLAG`; the atomic-add claim's `count`).
     owned: bool,
+    /// The atomic-add claim: the syncs gathered since the owner's claim (`llq.sync`).
+    syncs: u32,
+}
+
+/// How a CPU claims its slots in the lock-free queue (5.4 on; the `cmdq_claim` policy).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CmdqClaim {
+    /// Mainline: `READ_ONCE` of `llq` and a `cmpxchg` loop, which fails whenever another CPU
+    /// claimed since the read.
+    #[default]
+    Cmpxchg,
+    /// The 2020 series "iommu/arm-smmu-v3: Remove cmpxchg() in arm_smmu_cmdq_issue_cmdlist()"
+    /// (v2, August 2020; posted, not merged): one `atomic64_fetch_add` of (one claimant, its
+    /// sync, its slots) claims them and cannot fail, the owner being the CPU that found no
+    /// claimant; `cons` moves to a line of its own, read for the space check after the claim;
+    /// the owner takes the queue's lock shared once for every sync it gathered, instead of
+    /// each sync's CPU taking it.
+    AtomicAdd,
+}
+
+impl crate::types::Choice for CmdqClaim {
+    const ALL: &'static [CmdqClaim] = &[CmdqClaim::Cmpxchg, CmdqClaim::AtomicAdd];
+    fn name(self) -> &'static str {
+        match self {
+            CmdqClaim::Cmpxchg => "cmpxchg",
+            CmdqClaim::AtomicAdd => "atomic-add",
+        }
+    }
 }
 
 /// 5.4: `cmdq->owner_prod` and the shared lock `cmdq->lock`, on one line.
@@ -416,6 +448,8 @@ impl Cmdq {
             ),
             last_cmd: Shared::new("smmu->prev_cmd_opcode, smmu->sync_nr", LastCmd::default()),
             llq: Shared::new("cmdq->q.llq", Llq::default()),
+            claim: CmdqClaim::Cmpxchg,
+            cons: Shared::new("cmdq->q.llq.cons", ()),
             owner: Shared::new("cmdq->owner_prod, cmdq->lock", OwnerLine::default()),
             valid: Shared::new("cmdq->valid_map", vec![0; n]),
             owner_q: WaitQueue::new(),
@@ -531,27 +565,18 @@ impl Cmdq {
         hw.sw(cost);
         let n = cmds.len() as u64 + u64::from(sync);
         let mask = self.ring.borrow().mask;
-        // 1. Claim n slots with a cmpxchg on llq; the first CPU to claim after the owner flag
-        // was cleared becomes the owner. READ_ONCE brings the line over; the cmpxchg fails
-        // when another CPU claimed since, and the loop tries again with the value it returned.
-        let (_, seen) = hw.read_once(&self.llq);
-        let retry = self.claim_retry;
-        let (failed, (head, owner)) = hw.cmpxchg_update(&self.llq, seen, retry, |llq| {
-            let head = llq.prod;
-            llq.prod += n;
-            let owner = !llq.owned;
-            llq.owned = true;
-            (head, owner)
-        });
-        self.stat(|s| {
-            s.claims += 1;
-            s.cmpxchg_retries += failed;
-        });
+        // 1. Claim n slots; the first CPU to claim after the owner flag was cleared becomes
+        // the owner.
+        let (head, owner) = match self.claim {
+            CmdqClaim::Cmpxchg => self.claim_cmpxchg(hw, n),
+            CmdqClaim::AtomicAdd => self.claim_atomic_add(hw, n, sync),
+        };
         self.check_space(head, n);
-        // 2. Write the entries, then (a sync) take the queue's lock shared.
+        // 2. Write the entries, then (a sync) take the queue's lock shared; with the
+        // atomic-add claim the owner takes it for every sync it gathered.
         self.write_entries(head, cmds, sync);
         hw.smmu_cmdq_write(n);
-        if sync {
+        if sync && self.claim == CmdqClaim::Cmpxchg {
             hw.update(&self.owner, |_, o| o.shared += 1);
         }
         // 3. dma_wmb(); mark them valid: an owner waiting for them may go on.
@@ -570,6 +595,46 @@ impl Cmdq {
         hw.leave(back);
     }
 
+    /// Mainline's claim: READ_ONCE brings `llq` over; the cmpxchg fails when another CPU
+    /// claimed since, and the loop tries again with the value it returned.
+    fn claim_cmpxchg<H: DeviceHw + ?Sized>(&self, hw: &mut H, n: u64) -> (u64, bool) {
+        let (_, seen) = hw.read_once(&self.llq);
+        let retry = self.claim_retry;
+        let (failed, claimed) = hw.cmpxchg_update(&self.llq, seen, retry, |llq| {
+            let head = llq.prod;
+            llq.prod += n;
+            let owner = !llq.owned;
+            llq.owned = true;
+            (head, owner)
+        });
+        self.stat(|s| {
+            s.claims += 1;
+            s.cmpxchg_retries += failed;
+        });
+        claimed
+    }
+
+    /// The atomic-add claim: one `atomic64_fetch_add`, which cannot fail, then `cons` read
+    /// from its own line for the space check.
+    fn claim_atomic_add<H: DeviceHw + ?Sized>(
+        &self,
+        hw: &mut H,
+        n: u64,
+        sync: bool,
+    ) -> (u64, bool) {
+        let claimed = hw.update(&self.llq, |_, llq| {
+            let head = llq.prod;
+            llq.prod += n;
+            llq.syncs += u32::from(sync);
+            let owner = !llq.owned;
+            llq.owned = true;
+            (head, owner)
+        });
+        self.stat(|s| s.claims += 1);
+        hw.read_once(&self.cons);
+        claimed
+    }
+
     /// 5.4's owner, from `head`: wait for the previous owner, stop gathering, wait for every
     /// gathered entry to be valid, ring the doorbell once for all of them, hand over.
     fn publish_gathered<H: DeviceHw + ?Sized>(&self, hw: &mut H, head: u64, mask: u64) {
@@ -581,9 +646,9 @@ impl Cmdq {
             |o| o.owner_prod == head,
         );
         // 4b. Stop gathering: every slot claimed so far is this owner's to publish.
-        let end = hw.update(&self.llq, |_, llq| {
+        let (end, syncs) = hw.update(&self.llq, |_, llq| {
             llq.owned = false;
-            llq.prod
+            (llq.prod, std::mem::take(&mut llq.syncs))
         });
         // 4c. Wait until every gathered entry is valid.
         hw.cond_load(
@@ -592,6 +657,11 @@ impl Cmdq {
             "(waiting for gathered cmdq entries)",
             |v| all_valid(v, mask, head, end),
         );
+        // The atomic-add claim: the lock taken shared for every gathered sync at once, before
+        // the doorbell (none are counted under mainline's claim, each sync's CPU took it).
+        if syncs > 0 {
+            hw.update(&self.owner, |_, o| o.shared += syncs);
+        }
         // 4d. One doorbell for all of them; 4e. the next owner may go.
         self.publish(hw, head, end);
         hw.wake(&self.doorbell_q);
@@ -628,7 +698,11 @@ impl Cmdq {
             last
         });
         if last {
-            hw.update(&self.llq, |_, _| ());
+            // WRITE_ONCE(cmdq->q.llq.cons): in llq's line, or (atomic-add) its own.
+            match self.claim {
+                CmdqClaim::Cmpxchg => hw.update(&self.llq, |_, _| ()),
+                CmdqClaim::AtomicAdd => hw.update(&self.cons, |_, _| ()),
+            }
             // The release's store is folded into tryunlock's atomic above.
             self.owner.peek_mut().shared -= 1;
         }
@@ -917,6 +991,15 @@ impl ArmSmmuV3Domain {
         let q = Rc::get_mut(&mut self.cmdq).expect("rules are chosen before the queue is shared");
         q.protocol = rules.cmdq_protocol();
         self.costs.issue = hw.sw_cost(issue_key(q.protocol));
+        self
+    }
+
+    /// How CPUs claim slots in the lock-free queue (the `cmdq_claim` policy; the locked queue
+    /// of 5.3 and before has no claim); chosen once, at setup.
+    pub fn with_claim(mut self, claim: CmdqClaim) -> ArmSmmuV3Domain {
+        let q =
+            Rc::get_mut(&mut self.cmdq).expect("the claim is chosen before the queue is shared");
+        q.claim = claim;
         self
     }
 
@@ -1365,6 +1448,45 @@ mod tests {
             assert_eq!(q.stats().coalesced, coalesced, "{protocol:?}");
             assert_eq!(q.stats().syncs, 2, "{protocol:?}");
         }
+    }
+
+    /// The atomic-add claim on the same two lone syncs: each CPU's claim is one atomic add that
+    /// cannot fail; CPU 0 found no claimant and owns, CPU 1's list is gathered behind it, and
+    /// the owner takes the lock shared for both syncs before its one doorbell. The times are
+    /// mainline's (lines move free here), and the lock is free again at the end.
+    #[test]
+    fn the_atomic_add_claim_never_retries_and_the_owner_locks_for_its_gathered_syncs() {
+        use crate::hw::model::{Model, ModelParams, SmmuKind, SmmuParams};
+        use crate::smp::{self, Body};
+        let params = ModelParams {
+            smmu: Some(SmmuParams {
+                kind: SmmuKind::SmmuV3,
+                mmio_write_ps: 10_000,
+                cmdq_write_ps: 5_000,
+                sync_ps: 100_000,
+                ..SmmuParams::default()
+            }),
+            ..ModelParams::default()
+        };
+        let base = Model::new(params);
+        let mut q = Cmdq::with_protocol(8, CmdqProtocol::LockFree);
+        q.claim = CmdqClaim::AtomicAdd;
+        let q = Rc::new(q);
+        let bodies: Vec<Body<u64>> = (0..2)
+            .map(|_| {
+                let (q, mut m) = (Rc::clone(&q), base.on_cpu(0, 0));
+                Box::new(move |c| {
+                    m.set_cpu(c);
+                    q.issue_sync(&mut m, SwCost(0));
+                    m.now_ps()
+                }) as Body<u64>
+            })
+            .collect();
+        assert_eq!(smp::run(bodies).unwrap(), [115_000, 215_000]);
+        let s = q.stats();
+        assert_eq!((s.claims, s.cmpxchg_retries, s.syncs), (2, 0, 2));
+        assert_eq!(q.owner.peek().shared, 0, "every shared hold released");
+        assert_eq!(q.llq.peek().syncs, 0, "the owner took every gathered sync");
     }
 
     /// 5.3: the CPU that takes `cmdq->lock` after another reads `prev_cmd_opcode` and, for a
