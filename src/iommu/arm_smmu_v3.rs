@@ -1400,6 +1400,36 @@ mod tests {
         );
     }
 
+    /// Two CPUs of a machine of their own (its SMMU idle) each issue a lone `CMD_SYNC` on `q`
+    /// at time 0: each CPU's end and doorbells. Commands cost 5 ns to write, the doorbell
+    /// 10 ns, a sync 100 ns of the SMMU's time; no topology, so lines move for free.
+    fn two_lone_syncs(q: &Rc<Cmdq>) -> Vec<(u64, u64)> {
+        use crate::hw::model::{Model, ModelParams, SmmuKind, SmmuParams};
+        use crate::smp::{self, Body};
+        let base = Model::new(ModelParams {
+            smmu: Some(SmmuParams {
+                kind: SmmuKind::SmmuV3,
+                mmio_write_ps: 10_000,
+                cmdq_write_ps: 5_000,
+                sync_ps: 100_000,
+                ..SmmuParams::default()
+            }),
+            ..ModelParams::default()
+        });
+        let bodies: Vec<Body<(u64, u64)>> = (0..2)
+            .map(|_| {
+                let (q, mut m) = (Rc::clone(q), base.on_cpu(0, 0));
+                Box::new(move |c| {
+                    m.set_cpu(c);
+                    q.issue_sync(&mut m, SwCost(0));
+                    let bells = m.ledger().totals()[Counter::CmdqBatch as usize];
+                    (m.now_ps(), bells)
+                }) as Body<(u64, u64)>
+            })
+            .collect();
+        smp::run(bodies).unwrap()
+    }
+
     /// Two CPUs each issue a lone `CMD_SYNC` at time 0, worked by hand (commands cost 5 ns to
     /// write, the doorbell 10 ns, a sync 100 ns of the SMMU's time; no topology, so lines move
     /// for free).
@@ -1412,37 +1442,12 @@ mod tests {
     /// waits for the same completion, 115 ns.
     #[test]
     fn two_cpus_share_the_queue_as_each_release_does() {
-        use crate::hw::model::{Model, ModelParams, SmmuKind, SmmuParams};
-        use crate::smp::{self, Body};
-        let params = ModelParams {
-            smmu: Some(SmmuParams {
-                kind: SmmuKind::SmmuV3,
-                mmio_write_ps: 10_000,
-                cmdq_write_ps: 5_000,
-                sync_ps: 100_000,
-                ..SmmuParams::default()
-            }),
-            ..ModelParams::default()
-        };
         for (protocol, ends, doorbells, coalesced) in [
             (CmdqProtocol::LockFree, [115_000, 215_000], 1, 0),
             (CmdqProtocol::Locked, [115_000, 115_000], 1, 1),
         ] {
-            // A machine of its own: its SMMU idle.
-            let base = Model::new(params.clone());
             let q = Rc::new(Cmdq::with_protocol(8, protocol));
-            let bodies: Vec<Body<(u64, u64)>> = (0..2)
-                .map(|_| {
-                    let (q, mut m) = (Rc::clone(&q), base.on_cpu(0, 0));
-                    Box::new(move |c| {
-                        m.set_cpu(c);
-                        q.issue_sync(&mut m, SwCost(0));
-                        let bells = m.ledger().totals()[Counter::CmdqBatch as usize];
-                        (m.now_ps(), bells)
-                    }) as Body<(u64, u64)>
-                })
-                .collect();
-            let r = smp::run(bodies).unwrap();
+            let r = two_lone_syncs(&q);
             assert_eq!([r[0].0, r[1].0], ends, "{protocol:?}");
             assert_eq!(r[0].1 + r[1].1, doorbells, "{protocol:?}");
             assert_eq!(q.stats().coalesced, coalesced, "{protocol:?}");
@@ -1456,33 +1461,12 @@ mod tests {
     /// mainline's (lines move free here), and the lock is free again at the end.
     #[test]
     fn the_atomic_add_claim_never_retries_and_the_owner_locks_for_its_gathered_syncs() {
-        use crate::hw::model::{Model, ModelParams, SmmuKind, SmmuParams};
-        use crate::smp::{self, Body};
-        let params = ModelParams {
-            smmu: Some(SmmuParams {
-                kind: SmmuKind::SmmuV3,
-                mmio_write_ps: 10_000,
-                cmdq_write_ps: 5_000,
-                sync_ps: 100_000,
-                ..SmmuParams::default()
-            }),
-            ..ModelParams::default()
-        };
-        let base = Model::new(params);
         let mut q = Cmdq::with_protocol(8, CmdqProtocol::LockFree);
         q.claim = CmdqClaim::AtomicAdd;
         let q = Rc::new(q);
-        let bodies: Vec<Body<u64>> = (0..2)
-            .map(|_| {
-                let (q, mut m) = (Rc::clone(&q), base.on_cpu(0, 0));
-                Box::new(move |c| {
-                    m.set_cpu(c);
-                    q.issue_sync(&mut m, SwCost(0));
-                    m.now_ps()
-                }) as Body<u64>
-            })
-            .collect();
-        assert_eq!(smp::run(bodies).unwrap(), [115_000, 215_000]);
+        let r = two_lone_syncs(&q);
+        assert_eq!([r[0].0, r[1].0], [115_000, 215_000]);
+        assert_eq!(r[0].1 + r[1].1, 1, "one doorbell");
         let s = q.stats();
         assert_eq!((s.claims, s.cmpxchg_retries, s.syncs), (2, 0, 2));
         assert_eq!(q.owner.peek().shared, 0, "every shared hold released");
