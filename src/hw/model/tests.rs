@@ -798,6 +798,13 @@ fn a_held_lock_is_spun_on_for_exactly_the_holders_critical_section() {
     assert!(r[1].1.contains(&(spin, 50_000)), "{:?}", r[1].1);
 }
 
+/// A line the tests' CPUs contend for, and a machine that moves it in 100 ps a transfer.
+fn contended_line() -> (std::rc::Rc<crate::smp::Shared<u64>>, ModelParams) {
+    let mut p = params(1, 1, 0, 1);
+    p.line_transfer_ps = Some(100);
+    (std::rc::Rc::new(crate::smp::Shared::new("llq", 0u64)), p)
+}
+
 /// Three CPUs on one line, 100 ps a transfer (a request reaches the holder after 50), 60 ps
 /// of loop between a failed `cmpxchg` and the next. CPU 0 reads the line at 0 and claims at
 /// 10; CPU 1 wrote it at 5, so the first attempt (the line here at 110) fails. CPU 2 asks for
@@ -811,9 +818,7 @@ fn a_claim_fails_as_often_as_other_cpus_take_its_line_first() {
     use crate::smp::{self, Body, Shared};
     use std::rc::Rc;
     let run = |steal: u64| {
-        let v = Rc::new(Shared::new("llq", 0u64));
-        let mut p = params(1, 1, 0, 1);
-        p.line_transfer_ps = Some(100);
+        let (v, p) = contended_line();
         let cpu = |v: Rc<Shared<u64>>, p: ModelParams, id: u64| -> Body<(u64, u64)> {
             Box::new(move |c| {
                 let mut m = Model::new(p);
@@ -851,9 +856,7 @@ fn failures_per_claim_rise_with_the_cpus_contending() {
     use crate::smp::{self, Body, Shared};
     use std::rc::Rc;
     let run = |n: usize| {
-        let v = Rc::new(Shared::new("llq", 0u64));
-        let mut p = params(1, 1, 0, 1);
-        p.line_transfer_ps = Some(100);
+        let (v, p) = contended_line();
         let cpu = |v: Rc<Shared<u64>>, p: ModelParams| -> Body<(u64, u64)> {
             Box::new(move |c| {
                 let mut m = Model::new(p);

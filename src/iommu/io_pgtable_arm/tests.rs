@@ -709,13 +709,19 @@ fn a_block_replaces_an_empty_table_with_a_walk_flush() {
     assert_eq!(r.count_of(Counter::SmmuTlbiva), 512);
 }
 
+/// A 4K, 48-bit table behind an MMU-500 (walk flush by VA) whose walker is not coherent: every
+/// table and PTE it writes is cleaned by arm64's maintenance.
+fn non_coherent_table(r: &mut Recorder) -> (FlushOps, ArmLpaeIoPgtable) {
+    let f = FlushOps::ArmSmmu(ArmSmmuDomain::new(r, 1, WalkFlushKind::ByVa));
+    let arch = ArchOps::from(Arm64::new(DirRules::Since5_19));
+    let t = ArmLpaeIoPgtable::new(r, IoPgtableCfg::new(0x1000, 48), mem(), Some(arch)).unwrap();
+    (f, t)
+}
+
 #[test]
 fn non_coherent_walker_cleans_every_pte_write() {
     let mut r = Recorder::new(64);
-    let f = FlushOps::ArmSmmu(ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa));
-    let arch = ArchOps::from(Arm64::new(DirRules::Since5_19));
-    let t =
-        ArmLpaeIoPgtable::new(&mut r, IoPgtableCfg::new(0x1000, 48), mem(), Some(arch)).unwrap();
+    let (f, t) = non_coherent_table(&mut r);
     // The new top-level table is cleaned whole: 64 lines, one DSB.
     assert_eq!((r.lines(CacheOp::Clean), r.barriers), (64, 1));
     let mut r = Recorder::new(64);
@@ -771,10 +777,7 @@ fn freeing_returns_every_table() {
 #[test]
 fn a_map_into_a_live_block_cleans_the_block_entry_then_refuses() {
     let mut r = Recorder::new(64);
-    let f = FlushOps::ArmSmmu(ArmSmmuDomain::new(&r, 1, WalkFlushKind::ByVa));
-    let arch = ArchOps::from(Arm64::new(DirRules::Since5_19));
-    let t =
-        ArmLpaeIoPgtable::new(&mut r, IoPgtableCfg::new(0x1000, 48), mem(), Some(arch)).unwrap();
+    let (f, t) = non_coherent_table(&mut r);
     t.map_pages(
         &mut r,
         &f,
@@ -808,9 +811,7 @@ fn a_map_into_a_live_block_cleans_the_block_entry_then_refuses() {
 #[test]
 fn a_table_install_that_loses_keeps_the_winners_table() {
     let mut r = Recorder::new(64);
-    let arch = ArchOps::from(Arm64::new(DirRules::Since5_19));
-    let t =
-        ArmLpaeIoPgtable::new(&mut r, IoPgtableCfg::new(0x1000, 48), mem(), Some(arch)).unwrap();
+    let (_, t) = non_coherent_table(&mut r);
     let ptep = t.pgd;
     let (mine, theirs) = (
         t.alloc_table(&mut r).unwrap(),
