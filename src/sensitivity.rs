@@ -223,6 +223,83 @@ fn totals(outcomes: &[Outcome]) -> [u64; Counter::N] {
     t
 }
 
+/// What runs used of their profiles: the costs they charged (the ones `--sensitivity` moves),
+/// the parameters that are not costs, and the costs charged at 0.
+pub struct UsedParams {
+    /// Every cost or rate the runs used, with its value and source, in profile order (the
+    /// first profile's order, then each further variant's new keys).
+    pub costs: Vec<crate::platform::ParamInfo>,
+    /// The profiles' parameters that are not costs, with why.
+    pub not_perturbed: Vec<(String, &'static str)>,
+    /// Costs the runs charge at 0 because the profile does not give them, with why.
+    pub not_priced: Vec<(String, &'static str)>,
+}
+
+/// The parameters `scenarios` used in the runs that gave `outcomes`: a cost counts as used
+/// when the runs issued the operation it prices, or for a `[sw]` cost went through its layer.
+pub fn used_params(scenarios: &[&Scenario], outcomes: &[Outcome]) -> UsedParams {
+    let used_counts = totals(outcomes);
+    let pipeline = scenarios
+        .iter()
+        .any(|s| matches!(s.workload, scenario::Workload::Pipeline(_)));
+    let mut sw: Vec<String> = Vec::new();
+    for s in scenarios {
+        for k in s.sw_keys() {
+            let k = k.name().to_string();
+            if !sw.contains(&k) {
+                sw.push(k);
+            }
+        }
+    }
+    let mut keys: Vec<crate::platform::ParamInfo> = Vec::new();
+    for s in scenarios {
+        for p in s.profile.params() {
+            if !keys.iter().any(|k| k.key == p.key) {
+                keys.push(p);
+            }
+        }
+    }
+    let mut not_priced: Vec<(String, &'static str)> = Vec::new();
+    for s in scenarios {
+        for k in s.profile.unpriced_sw(&s.sw_keys()) {
+            let key = format!("sw.{}", k.name());
+            if !not_priced.iter().any(|(n, _)| *n == key) {
+                not_priced.push((key, "absent from the profile, so charged as 0"));
+            }
+        }
+    }
+    // An operation's completion interval is optional and 0 when absent, which ±10 % cannot
+    // move; a user should still see that the answer was computed with it at 0.
+    for op in CacheOp::ALL {
+        let key = format!("cache.{}.interval", op.key());
+        if used(&key, &used_counts, &sw, pipeline)
+            && !keys.iter().any(|k| k.key == key)
+            && scenarios
+                .iter()
+                .any(|s| s.profile.model.maint(op).is_some())
+        {
+            not_priced.push((
+                key,
+                "absent, so 0: 10 % of nothing is nothing; give it a value to see its effect",
+            ));
+        }
+    }
+    let mut costs = Vec::new();
+    let mut not_perturbed = Vec::new();
+    for info in keys {
+        if let Some(why) = structural(&info.key) {
+            not_perturbed.push((info.key, why));
+        } else if used(&info.key, &used_counts, &sw, pipeline) {
+            costs.push(info);
+        }
+    }
+    UsedParams {
+        costs,
+        not_perturbed,
+        not_priced,
+    }
+}
+
 /// Run `base` under each variant (one variant for a plain run), then again with each cost the
 /// runs used at ±[`STEP`], and collect every headline's elasticity to each.
 pub fn analyse(
@@ -265,64 +342,15 @@ pub fn analyse(
         h.base = *b;
     }
 
-    // The parameters: every variant's profile's, in the order first met.
-    let used_counts = totals(&outcomes);
-    let pipeline = scenarios
-        .iter()
-        .any(|(_, s)| matches!(s.workload, scenario::Workload::Pipeline(_)));
-    let mut sw: Vec<String> = Vec::new();
-    for (_, s) in &scenarios {
-        for k in s.sw_keys() {
-            let k = k.name().to_string();
-            if !sw.contains(&k) {
-                sw.push(k);
-            }
-        }
-    }
-    let mut keys: Vec<crate::platform::ParamInfo> = Vec::new();
-    for (_, s) in &scenarios {
-        for p in s.profile.params() {
-            if !keys.iter().any(|k| k.key == p.key) {
-                keys.push(p);
-            }
-        }
-    }
+    let refs: Vec<&Scenario> = scenarios.iter().map(|(_, s)| s).collect();
+    let UsedParams {
+        costs,
+        not_perturbed,
+        mut not_priced,
+    } = used_params(&refs, &outcomes);
     let mut params = Vec::new();
     let mut no_effect = Vec::new();
-    let mut not_perturbed = Vec::new();
-    let mut not_priced: Vec<(String, &'static str)> = Vec::new();
-    for (_, s) in &scenarios {
-        for k in s.profile.unpriced_sw(&s.sw_keys()) {
-            let key = format!("sw.{}", k.name());
-            if !not_priced.iter().any(|(n, _)| *n == key) {
-                not_priced.push((key, "absent from the profile, so charged as 0"));
-            }
-        }
-    }
-    // An operation's completion interval is optional and 0 when absent, which ±10 % cannot
-    // move; a user should still see that the answer was computed with it at 0.
-    for op in CacheOp::ALL {
-        let key = format!("cache.{}.interval", op.key());
-        if used(&key, &used_counts, &sw, pipeline)
-            && !keys.iter().any(|k| k.key == key)
-            && scenarios
-                .iter()
-                .any(|(_, s)| s.profile.model.maint(op).is_some())
-        {
-            not_priced.push((
-                key,
-                "absent, so 0: 10 % of nothing is nothing; give it a value to see its effect",
-            ));
-        }
-    }
-    for info in keys {
-        if let Some(why) = structural(&info.key) {
-            not_perturbed.push((info.key, why));
-            continue;
-        }
-        if !used(&info.key, &used_counts, &sw, pipeline) {
-            continue;
-        }
+    for info in costs {
         let mut side = |f: f64| -> Result<Option<Vec<Option<f64>>>, CompareError> {
             let mut ss = scenarios.clone();
             let mut any = false;

@@ -273,9 +273,14 @@ fn a_pair_that_costs_nothing_stops_the_loop() {
 /// The benchmark as `dmasim map-benchmark --platform kunpeng920 --iommu --kernel K -t T -s 1`
 /// (and `-x`) writes it.
 fn kunpeng(kernel: &str, threads: u32, trans_ns: u32) -> Scenario {
+    kunpeng_with(kernel, threads, trans_ns, false)
+}
+
+/// [`kunpeng`] with `--coherent` or not.
+fn kunpeng_with(kernel: &str, threads: u32, trans_ns: u32, coherent: bool) -> Scenario {
     let text = format!(
         "[scenario]\nname = \"mb\"\nplatform = \"kunpeng920\"\nkernel = \"{kernel}\"\n\
-         [device]\nname = \"dma_map_benchmark\"\ncoherent = false\ndma_mask_bits = 32\n\
+         [device]\nname = \"dma_map_benchmark\"\ncoherent = {coherent}\ndma_mask_bits = 32\n\
          [iommu]\ngranule = \"4K\"\nias = 48\n\
          [workload]\nkind = \"map_benchmark\"\nthreads = {threads}\nseconds = 1\ndma_trans_ns = {trans_ns}\n"
     );
@@ -761,4 +766,80 @@ fn the_atomic_add_claim_runs_at_64_threads_without_retries() {
     assert_eq!(q["cmpxchg_retries"].as_u64(), Some(0));
     assert_eq!(q["claims"], q["lists"]);
     assert!(bells < q["lists"].as_u64().unwrap(), "owners gathered");
+}
+
+/// `dmasim map-benchmark --platform kunpeng920 --iommu --coherent` at 1 and 8 threads, under
+/// 5.3's locked queue and 5.4's lock-free one, strict and lazy: every profile cost the runs
+/// charge is priced, and each is fitted on a named row, cited, or held with its reason; none is
+/// charged as 0 for want of a price.
+#[test]
+fn every_cost_kunpeng920s_benchmark_charges_names_its_source() {
+    use dmasim::platform::SourceKind;
+    for (kernel, invalidation) in [("5.3", "strict"), ("5.4", "strict"), ("5.4", "lazy")] {
+        for threads in [1, 8] {
+            let mut s = kunpeng_with(kernel, threads, 20_000, true);
+            s.set_policies(&format!("invalidation={invalidation}"))
+                .unwrap();
+            let text = format!("{kernel} {invalidation} at {threads} threads");
+            let o = execute(&s).unwrap();
+            let used = dmasim::sensitivity::used_params(&[&s], &[o]);
+            assert_eq!(used.not_priced, vec![], "{text}");
+            assert!(used.costs.len() > 20, "{text}: {} costs", used.costs.len());
+            for c in &used.costs {
+                let reason = match SourceKind::of(&c.source) {
+                    SourceKind::Held => c.source.split_once(':').map_or("", |(_, r)| r.trim()),
+                    SourceKind::Fitted => {
+                        let rows = c.source.trim_start_matches("fit:").trim();
+                        assert!(rows.contains('/'), "{}: `{rows}` names no row", c.key);
+                        rows
+                    }
+                    _ => c.source.as_str(),
+                };
+                assert!(reason.len() >= 30, "{text}: {} = {}", c.key, c.source);
+            }
+        }
+    }
+}
+
+/// `dmasim costs --platform kunpeng920` lists each `[sw]` cost with the profile's value and
+/// the kind of its source, and shows none the benchmark charges as unpriced.
+#[test]
+fn costs_shows_what_a_platform_prices_the_benchmark_at() {
+    let out = dmasim(&["costs", "--platform", "kunpeng920", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["platform"], "kunpeng920");
+    let kind_of = |key: &str| -> String {
+        let row = v["sw_costs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["key"] == key)
+            .unwrap_or_else(|| panic!("{key} listed"));
+        row["kind"].as_str().unwrap().to_string()
+    };
+    for (kernel, invalidation) in [("5.3", "strict"), ("5.4", "lazy"), ("7.1", "strict")] {
+        let mut s = kunpeng_with(kernel, 1, 0, true);
+        s.set_policies(&format!("invalidation={invalidation}"))
+            .unwrap();
+        let keys = s.sw_keys();
+        assert!(keys.len() > 20, "{kernel}: {} keys", keys.len());
+        for k in keys {
+            assert_ne!(
+                kind_of(k.name()),
+                "unpriced",
+                "{kernel} {invalidation}: {}",
+                k.name()
+            );
+        }
+    }
+    // A platform that leaves a cost out says so.
+    assert_eq!(kind_of("pl_dma_enqueue"), "unpriced");
+    let table = dmasim(&["costs", "--platform", "kunpeng920"]);
+    let table = String::from_utf8(table.stdout).unwrap();
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("arm_smmu_cmdq_claim_retry "))
+        .unwrap();
+    assert!(row.contains("20 cycles") && row.contains(" held "), "{row}");
 }

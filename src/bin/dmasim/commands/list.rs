@@ -38,6 +38,10 @@ pub struct PoliciesArgs {
 /// `dmasim costs`'s arguments.
 #[derive(clap::Args)]
 pub struct CostsArgs {
+    /// Show what this profile (a built-in name or a profile file) prices each cost at, and the
+    /// kind of its source: measured, cited, fitted, held, or unpriced (charged as 0).
+    #[arg(long)]
+    pub platform: Option<String>,
     #[arg(long, value_enum, default_value = "table")]
     pub format: ListFormat,
 }
@@ -99,12 +103,86 @@ pub fn policies(args: PoliciesArgs, out: &mut impl Write) -> Result<()> {
 }
 
 pub fn costs(args: CostsArgs, out: &mut impl Write) -> Result<()> {
-    let CostsArgs { format } = args;
-    match format {
-        ListFormat::Table => write!(out, "{}", costs_table())?,
-        ListFormat::Json => print_json(out, &costs_json())?,
+    let CostsArgs { platform, format } = args;
+    let priced = match &platform {
+        Some(p) => Some(Priced::of(&Profile::load(p)?)),
+        None => None,
+    };
+    match (format, &priced) {
+        (ListFormat::Table, None) => write!(out, "{}", costs_table())?,
+        (ListFormat::Table, Some(p)) => write!(out, "{}", priced_table(p))?,
+        (ListFormat::Json, _) => print_json(out, &costs_json(priced.as_ref()))?,
     }
     Ok(())
+}
+
+/// One profile's price of each `[sw]` cost of the registry: its value as written and its source,
+/// or `None` where the profile leaves it unpriced.
+struct Priced {
+    platform: String,
+    rows: Vec<(&'static SwCostDecl, Option<platform::ParamInfo>)>,
+}
+
+impl Priced {
+    fn of(p: &Profile) -> Priced {
+        let mut given: std::collections::BTreeMap<String, platform::ParamInfo> = p
+            .params()
+            .into_iter()
+            .filter_map(|i| Some((i.key.strip_prefix("sw.")?.to_string(), i)))
+            .collect();
+        Priced {
+            platform: p.name().to_string(),
+            rows: REGISTRY.iter().map(|d| (d, given.remove(d.name))).collect(),
+        }
+    }
+
+    /// The kind of a row's source, as `--sensitivity` names it, or "unpriced".
+    fn kind(info: Option<&platform::ParamInfo>) -> &'static str {
+        info.map_or("unpriced", |i| platform::SourceKind::of(&i.source).name())
+    }
+}
+
+/// The registry as one profile prices it: one row per `[sw]` key, then a count per source kind.
+fn priced_table(p: &Priced) -> String {
+    fn value(i: &Option<platform::ParamInfo>) -> &str {
+        i.as_ref().map_or("-", |i| i.value.as_str())
+    }
+    let kw = p.rows.iter().map(|(d, _)| d.name.len()).max().unwrap_or(0);
+    let vw = p
+        .rows
+        .iter()
+        .map(|(_, i)| value(i).len())
+        .max()
+        .unwrap_or(0);
+    let mut out = format!(
+        "{:<kw$}  {:<vw$}  {:<8}  SOURCE (platform `{}`)\n",
+        "KEY ([sw])", "VALUE", "KIND", p.platform
+    );
+    let mut kinds: Vec<(&str, usize)> = Vec::new();
+    for (d, i) in &p.rows {
+        let kind = Priced::kind(i.as_ref());
+        match kinds.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, n)) => *n += 1,
+            None => kinds.push((kind, 1)),
+        }
+        let source = i
+            .as_ref()
+            .map_or("charged as 0 wherever a run reaches it", |i| {
+                i.source.as_str()
+            });
+        out.push_str(&format!(
+            "{:<kw$}  {:<vw$}  {kind:<8}  {source}\n",
+            d.name,
+            value(i)
+        ));
+    }
+    let counts: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    out.push_str(&format!(
+        "\n{} costs: {}\n",
+        p.rows.len(),
+        counts.join(", ")
+    ));
+    out
 }
 
 /// The software-cost registry as a table: one row per `[sw]` key.
@@ -135,18 +213,29 @@ fn costs_table() -> String {
     out
 }
 
-fn costs_json() -> serde_json::Value {
+fn costs_json(priced: Option<&Priced>) -> serde_json::Value {
     let costs: Vec<serde_json::Value> = REGISTRY
         .iter()
-        .map(|d| {
-            serde_json::json!({
+        .enumerate()
+        .map(|(n, d)| {
+            let mut row = serde_json::json!({
                 "key": d.name,
                 "function": d.function,
                 "layers": d.layers.iter().map(|l| l.name()).collect::<Vec<_>>(),
                 "modules": d.layers.iter().map(|l| l.module()).collect::<Vec<_>>(),
                 "description": d.description,
-            })
+            });
+            if let Some(p) = priced {
+                let info = p.rows[n].1.as_ref();
+                row["value"] = info.map(|i| i.value.clone()).into();
+                row["source"] = info.map(|i| i.source.clone()).into();
+                row["kind"] = Priced::kind(info).into();
+            }
+            row
         })
         .collect();
-    serde_json::json!({ "sw_costs": costs })
+    match priced {
+        Some(p) => serde_json::json!({ "platform": p.platform, "sw_costs": costs }),
+        None => serde_json::json!({ "sw_costs": costs }),
+    }
 }

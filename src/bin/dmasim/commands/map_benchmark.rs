@@ -8,7 +8,7 @@ use crate::ui::*;
 use anyhow::Result;
 use std::io::Write;
 
-use super::{apply_overrides, print_run};
+use super::{apply_overrides, compare_error, print_run, write_sensitivity};
 use crate::cli::{Overrides, RunFormat};
 use dmasim::input::InputError;
 use dmasim::scenario::{self, Scenario};
@@ -62,6 +62,11 @@ pub struct MapBenchmarkArgs {
     #[arg(long, default_value_t = scenario::DEFAULT_MAX_WORK as u64,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub max_work: u64,
+    /// Rerun with each profile cost the run used at -10 % and +10 % and report the elasticity
+    /// of the map and unmap latencies to each, ranked, with each cost's source kind (so the
+    /// held costs an answer rests on are named). Each rerun is a whole run: use a short -s.
+    #[arg(long)]
+    pub sensitivity: bool,
     #[arg(long, value_enum, default_value = "table")]
     pub format: RunFormat,
 }
@@ -200,6 +205,12 @@ pub fn map_benchmark(args: MapBenchmarkArgs, out: &mut impl Write) -> Result<()>
     check_options(&args)?;
     let o = &args.overrides;
     if !args.sweep.is_empty() {
+        if args.sensitivity {
+            return Err(arg_error(
+                "--sensitivity analyses one run: drop --sweep, or run --sensitivity at each setting",
+            )
+            .into());
+        }
         let platform = o.platform.first().ok_or_else(|| {
             arg_error("--platform is required: the board to model (`dmasim platforms` lists the built-in ones)")
         })?;
@@ -249,15 +260,24 @@ pub fn map_benchmark(args: MapBenchmarkArgs, out: &mut impl Write) -> Result<()>
     apply_overrides(&mut s, o).map_err(named)?;
     warn_unpriced(&s.profile, &s.sw_keys(), &s.name);
     check_work(&s, args.max_work)?;
-    say_how_long(&s);
+    if args.sensitivity {
+        say_how_long(&s, true);
+        let r = with_progress(None, |p| {
+            dmasim::sensitivity::analyse(&s, &[dmasim::compare::Variant::default()], p)
+        });
+        let r = r.map_err(compare_error)?;
+        return write_sensitivity(out, &r, args.format);
+    }
+    say_how_long(&s, false);
     print_run(&s, args.format, out)?;
     Ok(())
 }
 
 /// Before the run starts, how long it will take on this machine: its first modelled
 /// millisecond is run and timed on its own ([`scenario::map_benchmark::trial`]) and carried
-/// over to the whole run at the same rate, in pairs and in host time a pair.
-fn say_how_long(s: &Scenario) {
+/// over to the whole run at the same rate, in pairs and in host time a pair. Under
+/// `--sensitivity` the estimate is of each of its runs, whose number the base run decides.
+fn say_how_long(s: &Scenario, sensitivity: bool) {
     if QUIET.load(std::sync::atomic::Ordering::Relaxed) {
         return;
     }
@@ -268,8 +288,13 @@ fn say_how_long(s: &Scenario) {
     let Ok(t) = scenario::map_benchmark::trial(s, w) else {
         return;
     };
+    let which = if sensitivity {
+        "each of --sensitivity's runs (the base run, then two for each cost it used)"
+    } else {
+        "this run"
+    };
     info(format_args!(
-        "note: this run will take about {} of host time: its first {} modelled ms made {} map+unmap pairs in {:.3} s here, and the whole run makes about {}",
+        "note: {which} will take about {} of host time: its first {} modelled ms made {} map+unmap pairs in {:.3} s here, and the whole run makes about {}",
         host_time(t.host_estimate()),
         t.modelled_ps as f64 / 1e9,
         t.pairs,
