@@ -75,11 +75,38 @@ struct Tally {
     fx: Effects,
 }
 
+/// The accesses of `size` bytes a loop makes over `[start, end)` when it starts afresh at every
+/// `line`-byte boundary, as [`Model::cpu_streams`] walks it: each line's piece rounded up to
+/// whole accesses.
+fn accesses_by_line(start: u64, end: u64, line: u64, size: u64) -> u64 {
+    if start >= end {
+        return 0;
+    }
+    let piece = |from: u64, to: u64| (to - from).div_ceil(size);
+    let first_end = (start / line)
+        .saturating_add(1)
+        .saturating_mul(line)
+        .min(end);
+    if first_end == end {
+        return piece(start, end);
+    }
+    // Whole lines after the first piece, then what is left of the last line.
+    let last_start = ((end - 1) / line).saturating_mul(line).max(first_end);
+    let whole = (last_start - first_end) / line;
+    piece(start, first_end)
+        .saturating_add(whole.saturating_mul(line.div_ceil(size)))
+        .saturating_add(piece(last_start, end))
+}
+
 impl Model {
     /// Run `streams` in step over `bytes` each, line by line, and charge the loop.
     pub(super) fn cpu_streams(&mut self, streams: &[Stream], bytes: u64) {
-        let mem = self.params.mem.clone().unwrap_or_default();
         let line = self.params.line_bytes.max(1);
+        if self.caches.is_none() {
+            self.cpu_streams_uncached(streams, bytes, line);
+            return;
+        }
+        let mem = self.params.mem.clone().unwrap_or_default();
         let mut run: Vec<Running> = streams
             .iter()
             .filter(|s| s.size > 0)
@@ -134,6 +161,28 @@ impl Model {
             self.now = self.now.saturating_add(t.wait);
             self.ledger.charge_wait(t.wait);
         }
+    }
+
+    /// [`Model::cpu_streams`] with no cache model: no fills, no victims, so no waits; each
+    /// line's accesses cost their work alone, so the lines are summed without being walked.
+    fn cpu_streams_uncached(&mut self, streams: &[Stream], bytes: u64, line: u64) {
+        let mem = self.params.mem.as_ref();
+        let (mut accesses, mut work, mut any) = (0u64, 0u64, false);
+        for s in streams.iter().filter(|s| s.size > 0) {
+            let per = mem
+                .and_then(|m| m.of(s.mt))
+                .and_then(|c| c.cost(s.access == Access::Write, s.size))
+                .unwrap_or(0);
+            let n = accesses_by_line(s.start.0, s.start.0.saturating_add(bytes), line, s.size);
+            accesses = accesses.saturating_add(n);
+            work = work.saturating_add(n.saturating_mul(per));
+            any = true;
+        }
+        if bytes == 0 || !any {
+            return;
+        }
+        self.ledger.count(Counter::CpuAccess, accesses);
+        self.advance(work);
     }
 
     /// Line `l`'s access by stream `r` at `now` through the caches: its fill, if it missed the
@@ -201,6 +250,26 @@ mod tests {
     use super::*;
     use crate::hw::Hw;
     use crate::hw::memory::TypeCosts;
+
+    proptest::proptest! {
+        /// The sum over lines without a cache model is the count of walking them one by one.
+        #[test]
+        fn accesses_by_line_counts_what_the_walk_counts(
+            start in 0u64..10_000,
+            len in 0u64..10_000,
+            line in proptest::sample::select(vec![32u64, 64, 128]),
+            size in proptest::sample::select(vec![1u64, 4, 8, 16, 32, 48, 64, 256]),
+        ) {
+            let end = start + len;
+            let (mut at, mut walked) = (start, 0);
+            while at < end {
+                let next = ((at / line + 1) * line).min(end);
+                walked += (next - at).div_ceil(size);
+                at = next;
+            }
+            proptest::prop_assert_eq!(accesses_by_line(start, end, line, size), walked);
+        }
+    }
 
     /// A write loop over four times the L1 (4 KB, 64-byte lines): from the 65th line on, each
     /// line's fill pushes a dirty line out into the eviction buffer.
