@@ -249,12 +249,13 @@ fn a_variant_may_set_scenario_keys() {
 /// `run` does), and the comparison's JSON carries the list per variant.
 #[test]
 fn compare_and_sweep_warn_of_unpriced_costs_once_per_platform() {
+    let sm8150 = crate::priced::sm8150_without_dma_direct();
     for args in [
         vec![
             "compare",
             "batched-sync",
             "--platform",
-            "sm8150",
+            sm8150,
             "--kernel",
             "7.0",
             "--kernel",
@@ -266,7 +267,7 @@ fn compare_and_sweep_warn_of_unpriced_costs_once_per_platform() {
             "--sweep",
             "workload.entry=4K,16K",
             "--platform",
-            "sm8150",
+            sm8150,
             "--kernel",
             "7.0",
             "--kernel",
@@ -283,7 +284,7 @@ fn compare_and_sweep_warn_of_unpriced_costs_once_per_platform() {
         "compare",
         "batched-sync",
         "--platform",
-        "sm8150",
+        sm8150,
         "--platform",
         "dimensity9500",
         "--format",

@@ -37,3 +37,23 @@ fn every_shipped_scenario_runs_with_every_cost_priced() {
         BUILTIN.len()
     );
 }
+
+/// sm8150's built-in profile with its dma-direct costs taken out, written once per test run: a
+/// platform that leaves costs unpriced which a dma-direct scenario (`batched-sync`) charges.
+pub fn sm8150_without_dma_direct() -> &'static str {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let text: String = include_str!("../profiles/sm8150.toml")
+            .lines()
+            .filter(|l| !l.starts_with("dma_direct_"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert!(text.len() < include_str!("../profiles/sm8150.toml").len());
+        let path = std::env::temp_dir().join(format!(
+            "dmasim-sm8150-no-direct-{}.toml",
+            std::process::id()
+        ));
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_string()
+    })
+}

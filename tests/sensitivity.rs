@@ -285,7 +285,7 @@ fn an_unpriced_cost_is_not_priced_not_unperturbed() {
         "run",
         "batched-sync",
         "--platform",
-        "sm8150",
+        crate::priced::sm8150_without_dma_direct(),
         "--sensitivity",
         "--format",
         "json",

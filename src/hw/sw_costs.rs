@@ -51,10 +51,12 @@ pub enum Layer {
     PlDma,
     /// Pinning user pages and building a scatterlist of them (mm/gup.c, lib/scatterlist.c).
     UserPages,
+    /// The kernel's DMA-mapping benchmark module's own loop (kernel/dma/map_benchmark.c).
+    MapBenchmark,
 }
 
 impl Layer {
-    pub const ALL: [Layer; 17] = [
+    pub const ALL: [Layer; 18] = [
         Layer::DmaApi,
         Layer::DmaDirect,
         Layer::Swiotlb,
@@ -72,6 +74,7 @@ impl Layer {
         Layer::ArmDma,
         Layer::PlDma,
         Layer::UserPages,
+        Layer::MapBenchmark,
     ];
 
     /// Short stable name, for output.
@@ -94,6 +97,7 @@ impl Layer {
             Layer::ArmDma => "arm-dma",
             Layer::PlDma => "pl-dma",
             Layer::UserPages => "user-pages",
+            Layer::MapBenchmark => "map-benchmark",
         }
     }
 
@@ -116,6 +120,7 @@ impl Layer {
             Layer::X86PhysAddr => "arch::x86::physaddr",
             Layer::ArmDma => "arch::arm::cache_l2x0",
             Layer::PlDma | Layer::UserPages => "drivers::pl_dma",
+            Layer::MapBenchmark => "scenario::map_benchmark",
         }
     }
 }
@@ -328,6 +333,9 @@ registry! {
         "per entry of the table: clearing it (memset) and the end mark";
     SgSetPage => "sg_set_page", "sg_set_page", [UserPages],
         "per entry: page link, offset and length stored";
+
+    KtimeGet => "ktime_get", "ktime_get", [MapBenchmark],
+        "per clock read around a timed map or unmap: the timekeeper's seqcount, the counter read and its scaling to ns";
 }
 
 impl SwKey {
@@ -468,6 +476,10 @@ mod tests {
             (
                 "arch/arm/cache_l2x0.rs",
                 include_str!("../arch/arm/cache_l2x0.rs"),
+            ),
+            (
+                "scenario/map_benchmark.rs",
+                include_str!("../scenario/map_benchmark.rs"),
             ),
         ];
         for (file, text) in sources {

@@ -259,6 +259,11 @@ pub fn map_benchmark(args: MapBenchmarkArgs, out: &mut impl Write) -> Result<()>
     .map_err(named)?;
     apply_overrides(&mut s, o).map_err(named)?;
     warn_unpriced(&s.profile, &s.sw_keys(), &s.name);
+    if let scenario::Workload::MapBenchmark(w) = &s.workload
+        && let Some(w) = scenario::map_benchmark::unpriced_memset(&s, w)
+    {
+        note(format_args!("warning: {w}"));
+    }
     check_work(&s, args.max_work)?;
     if args.sensitivity {
         say_how_long(&s, true);
