@@ -34,6 +34,7 @@ use crate::types::DmaDirection;
 use std::collections::BTreeMap;
 
 pub mod checks;
+pub mod live;
 pub mod replay;
 
 /// What one traced call was.

@@ -352,3 +352,67 @@ fn a_device_granule_sets_its_domains_page_size() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("4K, 16K or 64K"));
 }
+
+/// `dmasim replay FILE --check --format json` of a trace with no misuse: it exits 0 with no
+/// finding; its document.
+fn checks_clean(file: &str) -> serde_json::Value {
+    let o = dmasim(&["replay", file, "--check", "--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!("{file}: {e}: {}", String::from_utf8_lossy(&o.stderr));
+    });
+    assert_eq!(o.status.code(), Some(0), "{file}: {doc}");
+    assert_eq!(doc["findings"], serde_json::json!([]), "{file}");
+    doc
+}
+
+/// The calls a replay document shows for its first device, by name and count.
+fn doc_counts(doc: &serde_json::Value) -> Vec<(String, u64)> {
+    doc["devices"][0]["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let name = c["call"].as_str().unwrap().to_string();
+            (name, c["count"].as_u64().unwrap())
+        })
+        .collect()
+}
+
+/// A list longer than the 128 entries its map prints: its unmap, which lists them all, makes
+/// it whole, so a sync of every entry and of one past the printed ones are of a live mapping,
+/// and the unmap ends it. No finding, `--check` exits 0, and every call is replayed; the
+/// project's first capped fixture checks clean too.
+#[test]
+fn a_capped_list_synced_past_its_printed_entries_checks_clean() {
+    let doc = checks_clean("tests/data/traces/capped-160.txt");
+    let d = &doc["devices"][0];
+    assert_eq!(d["not_replayed_count"], 0, "{d}");
+    assert_eq!(
+        (&d["truncated_lists"], &d["completed_lists"]),
+        (&1.into(), &1.into())
+    );
+    let bytes: Vec<u64> = d["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["bytes"].as_u64().unwrap())
+        .collect();
+    // The list's 160 entries of 4 KB, and the one entry synced alone.
+    assert_eq!(bytes, [160 * 4096, 160 * 4096, 4096, 160 * 4096]);
+    checks_clean("tests/data/traces/capped-sg.txt");
+}
+
+/// One buffer mapped twice at one DMA address by a device without an IOMMU, and unmapped
+/// twice: each unmap ends one of the two mappings, as debug.c's hash bucket holds both. No
+/// finding, and both pairs are replayed.
+#[test]
+fn a_buffer_mapped_twice_and_unmapped_twice_checks_clean() {
+    let doc = checks_clean("tests/data/traces/mapped-twice.txt");
+    assert_eq!(
+        doc_counts(&doc),
+        [
+            ("dma_map_page".to_string(), 2),
+            ("dma_unmap_page".to_string(), 2)
+        ]
+    );
+}

@@ -13,8 +13,9 @@
 //!
 //! Invariants: every traced call is replayed or named as not replayable with its line; a call
 //! whose map the modelled kernel refused is not made (as a driver would not unmap a failed map)
-//! and is counted as skipped; the checks of [`crate::trace::checks`] are made on the trace as
-//! read, before anything runs.
+//! and is counted as skipped; the checks of [`crate::trace::checks`] are made as the run reads
+//! the trace, on the one live table the pairing uses ([`crate::trace::live`]), the cut lists
+//! made whole.
 
 use super::{Ctx, Progress, RunFailure, RunInfo, Scenario, Shared, Workload};
 use crate::device::Device;
@@ -28,7 +29,8 @@ use crate::report::{
 };
 use crate::scatterlist::{SgEntry, SgTable};
 use crate::setup::{DeviceSetup, Machine, SetupError, setup_dma_ops};
-use crate::trace::checks::Finding;
+use crate::trace::checks::{Checker, Finding};
+use crate::trace::live::{Table, Wholes};
 use crate::trace::replay::{Call, DeviceCalls, Rebuilder, Unresolved};
 use crate::types::{DmaAddr, PhysAddr};
 use serde::{Deserialize, Serialize};
@@ -95,10 +97,8 @@ pub struct Replay {
     /// Whether lines that do not read are skipped (counted) rather than refused.
     skip_bad: bool,
     /// Cut lists the first read found whole, by their map's line.
-    wholes: Rc<crate::trace::replay::Wholes>,
+    wholes: Rc<Wholes>,
     pub devices: Rc<Vec<ReplayDevice>>,
-    /// What `trace::checks` found in the trace.
-    pub findings: Rc<Vec<Finding>>,
     /// Lines of other events, by name.
     pub skipped: BTreeMap<String, u64>,
     /// The lowest and highest physical address the calls touch.
@@ -152,7 +152,8 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
     let shown = path.display().to_string();
     let skip_bad = w.skip_bad_lines.as_ref().is_some_and(|b| *b.get_ref());
     // The first of two reads of the trace, both streamed: what each device is and does, and
-    // what the checks find; the run reads it again and makes the calls as they come.
+    // which cut lists their unmaps make whole; the run reads it again, makes the calls as
+    // they come and checks them, the lists whole.
     let input = open(&path).map_err(|e| {
         c.err(
             trace.span(),
@@ -160,14 +161,14 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
             format!("cannot read {shown}: {e}"),
         )
     })?;
-    let mut checker = crate::trace::checks::Checker::default();
+    let mut table = Table::default();
     let mut seen = crate::trace::DevicesSeen::default();
     let mut rebuilder = Rebuilder::default();
     let (mut lo, mut hi) = (u64::MAX, 0u64);
     let skipped = crate::trace::read(&shown, input, skip_bad, |r| {
-        checker.push(&r);
         seen.push(&r);
-        if let Some((_, t)) = rebuilder.push(&r) {
+        let step = table.push(&r);
+        if let Some((_, t)) = rebuilder.push(&r, &step, &table) {
             let mut span = |p: u64, len: u64| {
                 lo = lo.min(p);
                 hi = hi.max(p.saturating_add(len));
@@ -181,15 +182,14 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
         Ok(())
     })?;
     // A cut list's entries past the printed ones, which the run will make too.
-    for (tail, len) in rebuilder.wholes().values() {
+    for (tail, len) in table.wholes().values() {
         for &p in tail {
             lo = lo.min(p);
             hi = hi.max(p.saturating_add(*len));
         }
     }
-    let findings = checker.finish();
     let seen = seen.finish();
-    let wholes = Rc::new(rebuilder.wholes().clone());
+    let wholes = Rc::new(table.wholes().clone());
     let rebuilt = rebuilder.finish();
 
     let mask = |v: &Spanned<i64>, key: &str| c.int(v, key, 12..=64).map(|b| b as u32);
@@ -276,7 +276,6 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
         skip_bad,
         wholes,
         devices: Rc::new(devices),
-        findings: Rc::new(findings),
         skipped,
         phys_span: (lo.min(hi), hi),
     }))
@@ -504,7 +503,10 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, S
     let mut skipped = vec![0u64; n];
     let mut untimed: Vec<BTreeMap<&'static str, (u64, u64)>> = vec![BTreeMap::new(); n];
     let mut live: Vec<HashMap<usize, Mapped>> = (0..n).map(|_| HashMap::new()).collect();
-    let mut rebuilder = Rebuilder::completing((*w.wholes).clone());
+    // The live table the checks and the pairing share, the cut lists whole.
+    let mut table = Table::completing((*w.wholes).clone()).tracking_cachelines();
+    let mut checker = Checker::default();
+    let mut rebuilder = Rebuilder::default();
     let shown = w.path.display().to_string();
     let input = open(&w.path).map_err(|source| SetupError::TraceOpen {
         path: shown.clone(),
@@ -512,7 +514,9 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, S
     })?;
     // The second read: each call made as its line comes, every device's in trace order.
     let read = crate::trace::read(&shown, input, w.skip_bad, |r| {
-        let Some((di, traced)) = rebuilder.push(&r) else {
+        let step = table.push(&r);
+        checker.push(&r, &step, &table);
+        let Some((di, traced)) = rebuilder.push(&r, &step, &table) else {
             return Ok(());
         };
         if di >= n {
@@ -640,8 +644,13 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, S
         Ok(())
     });
     read.map_err(SetupError::Trace)?;
-    // What only the second read knows: the cut lists it completed.
+    // What only the second read knows: the cut lists it completed, so the calls it could
+    // pair and those it could not, and what the checks found.
     let second = rebuilder.finish();
+    let findings = checker.finish(&table);
+    // Each call left out advances the run as a made one does, so that the run's steps add up
+    // to its total (the first read's calls, made or left out).
+    progress.advance(second.iter().map(|d| d.unresolved_count).sum());
     debug_assert!(hw.ledger().depth_is_zero());
     // Each device's stacks under its own name, and each call's operations from its device's.
     let mut stacks = stack_rows(hw.ledger());
@@ -702,8 +711,8 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, S
                 .map(|c| bytes[i].get(c.call).copied().unwrap_or(0))
                 .collect(),
             calls: t.stats,
-            unresolved: d.calls.unresolved.clone(),
-            unresolved_count: d.calls.unresolved_count,
+            unresolved: second.get(i).map_or(Vec::new(), |c| c.unresolved.clone()),
+            unresolved_count: second.get(i).map_or(0, |c| c.unresolved_count),
             skipped_after_refusal: skipped[i],
             truncated: d.calls.truncated,
             completed: second.get(i).map_or(0, |c| c.completed),
@@ -719,7 +728,7 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, S
         info: s.run_info(),
         trace: w.trace.clone(),
         devices,
-        findings: w.findings.clone(),
+        findings: Rc::new(findings),
         skipped: w.skipped.clone(),
         counts: hw.ledger().totals(),
         stacks,
@@ -1039,7 +1048,7 @@ impl super::WorkloadKind for Replay {
     fn progress_total(&self) -> u64 {
         self.devices
             .iter()
-            .map(|d| d.calls.made)
+            .map(|d| d.calls.made.saturating_add(d.calls.unresolved_count))
             .fold(0, u64::saturating_add)
     }
 

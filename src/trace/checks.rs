@@ -9,25 +9,26 @@
 //! cache line its physical address starts in, across all devices; only mappings the device may
 //! write, so not `DMA_TO_DEVICE`; no warning for a map with `DMA_ATTR_SKIP_CPU_SYNC`).
 //!
-//! What it models: mappings keyed as debug.c keys them — a single mapping by device and DMA
-//! address, a scatter-gather list by device and the physical addresses `dma_unmap_sg` logs, a
-//! coherent allocation by device and DMA address. A trace sees only what happened after it
-//! began, so an unmap of something never mapped is reported as possibly mapped before the
-//! trace started, and a list cut at 128 entries is kept but its missing entries are not checked.
-//! Cache lines are `L1_CACHE_BYTES` = 64 bytes, the most common value; a different line size
-//! changes only the overlap finding. Coherent allocations, which debug.c tracks too, are left
-//! out of it: their trace events give no physical address.
+//! What it models: the checks, one function each as debug.c has them, made on what each record
+//! did to the one live table of [`super::live`] (debug.c's hash: a single mapping by device and
+//! DMA address, a list by its DMA segments and, for `dma_unmap_sg`, which prints no DMA
+//! address, by its physical addresses; coherent allocations by DMA address). A trace sees only
+//! what happened after it began, so an unmap of something never mapped is reported as possibly
+//! mapped before the trace started. A list cut at 128 entries is made whole from its unmap; a
+//! sync no mapping holds is not reported while a list whose unprinted entries' DMA addresses
+//! are unknown is live. Of what was unmapped only the last [`GONE_WINDOW`] unmaps per device
+//! are kept, for `double-unmap`. Cache lines are `L1_CACHE_BYTES` = 64 bytes, the most common
+//! value; a different line size changes only the overlap finding. Coherent allocations, which
+//! debug.c tracks too, are left out of it: their trace events give no physical address.
 //!
 //! Invariants: each finding names its device and the trace lines involved (the map's line first
 //! where there is one); the findings come in the order of the lines that reveal them, and the
 //! leaks last, in the order the leaked mappings were made.
 
+use super::live::{Effect, Step, Table};
 use super::{Event, Record, Trace};
 use crate::types::DmaDirection;
-use std::collections::BTreeMap;
-
-/// debug.c's cache-line size (`L1_CACHE_SHIFT` of the commonest configurations).
-const CACHE_LINE: u64 = 64;
+use std::collections::VecDeque;
 
 /// What a finding is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -79,64 +80,57 @@ pub struct Finding {
     pub message: String,
 }
 
-/// A live mapping.
-#[derive(Clone, Debug)]
-struct Live {
-    line: usize,
-    dir: DmaDirection,
-    /// (DMA address, size) of each segment (one for a single mapping).
-    segments: Vec<(u64, u64)>,
-    /// Physical ranges, where the trace gives them.
-    phys: Vec<(u64, u64)>,
-    truncated: bool,
+/// How many unmaps per device are remembered, for a second unmap of the same address or list
+/// to be named `double-unmap` with the line of the first: a driver's double unmap is one
+/// cleanup path run twice, close together. An older one is still found, as `not-mapped`.
+pub const GONE_WINDOW: usize = 1024;
+
+/// What an unmap gave back, as a second unmap of it would name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Gone {
+    /// A single mapping's DMA address.
+    Single(u64),
+    /// A list's first physical address and its number of entries.
+    Sg(u64, usize),
 }
 
-#[derive(Default)]
-struct Device {
-    /// Single mappings by DMA address.
-    single: BTreeMap<u64, Live>,
-    /// Scatter-gather lists by their physical addresses.
-    sg: BTreeMap<Vec<u64>, Live>,
-    /// Coherent allocations by DMA address: (line, size).
-    coherent: BTreeMap<u64, (usize, u64)>,
-    /// Where each unmapped DMA address or list was unmapped, for a second unmap.
-    gone_single: BTreeMap<u64, usize>,
-    gone_sg: BTreeMap<Vec<u64>, usize>,
-}
-
-/// Every finding of `trace`.
+/// Every finding of `trace`: a first pass finds the cut lists' whole entries in their unmaps,
+/// as the replay's first read does, and the checks are made on the second.
 pub fn check(trace: &Trace) -> Vec<Finding> {
+    let mut first = Table::default();
+    for r in &trace.records {
+        first.push(r);
+    }
+    let mut table = Table::completing(first.wholes().clone()).tracking_cachelines();
     let mut c = Checker::default();
     for r in &trace.records {
-        c.push(r);
+        let step = table.push(r);
+        c.push(r, &step, &table);
     }
-    c.finish()
+    c.finish(&table)
 }
 
-/// The checks made as a trace is read, record by record, holding only what is live (and the
-/// addresses last unmapped, for a second unmap).
+/// The checks made as a trace is read, record by record, on what each did to the live table
+/// ([`Table::push`], with cache lines tracked), keeping of what is gone only the last
+/// [`GONE_WINDOW`] unmaps of each device.
 #[derive(Default)]
 pub struct Checker {
-    devices: BTreeMap<String, Device>,
-    active: ActiveLines,
+    /// Per device (the table's numbers), its last unmaps and their lines, newest last.
+    gone: Vec<VecDeque<(Gone, usize)>>,
     out: Vec<Finding>,
 }
 
 impl Checker {
-    /// Check one record in trace order.
-    pub fn push(&mut self, r: &Record) {
-        if r.device.is_empty() {
+    /// Check one record in trace order, after `table` took it (`step`).
+    pub fn push(&mut self, r: &Record, step: &Step, table: &Table) {
+        let Some(dev) = step.dev else {
             return;
+        };
+        if self.gone.len() <= dev {
+            self.gone.resize_with(dev + 1, VecDeque::new);
         }
-        let Checker {
-            devices,
-            active,
-            out,
-        } = self;
-        if !devices.contains_key(&r.device) {
-            devices.insert(r.device.clone(), Device::default());
-        }
-        let d = devices.get_mut(&r.device).expect("inserted above");
+        let Checker { gone, out } = self;
+        let gone = &mut gone[dev];
         let mut find = |kind, lines: Vec<usize>, message: String| {
             out.push(Finding {
                 kind,
@@ -145,189 +139,101 @@ impl Checker {
                 message,
             })
         };
-        match &r.event {
-            Event::Map {
-                dir,
-                dma_addr,
-                size,
-                phys_addr,
-                ..
-            } => {
-                let live = Live {
-                    line: r.line,
-                    dir: *dir,
-                    segments: vec![(*dma_addr, *size)],
-                    phys: phys_addr.map(|p| (p, *size)).into_iter().collect(),
-                    truncated: false,
-                };
-                active.insert(&live, r, &mut find);
-                d.gone_single.remove(dma_addr);
-                if let Some(old) = d.single.insert(*dma_addr, live) {
-                    active.remove(&old);
+        match (&r.event, &step.effect) {
+            (Event::Map { .. } | Event::MapSg { .. }, Effect::Mapped { overlap, .. }) => {
+                // debug.c does not warn of a map that skips the CPU sync.
+                if let Some((first, phys)) = overlap
+                    && !r.attrs.iter().any(|a| a == "SKIP_CPU_SYNC")
+                {
+                    find(
+                        FindingKind::CachelineOverlap,
+                        vec![*first, r.line],
+                        format!(
+                            "the entry at {phys:#x} starts in a cache line a live mapping's entry starts in"
+                        ),
+                    );
                 }
             }
-            Event::MapSg {
-                dir,
-                dma_addrs,
-                sizes,
-                phys_addrs,
-                truncated,
-                ..
-            } => {
-                let live = Live {
-                    line: r.line,
-                    dir: *dir,
-                    segments: dma_addrs
-                        .iter()
-                        .copied()
-                        .zip(sizes.iter().copied())
-                        .collect(),
-                    phys: phys_addrs
-                        .iter()
-                        .copied()
-                        .zip(sizes.iter().copied())
-                        .collect(),
-                    truncated: *truncated,
-                };
-                active.insert(&live, r, &mut find);
-                d.gone_sg.remove(phys_addrs);
-                if let Some(old) = d.sg.insert(phys_addrs.clone(), live) {
-                    active.remove(&old);
-                }
-            }
-            Event::MapSgErr { err, .. } => find(
+            (Event::MapSgErr { err, .. }, _) => find(
                 FindingKind::MapError,
                 vec![r.line],
                 format!("dma_map_sg failed with {err}"),
             ),
-            Event::Unmap {
-                dir,
-                dma_addr,
-                size,
-                ..
-            } => match d.single.remove(dma_addr) {
-                Some(m) => {
-                    active.remove(&m);
-                    let mapped = m.segments[0].1;
-                    if mapped != *size {
-                        find(
-                            FindingKind::SizeMismatch,
-                            vec![m.line, r.line],
-                            format!("unmap of {size} bytes at {dma_addr:#x}, mapped as {mapped}"),
-                        );
-                    }
-                    if m.dir != *dir {
-                        find(
-                            FindingKind::DirectionMismatch,
-                            vec![m.line, r.line],
-                            format!(
-                                "unmap {} at {dma_addr:#x}, mapped {}",
-                                dir.name(),
-                                m.dir.name()
-                            ),
-                        );
-                    }
-                    d.gone_single.insert(*dma_addr, r.line);
-                }
-                None => not_mapped(d.gone_single.get(dma_addr), r, &mut find, || {
-                    format!("unmap of {dma_addr:#x}")
-                }),
-            },
-            Event::UnmapSg { dir, phys_addrs } => match d.sg.remove(phys_addrs) {
-                Some(m) => {
-                    active.remove(&m);
-                    if m.dir != *dir {
-                        find(
-                            FindingKind::DirectionMismatch,
-                            vec![m.line, r.line],
-                            format!("unmap_sg {}, mapped {}", dir.name(), m.dir.name()),
-                        );
-                    }
-                    d.gone_sg.insert(phys_addrs.clone(), r.line);
-                }
-                None => not_mapped(d.gone_sg.get(phys_addrs), r, &mut find, || {
-                    format!(
-                        "unmap_sg of a list of {} entries at {:#x}",
-                        phys_addrs.len(),
-                        phys_addrs.first().copied().unwrap_or(0)
-                    )
-                }),
-            },
-            Event::SyncSingle {
-                dir,
-                dma_addr,
-                size,
-                ..
-            } => sync(d, r, *dir, &[(*dma_addr, *size)], &mut find),
-            Event::SyncSg {
-                dir,
-                dma_addrs,
-                sizes,
-                ..
-            } => {
-                let segs: Vec<(u64, u64)> = dma_addrs
-                    .iter()
-                    .copied()
-                    .zip(sizes.iter().copied())
-                    .filter(|s| s.1 > 0)
-                    .collect();
-                sync(d, r, *dir, &segs, &mut find);
+            (Event::Unmap { .. } | Event::UnmapSg { .. }, _) => {
+                check_unmap(r, &step.effect, gone, &mut find)
             }
-            Event::Alloc { dma_addr, size, .. } => {
-                d.coherent.insert(*dma_addr, (r.line, *size));
+            (
+                Event::SyncSingle {
+                    dir,
+                    dma_addr,
+                    size,
+                    ..
+                },
+                _,
+            ) => check_sync(table, dev, r, *dir, *dma_addr, *size, &mut find),
+            (
+                Event::SyncSg {
+                    dir,
+                    dma_addrs,
+                    sizes,
+                    ..
+                },
+                _,
+            ) => {
+                for (&a, &s) in dma_addrs.iter().zip(sizes).filter(|s| *s.1 > 0) {
+                    check_sync(table, dev, r, *dir, a, s, &mut find);
+                }
             }
-            Event::Free { dma_addr, size, .. } => match d.coherent.remove(dma_addr) {
-                Some((line, s)) if s != *size => find(
-                    FindingKind::SizeMismatch,
-                    vec![line, r.line],
-                    format!("free of {size} bytes at {dma_addr:#x}, allocated as {s}"),
+            (Event::Free { dma_addr, size, .. }, Effect::Freed(a)) if a.size != *size => find(
+                FindingKind::SizeMismatch,
+                vec![a.line, r.line],
+                format!(
+                    "free of {size} bytes at {dma_addr:#x}, allocated as {}",
+                    a.size
                 ),
-                Some(_) => {}
-                None => find(
-                    FindingKind::NotMapped,
-                    vec![r.line],
-                    format!(
-                        "free of {dma_addr:#x}, not allocated in this trace (allocated before it began?)"
-                    ),
+            ),
+            (Event::Free { dma_addr, .. }, Effect::Unmatched) => find(
+                FindingKind::NotMapped,
+                vec![r.line],
+                format!(
+                    "free of {dma_addr:#x}, not allocated in this trace (allocated before it began?)"
                 ),
-            },
-            Event::AllocErr { .. }
-            | Event::IommuMap { .. }
-            | Event::IommuUnmap { .. }
-            | Event::SwiotlbBounced { .. } => {}
+            ),
+            _ => {}
         }
     }
 
-    /// The findings, once the trace has ended: those made along the way, then what is still
-    /// live, in the order it was made.
-    pub fn finish(self) -> Vec<Finding> {
-        let Checker {
-            devices, mut out, ..
-        } = self;
+    /// The findings, once the trace has ended: those made along the way, then what `table`
+    /// still holds, in the order it was made.
+    pub fn finish(self, table: &Table) -> Vec<Finding> {
+        let mut out = self.out;
         let mut leaks = Vec::new();
-        for (name, d) in &devices {
-            for m in d.single.values().chain(d.sg.values()) {
-                let (addr, size) = m.segments.first().copied().unwrap_or((0, 0));
-                let n = m.segments.len();
-                let entries = if n == 1 {
-                    "1 entry".to_string()
-                } else {
-                    format!("{n} entries")
-                };
-                let cut = if m.truncated { ", list truncated" } else { "" };
-                leaks.push((
-                    m.line,
-                    name.to_string(),
-                    format!("mapping of {size} bytes at {addr:#x} ({entries}{cut}) still live at the end of the trace"),
-                ));
-            }
-            for (addr, (line, size)) in &d.coherent {
-                leaks.push((
-                *line,
+        for (name, m) in table.live() {
+            let (addr, size) = m.dma.first().copied().unwrap_or((0, 0));
+            let n = m.dma.len();
+            let entries = if n == 1 {
+                "1 entry".to_string()
+            } else {
+                format!("{n} entries")
+            };
+            let cut = if m.truncated { ", list truncated" } else { "" };
+            leaks.push((
+                m.line,
                 name.to_string(),
-                format!("coherent allocation of {size} bytes at {addr:#x} not freed by the end of the trace"),
+                format!(
+                    "mapping of {size} bytes at {addr:#x} ({entries}{cut}) still live at the end of the trace"
+                ),
             ));
-            }
+        }
+        for (name, addr, a) in table.live_allocs() {
+            leaks.push((
+                a.line,
+                name.to_string(),
+                format!(
+                    "coherent allocation of {} bytes at {addr:#x} not freed by the end of the trace",
+                    a.size
+                ),
+            ));
         }
         leaks.sort();
         out.extend(leaks.into_iter().map(|(line, device, message)| Finding {
@@ -340,138 +246,126 @@ impl Checker {
     }
 }
 
-/// An unmap of something not live: a second unmap if this trace saw it go, else possibly
-/// mapped before the trace began.
-fn not_mapped(
-    gone: Option<&usize>,
+/// debug.c's `check_unmap()`: the unmap's size and direction against the map's; an unmap that
+/// ends nothing is a second unmap when the window still has the first, else of something
+/// mapped before the trace began (or never).
+fn check_unmap(
     r: &Record,
+    effect: &Effect,
+    gone: &mut VecDeque<(Gone, usize)>,
     find: &mut impl FnMut(FindingKind, Vec<usize>, String),
-    what: impl FnOnce() -> String,
 ) {
-    match gone {
-        Some(&line) => find(
-            FindingKind::DoubleUnmap,
-            vec![line, r.line],
-            format!("{}: already unmapped", what()),
-        ),
-        None => find(
-            FindingKind::NotMapped,
-            vec![r.line],
-            format!(
-                "{}: not mapped in this trace (mapped before it began?)",
-                what()
+    let (key, what) = match &r.event {
+        Event::Unmap { dma_addr, .. } => {
+            (Gone::Single(*dma_addr), format!("unmap of {dma_addr:#x}"))
+        }
+        Event::UnmapSg { phys_addrs, .. } => {
+            let first = phys_addrs.first().copied().unwrap_or(0);
+            let n = phys_addrs.len();
+            let what = format!("unmap_sg of a list of {n} entries at {first:#x}");
+            (Gone::Sg(first, n), what)
+        }
+        _ => return,
+    };
+    let Effect::Unmapped { mapping: m, .. } = effect else {
+        match gone.iter().rev().find(|g| g.0 == key) {
+            Some(&(_, line)) => find(
+                FindingKind::DoubleUnmap,
+                vec![line, r.line],
+                format!("{what}: already unmapped"),
             ),
+            None => find(
+                FindingKind::NotMapped,
+                vec![r.line],
+                format!("{what}: not mapped in this trace (mapped before it began?)"),
+            ),
+        }
+        return;
+    };
+    match &r.event {
+        Event::Unmap {
+            dir,
+            dma_addr,
+            size,
+            ..
+        } => {
+            let mapped = m.dma.first().map_or(0, |s| s.1);
+            if mapped != *size {
+                find(
+                    FindingKind::SizeMismatch,
+                    vec![m.line, r.line],
+                    format!("unmap of {size} bytes at {dma_addr:#x}, mapped as {mapped}"),
+                );
+            }
+            if m.dir != *dir {
+                find(
+                    FindingKind::DirectionMismatch,
+                    vec![m.line, r.line],
+                    format!(
+                        "unmap {} at {dma_addr:#x}, mapped {}",
+                        dir.name(),
+                        m.dir.name()
+                    ),
+                );
+            }
+        }
+        Event::UnmapSg { dir, .. } if m.dir != *dir => find(
+            FindingKind::DirectionMismatch,
+            vec![m.line, r.line],
+            format!("unmap_sg {}, mapped {}", dir.name(), m.dir.name()),
         ),
+        _ => {}
     }
+    if gone.len() == GONE_WINDOW {
+        gone.pop_front();
+    }
+    gone.push_back((key, r.line));
 }
 
-/// debug.c's `check_sync()` for each segment: inside one live mapping, in a direction it allows
-/// (its own, or any when it is bidirectional).
-fn sync(
-    d: &Device,
+/// debug.c's `check_sync()` for one synced range: inside the live segment that holds its
+/// start, in a direction the mapping allows (its own, or any when it is bidirectional). A
+/// range no mapping holds is not reported while the device holds a list with entries the
+/// trace did not print: it may be one of them.
+fn check_sync(
+    table: &Table,
+    dev: usize,
     r: &Record,
     dir: DmaDirection,
-    segs: &[(u64, u64)],
+    addr: u64,
+    size: u64,
     find: &mut impl FnMut(FindingKind, Vec<usize>, String),
 ) {
-    for &(addr, size) in segs {
-        let end = addr.saturating_add(size);
-        let holder = d.single.values().chain(d.sg.values()).find_map(|m| {
-            m.segments
-                .iter()
-                .find(|&&(a, s)| a <= addr && addr < a.saturating_add(s))
-                .map(|&(a, s)| (m, a.saturating_add(s)))
-        });
-        match holder {
-            None => {
-                find(
-                    FindingKind::NotMapped,
-                    vec![r.line],
-                    format!(
-                        "sync of {size} bytes at {addr:#x}: not mapped in this trace (mapped before it began?)"
-                    ),
-                );
-            }
-            Some((m, seg_end)) => {
-                if end > seg_end {
-                    find(
-                        FindingKind::SyncOutside,
-                        vec![m.line, r.line],
-                        format!(
-                            "sync of {size} bytes at {addr:#x} ends {:#x} past its mapping",
-                            end - seg_end
-                        ),
-                    );
-                }
-                if m.dir != DmaDirection::Bidirectional && m.dir != dir {
-                    find(
-                        FindingKind::SyncDirection,
-                        vec![m.line, r.line],
-                        format!("sync {} of a mapping made {}", dir.name(), m.dir.name()),
-                    );
-                }
-            }
+    let held = table
+        .holding(dev, addr, size)
+        .and_then(|h| Some((h, table.mapping(dev, h.id)?)));
+    let Some((h, m)) = held else {
+        if !table.unknown_tail(dev) {
+            find(
+                FindingKind::NotMapped,
+                vec![r.line],
+                format!(
+                    "sync of {size} bytes at {addr:#x}: not mapped in this trace (mapped before it began?)"
+                ),
+            );
         }
+        return;
+    };
+    if !h.whole {
+        let past = addr
+            .saturating_add(size)
+            .saturating_sub(h.start.saturating_add(h.len));
+        find(
+            FindingKind::SyncOutside,
+            vec![m.line, r.line],
+            format!("sync of {size} bytes at {addr:#x} ends {past:#x} past its mapping"),
+        );
     }
-}
-
-/// debug.c's active cache lines: the line each entry of a live mapping the device may write
-/// starts in (`to_cacheline_number()`), across all devices, with the trace line of each mapping
-/// holding it.
-#[derive(Default)]
-struct ActiveLines(BTreeMap<u64, Vec<usize>>);
-
-impl ActiveLines {
-    /// `active_cacheline_insert()` of every entry of `live`: an entry whose line is already held
-    /// is an overlap (reported once per mapping), unless the map skips the CPU sync.
-    fn insert(
-        &mut self,
-        live: &Live,
-        r: &Record,
-        find: &mut impl FnMut(FindingKind, Vec<usize>, String),
-    ) {
-        // "If the device is not writing memory then we don't have any concerns about the cpu
-        // consuming stale data" (debug.c): TO_DEVICE mappings are not tracked.
-        if live.dir == DmaDirection::ToDevice {
-            return;
-        }
-        let skip_sync = r.attrs.iter().any(|a| a == "SKIP_CPU_SYNC");
-        let mut reported = false;
-        for &(phys, _) in &live.phys {
-            let holders = self.0.entry(phys / CACHE_LINE).or_default();
-            if let Some(&first) = holders.first()
-                && !skip_sync
-                && !reported
-            {
-                reported = true;
-                find(
-                    FindingKind::CachelineOverlap,
-                    vec![first, r.line],
-                    format!(
-                        "the entry at {phys:#x} starts in a cache line a live mapping's entry starts in"
-                    ),
-                );
-            }
-            holders.push(live.line);
-        }
-    }
-
-    /// `active_cacheline_remove()` of every entry of `live`.
-    fn remove(&mut self, live: &Live) {
-        if live.dir == DmaDirection::ToDevice {
-            return;
-        }
-        for &(phys, _) in &live.phys {
-            let cln = phys / CACHE_LINE;
-            if let Some(holders) = self.0.get_mut(&cln) {
-                if let Some(i) = holders.iter().position(|&l| l == live.line) {
-                    holders.swap_remove(i);
-                }
-                if holders.is_empty() {
-                    self.0.remove(&cln);
-                }
-            }
-        }
+    if m.dir != DmaDirection::Bidirectional && m.dir != dir {
+        find(
+            FindingKind::SyncDirection,
+            vec![m.line, r.line],
+            format!("sync {} of a mapping made {}", dir.name(), m.dir.name()),
+        );
     }
 }
 
@@ -537,6 +431,93 @@ mod tests {
                 (FindingKind::CachelineOverlap, vec![1, 3]),
                 (FindingKind::CachelineOverlap, vec![3, 5]),
             ]
+        );
+    }
+
+    /// A list printed capped at 128 of its 160 entries: its unmap lists them all, which makes
+    /// it whole (direct-mapped, so its unprinted entries' DMA addresses are their physical
+    /// ones): a sync past the printed entries is of it, and the unmap ends it. Without the
+    /// unmap, such a sync may be of an unprinted entry and is not reported either.
+    #[test]
+    fn a_capped_list_is_whole_for_its_syncs_and_its_unmap() {
+        let addrs = |n: usize| -> String {
+            let v: Vec<String> = (0..n)
+                .map(|i| format!("{:#x}", 0x1000_0000 + i * 0x2000))
+                .collect();
+            format!("{{{}}}", v.join(","))
+        };
+        let sizes = |n: usize| format!("{{{}}}", vec!["0x1000"; n].join(","));
+        let map = format!(
+            "{H} dma_map_sg: dev dir=FROM_DEVICE nents=128/160 ents=128/160 [TRUNCATED] dma_addrs={} sizes={} phys_addrs={} attrs=\n",
+            addrs(128),
+            sizes(128),
+            addrs(128)
+        );
+        let sync = format!(
+            "{H} dma_sync_sg_for_cpu: dev dir=FROM_DEVICE dma_addrs={} sizes={}\n\
+             {H} dma_sync_single_for_cpu: dev dir=FROM_DEVICE dma_addr=1012c000 size=4096\n",
+            addrs(160),
+            sizes(160)
+        );
+        let unmap = format!(
+            "{H} dma_unmap_sg: dev dir=FROM_DEVICE phys_addrs={} attrs=\n",
+            addrs(160)
+        );
+        assert_eq!(kinds(&format!("{map}{sync}{unmap}")), vec![]);
+        assert_eq!(
+            kinds(&format!("{map}{sync}")),
+            vec![(FindingKind::Leak, vec![1])]
+        );
+        // Once the list is gone, its entries are not mapped: each of the sg sync's, and the
+        // single sync's.
+        let mut want = vec![(FindingKind::NotMapped, vec![3]); 160];
+        want.push((FindingKind::NotMapped, vec![4]));
+        assert_eq!(kinds(&format!("{map}{unmap}{sync}")), want);
+    }
+
+    /// debug.c's hash holds a buffer mapped twice at one address (no IOMMU) twice: two unmaps
+    /// end both, a third is a double unmap.
+    #[test]
+    fn two_maps_at_one_address_take_two_unmaps() {
+        let t = format!(
+            "{H} dma_map_phys: dev dir=TO_DEVICE dma_addr=1000 size=64 phys_addr=1000 attrs=\n\
+             {H} dma_map_phys: dev dir=TO_DEVICE dma_addr=1000 size=64 phys_addr=1000 attrs=\n\
+             {H} dma_unmap_phys: dev dir=TO_DEVICE dma_addr=1000 size=64 attrs=\n\
+             {H} dma_unmap_phys: dev dir=TO_DEVICE dma_addr=1000 size=64 attrs=\n"
+        );
+        assert_eq!(kinds(&t), vec![]);
+        let third =
+            format!("{t}{H} dma_unmap_phys: dev dir=TO_DEVICE dma_addr=1000 size=64 attrs=\n");
+        assert_eq!(kinds(&third), vec![(FindingKind::DoubleUnmap, vec![4, 5])]);
+    }
+
+    /// Only the last GONE_WINDOW unmaps are kept: a second unmap within them is a double
+    /// unmap, one further back is reported as not mapped.
+    #[test]
+    fn a_double_unmap_is_named_within_the_window_only() {
+        let mut t = String::new();
+        for i in 0..=GONE_WINDOW {
+            let a = 0x10000 + i * 0x1000;
+            t.push_str(&format!(
+                "{H} dma_map_phys: dev dir=TO_DEVICE dma_addr={a:x} size=64 phys_addr={a:x} attrs=\n\
+                 {H} dma_unmap_phys: dev dir=TO_DEVICE dma_addr={a:x} size=64 attrs=\n"
+            ));
+        }
+        let again = |a: usize| {
+            format!("{t}{H} dma_unmap_phys: dev dir=TO_DEVICE dma_addr={a:x} size=64 attrs=\n")
+        };
+        let last = 2 * (GONE_WINDOW + 1);
+        assert_eq!(
+            kinds(&again(0x10000 + GONE_WINDOW * 0x1000)),
+            vec![(FindingKind::DoubleUnmap, vec![last, last + 1])]
+        );
+        assert_eq!(
+            kinds(&again(0x11000)),
+            vec![(FindingKind::DoubleUnmap, vec![4, last + 1])]
+        );
+        assert_eq!(
+            kinds(&again(0x10000)),
+            vec![(FindingKind::NotMapped, vec![last + 1])]
         );
     }
 

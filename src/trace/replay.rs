@@ -1,8 +1,8 @@
 //! A traced driver's DMA API calls rebuilt as calls the model can make again: each unmap and
 //! sync paired with the map it belongs to, per device.
 //!
-//! Kernel counterpart: none — this is the bookkeeping kernel/dma/debug.c keeps (its hash of
-//! live mappings by device and DMA address), used to turn a trace back into calls.
+//! Kernel counterpart: none — the pairing is kernel/dma/debug.c's, through the live table of
+//! [`super::live`], turned back into calls.
 //!
 //! What it rebuilds: `dma_map_phys`/`dma_map_page` and their unmap, paired by device and DMA
 //! address; `dma_map_sg` and `dma_unmap_sg`, paired by device and the list's physical addresses
@@ -13,29 +13,24 @@
 //!
 //! Coherent allocations (`dma_alloc*`) and their frees are rebuilt too, paired by DMA address,
 //! for the replay to count (the model does not time them). A list the trace cut at 128 entries
-//! is made whole from its `dma_unmap_sg` where a first read found one ([`Rebuilder::completing`]).
+//! is made whole from its `dma_unmap_sg` where a first read found one
+//! ([`Table::completing`]).
 //!
 //! What it cannot rebuild, and says so ([`Unresolved`]): an unmap, sync or free whose map is not
 //! in the trace (lost before it started, or a misuse `trace::checks` names), a map whose range
 //! cannot exist (zero bytes, or past the top of the address space), a resource (MMIO) mapping,
-//! and the maps and allocations the traced kernel refused.
+//! the calls on a mapping it did not make, and the maps and allocations the traced kernel
+//! refused.
 //!
 //! Invariants: every call of the trace is either in [`DeviceCalls::calls`] or named in
 //! [`DeviceCalls::unresolved`] (a test checks the counts); a [`MapId`] is used only between
 //! the map that made it and the unmap that ends it.
 
+use super::live::{Effect, Mapping, Step, Table};
 use super::{AllocKind, Event, Record, Trace};
 use crate::types::{DmaAttrs, DmaDirection};
-use std::collections::{BTreeMap, HashMap};
 
-/// Lists the trace cut at 128 entries, by their map's line: the physical addresses of the
-/// entries past the printed ones, as a later `dma_unmap_sg` listed them, and the length each
-/// is taken to have (the last printed entry's).
-pub type Wholes = HashMap<usize, (Vec<u64>, u64)>;
-
-/// A mapping the replay made, numbered per device in map order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct MapId(pub usize);
+pub use super::live::{MapId, Wholes};
 
 /// One call to make again.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -167,40 +162,11 @@ pub struct DeviceCalls {
     pub last_ns: Option<u64>,
 }
 
-/// What a live mapping covers in the traced DMA address space: per entry, (start, length).
-#[derive(Clone, Debug)]
-struct Live {
-    sg: bool,
-    entries: Vec<(u64, u64)>,
-    phys: Vec<u64>,
-    /// The map's line, and whether the trace cut its list.
-    line: usize,
-    truncated: bool,
-    /// The bytes the replayed map covers (a completed list's included).
-    bytes: u64,
-    /// A list's last printed entry's length.
-    last_len: u64,
-}
-
-#[derive(Default)]
-struct DeviceState {
-    out: DeviceCalls,
-    next: usize,
-    live: HashMap<usize, Live>,
-    /// Traced DMA address of each live entry → (map number, entry index, its length).
-    /// Several live mappings may share an address (a buffer mapped twice without an IOMMU):
-    /// oldest first, as debug.c's hash bucket finds the first that matches.
-    by_addr: BTreeMap<u64, Vec<(usize, usize, u64)>>,
-    /// First physical address of each live list → its map numbers, oldest first.
-    sg_by_phys: HashMap<u64, Vec<usize>>,
-    /// Live coherent allocations: DMA address → size.
-    coherent: HashMap<u64, u64>,
-}
-
-impl DeviceState {
+/// A device's calls as they are rebuilt.
+impl DeviceCalls {
     fn add(&mut self, r: &Record, call: Call, bytes: u64) -> Option<Traced> {
-        self.out.made += 1;
-        self.out.bytes = self.out.bytes.saturating_add(bytes);
+        self.made += 1;
+        self.bytes = self.bytes.saturating_add(bytes);
         Some(Traced {
             line: r.line,
             time_ns: r.time_ns,
@@ -215,9 +181,9 @@ impl DeviceState {
         event: &'static str,
         why: impl Into<String>,
     ) -> Option<Traced> {
-        self.out.unresolved_count += 1;
-        if self.out.unresolved.len() < KEPT_UNRESOLVED {
-            self.out.unresolved.push(Unresolved {
+        self.unresolved_count += 1;
+        if self.unresolved.len() < KEPT_UNRESOLVED {
+            self.unresolved.push(Unresolved {
                 line: r.line,
                 event,
                 why: why.into(),
@@ -225,87 +191,7 @@ impl DeviceState {
         }
         None
     }
-
-    fn new_map(
-        &mut self,
-        r: &Record,
-        sg: bool,
-        entries: Vec<(u64, u64)>,
-        phys: Vec<u64>,
-        truncated: bool,
-    ) -> MapId {
-        let n = self.next;
-        self.next += 1;
-        for (i, &(a, len)) in entries.iter().enumerate() {
-            self.by_addr.entry(a).or_default().push((n, i, len));
-        }
-        if sg && let Some(&p) = phys.first() {
-            self.sg_by_phys.entry(p).or_default().push(n);
-        }
-        self.live.insert(
-            n,
-            Live {
-                sg,
-                entries,
-                phys,
-                line: r.line,
-                truncated,
-                bytes: 0,
-                last_len: 0,
-            },
-        );
-        MapId(n)
-    }
-
-    fn end_map(&mut self, n: usize) -> Option<Live> {
-        let l = self.live.remove(&n)?;
-        for &(a, _) in &l.entries {
-            if let Some(v) = self.by_addr.get_mut(&a) {
-                v.retain(|e| e.0 != n);
-                if v.is_empty() {
-                    self.by_addr.remove(&a);
-                }
-            }
-        }
-        if l.sg
-            && let Some(p) = l.phys.first()
-            && let Some(v) = self.sg_by_phys.get_mut(p)
-        {
-            v.retain(|&m| m != n);
-            if v.is_empty() {
-                self.sg_by_phys.remove(p);
-            }
-        }
-        Some(l)
-    }
-
-    /// The live mapping holding `[addr, addr + size)` in one of its entries: the mapping, and
-    /// the offset into it with its entries counted back to back.
-    fn holding(&self, addr: u64, size: u64) -> Option<(usize, u64)> {
-        // The nearest starts first; a short mapping inside a longer one does not hide it (a
-        // bounded look: mappings nested deeper than this are not searched).
-        let (n, i, off) = self
-            .by_addr
-            .range(..=addr)
-            .rev()
-            .take(HOLDING_LOOK)
-            .flat_map(|(&start, v)| v.iter().map(move |e| (start, *e)))
-            .find(|&(start, (_, _, len))| (addr - start).saturating_add(size) <= len)
-            .map(|(start, (n, i, _))| (n, i, addr - start))?;
-        let before = saturating_sum(self.live.get(&n)?.entries[..i].iter().map(|e| e.1));
-        Some((n, before.saturating_add(off)))
-    }
-
-    /// The oldest live mapping whose entry `entry` starts at `addr` and that is a list or not.
-    fn starting_at(&self, addr: u64, entry: usize, sg: bool) -> Option<usize> {
-        self.by_addr.get(&addr)?.iter().find_map(|&(n, i, _)| {
-            (i == entry && self.live.get(&n).is_some_and(|l| l.sg == sg)).then_some(n)
-        })
-    }
 }
-
-/// How many mapping starts below an address a sync's lookup passes before giving up.
-const HOLDING_LOOK: usize = 64;
 
 /// Why a map whose range runs past the top of the 64-bit physical address space is not made:
 /// no kernel could have made it, so the line was damaged.
@@ -314,6 +200,33 @@ const WRAPS: &str = "its range runs past the end of the physical address space";
 /// A sum of sizes from a trace, which may name any 64-bit values.
 fn saturating_sum(xs: impl Iterator<Item = u64>) -> u64 {
     xs.fold(0, u64::saturating_add)
+}
+
+/// Whether the model can make mapping `m` again, and if not why: it needs its physical
+/// entries, none of zero bytes or wrapping, and no MMIO.
+fn replayable(m: &Mapping) -> Result<(), &'static str> {
+    if m.sg {
+        if m.phys.is_empty() {
+            return Err("the list has no entries");
+        }
+        if m.phys.iter().any(|e| e.1 == 0) {
+            return Err("an entry of zero bytes");
+        }
+    } else {
+        if m.phys.is_empty() {
+            return Err("the line gives no physical address");
+        }
+        if m.resource {
+            return Err("a resource mapping (MMIO) is not replayed");
+        }
+        if m.phys[0].1 == 0 {
+            return Err("a map of zero bytes");
+        }
+    }
+    if m.phys.iter().any(|(p, l)| p.checked_add(*l).is_none()) {
+        return Err(WRAPS);
+    }
+    Ok(())
 }
 
 /// The attributes a trace line names, as the model knows them; names it does not model are
@@ -331,10 +244,12 @@ pub const KEPT_UNRESOLVED: usize = 100;
 
 /// Rebuild every device's calls from a trace, in trace order.
 pub fn rebuild(trace: &Trace) -> Vec<DeviceCalls> {
+    let mut table = Table::default();
     let mut b = Rebuilder::default();
     let mut calls: Vec<Vec<Traced>> = Vec::new();
     for r in &trace.records {
-        if let Some((i, t)) = b.push(r) {
+        let step = table.push(r);
+        if let Some((i, t)) = b.push(r, &step, &table) {
             calls.resize_with(calls.len().max(i + 1), Vec::new);
             calls[i].push(t);
         }
@@ -346,244 +261,146 @@ pub fn rebuild(trace: &Trace) -> Vec<DeviceCalls> {
     out
 }
 
-/// The pairing as a stream: each record in, the call it is (and its device's number, in the
-/// order devices first appear) out, holding only what is live.
+/// The pairing as a stream: each record in, after the live table took it, the call it is (and
+/// its device's number in the table) out.
 #[derive(Default)]
 pub struct Rebuilder {
-    index: HashMap<String, usize>,
-    devs: Vec<DeviceState>,
-    /// Lists the trace cut at 128 entries, by their map's line, with every entry's physical
-    /// address as a later `dma_unmap_sg` listed them.
-    wholes: Wholes,
-    /// The device of the last record.
-    last: Option<usize>,
+    devs: Vec<DeviceCalls>,
 }
 
 impl Rebuilder {
-    /// A rebuilder that completes the cut lists a first read found whole ([`Rebuilder::wholes`]).
-    pub fn completing(wholes: Wholes) -> Rebuilder {
-        Rebuilder {
-            wholes,
-            ..Rebuilder::default()
+    /// The call `r` is, to be made now by device number `.0`, given what it did to `table`
+    /// (`step`, from [`Table::push`]); `None` for a record that is no call to make (counted or
+    /// named in its device's summary).
+    pub fn push(&mut self, r: &Record, step: &Step, table: &Table) -> Option<(usize, Traced)> {
+        let dev = step.dev?;
+        while self.devs.len() <= dev {
+            let name = table.name(self.devs.len()).to_string();
+            self.devs.push(DeviceCalls {
+                name,
+                ..DeviceCalls::default()
+            });
         }
-    }
-
-    /// The cut lists found whole so far, for a second read ([`Rebuilder::completing`]).
-    pub fn wholes(&self) -> &Wholes {
-        &self.wholes
-    }
-
-    /// The call `r` is, to be made now by device number `.0`; `None` for a record that is no
-    /// call to make (counted or named in its device's summary).
-    pub fn push(&mut self, r: &Record) -> Option<(usize, Traced)> {
-        if r.device.is_empty() || matches!(r.event, Event::SwiotlbBounced { .. }) {
-            return None;
-        }
-        // Most records are the same device's as the one before: no hash for those.
-        let last = self.last.filter(|&i| self.devs[i].out.name == r.device);
-        let i = match last.or_else(|| self.index.get(&r.device).copied()) {
-            Some(i) => i,
-            None => {
-                self.index.insert(r.device.clone(), self.devs.len());
-                self.devs.push(DeviceState {
-                    out: DeviceCalls {
-                        name: r.device.clone(),
-                        ..DeviceCalls::default()
-                    },
-                    ..DeviceState::default()
-                });
-                self.devs.len() - 1
-            }
-        };
-        self.last = Some(i);
-        let d = &mut self.devs[i];
+        let d = &mut self.devs[dev];
         if let Some(t) = r.time_ns {
-            d.out.first_ns.get_or_insert(t);
-            d.out.last_ns = Some(t);
+            d.first_ns.get_or_insert(t);
+            d.last_ns = Some(t);
         }
-        step(d, r, &mut self.wholes).map(|t| (i, t))
+        let t = match &r.event {
+            Event::Map { .. } | Event::MapSg { .. } => map(d, r, &step.effect, table, dev),
+            Event::Unmap { .. } | Event::UnmapSg { .. } => unmap(d, r, &step.effect),
+            Event::SyncSingle { .. } | Event::SyncSg { .. } => sync(d, r, table, dev),
+            _ => coherent(d, r, &step.effect),
+        };
+        t.map(|t| (dev, t))
     }
 
     /// Each device's summary, in the order devices first appeared.
     pub fn finish(self) -> Vec<DeviceCalls> {
-        self.devs.into_iter().map(|d| d.out).collect()
+        self.devs
     }
 }
 
-fn step(d: &mut DeviceState, r: &Record, wholes: &mut Wholes) -> Option<Traced> {
+fn map(
+    d: &mut DeviceCalls,
+    r: &Record,
+    effect: &Effect,
+    table: &Table,
+    dev: usize,
+) -> Option<Traced> {
+    let event = match &r.event {
+        Event::Map { resource: true, .. } => "dma_map_resource",
+        Event::Map { .. } => "dma_map_phys",
+        _ => "dma_map_sg",
+    };
+    let Effect::Mapped { id, .. } = effect else {
+        return d.unresolved(r, event, "a map the traced kernel refused");
+    };
+    let m = table.mapping(dev, *id)?;
+    if let Err(why) = replayable(m) {
+        return d.unresolved(r, event, why);
+    }
     let attrs = attrs_of(&r.attrs);
-    match &r.event {
-        Event::Map {
-            dir,
-            dma_addr,
+    if !m.sg {
+        let (phys, size) = m.phys[0];
+        let call = Call::MapPage {
+            map: *id,
+            phys,
             size,
-            phys_addr,
-            resource,
-        } => {
-            let Some(phys) = phys_addr else {
-                return d.unresolved(r, "dma_map_phys", "the line gives no physical address");
-            };
-            if *resource {
-                return d.unresolved(
-                    r,
-                    "dma_map_resource",
-                    "a resource mapping (MMIO) is not replayed",
-                );
-            }
-            if *size == 0 {
-                return d.unresolved(r, "dma_map_phys", "a map of zero bytes");
-            }
-            if phys.checked_add(*size).is_none() {
-                return d.unresolved(r, "dma_map_phys", WRAPS);
-            }
-            let map = d.new_map(r, false, vec![(*dma_addr, *size)], vec![*phys], false);
-            let call = Call::MapPage {
-                map,
-                phys: *phys,
-                size: *size,
-                dir: *dir,
-                attrs,
-            };
-            d.add(r, call, *size)
-        }
-        Event::Unmap {
-            dir,
-            dma_addr,
-            size,
-            resource,
-        } => {
-            if *resource {
-                return d.unresolved(
-                    r,
-                    "dma_unmap_resource",
-                    "a resource mapping (MMIO) is not replayed",
-                );
-            }
-            let found = d.starting_at(*dma_addr, 0, false);
-            let Some(n) = found else {
-                return d.unresolved(
-                    r,
-                    "dma_unmap_phys",
-                    format!("no live map at DMA address {dma_addr:#x} in the trace"),
-                );
-            };
-            d.end_map(n);
-            let call = Call::UnmapPage {
-                map: MapId(n),
-                size: *size,
-                dir: *dir,
-                attrs,
-            };
-            d.add(r, call, *size)
-        }
-        Event::MapSg {
-            dir,
-            dma_addrs,
-            sizes,
-            phys_addrs,
-            truncated,
-            ..
-        } => {
-            if phys_addrs.is_empty() {
-                return d.unresolved(r, "dma_map_sg", "the list has no entries");
-            }
-            if *truncated {
-                d.out.truncated += 1;
-            }
-            // The physical entries are the list as the driver built it; the DMA ones may be
-            // fewer (an IOMMU merges). Each physical entry's length is its DMA segment's when
-            // they pair one to one; otherwise the mapped bytes are spread over the entries as
-            // the segments give them.
-            let total = saturating_sum(sizes.iter().copied());
-            let n = phys_addrs.len();
-            let lens: Vec<u64> = if sizes.len() == n {
-                sizes.clone()
+            dir: m.dir,
+            attrs,
+        };
+        return d.add(r, call, size);
+    }
+    if m.truncated {
+        d.truncated += 1;
+        d.completed += u64::from(m.completed);
+    }
+    let call = Call::MapSg {
+        map: *id,
+        entries: m.phys.clone(),
+        dir: m.dir,
+        attrs,
+    };
+    d.add(r, call, m.bytes())
+}
+
+fn unmap(d: &mut DeviceCalls, r: &Record, effect: &Effect) -> Option<Traced> {
+    let attrs = attrs_of(&r.attrs);
+    match (&r.event, effect) {
+        (Event::Unmap { resource: true, .. }, _) => d.unresolved(
+            r,
+            "dma_unmap_resource",
+            "a resource mapping (MMIO) is not replayed",
+        ),
+        (Event::Unmap { dma_addr, .. }, Effect::Unmatched) => d.unresolved(
+            r,
+            "dma_unmap_phys",
+            format!("no live map at DMA address {dma_addr:#x} in the trace"),
+        ),
+        (Event::UnmapSg { .. }, Effect::Unmatched) => d.unresolved(
+            r,
+            "dma_unmap_sg",
+            "no live list with these physical addresses in the trace",
+        ),
+        (e, Effect::Unmapped { id, mapping }) => {
+            let single = matches!(e, Event::Unmap { .. });
+            let event = if single {
+                "dma_unmap_phys"
             } else {
-                let each = total / n as u64;
-                let mut v = vec![each; n];
-                if let Some(last) = v.last_mut() {
-                    *last += total - each * n as u64; // below n: cannot overflow
+                "dma_unmap_sg"
+            };
+            if replayable(mapping).is_err() {
+                let why = format!("its map (line {}) was not replayed", mapping.line);
+                return d.unresolved(r, event, why);
+            }
+            match e {
+                Event::Unmap { dir, size, .. } => {
+                    let call = Call::UnmapPage {
+                        map: *id,
+                        size: *size,
+                        dir: *dir,
+                        attrs,
+                    };
+                    d.add(r, call, *size)
                 }
-                v
-            };
-            if lens.contains(&0) {
-                return d.unresolved(r, "dma_map_sg", "an entry of zero bytes");
+                Event::UnmapSg { dir, .. } => {
+                    let call = Call::UnmapSg {
+                        map: *id,
+                        dir: *dir,
+                        attrs,
+                    };
+                    d.add(r, call, mapping.bytes())
+                }
+                _ => None,
             }
-            if phys_addrs
-                .iter()
-                .zip(&lens)
-                .any(|(p, l)| p.checked_add(*l).is_none())
-            {
-                return d.unresolved(r, "dma_map_sg", WRAPS);
-            }
-            let mut entries: Vec<(u64, u64)> = phys_addrs
-                .iter()
-                .copied()
-                .zip(lens.iter().copied())
-                .collect();
-            // A cut list whose unmap (read earlier, on the first pass) listed it whole: the
-            // rest of its entries, each as long as the last printed one.
-            if *truncated
-                && let Some((tail, len)) = wholes.remove(&r.line)
-                && tail.iter().all(|p| p.checked_add(len).is_some())
-            {
-                entries.extend(tail.iter().map(|&p| (p, len)));
-                d.out.completed += 1;
-            }
-            let total = saturating_sum(entries.iter().map(|e| e.1));
-            let dma_entries: Vec<(u64, u64)> = dma_addrs
-                .iter()
-                .copied()
-                .zip(sizes.iter().copied())
-                .collect();
-            let map = d.new_map(r, true, dma_entries, phys_addrs.clone(), *truncated);
-            if let Some(l) = d.live.get_mut(&map.0) {
-                l.bytes = total;
-                l.last_len = lens.last().copied().unwrap_or(0);
-            }
-            let call = Call::MapSg {
-                map,
-                entries,
-                dir: *dir,
-                attrs,
-            };
-            d.add(r, call, total)
         }
-        Event::UnmapSg { dir, phys_addrs } => {
-            let found = phys_addrs.first().and_then(|p| {
-                d.sg_by_phys.get(p).and_then(|v| {
-                    // The same list, or a cut one whose printed entries begin this whole one.
-                    v.iter().copied().find(|n| {
-                        d.live.get(n).is_some_and(|l| {
-                            l.phys == *phys_addrs
-                                || (l.truncated
-                                    && phys_addrs.len() > l.phys.len()
-                                    && phys_addrs[..l.phys.len()] == l.phys[..])
-                        })
-                    })
-                })
-            });
-            let Some(n) = found else {
-                return d.unresolved(
-                    r,
-                    "dma_unmap_sg",
-                    "no live list with these physical addresses in the trace",
-                );
-            };
-            let bytes = d.live.get(&n).map_or(0, |l| l.bytes);
-            if let Some(l) = d.end_map(n)
-                && l.truncated
-                && phys_addrs.len() > l.phys.len()
-            {
-                wholes.insert(l.line, (phys_addrs[l.phys.len()..].to_vec(), l.last_len));
-            }
-            let call = Call::UnmapSg {
-                map: MapId(n),
-                dir: *dir,
-                attrs,
-            };
-            d.add(r, call, bytes)
-        }
+        _ => None,
+    }
+}
+
+fn sync(d: &mut DeviceCalls, r: &Record, table: &Table, dev: usize) -> Option<Traced> {
+    match &r.event {
         Event::SyncSingle {
             dir,
             dma_addr,
@@ -595,16 +412,23 @@ fn step(d: &mut DeviceState, r: &Record, wholes: &mut Wholes) -> Option<Traced> 
             } else {
                 "dma_sync_single_for_cpu"
             };
-            let Some((n, offset)) = d.holding(*dma_addr, *size) else {
+            let hold = table.holding(dev, *dma_addr, *size).filter(|h| h.whole);
+            let Some((h, m)) = hold.and_then(|h| Some((h, table.mapping(dev, h.id)?))) else {
                 return d.unresolved(
                     r,
                     event,
                     format!("no live mapping holds {dma_addr:#x}+{size:#x} in the trace"),
                 );
             };
+            if let Err(why) = replayable(m) {
+                return d.unresolved(r, event, format!("its map (line {}): {why}", m.line));
+            }
+            // The mapping's segments counted back to back: the model's list may merge them
+            // differently.
+            let before = saturating_sum(m.dma[..h.seg].iter().map(|e| e.1));
             let call = Call::SyncSingle {
-                map: MapId(n),
-                offset,
+                map: h.id,
+                offset: before.saturating_add(dma_addr - h.start),
                 size: *size,
                 dir: *dir,
                 for_device: *for_device,
@@ -622,69 +446,69 @@ fn step(d: &mut DeviceState, r: &Record, wholes: &mut Wholes) -> Option<Traced> 
             } else {
                 "dma_sync_sg_for_cpu"
             };
-            let found = dma_addrs.first().and_then(|a| d.starting_at(*a, 0, true));
-            let Some(n) = found else {
+            let found = dma_addrs
+                .first()
+                .and_then(|a| table.sg_starting_at(dev, *a));
+            let Some((id, m)) = found.and_then(|id| Some((id, table.mapping(dev, id)?))) else {
                 return d.unresolved(r, event, "no live list starts at this DMA address");
             };
+            if let Err(why) = replayable(m) {
+                return d.unresolved(r, event, format!("its map (line {}): {why}", m.line));
+            }
             let call = Call::SyncSg {
-                map: MapId(n),
+                map: id,
                 dir: *dir,
                 for_device: *for_device,
             };
             d.add(r, call, saturating_sum(sizes.iter().copied()))
         }
-        Event::Alloc {
-            dma_addr,
-            size,
-            what,
-            ..
-        } => {
-            // Recent kernels trace a failed allocation as one at DMA address 0.
-            if *dma_addr == 0 {
-                return d.unresolved(r, "dma_alloc", "an allocation the traced kernel refused");
-            }
-            d.out.allocs += 1;
-            d.coherent.insert(*dma_addr, *size);
+        _ => None,
+    }
+}
+
+/// Coherent allocations and frees, and the refusals traced as their own events.
+fn coherent(d: &mut DeviceCalls, r: &Record, effect: &Effect) -> Option<Traced> {
+    match (&r.event, effect) {
+        (Event::Alloc { size, what, .. }, Effect::Allocated) => {
+            d.allocs += 1;
             let call = Call::Alloc {
                 size: *size,
                 what: *what,
             };
             d.add(r, call, *size)
         }
-        Event::Free {
-            dma_addr,
-            size,
-            what,
-            ..
-        } => {
-            let event = Call::Free {
-                size: 0,
-                what: *what,
-            }
-            .name();
-            if d.coherent.remove(dma_addr).is_none() {
-                return d.unresolved(
-                    r,
-                    event,
-                    format!("no live allocation at DMA address {dma_addr:#x} in the trace"),
-                );
-            }
-            d.out.allocs += 1;
+        (Event::Alloc { .. }, _) => {
+            d.unresolved(r, "dma_alloc", "an allocation the traced kernel refused")
+        }
+        (Event::Free { size, what, .. }, Effect::Freed(_)) => {
+            d.allocs += 1;
             let call = Call::Free {
                 size: *size,
                 what: *what,
             };
             d.add(r, call, *size)
         }
-        Event::AllocErr { .. } => d.unresolved(
+        (Event::Free { dma_addr, what, .. }, _) => {
+            let event = Call::Free {
+                size: 0,
+                what: *what,
+            }
+            .name();
+            d.unresolved(
+                r,
+                event,
+                format!("no live allocation at DMA address {dma_addr:#x} in the trace"),
+            )
+        }
+        (Event::AllocErr { .. }, _) => d.unresolved(
             r,
             "dma_alloc_sgt_err",
             "an allocation the traced kernel refused",
         ),
-        Event::MapSgErr { .. } => {
+        (Event::MapSgErr { .. }, _) => {
             d.unresolved(r, "dma_map_sg_err", "a map the traced kernel refused")
         }
-        Event::IommuMap { .. } | Event::IommuUnmap { .. } | Event::SwiotlbBounced { .. } => None,
+        _ => None,
     }
 }
 
@@ -757,6 +581,38 @@ mod tests {
             .collect();
         assert_eq!(maps, [MapId(0), MapId(1), MapId(2)]);
         assert!(d[0].unresolved.is_empty());
+    }
+
+    /// On the second read a cut list is whole: a sync of an entry its map did not print is
+    /// paired with it, at that entry's offset, where the first read could not pair it.
+    #[test]
+    fn a_sync_past_a_cut_lists_printed_entries_pairs_once_it_is_whole() {
+        let h = "a-1 [000] 1.0:";
+        let text = format!(
+            "{h} dma_map_sg: d dir=FROM_DEVICE nents=2/3 ents=2/3 [TRUNCATED] dma_addrs={{0x1000,0x2000}} sizes={{0x1000,0x1000}} phys_addrs={{0x1000,0x2000}} attrs=\n\
+             {h} dma_sync_single_for_cpu: d dir=FROM_DEVICE dma_addr=3100 size=64\n\
+             {h} dma_unmap_sg: d dir=FROM_DEVICE phys_addrs={{0x1000,0x2000,0x3000}} attrs=\n"
+        );
+        let trace = crate::trace::parse("t.txt", &text).unwrap();
+        let mut first = Table::default();
+        let mut b = Rebuilder::default();
+        let made: Vec<bool> = trace
+            .records
+            .iter()
+            .map(|r| b.push(r, &first.push(r), &first).is_some())
+            .collect();
+        assert_eq!(made, [true, false, true]);
+        let mut second = Table::completing(first.wholes().clone());
+        let mut b = Rebuilder::default();
+        let calls: Vec<Call> = trace
+            .records
+            .iter()
+            .filter_map(|r| b.push(r, &second.push(r), &second).map(|t| t.1.call))
+            .collect();
+        assert!(matches!(&calls[0], Call::MapSg { entries, .. } if entries.len() == 3));
+        assert!(matches!(calls[1], Call::SyncSingle { offset: 0x2100, .. }));
+        assert_eq!(calls.len(), 3);
+        assert_eq!(b.finish()[0].completed, 1);
     }
 
     /// A failed allocation, traced at DMA address 0, is named and not counted as live.
