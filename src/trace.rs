@@ -861,11 +861,12 @@ impl DevicesSeen {
             d.last_ns = Some(t);
         }
         let translated = match &r.event {
+            // A failed map's address is no translation (debug.c ignores the map).
             Event::Map {
                 dma_addr,
                 phys_addr: Some(p),
                 ..
-            } => dma_addr != p,
+            } => dma_addr != p && *dma_addr != live::DMA_MAPPING_ERROR,
             Event::MapSg {
                 dma_addrs,
                 phys_addrs,

@@ -416,3 +416,28 @@ fn a_buffer_mapped_twice_and_unmapped_twice_checks_clean() {
         ]
     );
 }
+
+/// A `dma_map_phys` traced at DMA_MAPPING_ERROR failed: it is no map (named as refused, not
+/// replayed), no leak at the end, and no sign of an IOMMU (its address differs from its
+/// physical one only because it failed): the device stays dma-direct.
+#[test]
+fn a_failed_map_is_no_map_no_leak_and_no_iommu() {
+    let doc = checks_clean("tests/data/traces/failed-map.txt");
+    let d = &doc["devices"][0];
+    assert_eq!(d["dma_ops"], "dma-direct", "{d}");
+    assert_eq!(d["inferred"], serde_json::json!([]));
+    assert_eq!(
+        doc_counts(&doc),
+        [
+            ("dma_map_page".to_string(), 1),
+            ("dma_sync_single_for_cpu".to_string(), 1),
+            ("dma_unmap_page".to_string(), 1),
+        ]
+    );
+    assert_eq!(d["not_replayed_count"], 1);
+    assert_eq!(d["not_replayed"][0]["line"], 4);
+    assert_eq!(
+        d["not_replayed"][0]["why"],
+        "a map the traced kernel refused"
+    );
+}

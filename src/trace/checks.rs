@@ -491,6 +491,20 @@ mod tests {
         assert_eq!(kinds(&third), vec![(FindingKind::DoubleUnmap, vec![4, 5])]);
     }
 
+    /// A map traced at DMA_MAPPING_ERROR failed, and debug.c ignores it: it is no leak, and
+    /// an unmap of that address is of nothing mapped.
+    #[test]
+    fn a_failed_map_is_no_mapping() {
+        let t = format!(
+            "{H} dma_map_phys: dev dir=FROM_DEVICE dma_addr=ffffffffffffffff size=64 phys_addr=2000 attrs=\n"
+        );
+        assert_eq!(kinds(&t), vec![]);
+        let unmap = format!(
+            "{t}{H} dma_unmap_phys: dev dir=FROM_DEVICE dma_addr=ffffffffffffffff size=64 attrs=\n"
+        );
+        assert_eq!(kinds(&unmap), vec![(FindingKind::NotMapped, vec![2])]);
+    }
+
     /// Only the last GONE_WINDOW unmaps are kept: a second unmap within them is a double
     /// unmap, one further back is reported as not mapped.
     #[test]

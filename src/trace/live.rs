@@ -19,8 +19,8 @@
 //! otherwise those entries' DMA addresses are unknown and [`Table::unknown_tail`] says so.
 //! Coherent allocations by DMA address. A sync's mapping is found through the ordered starts
 //! (a B-tree per device), looking back over a bounded number of them, never by a scan of the
-//! device's mappings. A failed allocation (DMA address 0) enters nothing: debug.c ignores
-//! it.
+//! device's mappings. A failed map (`DMA_MAPPING_ERROR`) or allocation (DMA address 0) enters
+//! nothing: debug.c ignores both.
 //!
 //! Invariants: a mapping is in the table from its map to the unmap that ends it, under each of
 //! its known DMA segments and nowhere else; the active cache lines, when tracked, hold exactly
@@ -30,6 +30,9 @@
 use super::{Event, Record};
 use crate::types::DmaDirection;
 use std::collections::{BTreeMap, HashMap};
+
+/// The DMA address a failed map returns (`DMA_MAPPING_ERROR`), as a trace prints it.
+pub const DMA_MAPPING_ERROR: u64 = u64::MAX;
 
 /// debug.c's cache-line size (`L1_CACHE_SHIFT` of the commonest configurations): a different
 /// line size changes only the overlap finding.
@@ -90,7 +93,7 @@ pub struct Alloc {
 pub enum Effect {
     /// Nothing entered or left: a sync, an error event, an event of no device.
     None,
-    /// An allocation the traced kernel refused: nothing entered.
+    /// A map or allocation the traced kernel refused: nothing entered.
     Failed,
     /// A map entered as `id`. `overlap`, when cache lines are tracked: the line of a live
     /// mapping whose entry starts in the cache line one of this one's starts in, and the
@@ -365,6 +368,7 @@ impl Table {
         }
         let dev = self.device(&r.device);
         let effect = match &r.event {
+            Event::Map { dma_addr, .. } if *dma_addr == DMA_MAPPING_ERROR => Effect::Failed,
             Event::Map {
                 dir,
                 dma_addr,
@@ -640,6 +644,22 @@ mod tests {
         assert_eq!(ends, [None, None, Some(2), Some(1), None]);
         assert_eq!(e[4], Effect::Unmatched);
         assert_eq!(t.live().count(), 0);
+    }
+
+    /// A failed map or allocation enters nothing, so nothing of it is live or unmapped.
+    #[test]
+    fn a_failed_map_enters_nothing() {
+        let mut t = Table::default();
+        let e = feed(
+            &mut t,
+            &format!(
+                "{H} dma_map_phys: d dir=TO_DEVICE dma_addr=ffffffffffffffff size=4096 phys_addr=1000 attrs=\n\
+                 {H} dma_alloc: d dir=BIDIRECTIONAL dma_addr=0 size=4096 virt_addr=0 flags=GFP_KERNEL attrs=\n\
+                 {H} dma_unmap_phys: d dir=TO_DEVICE dma_addr=ffffffffffffffff size=4096 attrs=\n"
+            ),
+        );
+        assert_eq!(e, [Effect::Failed, Effect::Failed, Effect::Unmatched]);
+        assert_eq!((t.live().count(), t.live_allocs().count()), (0, 0));
     }
 
     /// A sync is found in the segment holding it through the ordered starts: past a short

@@ -583,6 +583,26 @@ mod tests {
         assert!(d[0].unresolved.is_empty());
     }
 
+    /// A map traced at DMA_MAPPING_ERROR failed: it is named as refused, and an unmap of that
+    /// address pairs with nothing.
+    #[test]
+    fn a_failed_map_is_refused_and_pairs_nothing() {
+        let h = "a-1 [000] 1.0:";
+        let d = rebuilt(&format!(
+            "{h} dma_map_phys: d dir=TO_DEVICE dma_addr=ffffffffffffffff size=64 phys_addr=1000 attrs=\n\
+             {h} dma_unmap_phys: d dir=TO_DEVICE dma_addr=ffffffffffffffff size=64 attrs=\n"
+        ));
+        assert!(d[0].calls.is_empty());
+        let why: Vec<&str> = d[0].unresolved.iter().map(|u| u.why.as_str()).collect();
+        assert_eq!(
+            why,
+            [
+                "a map the traced kernel refused",
+                "no live map at DMA address 0xffffffffffffffff in the trace"
+            ]
+        );
+    }
+
     /// On the second read a cut list is whole: a sync of an entry its map did not print is
     /// paired with it, at that entry's offset, where the first read could not pair it.
     #[test]
