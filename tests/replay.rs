@@ -164,6 +164,8 @@ fn dmasim(args: &[&str]) -> std::process::Output {
 
 /// A trace with one of each misuse debug.c reports gives exactly one finding of each kind,
 /// naming its lines; `--check` turns them into exit status 4, and without it they are warnings.
+/// What is mapped at the end is live at the end, no misuse, unless `--strict-window` says the
+/// trace is the driver's whole life: then it is a leak, and a misuse.
 #[test]
 fn each_misuse_is_one_finding_naming_its_lines_and_check_exits_4() {
     let o = dmasim(&["replay", "tests/data/traces/misuse.txt", "--format", "json"]);
@@ -190,7 +192,7 @@ fn each_misuse_is_one_finding_naming_its_lines_and_check_exits_4() {
         ("not-mapped", vec![7]),
         ("cacheline-overlap", vec![8, 9]),
         ("map-error", vec![11]),
-        ("leak", vec![9]),
+        ("live-at-end", vec![9]),
     ]
     .into_iter()
     .map(|(k, l)| (k.to_string(), l))
@@ -203,8 +205,27 @@ fn each_misuse_is_one_finding_naming_its_lines_and_check_exits_4() {
         out.contains("line 8, 9: 0000:02:00.0 cacheline-overlap"),
         "{out}"
     );
+    assert!(
+        out.contains("live at the end of the trace (")
+            && out.contains("line 9: 0000:02:00.0 live-at-end: mapping of 100 bytes"),
+        "{out}"
+    );
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("9 misuses"), "{err}");
+    assert!(err.contains("8 misuses"), "{err}");
+    let strict = &[
+        "replay",
+        "tests/data/traces/misuse.txt",
+        "--check",
+        "--strict-window",
+    ];
+    let o = dmasim(strict);
+    assert_eq!(o.status.code(), Some(4));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("line 9: 0000:02:00.0 leak: mapping of 100 bytes"),
+        "{out}"
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("9 misuses"));
 }
 
 /// Bad input: a binary trace, a line that stops short, an event without a field it must have,
@@ -440,4 +461,35 @@ fn a_failed_map_is_no_map_no_leak_and_no_iommu() {
         d["not_replayed"][0]["why"],
         "a map the traced kernel refused"
     );
+}
+
+/// A trace is a window on a running driver: mappings still live at its end are reported as
+/// live at the end, and `--check` exits 0 for them; `--strict-window` makes them leaks, exit 4.
+#[test]
+fn mappings_live_at_the_end_fail_the_check_only_in_a_strict_window() {
+    let text = std::fs::read_to_string("tests/data/traces/mapped-twice.txt").unwrap();
+    let maps: String = text
+        .lines()
+        .filter(|l| !l.contains("dma_unmap_phys"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let dir = std::env::temp_dir().join(format!("dmasim-live-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("maps-only.txt");
+    std::fs::write(&path, maps).unwrap();
+    let file = path.to_str().unwrap();
+    let o = dmasim(&["replay", file, "--check", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let kinds: Vec<&str> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["live-at-end", "live-at-end"]);
+    let o = dmasim(&["replay", file, "--check", "--strict-window"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(o.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("2 misuses"));
 }

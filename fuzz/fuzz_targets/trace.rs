@@ -25,7 +25,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let _ = t.devices();
-    let _ = dmasim::trace::checks::check(&t);
+    let _ = dmasim::trace::checks::check(&t, false);
     let _ = dmasim::trace::replay::rebuild(&t);
     // The replay on the model, as `dmasim replay` runs it (a trace the scenario reader does not
     // take for one, or that the checks before a run refuse, is an input error).

@@ -60,6 +60,7 @@ struct Section {
     coherent: Option<Spanned<bool>>,
     dma_mask_bits: Option<Spanned<i64>>,
     skip_bad_lines: Option<Spanned<bool>>,
+    strict_window: Option<Spanned<bool>>,
     #[serde(default)]
     devices: BTreeMap<String, DeviceSection>,
 }
@@ -96,6 +97,9 @@ pub struct Replay {
     path: std::path::PathBuf,
     /// Whether lines that do not read are skipped (counted) rather than refused.
     skip_bad: bool,
+    /// Whether the trace covers the traced drivers' whole life, so that what is live at its
+    /// end is a leak.
+    strict_window: bool,
     /// Cut lists the first read found whole, by their map's line.
     wholes: Rc<Wholes>,
     pub devices: Rc<Vec<ReplayDevice>>,
@@ -151,6 +155,7 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
     let path = shared.dir.join(trace.get_ref());
     let shown = path.display().to_string();
     let skip_bad = w.skip_bad_lines.as_ref().is_some_and(|b| *b.get_ref());
+    let strict_window = w.strict_window.as_ref().is_some_and(|b| *b.get_ref());
     // The first of two reads of the trace, both streamed: what each device is and does, and
     // which cut lists their unmaps make whole; the run reads it again, makes the calls as
     // they come and checks them, the lists whole.
@@ -274,6 +279,7 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
         trace: trace.get_ref().clone(),
         path,
         skip_bad,
+        strict_window,
         wholes,
         devices: Rc::new(devices),
         skipped,
@@ -647,7 +653,7 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, S
     // What only the second read knows: the cut lists it completed, so the calls it could
     // pair and those it could not, and what the checks found.
     let second = rebuilder.finish();
-    let findings = checker.finish(&table);
+    let findings = checker.finish(&table, w.strict_window);
     // Each call left out advances the run as a made one does, so that the run's steps add up
     // to its total (the first read's calls, made or left out).
     progress.advance(second.iter().map(|d| d.unresolved_count).sum());
@@ -859,10 +865,21 @@ pub fn table(r: &RunResult) -> String {
 }
 
 fn findings(o: &mut String, f: &[Finding]) {
-    if f.is_empty() {
-        return;
+    let (misuses, live): (Vec<&Finding>, Vec<&Finding>) = f.iter().partition(|x| x.kind.fails());
+    if !misuses.is_empty() {
+        let _ = writeln!(o, "\nwarnings (what CONFIG_DMA_API_DEBUG would report)");
+        finding_lines(o, &misuses);
     }
-    let _ = writeln!(o, "\nwarnings (what CONFIG_DMA_API_DEBUG would report)");
+    if !live.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nlive at the end of the trace (no misuse in a window on a running driver; --strict-window makes them leaks)"
+        );
+        finding_lines(o, &live);
+    }
+}
+
+fn finding_lines(o: &mut String, f: &[&Finding]) {
     for x in f {
         let lines: Vec<String> = x.lines.iter().map(|l| l.to_string()).collect();
         let _ = writeln!(

@@ -4,7 +4,8 @@
 //! Kernel counterpart: kernel/dma/debug.c — `check_unmap()` (an address not mapped, a size or
 //! direction differing from the map's, a double unmap), `check_sync()` (a sync outside the
 //! mapping, or in a direction the mapping forbids), `debug_dma_free_coherent()`, the leak report
-//! of `dma_debug_device_change()`, and the active-cacheline tracking that warns of two live
+//! of `dma_debug_device_change()` (made of what is live at the end of the trace only when asked:
+//! a capture ends while the driver runs, and no removal of the device is traced), and the active-cacheline tracking that warns of two live
 //! mappings sharing a cache line (`active_cacheline_insert()`: each entry is tracked by the
 //! cache line its physical address starts in, across all devices; only mappings the device may
 //! write, so not `DMA_TO_DEVICE`; no warning for a map with `DMA_ATTR_SKIP_CPU_SYNC`).
@@ -22,8 +23,8 @@
 //! debug.c tracks too, are left out of it: their trace events give no physical address.
 //!
 //! Invariants: each finding names its device and the trace lines involved (the map's line first
-//! where there is one); the findings come in the order of the lines that reveal them, and the
-//! leaks last, in the order the leaked mappings were made.
+//! where there is one); the findings come in the order of the lines that reveal them, and what
+//! is live at the end last, in the order it was mapped.
 
 use super::live::{Effect, Step, Table};
 use super::{Event, Record, Trace};
@@ -50,8 +51,11 @@ pub enum FindingKind {
     CachelineOverlap,
     /// A `dma_map_sg_err` event: the map failed.
     MapError,
-    /// A mapping still live when the trace ends.
+    /// A mapping still live when the trace ends, reported as a leak (`--strict-window`).
     Leak,
+    /// A mapping still live when the trace ends: a capture stops while the driver runs, so
+    /// this is no misuse unless the window was the driver's whole life.
+    LiveAtEnd,
 }
 
 impl FindingKind {
@@ -66,7 +70,13 @@ impl FindingKind {
             FindingKind::CachelineOverlap => "cacheline-overlap",
             FindingKind::MapError => "map-error",
             FindingKind::Leak => "leak",
+            FindingKind::LiveAtEnd => "live-at-end",
         }
+    }
+
+    /// Whether the finding is a misuse, for `--check`'s exit status.
+    pub fn fails(self) -> bool {
+        self != FindingKind::LiveAtEnd
     }
 }
 
@@ -95,8 +105,9 @@ enum Gone {
 }
 
 /// Every finding of `trace`: a first pass finds the cut lists' whole entries in their unmaps,
-/// as the replay's first read does, and the checks are made on the second.
-pub fn check(trace: &Trace) -> Vec<Finding> {
+/// as the replay's first read does, and the checks are made on the second. What is live at
+/// the end is a leak when `strict` says the trace covers the driver's whole life.
+pub fn check(trace: &Trace, strict: bool) -> Vec<Finding> {
     let mut first = Table::default();
     for r in &trace.records {
         first.push(r);
@@ -107,7 +118,7 @@ pub fn check(trace: &Trace) -> Vec<Finding> {
         let step = table.push(r);
         c.push(r, &step, &table);
     }
-    c.finish(&table)
+    c.finish(&table, strict)
 }
 
 /// The checks made as a trace is read, record by record, on what each did to the live table
@@ -204,8 +215,9 @@ impl Checker {
     }
 
     /// The findings, once the trace has ended: those made along the way, then what `table`
-    /// still holds, in the order it was made.
-    pub fn finish(self, table: &Table) -> Vec<Finding> {
+    /// still holds, in the order it was made: live at the end, or leaks when `strict` says
+    /// the trace's window is the driver's whole life.
+    pub fn finish(self, table: &Table, strict: bool) -> Vec<Finding> {
         let mut out = self.out;
         let mut leaks = Vec::new();
         for (name, m) in table.live() {
@@ -236,8 +248,13 @@ impl Checker {
             ));
         }
         leaks.sort();
+        let kind = if strict {
+            FindingKind::Leak
+        } else {
+            FindingKind::LiveAtEnd
+        };
         out.extend(leaks.into_iter().map(|(line, device, message)| Finding {
-            kind: FindingKind::Leak,
+            kind,
             device,
             lines: vec![line],
             message,
@@ -375,7 +392,7 @@ mod tests {
     use crate::trace::parse;
 
     fn kinds(text: &str) -> Vec<(FindingKind, Vec<usize>)> {
-        check(&parse("t.txt", text).unwrap())
+        check(&parse("t.txt", text).unwrap(), true)
             .into_iter()
             .map(|f| (f.kind, f.lines))
             .collect()
@@ -489,6 +506,23 @@ mod tests {
         let third =
             format!("{t}{H} dma_unmap_phys: dev dir=TO_DEVICE dma_addr=1000 size=64 attrs=\n");
         assert_eq!(kinds(&third), vec![(FindingKind::DoubleUnmap, vec![4, 5])]);
+    }
+
+    /// A trace is a window on a running driver: what is live at its end is reported as such,
+    /// and as a leak, a misuse, only when the window is said to be the driver's whole life.
+    #[test]
+    fn what_is_live_at_the_end_is_a_leak_only_when_strict() {
+        let t = format!(
+            "{H} dma_map_phys: dev dir=TO_DEVICE dma_addr=1000 size=64 phys_addr=1000 attrs=\n\
+             {H} dma_alloc: dev dir=BIDIRECTIONAL dma_addr=c000 size=8192 virt_addr=0 flags=GFP_KERNEL attrs=\n"
+        );
+        let trace = parse("t.txt", &t).unwrap();
+        let of = |strict| -> Vec<(FindingKind, bool)> {
+            let f = check(&trace, strict);
+            f.iter().map(|f| (f.kind, f.kind.fails())).collect()
+        };
+        assert_eq!(of(false), [(FindingKind::LiveAtEnd, false); 2]);
+        assert_eq!(of(true), [(FindingKind::Leak, true); 2]);
     }
 
     /// A map traced at DMA_MAPPING_ERROR failed, and debug.c ignores it: it is no leak, and
