@@ -843,3 +843,28 @@ fn costs_shows_what_a_platform_prices_the_benchmark_at() {
         .unwrap();
     assert!(row.contains("20 cycles") && row.contains(" held "), "{row}");
 }
+
+/// The benchmark module came with 5.11: a run on an earlier release says it is an out-of-tree
+/// copy, and one on 5.11 does not.
+#[test]
+fn before_5_11_the_report_says_the_module_is_out_of_tree() {
+    for (kernel, out_of_tree) in [("5.3", true), ("5.10", true), ("5.11", false)] {
+        let o = dmasim(&[
+            "-q",
+            "map-benchmark",
+            "--platform",
+            "kunpeng920",
+            "--iommu",
+            "--kernel",
+            kernel,
+            "-s",
+            "1",
+            "-x",
+            "1000000",
+        ]);
+        assert_eq!(o.status.code(), Some(0));
+        let t = String::from_utf8(o.stdout).unwrap();
+        let line = format!("module     not in {kernel}'s tree (it came with 5.11)");
+        assert_eq!(t.contains(&line), out_of_tree, "{kernel}: {t}");
+    }
+}

@@ -127,6 +127,11 @@ impl Mode {
 /// support for dma_map_sg" and "tools/dma: Add dma_map_sg support", merged for 7.1.
 pub const MODE_SINCE: crate::policy::KernelVersion = crate::policy::KernelVersion(7, 1);
 
+/// The release whose tree first has the benchmark (kernel/dma/map_benchmark.c, "dma-mapping:
+/// add benchmark support for streaming DMA APIs"). On an earlier release the loop runs as the
+/// module built out of tree against it would, and the report says so.
+pub const MODULE_SINCE: crate::policy::KernelVersion = crate::policy::KernelVersion(5, 11);
+
 /// One run of the benchmark, with the tool's options.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MapBenchmark {
@@ -1077,6 +1082,13 @@ pub fn table(r: &MapBenchmarkResult) -> String {
         ),
         None => writeln!(o, "placement  device on {device}"),
     };
+    if r.info.policies.kernel < MODULE_SINCE {
+        let _ = writeln!(
+            o,
+            "module     not in {}'s tree (it came with {MODULE_SINCE}): the loop runs as the module built out of tree against {} would",
+            r.info.policies.kernel, r.info.policies.kernel
+        );
+    }
     let _ = writeln!(
         o,
         "loops      {} map+unmap pairs in {} modelled seconds",
