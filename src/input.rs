@@ -85,17 +85,49 @@ pub fn read_input(path: &str, what: &str) -> Result<String, InputError> {
     }
     // Read at most one byte past the limit, in case the file grew since it was measured.
     use std::io::Read;
-    let mut text = String::new();
+    let mut bytes = Vec::new();
     std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_INPUT_BYTES + 1).read_to_string(&mut text))
+        .and_then(|f| f.take(MAX_INPUT_BYTES + 1).read_to_end(&mut bytes))
         .map_err(|e| InputError::new(path, format!("cannot read {what}: {e}")))?;
-    if text.len() as u64 > MAX_INPUT_BYTES {
+    if bytes.len() as u64 > MAX_INPUT_BYTES {
         return Err(InputError::new(
             path,
             format!("cannot read {what}: more than {MAX_INPUT_BYTES} bytes"),
         ));
     }
-    Ok(text)
+    text(path, bytes)
+}
+
+/// A file's bytes as text; a byte that is not UTF-8 is an error naming its line.
+pub fn text(path: &str, bytes: Vec<u8>) -> Result<String, InputError> {
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let b = e.as_bytes();
+        InputError {
+            file: path.to_string(),
+            line: Some(b[..at].iter().filter(|&&c| c == b'\n').count() + 1),
+            key: None,
+            message: not_utf8(b[at]),
+        }
+    })
+}
+
+/// What a byte that is not UTF-8 is told: the byte, as no text can show it.
+pub fn not_utf8(byte: u8) -> String {
+    format!("not text: byte 0x{byte:02x} is not UTF-8")
+}
+
+/// Most characters of a user's value an error message quotes.
+pub const QUOTE_CHARS: usize = 80;
+
+/// A user's value as an error message quotes it: whole up to [`QUOTE_CHARS`] characters, else
+/// its start and its length, so that a field of a hundred megabytes is not copied into the
+/// message.
+pub fn quote(v: &str) -> String {
+    match v.char_indices().nth(QUOTE_CHARS) {
+        None => format!("`{v}`"),
+        Some((end, _)) => format!("`{}...` ({} bytes)", &v[..end], v.len()),
+    }
 }
 
 /// 1-based line number of byte `offset` in `text`.
@@ -381,6 +413,27 @@ mod tests {
             assert_eq!(e.key.as_deref(), Some(key), "{e}");
             assert!(e.line.is_some(), "{e}");
         }
+    }
+
+    #[test]
+    fn a_long_value_is_quoted_by_its_start_and_length() {
+        assert_eq!(quote("ffd00000"), "`ffd00000`");
+        let long = "é".repeat(1000);
+        let q = quote(&long);
+        assert!(
+            q.starts_with(&format!("`{}...`", "é".repeat(QUOTE_CHARS))),
+            "{q}"
+        );
+        assert!(q.ends_with("(2000 bytes)"), "{q}");
+        assert!(q.len() < 200, "{q}");
+    }
+
+    #[test]
+    fn a_byte_that_is_not_utf8_names_its_line() {
+        let e = text("f.toml", b"a = 1\nb = \"\xff\"\n".to_vec()).unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+        assert!(e.message.contains("0xff"), "{e}");
+        assert_eq!(text("f", b"ok\n".to_vec()).unwrap(), "ok\n");
     }
 
     #[test]
