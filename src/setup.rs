@@ -33,7 +33,6 @@ use crate::dma::{DmaError, DmaMapOps};
 use crate::hw::DeviceHw;
 use crate::hw::model::Model;
 use crate::hw::{CacheOp, Hw};
-use crate::input::InputError;
 use crate::iommu::arm_smmu::ArmSmmuDomain;
 use crate::iommu::arm_smmu_v3::{
     ArmSmmuV3Domain, Cmdq, SmmuV3Features, SmmuV3Idr1, SmmuV3Structures, arm_smmu_init_structures,
@@ -99,16 +98,6 @@ pub enum SetupError {
     /// ixgbe's receive ring could not be mapped: at open, or refilled while forwarding.
     #[error(transparent)]
     RxRing(DmaError),
-    /// A replayed trace could not be opened again for the run.
-    #[error("the trace: {path}: {source}")]
-    TraceOpen {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    /// A replayed trace could not be read again for the run.
-    #[error("the trace: {0}")]
-    Trace(#[source] InputError),
 }
 
 /// The hardware model and physical memory of one run.

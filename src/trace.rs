@@ -24,12 +24,20 @@
 //! 6.12 `dma_alloc` may print a `dir` it never set: a `dir` that is not a direction on alloc or
 //! free reads as unknown.
 //!
+//! A line's event is the first `name:` token after its `[CPU]` field or timestamp: the task's
+//! name before them is any text (`CPU 0/KVM`, QEMU's vCPU threads). A file is told to be a
+//! trace by that layout, of any event ([`sniff`]).
+//!
 //! Invariants: a line that is not one of these events is counted by its event name (or as
-//! unrecognised) and skipped, never refused; a line that names one of them but whose fields do
-//! not read is an error naming the file, the line and the field. Nothing here depends on the
-//! kernel release: the replay decides what each call did.
+//! unrecognised) and skipped, never refused, whatever bytes it holds; a line that names one of
+//! them but whose fields do not read, that is not UTF-8, or that ends the file without its
+//! newline right after a number (cut while written) is an error naming the file, the line and
+//! the field, quoting at most 80 characters of a value. No line is read past
+//! [`MAX_LINE_BYTES`] and the skipped events' names are bounded, so memory does not grow with
+//! the input. Nothing here depends on the kernel release: the replay decides what each call
+//! did.
 
-use crate::input::InputError;
+use crate::input::{InputError, quote};
 use crate::types::DmaDirection;
 use std::collections::BTreeMap;
 
@@ -153,7 +161,9 @@ pub struct Trace {
     pub skipped: BTreeMap<String, u64>,
 }
 
-/// The events this reader knows, by the name the trace prints.
+/// The events this reader knows, by the name the trace prints: what [`is_event`] matches, as
+/// its test checks.
+#[cfg(test)]
 const EVENTS: &[&str] = &[
     "dma_map_phys",
     "dma_map_page",
@@ -223,41 +233,69 @@ pub fn is_trace_dat(path: &str) -> bool {
         .is_ok_and(|()| head == TRACE_DAT_MAGIC)
 }
 
-/// [`looks_like_trace`] of a file's first 64 KiB (whole lines).
-pub fn file_looks_like_trace(path: &str) -> bool {
-    use std::io::Read;
-    let mut head = Vec::new();
-    if std::fs::File::open(path)
-        .and_then(|f| f.take(64 << 10).read_to_end(&mut head))
-        .is_err()
-    {
-        return false;
-    }
-    let upto = head
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map_or(head.len(), |i| i + 1);
-    std::str::from_utf8(&head[..upto]).is_ok_and(looks_like_trace)
+/// What a file handed where a scenario is expected holds, as its first bytes tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sniffed {
+    /// A trace's text: a tracefs header (`# tracer:`) or an event line, of any event.
+    Trace,
+    /// Nothing but whitespace: neither a trace nor a scenario.
+    Empty,
+    /// Anything else (a scenario, or what its reader will refuse).
+    Other,
 }
 
-/// Whether a text is a trace rather than a scenario: a tracefs header (`# tracer:`), or one of
-/// this reader's events on one of its first lines, and no TOML table header.
-pub fn looks_like_trace(text: &str) -> bool {
-    let mut lines = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .take(200);
-    lines.any(|l| {
-        l.starts_with("# tracer:")
-            || (!l.starts_with('#')
-                && !l.starts_with('[')
-                && EVENTS
-                    .iter()
-                    .any(|e| l.contains(&format!(" {e}: ")) || l.contains(&format!(":{e}: "))))
-    }) && !text
-        .lines()
-        .any(|l| l.trim_start().starts_with("[workload"))
+/// How much of a file [`sniff_file`] reads: a trace's first event line is in its first few
+/// lines, however many other events came first, and a scenario is a few KiB.
+const SNIFF_BYTES: u64 = 64 << 10;
+
+/// [`sniff`] of a file's first 64 KiB; a file that cannot be read is [`Sniffed::Other`], for
+/// the scenario reader to say why.
+pub fn sniff_file(path: &str) -> Sniffed {
+    use std::io::Read;
+    let mut head = Vec::new();
+    match std::fs::File::open(path).and_then(|f| f.take(SNIFF_BYTES).read_to_end(&mut head)) {
+        Ok(_) => sniff(&head),
+        Err(_) => Sniffed::Other,
+    }
+}
+
+/// Whether a file's first bytes are a trace, by its layout rather than its events: a tracefs
+/// header, or a line shaped as an event line (`TASK-PID [CPU] ... TIME: EVENT:`, or perf
+/// script's `TASK PID [CPU] TIME: SYSTEM:EVENT:`) of any event, so that other events first do
+/// not hide a trace. A byte that is not UTF-8 spoils its line only (the trace's reader names
+/// it); a TOML table header (`[workload]`) makes a scenario, whatever its comments quote.
+pub fn sniff(head: &[u8]) -> Sniffed {
+    if head.iter().all(u8::is_ascii_whitespace) {
+        return Sniffed::Empty;
+    }
+    let mut trace = false;
+    for raw in head.split(|&b| b == b'\n') {
+        let text = String::from_utf8_lossy(raw);
+        let l = text.trim();
+        if is_toml_table(l) {
+            return Sniffed::Other;
+        }
+        trace = trace
+            || l.starts_with("# tracer:")
+            || (!l.starts_with('#') && header(l).is_some_and(|h| h.anchored));
+    }
+    if trace {
+        Sniffed::Trace
+    } else {
+        Sniffed::Other
+    }
+}
+
+/// `[table]` or `[[array.of.tables]]`: a TOML table header, which no trace line is.
+fn is_toml_table(l: &str) -> bool {
+    let Some(name) = l.strip_prefix('[').and_then(|r| r.strip_suffix(']')) else {
+        return false;
+    };
+    let name = name.trim_matches(|c| c == '[' || c == ']').trim();
+    name.starts_with(|c: char| c.is_ascii_alphabetic())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.\" :".contains(c))
 }
 
 /// Read a trace's text (`file` names it in errors).
@@ -286,10 +324,15 @@ pub enum Line<'a> {
 /// Read line number `line` (1-based) of a trace; an error names `file`, the line and the field.
 pub fn parse_line<'a>(file: &str, line: usize, raw: &'a str) -> Result<Line<'a>, InputError> {
     let l = raw.trim();
-    if l.is_empty() || l.starts_with('#') || l.starts_with("CPU") {
+    if l.is_empty() || l.starts_with('#') {
         return Ok(Line::Nothing);
     }
     let Some(h) = header(l) else {
+        // trace-cmd's `CPU 0 is empty` and tracefs's `CPU:2 [LOST 45 EVENTS]` are no lines of
+        // events; a task named `CPU 0/KVM` (QEMU's vCPU threads) has an event line.
+        if l.starts_with("CPU") {
+            return Ok(Line::Nothing);
+        }
         return Ok(Line::Skipped("?"));
     };
     if !is_event(h.event) || !system_fits(h.system, h.event) {
@@ -312,53 +355,124 @@ pub fn parse_line<'a>(file: &str, line: usize, raw: &'a str) -> Result<Line<'a>,
     }))
 }
 
+/// What a read of a trace saw besides its records.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReadSummary {
+    /// Lines of other events by name (`?` for lines with no event, `(bad line)` for the lines
+    /// `skip_bad` skipped); past [`MAX_SKIPPED_NAMES`] names, or for a name longer than
+    /// [`MAX_EVENT_NAME`], under `(other events)`, so a hostile trace cannot grow the map.
+    pub skipped: BTreeMap<String, u64>,
+    /// Lines read.
+    pub lines: usize,
+    /// Bytes read.
+    pub bytes: u64,
+}
+
+/// Longest line read: the kernel prints a line into a `trace_seq` of a page or two (a few KiB;
+/// 128 KiB with 64 KiB pages) and trace-cmd's raw arrays of the 128 entries a `dma_map_sg`
+/// prints take about 12 KiB, so a longer line is no trace line; the bound keeps a file with no
+/// newline (`/dev/zero`, a 100 MB field) from being read whole into memory.
+pub const MAX_LINE_BYTES: usize = 1 << 20;
+/// Most event names [`ReadSummary::skipped`] counts apart.
+const MAX_SKIPPED_NAMES: usize = 256;
+/// Longest event name counted apart (the kernel's are under 40 characters).
+const MAX_EVENT_NAME: usize = 64;
+
 /// Read a trace from `input` line by line, as a stream, handing each record to `each` in
-/// order: memory does not grow with the trace. Returns the other events' lines by name, and
-/// under `(bad line)` the lines that did not read when `skip_bad` lets them be skipped rather
-/// than refused. A binary `trace.dat` is refused with the way to its text.
+/// order: memory does not grow with the trace, and no line is read past [`MAX_LINE_BYTES`].
+/// Returns the other events' lines by name, and under `(bad line)` the lines that did not read
+/// when `skip_bad` lets them be skipped rather than refused (a line too long is refused
+/// regardless: it may have no end to skip to). A binary `trace.dat` is refused with the way
+/// to its text.
 pub fn read(
     file: &str,
     mut input: impl std::io::BufRead,
     skip_bad: bool,
     mut each: impl FnMut(Record) -> Result<(), InputError>,
-) -> Result<BTreeMap<String, u64>, InputError> {
-    let mut skipped: BTreeMap<String, u64> = BTreeMap::new();
+) -> Result<ReadSummary, InputError> {
+    let mut sum = ReadSummary::default();
     let mut buf = Vec::new();
-    let mut line = 0usize;
     loop {
         buf.clear();
-        let n = input
-            .read_until(b'\n', &mut buf)
+        let mut bounded = std::io::Read::take(&mut input, MAX_LINE_BYTES as u64 + 1);
+        let n = std::io::BufRead::read_until(&mut bounded, b'\n', &mut buf)
             .map_err(|e| InputError::new(file, format!("cannot read the trace: {e}")))?;
         if n == 0 {
-            return Ok(skipped);
+            return Ok(sum);
         }
-        line += 1;
+        sum.lines += 1;
+        sum.bytes += n as u64;
+        let line = sum.lines;
+        let at = |message: String| InputError {
+            file: file.to_string(),
+            line: Some(line),
+            key: None,
+            message,
+        };
         if line == 1 && buf.starts_with(TRACE_DAT_MAGIC) {
             return Err(InputError::new(file, TRACE_DAT));
         }
+        if buf.len() > MAX_LINE_BYTES {
+            return Err(at(format!(
+                "a line longer than {} MiB, which no trace has: not the text of a trace?",
+                MAX_LINE_BYTES >> 20
+            )));
+        }
         let parsed = match std::str::from_utf8(&buf) {
-            Ok(text) => parse_line(file, line, text),
-            Err(_) => Err(InputError {
-                file: file.to_string(),
-                line: Some(line),
-                key: None,
-                message: "not text (the line is not UTF-8)".into(),
+            Ok(text) => parse_line(file, line, text).and_then(|l| match l {
+                Line::Record(_) if !buf.ends_with(b"\n") && ends_in_number(text) => Err(at(
+                    "the file ends inside this line, right after a number: cut while it was \
+                     written? (a whole line ends with a newline)"
+                        .into(),
+                )),
+                l => Ok(l),
             }),
+            // Another event's line may hold any bytes (a task's name is the task's); one of
+            // these events' must be text, as its device name and fields are taken exactly.
+            Err(e) => {
+                let bad = buf[e.valid_up_to()];
+                let text = String::from_utf8_lossy(&buf);
+                match parse_line(file, line, &text) {
+                    Ok(Line::Skipped(event)) => {
+                        count_skipped(&mut sum.skipped, event);
+                        continue;
+                    }
+                    Ok(Line::Nothing) => continue,
+                    _ => Err(at(crate::input::not_utf8(bad))),
+                }
+            }
         };
         match parsed {
             Ok(Line::Record(r)) => each(r)?,
-            Ok(Line::Skipped(event)) => match skipped.get_mut(event) {
-                Some(n) => *n += 1,
-                None => {
-                    skipped.insert(event.to_string(), 1);
-                }
-            },
+            Ok(Line::Skipped(event)) => count_skipped(&mut sum.skipped, event),
             Ok(Line::Nothing) => {}
-            Err(_) if skip_bad => *skipped.entry("(bad line)".into()).or_default() += 1,
+            Err(_) if skip_bad => count_skipped(&mut sum.skipped, "(bad line)"),
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Whether a line's text ends in a digit (a hex one: addresses print bare): a line the file
+/// ends in without its newline may have lost the rest of that number.
+fn ends_in_number(text: &str) -> bool {
+    text.trim_end()
+        .as_bytes()
+        .last()
+        .is_some_and(u8::is_ascii_hexdigit)
+}
+
+/// Count one skipped line under its event's name, within the map's bounds.
+fn count_skipped(skipped: &mut BTreeMap<String, u64>, event: &str) {
+    if let Some(n) = skipped.get_mut(event) {
+        *n += 1;
+        return;
+    }
+    let name = if skipped.len() < MAX_SKIPPED_NAMES && event.len() <= MAX_EVENT_NAME {
+        event
+    } else {
+        "(other events)"
+    };
+    *skipped.entry(name.to_string()).or_default() += 1;
 }
 
 /// The first bytes of a binary trace-cmd file.
@@ -374,20 +488,29 @@ struct Header<'a> {
     event: &'a str,
     time_ns: Option<u64>,
     cpu: Option<u32>,
+    /// The line has a `[CPU]` field or a timestamp before its event: an event line's layout.
+    anchored: bool,
     rest: &'a str,
 }
 
-/// The event token is the first `name:` (or `system:name:`) token after the task and CPU; the
-/// timestamp is the `seconds.fraction:` token before it.
+/// The event token is the first `name:` (or `system:name:`) token after the `[CPU]` field or
+/// the timestamp: the task's name is any text before `-PID [CPU]` (spaces and colons too:
+/// QEMU's vCPU threads are `CPU 0/KVM`), so no token before those fields is the event. A line
+/// with neither field takes its first `name:` token. The timestamp is the `seconds.fraction:`
+/// token before the event, the CPU the last `[N]` before it.
 fn header(l: &str) -> Option<Header<'_>> {
     let mut time_ns = None;
     let mut cpu = None;
+    let mut anchored = false;
+    let mut first = None;
     for (start, tok) in tokens(l) {
         let at = start + tok.len();
-        if let Some(c) = tok.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
-            if cpu.is_none() {
-                cpu = c.parse().ok();
-            }
+        if let Some(c) = tok.strip_prefix('[').and_then(|t| t.strip_suffix(']'))
+            && !c.is_empty()
+            && c.bytes().all(|b| b.is_ascii_digit())
+        {
+            cpu = c.parse().ok();
+            anchored = true;
             continue;
         }
         let Some(name) = tok.strip_suffix(':') else {
@@ -395,32 +518,48 @@ fn header(l: &str) -> Option<Header<'_>> {
         };
         if let Some(ns) = seconds_ns(name) {
             time_ns = Some(ns);
+            anchored = true;
             continue;
         }
         // A counter clock (`x86-tsc`, `counter`) prints an integer of its own unit.
         if !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit()) {
+            anchored = true;
             continue;
         }
-        let (system, event) = match name.split_once(':') {
-            Some((s, e)) => (s, e),
-            None => ("", name),
+        let Some((system, event)) = event_name(name) else {
+            continue;
         };
-        if event.is_empty()
-            || !event
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_')
-        {
-            continue;
+        if anchored {
+            return Some(Header {
+                system,
+                event,
+                time_ns,
+                cpu,
+                anchored,
+                rest: l[at..].trim(),
+            });
         }
-        return Some(Header {
-            system,
-            event,
-            time_ns,
-            cpu,
-            rest: l[at..].trim(),
-        });
+        first.get_or_insert((system, event, at));
     }
-    None
+    first.map(|(system, event, at)| Header {
+        system,
+        event,
+        time_ns: None,
+        cpu: None,
+        anchored: false,
+        rest: l[at..].trim(),
+    })
+}
+
+/// An event token's `system:event` or `event` (the colon that ends the token taken off), when
+/// it is one: the name is letters, digits and underscores.
+fn event_name(name: &str) -> Option<(&str, &str)> {
+    let (system, event) = name.split_once(':').unwrap_or(("", name));
+    let ok = !event.is_empty()
+        && event
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    ok.then_some((system, event))
 }
 
 /// The whitespace-separated tokens of `s`, each with the byte offset it starts at.
@@ -561,10 +700,13 @@ fn need<'a>(f: &Fields<'a>, k: &'static str) -> Result<&'a str, FieldError> {
 fn addr(f: &Fields, k: &'static str) -> Result<u64, FieldError> {
     let v = need(f, k)?;
     if f.decimal && !v.starts_with("0x") {
-        return v.parse().map_err(|_| (k, format!("`{v}` is not a number")));
+        return v
+            .parse()
+            .map_err(|_| (k, format!("{} is not a number", quote(v))));
     }
     let h = v.strip_prefix("0x").unwrap_or(v);
-    u64::from_str_radix(h, 16).map_err(|_| (k, format!("`{v}` is not a hexadecimal address")))
+    u64::from_str_radix(h, 16)
+        .map_err(|_| (k, format!("{} is not a hexadecimal address", quote(v))))
 }
 
 /// A size or count: decimal as `%zu`/`%d` prints it (or `0x` hex).
@@ -574,7 +716,7 @@ fn num(f: &Fields, k: &'static str) -> Result<u64, FieldError> {
         Some(h) => u64::from_str_radix(h, 16),
         None => v.parse(),
     }
-    .map_err(|_| (k, format!("`{v}` is not a number")))
+    .map_err(|_| (k, format!("{} is not a number", quote(v))))
 }
 
 /// `{0x1000,0x2000}`, or a raw `ARRAY[..]` of the elements' bytes (little-endian, `width`
@@ -589,7 +731,7 @@ fn array(f: &Fields, k: &'static str) -> Result<Vec<u64>, FieldError> {
             .filter(|x| !x.is_empty())
             .map(|x| u8::from_str_radix(x, 16))
             .collect::<Result<_, _>>()
-            .map_err(|_| (k, format!("`{v}` is not an array of bytes")))?;
+            .map_err(|_| (k, format!("{} is not an array of bytes", quote(v))))?;
         if !b.len().is_multiple_of(width) {
             return Err((
                 k,
@@ -607,7 +749,12 @@ fn array(f: &Fields, k: &'static str) -> Result<Vec<u64>, FieldError> {
     let inner = v
         .strip_prefix('{')
         .and_then(|s| s.strip_suffix('}'))
-        .ok_or((k, format!("`{v}` is not a list such as {{0x1000,0x2000}}")))?;
+        .ok_or_else(|| {
+            (
+                k,
+                format!("{} is not a list such as {{0x1000,0x2000}}", quote(v)),
+            )
+        })?;
     if inner.is_empty() {
         return Ok(Vec::new());
     }
@@ -619,7 +766,7 @@ fn array(f: &Fields, k: &'static str) -> Result<Vec<u64>, FieldError> {
                 Some(h) => u64::from_str_radix(h, 16),
                 None => x.parse(),
             }
-            .map_err(|_| (k, format!("`{x}` in the list is not a number")))
+            .map_err(|_| (k, format!("{} in the list is not a number", quote(x))))
         })
         .collect()
 }
@@ -634,7 +781,10 @@ fn dir(f: &Fields) -> Result<DmaDirection, FieldError> {
         "NONE" | "3" => Ok(DmaDirection::None),
         _ => Err((
             "dir",
-            format!("`{v}`: expected BIDIRECTIONAL, TO_DEVICE, FROM_DEVICE or NONE"),
+            format!(
+                "{}: expected BIDIRECTIONAL, TO_DEVICE, FROM_DEVICE or NONE",
+                quote(v)
+            ),
         )),
     }
 }
@@ -644,7 +794,7 @@ fn pair(f: &Fields, k: &'static str) -> Result<Option<(u64, u64)>, FieldError> {
     let Some(v) = f.get(k) else {
         return Ok(None);
     };
-    let bad = || (k, format!("`{v}` is not a count a/b"));
+    let bad = || (k, format!("{} is not a count a/b", quote(v)));
     let (a, b) = v.split_once('/').ok_or_else(bad)?;
     Ok(Some((
         a.parse().map_err(|_| bad())?,
@@ -1119,6 +1269,128 @@ mod tests {
             e.key.as_deref(),
             Some("dma_sync_single_for_device.dma_addr")
         );
+    }
+
+    /// [`read`] of a text, its records and summary, or its error.
+    fn read_text(text: &[u8], skip_bad: bool) -> Result<(Vec<Record>, ReadSummary), InputError> {
+        let mut out = Vec::new();
+        let sum = read("t.txt", text, skip_bad, |r| {
+            out.push(r);
+            Ok(())
+        })?;
+        Ok((out, sum))
+    }
+
+    const MAP: &str = "dma_map_phys: dev dir=TO_DEVICE dma_addr=1000 size=64 phys_addr=1000 attrs=";
+
+    #[test]
+    fn a_task_name_is_any_text_before_its_pid_and_cpu() {
+        // QEMU's vCPU threads: a name with a space, starting `CPU`.
+        let r = one(&format!("CPU 0/KVM-4321 [002] ..... 5.000001: {MAP}"));
+        assert_eq!((r.device.as_str(), r.cpu), ("dev", Some(2)));
+        // A name with a colon and a space is no event.
+        let r = one(&format!("my: task-77 [001] 5.0: {MAP}"));
+        assert_eq!((r.cpu, r.time_ns), (Some(1), Some(5_000_000_000)));
+        // trace-cmd's and tracefs's lines about CPUs are still no lines.
+        let t = parse("t.txt", "CPU 0 is empty\nCPU:2 [LOST 45 EVENTS]\n").unwrap();
+        assert!(t.records.is_empty() && t.skipped.is_empty(), "{t:?}");
+    }
+
+    #[test]
+    fn a_line_is_bounded_and_a_long_value_is_quoted_short() {
+        let long = format!(
+            "a-1 [000] 1.0: {}",
+            MAP.replace("1000 size", &"f".repeat(200))
+        );
+        let e = read_text(format!("{long}\n").as_bytes(), false).unwrap_err();
+        assert!(e.message.len() < 200, "{e}");
+        assert!(e.message.contains("...` (203 bytes)"), "{e}");
+        let huge = format!(
+            "a-1 [000] 1.0: dma_map_phys: dev dma_addr={}",
+            "f".repeat(MAX_LINE_BYTES)
+        );
+        for skip_bad in [false, true] {
+            let e = read_text(huge.as_bytes(), skip_bad).unwrap_err();
+            assert_eq!(e.line, Some(1), "{e}");
+            assert!(e.message.contains("longer than 1 MiB"), "{e}");
+        }
+        // Exactly at the bound, a line still reads (as another event's).
+        let at = format!("a-1 [000] 1.0: x: {}\n", "y".repeat(MAX_LINE_BYTES - 19));
+        assert_eq!(at.len(), MAX_LINE_BYTES);
+        assert_eq!(read_text(at.as_bytes(), false).unwrap().1.skipped["x"], 1);
+    }
+
+    #[test]
+    fn a_last_line_cut_after_a_number_is_refused() {
+        let cut = b"a-1 [000] 1.0: dma_sync_single_for_cpu: dev dir=TO_DEVICE dma_addr=1000 size=6";
+        let e = read_text(cut, false).unwrap_err();
+        assert_eq!(e.line, Some(1), "{e}");
+        assert!(e.message.contains("cut"), "{e}");
+        // With its newline it is whole; a last line ending in no digit is whole too.
+        let (r, _) = read_text(&[&cut[..], b"\n"].concat(), false).unwrap();
+        assert_eq!(r.len(), 1);
+        let (r, _) = read_text(format!("a-1 [000] 1.0: {MAP}MMIO").as_bytes(), false).unwrap();
+        assert_eq!(r.len(), 1);
+        let (r, sum) = read_text(cut, true).unwrap();
+        assert!(r.is_empty() && sum.skipped["(bad line)"] == 1);
+    }
+
+    #[test]
+    fn a_byte_not_utf8_is_refused_in_a_dma_line_only() {
+        let text = b"a-\xff [000] 1.0: sched_switch: x\na-1 [000] 1.0: dma_map_phys: d\xffv dir=TO_DEVICE dma_addr=1 size=1 attrs=\n";
+        let e = read_text(text, false).unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+        assert!(e.message.contains("0xff"), "{e}");
+        let (r, sum) = read_text(text, true).unwrap();
+        assert!(r.is_empty());
+        assert_eq!(
+            (sum.skipped["sched_switch"], sum.skipped["(bad line)"]),
+            (1, 1)
+        );
+        assert_eq!((sum.lines, sum.bytes), (2, text.len() as u64));
+    }
+
+    #[test]
+    fn skipped_names_are_bounded() {
+        let mut text = String::new();
+        for i in 0..MAX_SKIPPED_NAMES + 10 {
+            text.push_str(&format!("a-1 [000] 1.0: ev{i}: x\n"));
+        }
+        text.push_str(&format!(
+            "a-1 [000] 1.0: {}: x\n",
+            "e".repeat(MAX_EVENT_NAME + 1)
+        ));
+        let (_, sum) = read_text(text.as_bytes(), false).unwrap();
+        assert_eq!(sum.skipped.len(), MAX_SKIPPED_NAMES + 1);
+        assert_eq!(sum.skipped["(other events)"], 11);
+    }
+
+    #[test]
+    fn a_trace_is_told_by_its_layout() {
+        // Other events first, perf script's and tracefs's layouts, a tracefs header.
+        let mut perf =
+            "  qemu  4321 [002]  4567.000123456:  sched:sched_switch: a=b\n".repeat(2000);
+        perf.push_str("  app  9123 [002]  4567.1:  dma:dma_map_phys: dev dir=TO_DEVICE\n");
+        assert!(perf.len() > 64 << 10);
+        assert_eq!(sniff(perf.as_bytes()), Sniffed::Trace);
+        assert_eq!(sniff(b"# tracer: nop\n#\n"), Sniffed::Trace);
+        assert_eq!(
+            sniff(format!("CPU 0/KVM-4321 [002] 1.0: {MAP}").as_bytes()),
+            Sniffed::Trace
+        );
+        // A byte that is not UTF-8 spoils its own line only.
+        assert_eq!(
+            sniff(b"\xff\xfe junk\na-1 [000] 1.0: kvm_exit: x\n"),
+            Sniffed::Trace
+        );
+        assert_eq!(sniff(b""), Sniffed::Empty);
+        assert_eq!(sniff(b" \n\t\n"), Sniffed::Empty);
+        // A scenario, whatever its comments and strings say.
+        let toml =
+            "# a-1 [000] 1.0: dma_map_phys: dev\n[scenario]\nname = \"a-1 [000] 1.0: map: x\"\n";
+        assert_eq!(sniff(toml.as_bytes()), Sniffed::Other);
+        assert_eq!(sniff(b"[[workload.device]]\nx = 1\n"), Sniffed::Other);
+        assert_eq!(sniff(b"just: some text\n"), Sniffed::Other);
     }
 
     proptest::proptest! {

@@ -493,3 +493,148 @@ fn mappings_live_at_the_end_fail_the_check_only_in_a_strict_window() {
     assert_eq!(o.status.code(), Some(4));
     assert!(String::from_utf8_lossy(&o.stderr).contains("2 misuses"));
 }
+
+/// A fresh directory under the system's temporary one, for inputs a test makes.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("dmasim-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+const MAP_LINE: &str =
+    "dma_map_phys: dev dir=TO_DEVICE dma_addr=1000 size=64 phys_addr=1000 attrs=";
+const UNMAP_LINE: &str = "dma_unmap_phys: dev dir=TO_DEVICE dma_addr=1000 size=64 attrs=";
+
+/// Input no trace reader should take whole or silently: `/dev/zero` named as a scenario's
+/// trace, a 100 MB line, a byte that is not UTF-8, an empty file, a trace without DMA events.
+/// Each exits 2 with one short line naming the file and the line, in bounded memory and time.
+#[test]
+fn hostile_traces_exit_2_with_one_short_message_naming_file_and_line() {
+    let dir = scratch("hostile");
+    let zero = dir.join("zero.toml");
+    std::fs::write(
+        &zero,
+        "[scenario]\nname = \"zero\"\nplatform = \"dimensity9500\"\n\n[workload]\nkind = \"replay\"\ntrace = \"/dev/zero\"\n",
+    )
+    .unwrap();
+    // A 100 MB field on one line, with no newline: made here, never committed.
+    let big = dir.join("big.txt");
+    let mut line = format!("a-1 [000] 1.000000: {MAP_LINE}").into_bytes();
+    line.splice(
+        line.len() - " attrs=".len()..line.len() - " attrs=".len(),
+        std::iter::repeat_n(b'f', 100 << 20),
+    );
+    std::fs::write(&big, &line).unwrap();
+    drop(line);
+    let bytes = dir.join("bytes.txt");
+    std::fs::write(
+        &bytes,
+        [
+            format!("a-1 [000] 1.000000: {MAP_LINE}\n").as_bytes(),
+            b"a-1 [000] 1.000001: dma_unmap_phys: d\xffv dir=TO_DEVICE dma_addr=1000 size=64 attrs=\n",
+        ]
+        .concat(),
+    )
+    .unwrap();
+    let empty = dir.join("empty.txt");
+    std::fs::write(&empty, "").unwrap();
+    let no_dma = dir.join("no-dma.txt");
+    std::fs::write(
+        &no_dma,
+        "# tracer: nop\n#\nkworker/0:1-12 [000] 1.000000: sched_switch: prev_comm=a\nqemu-9 [001] 1.000001: kvm_exit: reason=HLT\n",
+    )
+    .unwrap();
+    let p = |f: &std::path::Path| f.to_str().unwrap().to_string();
+    let cases = [
+        (p(&zero), format!("{}:7:", p(&zero)), "not a regular file"),
+        (p(&big), format!("{}:1:", p(&big)), "longer than 1 MiB"),
+        (p(&bytes), format!("{}:2:", p(&bytes)), "not UTF-8"),
+        (p(&empty), format!("{}:1:", p(&empty)), "empty"),
+        (
+            p(&no_dma),
+            format!("{}:4:", p(&no_dma)),
+            "trace-cmd record -e dma",
+        ),
+    ];
+    for (file, at, says) in cases {
+        let o = dmasim(&["replay", &file]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{file}: {err}");
+        assert_eq!(err.lines().count(), 1, "{file}: {err}");
+        assert!(err.len() < 300, "{file}: {} bytes: {err}", err.len());
+        assert!(err.starts_with(&format!("error: {at}")), "{file}: {err}");
+        assert!(err.contains(says), "{file}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A value too long to be one is quoted by its start and length, not copied whole.
+#[test]
+fn a_long_bad_value_is_quoted_short() {
+    let dir = scratch("long-value");
+    let long = dir.join("long.txt");
+    let map = MAP_LINE.replace(
+        "dma_addr=1000",
+        &format!("dma_addr={}", "z".repeat(100_000)),
+    );
+    std::fs::write(&long, format!("a-1 [000] 1.000000: {map}\n")).unwrap();
+    let o = dmasim(&["replay", long.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.len() < 300 && err.contains(":1: key `dma_map_phys.dma_addr`"),
+        "{err}"
+    );
+    assert!(err.contains("(100000 bytes)"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A task is named by any text before its `-PID [CPU]`: QEMU's vCPU threads (`CPU 0/KVM`)
+/// are read; and `perf script` output whose first 64 KiB are other events is still a trace.
+#[test]
+fn a_vcpu_thread_and_a_late_first_dma_event_are_read() {
+    let dir = scratch("layouts");
+    let kvm = dir.join("kvm.txt");
+    std::fs::write(
+        &kvm,
+        format!("CPU 0/KVM-4321 [002] ..... 1.000000: {MAP_LINE}\nCPU 0/KVM-4321 [002] ..... 1.000001: {UNMAP_LINE}\n"),
+    )
+    .unwrap();
+    let perf = dir.join("perf.txt");
+    let mut text =
+        "  qemu  4321 [002]  4567.000000001:  sched:sched_switch: prev_comm=a\n".repeat(2000);
+    text.push_str(&format!("  app  9123 [002]  4567.100000000:  dma:{MAP_LINE}\n  app  9123 [002]  4567.200000000:  dma:{UNMAP_LINE}\n"));
+    assert!(text.len() > 64 << 10);
+    std::fs::write(&perf, text).unwrap();
+    for f in [&kvm, &perf] {
+        let o = dmasim(&["replay", f.to_str().unwrap(), "--format", "json"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{f:?}: {err}");
+        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let calls: u64 = doc_counts(&doc).iter().map(|(_, n)| n).sum();
+        assert_eq!(calls, 2, "{f:?}: {doc}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The replay reads its trace twice: a trace that grows between the reads (a capture still
+/// being written) is refused as bad input, rather than replaying calls the first read did not
+/// pair or failing as the modelled kernel's refusal.
+#[test]
+fn a_trace_that_grows_between_its_reads_is_refused() {
+    let dir = scratch("grows");
+    let trace = dir.join("grows.txt");
+    let first = format!("a-1 [000] 1.000000: {MAP_LINE}\na-1 [000] 1.000001: {UNMAP_LINE}\n");
+    std::fs::write(&trace, &first).unwrap();
+    let s = Scenario::load(trace.to_str().unwrap()).unwrap();
+    std::fs::write(&trace, format!("{first}a-1 [000] 1.000002: {MAP_LINE}\n")).unwrap();
+    match execute(&s) {
+        Err(dmasim::scenario::RunError::Input(e)) => {
+            assert!(e.file.ends_with("grows.txt"), "{e}");
+            assert!(e.message.contains("changed"), "{e}");
+        }
+        Err(e) => panic!("bad input, got {e}"),
+        Ok(_) => panic!("the grown trace replayed"),
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -125,12 +125,25 @@ pub(super) fn read_scenario(
         return Err(InputError::new(path, crate::trace::TRACE_DAT));
     }
     // A trace where a scenario is expected (told by its first lines; a trace may be far larger
-    // than any scenario): the scenario that replays it.
-    if p.is_file() && crate::trace::file_looks_like_trace(path) {
-        let dir = p.parent().map(|d| d.to_path_buf()).unwrap_or_default();
-        let name = p.file_name().map_or(path.into(), |n| n.to_string_lossy());
-        let text = super::replay::scenario_text(&name);
-        return Ok((path.to_string(), text, dir));
+    // than any scenario): the scenario that replays it. An empty file is neither.
+    match p.is_file().then(|| crate::trace::sniff_file(path)) {
+        Some(crate::trace::Sniffed::Trace) => {
+            let dir = p.parent().map(|d| d.to_path_buf()).unwrap_or_default();
+            let name = p.file_name().map_or(path.into(), |n| n.to_string_lossy());
+            let text = super::replay::scenario_text(&name);
+            return Ok((path.to_string(), text, dir));
+        }
+        Some(crate::trace::Sniffed::Empty) => {
+            return Err(InputError {
+                file: path.to_string(),
+                line: Some(1),
+                key: None,
+                message: "the file is empty: neither a trace (the text of `trace-cmd report`, \
+                          tracefs or `perf script`) nor a scenario"
+                    .into(),
+            });
+        }
+        _ => {}
     }
     let text = crate::input::read_input(path, "scenario").map_err(|mut e| {
         if !p.exists() {

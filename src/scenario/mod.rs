@@ -138,6 +138,9 @@ pub enum RunFailure {
     /// dmasim failed.
     #[error(transparent)]
     Bug(#[from] Bug),
+    /// An input read during the run was bad: a replayed trace that changed between its reads.
+    #[error(transparent)]
+    Input(#[from] InputError),
 }
 
 impl From<crate::smp::Deadlock> for RunFailure {
@@ -161,6 +164,7 @@ impl RunFailure {
                 variant: None,
                 cause,
             }),
+            RunFailure::Input(e) => RunError::Input(e),
         }
     }
 }
@@ -240,7 +244,8 @@ pub enum RunError {
     #[error(transparent)]
     Refused(#[from] Refused),
     /// The run's modelled time passed what the picosecond clock holds (u64, 213 days): the
-    /// input asked for more than the model can represent.
+    /// input asked for more than the model can represent; or an input read during the run
+    /// (a replayed trace) was bad.
     #[error(transparent)]
     Input(#[from] InputError),
     /// A bug in dmasim, found while running.

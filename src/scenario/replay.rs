@@ -15,20 +15,23 @@
 //! whose map the modelled kernel refused is not made (as a driver would not unmap a failed map)
 //! and is counted as skipped; the checks of [`crate::trace::checks`] are made as the run reads
 //! the trace, on the one live table the pairing uses ([`crate::trace::live`]), the cut lists
-//! made whole.
+//! made whole. The trace is read twice, so it is a regular file, and the second read takes the
+//! bytes the first read and only while the file's length and modification time are as the
+//! first read left them (else bad input, exit 2). A trace without a DMA API event is bad input
+//! that says how to enable the events.
 
 use super::{Ctx, Progress, RunFailure, RunInfo, Scenario, Shared, Workload};
 use crate::device::Device;
 use crate::hw::calls::{CallStat, CallTimer, StackRow, stack_rows};
 use crate::hw::{Counter, FrameId, Hw};
-use crate::input::InputError;
+use crate::input::{InputError, quote};
 use crate::mm::physmem::NodeRange;
 use crate::report::{
     FORMAT_VERSION, HeadDoc, StackDoc, TimeUnit, breakdown_docs, call_doc, counts_map, header,
     human_bytes, ns, stack_table, trim_float,
 };
 use crate::scatterlist::{SgEntry, SgTable};
-use crate::setup::{DeviceSetup, Machine, SetupError, setup_dma_ops};
+use crate::setup::{DeviceSetup, Machine, setup_dma_ops};
 use crate::trace::checks::{Checker, Finding};
 use crate::trace::live::{Table, Wholes};
 use crate::trace::replay::{Call, DeviceCalls, Rebuilder, Unresolved};
@@ -95,6 +98,8 @@ pub struct Replay {
     /// The trace file as the scenario names it, and where it is.
     pub trace: String,
     path: std::path::PathBuf,
+    /// The trace as the first read found it.
+    stamp: Stamp,
     /// Whether lines that do not read are skipped (counted) rather than refused.
     skip_bad: bool,
     /// Whether the trace covers the traced drivers' whole life, so that what is live at its
@@ -158,8 +163,9 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
     let strict_window = w.strict_window.as_ref().is_some_and(|b| *b.get_ref());
     // The first of two reads of the trace, both streamed: what each device is and does, and
     // which cut lists their unmaps make whole; the run reads it again, makes the calls as
-    // they come and checks them, the lists whole.
-    let input = open(&path).map_err(|e| {
+    // they come and checks them, the lists whole. The second reads the bytes the first read,
+    // and only if the file has not changed since.
+    let (input, opened) = open(&path).map_err(|e| {
         c.err(
             trace.span(),
             "workload.trace",
@@ -170,7 +176,7 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
     let mut seen = crate::trace::DevicesSeen::default();
     let mut rebuilder = Rebuilder::default();
     let (mut lo, mut hi) = (u64::MAX, 0u64);
-    let skipped = crate::trace::read(&shown, input, skip_bad, |r| {
+    let sum = crate::trace::read(&shown, input, skip_bad, |r| {
         seen.push(&r);
         let step = table.push(&r);
         if let Some((_, t)) = rebuilder.push(&r, &step, &table) {
@@ -193,7 +199,15 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
             hi = hi.max(p.saturating_add(*len));
         }
     }
+    let stamp = Stamp {
+        bytes: sum.bytes,
+        ..opened
+    };
+    unchanged(&path, &shown, stamp)?;
     let seen = seen.finish();
+    if seen.iter().all(|d| d.calls == 0) {
+        return Err(no_dma_events(&shown, &sum));
+    }
     let wholes = Rc::new(table.wholes().clone());
     let rebuilt = rebuilder.finish();
 
@@ -210,8 +224,9 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
                 kind_span.clone(),
                 &format!("workload.devices.{name}"),
                 format!(
-                    "the trace has no device `{name}`; it names: {}",
-                    known.join(", ")
+                    "the trace has no device {}; it names: {}",
+                    quote(name),
+                    some(&known)
                 ),
             ));
         }
@@ -278,11 +293,12 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
     Ok(Workload::Replay(Replay {
         trace: trace.get_ref().clone(),
         path,
+        stamp,
         skip_bad,
         strict_window,
         wholes,
         devices: Rc::new(devices),
-        skipped,
+        skipped: sum.skipped,
         phys_span: (lo.min(hi), hi),
     }))
 }
@@ -357,12 +373,80 @@ static DEVICE_FRAMES: [FrameId; 64] = [
     FrameId::new("device 63"),
 ];
 
-/// A trace file, read through a buffer.
-fn open(path: &std::path::Path) -> std::io::Result<std::io::BufReader<std::fs::File>> {
-    Ok(std::io::BufReader::with_capacity(
-        1 << 16,
-        std::fs::File::open(path)?,
-    ))
+/// A trace file, read through a buffer, and its stamp as opened. Only a regular file: a pipe
+/// or a device (`/dev/zero`) cannot be read twice and may never end.
+fn open(path: &std::path::Path) -> std::io::Result<(std::io::BufReader<std::fs::File>, Stamp)> {
+    let f = std::fs::File::open(path)?;
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other(
+            "not a regular file: a trace is read twice (its devices, then its calls), so save it to a file first",
+        ));
+    }
+    let stamp = Stamp {
+        bytes: meta.len(),
+        modified: meta.modified().ok(),
+    };
+    Ok((std::io::BufReader::with_capacity(1 << 16, f), stamp))
+}
+
+/// What tells whether a trace changed between its two reads: its length and modification
+/// time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Stamp {
+    bytes: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+/// An error unless the trace at `path` is still as `was` says: a trace that grew or was
+/// rewritten since the first read would replay calls the first read did not pair.
+fn unchanged(path: &std::path::Path, shown: &str, was: Stamp) -> Result<(), InputError> {
+    let now = std::fs::metadata(path).map(|m| Stamp {
+        bytes: m.len(),
+        modified: m.modified().ok(),
+    });
+    match now {
+        Ok(now) if now == was => Ok(()),
+        Ok(now) => Err(InputError::new(
+            shown,
+            format!(
+                "the trace changed while it was read ({} bytes, now {}): replay it once it is whole",
+                was.bytes, now.bytes
+            ),
+        )),
+        Err(e) => Err(InputError::new(
+            shown,
+            format!("cannot read the trace again: {e}"),
+        )),
+    }
+}
+
+/// A trace without a DMA API event: nothing to replay, most likely the events were not
+/// enabled when it was recorded.
+fn no_dma_events(shown: &str, sum: &crate::trace::ReadSummary) -> InputError {
+    let what = match sum.lines {
+        0 => "the trace is empty".to_string(),
+        1 => "no dma:* event in the trace's one line".to_string(),
+        n => format!("no dma:* event in the trace's {n} lines"),
+    };
+    InputError {
+        file: shown.to_string(),
+        line: Some(sum.lines.max(1)),
+        key: None,
+        message: format!(
+            "{what}: record them (Linux 6.12 on) with `trace-cmd record -e dma` or `echo 1 > /sys/kernel/tracing/events/dma/enable`"
+        ),
+    }
+}
+
+/// Names for a message: the first few, each quoted, and how many more.
+fn some(names: &[&str]) -> String {
+    const SHOWN: usize = 8;
+    let mut s: Vec<String> = names.iter().take(SHOWN).map(|n| quote(n)).collect();
+    if names.len() > SHOWN {
+        s.push(format!("and {} more", names.len() - SHOWN));
+    }
+    s.join(", ")
 }
 
 /// What was replayed for one device.
@@ -463,7 +547,7 @@ fn sg_addr(sgt: &SgTable, offset: u64) -> Option<DmaAddr> {
     None
 }
 
-pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, SetupError> {
+pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, RunFailure> {
     // The model's own memory where the driver's buffers are not.
     let (lo, hi) = w.phys_span;
     let above = hi
@@ -514,12 +598,13 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, S
     let mut checker = Checker::default();
     let mut rebuilder = Rebuilder::default();
     let shown = w.path.display().to_string();
-    let input = open(&w.path).map_err(|source| SetupError::TraceOpen {
-        path: shown.clone(),
-        source,
-    })?;
-    // The second read: each call made as its line comes, every device's in trace order.
-    let read = crate::trace::read(&shown, input, w.skip_bad, |r| {
+    unchanged(&w.path, &shown, w.stamp)?;
+    use std::io::Read as _;
+    let (input, _) = open(&w.path)
+        .map_err(|e| InputError::new(&shown, format!("cannot read the trace again: {e}")))?;
+    // The second read: each call made as its line comes, every device's in trace order, of
+    // the bytes the first read (a trace that grew since is refused, below and above).
+    let read = crate::trace::read(&shown, input.take(w.stamp.bytes), w.skip_bad, |r| {
         let step = table.push(&r);
         checker.push(&r, &step, &table);
         let Some((di, traced)) = rebuilder.push(&r, &step, &table) else {
@@ -649,7 +734,10 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, S
         progress.advance(1);
         Ok(())
     });
-    read.map_err(SetupError::Trace)?;
+    if read?.bytes != w.stamp.bytes {
+        return Err(InputError::new(&shown, "the trace changed while it was read").into());
+    }
+    unchanged(&w.path, &shown, w.stamp)?;
     // What only the second read knows: the cut lists it completed, so the calls it could
     // pair and those it could not, and what the checks found.
     let second = rebuilder.finish();
@@ -1030,7 +1118,7 @@ impl super::WorkloadKind for Replay {
     const KINDS: &'static [super::Kind] = &[KIND];
 
     fn run(&self, s: &Scenario, progress: &Progress) -> Result<RunResult, RunFailure> {
-        Ok(run(s, self, progress)?)
+        run(s, self, progress)
     }
 
     /// A device behind an IOMMU needs an SMMU on the platform (the scenario's `[iommu]`, or
