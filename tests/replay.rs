@@ -538,6 +538,9 @@ fn hostile_traces_exit_2_with_one_short_message_naming_file_and_line() {
     .unwrap();
     let empty = dir.join("empty.txt");
     std::fs::write(&empty, "").unwrap();
+    let names_empty = dir.join("names-empty.toml");
+    let scenario = std::fs::read_to_string(&zero).unwrap();
+    std::fs::write(&names_empty, scenario.replace("/dev/zero", "empty.txt")).unwrap();
     let no_dma = dir.join("no-dma.txt");
     std::fs::write(
         &no_dma,
@@ -550,6 +553,7 @@ fn hostile_traces_exit_2_with_one_short_message_naming_file_and_line() {
         (p(&big), format!("{}:1:", p(&big)), "longer than 1 MiB"),
         (p(&bytes), format!("{}:2:", p(&bytes)), "not UTF-8"),
         (p(&empty), format!("{}:1:", p(&empty)), "empty"),
+        (p(&names_empty), format!("{}:7:", p(&names_empty)), "empty"),
         (
             p(&no_dma),
             format!("{}:4:", p(&no_dma)),

@@ -374,13 +374,20 @@ static DEVICE_FRAMES: [FrameId; 64] = [
 ];
 
 /// A trace file, read through a buffer, and its stamp as opened. Only a regular file: a pipe
-/// or a device (`/dev/zero`) cannot be read twice and may never end.
+/// or a device (`/dev/zero`) cannot be read twice and may never end; nor one of size 0, which
+/// is empty or a file of tracefs or procfs (whose size is not known, whose reads may differ,
+/// and whose `trace_pipe` never ends).
 fn open(path: &std::path::Path) -> std::io::Result<(std::io::BufReader<std::fs::File>, Stamp)> {
     let f = std::fs::File::open(path)?;
     let meta = f.metadata()?;
     if !meta.is_file() {
         return Err(std::io::Error::other(
             "not a regular file: a trace is read twice (its devices, then its calls), so save it to a file first",
+        ));
+    }
+    if meta.len() == 0 {
+        return Err(std::io::Error::other(
+            "empty, or of tracefs or procfs (which give no size): save the trace to a file first",
         ));
     }
     let stamp = Stamp {
