@@ -8,7 +8,7 @@ use crate::ui::*;
 use anyhow::Result;
 use std::io::Write;
 
-use super::{apply_overrides, compare_error, print_run, write_sensitivity};
+use super::{apply_overrides, print_run};
 use crate::cli::{Overrides, RunFormat};
 use dmasim::input::InputError;
 use dmasim::scenario::{self, Scenario};
@@ -267,11 +267,7 @@ pub fn map_benchmark(args: MapBenchmarkArgs, out: &mut impl Write) -> Result<()>
     check_work(&s, args.max_work)?;
     if args.sensitivity {
         say_how_long(&s, true);
-        let r = with_progress(None, |p| {
-            dmasim::sensitivity::analyse(&s, &[dmasim::compare::Variant::default()], p)
-        });
-        let r = r.map_err(compare_error)?;
-        return write_sensitivity(out, &r, args.format);
+        return super::run_sensitivity(&s, args.format, out);
     }
     say_how_long(&s, false);
     print_run(&s, args.format, out)?;

@@ -54,6 +54,16 @@ pub(crate) fn write_sensitivity(
     Ok(())
 }
 
+/// `--sensitivity` of one run as written: the base run, then two per cost it used, with a
+/// progress display that counts runs (their number is known only after the base run).
+pub(crate) fn run_sensitivity(s: &Scenario, format: RunFormat, out: &mut impl Write) -> Result<()> {
+    let r = with_progress(None, |p| {
+        dmasim::sensitivity::analyse(s, &[dmasim::compare::Variant::default()], p)
+    });
+    let r = r.map_err(compare_error)?;
+    write_sensitivity(out, &r, format)
+}
+
 /// `--kernel` and `--policy` on a scenario that [`Scenario::load_on`] has already put on the
 /// `--platform` (with the `--set` edits).
 pub(crate) fn apply_overrides(s: &mut Scenario, o: &Overrides) -> Result<(), InputError> {

@@ -7,7 +7,7 @@ use crate::ui::*;
 use anyhow::Result;
 use std::io::Write;
 
-use super::{apply_overrides, compare_error, execute_and_print, write_sensitivity};
+use super::{apply_overrides, compare_error, execute_and_print, run_sensitivity};
 use crate::cli::{Overrides, RunFormat};
 use dmasim::scenario::{self, Scenario};
 
@@ -85,13 +85,7 @@ pub fn run(args: RunArgs, out: &mut impl Write) -> Result<()> {
         warn_unpriced(&s.profile, &s.sw_keys(), &s.name);
         s.check_work(u128::from(max_work))?;
         if sensitivity {
-            // The reruns' number is known only once the base run has said which parameters
-            // it used, so the display (past a second, on a terminal) counts steps, no total.
-            let r = with_progress(None, |p| {
-                dmasim::sensitivity::analyse(&s, &[dmasim::compare::Variant::default()], p)
-            });
-            let r = r.map_err(compare_error)?;
-            return write_sensitivity(out, &r, format);
+            return run_sensitivity(&s, format, out);
         }
         execute_and_print(&s, format, out)?;
     }
