@@ -45,6 +45,11 @@ pub mod checks;
 pub mod live;
 pub mod replay;
 
+/// The hash maps of the reader, the live table and the replay: keyed by addresses, mapping
+/// numbers and device names, and looked up several times a line. foldhash rather than SipHash
+/// for speed; its per-process seed still keeps a hostile trace from choosing collisions.
+pub type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
 /// What one traced call was.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
@@ -189,9 +194,6 @@ const EVENTS: &[&str] = &[
     "unmap",
     "swiotlb_bounced",
 ];
-
-/// Most `key=value` fields read from one line.
-const MAX_FIELDS: usize = 24;
 
 /// Whether this reader knows the event: one of [`EVENTS`], by a match the compiler turns into a
 /// dispatch on the name's length rather than a comparison with each.
@@ -505,26 +507,29 @@ fn header(l: &str) -> Option<Header<'_>> {
     let mut first = None;
     for (start, tok) in tokens(l) {
         let at = start + tok.len();
-        if let Some(c) = tok.strip_prefix('[').and_then(|t| t.strip_suffix(']'))
-            && !c.is_empty()
-            && c.bytes().all(|b| b.is_ascii_digit())
-        {
-            cpu = c.parse().ok();
-            anchored = true;
+        // Told apart by their last byte first: most tokens are neither `[N]` nor `name:`.
+        let b = tok.as_bytes();
+        if b[b.len() - 1] == b']' {
+            if b.len() > 2 && b[0] == b'[' && b[1..b.len() - 1].iter().all(u8::is_ascii_digit) {
+                cpu = tok[1..tok.len() - 1].parse().ok();
+                anchored = true;
+            }
             continue;
         }
         let Some(name) = tok.strip_suffix(':') else {
             continue;
         };
-        if let Some(ns) = seconds_ns(name) {
-            time_ns = Some(ns);
-            anchored = true;
-            continue;
-        }
-        // A counter clock (`x86-tsc`, `counter`) prints an integer of its own unit.
-        if !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit()) {
-            anchored = true;
-            continue;
+        if name.as_bytes().first().is_some_and(u8::is_ascii_digit) {
+            if let Some(ns) = seconds_ns(name) {
+                time_ns = Some(ns);
+                anchored = true;
+                continue;
+            }
+            // A counter clock (`x86-tsc`, `counter`) prints an integer of its own unit.
+            if name.bytes().all(|b| b.is_ascii_digit()) {
+                anchored = true;
+                continue;
+            }
         }
         let Some((system, event)) = event_name(name) else {
             continue;
@@ -554,7 +559,10 @@ fn header(l: &str) -> Option<Header<'_>> {
 /// An event token's `system:event` or `event` (the colon that ends the token taken off), when
 /// it is one: the name is letters, digits and underscores.
 fn event_name(name: &str) -> Option<(&str, &str)> {
-    let (system, event) = name.split_once(':').unwrap_or(("", name));
+    let (system, event) = match name.bytes().position(|b| b == b':') {
+        Some(i) => (&name[..i], &name[i + 1..]),
+        None => ("", name),
+    };
     let ok = !event.is_empty()
         && event
             .bytes()
@@ -562,10 +570,54 @@ fn event_name(name: &str) -> Option<(&str, &str)> {
     ok.then_some((system, event))
 }
 
-/// The whitespace-separated tokens of `s`, each with the byte offset it starts at.
-fn tokens(s: &str) -> impl Iterator<Item = (usize, &str)> {
-    s.split_ascii_whitespace()
-        .map(move |t| (t.as_ptr() as usize - s.as_ptr() as usize, t))
+/// The whitespace-separated tokens of `s` (ASCII whitespace, as `split_ascii_whitespace`
+/// takes it), each with the byte offset it starts at.
+fn tokens(s: &str) -> Tokens<'_> {
+    Tokens { s, at: 0 }
+}
+
+/// The first ASCII whitespace byte of `b` at or after `i`, or `b.len()`: eight bytes at a time
+/// while none is below `0x21` (every whitespace byte is), as every byte of a trace's lines
+/// passes through here twice (a camera's `dma_map_sg` line is 5 KB).
+fn next_space(b: &[u8], mut i: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    while let Some(word) = b.get(i..i + 8) {
+        let w = u64::from_le_bytes(word.try_into().expect("eight bytes"));
+        // Some byte of `w` is below 0x21 exactly when this is not zero.
+        if w.wrapping_sub(ONES * 0x21) & !w & HIGH != 0 {
+            break;
+        }
+        i += 8;
+    }
+    while i < b.len() && !b[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    i
+}
+
+/// [`tokens`]: a scan of the bytes, as every line of a trace passes through it twice.
+struct Tokens<'a> {
+    s: &'a str,
+    at: usize,
+}
+
+impl<'a> Iterator for Tokens<'a> {
+    type Item = (usize, &'a str);
+
+    #[inline]
+    fn next(&mut self) -> Option<(usize, &'a str)> {
+        let b = self.s.as_bytes();
+        let mut i = self.at;
+        while i < b.len() && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        let start = i;
+        i = next_space(b, i);
+        self.at = i;
+        // Both ends are at an ASCII byte or the end: char boundaries.
+        (start < i).then(|| (start, &self.s[start..i]))
+    }
 }
 
 /// Whether a line's system (perf script's `dma:`, ...) may carry the event: none given, or the
@@ -582,27 +634,113 @@ fn system_fits(system: &str, event: &str) -> bool {
 
 /// `12345.678901` seconds as nanoseconds (a trace clock with up to nine decimals).
 fn seconds_ns(s: &str) -> Option<u64> {
-    let (whole, frac) = s.split_once('.')?;
+    let dot = s.bytes().position(|b| b == b'.')?;
+    let (whole, frac) = (&s.as_bytes()[..dot], &s.as_bytes()[dot + 1..]);
     if whole.is_empty() || frac.is_empty() || frac.len() > 9 {
         return None;
     }
-    if !whole.bytes().all(|b| b.is_ascii_digit()) || !frac.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let secs: u64 = whole.parse().ok()?;
-    let f: u64 = frac.parse().ok()?;
+    let secs = decimal(whole)?;
+    let f = decimal(frac)?;
     let scale = 10u64.pow(9 - frac.len() as u32);
     secs.checked_mul(1_000_000_000)?
         .checked_add(f.checked_mul(scale)?)
 }
 
-/// A line's fields: the leading device name (formatted lines) and every `key=value`.
+/// Decimal digits only (no sign), as a `u64`; `None` past its range.
+fn decimal(d: &[u8]) -> Option<u64> {
+    if d.is_empty() {
+        return None;
+    }
+    d.iter().try_fold(0u64, |v, &b| {
+        let x = b.wrapping_sub(b'0');
+        (x < 10).then_some(())?;
+        v.checked_mul(10)?.checked_add(u64::from(x))
+    })
+}
+
+/// Hex digits only (no sign, no `0x`), as a `u64`; `None` past its range.
+fn hexadecimal(d: &[u8]) -> Option<u64> {
+    if d.is_empty() {
+        return None;
+    }
+    d.iter().try_fold(0u64, |v, &b| {
+        let x = match b {
+            b'0'..=b'9' => b - b'0',
+            b'a'..=b'f' => b - b'a' + 10,
+            b'A'..=b'F' => b - b'A' + 10,
+            _ => return None,
+        };
+        (v >> 60 == 0).then_some((v << 4) | u64::from(x))
+    })
+}
+
+/// `str::parse::<u64>` and `u64::from_str_radix(_, 16)`, by bytes: a trace is mostly numbers,
+/// each read twice. A leading `+` is taken, as theirs take it.
+fn unsigned(s: &str, radix16: bool) -> Option<u64> {
+    let d = s.strip_prefix('+').unwrap_or(s).as_bytes();
+    if radix16 { hexadecimal(d) } else { decimal(d) }
+}
+
+/// The field keys the events print, formatted or raw: one slot each in [`Fields`], so a field
+/// is found by its key once per line, not looked for by each reader of it.
+macro_rules! keys {
+    ($($key:ident = $name:literal),* $(,)?) => {
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        enum K {
+            $($key),*
+        }
+
+        impl K {
+            const COUNT: usize = [$(K::$key),*].len();
+
+            fn of(name: &str) -> Option<K> {
+                match name {
+                    $($name => Some(K::$key),)*
+                    _ => None,
+                }
+            }
+
+            fn name(self) -> &'static str {
+                match self {
+                    $(K::$key => $name),*
+                }
+            }
+        }
+    };
+}
+
+keys! {
+    Dir = "dir",
+    DmaAddr = "dma_addr",
+    Addr = "addr",
+    Size = "size",
+    PhysAddr = "phys_addr",
+    Attrs = "attrs",
+    DmaAddrs = "dma_addrs",
+    Sizes = "sizes",
+    Lengths = "lengths",
+    PhysAddrs = "phys_addrs",
+    Addrs = "addrs",
+    Nents = "nents",
+    Ents = "ents",
+    FullNents = "full_nents",
+    FullEnts = "full_ents",
+    Truncated = "truncated",
+    Err = "err",
+    Iova = "iova",
+    Paddr = "paddr",
+    UnmappedSize = "unmapped_size",
+    DmaMask = "dma_mask",
+    DevAddr = "dev_addr",
+}
+
+/// A line's fields: the leading device name (formatted lines) and the `key=value` fields this
+/// reader knows, the first of each key (others are not read: no event needs them).
 struct Fields<'a> {
     device: Option<&'a str>,
-    /// The `key=value` fields, in line order; a line has a dozen at most, and any past
-    /// [`MAX_FIELDS`] are not read (no event this reader knows prints that many).
-    kv: [(&'a str, &'a str); MAX_FIELDS],
-    n: usize,
+    vals: [Option<&'a str>; K::COUNT],
+    /// A `key=value` field came: a bare token after it is no device name.
+    any_kv: bool,
     /// The line printed ` [TRUNCATED]`.
     truncated: bool,
     /// Raw fields (`trace-cmd report -R`).
@@ -615,8 +753,8 @@ impl<'a> Fields<'a> {
     fn of(rest: &'a str, event: &str) -> Fields<'a> {
         let mut f = Fields {
             device: None,
-            kv: [("", ""); MAX_FIELDS],
-            n: 0,
+            vals: [None; K::COUNT],
+            any_kv: false,
             truncated: false,
             raw: false,
             decimal: false,
@@ -651,129 +789,151 @@ impl<'a> Fields<'a> {
                 toks.next();
                 continue;
             }
-            match tok.split_once('=') {
-                Some((k, v)) => {
-                    // A raw array, `ARRAY[00, 10, ...]`, spans tokens: take it whole.
-                    let v = if v.starts_with("ARRAY[") && !v.ends_with(']') {
-                        let from = at + k.len() + 1;
-                        let end = rest[from..].find(']').map_or(rest.len(), |e| from + e + 1);
-                        while toks.peek().is_some_and(|t| !t.1.ends_with(']')) {
-                            toks.next();
-                        }
-                        toks.next();
-                        &rest[from..end]
-                    } else {
-                        v
-                    };
-                    if k == "device" || (k == "dev_name" && event == "swiotlb_bounced") {
-                        f.raw = true;
-                        f.device = Some(v);
-                    } else {
-                        if f.n < MAX_FIELDS {
-                            f.kv[f.n] = (k, v);
-                            f.n += 1;
-                        }
-                    }
+            let Some(eq) = tok.bytes().position(|b| b == b'=') else {
+                if f.device.is_none() && !f.any_kv {
+                    f.device = Some(tok);
                 }
-                None if f.device.is_none() && f.n == 0 => f.device = Some(tok),
-                None => {}
+                continue;
+            };
+            let (k, v) = (&tok[..eq], &tok[eq + 1..]);
+            f.any_kv = true;
+            // A raw array, `ARRAY[00, 10, ...]`, spans tokens: take it whole.
+            let v = if v.starts_with("ARRAY[") && !v.ends_with(']') {
+                let from = at + eq + 1;
+                let end = rest[from..].find(']').map_or(rest.len(), |e| from + e + 1);
+                while toks.peek().is_some_and(|t| !t.1.ends_with(']')) {
+                    toks.next();
+                }
+                toks.next();
+                &rest[from..end]
+            } else {
+                v
+            };
+            if k == "device" || (k == "dev_name" && event == "swiotlb_bounced") {
+                f.raw = true;
+                f.device = Some(v);
+            } else if let Some(key) = K::of(k) {
+                f.vals[key as usize].get_or_insert(v);
             }
         }
         f
     }
 
-    fn get(&self, k: &str) -> Option<&'a str> {
-        self.kv[..self.n]
-            .iter()
-            .find(|(key, _)| *key == k)
-            .map(|(_, v)| *v)
+    fn get(&self, k: K) -> Option<&'a str> {
+        self.vals[k as usize]
     }
 }
 
 type FieldError = (&'static str, String);
 
-fn need<'a>(f: &Fields<'a>, k: &'static str) -> Result<&'a str, FieldError> {
-    f.get(k).ok_or((k, "missing".to_string()))
+fn need<'a>(f: &Fields<'a>, k: K) -> Result<&'a str, FieldError> {
+    f.get(k).ok_or_else(|| (k.name(), "missing".to_string()))
 }
 
 /// An address: bare hex as `%llx` prints it, or `0x` hex.
-fn addr(f: &Fields, k: &'static str) -> Result<u64, FieldError> {
+fn addr(f: &Fields, k: K) -> Result<u64, FieldError> {
     let v = need(f, k)?;
     if f.decimal && !v.starts_with("0x") {
-        return v
-            .parse()
-            .map_err(|_| (k, format!("{} is not a number", quote(v))));
+        return unsigned(v, false)
+            .ok_or_else(|| (k.name(), format!("{} is not a number", quote(v))));
     }
     let h = v.strip_prefix("0x").unwrap_or(v);
-    u64::from_str_radix(h, 16)
-        .map_err(|_| (k, format!("{} is not a hexadecimal address", quote(v))))
+    unsigned(h, true).ok_or_else(|| {
+        (
+            k.name(),
+            format!("{} is not a hexadecimal address", quote(v)),
+        )
+    })
 }
 
 /// A size or count: decimal as `%zu`/`%d` prints it (or `0x` hex).
-fn num(f: &Fields, k: &'static str) -> Result<u64, FieldError> {
+fn num(f: &Fields, k: K) -> Result<u64, FieldError> {
     let v = need(f, k)?;
+    number(v).ok_or_else(|| (k.name(), format!("{} is not a number", quote(v))))
+}
+
+/// `0x` hex or decimal.
+fn number(v: &str) -> Option<u64> {
     match v.strip_prefix("0x") {
-        Some(h) => u64::from_str_radix(h, 16),
-        None => v.parse(),
+        Some(h) => unsigned(h, true),
+        None => unsigned(v, false),
     }
-    .map_err(|_| (k, format!("{} is not a number", quote(v))))
 }
 
 /// `{0x1000,0x2000}`, or a raw `ARRAY[..]` of the elements' bytes (little-endian, `width`
 /// bytes each: 8 for addresses, 4 for lengths).
-fn array(f: &Fields, k: &'static str) -> Result<Vec<u64>, FieldError> {
-    let width = if k == "lengths" || k == "sizes" { 4 } else { 8 };
+fn array(f: &Fields, k: K) -> Result<Vec<u64>, FieldError> {
+    let width = if k == K::Lengths || k == K::Sizes {
+        4
+    } else {
+        8
+    };
     let v = need(f, k)?;
     if let Some(bytes) = v.strip_prefix("ARRAY[").and_then(|s| s.strip_suffix(']')) {
-        let b: Vec<u8> = bytes
-            .split(',')
-            .map(str::trim)
-            .filter(|x| !x.is_empty())
-            .map(|x| u8::from_str_radix(x, 16))
-            .collect::<Result<_, _>>()
-            .map_err(|_| (k, format!("{} is not an array of bytes", quote(v))))?;
-        if !b.len().is_multiple_of(width) {
-            return Err((
-                k,
-                format!(
-                    "{} bytes is not a whole number of {width}-byte elements",
-                    b.len()
-                ),
-            ));
-        }
-        return Ok(b
-            .chunks(width)
-            .map(|c| c.iter().rev().fold(0u64, |a, &x| (a << 8) | u64::from(x)))
-            .collect());
+        return raw_array(k, v, bytes, width);
     }
     let inner = v
         .strip_prefix('{')
         .and_then(|s| s.strip_suffix('}'))
         .ok_or_else(|| {
             (
-                k,
+                k.name(),
                 format!("{} is not a list such as {{0x1000,0x2000}}", quote(v)),
             )
         })?;
     if inner.is_empty() {
         return Ok(Vec::new());
     }
-    inner
+    // Split at the commas by bytes: a camera's list prints 128 entries, and every line of a
+    // trace is read twice.
+    let mut out = Vec::with_capacity(inner.len() / 8 + 1);
+    let mut rest = inner;
+    loop {
+        let (x, tail) = match rest.bytes().position(|b| b == b',') {
+            Some(i) => (&rest[..i], Some(&rest[i + 1..])),
+            None => (rest, None),
+        };
+        let x = x.trim_ascii();
+        out.push(number(x).ok_or_else(|| {
+            (
+                k.name(),
+                format!("{} in the list is not a number", quote(x)),
+            )
+        })?);
+        match tail {
+            Some(t) => rest = t,
+            None => return Ok(out),
+        }
+    }
+}
+
+/// The elements of a raw `ARRAY[..]` (`bytes`, the brackets taken off) of `width`-byte
+/// little-endian elements.
+fn raw_array(k: K, v: &str, bytes: &str, width: usize) -> Result<Vec<u64>, FieldError> {
+    let b: Vec<u8> = bytes
         .split(',')
-        .map(|x| {
-            let x = x.trim();
-            match x.strip_prefix("0x") {
-                Some(h) => u64::from_str_radix(h, 16),
-                None => x.parse(),
-            }
-            .map_err(|_| (k, format!("{} in the list is not a number", quote(x))))
-        })
-        .collect()
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .map(|x| u8::from_str_radix(x, 16))
+        .collect::<Result<_, _>>()
+        .map_err(|_| (k.name(), format!("{} is not an array of bytes", quote(v))))?;
+    if !b.len().is_multiple_of(width) {
+        return Err((
+            k.name(),
+            format!(
+                "{} bytes is not a whole number of {width}-byte elements",
+                b.len()
+            ),
+        ));
+    }
+    Ok(b.chunks(width)
+        .map(|c| c.iter().rev().fold(0u64, |a, &x| (a << 8) | u64::from(x)))
+        .collect())
 }
 
 /// `dir=`: a name, or in raw lines its number (0 BIDIRECTIONAL .. 3 NONE).
 fn dir(f: &Fields) -> Result<DmaDirection, FieldError> {
-    let v = need(f, "dir")?;
+    let v = need(f, K::Dir)?;
     match v {
         "BIDIRECTIONAL" | "0" => Ok(DmaDirection::Bidirectional),
         "TO_DEVICE" | "1" => Ok(DmaDirection::ToDevice),
@@ -790,11 +950,11 @@ fn dir(f: &Fields) -> Result<DmaDirection, FieldError> {
 }
 
 /// `a/b` as printed by the capped `dma_map_sg` (`nents=%d/%d`).
-fn pair(f: &Fields, k: &'static str) -> Result<Option<(u64, u64)>, FieldError> {
+fn pair(f: &Fields, k: K) -> Result<Option<(u64, u64)>, FieldError> {
     let Some(v) = f.get(k) else {
         return Ok(None);
     };
-    let bad = || (k, format!("{} is not a count a/b", quote(v)));
+    let bad = || (k.name(), format!("{} is not a count a/b", quote(v)));
     let (a, b) = v.split_once('/').ok_or_else(bad)?;
     Ok(Some((
         a.parse().map_err(|_| bad())?,
@@ -803,7 +963,7 @@ fn pair(f: &Fields, k: &'static str) -> Result<Option<(u64, u64)>, FieldError> {
 }
 
 /// A raw `full_nents=N`: the list had N entries, of which the trace holds at most 128.
-fn raw_pair(f: &Fields, k: &'static str) -> Result<Option<(u64, u64)>, FieldError> {
+fn raw_pair(f: &Fields, k: K) -> Result<Option<(u64, u64)>, FieldError> {
     if f.get(k).is_none() {
         return Ok(None);
     }
@@ -815,120 +975,120 @@ fn event(h: &Header, f: &Fields) -> Result<(String, Vec<String>, Event), FieldEr
     let device = f.device.unwrap_or("").to_string();
     // A raw line prints the flags as a number (`0x0`); a formatted one as names.
     let attrs: Vec<String> = f
-        .get("attrs")
+        .get(K::Attrs)
         .filter(|a| !a.is_empty() && *a != "0" && *a != "0x0")
         .map(|a| a.split('|').map(str::to_string).collect())
         .unwrap_or_default();
     // 6.12's dma_alloc printed a `dir` it never set: not a direction reads as unknown.
-    let opt_dir = || f.get("dir").and_then(|_| dir(f).ok());
+    let opt_dir = || f.get(K::Dir).and_then(|_| dir(f).ok());
     let mmio = attrs.iter().any(|a| a == "MMIO");
     let e = match h.event {
         "dma_map_phys" | "dma_map_page" | "dma_map_resource" => Event::Map {
             dir: dir(f)?,
-            dma_addr: addr(f, "dma_addr")?,
-            size: num(f, "size")?,
+            dma_addr: addr(f, K::DmaAddr)?,
+            size: num(f, K::Size)?,
             phys_addr: f
-                .get("phys_addr")
-                .map(|_| addr(f, "phys_addr"))
+                .get(K::PhysAddr)
+                .map(|_| addr(f, K::PhysAddr))
                 .transpose()?,
             resource: h.event == "dma_map_resource" || mmio,
         },
         "dma_unmap_phys" | "dma_unmap_page" | "dma_unmap_resource" => Event::Unmap {
             dir: dir(f)?,
             // The raw field is `addr` (dma_unmap_phys's `addr`), the formatted one `dma_addr`.
-            dma_addr: if f.get("dma_addr").is_some() {
-                addr(f, "dma_addr")?
+            dma_addr: if f.get(K::DmaAddr).is_some() {
+                addr(f, K::DmaAddr)?
             } else {
-                addr(f, "addr")?
+                addr(f, K::Addr)?
             },
-            size: num(f, "size")?,
+            size: num(f, K::Size)?,
             resource: h.event == "dma_unmap_resource" || mmio,
         },
         "dma_alloc" | "dma_alloc_pages" | "dma_alloc_sgt" => Event::Alloc {
             dir: opt_dir(),
-            dma_addr: addr(f, "dma_addr")?,
-            size: num(f, "size")?,
+            dma_addr: addr(f, K::DmaAddr)?,
+            size: num(f, K::Size)?,
             what: alloc_kind(h.event),
         },
         "dma_alloc_sgt_err" => Event::AllocErr {
-            size: num(f, "size")?,
+            size: num(f, K::Size)?,
         },
         "dma_free" | "dma_free_pages" | "dma_free_sgt" => Event::Free {
             dir: opt_dir(),
-            dma_addr: addr(f, "dma_addr")?,
-            size: num(f, "size")?,
+            dma_addr: addr(f, K::DmaAddr)?,
+            size: num(f, K::Size)?,
             what: alloc_kind(h.event),
         },
         "dma_map_sg" => Event::MapSg {
             dir: dir(f)?,
-            dma_addrs: array(f, "dma_addrs")?,
-            sizes: if f.get("sizes").is_some() {
-                array(f, "sizes")?
+            dma_addrs: array(f, K::DmaAddrs)?,
+            sizes: if f.get(K::Sizes).is_some() {
+                array(f, K::Sizes)?
             } else {
-                array(f, "lengths")?
+                array(f, K::Lengths)?
             },
-            phys_addrs: array(f, "phys_addrs")?,
-            nents: match pair(f, "nents")? {
+            phys_addrs: array(f, K::PhysAddrs)?,
+            nents: match pair(f, K::Nents)? {
                 Some(p) => Some(p),
-                None => raw_pair(f, "full_nents")?,
+                None => raw_pair(f, K::FullNents)?,
             },
-            ents: match pair(f, "ents")? {
+            ents: match pair(f, K::Ents)? {
                 Some(p) => Some(p),
-                None => raw_pair(f, "full_ents")?,
+                None => raw_pair(f, K::FullEnts)?,
             },
-            truncated: f.truncated || f.get("truncated") == Some("1"),
+            truncated: f.truncated || f.get(K::Truncated) == Some("1"),
         },
         "dma_map_sg_err" => Event::MapSgErr {
             dir: dir(f)?,
             // The list holds sg_phys() values, whatever its name says.
-            phys_addrs: if f.get("phys_addrs").is_some() {
-                array(f, "phys_addrs")?
+            phys_addrs: if f.get(K::PhysAddrs).is_some() {
+                array(f, K::PhysAddrs)?
             } else {
-                array(f, "dma_addrs")?
+                array(f, K::DmaAddrs)?
             },
-            err: need(f, "err")?
+            err: need(f, K::Err)?
                 .parse()
                 .map_err(|_| ("err", "not a number".to_string()))?,
         },
         "dma_unmap_sg" => Event::UnmapSg {
             dir: dir(f)?,
             // Raw lines name the array `addrs`.
-            phys_addrs: if f.get("phys_addrs").is_some() {
-                array(f, "phys_addrs")?
+            phys_addrs: if f.get(K::PhysAddrs).is_some() {
+                array(f, K::PhysAddrs)?
             } else {
-                array(f, "addrs")?
+                array(f, K::Addrs)?
             },
         },
         "dma_sync_single_for_cpu" | "dma_sync_single_for_device" => Event::SyncSingle {
             dir: dir(f)?,
-            dma_addr: addr(f, "dma_addr")?,
-            size: num(f, "size")?,
+            dma_addr: addr(f, K::DmaAddr)?,
+            size: num(f, K::Size)?,
             for_device: h.event.ends_with("device"),
         },
         "dma_sync_sg_for_cpu" | "dma_sync_sg_for_device" => Event::SyncSg {
             dir: dir(f)?,
-            dma_addrs: array(f, "dma_addrs")?,
-            sizes: if f.get("sizes").is_some() {
-                array(f, "sizes")?
+            dma_addrs: array(f, K::DmaAddrs)?,
+            sizes: if f.get(K::Sizes).is_some() {
+                array(f, K::Sizes)?
             } else {
-                array(f, "lengths")?
+                array(f, K::Lengths)?
             },
             for_device: h.event.ends_with("device"),
         },
         "map" => Event::IommuMap {
-            iova: addr(f, "iova")?,
-            paddr: addr(f, "paddr")?,
-            size: num(f, "size")?,
+            iova: addr(f, K::Iova)?,
+            paddr: addr(f, K::Paddr)?,
+            size: num(f, K::Size)?,
         },
         "unmap" => Event::IommuUnmap {
-            iova: addr(f, "iova")?,
-            size: num(f, "size")?,
-            unmapped: num(f, "unmapped_size")?,
+            iova: addr(f, K::Iova)?,
+            size: num(f, K::Size)?,
+            unmapped: num(f, K::UnmappedSize)?,
         },
         "swiotlb_bounced" => Event::SwiotlbBounced {
-            dma_mask: addr(f, "dma_mask")?,
-            dev_addr: addr(f, "dev_addr")?,
-            size: num(f, "size")?,
+            dma_mask: addr(f, K::DmaMask)?,
+            dev_addr: addr(f, K::DevAddr)?,
+            size: num(f, K::Size)?,
         },
         _ => unreachable!("EVENTS lists every name matched here"),
     };
@@ -977,7 +1137,7 @@ impl Trace {
 #[derive(Default)]
 pub struct DevicesSeen {
     out: Vec<DeviceSeen>,
-    index: std::collections::HashMap<String, usize>,
+    index: HashMap<String, usize>,
 }
 
 impl DevicesSeen {
@@ -1410,6 +1570,103 @@ mod tests {
         ) {
             let text = toks.join(" ");
             let _ = parse("t.txt", &text);
+        }
+    }
+
+    /// The reader's header as it was first written, on `split_ascii_whitespace`, `split_once`
+    /// and `str::parse`: the reference the byte scans are held to.
+    type HeaderParts<'a> = (&'a str, &'a str, Option<u64>, Option<u32>, bool, &'a str);
+
+    fn reference_header(l: &str) -> Option<HeaderParts<'_>> {
+        let seconds = |s: &str| -> Option<u64> {
+            let (whole, frac) = s.split_once('.')?;
+            let digits = |x: &str| !x.is_empty() && x.bytes().all(|b| b.is_ascii_digit());
+            if !digits(whole) || !digits(frac) || frac.len() > 9 {
+                return None;
+            }
+            let (secs, f): (u64, u64) = (whole.parse().ok()?, frac.parse().ok()?);
+            secs.checked_mul(1_000_000_000)?
+                .checked_add(f.checked_mul(10u64.pow(9 - frac.len() as u32))?)
+        };
+        let (mut time_ns, mut cpu, mut anchored, mut first) = (None, None, false, None);
+        for tok in l.split_ascii_whitespace() {
+            let at = tok.as_ptr() as usize - l.as_ptr() as usize + tok.len();
+            if let Some(c) = tok.strip_prefix('[').and_then(|t| t.strip_suffix(']'))
+                && !c.is_empty()
+                && c.bytes().all(|b| b.is_ascii_digit())
+            {
+                (cpu, anchored) = (c.parse().ok(), true);
+                continue;
+            }
+            let Some(name) = tok.strip_suffix(':') else {
+                continue;
+            };
+            if let Some(ns) = seconds(name) {
+                (time_ns, anchored) = (Some(ns), true);
+                continue;
+            }
+            if !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit()) {
+                anchored = true;
+                continue;
+            }
+            let (system, event) = name.split_once(':').unwrap_or(("", name));
+            if event.is_empty()
+                || !event
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            {
+                continue;
+            }
+            if anchored {
+                return Some((system, event, time_ns, cpu, true, l[at..].trim()));
+            }
+            first.get_or_insert((system, event, at));
+        }
+        first.map(|(system, event, at)| (system, event, None, None, false, l[at..].trim()))
+    }
+
+    proptest::proptest! {
+        /// The header's byte scans find what the reference finds, on lines of the tokens a
+        /// header has, spaced by any whitespace.
+        #[test]
+        fn the_header_is_the_reference_header(
+            toks in proptest::collection::vec(proptest::sample::select(vec![
+                "CPU", "0/KVM-4321", "app-9", "[001]", "[]", "[x]", "[4294967296]", "..s1.",
+                "1.5:", "12345.000000001:", "1.1234567890:", "99999999999999999999.9:", "123:",
+                ".5:", "5.:", "dma_map_phys:", "dma:dma_map_sg:", "map:", "a:b:c:", ":", "::",
+                "é:", "dev", "dir=TO_DEVICE", "x]", "[1]:", "+1.5:",
+            ]), 0..12),
+            seps in proptest::collection::vec(proptest::sample::select(vec![
+                " ", "  ", "\t", " \x0c", "\r ", "\u{a0}",
+            ]), 12),
+        ) {
+            let mut l = String::new();
+            for (t, sep) in toks.iter().zip(&seps) {
+                l.push_str(sep);
+                l.push_str(t);
+            }
+            let got = header(&l).map(|h| (h.system, h.event, h.time_ns, h.cpu, h.anchored, h.rest));
+            proptest::prop_assert_eq!(got, reference_header(&l), "{:?}", l);
+        }
+
+        /// Numbers read by bytes as `str::parse` and `from_str_radix` read them.
+        #[test]
+        fn numbers_read_as_the_standard_library_reads_them(
+            s in "[+]?[0-9a-fA-Fx+-]{0,22}",
+        ) {
+            proptest::prop_assert_eq!(unsigned(&s, false), s.parse::<u64>().ok());
+            proptest::prop_assert_eq!(unsigned(&s, true), u64::from_str_radix(&s, 16).ok());
+        }
+
+        /// The tokens are `split_ascii_whitespace`'s, at their offsets.
+        #[test]
+        fn tokens_split_as_the_standard_library_splits(s in "[ a\t\n\r\x0c\x01\x7f\u{a0}é=]{0,40}") {
+            let ours: Vec<(usize, &str)> = tokens(&s).collect();
+            let std: Vec<(usize, &str)> = s
+                .split_ascii_whitespace()
+                .map(|t| (t.as_ptr() as usize - s.as_ptr() as usize, t))
+                .collect();
+            proptest::prop_assert_eq!(ours, std);
         }
     }
 

@@ -37,7 +37,7 @@ use crate::trace::live::{Table, Wholes};
 use crate::trace::replay::{Call, DeviceCalls, Rebuilder, Unresolved};
 use crate::types::{DmaAddr, PhysAddr};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::rc::Rc;
 use toml::Spanned;
@@ -599,7 +599,8 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, R
     let mut bytes: Vec<BTreeMap<&'static str, u64>> = vec![BTreeMap::new(); n];
     let mut skipped = vec![0u64; n];
     let mut untimed: Vec<BTreeMap<&'static str, (u64, u64)>> = vec![BTreeMap::new(); n];
-    let mut live: Vec<HashMap<usize, Mapped>> = (0..n).map(|_| HashMap::new()).collect();
+    let mut live: Vec<crate::trace::HashMap<usize, Mapped>> =
+        (0..n).map(|_| Default::default()).collect();
     // The live table the checks and the pairing share, the cut lists whole.
     let mut table = Table::completing((*w.wholes).clone()).tracking_cachelines();
     let mut checker = Checker::default();

@@ -27,9 +27,9 @@
 //! the entries of the live mappings the device may write; of an unmapped mapping nothing is
 //! kept but, for a cut list, its unprinted entries' physical addresses, for a second read.
 
-use super::{Event, Record};
+use super::{Event, HashMap, Record};
 use crate::types::DmaDirection;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// The DMA address a failed map returns (`DMA_MAPPING_ERROR`), as a trace prints it.
 pub const DMA_MAPPING_ERROR: u64 = u64::MAX;
