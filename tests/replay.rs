@@ -642,3 +642,40 @@ fn a_trace_that_grows_between_its_reads_is_refused() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A page pool's worth of buffers live at the end, and as many syncs of nothing: every finding
+/// is counted by kind, the first hundred of each listed, and the report says how many more.
+#[test]
+fn findings_are_counted_by_kind_and_listed_up_to_a_bound() {
+    let mut text = String::from("# tracer: nop\n");
+    for i in 0..300u64 {
+        let a = 0x8000_0000 + i * 0x1000;
+        text.push_str(&format!(
+            "napi-1 [000] 1.{i:06}: dma_map_phys: nic dir=FROM_DEVICE dma_addr={a:x} size=2048 phys_addr={a:x} attrs=\n"
+        ));
+    }
+    for i in 0..150u64 {
+        let a = 0x9000_0000 + i * 0x1000;
+        text.push_str(&format!(
+            "napi-1 [000] 2.{i:06}: dma_sync_single_for_cpu: nic dir=FROM_DEVICE dma_addr={a:x} size=2048\n"
+        ));
+    }
+    let dir = scratch("bounded-findings");
+    let path = dir.join("pool.txt");
+    std::fs::write(&path, text).unwrap();
+    let file = path.to_str().unwrap();
+    let o = dmasim(&["replay", file, "--check", "--format", "json"]);
+    let t = dmasim(&["replay", file]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(o.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("150 misuses"));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        doc["finding_counts"],
+        serde_json::json!({"not-mapped": 150, "live-at-end": 300})
+    );
+    assert_eq!(doc["findings"].as_array().unwrap().len(), 200);
+    let report = String::from_utf8(t.stdout).unwrap();
+    assert!(report.contains("  ... 50 more not-mapped (the first 100 of each kind are listed)"));
+    assert!(report.contains("  ... 200 more live-at-end (the first 100 of each kind are listed)"));
+}

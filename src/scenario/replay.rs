@@ -32,7 +32,7 @@ use crate::report::{
 };
 use crate::scatterlist::{SgEntry, SgTable};
 use crate::setup::{DeviceSetup, Machine, setup_dma_ops};
-use crate::trace::checks::{Checker, Finding};
+use crate::trace::checks::{Checker, Finding, FindingKind, Findings};
 use crate::trace::live::{Table, Wholes};
 use crate::trace::replay::{Call, DeviceCalls, Rebuilder, Unresolved};
 use crate::types::{DmaAddr, PhysAddr};
@@ -509,7 +509,7 @@ pub struct RunResult {
     pub info: RunInfo,
     pub trace: String,
     pub devices: Vec<DeviceResult>,
-    pub findings: Rc<Vec<Finding>>,
+    pub findings: Rc<Findings>,
     pub skipped: BTreeMap<String, u64>,
     pub counts: [u64; Counter::N],
     pub stacks: Vec<StackRow>,
@@ -960,11 +960,13 @@ pub fn table(r: &RunResult) -> String {
     o
 }
 
-fn findings(o: &mut String, f: &[Finding]) {
-    let (misuses, live): (Vec<&Finding>, Vec<&Finding>) = f.iter().partition(|x| x.kind.fails());
+fn findings(o: &mut String, f: &Findings) {
+    let (misuses, live): (Vec<&Finding>, Vec<&Finding>) =
+        f.kept.iter().partition(|x| x.kind.fails());
     if !misuses.is_empty() {
         let _ = writeln!(o, "\nwarnings (what CONFIG_DMA_API_DEBUG would report)");
         finding_lines(o, &misuses);
+        not_kept(o, f, |k| k.fails());
     }
     if !live.is_empty() {
         let _ = writeln!(
@@ -972,6 +974,22 @@ fn findings(o: &mut String, f: &[Finding]) {
             "\nlive at the end of the trace (no misuse in a window on a running driver; --strict-window makes them leaks)"
         );
         finding_lines(o, &live);
+        not_kept(o, f, |k| !k.fails());
+    }
+}
+
+/// A line for each kind with findings past those kept: how many more there were.
+fn not_kept(o: &mut String, f: &Findings, which: impl Fn(FindingKind) -> bool) {
+    for (&kind, _) in f.counts.iter().filter(|(k, _)| which(**k)) {
+        let more = f.not_kept(kind);
+        if more > 0 {
+            let _ = writeln!(
+                o,
+                "  ... {more} more {} (the first {} of each kind are listed)",
+                kind.name(),
+                crate::trace::checks::KEPT_PER_KIND
+            );
+        }
     }
 }
 
@@ -996,6 +1014,8 @@ struct RunDoc<'a> {
     head: HeadDoc<'a>,
     workload: WorkloadDoc<'a>,
     devices: Vec<DeviceDoc<'a>>,
+    /// Every finding counted by kind; `findings` lists the first of each kind.
+    finding_counts: BTreeMap<&'static str, u64>,
     findings: Vec<FindingDoc<'a>>,
     operations: BTreeMap<&'static str, u64>,
     breakdown: Vec<StackDoc>,
@@ -1104,8 +1124,15 @@ pub fn json(r: &RunResult) -> serde_json::Value {
                 cpu_share: d.cpu_share(),
             })
             .collect(),
+        finding_counts: r
+            .findings
+            .counts
+            .iter()
+            .map(|(k, n)| (k.name(), *n))
+            .collect(),
         findings: r
             .findings
+            .kept
             .iter()
             .map(|f| FindingDoc {
                 kind: f.kind.name(),

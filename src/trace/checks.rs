@@ -29,7 +29,7 @@
 use super::live::{Effect, Step, Table};
 use super::{Event, Record, Trace};
 use crate::types::DmaDirection;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 /// What a finding is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -90,6 +90,51 @@ pub struct Finding {
     pub message: String,
 }
 
+/// How many findings of each kind are kept with their lines and message; past that they are
+/// only counted ([`Findings::counts`]), so a trace with a misuse on every line, or a page pool
+/// of many thousands of buffers live at its end, does not make memory or the report grow
+/// with it.
+pub const KEPT_PER_KIND: u64 = 100;
+
+/// What the checks found: every finding counted by kind, the first [`KEPT_PER_KIND`] of each
+/// kept in full, in the order they were found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Findings {
+    pub kept: Vec<Finding>,
+    pub counts: BTreeMap<FindingKind, u64>,
+}
+
+impl Findings {
+    /// Count a finding of `kind`, and keep it (made by `make`) while its kind has room.
+    fn add(&mut self, kind: FindingKind, make: impl FnOnce() -> Finding) {
+        let n = self.counts.entry(kind).or_default();
+        *n += 1;
+        if *n <= KEPT_PER_KIND {
+            self.kept.push(make());
+        }
+    }
+
+    /// How many findings are misuses (`--check` fails on any).
+    pub fn misuses(&self) -> u64 {
+        self.counts
+            .iter()
+            .filter(|(k, _)| k.fails())
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// How many findings of `kind` were counted but not kept.
+    pub fn not_kept(&self, kind: FindingKind) -> u64 {
+        self.counts
+            .get(&kind)
+            .map_or(0, |n| n.saturating_sub(KEPT_PER_KIND))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.counts.is_empty()
+    }
+}
+
 /// How many unmaps per device are remembered, for a second unmap of the same address or list
 /// to be named `double-unmap` with the line of the first: a driver's double unmap is one
 /// cleanup path run twice, close together. An older one is still found, as `not-mapped`.
@@ -107,7 +152,7 @@ enum Gone {
 /// Every finding of `trace`: a first pass finds the cut lists' whole entries in their unmaps,
 /// as the replay's first read does, and the checks are made on the second. What is live at
 /// the end is a leak when `strict` says the trace covers the driver's whole life.
-pub fn check(trace: &Trace, strict: bool) -> Vec<Finding> {
+pub fn check(trace: &Trace, strict: bool) -> Findings {
     let mut first = Table::default();
     for r in &trace.records {
         first.push(r);
@@ -128,7 +173,7 @@ pub fn check(trace: &Trace, strict: bool) -> Vec<Finding> {
 pub struct Checker {
     /// Per device (the table's numbers), its last unmaps and their lines, newest last.
     gone: Vec<VecDeque<(Gone, usize)>>,
-    out: Vec<Finding>,
+    out: Findings,
 }
 
 impl Checker {
@@ -143,7 +188,7 @@ impl Checker {
         let Checker { gone, out } = self;
         let gone = &mut gone[dev];
         let mut find = |kind, lines: Vec<usize>, message: String| {
-            out.push(Finding {
+            out.add(kind, || Finding {
                 kind,
                 device: r.device.clone(),
                 lines,
@@ -217,7 +262,7 @@ impl Checker {
     /// The findings, once the trace has ended: those made along the way, then what `table`
     /// still holds, in the order it was made: live at the end, or leaks when `strict` says
     /// the trace's window is the driver's whole life.
-    pub fn finish(self, table: &Table, strict: bool) -> Vec<Finding> {
+    pub fn finish(self, table: &Table, strict: bool) -> Findings {
         let mut out = self.out;
         let mut leaks = Vec::new();
         for (name, m) in table.live() {
@@ -253,12 +298,14 @@ impl Checker {
         } else {
             FindingKind::LiveAtEnd
         };
-        out.extend(leaks.into_iter().map(|(line, device, message)| Finding {
-            kind,
-            device,
-            lines: vec![line],
-            message,
-        }));
+        for (line, device, message) in leaks {
+            out.add(kind, || Finding {
+                kind,
+                device,
+                lines: vec![line],
+                message,
+            });
+        }
         out
     }
 }
@@ -393,6 +440,7 @@ mod tests {
 
     fn kinds(text: &str) -> Vec<(FindingKind, Vec<usize>)> {
         check(&parse("t.txt", text).unwrap(), true)
+            .kept
             .into_iter()
             .map(|f| (f.kind, f.lines))
             .collect()
@@ -486,10 +534,16 @@ mod tests {
             vec![(FindingKind::Leak, vec![1])]
         );
         // Once the list is gone, its entries are not mapped: each of the sg sync's, and the
-        // single sync's.
-        let mut want = vec![(FindingKind::NotMapped, vec![3]); 160];
-        want.push((FindingKind::NotMapped, vec![4]));
-        assert_eq!(kinds(&format!("{map}{unmap}{sync}")), want);
+        // single sync's; the first hundred are kept, all are counted.
+        let f = check(
+            &parse("t.txt", &format!("{map}{unmap}{sync}")).unwrap(),
+            true,
+        );
+        assert_eq!(f.counts, BTreeMap::from([(FindingKind::NotMapped, 161)]));
+        assert_eq!(f.not_kept(FindingKind::NotMapped), 61);
+        assert_eq!(f.misuses(), 161);
+        assert_eq!(f.kept.len(), KEPT_PER_KIND as usize);
+        assert!(f.kept.iter().all(|x| x.lines == [3]));
     }
 
     /// debug.c's hash holds a buffer mapped twice at one address (no IOMMU) twice: two unmaps
@@ -519,7 +573,7 @@ mod tests {
         let trace = parse("t.txt", &t).unwrap();
         let of = |strict| -> Vec<(FindingKind, bool)> {
             let f = check(&trace, strict);
-            f.iter().map(|f| (f.kind, f.kind.fails())).collect()
+            f.kept.iter().map(|f| (f.kind, f.kind.fails())).collect()
         };
         assert_eq!(of(false), [(FindingKind::LiveAtEnd, false); 2]);
         assert_eq!(of(true), [(FindingKind::Leak, true); 2]);

@@ -47,7 +47,7 @@ pub struct ReplayArgs {
 
 /// `--check` found misuses: exit status 4 (main.rs).
 #[derive(Debug)]
-pub struct Findings(pub usize);
+pub struct Findings(pub u64);
 
 impl std::fmt::Display for Findings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -156,7 +156,7 @@ pub fn replay(args: ReplayArgs, out: &mut impl Write) -> Result<()> {
     s.check_work(u128::from(max_work))?;
     let outcome = execute_and_print(&s, format, out)?;
     let misuses = match &outcome {
-        Outcome::Replay(r) => r.findings.iter().filter(|f| f.kind.fails()).count(),
+        Outcome::Replay(r) => r.findings.misuses(),
         _ => 0,
     };
     if check && misuses > 0 {
