@@ -2,7 +2,8 @@
 //! the kernel had them, every unmap, sync and free held against them.
 //!
 //! Kernel counterpart: kernel/dma/debug.c — `check_unmap()` (an address not mapped, a size or
-//! direction differing from the map's, a double unmap), `check_sync()` (a sync outside the
+//! direction differing from the map's, a double unmap, a list's segment unmapped as a single
+//! mapping, a list unmapped with another entry count), `check_sync()` (a sync outside the
 //! mapping, or in a direction the mapping forbids), `debug_dma_free_coherent()`, the leak report
 //! of `dma_debug_device_change()` (made of what is live at the end of the trace only when asked:
 //! a capture ends while the driver runs, and no removal of the device is traced), and the active-cacheline tracking that warns of two live
@@ -49,6 +50,11 @@ pub enum FindingKind {
     /// A mapping the device may write whose entry starts in the cache line another live one's
     /// does.
     CachelineOverlap,
+    /// An unmap by another function than the map's: a list's segment given back by
+    /// `dma_unmap_page` (`dma_unmap_phys`).
+    WrongFunction,
+    /// A `dma_unmap_sg` of a list with another number of entries than its map was given.
+    SgEntryCount,
     /// A `dma_map_sg_err` event: the map failed.
     MapError,
     /// A mapping still live when the trace ends, reported as a leak (`--strict-window`).
@@ -68,6 +74,8 @@ impl FindingKind {
             FindingKind::SyncOutside => "sync-outside-mapping",
             FindingKind::SyncDirection => "sync-direction",
             FindingKind::CachelineOverlap => "cacheline-overlap",
+            FindingKind::WrongFunction => "wrong-function",
+            FindingKind::SgEntryCount => "sg-entry-count",
             FindingKind::MapError => "map-error",
             FindingKind::Leak => "leak",
             FindingKind::LiveAtEnd => "live-at-end",
@@ -347,12 +355,39 @@ fn check_unmap(
         return;
     };
     match &r.event {
+        // Only a list against a single mapping: before 6.18 a resource was a kind of its own
+        // too, but from 6.18 a resource and a page are both `dma_debug_phy`, and a trace line
+        // does not say which of its release's kinds an `attrs=MMIO` map was.
+        Event::Unmap { dma_addr, .. } if m.sg => find(
+            FindingKind::WrongFunction,
+            vec![m.line, r.line],
+            format!(
+                "unmap of {dma_addr:#x} with the wrong function: mapped as scatter-gather, unmapped as single"
+            ),
+        ),
+        Event::UnmapSg { phys_addrs, .. }
+            // A cut list no unmap made whole has fewer entries than it was given.
+            if (!m.truncated || m.completed) && m.phys.len() != phys_addrs.len() =>
+        {
+            find(
+                FindingKind::SgEntryCount,
+                vec![m.line, r.line],
+                format!(
+                    "unmap_sg of a list of {} entries, mapped with {}",
+                    phys_addrs.len(),
+                    m.phys.len()
+                ),
+            )
+        }
+        _ => {}
+    }
+    match &r.event {
         Event::Unmap {
             dir,
             dma_addr,
             size,
             ..
-        } => {
+        } if !m.sg => {
             let mapped = m.dma.first().map_or(0, |s| s.1);
             if mapped != *size {
                 find(
@@ -447,6 +482,35 @@ mod tests {
     }
 
     const H: &str = "app-1 [000] 1.0:";
+
+    /// debug.c's `check_unmap()` names the function when the unmap's kind is not the map's (a
+    /// list's segment given back by `dma_unmap_page`), and the entry count when `dma_unmap_sg`
+    /// is given another list length than the map was.
+    #[test]
+    fn an_unmap_by_the_wrong_function_or_entry_count_is_named() {
+        let sg = format!(
+            "{H} dma_map_sg: dev dir=TO_DEVICE dma_addrs={{0x1000,0x3000}} sizes={{0x1000,0x1000}} phys_addrs={{0x1000,0x3000}} attrs=\n"
+        );
+        let page =
+            format!("{H} dma_unmap_phys: dev dir=TO_DEVICE dma_addr=1000 size=4096 attrs=\n");
+        assert_eq!(
+            kinds(&format!("{sg}{page}")),
+            vec![(FindingKind::WrongFunction, vec![1, 2])]
+        );
+        let short = format!("{H} dma_unmap_sg: dev dir=TO_DEVICE phys_addrs={{0x1000}} attrs=\n");
+        assert_eq!(
+            kinds(&format!("{sg}{short}")),
+            vec![(FindingKind::SgEntryCount, vec![1, 2])]
+        );
+        let whole =
+            format!("{H} dma_unmap_sg: dev dir=TO_DEVICE phys_addrs={{0x1000,0x3000}} attrs=\n");
+        assert_eq!(kinds(&format!("{sg}{whole}")), vec![]);
+        // Right function, right count: the page's own unmap is clean.
+        let map = format!(
+            "{H} dma_map_phys: dev dir=TO_DEVICE dma_addr=1000 size=4096 phys_addr=1000 attrs=\n"
+        );
+        assert_eq!(kinds(&format!("{map}{page}")), vec![]);
+    }
 
     #[test]
     fn a_clean_trace_has_no_findings() {

@@ -209,14 +209,16 @@ impl DeviceTable {
         Some(m)
     }
 
-    /// `hash_bucket_find()` for an unmap of a single mapping: of the single mappings at
-    /// `addr`, one of this size and direction, else the one that fits best, oldest first.
+    /// `hash_bucket_find()` for an unmap of a single mapping: of the segments at `addr`, a
+    /// single mapping of this size and direction, else the one that fits best by size,
+    /// direction and kind (a list's segment fits least: debug.c finds it, and `check_unmap()`
+    /// names the wrong function), oldest first.
     fn hash_bucket_find(&self, addr: u64, size: u64, dir: DmaDirection) -> Option<usize> {
         let mut best: Option<(u8, usize)> = None;
-        for e in self.by_addr.get(&addr)?.iter().filter(|e| !e.sg) {
+        for e in self.by_addr.get(&addr)? {
             let same_dir = self.maps.get(&e.id).is_some_and(|m| m.dir == dir);
-            let fit = u8::from(e.len == size) + u8::from(same_dir);
-            if fit == 2 {
+            let fit = u8::from(e.len == size) + u8::from(same_dir) + u8::from(!e.sg);
+            if fit == 3 {
                 return Some(e.id);
             }
             if best.is_none_or(|(b, _)| fit > b) {
@@ -227,16 +229,22 @@ impl DeviceTable {
     }
 
     /// The live list `dma_unmap_sg` gives back: the one with these physical addresses, or a
-    /// cut one whose printed entries begin them (oldest first).
+    /// cut one whose printed entries begin them (oldest first); failing both, the oldest
+    /// whose entries agree with the unmap's as far as both go, as debug.c finds a list
+    /// unmapped with another entry count by its first segment (and says so).
     fn sg_find(&self, phys: &[u64]) -> Option<usize> {
         let ids = self.sg_by_phys.get(phys.first()?)?;
-        ids.iter().copied().find(|id| {
+        let agree = |m: &Mapping| m.phys.iter().zip(phys).all(|(e, p)| e.0 == *p);
+        let exact = ids.iter().copied().find(|id| {
             self.maps.get(id).is_some_and(|m| {
                 let n = m.phys.len();
-                n <= phys.len()
-                    && (n == phys.len() || (m.truncated && !m.completed))
-                    && m.phys.iter().zip(phys).all(|(e, p)| e.0 == *p)
+                n <= phys.len() && (n == phys.len() || (m.truncated && !m.completed)) && agree(m)
             })
+        });
+        exact.or_else(|| {
+            ids.iter()
+                .copied()
+                .find(|id| self.maps.get(id).is_some_and(agree))
         })
     }
 }
