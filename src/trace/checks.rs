@@ -45,7 +45,9 @@ pub enum FindingKind {
     DirectionMismatch,
     /// A sync reaching outside its mapping.
     SyncOutside,
-    /// A sync in a direction the mapping does not allow.
+    /// A sync in a direction the mapping does not allow: another than the map's, and (as
+    /// debug.c says apart) that direction for the CPU of memory the device only reads, or for
+    /// the device of memory it only writes.
     SyncDirection,
     /// A mapping the device may write whose entry starts in the cache line another live one's
     /// does.
@@ -53,7 +55,8 @@ pub enum FindingKind {
     /// An unmap by another function than the map's: a list's segment given back by
     /// `dma_unmap_page` (`dma_unmap_phys`).
     WrongFunction,
-    /// A `dma_unmap_sg` of a list with another number of entries than its map was given.
+    /// A `dma_unmap_sg` or a list's sync with another number of entries than its map was
+    /// given.
     SgEntryCount,
     /// A `dma_map_sg_err` event: the map failed.
     MapError,
@@ -231,21 +234,32 @@ impl Checker {
                     dir,
                     dma_addr,
                     size,
-                    ..
+                    for_device,
                 },
                 _,
-            ) => check_sync(table, dev, r, *dir, *dma_addr, *size, &mut find),
+            ) => {
+                let sync = Sync {
+                    dir: *dir,
+                    to_cpu: !for_device,
+                };
+                check_sync(table, dev, r, sync, *dma_addr, *size, &mut find)
+            }
             (
                 Event::SyncSg {
                     dir,
                     dma_addrs,
                     sizes,
-                    ..
+                    for_device,
                 },
                 _,
             ) => {
+                let sync = Sync {
+                    dir: *dir,
+                    to_cpu: !for_device,
+                };
+                check_sync_sg_count(table, dev, r, dma_addrs, &mut find);
                 for (&a, &s) in dma_addrs.iter().zip(sizes).filter(|s| *s.1 > 0) {
-                    check_sync(table, dev, r, *dir, a, s, &mut find);
+                    check_sync(table, dev, r, sync, a, s, &mut find);
                 }
             }
             (Event::Free { dma_addr, size, .. }, Effect::Freed(a)) if a.size != *size => find(
@@ -429,11 +443,12 @@ fn check_sync(
     table: &Table,
     dev: usize,
     r: &Record,
-    dir: DmaDirection,
+    sync: Sync,
     addr: u64,
     size: u64,
     find: &mut impl FnMut(FindingKind, Vec<usize>, String),
 ) {
+    let dir = sync.dir;
     let held = table
         .holding(dev, addr, size)
         .and_then(|h| Some((h, table.mapping(dev, h.id)?)));
@@ -459,11 +474,79 @@ fn check_sync(
             format!("sync of {size} bytes at {addr:#x} ends {past:#x} past its mapping"),
         );
     }
-    if m.dir != DmaDirection::Bidirectional && m.dir != dir {
+    if m.dir == DmaDirection::Bidirectional {
+        return;
+    }
+    if m.dir != dir {
         find(
             FindingKind::SyncDirection,
             vec![m.line, r.line],
             format!("sync {} of a mapping made {}", dir.name(), m.dir.name()),
+        );
+    }
+    // debug.c's two rules past the direction's: for the CPU, a mapping the device only reads
+    // synced as anything but TO_DEVICE; for the device, one it only writes synced as anything
+    // but FROM_DEVICE (a sync in the mapping's own direction passes both).
+    use DmaDirection::{FromDevice, ToDevice};
+    if sync.to_cpu && m.dir != FromDevice && dir != ToDevice {
+        find(
+            FindingKind::SyncDirection,
+            vec![m.line, r.line],
+            format!(
+                "sync {} for the CPU of {size} bytes at {addr:#x}, which the device only reads (mapped {})",
+                dir.name(),
+                m.dir.name()
+            ),
+        );
+    }
+    if !sync.to_cpu && m.dir != ToDevice && dir != FromDevice {
+        find(
+            FindingKind::SyncDirection,
+            vec![m.line, r.line],
+            format!(
+                "sync {} for the device of {size} bytes at {addr:#x}, which the device only writes (mapped {})",
+                dir.name(),
+                m.dir.name()
+            ),
+        );
+    }
+}
+
+/// A sync as `check_sync()` takes it: its direction, and whether it is for the CPU.
+#[derive(Clone, Copy)]
+struct Sync {
+    dir: DmaDirection,
+    to_cpu: bool,
+}
+
+/// `check_sync()`'s entry count: a list synced with another number of entries than it was
+/// mapped with (a list whose unprinted entries the trace does not give is not judged).
+fn check_sync_sg_count(
+    table: &Table,
+    dev: usize,
+    r: &Record,
+    dma_addrs: &[u64],
+    find: &mut impl FnMut(FindingKind, Vec<usize>, String),
+) {
+    let Some(&first) = dma_addrs.first() else {
+        return;
+    };
+    let held = table
+        .holding(dev, first, 0)
+        .and_then(|h| table.mapping(dev, h.id));
+    if let Some(m) = held
+        && m.sg
+        && (!m.truncated || m.completed)
+        && m.phys.len() != dma_addrs.len()
+    {
+        find(
+            FindingKind::SgEntryCount,
+            vec![m.line, r.line],
+            format!(
+                "sync of a list of {} entries, mapped with {}",
+                dma_addrs.len(),
+                m.phys.len()
+            ),
         );
     }
 }
@@ -482,6 +565,69 @@ mod tests {
     }
 
     const H: &str = "app-1 [000] 1.0:";
+
+    /// debug.c's `check_sync()`: past a direction other than the map's, a sync for the CPU of
+    /// memory the device only reads (mapped TO_DEVICE) that is not itself TO_DEVICE, or for the
+    /// device of memory it only writes that is not FROM_DEVICE; each rule alone in its own
+    /// direction passes. A list synced with another entry count than it was mapped with.
+    #[test]
+    fn sync_directions_and_entry_counts_are_checked_as_debug_c_checks_them() {
+        let map = |dir: &str| {
+            format!(
+                "{H} dma_map_phys: dev dir={dir} dma_addr=1000 size=4096 phys_addr=1000 attrs=\n"
+            )
+        };
+        let sync = |to: &str, dir: &str| {
+            format!("{H} dma_sync_single_for_{to}: dev dir={dir} dma_addr=1000 size=64\n")
+        };
+        let sd = FindingKind::SyncDirection;
+        // In the mapping's own direction, either way: clean (a page pool syncs its
+        // FROM_DEVICE pages for the device, a driver its TO_DEVICE buffer for the CPU).
+        for (dir, to) in [
+            ("TO_DEVICE", "cpu"),
+            ("FROM_DEVICE", "device"),
+            ("TO_DEVICE", "device"),
+        ] {
+            assert_eq!(
+                kinds(&format!("{}{}", map(dir), sync(to, dir))),
+                vec![(FindingKind::Leak, vec![1])]
+            );
+        }
+        // Another direction: that, and the read-only or write-only rule.
+        let both = vec![
+            (sd, vec![1, 2]),
+            (sd, vec![1, 2]),
+            (FindingKind::Leak, vec![1]),
+        ];
+        for (dir, to, synced) in [
+            ("TO_DEVICE", "cpu", "FROM_DEVICE"),
+            ("FROM_DEVICE", "device", "TO_DEVICE"),
+        ] {
+            assert_eq!(kinds(&format!("{}{}", map(dir), sync(to, synced))), both);
+        }
+        // A bidirectional mapping takes any sync.
+        assert_eq!(
+            kinds(&format!(
+                "{}{}",
+                map("BIDIRECTIONAL"),
+                sync("cpu", "TO_DEVICE")
+            )),
+            vec![(FindingKind::Leak, vec![1])]
+        );
+        let sg = format!(
+            "{H} dma_map_sg: dev dir=TO_DEVICE dma_addrs={{0x1000,0x3000}} sizes={{0x1000,0x1000}} phys_addrs={{0x1000,0x3000}} attrs=\n"
+        );
+        let sync_one = format!(
+            "{H} dma_sync_sg_for_device: dev dir=TO_DEVICE dma_addrs={{0x1000}} sizes={{0x1000}}\n"
+        );
+        assert_eq!(
+            kinds(&format!("{sg}{sync_one}")),
+            vec![
+                (FindingKind::SgEntryCount, vec![1, 2]),
+                (FindingKind::Leak, vec![1])
+            ]
+        );
+    }
 
     /// debug.c's `check_unmap()` names the function when the unmap's kind is not the map's (a
     /// list's segment given back by `dma_unmap_page`), and the entry count when `dma_unmap_sg`
@@ -705,6 +851,8 @@ mod tests {
             kinds(&t),
             vec![
                 (FindingKind::SyncOutside, vec![1, 2]),
+                (FindingKind::SyncDirection, vec![1, 3]),
+                // And debug.c's second rule: for the CPU, memory the device only reads.
                 (FindingKind::SyncDirection, vec![1, 3]),
                 (FindingKind::SizeMismatch, vec![1, 4]),
                 (FindingKind::DirectionMismatch, vec![1, 4]),
