@@ -1,6 +1,8 @@
 //! The trace reader, the offline checks and the replay: any bytes must give a trace (then its
 //! devices, its findings, its rebuilt calls and their replay on the model) or an input error
-//! naming the file and line, never a panic (overflow checks are on in fuzz builds).
+//! naming the file and line, never a panic (overflow checks are on in fuzz builds). The
+//! detection of a trace and the streaming reader take the raw bytes, not UTF-8 and over-long
+//! lines included.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -18,6 +20,19 @@ fn scratch() -> &'static std::path::Path {
 }
 
 fuzz_target!(|data: &[u8]| {
+    // Detection and the streaming reader take any bytes: lines that are not UTF-8, and (an
+    // input that starts `LONG`, repeated) a line past the reader's bound.
+    let _ = dmasim::trace::sniff(data);
+    let long;
+    let bytes = match data.strip_prefix(b"LONG") {
+        Some(rest) if !rest.is_empty() => {
+            long = rest.repeat(dmasim::trace::MAX_LINE_BYTES / rest.len() + 2);
+            &long[..]
+        }
+        _ => data,
+    };
+    let _ = dmasim::trace::read("fuzz.txt", bytes, false, |_| Ok(()));
+    let _ = dmasim::trace::read("fuzz.txt", bytes, true, |_| Ok(()));
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
