@@ -642,3 +642,27 @@ fn a_trace_that_grows_between_its_reads_is_refused() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A device the trace shows behind an IOMMU maps through an iommu-dma domain without an
+/// `[iommu]` section, and the iommu-dma policies apply to it: lazy invalidation queues its
+/// unmaps' IOVAs instead of invalidating each.
+#[test]
+fn iommu_dma_policies_apply_to_an_inferred_domain() {
+    let o = dmasim(&[
+        "replay",
+        "tests/data/traces/iommu.txt",
+        "--platform",
+        "sm8150",
+        "--policy",
+        "invalidation=lazy",
+        "--format",
+        "json",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["policies"]["invalidation"], "lazy");
+    let ops = &doc["operations"];
+    assert_eq!(ops["fq_queued"], 2, "{ops}");
+    assert!(ops.get("smmu_tlbival").is_none(), "{ops}");
+}

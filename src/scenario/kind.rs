@@ -63,6 +63,12 @@ pub trait WorkloadKind {
     fn behind_iommu(&self) -> bool {
         true
     }
+    /// Whether one of its own devices maps through an iommu-dma domain without an `[iommu]`
+    /// section (a replayed device the trace shows behind an IOMMU, or said to be): the
+    /// iommu-dma policies then apply as with one. By default none does.
+    fn own_iommu_domain(&self) -> bool {
+        false
+    }
     /// Whether a NUMA platform with an SMMUv3 boots and probes the SMMU for it.
     fn probes_smmu(&self) -> bool {
         false
@@ -219,6 +225,7 @@ pub trait DynWorkloadKind {
     fn pci_device(&self) -> bool;
     fn allocates_iovas(&self) -> bool;
     fn behind_iommu(&self) -> bool;
+    fn own_iommu_domain(&self) -> bool;
     fn probes_smmu(&self) -> bool;
     fn driver_layers(&self, s: &Scenario) -> Vec<Layer>;
 }
@@ -253,6 +260,9 @@ impl<T: WorkloadKind> DynWorkloadKind for T {
     }
     fn behind_iommu(&self) -> bool {
         WorkloadKind::behind_iommu(self)
+    }
+    fn own_iommu_domain(&self) -> bool {
+        WorkloadKind::own_iommu_domain(self)
     }
     fn probes_smmu(&self) -> bool {
         WorkloadKind::probes_smmu(self)

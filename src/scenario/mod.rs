@@ -516,12 +516,18 @@ impl Scenario {
     pub fn target(&self) -> Target {
         Target::of(
             &self.profile,
-            self.iommu.is_some(),
+            self.iommu_dma(),
             self.workload.uses_swiotlb(),
             self.workload.uses_dma_api(),
         )
         .with_pci_device(self.workload.pci_device())
         .with_iova_alloc(self.workload.allocates_iovas())
+    }
+
+    /// Whether a device of the run maps through an iommu-dma domain: the `[iommu]` section's,
+    /// or one a replayed device is behind without it.
+    pub fn iommu_dma(&self) -> bool {
+        self.iommu.is_some() || self.workload.as_kind().own_iommu_domain()
     }
 
     /// Run on another platform (`--platform`): presets follow the new hardware, and the

@@ -1171,6 +1171,10 @@ impl super::WorkloadKind for Replay {
     fn uses_swiotlb(&self) -> bool {
         self.devices.iter().any(|d| d.bounce)
     }
+
+    fn own_iommu_domain(&self) -> bool {
+        self.devices.iter().any(|d| d.iommu)
+    }
 }
 
 impl super::KindResult for RunResult {
