@@ -155,6 +155,17 @@ fn a_truncated_list_is_completed_from_its_unmap_or_replayed_as_printed() {
     assert_eq!(d.bytes[0], 130 * 4096);
 }
 
+/// The JSON document a run that must succeed printed.
+fn json_of(o: &std::process::Output) -> serde_json::Value {
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
 fn dmasim(args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_dmasim"))
         .args(args)
@@ -352,14 +363,9 @@ fn a_device_granule_sets_its_domains_page_size() {
             "--device",
             &format!("a600000.usb:granule={granule}"),
         ]);
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        doc["devices"][0]["calls"][0]["total_ns"].as_f64().unwrap()
+        json_of(&o)["devices"][0]["calls"][0]["total_ns"]
+            .as_f64()
+            .unwrap()
     };
     assert_ne!(run("4K"), run("64K"));
     let o = dmasim(&[
@@ -640,6 +646,114 @@ fn a_trace_that_grows_between_its_reads_is_refused() {
         Err(e) => panic!("bad input, got {e}"),
         Ok(_) => panic!("the grown trace replayed"),
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn lazy_fixture(invalidation: &str) -> dmasim::scenario::replay::RunResult {
+    let mut s = Scenario::load_on("tests/data/traces/lazy-50ms.txt", &[], Some("sm8150")).unwrap();
+    s.set_policies(&format!("invalidation={invalidation}"))
+        .unwrap();
+    match execute(&s) {
+        Ok(Outcome::Replay(r)) => r,
+        _ => panic!("a replay result"),
+    }
+}
+
+/// Ten map/unmap pairs 50 ms apart on the trace's clock, the device behind an inferred
+/// domain: lazily, each unmap queues its IOVA and the flush queue's 10 ms timer flushes and
+/// frees it while the CPU idles before the next map (the last after the trace's last call),
+/// so every map finds an IOVA cached but the first; strictly, each unmap invalidates its page
+/// and frees its IOVA itself. Lazy's unmaps are cheaper and its timers do the flushes, in no
+/// call's time.
+#[test]
+fn the_flush_queue_timer_runs_on_the_traces_clock() {
+    use dmasim::hw::Counter;
+    let lazy = lazy_fixture("lazy");
+    let strict = lazy_fixture("strict");
+    let (l, s) = (&lazy.devices[0], &strict.devices[0]);
+    assert_eq!(counts(l), [("dma_map_page", 10), ("dma_unmap_page", 10)]);
+    assert_eq!(
+        (l.timers.runs, l.timers.after_end, l.timers.names.as_slice()),
+        (10, 1, &["fq_flush_timeout".to_string()][..])
+    );
+    let timer = |c: Counter| l.timers.counts[c as usize];
+    assert_eq!(timer(Counter::FqFlush), 10);
+    assert_eq!(timer(Counter::IovaFree), 10);
+    assert_eq!(timer(Counter::SmmuTlbiasid), 10);
+    let whole = |r: &dmasim::scenario::replay::RunResult, c: Counter| r.counts[c as usize];
+    assert_eq!(whole(&lazy, Counter::FqQueued), 10);
+    assert_eq!(whole(&lazy, Counter::FqFlush), 10);
+    assert_eq!(whole(&lazy, Counter::IovaFree), 10, "every IOVA freed");
+    assert_eq!(whole(&lazy, Counter::SmmuTlbival), 0);
+    assert_eq!(
+        whole(&lazy, Counter::IovaRcacheHit),
+        9,
+        "the IOVA caches refill"
+    );
+    // Strictly: a leaf invalidation and a free in each unmap, no queue, no timer.
+    assert_eq!(s.timers.runs, 0);
+    assert_eq!(whole(&strict, Counter::SmmuTlbival), 10);
+    assert_eq!(whole(&strict, Counter::IovaFree), 10);
+    assert_eq!(whole(&strict, Counter::FqFlush), 0);
+    let mean = |d: &dmasim::scenario::replay::DeviceResult, call: &str| {
+        d.calls.iter().find(|c| c.call == call).unwrap().mean_ns()
+    };
+    assert!(mean(l, "dma_unmap_page") < mean(s, "dma_unmap_page"));
+    assert_eq!(mean(l, "dma_map_page"), mean(s, "dma_map_page"));
+    // The timers' time is the run's, not the calls'.
+    let calls_ps: u64 = l.calls.iter().map(|c| c.total_ps).sum();
+    assert_eq!(calls_ps + l.timers.total_ps, lazy.total_ps);
+    assert_eq!(lazy.late.calls, 0, "50 ms apart, no call waits for another");
+}
+
+/// Calls closer together than the model makes them queue on the one modelled CPU: each starts
+/// when the call before has returned, and the report says how many started late and how many
+/// only because the trace's other CPU made them (on the board the two ran side by side).
+#[test]
+fn calls_closer_than_the_model_makes_them_start_late_and_are_counted() {
+    let dir = scratch("late");
+    let trace = dir.join("late.txt");
+    let sg = |cpu: u32, t: &str, phys: u64| {
+        let ents: Vec<String> = (0..64)
+            .map(|i| format!("0x{:x}", phys + i * 4096))
+            .collect();
+        format!(
+            "  app-1 [{cpu:03}] ..... {t}: dma_map_sg: dev dir=TO_DEVICE nents=64/64 ents=64/64 dma_addrs={{{a}}} sizes={{{s}}} phys_addrs={{{a}}} attrs=\n",
+            a = ents.join(","),
+            s = vec!["0x1000"; 64].join(","),
+        )
+    };
+    // Three lists a microsecond apart: the second on another CPU, the third on the second's.
+    let text = [
+        sg(0, "5.000000", 0x1000_0000),
+        sg(1, "5.000001", 0x2000_0000),
+        sg(1, "5.000002", 0x3000_0000),
+    ]
+    .concat();
+    std::fs::write(&trace, text).unwrap();
+    let doc = json_of(&dmasim(&[
+        "replay",
+        trace.to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
+    let late = &doc["workload"]["started_late"];
+    assert_eq!(late["calls"], 2, "{doc}");
+    assert_eq!(late["behind_other_cpu"], 1, "{doc}");
+    assert_eq!(late["behind_timer"], 0, "{doc}");
+    assert!(late["total_ns"].as_f64().unwrap() > 0.0, "{doc}");
+    let o = dmasim(&["replay", trace.to_str().unwrap()]);
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        table.contains(
+            "late       2 calls started after their timestamps, the modelled CPU still busy ("
+        ),
+        "{table}"
+    );
+    assert!(
+        table.contains(": 1 behind a call the trace shows on another CPU (replayed on one)\n"),
+        "{table}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

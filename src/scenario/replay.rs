@@ -4,7 +4,10 @@
 //! Kernel counterpart: none — the calls are the driver's (`dma:*` trace events, 6.12 on); what
 //! they cost is the modelled stack's. [`crate::trace::replay`] pairs each unmap and sync with
 //! its map; each device gets the ops setup gives a device of its kind (behind an IOMMU or not,
-//! with a bounce pool or not); the calls run in trace order on one modelled CPU.
+//! with a bounce pool or not); the calls run in trace order on one modelled CPU, each at its
+//! timestamp on the trace's clock ([`clock`]): the CPU idles between calls, the DMA ops'
+//! timers (the flush queue's) run when they expire, charged to no call, and a call whose CPU
+//! is still busy when it is due starts late and is counted.
 //!
 //! Devices: a trace names devices, not their setup. `[workload]` gives the defaults
 //! (`coherent`, `dma_mask_bits`) and `[workload.devices."NAME"]` a device's own; what is not
@@ -20,8 +23,11 @@
 //! first read left them (else bad input, exit 2). A trace without a DMA API event is bad input
 //! that says how to enable the events.
 
+mod clock;
+
 use super::{Ctx, Progress, RunFailure, RunInfo, Scenario, Shared, Workload};
 use crate::device::Device;
+use crate::dma::DmaMapOps as _;
 use crate::hw::calls::{CallStat, CallTimer, StackRow, stack_rows};
 use crate::hw::{Counter, FrameId, Hw};
 use crate::input::{InputError, quote};
@@ -36,6 +42,8 @@ use crate::trace::checks::{Checker, Finding};
 use crate::trace::live::{Table, Wholes};
 use crate::trace::replay::{Call, DeviceCalls, Rebuilder, Unresolved};
 use crate::types::{DmaAddr, PhysAddr};
+pub use clock::Late;
+use clock::TraceClock;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
@@ -373,6 +381,36 @@ static DEVICE_FRAMES: [FrameId; 64] = [
     FrameId::new("device 63"),
 ];
 
+/// The frame device `i`'s calls and timers run in.
+fn device_frame(i: usize) -> &'static FrameId {
+    &DEVICE_FRAMES[i.min(DEVICE_FRAMES.len() - 1)]
+}
+
+/// Each device's DMA ops as the owners of the replay's timers (the flush queue's), each run in
+/// its device's frame and counted.
+struct DeviceTimers<'a> {
+    apis: &'a [(crate::setup::DeviceDmaApi, String)],
+    runs: &'a mut [u64],
+}
+
+impl clock::Timers for DeviceTimers<'_> {
+    fn next(&self) -> Option<(u64, usize)> {
+        self.apis
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (a, _))| Some((a.ops.next_timer_ps()?, i)))
+            .min()
+    }
+
+    fn run(&mut self, hw: &mut crate::hw::model::Model, i: usize) -> u64 {
+        let back = hw.enter(device_frame(i));
+        let ran = self.apis[i].0.ops.run_timers(hw);
+        hw.leave(back);
+        self.runs[i] += ran;
+        ran
+    }
+}
+
 /// A trace file, read through a buffer, and its stamp as opened. Only a regular file: a pipe
 /// or a device (`/dev/zero`) cannot be read twice and may never end; nor one of size 0, which
 /// is empty or a file of tracefs or procfs (whose size is not known, whose reads may differ,
@@ -477,6 +515,49 @@ pub struct DeviceResult {
     pub untimed: Vec<(&'static str, u64, u64)>,
     /// The trace's own span of this device's calls, in ns.
     pub span_ns: Option<u64>,
+    /// What its DMA ops' timers did, between its calls and after them.
+    pub timers: TimerWork,
+}
+
+/// A device's timers over a replay (the flush queue's `fq_flush_timeout`): run while the CPU
+/// idled between calls, so charged to no call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TimerWork {
+    pub runs: u64,
+    /// Of those, run after the trace's last call.
+    pub after_end: u64,
+    /// The timers' kernel functions, as their frames name them.
+    pub names: Vec<String>,
+    pub total_ps: u64,
+    pub counts: [u64; Counter::N],
+}
+
+impl TimerWork {
+    /// From a device's own stacks: those that no call of `calls` is the root of are its
+    /// timers'.
+    fn of(own: &[StackRow], calls: &[CallStat], runs: u64, in_trace: u64) -> TimerWork {
+        let mut w = TimerWork {
+            runs,
+            after_end: runs.saturating_sub(in_trace),
+            names: Vec::new(),
+            total_ps: 0,
+            counts: [0; Counter::N],
+        };
+        for row in own {
+            let root = row.stack.split(" > ").next().unwrap_or("");
+            if calls.iter().any(|c| c.call == root) {
+                continue;
+            }
+            if !w.names.iter().any(|n| n == root) {
+                w.names.push(root.to_string());
+            }
+            w.total_ps = w.total_ps.saturating_add(row.self_ps);
+            for (a, b) in w.counts.iter_mut().zip(row.counts) {
+                *a = a.saturating_add(b);
+            }
+        }
+        w
+    }
 }
 
 impl DeviceResult {
@@ -491,10 +572,12 @@ impl DeviceResult {
         self.calls.iter().map(|c| c.count).sum()
     }
 
-    /// The modelled time of the calls as a share of one CPU over the trace's own span.
+    /// The modelled time of the calls and the device's timers as a share of one CPU over the
+    /// trace's own span of its calls.
     pub fn cpu_share(&self) -> Option<f64> {
         let span = self.span_ns.filter(|&s| s > 0)?;
-        Some(ns(self.total_ps()) / span as f64)
+        let busy = self.total_ps().saturating_add(self.timers.total_ps);
+        Some(ns(busy) / span as f64)
     }
 
     /// Calls a second at the trace's own rate.
@@ -510,6 +593,8 @@ pub struct RunResult {
     pub trace: String,
     pub devices: Vec<DeviceResult>,
     pub findings: Rc<Vec<Finding>>,
+    /// Calls that started after their timestamp, the modelled CPU still busy.
+    pub late: Late,
     pub skipped: BTreeMap<String, u64>,
     pub counts: [u64; Counter::N],
     pub stacks: Vec<StackRow>,
@@ -609,8 +694,11 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, R
     use std::io::Read as _;
     let (input, _) = open(&w.path)
         .map_err(|e| InputError::new(&shown, format!("cannot read the trace again: {e}")))?;
-    // The second read: each call made as its line comes, every device's in trace order, of
-    // the bytes the first read (a trace that grew since is refused, below and above).
+    let mut clock = TraceClock::default();
+    let mut timer_runs = vec![0u64; n];
+    // The second read: each call made as its line comes, every device's in trace order, at
+    // its timestamp, of the bytes the first read (a trace that grew since is refused, below
+    // and above).
     let read = crate::trace::read(&shown, input.take(w.stamp.bytes), w.skip_bad, |r| {
         let step = table.push(&r);
         checker.push(&r, &step, &table);
@@ -623,9 +711,14 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, R
                 "the trace changed while it was replayed",
             ));
         }
+        let mut owners = DeviceTimers {
+            apis: &apis,
+            runs: &mut timer_runs,
+        };
+        clock.before_call(&mut hw, r.time_ns, r.cpu, &mut owners);
         let (api, t, live) = (&mut apis[di].0, &mut timers[di], &mut live[di]);
         let name = traced.call.name();
-        let back = hw.enter(&DEVICE_FRAMES[di.min(DEVICE_FRAMES.len() - 1)]);
+        let back = hw.enter(device_frame(di));
         let made = match &traced.call {
             Call::Alloc { .. } | Call::Free { .. } => {
                 // Counted with its bytes, its time left out (the model does not price it).
@@ -745,6 +838,14 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, R
         return Err(InputError::new(&shown, "the trace changed while it was read").into());
     }
     unchanged(&w.path, &shown, w.stamp)?;
+    let in_trace = timer_runs.clone();
+    clock.finish(
+        &mut hw,
+        &mut DeviceTimers {
+            apis: &apis,
+            runs: &mut timer_runs,
+        },
+    );
     // What only the second read knows: the cut lists it completed, so the calls it could
     // pair and those it could not, and what the checks found.
     let second = rebuilder.finish();
@@ -771,7 +872,8 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, R
             format!("{name} > {rest}")
         };
     }
-    for (d, t) in w.devices.iter().zip(timers.iter_mut()) {
+    let mut timer_work = Vec::with_capacity(n);
+    for (i, (d, t)) in w.devices.iter().zip(timers.iter_mut()).enumerate() {
         let own: Vec<StackRow> = stacks
             .iter()
             .filter_map(|r| {
@@ -784,6 +886,7 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, R
             })
             .collect();
         t.attribute(&own);
+        timer_work.push(TimerWork::of(&own, &t.stats, timer_runs[i], in_trace[i]));
     }
     let devices = w
         .devices
@@ -823,6 +926,7 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, R
                 .first_ns
                 .zip(d.calls.last_ns)
                 .map(|(a, b)| b.saturating_sub(a)),
+            timers: timer_work[i].clone(),
         })
         .collect();
     Ok(RunResult {
@@ -830,6 +934,7 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, R
         trace: w.trace.clone(),
         devices,
         findings: Rc::new(findings),
+        late: clock.late,
         skipped: w.skipped.clone(),
         counts: hw.ledger().totals(),
         stacks,
@@ -856,6 +961,7 @@ pub fn table(r: &RunResult) -> String {
         let s = if n == 1 { "" } else { "s" };
         let _ = writeln!(o, "           {n} line{s} of other events skipped");
     }
+    late_line(&mut o, &r.late);
     for d in &r.devices {
         let _ = writeln!(
             o,
@@ -909,8 +1015,13 @@ pub fn table(r: &RunResult) -> String {
         {
             let _ = writeln!(
                 o,
-                "at the trace's rate ({rate:.0} calls/s): {:.3} % of one CPU",
-                share * 100.0
+                "at the trace's rate ({rate:.0} calls/s): {:.3} % of one CPU{}",
+                share * 100.0,
+                if d.timers.runs > 0 {
+                    ", its timers' work included"
+                } else {
+                    ""
+                }
             );
         }
         for c in &d.calls {
@@ -923,6 +1034,7 @@ pub fn table(r: &RunResult) -> String {
                 let _ = writeln!(o, "  per call {:<19} {}", c.call, ops.join(", "));
             }
         }
+        timers_lines(&mut o, &d.timers);
         for c in d.calls.iter().filter(|c| c.errors > 0) {
             let _ = writeln!(
                 o,
@@ -957,6 +1069,68 @@ pub fn table(r: &RunResult) -> String {
     findings(&mut o, &r.findings);
     stack_table(&mut o, "over the trace", &r.stacks, r.total_ps, 1);
     o
+}
+
+/// How many calls started after their timestamp, if any did.
+fn late_line(o: &mut String, late: &Late) {
+    if late.calls == 0 {
+        return;
+    }
+    let s = if late.calls == 1 { "" } else { "s" };
+    let _ = write!(
+        o,
+        "late       {} call{s} started after {}, the modelled CPU still busy ({:.3} µs late in all)",
+        late.calls,
+        if late.calls == 1 {
+            "its timestamp"
+        } else {
+            "their timestamps"
+        },
+        ns(late.ps) / 1000.0,
+    );
+    let mut behind = Vec::new();
+    if late.behind_other_cpu > 0 {
+        behind.push(format!(
+            "{} behind a call the trace shows on another CPU (replayed on one)",
+            late.behind_other_cpu
+        ));
+    }
+    if late.behind_timer > 0 {
+        behind.push(format!("{} behind a timer", late.behind_timer));
+    }
+    if !behind.is_empty() {
+        let _ = write!(o, ": {}", behind.join(", "));
+    }
+    let _ = writeln!(o);
+}
+
+/// What a device's timers did, if they ran.
+fn timers_lines(o: &mut String, t: &TimerWork) {
+    if t.runs == 0 {
+        return;
+    }
+    let after = match t.after_end {
+        0 => String::new(),
+        n => format!(", {n} after the trace's last call"),
+    };
+    let _ = writeln!(
+        o,
+        "timers     {} runs of {}{after}: {:.3} µs in all, in no call's time",
+        t.runs,
+        t.names.join(", "),
+        ns(t.total_ps) / 1000.0,
+    );
+    let ops: Vec<String> = Counter::ALL
+        .iter()
+        .filter(|k| t.counts[**k as usize] > 0)
+        .map(|k| {
+            let per = t.counts[*k as usize] as f64 / t.runs as f64;
+            format!("{} {}", k.name(), trim_float(per))
+        })
+        .collect();
+    if !ops.is_empty() {
+        let _ = writeln!(o, "  per run  {}", ops.join(", "));
+    }
 }
 
 fn findings(o: &mut String, f: &[Finding]) {
@@ -1006,6 +1180,26 @@ struct WorkloadDoc<'a> {
     kind: &'static str,
     trace: &'a str,
     skipped_lines: &'a BTreeMap<String, u64>,
+    /// Calls that started after their timestamp; left out when none did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    started_late: Option<LateDoc>,
+}
+
+#[derive(Serialize)]
+struct LateDoc {
+    calls: u64,
+    behind_other_cpu: u64,
+    behind_timer: u64,
+    total_ns: f64,
+}
+
+#[derive(Serialize)]
+struct TimersDoc<'a> {
+    runs: u64,
+    after_trace: u64,
+    functions: &'a [String],
+    total_ns: f64,
+    operations: BTreeMap<&'static str, u64>,
 }
 
 #[derive(Serialize)]
@@ -1028,6 +1222,9 @@ struct DeviceDoc<'a> {
     calls_per_s: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cpu_share: Option<f64>,
+    /// Its DMA ops' timers; left out when none ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timers: Option<TimersDoc<'a>>,
 }
 
 #[derive(Serialize)]
@@ -1061,6 +1258,12 @@ pub fn json(r: &RunResult) -> serde_json::Value {
             kind: "replay",
             trace: &r.trace,
             skipped_lines: &r.skipped,
+            started_late: (r.late.calls > 0).then(|| LateDoc {
+                calls: r.late.calls,
+                behind_other_cpu: r.late.behind_other_cpu,
+                behind_timer: r.late.behind_timer,
+                total_ns: ns(r.late.ps),
+            }),
         },
         devices: r
             .devices
@@ -1101,6 +1304,13 @@ pub fn json(r: &RunResult) -> serde_json::Value {
                     .collect(),
                 calls_per_s: d.call_rate(),
                 cpu_share: d.cpu_share(),
+                timers: (d.timers.runs > 0).then(|| TimersDoc {
+                    runs: d.timers.runs,
+                    after_trace: d.timers.after_end,
+                    functions: &d.timers.names,
+                    total_ns: ns(d.timers.total_ps),
+                    operations: counts_map(&d.timers.counts),
+                }),
             })
             .collect(),
         findings: r
@@ -1179,14 +1389,22 @@ impl super::WorkloadKind for Replay {
 
 impl super::KindResult for RunResult {
     super::kind::result_fields!();
-    /// Per device and call, so that a comparison shows each device's change.
+    /// Per device and call, so that a comparison shows each device's change; a device's
+    /// timers after its calls, as their runs (lazy invalidation moves work there).
     fn call_totals(&self) -> Vec<(String, u64, u64)> {
         self.devices
             .iter()
             .flat_map(|d| {
-                d.calls
+                let calls = d
+                    .calls
                     .iter()
-                    .map(move |c| (format!("{} {}", d.name, c.call), c.count, c.total_ps))
+                    .map(move |c| (format!("{} {}", d.name, c.call), c.count, c.total_ps));
+                let t = &d.timers;
+                let timers = (t.runs > 0).then(|| {
+                    let name = format!("{} {} (timer)", d.name, t.names.join(", "));
+                    (name, t.runs, t.total_ps)
+                });
+                calls.chain(timers)
             })
             .collect()
     }
