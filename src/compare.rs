@@ -38,8 +38,9 @@ impl Variant {
     /// pick those; a dotted key sets a scenario key as `--set` does; any other key is a policy.
     pub fn parse(spec: &str) -> Result<Variant, String> {
         let mut v = Variant::default();
-        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (k, val) = part.split_once('=').ok_or_else(|| {
+        let parts = crate::input::split_outside_quotes(spec, ',');
+        for part in parts.into_iter().map(str::trim).filter(|p| !p.is_empty()) {
+            let (k, val) = crate::input::split_assignment(part).ok_or_else(|| {
                 format!("`{part}` is not key=value (e.g. kernel=7.1, sync=batched)")
             })?;
             let (k, val) = (k.trim(), val.trim());
@@ -131,7 +132,8 @@ pub fn put_baseline_first(variants: &mut Vec<Variant>, k: &str) -> Result<(), In
     Ok(())
 }
 
-/// The variants a command line asks for: each `--variant` as given, or else every combination of
+/// The variants a command line asks for: each `--variant` as given (on the one `--platform` and
+/// `--kernel` given beside them, where it names none of its own), or else every combination of
 /// the `--platform` and `--kernel` values (the scenario's own where none is given).
 pub fn variants_from(
     specs: &[String],
@@ -146,10 +148,20 @@ pub fn variants_from(
                     .into(),
             ));
         }
-        specs
+        // One --platform or --kernel beside them is every variant's unless it names its own.
+        let mut out: Vec<Variant> = specs
             .iter()
             .map(|s| Variant::parse(s).map_err(|m| arg(format!("--variant: {m}"))))
-            .collect::<Result<_, _>>()?
+            .collect::<Result<_, _>>()?;
+        for v in &mut out {
+            if v.platform.is_none() {
+                v.platform = platforms.first().cloned();
+            }
+            if v.kernel.is_none() {
+                v.kernel = kernels.first().cloned();
+            }
+        }
+        out
     } else {
         let ps: Vec<Option<&String>> = if platforms.is_empty() {
             vec![None]
@@ -912,6 +924,19 @@ mod tests {
         );
         assert!(variants_from(&[], &[], &k(&["7.1"])).is_err());
         assert!(variants_from(&k(&["kernel=7.0"]), &[], &k(&["7.0", "7.1"])).is_err());
+        // One --platform beside --variant is each variant's that names none.
+        let specs = k(&["invalidation=strict", "platform=b,invalidation=lazy"]);
+        let v = variants_from(&specs, &k(&["a"]), &[]).unwrap();
+        let platforms: Vec<Option<&str>> = v.iter().map(|v| v.platform.as_deref()).collect();
+        assert_eq!(platforms, [Some("a"), Some("b")]);
+        let v = Variant::parse(r#"workload.devices."a,b".iommu=true,platform.smmu.sync=1us"#);
+        assert_eq!(
+            v.unwrap().sets,
+            [
+                r#"workload.devices."a,b".iommu=true"#,
+                "platform.smmu.sync=1us"
+            ]
+        );
     }
 
     #[test]
