@@ -166,6 +166,14 @@ fn json_of(o: &std::process::Output) -> serde_json::Value {
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
+/// A command that must be refused as bad input (exit 2) with `message` in its error.
+fn refused(args: &[&str], message: &str) {
+    let o = dmasim(args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.contains(message), "{args:?}: {err}");
+}
+
 fn dmasim(args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_dmasim"))
         .args(args)
@@ -772,11 +780,108 @@ fn iommu_dma_policies_apply_to_an_inferred_domain() {
         "--format",
         "json",
     ]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "{err}");
-    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let doc = json_of(&o);
     assert_eq!(doc["policies"]["invalidation"], "lazy");
     let ops = &doc["operations"];
     assert_eq!(ops["fq_queued"], 2, "{ops}");
     assert!(ops.get("smmu_tlbival").is_none(), "{ops}");
+}
+
+const DOTTED: &str = "tests/data/traces/dotted-name.txt";
+
+/// A device named with a dot ("a.b", as every platform device is) is set by a TOML-quoted key
+/// part or by `--device`, on `run`, `compare` and `--sweep` alike; one `--platform` beside
+/// `--variant`s is each one's; a variant may set a platform key. Lazily the trace's 50 ms
+/// gaps make the flush queue's timer flush, strictly each unmap invalidates.
+#[test]
+fn per_device_settings_work_on_run_compare_and_sweeps() {
+    let compare = |how: &[&str]| {
+        let mut args = vec!["compare", DOTTED];
+        args.extend_from_slice(how);
+        args.extend([
+            "--variant",
+            "invalidation=strict",
+            "--variant",
+            "invalidation=lazy",
+            "--platform",
+            "sm8150",
+            "--format",
+            "json",
+        ]);
+        json_of(&dmasim(&args))
+    };
+    let by_set = compare(&["--set", r#"workload.devices."a.b".iommu=true"#]);
+    let by_device = compare(&["--device", "a.b:iommu=yes"]);
+    assert_eq!(by_set, by_device);
+    let ops = &by_set["operations"];
+    let row = |name: &str| {
+        ops.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["operation"] == name)
+            .unwrap_or_else(|| panic!("{name}: {ops}"))["values"]
+            .clone()
+    };
+    assert_eq!(row("smmu_tlbival"), serde_json::json!([2, 0]), "{ops}");
+    assert_eq!(row("fq_flush"), serde_json::json!([0, 2]), "{ops}");
+    // A platform key in one variant only.
+    let doc = json_of(&dmasim(&[
+        "compare",
+        DOTTED,
+        "--device",
+        "a.b:iommu=yes",
+        "--platform",
+        "sm8150",
+        "--variant",
+        "platform.smmu.mmio_write=1us",
+        "--variant",
+        "kernel=7.1",
+        "--format",
+        "json",
+    ]));
+    let total = |i: usize| doc["variants"][i]["total_ps"].as_u64().unwrap();
+    assert!(total(0) > total(1), "{}", doc["variants"]);
+    // run, and a sweep of a quoted key.
+    let on_smmu = [
+        "run",
+        DOTTED,
+        "--device",
+        "a.b:iommu=yes",
+        "--platform",
+        "sm8150",
+    ];
+    let sweep = json_of(&dmasim(
+        &[
+            &on_smmu[..],
+            &[
+                "--sweep",
+                r#"workload.devices."a.b".granule=4K,64K"#,
+                "--format",
+                "json",
+            ],
+        ]
+        .concat(),
+    ));
+    assert_eq!(
+        sweep["sweep"][0]["values"],
+        serde_json::json!(["4K", "64K"])
+    );
+    assert_eq!(sweep["points"].as_array().map(Vec::len), Some(2));
+    let run = json_of(&dmasim(&[&on_smmu[..], &["--format", "json"]].concat()));
+    assert_eq!(run["devices"][0]["dma_ops"], "iommu-dma");
+    // A device the trace does not name, and a bare key part that needs quotes.
+    let args = [
+        "--device",
+        "nope:iommu=yes",
+        "--kernel",
+        "7.0",
+        "--kernel",
+        "7.1",
+    ];
+    refused(
+        &[&["compare", DOTTED][..], &args].concat(),
+        "--device: the trace has no device `nope`",
+    );
+    let quotes = ["run", DOTTED, "--set", "workload.devices.a:b.iommu=true"];
+    refused(&quotes, "goes in quotes");
 }

@@ -151,6 +151,44 @@ pub fn scenario_text(trace_file: &str) -> String {
     t.to_string()
 }
 
+/// `--device NAME:key=value,...` as the `--set` edits it stands for
+/// (`workload.devices."NAME".key=value`): `coherent`, `iommu` and `bounce` take yes or no,
+/// `granule` a size, `dma_mask_bits` a number. A name may hold colons (a PCI address): the
+/// settings follow the last one.
+pub fn device_sets(arg: &str) -> Result<Vec<String>, InputError> {
+    let bad = |m: &str| InputError::new("<argument>", format!("--device {arg}: {m}"));
+    let (name, kvs) = arg
+        .rsplit_once(':')
+        .filter(|(n, kv)| kv.contains('=') && !n.is_empty())
+        .ok_or_else(|| bad("expected NAME:key=value,... (e.g. 0000:01:00.0:coherent=yes)"))?;
+    let device = crate::input::key_part(name);
+    let mut out = Vec::new();
+    for kv in kvs.split(',') {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| bad(&format!("`{kv}` is not key=value")))?;
+        let (k, v) = (k.trim(), v.trim());
+        let v = match (k, v) {
+            ("coherent" | "iommu" | "bounce", "yes" | "true") => "true".to_string(),
+            ("coherent" | "iommu" | "bounce", "no" | "false") => "false".to_string(),
+            ("coherent" | "iommu" | "bounce", _) => {
+                return Err(bad(&format!("{k} is yes or no, found {}", quote(v))));
+            }
+            ("dma_mask_bits", _) => v.to_string(),
+            // A size as a TOML string ("64K").
+            ("granule", _) => toml_edit::Value::from(v).to_string(),
+            _ => {
+                return Err(bad(&format!(
+                    "unknown key {}; the keys are coherent, iommu, granule, bounce and dma_mask_bits",
+                    quote(k)
+                )));
+            }
+        };
+        out.push(format!("workload.devices.{device}.{k}={v}"));
+    }
+    Ok(out)
+}
+
 /// The platform a trace replays on unless `--platform` says: an arm64 phone SoC whose DMA
 /// masters do not snoop, where the DMA API's cache maintenance shows.
 pub const DEFAULT_PLATFORM: &str = "dimensity9500";
