@@ -885,3 +885,107 @@ fn per_device_settings_work_on_run_compare_and_sweeps() {
     let quotes = ["run", DOTTED, "--set", "workload.devices.a:b.iommu=true"];
     refused(&quotes, "goes in quotes");
 }
+
+/// `dmasim` with `input` written to its standard input through a pipe, as `cat TRACE |`.
+fn dmasim_piped(args: &[&str], input: Vec<u8>) -> std::process::Output {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_dmasim"))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("binary runs");
+    let mut stdin = child.stdin.take().unwrap();
+    // Written from another thread: the pipe holds less than the trace, and dmasim reads it as
+    // it comes. It may stop reading early (a refusal), so a failed write is no failure here.
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    out
+}
+
+/// `cat TRACE | dmasim replay -` prints what `dmasim replay TRACE` prints, byte for byte, but
+/// for the two lines that name the input: the scenario (`stdin`, not the file's stem) and the
+/// trace (`<stdin>`). A comparison reads the spooled input once per variant; input that is no
+/// trace is refused as a file would be.
+#[test]
+fn a_trace_on_standard_input_replays_as_the_file_does() {
+    for (file, stem, extra) in [
+        (
+            "tests/data/traces/lazy-50ms.txt",
+            "lazy-50ms",
+            &["--platform", "sm8150"][..],
+        ),
+        ("tests/data/traces/misuse.txt", "misuse", &[][..]),
+        (
+            "tests/data/traces/ath12k-6.12.35.txt",
+            "ath12k-6.12.35",
+            &[][..],
+        ),
+    ] {
+        let name = file.rsplit('/').next().unwrap();
+        let piped = dmasim_piped(
+            &[&["replay", "-"][..], extra].concat(),
+            std::fs::read(file).unwrap(),
+        );
+        let direct = dmasim(&[&["replay", file][..], extra].concat());
+        assert_eq!(piped.status.code(), direct.status.code(), "{file}");
+        assert_eq!(piped.stderr, direct.stderr, "{file}");
+        let piped = String::from_utf8(piped.stdout).unwrap();
+        let direct = String::from_utf8(direct.stdout).unwrap();
+        let (p, d): (Vec<&str>, Vec<&str>) = (piped.lines().collect(), direct.lines().collect());
+        assert_eq!(p.len(), d.len(), "{file}");
+        let differ: Vec<(&str, &str)> = p
+            .iter()
+            .zip(&d)
+            .filter(|(a, b)| a != b)
+            .map(|(a, b)| (*a, *b))
+            .collect();
+        assert_eq!(differ.len(), 2, "{file}: {differ:?}");
+        assert_eq!(
+            differ[0],
+            ("scenario   stdin", &*format!("scenario   {stem}"))
+        );
+        let named = differ[1].0.replacen("<stdin>", name, 1);
+        assert!(
+            differ[1].0.starts_with("trace      <stdin>: "),
+            "{differ:?}"
+        );
+        assert_eq!(named, differ[1].1, "{file}");
+        // Those two lines named, the bytes are the same.
+        let renamed = piped
+            .replacen("scenario   stdin\n", &format!("scenario   {stem}\n"), 1)
+            .replacen("trace      <stdin>: ", &format!("trace      {name}: "), 1);
+        assert_eq!(renamed.as_bytes(), direct.as_bytes(), "{file}");
+    }
+    let compared = dmasim_piped(
+        &[
+            "compare",
+            "-",
+            "--platform",
+            "sm8150",
+            "--variant",
+            "invalidation=strict",
+            "--variant",
+            "invalidation=lazy",
+            "--format",
+            "json",
+        ],
+        std::fs::read("tests/data/traces/lazy-50ms.txt").unwrap(),
+    );
+    let doc = json_of(&compared);
+    let counts: Vec<u64> = doc["calls"][0]["count"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .collect();
+    assert_eq!(counts, [10, 10], "each variant replays every call: {doc}");
+    let o = dmasim_piped(&["replay", "-"], vec![b'x'; 3 << 20]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("<stdin>:1: a line longer than 1 MiB"), "{err}");
+}

@@ -18,12 +18,14 @@
 //! whose map the modelled kernel refused is not made (as a driver would not unmap a failed map)
 //! and is counted as skipped; the checks of [`crate::trace::checks`] are made as the run reads
 //! the trace, on the one live table the pairing uses ([`crate::trace::live`]), the cut lists
-//! made whole. The trace is read twice, so it is a regular file, and the second read takes the
-//! bytes the first read and only while the file's length and modification time are as the
-//! first read left them (else bad input, exit 2). A trace without a DMA API event is bad input
+//! made whole. The trace is read twice ([`source`]), so it is a regular file, and the second
+//! read takes the bytes the first read and only while the file's length and modification time
+//! are as the first read left them (else bad input, exit 2); or it is standard input, spooled
+//! by its first read. A trace without a DMA API event is bad input
 //! that says how to enable the events.
 
 mod clock;
+mod source;
 
 use super::{Ctx, Progress, RunFailure, RunInfo, Scenario, Shared, Workload};
 use crate::device::Device;
@@ -45,6 +47,8 @@ use crate::types::{DmaAddr, PhysAddr};
 pub use clock::Late;
 use clock::TraceClock;
 use serde::{Deserialize, Serialize};
+pub use source::STDIN_NAME;
+use source::{Source, Stamp};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 use std::rc::Rc;
@@ -103,9 +107,9 @@ pub struct ReplayDevice {
 /// A trace to replay.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Replay {
-    /// The trace file as the scenario names it, and where it is.
+    /// The trace file as the scenario names it (`-`: standard input), and where it is.
     pub trace: String,
-    path: std::path::PathBuf,
+    source: Source,
     /// The trace as the first read found it.
     stamp: Stamp,
     /// Whether lines that do not read are skipped (counted) rather than refused.
@@ -139,10 +143,10 @@ fn default_domain(profile: &crate::platform::Profile) -> Option<crate::setup::Io
 /// `compare`, `--sweep`): the trace replayed on the default platform and the latest release.
 /// `--platform`, `--kernel`, `--set` and `dmasim replay --device` change it.
 pub fn scenario_text(trace_file: &str) -> String {
-    let stem = trace_file
-        .rsplit_once('.')
-        .map_or(trace_file, |(s, _)| s)
-        .to_string();
+    let stem = match trace_file {
+        "-" => "stdin",
+        f => f.rsplit_once('.').map_or(f, |(s, _)| s),
+    };
     let mut t = toml_edit::DocumentMut::new();
     t["scenario"]["name"] = toml_edit::value(stem);
     t["scenario"]["platform"] = toml_edit::value(DEFAULT_PLATFORM);
@@ -203,15 +207,15 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
             "missing: the trace file to replay (the text of `trace-cmd report`, tracefs or `perf script`)",
         )
     })?;
-    let path = shared.dir.join(trace.get_ref());
-    let shown = path.display().to_string();
+    let source = Source::of(shared.dir, trace.get_ref());
+    let shown = source.shown();
     let skip_bad = w.skip_bad_lines.as_ref().is_some_and(|b| *b.get_ref());
     let strict_window = w.strict_window.as_ref().is_some_and(|b| *b.get_ref());
     // The first of two reads of the trace, both streamed: what each device is and does, and
     // which cut lists their unmaps make whole; the run reads it again, makes the calls as
     // they come and checks them, the lists whole. The second reads the bytes the first read,
     // and only if the file has not changed since.
-    let (input, opened) = open(&path).map_err(|e| {
+    let (mut input, opened) = source.open().map_err(|e| {
         c.err(
             trace.span(),
             "workload.trace",
@@ -222,7 +226,7 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
     let mut seen = crate::trace::DevicesSeen::default();
     let mut rebuilder = Rebuilder::default();
     let (mut lo, mut hi) = (u64::MAX, 0u64);
-    let sum = crate::trace::read(&shown, input, skip_bad, |r| {
+    let sum = crate::trace::read(&shown, &mut input, skip_bad, |r| {
         seen.push(&r);
         let step = table.push(&r);
         if let Some((_, t)) = rebuilder.push(&r, &step, &table) {
@@ -245,11 +249,7 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
             hi = hi.max(p.saturating_add(*len));
         }
     }
-    let stamp = Stamp {
-        bytes: sum.bytes,
-        ..opened
-    };
-    unchanged(&path, &shown, stamp)?;
+    let stamp = source.first_read_done(input, opened, sum.bytes)?;
     let seen = seen.finish();
     if seen.iter().all(|d| d.calls == 0) {
         return Err(no_dma_events(&shown, &sum));
@@ -337,8 +337,11 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
         });
     }
     Ok(Workload::Replay(Replay {
-        trace: trace.get_ref().clone(),
-        path,
+        trace: match source {
+            Source::Stdin => STDIN_NAME.to_string(),
+            Source::File(_) => trace.get_ref().clone(),
+        },
+        source,
         stamp,
         skip_bad,
         strict_window,
@@ -446,61 +449,6 @@ impl clock::Timers for DeviceTimers<'_> {
         hw.leave(back);
         self.runs[i] += ran;
         ran
-    }
-}
-
-/// A trace file, read through a buffer, and its stamp as opened. Only a regular file: a pipe
-/// or a device (`/dev/zero`) cannot be read twice and may never end; nor one of size 0, which
-/// is empty or a file of tracefs or procfs (whose size is not known, whose reads may differ,
-/// and whose `trace_pipe` never ends).
-fn open(path: &std::path::Path) -> std::io::Result<(std::io::BufReader<std::fs::File>, Stamp)> {
-    let f = std::fs::File::open(path)?;
-    let meta = f.metadata()?;
-    if !meta.is_file() {
-        return Err(std::io::Error::other(
-            "not a regular file: a trace is read twice (its devices, then its calls), so save it to a file first",
-        ));
-    }
-    if meta.len() == 0 {
-        return Err(std::io::Error::other(
-            "empty, or of tracefs or procfs (which give no size): save the trace to a file first",
-        ));
-    }
-    let stamp = Stamp {
-        bytes: meta.len(),
-        modified: meta.modified().ok(),
-    };
-    Ok((std::io::BufReader::with_capacity(1 << 16, f), stamp))
-}
-
-/// What tells whether a trace changed between its two reads: its length and modification
-/// time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Stamp {
-    bytes: u64,
-    modified: Option<std::time::SystemTime>,
-}
-
-/// An error unless the trace at `path` is still as `was` says: a trace that grew or was
-/// rewritten since the first read would replay calls the first read did not pair.
-fn unchanged(path: &std::path::Path, shown: &str, was: Stamp) -> Result<(), InputError> {
-    let now = std::fs::metadata(path).map(|m| Stamp {
-        bytes: m.len(),
-        modified: m.modified().ok(),
-    });
-    match now {
-        Ok(now) if now == was => Ok(()),
-        Ok(now) => Err(InputError::new(
-            shown,
-            format!(
-                "the trace changed while it was read ({} bytes, now {}): replay it once it is whole",
-                was.bytes, now.bytes
-            ),
-        )),
-        Err(e) => Err(InputError::new(
-            shown,
-            format!("cannot read the trace again: {e}"),
-        )),
     }
 }
 
@@ -727,17 +675,14 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, R
     let mut table = Table::completing((*w.wholes).clone()).tracking_cachelines();
     let mut checker = Checker::default();
     let mut rebuilder = Rebuilder::default();
-    let shown = w.path.display().to_string();
-    unchanged(&w.path, &shown, w.stamp)?;
-    use std::io::Read as _;
-    let (input, _) = open(&w.path)
-        .map_err(|e| InputError::new(&shown, format!("cannot read the trace again: {e}")))?;
+    let shown = w.source.shown();
+    let input = w.source.reopen(w.stamp)?;
     let mut clock = TraceClock::default();
     let mut timer_runs = vec![0u64; n];
     // The second read: each call made as its line comes, every device's in trace order, at
     // its timestamp, of the bytes the first read (a trace that grew since is refused, below
     // and above).
-    let read = crate::trace::read(&shown, input.take(w.stamp.bytes), w.skip_bad, |r| {
+    let read = crate::trace::read(&shown, input, w.skip_bad, |r| {
         let step = table.push(&r);
         checker.push(&r, &step, &table);
         let Some((di, traced)) = rebuilder.push(&r, &step, &table) else {
@@ -875,7 +820,7 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, R
     if read?.bytes != w.stamp.bytes {
         return Err(InputError::new(&shown, "the trace changed while it was read").into());
     }
-    unchanged(&w.path, &shown, w.stamp)?;
+    w.source.unchanged(w.stamp)?;
     let in_trace = timer_runs.clone();
     clock.finish(
         &mut hw,

@@ -16,7 +16,8 @@ use dmasim::scenario::{self, Outcome, Scenario};
 #[derive(clap::Args)]
 pub struct ReplayArgs {
     /// The trace: the text of /sys/kernel/tracing/trace or trace_pipe, of `trace-cmd report`,
-    /// or of `perf script`, with the dma:* events (or a scenario of kind `replay`).
+    /// or of `perf script`, with the dma:* events (or a scenario of kind `replay`); `-` reads
+    /// it from standard input.
     pub trace: String,
     #[command(flatten)]
     pub overrides: Overrides,
