@@ -886,6 +886,18 @@ fn per_device_settings_work_on_run_compare_and_sweeps() {
     refused(&quotes, "goes in quotes");
 }
 
+/// A comparison of strict and lazy invalidation on an SMMU, as JSON.
+const STRICT_VS_LAZY: [&str; 8] = [
+    "--platform",
+    "sm8150",
+    "--variant",
+    "invalidation=strict",
+    "--variant",
+    "invalidation=lazy",
+    "--format",
+    "json",
+];
+
 /// `dmasim` with `input` written to its standard input through a pipe, as `cat TRACE |`.
 fn dmasim_piped(args: &[&str], input: Vec<u8>) -> std::process::Output {
     use std::io::Write as _;
@@ -962,22 +974,11 @@ fn a_trace_on_standard_input_replays_as_the_file_does() {
         assert_eq!(renamed.as_bytes(), direct.as_bytes(), "{file}");
     }
     let compared = dmasim_piped(
-        &[
-            "compare",
-            "-",
-            "--platform",
-            "sm8150",
-            "--variant",
-            "invalidation=strict",
-            "--variant",
-            "invalidation=lazy",
-            "--format",
-            "json",
-        ],
+        &[&["compare", "-"][..], &STRICT_VS_LAZY].concat(),
         std::fs::read("tests/data/traces/lazy-50ms.txt").unwrap(),
     );
     let doc = json_of(&compared);
-    let counts: Vec<u64> = doc["calls"][0]["count"]
+    let counts: Vec<u64> = doc["devices"][0]["calls"][0]["count"]
         .as_array()
         .unwrap()
         .iter()
@@ -988,4 +989,35 @@ fn a_trace_on_standard_input_replays_as_the_file_does() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("<stdin>:1: a line longer than 1 MiB"), "{err}");
+}
+
+/// A comparison of a trace keeps its calls by device, as the replay's own document does; and
+/// the document says which CPUs the trace ran on and that it was replayed on one.
+#[test]
+fn a_comparison_of_a_trace_keeps_its_devices_and_says_its_cpus() {
+    let lazy = ["compare", "tests/data/traces/lazy-50ms.txt"];
+    let doc = json_of(&dmasim(&[&lazy[..], &STRICT_VS_LAZY].concat()));
+    assert_eq!(doc["calls"], serde_json::json!([]), "{doc}");
+    let devices = doc["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 1);
+    assert_eq!(devices[0]["name"], "ff100000.dsp");
+    let calls: Vec<&str> = devices[0]["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["call"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        calls,
+        ["dma_map_page", "dma_unmap_page", "fq_flush_timeout (timer)"]
+    );
+    assert_eq!(devices[0]["calls"][2]["count"], serde_json::json!([0, 10]));
+    let run = json_of(&dmasim(&[
+        "replay",
+        "tests/data/traces/ath12k-6.12.35.txt",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(run["workload"]["trace_cpus"], serde_json::json!([10, 11]));
+    assert_eq!(run["workload"]["replayed_on_cpus"], 1);
 }

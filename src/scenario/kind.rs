@@ -91,6 +91,11 @@ pub trait KindResult {
     fn info(&self) -> &RunInfo;
     /// Every timed call as (name, calls, total ps), in the order the kind reports them.
     fn call_totals(&self) -> Vec<(String, u64, u64)>;
+    /// For a kind whose calls are each a device's (a replay's): each name of
+    /// [`KindResult::call_totals`] as (the name, the device, the call). By default none is.
+    fn call_devices(&self) -> Vec<(String, String, String)> {
+        Vec::new()
+    }
     /// The call stacks, for folded output.
     fn stacks(&self) -> &[StackRow];
     /// What a sweep shows of this run beyond its calls' means. By default nothing.
@@ -128,6 +133,9 @@ impl<T: KindResult> KindResult for Box<T> {
     }
     fn call_totals(&self) -> Vec<(String, u64, u64)> {
         (**self).call_totals()
+    }
+    fn call_devices(&self) -> Vec<(String, String, String)> {
+        (**self).call_devices()
     }
     fn stacks(&self) -> &[StackRow] {
         (**self).stacks()

@@ -97,6 +97,12 @@ impl Outcome {
         self.as_result().call_totals()
     }
 
+    /// Each name of [`Outcome::call_totals`] that is a device's call, as (the name, the
+    /// device, the call): a replay's.
+    pub fn call_devices(&self) -> Vec<(String, String, String)> {
+        self.as_result().call_devices()
+    }
+
     /// The call stacks, for folded output.
     pub fn stacks(&self) -> &[StackRow] {
         self.as_result().stacks()

@@ -124,6 +124,8 @@ pub struct Replay {
     pub skipped: BTreeMap<String, u64>,
     /// The lowest and highest physical address the calls touch.
     phys_span: (u64, u64),
+    /// The CPUs the trace's calls ran on, in order (the first [`MAX_CPUS`]).
+    pub cpus: Rc<Vec<u32>>,
 }
 
 /// The domain a device behind an IOMMU maps through when the scenario gives no `[iommu]`: the
@@ -193,6 +195,10 @@ pub fn device_sets(arg: &str) -> Result<Vec<String>, InputError> {
     Ok(out)
 }
 
+/// Most CPUs of a trace a replay tells apart (the kernel's `NR_CPUS` reaches 8192 on arm64):
+/// a hostile trace naming more cannot grow the set.
+pub const MAX_CPUS: usize = 8192;
+
 /// The platform a trace replays on unless `--platform` says: an arm64 phone SoC whose DMA
 /// masters do not snoop, where the DMA API's cache maintenance shows.
 pub const DEFAULT_PLATFORM: &str = "dimensity9500";
@@ -226,7 +232,13 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
     let mut seen = crate::trace::DevicesSeen::default();
     let mut rebuilder = Rebuilder::default();
     let (mut lo, mut hi) = (u64::MAX, 0u64);
+    let mut cpus = std::collections::BTreeSet::new();
     let sum = crate::trace::read(&shown, &mut input, skip_bad, |r| {
+        if let Some(c) = r.cpu
+            && cpus.len() < MAX_CPUS
+        {
+            cpus.insert(c);
+        }
         seen.push(&r);
         let step = table.push(&r);
         if let Some((_, t)) = rebuilder.push(&r, &step, &table) {
@@ -348,6 +360,7 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
         wholes,
         devices: Rc::new(devices),
         skipped: sum.skipped,
+        cpus: Rc::new(cpus.into_iter().collect()),
         phys_span: (lo.min(hi), hi),
     }))
 }
@@ -581,6 +594,8 @@ pub struct RunResult {
     pub findings: Rc<Vec<Finding>>,
     /// Calls that started after their timestamp, the modelled CPU still busy.
     pub late: Late,
+    /// The CPUs the trace's calls ran on (the replay runs them on one).
+    pub cpus: Rc<Vec<u32>>,
     pub skipped: BTreeMap<String, u64>,
     pub counts: [u64; Counter::N],
     pub stacks: Vec<StackRow>,
@@ -918,6 +933,7 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, R
         devices,
         findings: Rc::new(findings),
         late: clock.late,
+        cpus: w.cpus.clone(),
         skipped: w.skipped.clone(),
         counts: hw.ledger().totals(),
         stacks,
@@ -944,6 +960,7 @@ pub fn table(r: &RunResult) -> String {
         let s = if n == 1 { "" } else { "s" };
         let _ = writeln!(o, "           {n} line{s} of other events skipped");
     }
+    cpus_line(&mut o, &r.cpus);
     late_line(&mut o, &r.late);
     for d in &r.devices {
         let _ = writeln!(
@@ -1052,6 +1069,38 @@ pub fn table(r: &RunResult) -> String {
     findings(&mut o, &r.findings);
     stack_table(&mut o, "over the trace", &r.stacks, r.total_ps, 1);
     o
+}
+
+/// The CPUs the trace's calls ran on, and that the replay ran them on one.
+fn cpus_line(o: &mut String, cpus: &[u32]) {
+    let ran = match cpus {
+        [] => return,
+        [c] => format!("CPU {c}"),
+        _ => format!("{} CPUs ({})", cpus.len(), cpu_ranges(cpus)),
+    };
+    let _ = writeln!(
+        o,
+        "cpus       the trace's calls ran on {ran}; replayed in trace order on one modelled CPU"
+    );
+}
+
+/// Sorted CPU numbers as ranges: `0-3, 7`.
+fn cpu_ranges(cpus: &[u32]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j].saturating_add(1) {
+            j += 1;
+        }
+        out.push(if i == j {
+            cpus[i].to_string()
+        } else {
+            format!("{}-{}", cpus[i], cpus[j])
+        });
+        i = j + 1;
+    }
+    out.join(", ")
 }
 
 /// How many calls started after their timestamp, if any did.
@@ -1163,6 +1212,9 @@ struct WorkloadDoc<'a> {
     kind: &'static str,
     trace: &'a str,
     skipped_lines: &'a BTreeMap<String, u64>,
+    /// The CPUs the trace's calls ran on, and how many modelled CPUs replayed them.
+    trace_cpus: &'a [u32],
+    replayed_on_cpus: u32,
     /// Calls that started after their timestamp; left out when none did.
     #[serde(skip_serializing_if = "Option::is_none")]
     started_late: Option<LateDoc>,
@@ -1241,6 +1293,8 @@ pub fn json(r: &RunResult) -> serde_json::Value {
             kind: "replay",
             trace: &r.trace,
             skipped_lines: &r.skipped,
+            trace_cpus: &r.cpus,
+            replayed_on_cpus: 1,
             started_late: (r.late.calls > 0).then(|| LateDoc {
                 calls: r.late.calls,
                 behind_other_cpu: r.late.behind_other_cpu,
@@ -1370,25 +1424,76 @@ impl super::WorkloadKind for Replay {
     }
 }
 
+/// One row of a replay's calls, as a comparison lines them up: `name` is the device's and the
+/// call's together.
+struct DeviceRow {
+    name: String,
+    device: String,
+    call: String,
+    count: u64,
+    total_ps: u64,
+}
+
+impl RunResult {
+    /// Each device's calls, then its timers (their runs), in the report's order.
+    fn device_rows(&self) -> Vec<DeviceRow> {
+        let mut out = Vec::new();
+        for d in &self.devices {
+            let row = |call: String, count, total_ps| DeviceRow {
+                name: format!("{} {call}", d.name),
+                device: d.name.clone(),
+                call,
+                count,
+                total_ps,
+            };
+            for c in &d.calls {
+                out.push(row(c.call.to_string(), c.count, c.total_ps));
+            }
+            let t = &d.timers;
+            if t.runs > 0 {
+                let call = format!("{} (timer)", t.names.join(", "));
+                out.push(row(call, t.runs, t.total_ps));
+            }
+        }
+        out
+    }
+}
+
 impl super::KindResult for RunResult {
     super::kind::result_fields!();
     /// Per device and call, so that a comparison shows each device's change; a device's
     /// timers after its calls, as their runs (lazy invalidation moves work there).
     fn call_totals(&self) -> Vec<(String, u64, u64)> {
-        self.devices
-            .iter()
-            .flat_map(|d| {
-                let calls = d
-                    .calls
-                    .iter()
-                    .map(move |c| (format!("{} {}", d.name, c.call), c.count, c.total_ps));
-                let t = &d.timers;
-                let timers = (t.runs > 0).then(|| {
-                    let name = format!("{} {} (timer)", d.name, t.names.join(", "));
-                    (name, t.runs, t.total_ps)
-                });
-                calls.chain(timers)
-            })
+        self.device_rows()
+            .into_iter()
+            .map(|r| (r.name, r.count, r.total_ps))
             .collect()
+    }
+
+    fn call_devices(&self) -> Vec<(String, String, String)> {
+        self.device_rows()
+            .into_iter()
+            .map(|r| (r.name, r.device, r.call))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod report_tests {
+    use super::*;
+
+    #[test]
+    fn cpus_print_as_ranges() {
+        assert_eq!(cpu_ranges(&[0, 1, 2, 3, 7]), "0-3, 7");
+        assert_eq!(cpu_ranges(&[5]), "5");
+        assert_eq!(cpu_ranges(&[1, 3, 4, u32::MAX]), "1, 3-4, 4294967295");
+        let mut o = String::new();
+        cpus_line(&mut o, &[]);
+        assert_eq!(o, "");
+        cpus_line(&mut o, &[2, 3]);
+        assert_eq!(
+            o,
+            "cpus       the trace's calls ran on 2 CPUs (2-3); replayed in trace order on one modelled CPU\n"
+        );
     }
 }
