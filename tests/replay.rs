@@ -183,8 +183,9 @@ fn dmasim(args: &[&str]) -> std::process::Output {
 
 /// A trace with one of each misuse debug.c reports gives exactly one finding of each kind,
 /// naming its lines; `--check` turns them into exit status 4, and without it they are warnings.
-/// What is mapped at the end is live at the end, no misuse, unless `--strict-window` says the
-/// trace is the driver's whole life: then it is a leak, and a misuse.
+/// What is mapped at the end is live at the end, and what the trace never saw mapped was
+/// mapped before it began, no misuse either, unless `--strict-window` says the trace is the
+/// driver's whole life: then they are a leak and not-mapped, misuses.
 #[test]
 fn each_misuse_is_one_finding_naming_its_lines_and_check_exits_4() {
     let o = dmasim(&["replay", "tests/data/traces/misuse.txt", "--format", "json"]);
@@ -208,7 +209,7 @@ fn each_misuse_is_one_finding_naming_its_lines_and_check_exits_4() {
         ("size-mismatch", vec![2, 5]),
         ("direction-mismatch", vec![2, 5]),
         ("double-unmap", vec![5, 6]),
-        ("not-mapped", vec![7]),
+        ("mapped-before", vec![7]),
         ("cacheline-overlap", vec![8, 9]),
         ("map-error", vec![11]),
         ("live-at-end", vec![9]),
@@ -229,8 +230,13 @@ fn each_misuse_is_one_finding_naming_its_lines_and_check_exits_4() {
             && out.contains("line 9: 0000:02:00.0 live-at-end: mapping of 100 bytes"),
         "{out}"
     );
+    assert!(
+        out.contains("mapped before the trace began (")
+            && out.contains("line 7: 0000:02:00.0 mapped-before: unmap of 0x80009000"),
+        "{out}"
+    );
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("8 misuses"), "{err}");
+    assert!(err.contains("7 misuses"), "{err}");
     let strict = &[
         "replay",
         "tests/data/traces/misuse.txt",
@@ -241,7 +247,8 @@ fn each_misuse_is_one_finding_naming_its_lines_and_check_exits_4() {
     assert_eq!(o.status.code(), Some(4));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
-        out.contains("line 9: 0000:02:00.0 leak: mapping of 100 bytes"),
+        out.contains("line 9: 0000:02:00.0 leak: mapping of 100 bytes")
+            && out.contains("line 7: 0000:02:00.0 not-mapped: unmap of 0x80009000"),
         "{out}"
     );
     assert!(String::from_utf8_lossy(&o.stderr).contains("9 misuses"));

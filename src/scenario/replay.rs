@@ -688,7 +688,7 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, R
     let mut live: Vec<HashMap<usize, Mapped>> = (0..n).map(|_| HashMap::new()).collect();
     // The live table the checks and the pairing share, the cut lists whole.
     let mut table = Table::completing((*w.wholes).clone()).tracking_cachelines();
-    let mut checker = Checker::default();
+    let mut checker = Checker::new(w.strict_window);
     let mut rebuilder = Rebuilder::default();
     let shown = w.source.shown();
     let input = w.source.reopen(w.stamp)?;
@@ -1166,10 +1166,20 @@ fn timers_lines(o: &mut String, t: &TimerWork) {
 }
 
 fn findings(o: &mut String, f: &[Finding]) {
-    let (misuses, live): (Vec<&Finding>, Vec<&Finding>) = f.iter().partition(|x| x.kind.fails());
+    let (misuses, edges): (Vec<&Finding>, Vec<&Finding>) = f.iter().partition(|x| x.kind.fails());
+    let (before, live): (Vec<&Finding>, Vec<&Finding>) = edges
+        .into_iter()
+        .partition(|x| x.kind == crate::trace::checks::FindingKind::MappedBefore);
     if !misuses.is_empty() {
         let _ = writeln!(o, "\nwarnings (what CONFIG_DMA_API_DEBUG would report)");
         finding_lines(o, &misuses);
+    }
+    if !before.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nmapped before the trace began (no misuse in a window on a running driver; --strict-window makes them not-mapped)"
+        );
+        finding_lines(o, &before);
     }
     if !live.is_empty() {
         let _ = writeln!(
