@@ -38,8 +38,9 @@ impl Variant {
     /// pick those; a dotted key sets a scenario key as `--set` does; any other key is a policy.
     pub fn parse(spec: &str) -> Result<Variant, String> {
         let mut v = Variant::default();
-        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (k, val) = part.split_once('=').ok_or_else(|| {
+        let parts = crate::input::split_outside_quotes(spec, ',');
+        for part in parts.into_iter().map(str::trim).filter(|p| !p.is_empty()) {
+            let (k, val) = crate::input::split_assignment(part).ok_or_else(|| {
                 format!("`{part}` is not key=value (e.g. kernel=7.1, sync=batched)")
             })?;
             let (k, val) = (k.trim(), val.trim());
@@ -131,7 +132,8 @@ pub fn put_baseline_first(variants: &mut Vec<Variant>, k: &str) -> Result<(), In
     Ok(())
 }
 
-/// The variants a command line asks for: each `--variant` as given, or else every combination of
+/// The variants a command line asks for: each `--variant` as given (on the one `--platform` and
+/// `--kernel` given beside them, where it names none of its own), or else every combination of
 /// the `--platform` and `--kernel` values (the scenario's own where none is given).
 pub fn variants_from(
     specs: &[String],
@@ -146,10 +148,20 @@ pub fn variants_from(
                     .into(),
             ));
         }
-        specs
+        // One --platform or --kernel beside them is every variant's unless it names its own.
+        let mut out: Vec<Variant> = specs
             .iter()
             .map(|s| Variant::parse(s).map_err(|m| arg(format!("--variant: {m}"))))
-            .collect::<Result<_, _>>()?
+            .collect::<Result<_, _>>()?;
+        for v in &mut out {
+            if v.platform.is_none() {
+                v.platform = platforms.first().cloned();
+            }
+            if v.kernel.is_none() {
+                v.kernel = kernels.first().cloned();
+            }
+        }
+        out
     } else {
         let ps: Vec<Option<&String>> = if platforms.is_empty() {
             vec![None]
@@ -202,6 +214,8 @@ pub struct Row<T> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct CallRow {
     pub call: String,
+    /// The device and its call, when the row is a device's (a replay's).
+    pub device: Option<(String, String)>,
     pub count: Vec<u64>,
     pub total_ps: Vec<u64>,
 }
@@ -286,12 +300,18 @@ pub fn compare(
 
     let mut calls: Vec<CallRow> = Vec::new();
     for (i, c) in columns.iter().enumerate() {
+        let devices = c.outcome.call_devices();
         for (name, count, total) in c.outcome.call_totals() {
             let row = match calls.iter().position(|r| r.call == name) {
                 Some(j) => &mut calls[j],
                 None => {
+                    let device = devices
+                        .iter()
+                        .find(|(n, _, _)| *n == name)
+                        .map(|(_, d, call)| (d.clone(), call.clone()));
                     calls.push(CallRow {
                         call: name,
+                        device,
                         count: vec![0; n],
                         total_ps: vec![0; n],
                     });
@@ -633,19 +653,32 @@ pub fn json(c: &Comparison) -> Value {
             })
         })
         .collect();
-    let calls: Vec<Value> = c
-        .calls
-        .iter()
-        .map(|r| {
-            let means: Vec<Option<f64>> = (0..r.count.len()).map(|i| r.mean_ns(i)).collect();
-            json!({
-                "call": r.call,
-                "count": r.count,
-                "total_ps": r.total_ps,
-                "mean_ns": means,
-                "change_pct": changes(&means),
-            })
+    let call_doc = |r: &CallRow, call: &str| {
+        let means: Vec<Option<f64>> = (0..r.count.len()).map(|i| r.mean_ns(i)).collect();
+        json!({
+            "call": call,
+            "count": r.count,
+            "total_ps": r.total_ps,
+            "mean_ns": means,
+            "change_pct": changes(&means),
         })
+    };
+    // A device's calls under the device, as a replay's document has them; the others apart.
+    let mut calls: Vec<Value> = Vec::new();
+    let mut devices: Vec<(&str, Vec<Value>)> = Vec::new();
+    for r in &c.calls {
+        let Some((device, call)) = &r.device else {
+            calls.push(call_doc(r, &r.call));
+            continue;
+        };
+        match devices.iter_mut().find(|(d, _)| d == device) {
+            Some((_, v)) => v.push(call_doc(r, call)),
+            None => devices.push((device, vec![call_doc(r, call)])),
+        }
+    }
+    let devices: Vec<Value> = devices
+        .into_iter()
+        .map(|(name, calls)| json!({ "name": name, "calls": calls }))
         .collect();
     let rows = |rows: &[Row<u64>], key: &str, stack: bool| -> Vec<Value> {
         rows.iter()
@@ -671,15 +704,21 @@ pub fn json(c: &Comparison) -> Value {
                 "platform": c.columns[a].outcome.info().platform,
                 "from": c.columns[a].label,
                 "to": c.columns[b].label,
-                "calls": c.calls.iter().map(|r| json!({
-                    "call": r.call,
-                    "from_mean_ns": r.mean_ns(a),
-                    "to_mean_ns": r.mean_ns(b),
-                    "change_pct": match (r.mean_ns(a), r.mean_ns(b)) {
-                        (Some(x), Some(y)) => change_pct(x, y),
-                        _ => None,
-                    },
-                })).collect::<Vec<Value>>(),
+                "calls": c.calls.iter().map(|r| {
+                    let mut v = json!({
+                        "call": r.device.as_ref().map_or(&r.call, |(_, call)| call),
+                        "from_mean_ns": r.mean_ns(a),
+                        "to_mean_ns": r.mean_ns(b),
+                        "change_pct": match (r.mean_ns(a), r.mean_ns(b)) {
+                            (Some(x), Some(y)) => change_pct(x, y),
+                            _ => None,
+                        },
+                    });
+                    if let Some((d, _)) = &r.device {
+                        v["device"] = json!(d);
+                    }
+                    v
+                }).collect::<Vec<Value>>(),
             })
         })
         .collect();
@@ -687,6 +726,7 @@ pub fn json(c: &Comparison) -> Value {
         "scenario": c.scenario,
         "variants": variants,
         "calls": calls,
+        "devices": devices,
         "within_platform": within,
         "operations": rows(&c.operations, "operation", false),
         "stacks": rows(&c.stacks, "stack", true),
@@ -912,6 +952,19 @@ mod tests {
         );
         assert!(variants_from(&[], &[], &k(&["7.1"])).is_err());
         assert!(variants_from(&k(&["kernel=7.0"]), &[], &k(&["7.0", "7.1"])).is_err());
+        // One --platform beside --variant is each variant's that names none.
+        let specs = k(&["invalidation=strict", "platform=b,invalidation=lazy"]);
+        let v = variants_from(&specs, &k(&["a"]), &[]).unwrap();
+        let platforms: Vec<Option<&str>> = v.iter().map(|v| v.platform.as_deref()).collect();
+        assert_eq!(platforms, [Some("a"), Some("b")]);
+        let v = Variant::parse(r#"workload.devices."a,b".iommu=true,platform.smmu.sync=1us"#);
+        assert_eq!(
+            v.unwrap().sets,
+            [
+                r#"workload.devices."a,b".iommu=true"#,
+                "platform.smmu.sync=1us"
+            ]
+        );
     }
 
     #[test]

@@ -276,8 +276,63 @@ pub fn parse_size(s: &str) -> Option<u64> {
 /// otherwise, so `--set workload.entry=64K` and `--set scenario.kernel=7.1` need no quotes.
 /// Missing tables are created.
 pub fn set_key(file: &str, text: &str, key: &str, value: &str) -> Result<String, InputError> {
-    let path: Vec<&str> = key.split('.').map(str::trim).collect();
-    set_path(file, text, &path, value, &format!("--set {key}={value}"))
+    let arg = format!("--set {key}={value}");
+    let path = key_parts(key).map_err(|m| InputError::new("<argument>", format!("{arg}: {m}")))?;
+    let path: Vec<&str> = path.iter().map(String::as_str).collect();
+    set_path(file, text, &path, value, &arg)
+}
+
+/// A dotted key as TOML reads one: its parts split at the dots, a part in quotes
+/// (`workload.devices."fe300000.ethernet".iommu`) kept whole, dots and all.
+pub fn key_parts(key: &str) -> Result<Vec<String>, String> {
+    let quoted = key.contains(['"', '\'']);
+    if !quoted && key.split('.').any(|p| p.trim().is_empty()) {
+        return Err("the key is empty or has an empty part".into());
+    }
+    let parts = toml_edit::Key::parse(key).map_err(|_| {
+        format!(
+            "{} is not a dotted key: a part other than letters, digits, `-` and `_` goes in quotes, e.g. workload.devices.\"0000:01:00.0\".iommu",
+            quote(key)
+        )
+    })?;
+    Ok(parts.iter().map(|k| k.get().to_string()).collect())
+}
+
+/// `KEY=VALUE` split at the first `=` outside a quoted part of the key.
+pub fn split_assignment(arg: &str) -> Option<(&str, &str)> {
+    let mut quote = None;
+    for (i, c) in arg.char_indices() {
+        match (quote, c) {
+            (None, '"' | '\'') => quote = Some(c),
+            (Some(q), _) if c == q => quote = None,
+            (None, '=') => return Some((&arg[..i], &arg[i + 1..])),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// `list` split at each `sep` outside quotes (a `--variant` whose key part is quoted).
+pub fn split_outside_quotes(list: &str, sep: char) -> Vec<&str> {
+    let (mut out, mut start, mut quote) = (Vec::new(), 0, None);
+    for (i, c) in list.char_indices() {
+        match (quote, c) {
+            (None, '"' | '\'') => quote = Some(c),
+            (Some(q), _) if c == q => quote = None,
+            (None, _) if c == sep => {
+                out.push(&list[start..i]);
+                start = i + c.len_utf8();
+            }
+            _ => {}
+        }
+    }
+    out.push(&list[start..]);
+    out
+}
+
+/// `name` as one part of a dotted key: bare when TOML allows, else quoted.
+pub fn key_part(name: &str) -> String {
+    toml_edit::Key::new(name).display_repr().into_owned()
 }
 
 /// [`set_key`] of a key given by its parts (a part may hold dots: a device named
@@ -445,6 +500,41 @@ mod tests {
         assert_eq!(parse_size("-1"), None);
         assert_eq!(parse_size("3 parsecs"), None);
         assert_eq!(parse_size("99999999999999999999G"), None);
+    }
+
+    #[test]
+    fn a_quoted_key_part_keeps_its_dots() {
+        let parts = key_parts(r#"workload.devices."fe300000.ethernet".iommu"#).unwrap();
+        assert_eq!(parts, ["workload", "devices", "fe300000.ethernet", "iommu"]);
+        let parts = key_parts("workload.devices.'0000:01:00.0' . coherent").unwrap();
+        assert_eq!(parts, ["workload", "devices", "0000:01:00.0", "coherent"]);
+        assert_eq!(key_parts("workload.entry").unwrap(), ["workload", "entry"]);
+        for bad in ["", "a..b", "workload."] {
+            assert!(key_parts(bad).unwrap_err().contains("empty"), "{bad}");
+        }
+        let e = key_parts("workload.devices.0000:01:00.0.iommu").unwrap_err();
+        assert!(e.contains("goes in quotes"), "{e}");
+        assert!(key_parts(r#"workload."unclosed"#).is_err());
+        let text = "[workload]\nkind = \"replay\"\n";
+        let out = set_key("f", text, r#"workload.devices."a.b".iommu"#, "true").unwrap();
+        assert!(out.contains(r#"[workload.devices."a.b"]"#), "{out}");
+        assert!(out.contains("iommu = true"), "{out}");
+    }
+
+    #[test]
+    fn an_assignment_splits_outside_quotes() {
+        assert_eq!(
+            split_assignment(r#"workload.devices."a=b".iommu=true"#),
+            Some((r#"workload.devices."a=b".iommu"#, "true"))
+        );
+        assert_eq!(split_assignment("k=v=w"), Some(("k", "v=w")));
+        assert_eq!(split_assignment(r#"k."a=b""#), None);
+        assert_eq!(
+            split_outside_quotes(r#"kernel=7.1,workload.devices."a,b".iommu=true"#, ','),
+            ["kernel=7.1", r#"workload.devices."a,b".iommu=true"#]
+        );
+        assert_eq!(key_part("a.b"), "\"a.b\"");
+        assert_eq!(key_part("isp"), "isp");
     }
 
     #[test]

@@ -781,6 +781,12 @@ impl DmaMapOps for DmaOps {
     fn mapping_error<H: DeviceHw>(&self, hw: &mut H, dev: &Device, addr: DmaAddr) -> bool {
         dma_ops_dispatch!(self, o => o.mapping_error(hw, dev, addr))
     }
+    fn next_timer_ps(&self) -> Option<u64> {
+        dma_ops_dispatch!(self, o => o.next_timer_ps())
+    }
+    fn run_timers<H: DeviceHw>(&self, hw: &mut H) -> u64 {
+        dma_ops_dispatch!(self, o => o.run_timers(hw))
+    }
 }
 
 impl From<DmaDirect> for DmaOps {

@@ -36,8 +36,7 @@ impl Sweep {
     /// `workload.entry=4K,16K,64K`.
     pub fn parse(spec: &str) -> Result<Sweep, InputError> {
         let arg = |m: String| InputError::new("<argument>", format!("--sweep {spec}: {m}"));
-        let (key, values) = spec
-            .split_once('=')
+        let (key, values) = crate::input::split_assignment(spec)
             .ok_or_else(|| arg("not KEY=V1,V2,... (e.g. workload.entry=4K,16K,64K)".into()))?;
         let key = key.trim();
         if key.is_empty() {

@@ -155,6 +155,25 @@ fn a_truncated_list_is_completed_from_its_unmap_or_replayed_as_printed() {
     assert_eq!(d.bytes[0], 130 * 4096);
 }
 
+/// The JSON document a run that must succeed printed.
+fn json_of(o: &std::process::Output) -> serde_json::Value {
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// A command that must be refused as bad input (exit 2) with `message` in its error.
+fn refused(args: &[&str], message: &str) {
+    let o = dmasim(args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.contains(message), "{args:?}: {err}");
+}
+
 fn dmasim(args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_dmasim"))
         .args(args)
@@ -164,8 +183,9 @@ fn dmasim(args: &[&str]) -> std::process::Output {
 
 /// A trace with one of each misuse debug.c reports gives exactly one finding of each kind,
 /// naming its lines; `--check` turns them into exit status 4, and without it they are warnings.
-/// What is mapped at the end is live at the end, no misuse, unless `--strict-window` says the
-/// trace is the driver's whole life: then it is a leak, and a misuse.
+/// What is mapped at the end is live at the end, and what the trace never saw mapped was
+/// mapped before it began, no misuse either, unless `--strict-window` says the trace is the
+/// driver's whole life: then they are a leak and not-mapped, misuses.
 #[test]
 fn each_misuse_is_one_finding_naming_its_lines_and_check_exits_4() {
     let o = dmasim(&["replay", "tests/data/traces/misuse.txt", "--format", "json"]);
@@ -189,7 +209,7 @@ fn each_misuse_is_one_finding_naming_its_lines_and_check_exits_4() {
         ("size-mismatch", vec![2, 5]),
         ("direction-mismatch", vec![2, 5]),
         ("double-unmap", vec![5, 6]),
-        ("not-mapped", vec![7]),
+        ("mapped-before", vec![7]),
         ("cacheline-overlap", vec![8, 9]),
         ("map-error", vec![11]),
         ("live-at-end", vec![9]),
@@ -210,8 +230,13 @@ fn each_misuse_is_one_finding_naming_its_lines_and_check_exits_4() {
             && out.contains("line 9: 0000:02:00.0 live-at-end: mapping of 100 bytes"),
         "{out}"
     );
+    assert!(
+        out.contains("mapped before the trace began (")
+            && out.contains("line 7: 0000:02:00.0 mapped-before: unmap of 0x80009000"),
+        "{out}"
+    );
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("8 misuses"), "{err}");
+    assert!(err.contains("7 misuses"), "{err}");
     let strict = &[
         "replay",
         "tests/data/traces/misuse.txt",
@@ -222,7 +247,8 @@ fn each_misuse_is_one_finding_naming_its_lines_and_check_exits_4() {
     assert_eq!(o.status.code(), Some(4));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
-        out.contains("line 9: 0000:02:00.0 leak: mapping of 100 bytes"),
+        out.contains("line 9: 0000:02:00.0 leak: mapping of 100 bytes")
+            && out.contains("line 7: 0000:02:00.0 not-mapped: unmap of 0x80009000"),
         "{out}"
     );
     assert!(String::from_utf8_lossy(&o.stderr).contains("9 misuses"));
@@ -352,14 +378,9 @@ fn a_device_granule_sets_its_domains_page_size() {
             "--device",
             &format!("a600000.usb:granule={granule}"),
         ]);
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        doc["devices"][0]["calls"][0]["total_ns"].as_f64().unwrap()
+        json_of(&o)["devices"][0]["calls"][0]["total_ns"]
+            .as_f64()
+            .unwrap()
     };
     assert_ne!(run("4K"), run("64K"));
     let o = dmasim(&[
@@ -666,16 +687,388 @@ fn findings_are_counted_by_kind_and_listed_up_to_a_bound() {
     let file = path.to_str().unwrap();
     let o = dmasim(&["replay", file, "--check", "--format", "json"]);
     let t = dmasim(&["replay", file]);
+    let strict = dmasim(&["replay", file, "--check", "--strict-window"]);
     std::fs::remove_dir_all(&dir).unwrap();
-    assert_eq!(o.status.code(), Some(4));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("150 misuses"));
+    // A window on a running driver: syncs of what was mapped before it, pages live after it.
+    assert_eq!(o.status.code(), Some(0));
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(
         doc["finding_counts"],
-        serde_json::json!({"not-mapped": 150, "live-at-end": 300})
+        serde_json::json!({"mapped-before": 150, "live-at-end": 300})
     );
     assert_eq!(doc["findings"].as_array().unwrap().len(), 200);
     let report = String::from_utf8(t.stdout).unwrap();
-    assert!(report.contains("  ... 50 more not-mapped (the first 100 of each kind are listed)"));
+    assert!(report.contains("  ... 50 more mapped-before (the first 100 of each kind are listed)"));
     assert!(report.contains("  ... 200 more live-at-end (the first 100 of each kind are listed)"));
+    // The driver's whole life: every one a misuse, all counted though a hundred of each shown.
+    assert_eq!(strict.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&strict.stderr).contains("450 misuses"));
+    let report = String::from_utf8(strict.stdout).unwrap();
+    assert!(report.contains("  ... 50 more not-mapped (the first 100 of each kind are listed)"));
+    assert!(report.contains("  ... 200 more leak (the first 100 of each kind are listed)"));
+}
+
+fn lazy_fixture(invalidation: &str) -> dmasim::scenario::replay::RunResult {
+    let mut s = Scenario::load_on("tests/data/traces/lazy-50ms.txt", &[], Some("sm8150")).unwrap();
+    s.set_policies(&format!("invalidation={invalidation}"))
+        .unwrap();
+    match execute(&s) {
+        Ok(Outcome::Replay(r)) => r,
+        _ => panic!("a replay result"),
+    }
+}
+
+/// Ten map/unmap pairs 50 ms apart on the trace's clock, the device behind an inferred
+/// domain: lazily, each unmap queues its IOVA and the flush queue's 10 ms timer flushes and
+/// frees it while the CPU idles before the next map (the last after the trace's last call),
+/// so every map finds an IOVA cached but the first; strictly, each unmap invalidates its page
+/// and frees its IOVA itself. Lazy's unmaps are cheaper and its timers do the flushes, in no
+/// call's time.
+#[test]
+fn the_flush_queue_timer_runs_on_the_traces_clock() {
+    use dmasim::hw::Counter;
+    let lazy = lazy_fixture("lazy");
+    let strict = lazy_fixture("strict");
+    let (l, s) = (&lazy.devices[0], &strict.devices[0]);
+    assert_eq!(counts(l), [("dma_map_page", 10), ("dma_unmap_page", 10)]);
+    assert_eq!(
+        (l.timers.runs, l.timers.after_end, l.timers.names.as_slice()),
+        (10, 1, &["fq_flush_timeout".to_string()][..])
+    );
+    let timer = |c: Counter| l.timers.counts[c as usize];
+    assert_eq!(timer(Counter::FqFlush), 10);
+    assert_eq!(timer(Counter::IovaFree), 10);
+    assert_eq!(timer(Counter::SmmuTlbiasid), 10);
+    let whole = |r: &dmasim::scenario::replay::RunResult, c: Counter| r.counts[c as usize];
+    assert_eq!(whole(&lazy, Counter::FqQueued), 10);
+    assert_eq!(whole(&lazy, Counter::FqFlush), 10);
+    assert_eq!(whole(&lazy, Counter::IovaFree), 10, "every IOVA freed");
+    assert_eq!(whole(&lazy, Counter::SmmuTlbival), 0);
+    assert_eq!(
+        whole(&lazy, Counter::IovaRcacheHit),
+        9,
+        "the IOVA caches refill"
+    );
+    // Strictly: a leaf invalidation and a free in each unmap, no queue, no timer.
+    assert_eq!(s.timers.runs, 0);
+    assert_eq!(whole(&strict, Counter::SmmuTlbival), 10);
+    assert_eq!(whole(&strict, Counter::IovaFree), 10);
+    assert_eq!(whole(&strict, Counter::FqFlush), 0);
+    let mean = |d: &dmasim::scenario::replay::DeviceResult, call: &str| {
+        d.calls.iter().find(|c| c.call == call).unwrap().mean_ns()
+    };
+    assert!(mean(l, "dma_unmap_page") < mean(s, "dma_unmap_page"));
+    assert_eq!(mean(l, "dma_map_page"), mean(s, "dma_map_page"));
+    // The timers' time is the run's, not the calls'.
+    let calls_ps: u64 = l.calls.iter().map(|c| c.total_ps).sum();
+    assert_eq!(calls_ps + l.timers.total_ps, lazy.total_ps);
+    assert_eq!(lazy.late.calls, 0, "50 ms apart, no call waits for another");
+}
+
+/// Calls closer together than the model makes them queue on the one modelled CPU: each starts
+/// when the call before has returned, and the report says how many started late and how many
+/// only because the trace's other CPU made them (on the board the two ran side by side).
+#[test]
+fn calls_closer_than_the_model_makes_them_start_late_and_are_counted() {
+    let dir = scratch("late");
+    let trace = dir.join("late.txt");
+    let sg = |cpu: u32, t: &str, phys: u64| {
+        let ents: Vec<String> = (0..64)
+            .map(|i| format!("0x{:x}", phys + i * 4096))
+            .collect();
+        format!(
+            "  app-1 [{cpu:03}] ..... {t}: dma_map_sg: dev dir=TO_DEVICE nents=64/64 ents=64/64 dma_addrs={{{a}}} sizes={{{s}}} phys_addrs={{{a}}} attrs=\n",
+            a = ents.join(","),
+            s = vec!["0x1000"; 64].join(","),
+        )
+    };
+    // Three lists a microsecond apart: the second on another CPU, the third on the second's.
+    let text = [
+        sg(0, "5.000000", 0x1000_0000),
+        sg(1, "5.000001", 0x2000_0000),
+        sg(1, "5.000002", 0x3000_0000),
+    ]
+    .concat();
+    std::fs::write(&trace, text).unwrap();
+    let doc = json_of(&dmasim(&[
+        "replay",
+        trace.to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
+    let late = &doc["workload"]["started_late"];
+    assert_eq!(late["calls"], 2, "{doc}");
+    assert_eq!(late["behind_other_cpu"], 1, "{doc}");
+    assert_eq!(late["behind_timer"], 0, "{doc}");
+    assert!(late["total_ns"].as_f64().unwrap() > 0.0, "{doc}");
+    let o = dmasim(&["replay", trace.to_str().unwrap()]);
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        table.contains(
+            "late       2 calls started after their timestamps, the modelled CPU still busy ("
+        ),
+        "{table}"
+    );
+    assert!(
+        table.contains(": 1 behind a call the trace shows on another CPU (replayed on one)\n"),
+        "{table}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A device the trace shows behind an IOMMU maps through an iommu-dma domain without an
+/// `[iommu]` section, and the iommu-dma policies apply to it: lazy invalidation queues its
+/// unmaps' IOVAs instead of invalidating each.
+#[test]
+fn iommu_dma_policies_apply_to_an_inferred_domain() {
+    let o = dmasim(&[
+        "replay",
+        "tests/data/traces/iommu.txt",
+        "--platform",
+        "sm8150",
+        "--policy",
+        "invalidation=lazy",
+        "--format",
+        "json",
+    ]);
+    let doc = json_of(&o);
+    assert_eq!(doc["policies"]["invalidation"], "lazy");
+    let ops = &doc["operations"];
+    assert_eq!(ops["fq_queued"], 2, "{ops}");
+    assert!(ops.get("smmu_tlbival").is_none(), "{ops}");
+}
+
+const DOTTED: &str = "tests/data/traces/dotted-name.txt";
+
+/// A device named with a dot ("a.b", as every platform device is) is set by a TOML-quoted key
+/// part or by `--device`, on `run`, `compare` and `--sweep` alike; one `--platform` beside
+/// `--variant`s is each one's; a variant may set a platform key. Lazily the trace's 50 ms
+/// gaps make the flush queue's timer flush, strictly each unmap invalidates.
+#[test]
+fn per_device_settings_work_on_run_compare_and_sweeps() {
+    let compare = |how: &[&str]| {
+        let mut args = vec!["compare", DOTTED];
+        args.extend_from_slice(how);
+        args.extend([
+            "--variant",
+            "invalidation=strict",
+            "--variant",
+            "invalidation=lazy",
+            "--platform",
+            "sm8150",
+            "--format",
+            "json",
+        ]);
+        json_of(&dmasim(&args))
+    };
+    let by_set = compare(&["--set", r#"workload.devices."a.b".iommu=true"#]);
+    let by_device = compare(&["--device", "a.b:iommu=yes"]);
+    assert_eq!(by_set, by_device);
+    let ops = &by_set["operations"];
+    let row = |name: &str| {
+        ops.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["operation"] == name)
+            .unwrap_or_else(|| panic!("{name}: {ops}"))["values"]
+            .clone()
+    };
+    assert_eq!(row("smmu_tlbival"), serde_json::json!([2, 0]), "{ops}");
+    assert_eq!(row("fq_flush"), serde_json::json!([0, 2]), "{ops}");
+    // A platform key in one variant only.
+    let doc = json_of(&dmasim(&[
+        "compare",
+        DOTTED,
+        "--device",
+        "a.b:iommu=yes",
+        "--platform",
+        "sm8150",
+        "--variant",
+        "platform.smmu.mmio_write=1us",
+        "--variant",
+        "kernel=7.1",
+        "--format",
+        "json",
+    ]));
+    let total = |i: usize| doc["variants"][i]["total_ps"].as_u64().unwrap();
+    assert!(total(0) > total(1), "{}", doc["variants"]);
+    // run, and a sweep of a quoted key.
+    let on_smmu = [
+        "run",
+        DOTTED,
+        "--device",
+        "a.b:iommu=yes",
+        "--platform",
+        "sm8150",
+    ];
+    let sweep = json_of(&dmasim(
+        &[
+            &on_smmu[..],
+            &[
+                "--sweep",
+                r#"workload.devices."a.b".granule=4K,64K"#,
+                "--format",
+                "json",
+            ],
+        ]
+        .concat(),
+    ));
+    assert_eq!(
+        sweep["sweep"][0]["values"],
+        serde_json::json!(["4K", "64K"])
+    );
+    assert_eq!(sweep["points"].as_array().map(Vec::len), Some(2));
+    let run = json_of(&dmasim(&[&on_smmu[..], &["--format", "json"]].concat()));
+    assert_eq!(run["devices"][0]["dma_ops"], "iommu-dma");
+    // A device the trace does not name, and a bare key part that needs quotes.
+    let args = [
+        "--device",
+        "nope:iommu=yes",
+        "--kernel",
+        "7.0",
+        "--kernel",
+        "7.1",
+    ];
+    refused(
+        &[&["compare", DOTTED][..], &args].concat(),
+        "--device: the trace has no device `nope`",
+    );
+    let quotes = ["run", DOTTED, "--set", "workload.devices.a:b.iommu=true"];
+    refused(&quotes, "goes in quotes");
+}
+
+/// A comparison of strict and lazy invalidation on an SMMU, as JSON.
+const STRICT_VS_LAZY: [&str; 8] = [
+    "--platform",
+    "sm8150",
+    "--variant",
+    "invalidation=strict",
+    "--variant",
+    "invalidation=lazy",
+    "--format",
+    "json",
+];
+
+/// `dmasim` with `input` written to its standard input through a pipe, as `cat TRACE |`.
+fn dmasim_piped(args: &[&str], input: Vec<u8>) -> std::process::Output {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_dmasim"))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("binary runs");
+    let mut stdin = child.stdin.take().unwrap();
+    // Written from another thread: the pipe holds less than the trace, and dmasim reads it as
+    // it comes. It may stop reading early (a refusal), so a failed write is no failure here.
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    out
+}
+
+/// `cat TRACE | dmasim replay -` prints what `dmasim replay TRACE` prints, byte for byte, but
+/// for the two lines that name the input: the scenario (`stdin`, not the file's stem) and the
+/// trace (`<stdin>`). A comparison reads the spooled input once per variant; input that is no
+/// trace is refused as a file would be.
+#[test]
+fn a_trace_on_standard_input_replays_as_the_file_does() {
+    for (file, stem, extra) in [
+        (
+            "tests/data/traces/lazy-50ms.txt",
+            "lazy-50ms",
+            &["--platform", "sm8150"][..],
+        ),
+        ("tests/data/traces/misuse.txt", "misuse", &[][..]),
+        (
+            "tests/data/traces/ath12k-6.12.35.txt",
+            "ath12k-6.12.35",
+            &[][..],
+        ),
+    ] {
+        let name = file.rsplit('/').next().unwrap();
+        let piped = dmasim_piped(
+            &[&["replay", "-"][..], extra].concat(),
+            std::fs::read(file).unwrap(),
+        );
+        let direct = dmasim(&[&["replay", file][..], extra].concat());
+        assert_eq!(piped.status.code(), direct.status.code(), "{file}");
+        assert_eq!(piped.stderr, direct.stderr, "{file}");
+        let piped = String::from_utf8(piped.stdout).unwrap();
+        let direct = String::from_utf8(direct.stdout).unwrap();
+        let (p, d): (Vec<&str>, Vec<&str>) = (piped.lines().collect(), direct.lines().collect());
+        assert_eq!(p.len(), d.len(), "{file}");
+        let differ: Vec<(&str, &str)> = p
+            .iter()
+            .zip(&d)
+            .filter(|(a, b)| a != b)
+            .map(|(a, b)| (*a, *b))
+            .collect();
+        assert_eq!(differ.len(), 2, "{file}: {differ:?}");
+        assert_eq!(
+            differ[0],
+            ("scenario   stdin", &*format!("scenario   {stem}"))
+        );
+        let named = differ[1].0.replacen("<stdin>", name, 1);
+        assert!(
+            differ[1].0.starts_with("trace      <stdin>: "),
+            "{differ:?}"
+        );
+        assert_eq!(named, differ[1].1, "{file}");
+        // Those two lines named, the bytes are the same.
+        let renamed = piped
+            .replacen("scenario   stdin\n", &format!("scenario   {stem}\n"), 1)
+            .replacen("trace      <stdin>: ", &format!("trace      {name}: "), 1);
+        assert_eq!(renamed.as_bytes(), direct.as_bytes(), "{file}");
+    }
+    let compared = dmasim_piped(
+        &[&["compare", "-"][..], &STRICT_VS_LAZY].concat(),
+        std::fs::read("tests/data/traces/lazy-50ms.txt").unwrap(),
+    );
+    let doc = json_of(&compared);
+    let counts: Vec<u64> = doc["devices"][0]["calls"][0]["count"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .collect();
+    assert_eq!(counts, [10, 10], "each variant replays every call: {doc}");
+    let o = dmasim_piped(&["replay", "-"], vec![b'x'; 3 << 20]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("<stdin>:1: a line longer than 1 MiB"), "{err}");
+}
+
+/// A comparison of a trace keeps its calls by device, as the replay's own document does; and
+/// the document says which CPUs the trace ran on and that it was replayed on one.
+#[test]
+fn a_comparison_of_a_trace_keeps_its_devices_and_says_its_cpus() {
+    let lazy = ["compare", "tests/data/traces/lazy-50ms.txt"];
+    let doc = json_of(&dmasim(&[&lazy[..], &STRICT_VS_LAZY].concat()));
+    assert_eq!(doc["calls"], serde_json::json!([]), "{doc}");
+    let devices = doc["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 1);
+    assert_eq!(devices[0]["name"], "ff100000.dsp");
+    let calls: Vec<&str> = devices[0]["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["call"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        calls,
+        ["dma_map_page", "dma_unmap_page", "fq_flush_timeout (timer)"]
+    );
+    assert_eq!(devices[0]["calls"][2]["count"], serde_json::json!([0, 10]));
+    let run = json_of(&dmasim(&[
+        "replay",
+        "tests/data/traces/ath12k-6.12.35.txt",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(run["workload"]["trace_cpus"], serde_json::json!([10, 11]));
+    assert_eq!(run["workload"]["replayed_on_cpus"], 1);
 }

@@ -109,4 +109,16 @@ pub trait DmaMapOps: crate::stats::Stats {
     fn mapping_error<H: DeviceHw>(&self, _hw: &mut H, _dev: &Device, addr: DmaAddr) -> bool {
         addr == DmaAddr::MAPPING_ERROR
     }
+    /// When the earliest timer these ops armed expires, in ps on the backend's clock (the
+    /// flush queue's `fq_timer`); `None` when none is pending. By default none is.
+    fn next_timer_ps(&self) -> Option<u64> {
+        None
+    }
+    /// Run every timer that has expired by the backend's clock, as the timer softirq runs
+    /// them on an otherwise idle CPU: for a caller whose CPU idles between calls
+    /// ([`crate::hw::Hw::idle_until`]), so that a timer runs when it expires rather than at
+    /// the next call. Returns how many ran.
+    fn run_timers<H: DeviceHw>(&self, _hw: &mut H) -> u64 {
+        0
+    }
 }

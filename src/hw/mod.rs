@@ -534,6 +534,13 @@ pub trait Hw {
     fn outer_way_op(&mut self, op: CacheOp, lines: u64);
     /// Current time on this backend's clock, in picoseconds.
     fn now_ps(&self) -> u64;
+    /// The CPU does nothing until `t` ps on this backend's clock (a traced driver's gap
+    /// between two calls, another CPU's setup it waits for): its clock moves on to `t`,
+    /// nothing is charged or counted, and what the machine does on its own meanwhile (an
+    /// outstanding operation completing) is done by then. A later clock stays where it is.
+    /// A backend whose clock is not its own to move (the host's real time; the Recorder's)
+    /// ignores it.
+    fn idle_until(&mut self, _t: u64) {}
     /// A CPU copy of `bytes` between two buffers in memory (swiotlb's bounce `memcpy`). The bytes
     /// themselves are moved by the caller in simulated memory; this charges and counts the copy.
     /// Backends that cannot price a copy ignore it.

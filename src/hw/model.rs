@@ -41,8 +41,9 @@
 //! every charge is as before.
 //!
 //! Invariants: time only moves forward; `pending` (the completion time of the newest outstanding
-//! operation) is never before the last barrier. Charges equal elapsed time: every picosecond the
-//! clock advances is attributed to exactly one call stack, so breakdowns sum to the total.
+//! operation) is never before the last barrier. Charges equal busy time: every picosecond the
+//! clock advances is attributed to exactly one call stack, so breakdowns sum to the total,
+//! except the time the CPU idles ([`Hw::idle_until`]), which no stack is charged.
 
 use super::cache::{Access, Caches, Effects, HierarchySpec, Maint};
 use super::{
@@ -134,12 +135,6 @@ impl Model {
     /// of simulated time, and a lock another CPU holds is waited for.
     pub fn set_cpu(&mut self, cpu: crate::smp::Cpu) {
         self.cpu = cpu;
-    }
-
-    /// This CPU does nothing until `t` (another CPU's setup it waits for, such as the domain
-    /// it will map into): its clock moves on, nothing is charged. A later clock stays.
-    pub fn idle_until(&mut self, t: u64) {
-        self.now = self.now.max(t);
     }
 
     /// Another CPU of this machine, the platform's CPU `cpu` on `node`: the same costs, caches
@@ -707,6 +702,10 @@ impl Hw for Model {
     #[inline]
     fn now_ps(&self) -> u64 {
         self.now
+    }
+
+    fn idle_until(&mut self, t: u64) {
+        self.now = self.now.max(t);
     }
 
     #[inline]

@@ -46,7 +46,10 @@
 //! map and unmap calls ([`FlushQueue::run_expired_timer`]): an expired timer runs there, as its
 //! own top-level frame, before the call proceeds. So a long idle gap makes the next call find
 //! its IOVAs freed, as in the kernel, and the timer's flush is charged on the clock when it is
-//! noticed rather than at the moment it expired. The expiry is the exact timeout: jiffy rounding
+//! noticed rather than at the moment it expired. A caller whose CPU idles between calls (a
+//! replayed trace, whose clock follows the trace's timestamps) runs it when it expires instead,
+//! through [`crate::dma::DmaMapOps::run_timers`], and then no call is charged its flush. The
+//! expiry is the exact timeout: jiffy rounding
 //! (`msecs_to_jiffies`, the tick) is not modelled. The timer frees into the magazines of the CPU
 //! that armed it (kernel timers fire on the CPU that queued them unless migrated).
 //!

@@ -15,7 +15,8 @@
 //! (`IOMMU_DOMAIN_DMA_FQ`, `iommu.strict=0`): the gather is marked `queued`, so the page table
 //! clears its entries without leaf invalidations, `iommu_iotlb_sync` is skipped, and the IOVA
 //! goes to the flush queue ([`super::dma_fq`]), which frees it after a whole-domain flush; the
-//! queue's timer is checked at the start of every map and unmap call. Non-coherent devices get
+//! queue's timer is checked at the start of every map and unmap call, and run when it expires
+//! by a caller whose CPU idles between calls ([`DmaMapOps::run_timers`]). Non-coherent devices get
 //! cache maintenance through the arch layer, by physical address (sg entries by `sg_phys`,
 //! single buffers by `iova_to_phys`), under the release's [`SyncPaths`]: the scatter-gather
 //! paths (`iommu_dma_sync_sg_for_*`, which map_sg and unmap_sg call) under `iommu_sg`, single
@@ -846,6 +847,18 @@ impl DmaMapOps for IommuDma {
         self.sync_sg(hw, dev, sgt, dir, true);
         self.end_of_call(hw, dev, self.sync.iommu_sg);
         hw.leave(back);
+    }
+
+    fn next_timer_ps(&self) -> Option<u64> {
+        self.fq.as_ref()?.timer_expires_ps()
+    }
+
+    fn run_timers<H: DeviceHw>(&self, hw: &mut H) -> u64 {
+        let ran = self
+            .fq
+            .as_ref()
+            .is_some_and(|fq| fq.run_expired_timer(hw, &self.domain, &self.iovad, &self.warnings));
+        u64::from(ran)
     }
 }
 

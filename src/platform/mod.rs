@@ -181,10 +181,8 @@ impl Profile {
             .text
             .parse()
             .map_err(|e: toml_edit::TomlError| err(e.message().to_string()))?;
-        let path: Vec<&str> = key.split('.').map(str::trim).collect();
-        if path.iter().any(|p| p.is_empty()) {
-            return Err(err("the key is empty or has an empty part".into()));
-        }
+        let path = crate::input::key_parts(key).map_err(err)?;
+        let path: Vec<&str> = path.iter().map(String::as_str).collect();
         let (last, tables) = path.split_last().expect("split gives one part at least");
         let mut item = doc.as_item_mut();
         for t in tables {

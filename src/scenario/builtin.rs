@@ -111,6 +111,15 @@ pub fn builtin_list() -> Vec<BuiltinInfo> {
 pub(super) fn read_scenario(
     path: &str,
 ) -> Result<(String, String, std::path::PathBuf), InputError> {
+    // `-`: a trace on standard input (a scenario is a file), which the replay spools.
+    if path == "-" {
+        let text = super::replay::scenario_text(path);
+        return Ok((
+            super::replay::STDIN_NAME.to_string(),
+            text,
+            std::path::PathBuf::new(),
+        ));
+    }
     let p = std::path::Path::new(path);
     if !p.exists()
         && let Some((name, text)) = BUILTIN.iter().find(|(n, _)| *n == path)

@@ -63,6 +63,12 @@ pub trait WorkloadKind {
     fn behind_iommu(&self) -> bool {
         true
     }
+    /// Whether one of its own devices maps through an iommu-dma domain without an `[iommu]`
+    /// section (a replayed device the trace shows behind an IOMMU, or said to be): the
+    /// iommu-dma policies then apply as with one. By default none does.
+    fn own_iommu_domain(&self) -> bool {
+        false
+    }
     /// Whether a NUMA platform with an SMMUv3 boots and probes the SMMU for it.
     fn probes_smmu(&self) -> bool {
         false
@@ -85,6 +91,11 @@ pub trait KindResult {
     fn info(&self) -> &RunInfo;
     /// Every timed call as (name, calls, total ps), in the order the kind reports them.
     fn call_totals(&self) -> Vec<(String, u64, u64)>;
+    /// For a kind whose calls are each a device's (a replay's): each name of
+    /// [`KindResult::call_totals`] as (the name, the device, the call). By default none is.
+    fn call_devices(&self) -> Vec<(String, String, String)> {
+        Vec::new()
+    }
     /// The call stacks, for folded output.
     fn stacks(&self) -> &[StackRow];
     /// What a sweep shows of this run beyond its calls' means. By default nothing.
@@ -122,6 +133,9 @@ impl<T: KindResult> KindResult for Box<T> {
     }
     fn call_totals(&self) -> Vec<(String, u64, u64)> {
         (**self).call_totals()
+    }
+    fn call_devices(&self) -> Vec<(String, String, String)> {
+        (**self).call_devices()
     }
     fn stacks(&self) -> &[StackRow] {
         (**self).stacks()
@@ -219,6 +233,7 @@ pub trait DynWorkloadKind {
     fn pci_device(&self) -> bool;
     fn allocates_iovas(&self) -> bool;
     fn behind_iommu(&self) -> bool;
+    fn own_iommu_domain(&self) -> bool;
     fn probes_smmu(&self) -> bool;
     fn driver_layers(&self, s: &Scenario) -> Vec<Layer>;
 }
@@ -253,6 +268,9 @@ impl<T: WorkloadKind> DynWorkloadKind for T {
     }
     fn behind_iommu(&self) -> bool {
         WorkloadKind::behind_iommu(self)
+    }
+    fn own_iommu_domain(&self) -> bool {
+        WorkloadKind::own_iommu_domain(self)
     }
     fn probes_smmu(&self) -> bool {
         WorkloadKind::probes_smmu(self)

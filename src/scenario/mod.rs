@@ -97,6 +97,12 @@ impl Outcome {
         self.as_result().call_totals()
     }
 
+    /// Each name of [`Outcome::call_totals`] that is a device's call, as (the name, the
+    /// device, the call): a replay's.
+    pub fn call_devices(&self) -> Vec<(String, String, String)> {
+        self.as_result().call_devices()
+    }
+
     /// The call stacks, for folded output.
     pub fn stacks(&self) -> &[StackRow] {
         self.as_result().stacks()
@@ -323,6 +329,22 @@ impl Workload {
     }
 }
 
+/// `--set` arguments split into the platform's (`platform.KEY=VALUE`, as (KEY, VALUE)) and
+/// the scenario's, each in its order.
+fn split_platform_sets(sets: &[String]) -> (Vec<(String, String)>, Vec<String>) {
+    let (mut platform, mut scenario) = (Vec::new(), Vec::new());
+    for s in sets {
+        match crate::input::split_assignment(s) {
+            Some((k, v)) if k.trim().starts_with("platform.") => platform.push((
+                k.trim()["platform.".len()..].to_string(),
+                v.trim().to_string(),
+            )),
+            _ => scenario.push(s.clone()),
+        }
+    }
+    (platform, scenario)
+}
+
 // Re-exported under their old paths: the kinds' types.
 pub use bounce::Bounce;
 pub use forwarding::{Forwarding, IXGBE_RX_BUFSZ};
@@ -414,17 +436,7 @@ impl Scenario {
     ) -> Result<Scenario, InputError> {
         let profile = platform.map(Profile::load).transpose()?;
         // `platform.KEY=VALUE` edits the profile, every other key the scenario file.
-        let mut profile_sets = Vec::new();
-        let mut scenario_sets = Vec::new();
-        for s in sets {
-            match s.split_once('=') {
-                Some((k, v)) if k.trim().starts_with("platform.") => profile_sets.push((
-                    k.trim()["platform.".len()..].to_string(),
-                    v.trim().to_string(),
-                )),
-                _ => scenario_sets.push(s.clone()),
-            }
-        }
+        let (profile_sets, scenario_sets) = split_platform_sets(sets);
         let mut s = Scenario::load_scenario_sets(source, &scenario_sets, profile)?;
         if !profile_sets.is_empty() {
             s.profile_sets = profile_sets;
@@ -446,14 +458,17 @@ impl Scenario {
         let mut edited = text.clone();
         let mut keys = Vec::new();
         for s in sets {
-            let (k, v) = s.split_once('=').ok_or_else(|| {
+            let (k, v) = crate::input::split_assignment(s).ok_or_else(|| {
                 InputError::new(
                     "<argument>",
                     format!("--set: `{s}` is not KEY=VALUE (e.g. workload.entry=64K)"),
                 )
             })?;
             edited = crate::input::set_key(path, &edited, k.trim(), v.trim())?;
-            keys.push((k.trim().to_string(), s.clone()));
+            // As the parser names a key: its parts joined, quotes gone.
+            let plain =
+                crate::input::key_parts(k).map_or_else(|_| k.trim().to_string(), |p| p.join("."));
+            keys.push((plain, s.clone()));
         }
         Scenario::parse_on(path, &edited, &dir, profile).map_err(|mut e| {
             let set = e.key.as_ref().and_then(|ek| {
@@ -516,12 +531,18 @@ impl Scenario {
     pub fn target(&self) -> Target {
         Target::of(
             &self.profile,
-            self.iommu.is_some(),
+            self.iommu_dma(),
             self.workload.uses_swiotlb(),
             self.workload.uses_dma_api(),
         )
         .with_pci_device(self.workload.pci_device())
         .with_iova_alloc(self.workload.allocates_iovas())
+    }
+
+    /// Whether a device of the run maps through an iommu-dma domain: the `[iommu]` section's,
+    /// or one a replayed device is behind without it.
+    pub fn iommu_dma(&self) -> bool {
+        self.iommu.is_some() || self.workload.as_kind().own_iommu_domain()
     }
 
     /// Run on another platform (`--platform`): presets follow the new hardware, and the
@@ -545,11 +566,16 @@ impl Scenario {
     pub fn with_sets(&self, sets: &[String]) -> Result<Scenario, InputError> {
         let (file, text, dir) = &*self.source;
         let mut edited = text.clone();
-        for a in sets {
-            let (k, v) = a
-                .split_once('=')
+        let (profile_sets, sets) = split_platform_sets(sets);
+        for a in &sets {
+            let (k, v) = crate::input::split_assignment(a)
                 .ok_or_else(|| InputError::new("<argument>", format!("`{a}` is not KEY=VALUE")))?;
             edited = crate::input::set_key(file, &edited, k.trim(), v.trim())?;
+        }
+        // `platform.KEY=VALUE` edits this variant's profile, on top of the command line's.
+        let mut profile = self.profile.clone();
+        for (k, v) in &profile_sets {
+            profile = profile.with_set(k, v)?;
         }
         let named = |e: InputError| {
             if e.file == "<argument>" {
@@ -558,9 +584,8 @@ impl Scenario {
                 InputError::new("<argument>", format!("{}: {}", sets.join(","), e.message))
             }
         };
-        let mut t =
-            Scenario::parse_on(file, &edited, dir, Some(self.profile.clone())).map_err(named)?;
-        t.profile_sets = self.profile_sets.clone();
+        let mut t = Scenario::parse_on(file, &edited, dir, Some(profile)).map_err(named)?;
+        t.profile_sets = [self.profile_sets.clone(), profile_sets].concat();
         t.lines.platform = self.lines.platform;
         if self.kernel_origin == Origin::Argument {
             t.set_kernel(self.kernel).map_err(named)?;

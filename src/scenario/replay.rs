@@ -4,7 +4,10 @@
 //! Kernel counterpart: none — the calls are the driver's (`dma:*` trace events, 6.12 on); what
 //! they cost is the modelled stack's. [`crate::trace::replay`] pairs each unmap and sync with
 //! its map; each device gets the ops setup gives a device of its kind (behind an IOMMU or not,
-//! with a bounce pool or not); the calls run in trace order on one modelled CPU.
+//! with a bounce pool or not); the calls run in trace order on one modelled CPU, each at its
+//! timestamp on the trace's clock ([`clock`]): the CPU idles between calls, the DMA ops'
+//! timers (the flush queue's) run when they expire, charged to no call, and a call whose CPU
+//! is still busy when it is due starts late and is counted.
 //!
 //! Devices: a trace names devices, not their setup. `[workload]` gives the defaults
 //! (`coherent`, `dma_mask_bits`) and `[workload.devices."NAME"]` a device's own; what is not
@@ -15,13 +18,18 @@
 //! whose map the modelled kernel refused is not made (as a driver would not unmap a failed map)
 //! and is counted as skipped; the checks of [`crate::trace::checks`] are made as the run reads
 //! the trace, on the one live table the pairing uses ([`crate::trace::live`]), the cut lists
-//! made whole. The trace is read twice, so it is a regular file, and the second read takes the
-//! bytes the first read and only while the file's length and modification time are as the
-//! first read left them (else bad input, exit 2). A trace without a DMA API event is bad input
+//! made whole. The trace is read twice ([`source`]), so it is a regular file, and the second
+//! read takes the bytes the first read and only while the file's length and modification time
+//! are as the first read left them (else bad input, exit 2); or it is standard input, spooled
+//! by its first read. A trace without a DMA API event is bad input
 //! that says how to enable the events.
+
+mod clock;
+mod source;
 
 use super::{Ctx, Progress, RunFailure, RunInfo, Scenario, Shared, Workload};
 use crate::device::Device;
+use crate::dma::DmaMapOps as _;
 use crate::hw::calls::{CallStat, CallTimer, StackRow, stack_rows};
 use crate::hw::{Counter, FrameId, Hw};
 use crate::input::{InputError, quote};
@@ -36,7 +44,11 @@ use crate::trace::checks::{Checker, Finding, FindingKind, Findings};
 use crate::trace::live::{Table, Wholes};
 use crate::trace::replay::{Call, DeviceCalls, Rebuilder, Unresolved};
 use crate::types::{DmaAddr, PhysAddr};
+pub use clock::Late;
+use clock::TraceClock;
 use serde::{Deserialize, Serialize};
+pub use source::STDIN_NAME;
+use source::{Source, Stamp};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::rc::Rc;
@@ -95,9 +107,9 @@ pub struct ReplayDevice {
 /// A trace to replay.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Replay {
-    /// The trace file as the scenario names it, and where it is.
+    /// The trace file as the scenario names it (`-`: standard input), and where it is.
     pub trace: String,
-    path: std::path::PathBuf,
+    source: Source,
     /// The trace as the first read found it.
     stamp: Stamp,
     /// Whether lines that do not read are skipped (counted) rather than refused.
@@ -112,6 +124,8 @@ pub struct Replay {
     pub skipped: BTreeMap<String, u64>,
     /// The lowest and highest physical address the calls touch.
     phys_span: (u64, u64),
+    /// The CPUs the trace's calls ran on, in order (the first [`MAX_CPUS`]).
+    pub cpus: Rc<Vec<u32>>,
 }
 
 /// The domain a device behind an IOMMU maps through when the scenario gives no `[iommu]`: the
@@ -131,10 +145,10 @@ fn default_domain(profile: &crate::platform::Profile) -> Option<crate::setup::Io
 /// `compare`, `--sweep`): the trace replayed on the default platform and the latest release.
 /// `--platform`, `--kernel`, `--set` and `dmasim replay --device` change it.
 pub fn scenario_text(trace_file: &str) -> String {
-    let stem = trace_file
-        .rsplit_once('.')
-        .map_or(trace_file, |(s, _)| s)
-        .to_string();
+    let stem = match trace_file {
+        "-" => "stdin",
+        f => f.rsplit_once('.').map_or(f, |(s, _)| s),
+    };
     let mut t = toml_edit::DocumentMut::new();
     t["scenario"]["name"] = toml_edit::value(stem);
     t["scenario"]["platform"] = toml_edit::value(DEFAULT_PLATFORM);
@@ -142,6 +156,48 @@ pub fn scenario_text(trace_file: &str) -> String {
     t["workload"]["trace"] = toml_edit::value(trace_file);
     t.to_string()
 }
+
+/// `--device NAME:key=value,...` as the `--set` edits it stands for
+/// (`workload.devices."NAME".key=value`): `coherent`, `iommu` and `bounce` take yes or no,
+/// `granule` a size, `dma_mask_bits` a number. A name may hold colons (a PCI address): the
+/// settings follow the last one.
+pub fn device_sets(arg: &str) -> Result<Vec<String>, InputError> {
+    let bad = |m: &str| InputError::new("<argument>", format!("--device {arg}: {m}"));
+    let (name, kvs) = arg
+        .rsplit_once(':')
+        .filter(|(n, kv)| kv.contains('=') && !n.is_empty())
+        .ok_or_else(|| bad("expected NAME:key=value,... (e.g. 0000:01:00.0:coherent=yes)"))?;
+    let device = crate::input::key_part(name);
+    let mut out = Vec::new();
+    for kv in kvs.split(',') {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| bad(&format!("`{kv}` is not key=value")))?;
+        let (k, v) = (k.trim(), v.trim());
+        let v = match (k, v) {
+            ("coherent" | "iommu" | "bounce", "yes" | "true") => "true".to_string(),
+            ("coherent" | "iommu" | "bounce", "no" | "false") => "false".to_string(),
+            ("coherent" | "iommu" | "bounce", _) => {
+                return Err(bad(&format!("{k} is yes or no, found {}", quote(v))));
+            }
+            ("dma_mask_bits", _) => v.to_string(),
+            // A size as a TOML string ("64K").
+            ("granule", _) => toml_edit::Value::from(v).to_string(),
+            _ => {
+                return Err(bad(&format!(
+                    "unknown key {}; the keys are coherent, iommu, granule, bounce and dma_mask_bits",
+                    quote(k)
+                )));
+            }
+        };
+        out.push(format!("workload.devices.{device}.{k}={v}"));
+    }
+    Ok(out)
+}
+
+/// Most CPUs of a trace a replay tells apart (the kernel's `NR_CPUS` reaches 8192 on arm64):
+/// a hostile trace naming more cannot grow the set.
+pub const MAX_CPUS: usize = 8192;
 
 /// The platform a trace replays on unless `--platform` says: an arm64 phone SoC whose DMA
 /// masters do not snoop, where the DMA API's cache maintenance shows.
@@ -157,15 +213,15 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
             "missing: the trace file to replay (the text of `trace-cmd report`, tracefs or `perf script`)",
         )
     })?;
-    let path = shared.dir.join(trace.get_ref());
-    let shown = path.display().to_string();
+    let source = Source::of(shared.dir, trace.get_ref());
+    let shown = source.shown();
     let skip_bad = w.skip_bad_lines.as_ref().is_some_and(|b| *b.get_ref());
     let strict_window = w.strict_window.as_ref().is_some_and(|b| *b.get_ref());
     // The first of two reads of the trace, both streamed: what each device is and does, and
     // which cut lists their unmaps make whole; the run reads it again, makes the calls as
     // they come and checks them, the lists whole. The second reads the bytes the first read,
     // and only if the file has not changed since.
-    let (input, opened) = open(&path).map_err(|e| {
+    let (mut input, opened) = source.open().map_err(|e| {
         c.err(
             trace.span(),
             "workload.trace",
@@ -176,7 +232,13 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
     let mut seen = crate::trace::DevicesSeen::default();
     let mut rebuilder = Rebuilder::default();
     let (mut lo, mut hi) = (u64::MAX, 0u64);
-    let sum = crate::trace::read(&shown, input, skip_bad, |r| {
+    let mut cpus = std::collections::BTreeSet::new();
+    let sum = crate::trace::read(&shown, &mut input, skip_bad, |r| {
+        if let Some(c) = r.cpu
+            && cpus.len() < MAX_CPUS
+        {
+            cpus.insert(c);
+        }
         seen.push(&r);
         let step = table.push(&r);
         if let Some((_, t)) = rebuilder.push(&r, &step, &table) {
@@ -199,11 +261,7 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
             hi = hi.max(p.saturating_add(*len));
         }
     }
-    let stamp = Stamp {
-        bytes: sum.bytes,
-        ..opened
-    };
-    unchanged(&path, &shown, stamp)?;
+    let stamp = source.first_read_done(input, opened, sum.bytes)?;
     let seen = seen.finish();
     if seen.iter().all(|d| d.calls == 0) {
         return Err(no_dma_events(&shown, &sum));
@@ -291,14 +349,18 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
         });
     }
     Ok(Workload::Replay(Replay {
-        trace: trace.get_ref().clone(),
-        path,
+        trace: match source {
+            Source::Stdin => STDIN_NAME.to_string(),
+            Source::File(_) => trace.get_ref().clone(),
+        },
+        source,
         stamp,
         skip_bad,
         strict_window,
         wholes,
         devices: Rc::new(devices),
         skipped: sum.skipped,
+        cpus: Rc::new(cpus.into_iter().collect()),
         phys_span: (lo.min(hi), hi),
     }))
 }
@@ -373,58 +435,33 @@ static DEVICE_FRAMES: [FrameId; 64] = [
     FrameId::new("device 63"),
 ];
 
-/// A trace file, read through a buffer, and its stamp as opened. Only a regular file: a pipe
-/// or a device (`/dev/zero`) cannot be read twice and may never end; nor one of size 0, which
-/// is empty or a file of tracefs or procfs (whose size is not known, whose reads may differ,
-/// and whose `trace_pipe` never ends).
-fn open(path: &std::path::Path) -> std::io::Result<(std::io::BufReader<std::fs::File>, Stamp)> {
-    let f = std::fs::File::open(path)?;
-    let meta = f.metadata()?;
-    if !meta.is_file() {
-        return Err(std::io::Error::other(
-            "not a regular file: a trace is read twice (its devices, then its calls), so save it to a file first",
-        ));
-    }
-    if meta.len() == 0 {
-        return Err(std::io::Error::other(
-            "empty, or of tracefs or procfs (which give no size): save the trace to a file first",
-        ));
-    }
-    let stamp = Stamp {
-        bytes: meta.len(),
-        modified: meta.modified().ok(),
-    };
-    Ok((std::io::BufReader::with_capacity(1 << 16, f), stamp))
+/// The frame device `i`'s calls and timers run in.
+fn device_frame(i: usize) -> &'static FrameId {
+    &DEVICE_FRAMES[i.min(DEVICE_FRAMES.len() - 1)]
 }
 
-/// What tells whether a trace changed between its two reads: its length and modification
-/// time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Stamp {
-    bytes: u64,
-    modified: Option<std::time::SystemTime>,
+/// Each device's DMA ops as the owners of the replay's timers (the flush queue's), each run in
+/// its device's frame and counted.
+struct DeviceTimers<'a> {
+    apis: &'a [(crate::setup::DeviceDmaApi, String)],
+    runs: &'a mut [u64],
 }
 
-/// An error unless the trace at `path` is still as `was` says: a trace that grew or was
-/// rewritten since the first read would replay calls the first read did not pair.
-fn unchanged(path: &std::path::Path, shown: &str, was: Stamp) -> Result<(), InputError> {
-    let now = std::fs::metadata(path).map(|m| Stamp {
-        bytes: m.len(),
-        modified: m.modified().ok(),
-    });
-    match now {
-        Ok(now) if now == was => Ok(()),
-        Ok(now) => Err(InputError::new(
-            shown,
-            format!(
-                "the trace changed while it was read ({} bytes, now {}): replay it once it is whole",
-                was.bytes, now.bytes
-            ),
-        )),
-        Err(e) => Err(InputError::new(
-            shown,
-            format!("cannot read the trace again: {e}"),
-        )),
+impl clock::Timers for DeviceTimers<'_> {
+    fn next(&self) -> Option<(u64, usize)> {
+        self.apis
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (a, _))| Some((a.ops.next_timer_ps()?, i)))
+            .min()
+    }
+
+    fn run(&mut self, hw: &mut crate::hw::model::Model, i: usize) -> u64 {
+        let back = hw.enter(device_frame(i));
+        let ran = self.apis[i].0.ops.run_timers(hw);
+        hw.leave(back);
+        self.runs[i] += ran;
+        ran
     }
 }
 
@@ -477,6 +514,49 @@ pub struct DeviceResult {
     pub untimed: Vec<(&'static str, u64, u64)>,
     /// The trace's own span of this device's calls, in ns.
     pub span_ns: Option<u64>,
+    /// What its DMA ops' timers did, between its calls and after them.
+    pub timers: TimerWork,
+}
+
+/// A device's timers over a replay (the flush queue's `fq_flush_timeout`): run while the CPU
+/// idled between calls, so charged to no call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TimerWork {
+    pub runs: u64,
+    /// Of those, run after the trace's last call.
+    pub after_end: u64,
+    /// The timers' kernel functions, as their frames name them.
+    pub names: Vec<String>,
+    pub total_ps: u64,
+    pub counts: [u64; Counter::N],
+}
+
+impl TimerWork {
+    /// From a device's own stacks: those that no call of `calls` is the root of are its
+    /// timers'.
+    fn of(own: &[StackRow], calls: &[CallStat], runs: u64, in_trace: u64) -> TimerWork {
+        let mut w = TimerWork {
+            runs,
+            after_end: runs.saturating_sub(in_trace),
+            names: Vec::new(),
+            total_ps: 0,
+            counts: [0; Counter::N],
+        };
+        for row in own {
+            let root = row.stack.split(" > ").next().unwrap_or("");
+            if calls.iter().any(|c| c.call == root) {
+                continue;
+            }
+            if !w.names.iter().any(|n| n == root) {
+                w.names.push(root.to_string());
+            }
+            w.total_ps = w.total_ps.saturating_add(row.self_ps);
+            for (a, b) in w.counts.iter_mut().zip(row.counts) {
+                *a = a.saturating_add(b);
+            }
+        }
+        w
+    }
 }
 
 impl DeviceResult {
@@ -491,10 +571,12 @@ impl DeviceResult {
         self.calls.iter().map(|c| c.count).sum()
     }
 
-    /// The modelled time of the calls as a share of one CPU over the trace's own span.
+    /// The modelled time of the calls and the device's timers as a share of one CPU over the
+    /// trace's own span of its calls.
     pub fn cpu_share(&self) -> Option<f64> {
         let span = self.span_ns.filter(|&s| s > 0)?;
-        Some(ns(self.total_ps()) / span as f64)
+        let busy = self.total_ps().saturating_add(self.timers.total_ps);
+        Some(ns(busy) / span as f64)
     }
 
     /// Calls a second at the trace's own rate.
@@ -510,6 +592,10 @@ pub struct RunResult {
     pub trace: String,
     pub devices: Vec<DeviceResult>,
     pub findings: Rc<Findings>,
+    /// Calls that started after their timestamp, the modelled CPU still busy.
+    pub late: Late,
+    /// The CPUs the trace's calls ran on (the replay runs them on one).
+    pub cpus: Rc<Vec<u32>>,
     pub skipped: BTreeMap<String, u64>,
     pub counts: [u64; Counter::N],
     pub stacks: Vec<StackRow>,
@@ -603,16 +689,16 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, R
         (0..n).map(|_| Default::default()).collect();
     // The live table the checks and the pairing share, the cut lists whole.
     let mut table = Table::completing((*w.wholes).clone()).tracking_cachelines();
-    let mut checker = Checker::default();
+    let mut checker = Checker::new(w.strict_window);
     let mut rebuilder = Rebuilder::default();
-    let shown = w.path.display().to_string();
-    unchanged(&w.path, &shown, w.stamp)?;
-    use std::io::Read as _;
-    let (input, _) = open(&w.path)
-        .map_err(|e| InputError::new(&shown, format!("cannot read the trace again: {e}")))?;
-    // The second read: each call made as its line comes, every device's in trace order, of
-    // the bytes the first read (a trace that grew since is refused, below and above).
-    let read = crate::trace::read(&shown, input.take(w.stamp.bytes), w.skip_bad, |r| {
+    let shown = w.source.shown();
+    let input = w.source.reopen(w.stamp)?;
+    let mut clock = TraceClock::default();
+    let mut timer_runs = vec![0u64; n];
+    // The second read: each call made as its line comes, every device's in trace order, at
+    // its timestamp, of the bytes the first read (a trace that grew since is refused, below
+    // and above).
+    let read = crate::trace::read(&shown, input, w.skip_bad, |r| {
         let step = table.push(&r);
         checker.push(&r, &step, &table);
         let Some((di, traced)) = rebuilder.push(&r, &step, &table) else {
@@ -624,9 +710,14 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, R
                 "the trace changed while it was replayed",
             ));
         }
+        let mut owners = DeviceTimers {
+            apis: &apis,
+            runs: &mut timer_runs,
+        };
+        clock.before_call(&mut hw, r.time_ns, r.cpu, &mut owners);
         let (api, t, live) = (&mut apis[di].0, &mut timers[di], &mut live[di]);
         let name = traced.call.name();
-        let back = hw.enter(&DEVICE_FRAMES[di.min(DEVICE_FRAMES.len() - 1)]);
+        let back = hw.enter(device_frame(di));
         let made = match &traced.call {
             Call::Alloc { .. } | Call::Free { .. } => {
                 // Counted with its bytes, its time left out (the model does not price it).
@@ -745,7 +836,15 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, R
     if read?.bytes != w.stamp.bytes {
         return Err(InputError::new(&shown, "the trace changed while it was read").into());
     }
-    unchanged(&w.path, &shown, w.stamp)?;
+    w.source.unchanged(w.stamp)?;
+    let in_trace = timer_runs.clone();
+    clock.finish(
+        &mut hw,
+        &mut DeviceTimers {
+            apis: &apis,
+            runs: &mut timer_runs,
+        },
+    );
     // What only the second read knows: the cut lists it completed, so the calls it could
     // pair and those it could not, and what the checks found.
     let second = rebuilder.finish();
@@ -772,7 +871,8 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, R
             format!("{name} > {rest}")
         };
     }
-    for (d, t) in w.devices.iter().zip(timers.iter_mut()) {
+    let mut timer_work = Vec::with_capacity(n);
+    for (i, (d, t)) in w.devices.iter().zip(timers.iter_mut()).enumerate() {
         let own: Vec<StackRow> = stacks
             .iter()
             .filter_map(|r| {
@@ -785,6 +885,7 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, R
             })
             .collect();
         t.attribute(&own);
+        timer_work.push(TimerWork::of(&own, &t.stats, timer_runs[i], in_trace[i]));
     }
     let devices = w
         .devices
@@ -824,6 +925,7 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, R
                 .first_ns
                 .zip(d.calls.last_ns)
                 .map(|(a, b)| b.saturating_sub(a)),
+            timers: timer_work[i].clone(),
         })
         .collect();
     Ok(RunResult {
@@ -831,6 +933,8 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, R
         trace: w.trace.clone(),
         devices,
         findings: Rc::new(findings),
+        late: clock.late,
+        cpus: w.cpus.clone(),
         skipped: w.skipped.clone(),
         counts: hw.ledger().totals(),
         stacks,
@@ -857,6 +961,8 @@ pub fn table(r: &RunResult) -> String {
         let s = if n == 1 { "" } else { "s" };
         let _ = writeln!(o, "           {n} line{s} of other events skipped");
     }
+    cpus_line(&mut o, &r.cpus);
+    late_line(&mut o, &r.late);
     for d in &r.devices {
         let _ = writeln!(
             o,
@@ -910,8 +1016,13 @@ pub fn table(r: &RunResult) -> String {
         {
             let _ = writeln!(
                 o,
-                "at the trace's rate ({rate:.0} calls/s): {:.3} % of one CPU",
-                share * 100.0
+                "at the trace's rate ({rate:.0} calls/s): {:.3} % of one CPU{}",
+                share * 100.0,
+                if d.timers.runs > 0 {
+                    ", its timers' work included"
+                } else {
+                    ""
+                }
             );
         }
         for c in &d.calls {
@@ -924,6 +1035,7 @@ pub fn table(r: &RunResult) -> String {
                 let _ = writeln!(o, "  per call {:<19} {}", c.call, ops.join(", "));
             }
         }
+        timers_lines(&mut o, &d.timers);
         for c in d.calls.iter().filter(|c| c.errors > 0) {
             let _ = writeln!(
                 o,
@@ -960,13 +1072,118 @@ pub fn table(r: &RunResult) -> String {
     o
 }
 
+/// The CPUs the trace's calls ran on, and that the replay ran them on one.
+fn cpus_line(o: &mut String, cpus: &[u32]) {
+    let ran = match cpus {
+        [] => return,
+        [c] => format!("CPU {c}"),
+        _ => format!("{} CPUs ({})", cpus.len(), cpu_ranges(cpus)),
+    };
+    let _ = writeln!(
+        o,
+        "cpus       the trace's calls ran on {ran}; replayed in trace order on one modelled CPU"
+    );
+}
+
+/// Sorted CPU numbers as ranges: `0-3, 7`.
+fn cpu_ranges(cpus: &[u32]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j].saturating_add(1) {
+            j += 1;
+        }
+        out.push(if i == j {
+            cpus[i].to_string()
+        } else {
+            format!("{}-{}", cpus[i], cpus[j])
+        });
+        i = j + 1;
+    }
+    out.join(", ")
+}
+
+/// How many calls started after their timestamp, if any did.
+fn late_line(o: &mut String, late: &Late) {
+    if late.calls == 0 {
+        return;
+    }
+    let s = if late.calls == 1 { "" } else { "s" };
+    let _ = write!(
+        o,
+        "late       {} call{s} started after {}, the modelled CPU still busy ({:.3} µs late in all)",
+        late.calls,
+        if late.calls == 1 {
+            "its timestamp"
+        } else {
+            "their timestamps"
+        },
+        ns(late.ps) / 1000.0,
+    );
+    let mut behind = Vec::new();
+    if late.behind_other_cpu > 0 {
+        behind.push(format!(
+            "{} behind a call the trace shows on another CPU (replayed on one)",
+            late.behind_other_cpu
+        ));
+    }
+    if late.behind_timer > 0 {
+        behind.push(format!("{} behind a timer", late.behind_timer));
+    }
+    if !behind.is_empty() {
+        let _ = write!(o, ": {}", behind.join(", "));
+    }
+    let _ = writeln!(o);
+}
+
+/// What a device's timers did, if they ran.
+fn timers_lines(o: &mut String, t: &TimerWork) {
+    if t.runs == 0 {
+        return;
+    }
+    let after = match t.after_end {
+        0 => String::new(),
+        n => format!(", {n} after the trace's last call"),
+    };
+    let _ = writeln!(
+        o,
+        "timers     {} runs of {}{after}: {:.3} µs in all, in no call's time",
+        t.runs,
+        t.names.join(", "),
+        ns(t.total_ps) / 1000.0,
+    );
+    let ops: Vec<String> = Counter::ALL
+        .iter()
+        .filter(|k| t.counts[**k as usize] > 0)
+        .map(|k| {
+            let per = t.counts[*k as usize] as f64 / t.runs as f64;
+            format!("{} {}", k.name(), trim_float(per))
+        })
+        .collect();
+    if !ops.is_empty() {
+        let _ = writeln!(o, "  per run  {}", ops.join(", "));
+    }
+}
+
 fn findings(o: &mut String, f: &Findings) {
-    let (misuses, live): (Vec<&Finding>, Vec<&Finding>) =
+    let (misuses, edges): (Vec<&Finding>, Vec<&Finding>) =
         f.kept.iter().partition(|x| x.kind.fails());
+    let (before, live): (Vec<&Finding>, Vec<&Finding>) = edges
+        .into_iter()
+        .partition(|x| x.kind == FindingKind::MappedBefore);
     if !misuses.is_empty() {
         let _ = writeln!(o, "\nwarnings (what CONFIG_DMA_API_DEBUG would report)");
         finding_lines(o, &misuses);
         not_kept(o, f, |k| k.fails());
+    }
+    if !before.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nmapped before the trace began (no misuse in a window on a running driver; --strict-window makes them not-mapped)"
+        );
+        finding_lines(o, &before);
+        not_kept(o, f, |k| k == FindingKind::MappedBefore);
     }
     if !live.is_empty() {
         let _ = writeln!(
@@ -974,7 +1191,7 @@ fn findings(o: &mut String, f: &Findings) {
             "\nlive at the end of the trace (no misuse in a window on a running driver; --strict-window makes them leaks)"
         );
         finding_lines(o, &live);
-        not_kept(o, f, |k| !k.fails());
+        not_kept(o, f, |k| !k.fails() && k != FindingKind::MappedBefore);
     }
 }
 
@@ -1027,6 +1244,29 @@ struct WorkloadDoc<'a> {
     kind: &'static str,
     trace: &'a str,
     skipped_lines: &'a BTreeMap<String, u64>,
+    /// The CPUs the trace's calls ran on, and how many modelled CPUs replayed them.
+    trace_cpus: &'a [u32],
+    replayed_on_cpus: u32,
+    /// Calls that started after their timestamp; left out when none did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    started_late: Option<LateDoc>,
+}
+
+#[derive(Serialize)]
+struct LateDoc {
+    calls: u64,
+    behind_other_cpu: u64,
+    behind_timer: u64,
+    total_ns: f64,
+}
+
+#[derive(Serialize)]
+struct TimersDoc<'a> {
+    runs: u64,
+    after_trace: u64,
+    functions: &'a [String],
+    total_ns: f64,
+    operations: BTreeMap<&'static str, u64>,
 }
 
 #[derive(Serialize)]
@@ -1049,6 +1289,9 @@ struct DeviceDoc<'a> {
     calls_per_s: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cpu_share: Option<f64>,
+    /// Its DMA ops' timers; left out when none ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timers: Option<TimersDoc<'a>>,
 }
 
 #[derive(Serialize)]
@@ -1082,6 +1325,14 @@ pub fn json(r: &RunResult) -> serde_json::Value {
             kind: "replay",
             trace: &r.trace,
             skipped_lines: &r.skipped,
+            trace_cpus: &r.cpus,
+            replayed_on_cpus: 1,
+            started_late: (r.late.calls > 0).then(|| LateDoc {
+                calls: r.late.calls,
+                behind_other_cpu: r.late.behind_other_cpu,
+                behind_timer: r.late.behind_timer,
+                total_ns: ns(r.late.ps),
+            }),
         },
         devices: r
             .devices
@@ -1122,6 +1373,13 @@ pub fn json(r: &RunResult) -> serde_json::Value {
                     .collect(),
                 calls_per_s: d.call_rate(),
                 cpu_share: d.cpu_share(),
+                timers: (d.timers.runs > 0).then(|| TimersDoc {
+                    runs: d.timers.runs,
+                    after_trace: d.timers.after_end,
+                    functions: &d.timers.names,
+                    total_ns: ns(d.timers.total_ps),
+                    operations: counts_map(&d.timers.counts),
+                }),
             })
             .collect(),
         finding_counts: r
@@ -1199,19 +1457,82 @@ impl super::WorkloadKind for Replay {
     fn uses_swiotlb(&self) -> bool {
         self.devices.iter().any(|d| d.bounce)
     }
+
+    fn own_iommu_domain(&self) -> bool {
+        self.devices.iter().any(|d| d.iommu)
+    }
+}
+
+/// One row of a replay's calls, as a comparison lines them up: `name` is the device's and the
+/// call's together.
+struct DeviceRow {
+    name: String,
+    device: String,
+    call: String,
+    count: u64,
+    total_ps: u64,
+}
+
+impl RunResult {
+    /// Each device's calls, then its timers (their runs), in the report's order.
+    fn device_rows(&self) -> Vec<DeviceRow> {
+        let mut out = Vec::new();
+        for d in &self.devices {
+            let row = |call: String, count, total_ps| DeviceRow {
+                name: format!("{} {call}", d.name),
+                device: d.name.clone(),
+                call,
+                count,
+                total_ps,
+            };
+            for c in &d.calls {
+                out.push(row(c.call.to_string(), c.count, c.total_ps));
+            }
+            let t = &d.timers;
+            if t.runs > 0 {
+                let call = format!("{} (timer)", t.names.join(", "));
+                out.push(row(call, t.runs, t.total_ps));
+            }
+        }
+        out
+    }
 }
 
 impl super::KindResult for RunResult {
     super::kind::result_fields!();
-    /// Per device and call, so that a comparison shows each device's change.
+    /// Per device and call, so that a comparison shows each device's change; a device's
+    /// timers after its calls, as their runs (lazy invalidation moves work there).
     fn call_totals(&self) -> Vec<(String, u64, u64)> {
-        self.devices
-            .iter()
-            .flat_map(|d| {
-                d.calls
-                    .iter()
-                    .map(move |c| (format!("{} {}", d.name, c.call), c.count, c.total_ps))
-            })
+        self.device_rows()
+            .into_iter()
+            .map(|r| (r.name, r.count, r.total_ps))
             .collect()
+    }
+
+    fn call_devices(&self) -> Vec<(String, String, String)> {
+        self.device_rows()
+            .into_iter()
+            .map(|r| (r.name, r.device, r.call))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod report_tests {
+    use super::*;
+
+    #[test]
+    fn cpus_print_as_ranges() {
+        assert_eq!(cpu_ranges(&[0, 1, 2, 3, 7]), "0-3, 7");
+        assert_eq!(cpu_ranges(&[5]), "5");
+        assert_eq!(cpu_ranges(&[1, 3, 4, u32::MAX]), "1, 3-4, 4294967295");
+        let mut o = String::new();
+        cpus_line(&mut o, &[]);
+        assert_eq!(o, "");
+        cpus_line(&mut o, &[2, 3]);
+        assert_eq!(
+            o,
+            "cpus       the trace's calls ran on 2 CPUs (2-3); replayed in trace order on one modelled CPU\n"
+        );
     }
 }

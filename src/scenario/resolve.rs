@@ -396,6 +396,14 @@ impl Scenario {
     /// device (or, for an IOMMU workload, the domain and the IOVA allocator), plus the driver's.
     pub fn sw_keys(&self) -> Vec<SwKey> {
         let mut layers = Vec::new();
+        // A replay's devices each have their own ops: those behind an IOMMU iommu-dma's.
+        let own_domain = self.workload.as_kind().own_iommu_domain();
+        if own_domain {
+            layers.extend([Layer::IommuDma, Layer::Iova]);
+            if self.policies.invalidation == crate::iommu::dma_fq::Invalidation::Lazy {
+                layers.push(Layer::DmaFq);
+            }
+        }
         if self.workload.uses_dma_api() {
             layers.push(Layer::DmaApi);
             match self.dma_ops() {
@@ -417,9 +425,14 @@ impl Scenario {
         } else if self.workload.allocates_iovas() {
             layers.push(Layer::Iova);
         }
-        if let Some(cfg) = &self.iommu {
+        let smmu = match &self.iommu {
+            Some(cfg) => Some(cfg.smmu),
+            None if own_domain => iommu::platform_smmu(&self.profile),
+            None => None,
+        };
+        if let Some(smmu) = smmu {
             layers.extend([Layer::IommuCore, Layer::IoPgtableArm]);
-            layers.push(match cfg.smmu {
+            layers.push(match smmu {
                 SmmuModel::Mmu500 => Layer::ArmSmmu,
                 SmmuModel::SmmuV3 { .. } => Layer::ArmSmmuV3,
             });

@@ -15,11 +15,12 @@
 //! did to the one live table of [`super::live`] (debug.c's hash: a single mapping by device and
 //! DMA address, a list by its DMA segments and, for `dma_unmap_sg`, which prints no DMA
 //! address, by its physical addresses; coherent allocations by DMA address). A trace sees only
-//! what happened after it began, so an unmap of something never mapped is reported as possibly
-//! mapped before the trace started. A list cut at 128 entries is made whole from its unmap; a
+//! what happened after it began, so an unmap, sync or free of something never mapped is
+//! `mapped-before`, no misuse, unless the trace is the driver's whole life (`strict`): then it
+//! is `not-mapped`; a sync of a single mapping after its unmap is `sync-after-unmap`. A list cut at 128 entries is made whole from its unmap; a
 //! sync no mapping holds is not reported while a list whose unprinted entries' DMA addresses
 //! are unknown is live. Of what was unmapped only the last [`GONE_WINDOW`] unmaps per device
-//! are kept, for `double-unmap`. Cache lines are `L1_CACHE_BYTES` = 64 bytes, the most common
+//! are kept, for `double-unmap` and `sync-after-unmap`. Cache lines are `L1_CACHE_BYTES` = 64 bytes, the most common
 //! value; a different line size changes only the overlap finding. Coherent allocations, which
 //! debug.c tracks too, are left out of it: their trace events give no physical address.
 //!
@@ -65,6 +66,12 @@ pub enum FindingKind {
     /// A mapping still live when the trace ends: a capture stops while the driver runs, so
     /// this is no misuse unless the window was the driver's whole life.
     LiveAtEnd,
+    /// An unmap, sync or free of what this trace never saw mapped: a capture starts after the
+    /// driver set up, so this is no misuse unless the window was the driver's whole life (then
+    /// it is [`FindingKind::NotMapped`]).
+    MappedBefore,
+    /// A sync of a mapping the trace showed unmapped.
+    SyncAfterUnmap,
 }
 
 impl FindingKind {
@@ -82,12 +89,14 @@ impl FindingKind {
             FindingKind::MapError => "map-error",
             FindingKind::Leak => "leak",
             FindingKind::LiveAtEnd => "live-at-end",
+            FindingKind::MappedBefore => "mapped-before",
+            FindingKind::SyncAfterUnmap => "sync-after-unmap",
         }
     }
 
     /// Whether the finding is a misuse, for `--check`'s exit status.
     pub fn fails(self) -> bool {
-        self != FindingKind::LiveAtEnd
+        !matches!(self, FindingKind::LiveAtEnd | FindingKind::MappedBefore)
     }
 }
 
@@ -169,7 +178,7 @@ pub fn check(trace: &Trace, strict: bool) -> Findings {
         first.push(r);
     }
     let mut table = Table::completing(first.wholes().clone()).tracking_cachelines();
-    let mut c = Checker::default();
+    let mut c = Checker::new(strict);
     for r in &trace.records {
         let step = table.push(r);
         c.push(r, &step, &table);
@@ -183,11 +192,22 @@ pub fn check(trace: &Trace, strict: bool) -> Findings {
 #[derive(Default)]
 pub struct Checker {
     /// Per device (the table's numbers), its last unmaps and their lines, newest last.
-    gone: Vec<VecDeque<(Gone, usize)>>,
+    gone: Vec<VecDeque<(Gone, usize, u64)>>,
     out: Findings,
+    /// The trace is the driver's whole life: what it never saw mapped is `not-mapped`.
+    strict: bool,
 }
 
 impl Checker {
+    /// The checks of a trace that is the driver's whole life when `strict`, else a window on
+    /// a running driver.
+    pub fn new(strict: bool) -> Checker {
+        Checker {
+            strict,
+            ..Checker::default()
+        }
+    }
+
     /// Check one record in trace order, after `table` took it (`step`).
     pub fn push(&mut self, r: &Record, step: &Step, table: &Table) {
         let Some(dev) = step.dev else {
@@ -196,9 +216,14 @@ impl Checker {
         if self.gone.len() <= dev {
             self.gone.resize_with(dev + 1, VecDeque::new);
         }
-        let Checker { gone, out } = self;
+        let Checker { gone, out, strict } = self;
         let gone = &mut gone[dev];
         let mut find = |kind, lines: Vec<usize>, message: String| {
+            // What was mapped before a window began is no misuse of the window.
+            let kind = match kind {
+                FindingKind::NotMapped if !*strict => FindingKind::MappedBefore,
+                k => k,
+            };
             out.add(kind, || Finding {
                 kind,
                 device: r.device.clone(),
@@ -242,7 +267,7 @@ impl Checker {
                     dir: *dir,
                     to_cpu: !for_device,
                 };
-                check_sync(table, dev, r, sync, *dma_addr, *size, &mut find)
+                check_sync(table, (dev, gone), r, sync, *dma_addr, *size, &mut find)
             }
             (
                 Event::SyncSg {
@@ -259,7 +284,7 @@ impl Checker {
                 };
                 check_sync_sg_count(table, dev, r, dma_addrs, &mut find);
                 for (&a, &s) in dma_addrs.iter().zip(sizes).filter(|s| *s.1 > 0) {
-                    check_sync(table, dev, r, sync, a, s, &mut find);
+                    check_sync(table, (dev, gone), r, sync, a, s, &mut find);
                 }
             }
             (Event::Free { dma_addr, size, .. }, Effect::Freed(a)) if a.size != *size => find(
@@ -338,7 +363,7 @@ impl Checker {
 fn check_unmap(
     r: &Record,
     effect: &Effect,
-    gone: &mut VecDeque<(Gone, usize)>,
+    gone: &mut VecDeque<(Gone, usize, u64)>,
     find: &mut impl FnMut(FindingKind, Vec<usize>, String),
 ) {
     let (key, what) = match &r.event {
@@ -355,7 +380,7 @@ fn check_unmap(
     };
     let Effect::Unmapped { mapping: m, .. } = effect else {
         match gone.iter().rev().find(|g| g.0 == key) {
-            Some(&(_, line)) => find(
+            Some(&(_, line, _)) => find(
                 FindingKind::DoubleUnmap,
                 vec![line, r.line],
                 format!("{what}: already unmapped"),
@@ -432,7 +457,9 @@ fn check_unmap(
     if gone.len() == GONE_WINDOW {
         gone.pop_front();
     }
-    gone.push_back((key, r.line));
+    // A single mapping's length too, for a sync after its unmap.
+    let len = m.dma.first().map_or(0, |s| s.1);
+    gone.push_back((key, r.line, len));
 }
 
 /// debug.c's `check_sync()` for one synced range: inside the live segment that holds its
@@ -441,7 +468,7 @@ fn check_unmap(
 /// trace did not print: it may be one of them.
 fn check_sync(
     table: &Table,
-    dev: usize,
+    (dev, gone): (usize, &VecDeque<(Gone, usize, u64)>),
     r: &Record,
     sync: Sync,
     addr: u64,
@@ -453,7 +480,17 @@ fn check_sync(
         .holding(dev, addr, size)
         .and_then(|h| Some((h, table.mapping(dev, h.id)?)));
     let Some((h, m)) = held else {
-        if !table.unknown_tail(dev) {
+        let unmapped = gone.iter().rev().find_map(|&(g, line, len)| match g {
+            Gone::Single(a) if addr >= a && addr - a < len => Some(line),
+            _ => None,
+        });
+        if let Some(line) = unmapped {
+            find(
+                FindingKind::SyncAfterUnmap,
+                vec![line, r.line],
+                format!("sync of {size} bytes at {addr:#x} after its unmap at line {line}"),
+            );
+        } else if !table.unknown_tail(dev) {
             find(
                 FindingKind::NotMapped,
                 vec![r.line],
@@ -668,6 +705,51 @@ mod tests {
              {H} dma_unmap_sg: dev dir=TO_DEVICE phys_addrs={{0x90000000,0x90002000}} attrs=\n"
         );
         assert_eq!(kinds(&t), vec![]);
+    }
+
+    /// A window on a running driver: what it never saw mapped was mapped before it began, no
+    /// misuse (unless the window is the driver's whole life); a sync of what it saw unmapped
+    /// is one either way, naming the unmap's line.
+    #[test]
+    fn what_was_mapped_before_the_window_fails_only_when_strict() {
+        let t = format!(
+            "{H} dma_sync_single_for_cpu: dev dir=FROM_DEVICE dma_addr=1000 size=64\n\
+             {H} dma_unmap_phys: dev dir=FROM_DEVICE dma_addr=1000 size=4096 attrs=\n\
+             {H} dma_map_phys: dev dir=FROM_DEVICE dma_addr=8000 size=4096 phys_addr=80000000 attrs=\n\
+             {H} dma_unmap_phys: dev dir=FROM_DEVICE dma_addr=8000 size=4096 attrs=\n\
+             {H} dma_sync_single_for_cpu: dev dir=FROM_DEVICE dma_addr=8040 size=64\n"
+        );
+        let trace = parse("t.txt", &t).unwrap();
+        let of = |strict| -> Vec<(FindingKind, Vec<usize>, bool)> {
+            check(&trace, strict)
+                .kept
+                .into_iter()
+                .map(|f| (f.kind, f.lines, f.kind.fails()))
+                .collect()
+        };
+        assert_eq!(
+            of(false),
+            [
+                (FindingKind::MappedBefore, vec![1], false),
+                (FindingKind::MappedBefore, vec![2], false),
+                (FindingKind::SyncAfterUnmap, vec![4, 5], true),
+            ]
+        );
+        assert_eq!(
+            of(true),
+            [
+                (FindingKind::NotMapped, vec![1], true),
+                (FindingKind::NotMapped, vec![2], true),
+                (FindingKind::SyncAfterUnmap, vec![4, 5], true),
+            ]
+        );
+        let after = check(&trace, false).kept.pop().unwrap();
+        assert_eq!(after.kind.name(), "sync-after-unmap");
+        assert!(
+            after.message.contains("after its unmap at line 4"),
+            "{}",
+            after.message
+        );
     }
 
     /// debug.c tracks only mappings the device may write, and does not warn of a map that

@@ -648,6 +648,39 @@ fn the_flush_queue_timer_fires_at_the_first_call_after_ten_ms() {
     assert!(d.flush_queue().and_then(|f| f.timer_expires_ps()) > expires);
 }
 
+/// A CPU that idles past the timer's expiry runs it then, through the ops' timers, rather
+/// than at its next call: the call that follows is charged no flush, and finds its IOVA free.
+#[test]
+fn an_idle_cpu_runs_the_expired_timer_before_the_next_call() {
+    use crate::hw::model::{Model, ModelParams};
+    let dev = Device::new("d", true, 64);
+    let mut m = Model::new(ModelParams::default());
+    let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
+    let t = ArmLpaeIoPgtable::new(&mut m, IoPgtableCfg::new(4096, 36), mem, None).unwrap();
+    let ops = Box::new(ArmSmmuDomain::new(&m, 1, WalkFlushKind::Asid));
+    let dom = IommuDomain::new(&m, t, ops, SplitKind::UnmapPages);
+    let arch = Arm64::new(DirRules::Since5_19);
+    let mut d = IommuDma::new(&m, dom, 1, arch, SyncKind::Batched)
+        .unwrap()
+        .with_invalidation(&m, Invalidation::Lazy);
+    assert_eq!(d.next_timer_ps(), None);
+    let a = map_unmap_4k(&mut m, &mut d, &dev, 1)[0];
+    let expires = d.next_timer_ps().expect("the queueing armed the timer");
+    // Not yet expired: nothing runs.
+    m.idle_until(expires - 1);
+    assert_eq!(d.run_timers(&mut m), 0);
+    m.idle_until(expires);
+    assert_eq!(d.run_timers(&mut m), 1);
+    assert_eq!(m.ledger().totals()[Counter::FqFlush as usize], 1);
+    assert_eq!(d.next_timer_ps(), None);
+    assert_eq!((d.fq_stats().timer_flushes, d.fq_stats().freed), (1, 1));
+    // The next call runs no timer and reuses the IOVA the timer freed.
+    let flushes = m.ledger().totals()[Counter::FqFlush as usize];
+    let b = map_unmap_4k(&mut m, &mut d, &dev, 1)[0];
+    assert_eq!(b, a);
+    assert_eq!(m.ledger().totals()[Counter::FqFlush as usize], flushes);
+}
+
 #[test]
 fn a_drain_frees_every_cpus_queue_with_one_flush() {
     let dev = Device::new("d", true, 64);

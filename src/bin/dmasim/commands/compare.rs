@@ -6,7 +6,7 @@ use crate::ui::*;
 use anyhow::Result;
 use std::io::Write;
 
-use super::{compare_error, write_sensitivity};
+use super::{compare_error, device_error, with_device_sets, write_sensitivity};
 use crate::cli::RunFormat;
 use dmasim::scenario::{self, Scenario};
 
@@ -16,10 +16,12 @@ pub struct CompareArgs {
     /// The scenario: a TOML file (see docs/scenarios.md) or a shipped scenario's name (see
     /// `dmasim scenarios`).
     pub scenario: String,
-    /// A kernel release to compare (repeat: --kernel 7.0 --kernel 7.1).
+    /// A kernel release to compare (repeat: --kernel 7.0 --kernel 7.1); one beside --variant is
+    /// each variant's that names none.
     #[arg(long)]
     pub kernel: Vec<String>,
-    /// A platform to compare (repeat; with several --kernel, every combination runs).
+    /// A platform to compare (repeat; with several --kernel, every combination runs); one
+    /// beside --variant is each variant's that names none.
     #[arg(long)]
     pub platform: Vec<String>,
     /// One variant as key=value pairs, e.g. kernel=7.1,sync=per-entry,workload.entry=16K
@@ -33,6 +35,10 @@ pub struct CompareArgs {
     /// Set any scenario key for every variant: KEY=VALUE (repeatable), as for `run`.
     #[arg(long = "set")]
     pub set: Vec<String>,
+    /// A traced device's setup for every variant: NAME:key=value,... as for `dmasim replay
+    /// --device` (repeatable).
+    #[arg(long = "device")]
+    pub device: Vec<String>,
     /// The variant the others are measured against: its letter in the table (A, B, ...),
     /// its number (1, 2, ...) or its label (e.g. "kernel 7.1"); default: the first.
     #[arg(long)]
@@ -64,7 +70,8 @@ pub fn compare(args: CompareArgs, out: &mut impl Write) -> Result<()> {
         platform,
         variant,
         policy,
-        set,
+        mut set,
+        device,
         baseline,
         max_work,
         sensitivity,
@@ -84,7 +91,8 @@ pub fn compare(args: CompareArgs, out: &mut impl Write) -> Result<()> {
     // its own and is checked there), so a --set that fits the compared platforms and not
     // the file's is accepted.
     let first = variants.iter().find_map(|v| v.platform.as_deref());
-    let mut s = Scenario::load_on(&scenario, &set, first)?;
+    with_device_sets(&device, &mut set)?;
+    let mut s = Scenario::load_on(&scenario, &set, first).map_err(|e| device_error(e, &device))?;
     for p in &policy {
         s.set_policies(p)?;
     }

@@ -64,6 +64,32 @@ pub(crate) fn run_sensitivity(s: &Scenario, format: RunFormat, out: &mut impl Wr
     write_sensitivity(out, &r, format)
 }
 
+/// `--device NAME:key=value,...` arguments as the `--set` edits they stand for, put before
+/// the command line's own `--set` (which then wins).
+pub(crate) fn with_device_sets(
+    devices: &[String],
+    sets: &mut Vec<String>,
+) -> Result<(), InputError> {
+    let mut all = Vec::new();
+    for d in devices {
+        all.extend(scenario::replay::device_sets(d)?);
+    }
+    all.append(sets);
+    *sets = all;
+    Ok(())
+}
+
+/// An error reading a scenario that `--device` edits: one about the devices' table names
+/// the argument (a device the trace does not name, a scenario that is no trace).
+pub(crate) fn device_error(e: InputError, devices: &[String]) -> InputError {
+    match e.key.as_deref() {
+        Some(k) if k.starts_with("workload.devices") && !devices.is_empty() => {
+            InputError::new("<argument>", format!("--device: {}", e.message))
+        }
+        _ => e,
+    }
+}
+
 /// `--kernel` and `--policy` on a scenario that [`Scenario::load_on`] has already put on the
 /// `--platform` (with the `--set` edits).
 pub(crate) fn apply_overrides(s: &mut Scenario, o: &Overrides) -> Result<(), InputError> {

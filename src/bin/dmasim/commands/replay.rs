@@ -8,16 +8,16 @@ use crate::ui::*;
 use anyhow::Result;
 use std::io::Write;
 
-use super::{apply_overrides, execute_and_print};
+use super::{apply_overrides, device_error, execute_and_print, with_device_sets};
 use crate::cli::{Overrides, RunFormat};
-use dmasim::input::InputError;
 use dmasim::scenario::{self, Outcome, Scenario};
 
 /// `dmasim replay`'s arguments.
 #[derive(clap::Args)]
 pub struct ReplayArgs {
     /// The trace: the text of /sys/kernel/tracing/trace or trace_pipe, of `trace-cmd report`,
-    /// or of `perf script`, with the dma:* events (or a scenario of kind `replay`).
+    /// or of `perf script`, with the dma:* events (or a scenario of kind `replay`); `-` reads
+    /// it from standard input.
     pub trace: String,
     #[command(flatten)]
     pub overrides: Overrides,
@@ -62,47 +62,10 @@ impl std::fmt::Display for Findings {
 
 impl std::error::Error for Findings {}
 
-/// One device's settings: (key, value as TOML).
-type Settings<'a> = Vec<(&'a str, String)>;
-
-/// `--device NAME:key=value,...` as the name and its settings.
-fn device_spec(arg: &str) -> Result<(&str, Settings<'_>), InputError> {
-    let bad = |m: &str| InputError::new("<argument>", format!("--device {arg}: {m}"));
-    // A device name may hold colons (a PCI address): the settings follow the last one.
-    let (name, kvs) = arg
-        .rsplit_once(':')
-        .filter(|(_, kv)| kv.contains('='))
-        .ok_or_else(|| bad("expected NAME:key=value,... (e.g. 0000:01:00.0:coherent=yes)"))?;
-    let mut out = Vec::new();
-    for kv in kvs.split(',') {
-        let (k, v) = kv
-            .split_once('=')
-            .ok_or_else(|| bad(&format!("`{kv}` is not key=value")))?;
-        let (k, v) = (k.trim(), v.trim());
-        let v = match (k, v) {
-            ("coherent" | "iommu" | "bounce", "yes" | "true") => "true".to_string(),
-            ("coherent" | "iommu" | "bounce", "no" | "false") => "false".to_string(),
-            ("coherent" | "iommu" | "bounce", _) => {
-                return Err(bad(&format!("{k} is yes or no, found `{v}`")));
-            }
-            ("dma_mask_bits", _) => v.to_string(),
-            // A size as a TOML string ("64K").
-            ("granule", _) => format!("\"{v}\""),
-            _ => {
-                return Err(bad(&format!(
-                    "unknown key `{k}`; the keys are coherent, iommu, granule, bounce and dma_mask_bits"
-                )));
-            }
-        };
-        out.push((k, v));
-    }
-    Ok((name, out))
-}
-
 pub fn replay(args: ReplayArgs, out: &mut impl Write) -> Result<()> {
     let ReplayArgs {
         trace,
-        overrides,
+        mut overrides,
         device,
         check,
         strict_window,
@@ -111,13 +74,7 @@ pub fn replay(args: ReplayArgs, out: &mut impl Write) -> Result<()> {
         format,
     } = args;
     let (file, mut text, dir) = Scenario::source(&trace)?;
-    for d in &device {
-        let (name, kvs) = device_spec(d)?;
-        for (k, v) in kvs {
-            let path = ["workload", "devices", name, k];
-            text = dmasim::input::set_path(&file, &text, &path, &v, &format!("--device {d}"))?;
-        }
-    }
+    with_device_sets(&device, &mut overrides.set)?;
     if skip_bad_lines {
         let path = ["workload", "skip_bad_lines"];
         text = dmasim::input::set_path(&file, &text, &path, "true", "--skip-bad-lines")?;
@@ -137,13 +94,7 @@ pub fn replay(args: ReplayArgs, out: &mut impl Write) -> Result<()> {
         &overrides.set,
         overrides.platform.first().map(String::as_str),
     )
-    .map_err(|e| match e.key.as_deref() {
-        // A device the trace does not name, given with --device.
-        Some(k) if k.starts_with("workload.devices.") && !device.is_empty() => {
-            InputError::new("<argument>", format!("--device: {}", e.message))
-        }
-        _ => e,
-    })?;
+    .map_err(|e| device_error(e, &device))?;
     if s.workload.kind() != "replay" {
         return Err(arg_error(format!(
             "{trace} is a {} scenario, not a trace: run it with `dmasim run`",

@@ -7,7 +7,10 @@ use crate::ui::*;
 use anyhow::Result;
 use std::io::Write;
 
-use super::{apply_overrides, compare_error, execute_and_print, run_sensitivity};
+use super::{
+    apply_overrides, compare_error, device_error, execute_and_print, run_sensitivity,
+    with_device_sets,
+};
 use crate::cli::{Overrides, RunFormat};
 use dmasim::scenario::{self, Scenario};
 
@@ -19,6 +22,10 @@ pub struct RunArgs {
     pub scenario: String,
     #[command(flatten)]
     pub overrides: Overrides,
+    /// A traced device's setup (a trace, or a `replay` scenario): NAME:key=value,... as for
+    /// `dmasim replay --device` (repeatable).
+    #[arg(long = "device")]
+    pub device: Vec<String>,
     /// Most model steps the run may take, 1 or more (the estimate is printed when it is large).
     #[arg(long, default_value_t = scenario::DEFAULT_MAX_WORK as u64,
           value_parser = clap::value_parser!(u64).range(1..))]
@@ -41,13 +48,15 @@ pub struct RunArgs {
 pub fn run(args: RunArgs, out: &mut impl Write) -> Result<()> {
     let RunArgs {
         scenario,
-        overrides,
+        mut overrides,
+        device,
         max_work,
         sweep,
         plot,
         sensitivity,
         format,
     } = args;
+    with_device_sets(&device, &mut overrides.set)?;
     if !sweep.is_empty() {
         if sensitivity {
             return Err(arg_error(
@@ -80,7 +89,8 @@ pub fn run(args: RunArgs, out: &mut impl Write) -> Result<()> {
             &scenario,
             &overrides.set,
             overrides.platform.first().map(String::as_str),
-        )?;
+        )
+        .map_err(|e| device_error(e, &device))?;
         apply_overrides(&mut s, &overrides)?;
         warn_unpriced(&s.profile, &s.sw_keys(), &s.name);
         s.check_work(u128::from(max_work))?;
