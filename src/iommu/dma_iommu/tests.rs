@@ -605,22 +605,28 @@ fn lazy_unmaps_on_smmu_v3_issue_one_asid_invalidation_per_flush() {
     }
 }
 
-/// The timer on the Model's clock: 10 ms after the first queueing, the next call flushes
-/// first and finds the IOVA free; 5 ms is not enough.
-#[test]
-fn the_flush_queue_timer_fires_at_the_first_call_after_ten_ms() {
-    use crate::hw::SmmuPort;
+/// A coherent device's lazy iommu-dma domain (SMMU, 4 KB pages) on a fresh Model, whose clock
+/// the flush queue's timer runs on.
+fn lazy_on_model() -> (Device, crate::hw::model::Model, IommuDma) {
     use crate::hw::model::{Model, ModelParams};
-    let dev = Device::new("d", true, 64);
     let mut m = Model::new(ModelParams::default());
     let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
     let t = ArmLpaeIoPgtable::new(&mut m, IoPgtableCfg::new(4096, 36), mem, None).unwrap();
     let ops = Box::new(ArmSmmuDomain::new(&m, 1, WalkFlushKind::Asid));
     let dom = IommuDomain::new(&m, t, ops, SplitKind::UnmapPages);
     let arch = Arm64::new(DirRules::Since5_19);
-    let mut d = IommuDma::new(&m, dom, 1, arch, SyncKind::Batched)
+    let d = IommuDma::new(&m, dom, 1, arch, SyncKind::Batched)
         .unwrap()
         .with_invalidation(&m, Invalidation::Lazy);
+    (Device::new("d", true, 64), m, d)
+}
+
+/// The timer on the Model's clock: 10 ms after the first queueing, the next call flushes
+/// first and finds the IOVA free; 5 ms is not enough.
+#[test]
+fn the_flush_queue_timer_fires_at_the_first_call_after_ten_ms() {
+    use crate::hw::SmmuPort;
+    let (dev, mut m, mut d) = lazy_on_model();
     let t0 = m.now_ps();
     let a = map_unmap_4k(&mut m, &mut d, &dev, 1)[0];
     let expires = d.flush_queue().and_then(|f| f.timer_expires_ps());
@@ -652,17 +658,7 @@ fn the_flush_queue_timer_fires_at_the_first_call_after_ten_ms() {
 /// than at its next call: the call that follows is charged no flush, and finds its IOVA free.
 #[test]
 fn an_idle_cpu_runs_the_expired_timer_before_the_next_call() {
-    use crate::hw::model::{Model, ModelParams};
-    let dev = Device::new("d", true, 64);
-    let mut m = Model::new(ModelParams::default());
-    let mem = PhysMem::single(PhysAddr(0x1_0000_0000), 64 << 20).shared();
-    let t = ArmLpaeIoPgtable::new(&mut m, IoPgtableCfg::new(4096, 36), mem, None).unwrap();
-    let ops = Box::new(ArmSmmuDomain::new(&m, 1, WalkFlushKind::Asid));
-    let dom = IommuDomain::new(&m, t, ops, SplitKind::UnmapPages);
-    let arch = Arm64::new(DirRules::Since5_19);
-    let mut d = IommuDma::new(&m, dom, 1, arch, SyncKind::Batched)
-        .unwrap()
-        .with_invalidation(&m, Invalidation::Lazy);
+    let (dev, mut m, mut d) = lazy_on_model();
     assert_eq!(d.next_timer_ps(), None);
     let a = map_unmap_4k(&mut m, &mut d, &dev, 1)[0];
     let expires = d.next_timer_ps().expect("the queueing armed the timer");
