@@ -44,6 +44,7 @@ pub mod compare;
 pub mod device;
 pub mod dma;
 pub mod drivers;
+pub mod fit;
 pub mod hostbench;
 pub mod hw;
 pub mod input;

@@ -56,6 +56,9 @@ use toml::Spanned;
 
 pub use crate::hw::calls::{CallStat, StackRow};
 
+mod tool;
+pub use tool::{DIRECTIONS, ToolOptions};
+
 /// The registry entry of this kind.
 pub const KIND: super::Kind = super::Kind {
     name: "map_benchmark",
@@ -220,6 +223,10 @@ pub struct Latencies {
     pub sum_100ns: u64,
     /// Sum of their squares.
     pub sum_sq: u64,
+    /// Sum of each call's `ktime_get` delta in whole ns, before the kernel divides it into
+    /// 100 ns units: not printed by the tool, kept for `dmasim fit`, whose rows are means a
+    /// board's jitter has smoothed (a step of the truncated sums is no gradient to fit on).
+    pub sum_ns: u64,
 }
 
 impl Latencies {
@@ -229,6 +236,7 @@ impl Latencies {
         self.loops += other.loops;
         self.sum_100ns = self.sum_100ns.saturating_add(other.sum_100ns);
         self.sum_sq = self.sum_sq.saturating_add(other.sum_sq);
+        self.sum_ns = self.sum_ns.saturating_add(other.sum_ns);
     }
 
     fn add(&mut self, delta_ns: u64) {
@@ -236,6 +244,16 @@ impl Latencies {
         self.loops += 1;
         self.sum_100ns = self.sum_100ns.saturating_add(u);
         self.sum_sq = self.sum_sq.saturating_add(u.saturating_mul(u));
+        self.sum_ns = self.sum_ns.saturating_add(delta_ns);
+    }
+
+    /// The mean `ktime_get` delta in ns, untruncated.
+    pub fn mean_ns(&self) -> f64 {
+        if self.loops == 0 {
+            0.0
+        } else {
+            self.sum_ns as f64 / self.loops as f64
+        }
     }
 
     /// The average in 100 ns units, as the kernel returns it (`sum / loops`, truncated).
@@ -749,13 +767,37 @@ pub fn run(
     w: &MapBenchmark,
     progress: &Progress,
 ) -> Result<MapBenchmarkResult, RunFailure> {
+    run_to(s, w, Bound::run(w), progress)
+}
+
+/// The run cut at `pairs` map+unmap pairs a thread (or its seconds, if they end first): what
+/// `dmasim fit` runs for each row, where a one-thread run's means settle within its first
+/// pairs and a modelled second of them would cost the fit a second of host time a step.
+pub fn sample(
+    s: &Scenario,
+    w: &MapBenchmark,
+    pairs: u64,
+) -> Result<MapBenchmarkResult, RunFailure> {
+    let bound = Bound {
+        max_loops: pairs.min(MAX_LOOPS),
+        ..Bound::run(w)
+    };
+    run_to(s, w, bound, &Progress::new())
+}
+
+fn run_to(
+    s: &Scenario,
+    w: &MapBenchmark,
+    bound: Bound,
+    progress: &Progress,
+) -> Result<MapBenchmarkResult, RunFailure> {
     let Machines {
         cpus,
         smmu,
         each,
         total,
     } = set_up(s, w)?;
-    let runs = run_threads(s, w, each, Bound::run(w), progress)?;
+    let runs = run_threads(s, w, each, bound, progress)?;
     let mut map = Latencies::default();
     let mut unmap = Latencies::default();
     let mut t = CallTimer::default();

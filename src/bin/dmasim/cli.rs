@@ -122,6 +122,10 @@ pub enum Cmd {
     /// maintenance instruction user space can issue is measured (one with --instruction), and
     /// what cannot be is held with its reason.
     Calibrate(CalibrateArgs),
+    /// Fit a base profile's costs to a board's own measurements (dma_map_benchmark's output,
+    /// function_graph durations) and write the fitted profile: which costs the rows determine,
+    /// how well, and each row's residual.
+    Fit(crate::commands::fit::FitArgs),
     /// Recreate published experiments: published vs model, row by row.
     Reproduce(ReproduceArgs),
 }

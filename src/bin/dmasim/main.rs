@@ -122,6 +122,7 @@ fn real_main(cli: Cli, out: &mut impl Write) -> Result<()> {
         Cmd::MapBenchmark(a) => commands::map_benchmark::map_benchmark(a, out),
         Cmd::Hostbench(a) => commands::host::hostbench(a, out),
         Cmd::Calibrate(a) => commands::host::calibrate(a, out),
+        Cmd::Fit(a) => commands::fit::fit(a, out),
         Cmd::Reproduce(a) => commands::reproduce::reproduce(a, out),
     }
 }

@@ -112,78 +112,30 @@ fn mode_word(m: &str) -> Option<&'static str> {
     }
 }
 
+/// The tool's options as values.
+fn tool_options(a: &MapBenchmarkArgs) -> scenario::map_benchmark::ToolOptions {
+    scenario::map_benchmark::ToolOptions {
+        threads: a.threads,
+        seconds: a.seconds,
+        node: a.node,
+        dir: a.dir,
+        dma_trans_ns: a.dma_trans_ns,
+        bits: a.bits,
+        granule: a.granule,
+        mode: a.mode,
+    }
+}
+
 /// The options' ranges, as the kernel tool and the kernel module check them.
 fn check_options(a: &MapBenchmarkArgs) -> Result<(), InputError> {
-    let bad = |opt: &str, m: String| InputError::new("<argument>", format!("{opt}: {m}"));
-    let within = |opt: &str, v: i64, lo: i64, hi: i64, what: &str| {
-        if (lo..=hi).contains(&v) {
-            Ok(())
-        } else {
-            Err(bad(opt, format!("{what} must be {lo} to {hi}, found {v}")))
-        }
-    };
-    within(
-        "-t",
-        a.threads,
-        1,
-        scenario::map_benchmark::MAX_THREADS,
-        "threads",
-    )?;
-    within(
-        "-s",
-        a.seconds,
-        1,
-        scenario::map_benchmark::MAX_SECONDS,
-        "seconds",
-    )?;
-    within("-d", a.dir, 0, 2, "the direction (0, 1 or 2)")?;
-    if let Some(m) = a.mode {
-        within("-m", m, 0, 1, "the map mode (0 single, 1 scatter-gather)")?;
-    }
-    within(
-        "-x",
-        a.dma_trans_ns,
-        0,
-        scenario::map_benchmark::MAX_TRANS_NS,
-        "dma_trans_ns",
-    )?;
-    within("-b", a.bits, 20, 64, "the DMA mask's bits")?;
-    within(
-        "-g",
-        a.granule,
-        1,
-        scenario::map_benchmark::MAX_GRANULE,
-        "the granule, in pages,",
-    )?;
-    if a.node < -1 {
-        return Err(bad(
-            "-n",
-            format!("a node is -1 (any) or 0 and up, found {}", a.node),
-        ));
-    }
-    Ok(())
+    tool_options(a)
+        .check()
+        .map_err(|m| InputError::new("<argument>", m))
 }
 
 /// The scenario the options describe.
 fn scenario_text(a: &MapBenchmarkArgs, platform: &str, kernel: &str) -> String {
-    let dir = ["bidirectional", "to_device", "from_device"][a.dir as usize];
-    let mut t = format!(
-        "[scenario]\nname = \"map-benchmark\"\nplatform = \"{platform}\"\nkernel = \"{kernel}\"\n\n\
-         [device]\nname = \"dma_map_benchmark\"\ncoherent = {}\ndma_mask_bits = {}\n",
-        a.coherent, a.bits
-    );
-    if a.iommu {
-        t.push_str("\n[iommu]\ngranule = \"4K\"\nias = 48\n");
-    }
-    let mode = a
-        .mode
-        .and_then(|m| mode_word(&m.to_string()))
-        .map_or(String::new(), |m| format!("mode = \"{m}\"\n"));
-    t.push_str(&format!(
-        "\n[workload]\nkind = \"map_benchmark\"\n{mode}threads = {}\nseconds = {}\nnode = {}\ndirection = \"{dir}\"\ngranule = {}\ndma_trans_ns = {}\n",
-        a.threads, a.seconds, a.node, a.granule, a.dma_trans_ns
-    ));
-    t
+    tool_options(a).scenario_text(platform, kernel, a.iommu, a.coherent)
 }
 
 /// The option a scenario key came from, for messages about it.

@@ -3,6 +3,7 @@
 //! Kernel counterpart: none.
 
 pub mod compare;
+pub mod fit;
 pub mod host;
 pub mod list;
 pub mod map_benchmark;
