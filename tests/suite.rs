@@ -24,6 +24,7 @@ mod numa_topology;
 mod one_cpu;
 mod pernuma_cma;
 mod plain_walk;
+mod platform_params;
 mod plots;
 mod priced;
 mod progress;
