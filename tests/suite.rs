@@ -11,6 +11,7 @@ mod coherent_scenario;
 mod compare;
 mod docs_examples;
 mod dram_bandwidth;
+mod generic_profiles;
 mod input_errors;
 mod iommu_cpus;
 mod iommu_dma;
