@@ -17,6 +17,15 @@ pub(super) const BUILTIN: &[(&str, &str)] = &[
     ("sm8150", include_str!("../../profiles/sm8150.toml")),
     ("zynq7000", include_str!("../../profiles/zynq7000.toml")),
     ("kunpeng920", include_str!("../../profiles/kunpeng920.toml")),
+    // Starting points for a machine no profile above describes: nothing in them is fitted.
+    (
+        "generic-arm64-smmuv3",
+        include_str!("../../profiles/generic-arm64-smmuv3.toml"),
+    ),
+    (
+        "generic-arm64-mmu500",
+        include_str!("../../profiles/generic-arm64-mmu500.toml"),
+    ),
 ];
 
 /// Whether `name` is a built-in profile's name.

@@ -99,6 +99,16 @@ impl SourceKind {
         }
     }
 
+    /// What `dmasim platforms NAME` calls it: `fitted`, `held`, or `sourced` for a value read
+    /// from a document or measured on the machine, which no judgement chose.
+    pub fn provenance(self) -> &'static str {
+        match self {
+            SourceKind::Fitted => "fitted",
+            SourceKind::Held => "held",
+            SourceKind::Measured | SourceKind::Cited => "sourced",
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             SourceKind::Measured => "measured",
@@ -113,8 +123,22 @@ impl SourceKind {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ParamInfo {
     pub key: String,
+    /// The value as reports show it, with its unit when it has one (`60 ns`, `64 B`, `true`).
     pub value: String,
+    /// The unit as the profile writes it (`ns` or `cycles` for a cost, the registry's unit
+    /// otherwise), or empty for a flag or a section given as a whole.
+    pub unit: String,
     pub source: String,
+}
+
+impl ParamInfo {
+    /// The value without its unit, for a listing that gives the unit a column of its own.
+    pub fn number(&self) -> &str {
+        self.value
+            .strip_suffix(self.unit.as_str())
+            .filter(|_| !self.unit.is_empty())
+            .map_or(self.value.as_str(), str::trim_end)
+    }
 }
 
 impl Profile {
@@ -189,22 +213,12 @@ impl Profile {
             item = item
                 .as_table_like_mut()
                 .and_then(|tl| tl.get_mut(t))
-                .ok_or_else(|| {
-                    err(format!(
-                        "platform `{}` has no `{key}` (`dmasim platforms --format json` and docs/profiles.md list the parameters)",
-                        self.name()
-                    ))
-                })?;
+                .ok_or_else(|| err(self.no_such_key(key)))?;
         }
         let slot = item
             .as_table_like_mut()
             .and_then(|tl| tl.get_mut(last))
-            .ok_or_else(|| {
-                err(format!(
-                    "platform `{}` has no `{key}` (`dmasim platforms --format json` and docs/profiles.md list the parameters)",
-                    self.name()
-                ))
-            })?;
+            .ok_or_else(|| err(self.no_such_key(key)))?;
         let source = format!("set on the command line: {arg}");
         let mut table = toml_edit::InlineTable::new();
         let old = slot.as_table_like();
@@ -232,6 +246,16 @@ impl Profile {
             Some(k) if k == key || k.starts_with(&format!("{key}.")) => err(e.message),
             _ => err(e.to_string()),
         })
+    }
+
+    /// What `--set platform.KEY` says of a key this profile does not give: the command that
+    /// lists the ones it does, named as the user named the profile.
+    fn no_such_key(&self, key: &str) -> String {
+        let named = self.origin.strip_prefix("builtin:").unwrap_or(&self.origin);
+        format!(
+            "platform `{}` has no `{key}` (`dmasim platforms {named}` lists its parameters; docs/profiles.md, every key a profile may give)",
+            self.name()
+        )
     }
 
     /// The profile's costs by how their values were obtained: (fitted, held), each a list of

@@ -247,21 +247,20 @@ pub fn def(key: &str) -> Option<&'static ParamDef> {
 }
 
 fn info(key: &str, unit: &str, v: Value) -> ParamInfo {
-    let (value, source) = match v {
-        Value::Param(p) => (format!("{} {unit}", p.value.get_ref()), &p.source),
-        Value::Cost(c) => (
-            match (&c.ns, &c.cycles) {
-                (Some(ns), _) => format!("{} ns", ns.get_ref()),
-                (_, Some(cy)) => format!("{} cycles", cy.get_ref()),
-                _ => String::new(),
-            },
-            &c.source,
-        ),
-        Value::Flag(f) => (f.value.get_ref().to_string(), &f.source),
+    let (value, unit, source) = match v {
+        Value::Param(p) if unit.is_empty() => (p.value.get_ref().to_string(), unit, &p.source),
+        Value::Param(p) => (format!("{} {unit}", p.value.get_ref()), unit, &p.source),
+        Value::Cost(c) => match (&c.ns, &c.cycles) {
+            (Some(ns), _) => (format!("{} ns", ns.get_ref()), "ns", &c.source),
+            (_, Some(cy)) => (format!("{} cycles", cy.get_ref()), "cycles", &c.source),
+            _ => (String::new(), "", &c.source),
+        },
+        Value::Flag(f) => (f.value.get_ref().to_string(), "", &f.source),
     };
     ParamInfo {
         key: key.to_string(),
         value,
+        unit: unit.to_string(),
         source: source.get_ref().clone(),
     }
 }
@@ -854,6 +853,7 @@ pub static PARAMS: &[ParamDef] = &[
                         m.inclusion.get_ref(),
                         m.replacement.get_ref()
                     ),
+                    unit: "".into(),
                     source: m.source.get_ref().clone(),
                 })
                 .collect()
@@ -968,6 +968,7 @@ pub static PARAMS: &[ParamDef] = &[
                         node.mem_base,
                         node.mem_size >> 20
                     ),
+                    unit: "".into(),
                     source: ns.source.get_ref().clone(),
                 })
                 .collect()
@@ -998,6 +999,7 @@ pub static PARAMS: &[ParamDef] = &[
             vec![ParamInfo {
                 key: "numa.distance".into(),
                 value: rows.join(" "),
+                unit: "".into(),
                 source: n.distance.source.get_ref().clone(),
             }]
         }),
@@ -1019,6 +1021,7 @@ pub static PARAMS: &[ParamDef] = &[
             vec![ParamInfo {
                 key: "numa.latency_ns".into(),
                 value: ns_rows(&t.latency_ps),
+                unit: "ns".into(),
                 source: n.latency_ns.source.get_ref().clone(),
             }]
         }),
@@ -1041,6 +1044,7 @@ pub static PARAMS: &[ParamDef] = &[
                 (Some(m), Some(l)) => vec![ParamInfo {
                     key: "numa.line_ns".into(),
                     value: ns_rows(l),
+                    unit: "ns".into(),
                     source: m.source.get_ref().clone(),
                 }],
                 _ => Vec::new(),
@@ -1089,6 +1093,7 @@ pub static PARAMS: &[ParamDef] = &[
                             lat.join(", ")
                         )
                         .to_lowercase(),
+                        unit: "".into(),
                         source: s.source.get_ref().clone(),
                     }
                 })

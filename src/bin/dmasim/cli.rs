@@ -97,7 +97,8 @@ impl HostGeometry {
 
 #[derive(Subcommand)]
 pub enum Cmd {
-    /// List the built-in platform profiles.
+    /// List the built-in platform profiles, or every parameter of one (NAME) with its value,
+    /// unit, kind and source.
     Platforms(PlatformsArgs),
     /// List the shipped scenarios, runnable by name from any directory (`dmasim run batched-sync`).
     Scenarios(ScenariosArgs),

@@ -1,4 +1,5 @@
-//! The listing commands: `dmasim platforms`, `scenarios`, `policies`, `costs`.
+//! The listing commands: `dmasim platforms` (and one profile's parameters with `platforms
+//! NAME`), `scenarios`, `policies`, `costs`.
 //!
 //! Kernel counterpart: none.
 
@@ -14,6 +15,9 @@ use dmasim::scenario;
 /// `dmasim platforms`'s arguments.
 #[derive(clap::Args)]
 pub struct PlatformsArgs {
+    /// A built-in platform's name or a profile file, as `--platform` takes: list every
+    /// parameter it gives, with its value, unit, kind (fitted, held or sourced) and source.
+    pub name: Option<String>,
     #[arg(long, value_enum, default_value = "table")]
     pub format: ListFormat,
 }
@@ -47,7 +51,15 @@ pub struct CostsArgs {
 }
 
 pub fn platforms(args: PlatformsArgs, out: &mut impl Write) -> Result<()> {
-    let PlatformsArgs { format } = args;
+    let PlatformsArgs { name, format } = args;
+    if let Some(name) = name {
+        let p = Profile::load(&name)?;
+        match format {
+            ListFormat::Table => write!(out, "{}", params_table(&p))?,
+            ListFormat::Json => print_json(out, &params_json(&p))?,
+        }
+        return Ok(());
+    }
     match format {
         ListFormat::Table => {
             for (name, desc) in platform::builtin_list() {
@@ -63,6 +75,83 @@ pub fn platforms(args: PlatformsArgs, out: &mut impl Write) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A parameter's kind as `dmasim platforms NAME` names it: how its value was obtained.
+fn provenance(i: &platform::ParamInfo) -> &'static str {
+    platform::SourceKind::of(&i.source).provenance()
+}
+
+/// Every parameter `p` gives, in the registry's order: key, value, unit, kind and source, then
+/// a count per kind. A long source stays on one line, so the table can be searched with grep.
+fn params_table(p: &Profile) -> String {
+    let params = p.params();
+    let width = |f: &dyn Fn(&platform::ParamInfo) -> usize, head: &str| {
+        params.iter().map(f).chain([head.len()]).max().unwrap_or(0)
+    };
+    let kw = width(&|i| i.key.len(), "KEY");
+    // A matrix or a section's summary would widen every row: it gets a line of its own below.
+    const WIDE: usize = 12;
+    let vw = width(&|i| i.number().len().min(WIDE), "VALUE");
+    let uw = width(&|i| i.unit.len(), "UNIT");
+    let mut out = format!(
+        "{}: {}\n{}\n\n{:<kw$}  {:>vw$}  {:<uw$}  {:<7}  SOURCE\n",
+        p.name(),
+        p.file.platform.description,
+        p.origin,
+        "KEY",
+        "VALUE",
+        "UNIT",
+        "KIND"
+    );
+    let mut kinds: Vec<(&str, usize)> = Vec::new();
+    for i in &params {
+        let kind = provenance(i);
+        match kinds.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, n)) => *n += 1,
+            None => kinds.push((kind, 1)),
+        }
+        let (value, below) = match i.number() {
+            v if v.len() > WIDE => ("", Some(v)),
+            v => (v, None),
+        };
+        out.push_str(&format!(
+            "{:<kw$}  {value:>vw$}  {:<uw$}  {kind:<7}  {}\n",
+            i.key, i.unit, i.source
+        ));
+        if let Some(v) = below {
+            out.push_str(&format!("{:<kw$}    = {v}\n", ""));
+        }
+    }
+    let counts: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    out.push_str(&format!(
+        "\n{} parameters: {}\n",
+        params.len(),
+        counts.join(", ")
+    ));
+    out
+}
+
+fn params_json(p: &Profile) -> serde_json::Value {
+    let params: Vec<serde_json::Value> = p
+        .params()
+        .iter()
+        .map(|i| {
+            serde_json::json!({
+                "key": i.key,
+                "value": i.number(),
+                "unit": i.unit,
+                "kind": provenance(i),
+                "source": i.source,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "platform": p.name(),
+        "description": p.file.platform.description,
+        "origin": p.origin,
+        "params": params,
+    })
 }
 
 pub fn scenarios(args: ScenariosArgs, out: &mut impl Write) -> Result<()> {
