@@ -141,16 +141,17 @@ fn default_domain(profile: &crate::platform::Profile) -> Option<crate::setup::Io
     })
 }
 
+/// The name of the scenario a trace is read as.
+pub const TRACE_SCENARIO: &str = "trace";
+
 /// The scenario a trace is read as where a scenario is expected (`dmasim run trace.txt`,
 /// `compare`, `--sweep`): the trace replayed on the default platform and the latest release.
 /// `--platform`, `--kernel`, `--set` and `dmasim replay --device` change it.
 pub fn scenario_text(trace_file: &str) -> String {
-    let stem = match trace_file {
-        "-" => "stdin",
-        f => f.rsplit_once('.').map_or(f, |(s, _)| s),
-    };
     let mut t = toml_edit::DocumentMut::new();
-    t["scenario"]["name"] = toml_edit::value(stem);
+    // Not the file's name: the user gave it, and a trace on standard input then reports as
+    // the same trace in a file does, byte for byte.
+    t["scenario"]["name"] = toml_edit::value(TRACE_SCENARIO);
     t["scenario"]["platform"] = toml_edit::value(DEFAULT_PLATFORM);
     t["workload"]["kind"] = toml_edit::value("replay");
     t["workload"]["trace"] = toml_edit::value(trace_file);
@@ -589,7 +590,6 @@ impl DeviceResult {
 #[derive(Clone, Debug)]
 pub struct RunResult {
     pub info: RunInfo,
-    pub trace: String,
     pub devices: Vec<DeviceResult>,
     pub findings: Rc<Findings>,
     /// Calls that started after their timestamp, the modelled CPU still busy.
@@ -930,7 +930,6 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, R
         .collect();
     Ok(RunResult {
         info: s.run_info(),
-        trace: w.trace.clone(),
         devices,
         findings: Rc::new(findings),
         late: clock.late,
@@ -952,8 +951,7 @@ pub fn table(r: &RunResult) -> String {
     let n = r.devices.len();
     let _ = writeln!(
         o,
-        "trace      {}: {n} device{}, {calls} calls replayed",
-        r.trace,
+        "trace      {n} device{}, {calls} calls replayed",
         if n == 1 { "" } else { "s" },
     );
     if !r.skipped.is_empty() {
@@ -1242,7 +1240,6 @@ struct RunDoc<'a> {
 #[derive(Serialize)]
 struct WorkloadDoc<'a> {
     kind: &'static str,
-    trace: &'a str,
     skipped_lines: &'a BTreeMap<String, u64>,
     /// The CPUs the trace's calls ran on, and how many modelled CPUs replayed them.
     trace_cpus: &'a [u32],
@@ -1323,7 +1320,6 @@ pub fn json(r: &RunResult) -> serde_json::Value {
         head: HeadDoc::of(&r.info),
         workload: WorkloadDoc {
             kind: "replay",
-            trace: &r.trace,
             skipped_lines: &r.skipped,
             trace_cpus: &r.cpus,
             replayed_on_cpus: 1,
