@@ -14,6 +14,11 @@
 //! given is inferred from the trace where it shows (a map whose DMA address differs from its
 //! physical one: an IOMMU; a `swiotlb_bounced` event: a bounce pool) and the report says so.
 //!
+//! Mappings made before the capture began (a page pool's, synced and unmapped in it) are
+//! inferred by the first read from the calls that use them ([`Table::infer`]) and made on the
+//! model before the first line, where neither the ledger nor the trace's clock sees them, so
+//! their calls are timed as any other; the report counts them per device.
+//!
 //! Invariants: every traced call is replayed or named as not replayable with its line; a call
 //! whose map the modelled kernel refused is not made (as a driver would not unmap a failed map)
 //! and is counted as skipped; the checks of [`crate::trace::checks`] are made as the run reads
@@ -41,7 +46,7 @@ use crate::report::{
 use crate::scatterlist::{SgEntry, SgTable};
 use crate::setup::{DeviceSetup, Machine, setup_dma_ops};
 use crate::trace::checks::{Checker, Finding, FindingKind, Findings};
-use crate::trace::live::{Table, Wholes};
+use crate::trace::live::{Befores, Mapping, Table, Wholes};
 use crate::trace::replay::{Call, DeviceCalls, Rebuilder, Unresolved};
 use crate::types::{DmaAddr, PhysAddr};
 pub use clock::Late;
@@ -102,6 +107,8 @@ pub struct ReplayDevice {
     /// What was inferred from the trace rather than given, in words, with the line.
     pub inferred: Vec<String>,
     pub calls: DeviceCalls,
+    /// Mappings it made before the trace began, inferred from their syncs and unmaps.
+    pub mapped_before: u64,
 }
 
 /// A trace to replay.
@@ -119,6 +126,11 @@ pub struct Replay {
     strict_window: bool,
     /// Cut lists the first read found whole, by their map's line.
     wholes: Rc<Wholes>,
+    /// Mappings made before the trace began, per device as the first read inferred them.
+    before: Rc<Befores>,
+    /// Where the physical pages of those behind an IOMMU start (the trace gives their IOVAs
+    /// only): above every address the trace's calls touch.
+    before_base: u64,
     pub devices: Rc<Vec<ReplayDevice>>,
     /// Lines of other events, by name.
     pub skipped: BTreeMap<String, u64>,
@@ -141,16 +153,17 @@ fn default_domain(profile: &crate::platform::Profile) -> Option<crate::setup::Io
     })
 }
 
+/// The name of the scenario a trace is read as.
+pub const TRACE_SCENARIO: &str = "trace";
+
 /// The scenario a trace is read as where a scenario is expected (`dmasim run trace.txt`,
 /// `compare`, `--sweep`): the trace replayed on the default platform and the latest release.
 /// `--platform`, `--kernel`, `--set` and `dmasim replay --device` change it.
 pub fn scenario_text(trace_file: &str) -> String {
-    let stem = match trace_file {
-        "-" => "stdin",
-        f => f.rsplit_once('.').map_or(f, |(s, _)| s),
-    };
     let mut t = toml_edit::DocumentMut::new();
-    t["scenario"]["name"] = toml_edit::value(stem);
+    // Not the file's name: the user gave it, and a trace on standard input then reports as
+    // the same trace in a file does, byte for byte.
+    t["scenario"]["name"] = toml_edit::value(TRACE_SCENARIO);
     t["scenario"]["platform"] = toml_edit::value(DEFAULT_PLATFORM);
     t["workload"]["kind"] = toml_edit::value("replay");
     t["workload"]["trace"] = toml_edit::value(trace_file);
@@ -233,6 +246,9 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
     let mut rebuilder = Rebuilder::default();
     let (mut lo, mut hi) = (u64::MAX, 0u64);
     let mut cpus = std::collections::BTreeSet::new();
+    // The checks' memory of each device's last unmaps, so that a sync after an unmap is not
+    // taken for a use of a mapping made before the trace.
+    let mut checker = Checker::new(strict_window);
     let sum = crate::trace::read(&shown, &mut input, skip_bad, |r| {
         if let Some(c) = r.cpu
             && cpus.len() < MAX_CPUS
@@ -240,7 +256,9 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
             cpus.insert(c);
         }
         seen.push(&r);
+        table.infer(&r, |dev, r| checker.after_unmap(dev, r));
         let step = table.push(&r);
+        checker.push(&r, &step, &table);
         if let Some((_, t)) = rebuilder.push(&r, &step, &table) {
             let mut span = |p: u64, len: u64| {
                 lo = lo.min(p);
@@ -267,6 +285,7 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
         return Err(no_dma_events(&shown, &sum));
     }
     let wholes = Rc::new(table.wholes().clone());
+    let before = table.befores();
     let rebuilt = rebuilder.finish();
 
     let mask = |v: &Spanned<i64>, key: &str| c.int(v, key, 12..=64).map(|b| b as u32);
@@ -291,6 +310,10 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
     }
     let mut devices = Vec::new();
     for calls in rebuilt {
+        let mapped_before = before
+            .iter()
+            .find(|(n, _)| *n == calls.name)
+            .map_or(0, |(_, v)| v.len() as u64);
         let own = w.devices.get(&calls.name);
         let seen = seen.iter().find(|s| s.name == calls.name);
         let mut inferred = Vec::new();
@@ -346,8 +369,10 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
             bounce,
             inferred,
             calls,
+            mapped_before,
         });
     }
+    let (lo, hi, before_base) = before_span(&before, &devices, (lo, hi));
     Ok(Workload::Replay(Replay {
         trace: match source {
             Source::Stdin => STDIN_NAME.to_string(),
@@ -362,7 +387,45 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
         skipped: sum.skipped,
         cpus: Rc::new(cpus.into_iter().collect()),
         phys_span: (lo.min(hi), hi),
+        before: Rc::new(before),
+        before_base,
     }))
+}
+
+/// The physical span of the calls widened by the mappings made before the trace: a device
+/// without an IOMMU maps them at their DMA addresses, one behind an IOMMU at pages of their
+/// own above the span (their first page's offset kept, as their IOVAs' is), which start at
+/// the returned base.
+fn before_span(
+    before: &Befores,
+    devices: &[ReplayDevice],
+    (lo, hi): (u64, u64),
+) -> (u64, u64, u64) {
+    let (mut lo, mut hi) = (lo, hi);
+    let mut pages = 0u64;
+    for ((_, maps), d) in before.iter().zip(devices) {
+        for &(p, len) in maps.iter().flat_map(|m| &m.phys) {
+            if d.iommu {
+                pages = pages.saturating_add(before_pages(p, len));
+            } else {
+                lo = lo.min(p);
+                hi = hi.max(p.saturating_add(len));
+            }
+        }
+    }
+    let base = hi.saturating_add(BEFORE_ALIGN - 1) & !(BEFORE_ALIGN - 1);
+    let top = base.saturating_add(pages.saturating_mul(PAGE));
+    (lo.min(hi), if pages > 0 { top } else { hi }, base)
+}
+
+/// The page size of the physical pages given to mappings made before the trace behind an
+/// IOMMU, and where their region starts.
+const PAGE: u64 = 4096;
+const BEFORE_ALIGN: u64 = 1 << 21;
+
+/// How many pages an entry at `p` of `len` bytes spans, its offset in its page kept.
+fn before_pages(p: u64, len: u64) -> u64 {
+    ((p & (PAGE - 1)).saturating_add(len)).div_ceil(PAGE)
 }
 
 /// The frame each device's calls are made in (the first 64 devices; any further ones share
@@ -516,6 +579,9 @@ pub struct DeviceResult {
     pub span_ns: Option<u64>,
     /// What its DMA ops' timers did, between its calls and after them.
     pub timers: TimerWork,
+    /// Mappings made before the trace began, inferred from their syncs and unmaps, made
+    /// before the first line and not timed.
+    pub mapped_before: u64,
 }
 
 /// A device's timers over a replay (the flush queue's `fq_flush_timeout`): run while the CPU
@@ -589,7 +655,6 @@ impl DeviceResult {
 #[derive(Clone, Debug)]
 pub struct RunResult {
     pub info: RunInfo,
-    pub trace: String,
     pub devices: Vec<DeviceResult>,
     pub findings: Rc<Findings>,
     /// Calls that started after their timestamp, the modelled CPU still busy.
@@ -640,6 +705,64 @@ fn sg_addr(sgt: &SgTable, offset: u64) -> Option<DmaAddr> {
     None
 }
 
+/// The replay's mappings by the trace's number for them, per device.
+type Live = Vec<crate::trace::HashMap<usize, Mapped>>;
+
+/// Make each device's mappings made before the trace, as the kernel had made them before it
+/// began: device `i`'s `j`th is the trace's mapping `MapId(j)` ([`Table::with_before`]). A
+/// device without an IOMMU maps each at its DMA address (dma-direct: its physical one); one
+/// behind an IOMMU maps pages of its own from `before_base` at the IOVA its allocator gives,
+/// which its later calls reach through their `MapId`, as those of a traced map do. A map the
+/// modelled kernel refuses leaves the mapping out, and its calls are then not made.
+fn map_before(
+    hw: &mut crate::hw::model::Model,
+    apis: &[(crate::setup::DeviceDmaApi, String)],
+    w: &Replay,
+) -> Live {
+    let mut next = w.before_base;
+    let mut live: Live = (0..w.devices.len()).map(|_| Default::default()).collect();
+    for (i, (_, maps)) in w.before.iter().enumerate() {
+        let (Some(d), Some((api, _))) = (w.devices.get(i), apis.get(i)) else {
+            continue;
+        };
+        for (id, m) in maps.iter().enumerate() {
+            let phys = if d.iommu {
+                own_pages(m, &mut next)
+            } else {
+                m.phys.clone()
+            };
+            let attrs = crate::types::DmaAttrs::NONE;
+            let made = if m.sg {
+                sg_table(&phys).and_then(|mut sgt| {
+                    api.map_sg(hw, &mut sgt, m.dir, attrs).ok()?;
+                    Some(Mapped::Sg(sgt))
+                })
+            } else {
+                let (p, size) = phys[0];
+                let a = api.map_page(hw, PhysAddr(p), size, m.dir, attrs);
+                a.ok().map(Mapped::Single)
+            };
+            if let Some(made) = made {
+                live[i].insert(id, made);
+            }
+        }
+    }
+    live
+}
+
+/// Pages of its own for a mapping made before the trace behind an IOMMU, from `next` on, each
+/// entry's offset in its first page kept.
+fn own_pages(m: &Mapping, next: &mut u64) -> Vec<(u64, u64)> {
+    m.phys
+        .iter()
+        .map(|&(p, len)| {
+            let at = next.saturating_add(p & (PAGE - 1));
+            *next = next.saturating_add(before_pages(p, len).saturating_mul(PAGE));
+            (at, len)
+        })
+        .collect()
+}
+
 pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, RunFailure> {
     // The model's own memory where the driver's buffers are not.
     let (lo, hi) = w.phys_span;
@@ -679,16 +802,19 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, R
         apis.push((setup_dma_ops(&mut m, &setup, 1)?, ops));
     }
     let mut hw = m.hw;
+    // Made before the first line, so neither timed nor counted: the ledger starts after.
+    let mut live = map_before(&mut hw, &apis, w);
     hw.clear_ledger();
     let n = w.devices.len();
     let mut timers: Vec<CallTimer> = (0..n).map(|_| CallTimer::default()).collect();
     let mut bytes: Vec<BTreeMap<&'static str, u64>> = vec![BTreeMap::new(); n];
     let mut skipped = vec![0u64; n];
     let mut untimed: Vec<BTreeMap<&'static str, (u64, u64)>> = vec![BTreeMap::new(); n];
-    let mut live: Vec<crate::trace::HashMap<usize, Mapped>> =
-        (0..n).map(|_| Default::default()).collect();
-    // The live table the checks and the pairing share, the cut lists whole.
-    let mut table = Table::completing((*w.wholes).clone()).tracking_cachelines();
+    // The live table the checks and the pairing share, the cut lists whole and what was
+    // mapped before the trace entered where it is first used.
+    let mut table = Table::completing((*w.wholes).clone())
+        .with_before(&w.before)
+        .tracking_cachelines();
     let mut checker = Checker::new(w.strict_window);
     let mut rebuilder = Rebuilder::default();
     let shown = w.source.shown();
@@ -926,11 +1052,11 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, R
                 .zip(d.calls.last_ns)
                 .map(|(a, b)| b.saturating_sub(a)),
             timers: timer_work[i].clone(),
+            mapped_before: d.mapped_before,
         })
         .collect();
     Ok(RunResult {
         info: s.run_info(),
-        trace: w.trace.clone(),
         devices,
         findings: Rc::new(findings),
         late: clock.late,
@@ -952,8 +1078,7 @@ pub fn table(r: &RunResult) -> String {
     let n = r.devices.len();
     let _ = writeln!(
         o,
-        "trace      {}: {n} device{}, {calls} calls replayed",
-        r.trace,
+        "trace      {n} device{}, {calls} calls replayed",
         if n == 1 { "" } else { "s" },
     );
     if !r.skipped.is_empty() {
@@ -978,6 +1103,16 @@ pub fn table(r: &RunResult) -> String {
         );
         for i in &d.inferred {
             let _ = writeln!(o, "inferred   {i}");
+        }
+        if d.mapped_before > 0 {
+            let n = d.mapped_before;
+            let _ = writeln!(
+                o,
+                "before     {n} mapping{} made before the trace began, as {} first sync or unmap gives {}: made before the first line, not timed",
+                if n == 1 { "" } else { "s" },
+                if n == 1 { "its" } else { "their" },
+                if n == 1 { "it" } else { "them" },
+            );
         }
         let unit = TimeUnit::for_column(d.calls.iter().map(|c| c.mean_ns()));
         let total_unit = TimeUnit::for_column(d.calls.iter().map(|c| ns(c.total_ps)));
@@ -1242,7 +1377,6 @@ struct RunDoc<'a> {
 #[derive(Serialize)]
 struct WorkloadDoc<'a> {
     kind: &'static str,
-    trace: &'a str,
     skipped_lines: &'a BTreeMap<String, u64>,
     /// The CPUs the trace's calls ran on, and how many modelled CPUs replayed them.
     trace_cpus: &'a [u32],
@@ -1276,6 +1410,8 @@ struct DeviceDoc<'a> {
     dma_mask: String,
     dma_ops: &'a str,
     inferred: &'a [String],
+    /// Mappings made before the trace began, inferred and made before its first line.
+    mapped_before: u64,
     calls: Vec<serde_json::Value>,
     /// The first calls left out, each with its line; `not_replayed_count` counts them all.
     not_replayed: Vec<UnresolvedDoc<'a>>,
@@ -1323,7 +1459,6 @@ pub fn json(r: &RunResult) -> serde_json::Value {
         head: HeadDoc::of(&r.info),
         workload: WorkloadDoc {
             kind: "replay",
-            trace: &r.trace,
             skipped_lines: &r.skipped,
             trace_cpus: &r.cpus,
             replayed_on_cpus: 1,
@@ -1343,6 +1478,7 @@ pub fn json(r: &RunResult) -> serde_json::Value {
                 dma_mask: format!("{:#x}", d.dma_mask),
                 dma_ops: &d.dma_ops,
                 inferred: &d.inferred,
+                mapped_before: d.mapped_before,
                 calls: d
                     .calls
                     .iter()

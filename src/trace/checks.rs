@@ -17,7 +17,10 @@
 //! address, by its physical addresses; coherent allocations by DMA address). A trace sees only
 //! what happened after it began, so an unmap, sync or free of something never mapped is
 //! `mapped-before`, no misuse, unless the trace is the driver's whole life (`strict`): then it
-//! is `not-mapped`; a sync of a single mapping after its unmap is `sync-after-unmap`. A list cut at 128 entries is made whole from its unmap; a
+//! is `not-mapped`; a sync of a single mapping after its unmap is `sync-after-unmap`. A
+//! mapping made before the trace, which the table infers for the replay ([`Table::infer`]),
+//! is as never mapped: each of its calls `mapped-before`, and it is never live at the end,
+//! while after its unmap what follows is checked as for any other's. A list cut at 128 entries is made whole from its unmap; a
 //! sync no mapping holds is not reported while a list whose unprinted entries' DMA addresses
 //! are unknown is live. Of what was unmapped only the last [`GONE_WINDOW`] unmaps per device
 //! are kept, for `double-unmap` and `sync-after-unmap`. Cache lines are `L1_CACHE_BYTES` = 64 bytes, the most common
@@ -28,7 +31,7 @@
 //! where there is one); the findings come in the order of the lines that reveal them, and what
 //! is live at the end last, in the order it was mapped.
 
-use super::live::{Effect, Step, Table};
+use super::live::{Effect, Mapping, Step, Table};
 use super::{Event, Record, Trace};
 use crate::types::DmaDirection;
 use std::collections::{BTreeMap, VecDeque};
@@ -208,6 +211,24 @@ impl Checker {
         }
     }
 
+    /// Whether `r`, of device `dev`, unmaps or syncs what one of the device's last unmaps gave
+    /// back: then it is no use of a mapping made before the trace ([`Table::infer`]).
+    pub fn after_unmap(&self, dev: usize, r: &Record) -> bool {
+        let Some(gone) = self.gone.get(dev) else {
+            return false;
+        };
+        let holds = |addr: u64| {
+            gone.iter()
+                .any(|&(g, _, len)| matches!(g, Gone::Single(a) if addr >= a && addr - a < len))
+        };
+        match &r.event {
+            Event::Unmap { dma_addr, .. } => gone.iter().any(|g| g.0 == Gone::Single(*dma_addr)),
+            Event::SyncSingle { dma_addr, .. } => holds(*dma_addr),
+            Event::SyncSg { dma_addrs, .. } => dma_addrs.iter().any(|&a| holds(a)),
+            _ => false,
+        }
+    }
+
     /// Check one record in trace order, after `table` took it (`step`).
     pub fn push(&mut self, r: &Record, step: &Step, table: &Table) {
         let Some(dev) = step.dev else {
@@ -312,7 +333,8 @@ impl Checker {
     pub fn finish(self, table: &Table, strict: bool) -> Findings {
         let mut out = self.out;
         let mut leaks = Vec::new();
-        for (name, m) in table.live() {
+        // What was mapped before the trace was never seen mapped: not live, nor a leak.
+        for (name, m) in table.live().filter(|(_, m)| !m.before) {
             let (addr, size) = m.dma.first().copied().unwrap_or((0, 0));
             let n = m.dma.len();
             let entries = if n == 1 {
@@ -378,7 +400,12 @@ fn check_unmap(
         }
         _ => return,
     };
-    let Effect::Unmapped { mapping: m, .. } = effect else {
+    let made = match effect {
+        // Made before the trace (the replay infers it): as far as the trace shows, never.
+        Effect::Unmapped { mapping: m, .. } if !m.before => Some(m),
+        _ => None,
+    };
+    let Some(m) = made else {
         match gone.iter().rev().find(|g| g.0 == key) {
             Some(&(_, line, _)) => find(
                 FindingKind::DoubleUnmap,
@@ -390,6 +417,10 @@ fn check_unmap(
                 vec![r.line],
                 format!("{what}: not mapped in this trace (mapped before it began?)"),
             ),
+        }
+        // A mapping made before the trace is gone now, as one the trace made would be.
+        if let Effect::Unmapped { mapping, .. } = effect {
+            remember(gone, key, r.line, mapping);
         }
         return;
     };
@@ -454,12 +485,17 @@ fn check_unmap(
         ),
         _ => {}
     }
+    remember(gone, key, r.line, m);
+}
+
+/// An unmap of `m` at `line`, among the device's last [`GONE_WINDOW`].
+fn remember(gone: &mut VecDeque<(Gone, usize, u64)>, key: Gone, line: usize, m: &Mapping) {
     if gone.len() == GONE_WINDOW {
         gone.pop_front();
     }
     // A single mapping's length too, for a sync after its unmap.
     let len = m.dma.first().map_or(0, |s| s.1);
-    gone.push_back((key, r.line, len));
+    gone.push_back((key, line, len));
 }
 
 /// debug.c's `check_sync()` for one synced range: inside the live segment that holds its
@@ -478,7 +514,8 @@ fn check_sync(
     let dir = sync.dir;
     let held = table
         .holding(dev, addr, size)
-        .and_then(|h| Some((h, table.mapping(dev, h.id)?)));
+        .and_then(|h| Some((h, table.mapping(dev, h.id)?)))
+        .filter(|(_, m)| !m.before);
     let Some((h, m)) = held else {
         let unmapped = gone.iter().rev().find_map(|&(g, line, len)| match g {
             Gone::Single(a) if addr >= a && addr - a < len => Some(line),
@@ -573,6 +610,7 @@ fn check_sync_sg_count(
         .and_then(|h| table.mapping(dev, h.id));
     if let Some(m) = held
         && m.sg
+        && !m.before
         && (!m.truncated || m.completed)
         && m.phys.len() != dma_addrs.len()
     {

@@ -17,19 +17,28 @@
 //! addresses from the unmap and the last printed entry's length, and, when the printed entries
 //! show the list direct-mapped (each DMA address its physical one), the same DMA addresses;
 //! otherwise those entries' DMA addresses are unknown and [`Table::unknown_tail`] says so.
-//! Coherent allocations by DMA address. A sync's mapping is found through the ordered starts
+//! Coherent allocations by DMA address. A capture starts while the driver runs, so a sync or
+//! unmap may use a mapping made before it began: a first read infers each such mapping from
+//! the call that first uses it, as that line gives it (its DMA range and direction; a list's
+//! entries from a list sync), grown to cover the later syncs that reach past it and merged
+//! into the single unmap that gives the mappings inside its range back ([`Table::infer`]); a
+//! second read is given them ([`Table::with_before`]) and enters each at that same line, so
+//! both reads pair every call alike. Their physical addresses are taken to be their DMA ones
+//! (dma-direct without an offset); a sync or unmap right after an unmap of the same address is
+//! no such use (the checks name it). A sync's mapping is found through the ordered starts
 //! (a B-tree per device), looking back over a bounded number of them, never by a scan of the
 //! device's mappings. A failed map (`DMA_MAPPING_ERROR`) or allocation (DMA address 0) enters
 //! nothing: debug.c ignores both.
 //!
-//! Invariants: a mapping is in the table from its map to the unmap that ends it, under each of
-//! its known DMA segments and nowhere else; the active cache lines, when tracked, hold exactly
+//! Invariants: a mapping is in the table from its map (for one made before the trace, the line
+//! that first uses it) to the unmap that ends it, under each of its known DMA segments and
+//! nowhere else; the active cache lines, when tracked, hold exactly
 //! the entries of the live mappings the device may write; of an unmapped mapping nothing is
 //! kept but, for a cut list, its unprinted entries' physical addresses, for a second read.
 
 use super::{Event, HashMap, Record};
 use crate::types::DmaDirection;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The DMA address a failed map returns (`DMA_MAPPING_ERROR`), as a trace prints it.
 pub const DMA_MAPPING_ERROR: u64 = u64::MAX;
@@ -46,6 +55,10 @@ const HOLDING_LOOK: usize = 64;
 /// entries past the printed ones, as a later `dma_unmap_sg` listed them, and the length each
 /// is taken to have (the last printed entry's).
 pub type Wholes = HashMap<usize, (Vec<u64>, u64)>;
+
+/// Mappings made before the trace began, per device in the order devices first appear: its
+/// name and its mappings, each by the line that first uses it ([`Table::befores`]).
+pub type Befores = Vec<(String, Vec<Mapping>)>;
 
 /// A mapping, numbered per device in map order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -72,6 +85,8 @@ pub struct Mapping {
     pub completed: bool,
     /// The list has entries whose DMA addresses the trace does not show.
     pub unknown_tail: bool,
+    /// Made before the trace began, inferred from the call that first uses it (`line`).
+    pub before: bool,
 }
 
 impl Mapping {
@@ -159,12 +174,22 @@ struct DeviceTable {
     coherent: HashMap<u64, Vec<Alloc>>,
     /// Live lists whose unprinted entries' DMA addresses are unknown.
     unknown_tails: usize,
+    /// Mappings made before the trace: live ones by id, and those unmapped since.
+    before_live: BTreeSet<usize>,
+    before_gone: Vec<Mapping>,
+    /// On a second read, the ones still to enter, by id.
+    dormant: HashMap<usize, Mapping>,
 }
 
 impl DeviceTable {
     fn enter(&mut self, m: Mapping) -> usize {
         let id = self.next;
         self.next += 1;
+        self.enter_as(id, m);
+        id
+    }
+
+    fn enter_as(&mut self, id: usize, m: Mapping) {
         for (seg, &(a, len)) in m.dma.iter().enumerate() {
             let sg = m.sg;
             self.by_addr
@@ -180,8 +205,10 @@ impl DeviceTable {
         if m.unknown_tail {
             self.unknown_tails += 1;
         }
+        if m.before {
+            self.before_live.insert(id);
+        }
         self.maps.insert(id, m);
-        id
     }
 
     fn remove(&mut self, id: usize) -> Option<Mapping> {
@@ -205,6 +232,9 @@ impl DeviceTable {
         }
         if m.unknown_tail {
             self.unknown_tails -= 1;
+        }
+        if m.before {
+            self.before_live.remove(&id);
         }
         Some(m)
     }
@@ -259,6 +289,9 @@ pub struct Table {
     /// Cut lists made whole by their unmap: found on this read, or given for this one.
     wholes: Wholes,
     active: Option<ActiveLines>,
+    /// On a second read, the mappings made before the trace, by the line that first uses
+    /// each: (device, id).
+    pending: HashMap<usize, Vec<(usize, usize)>>,
 }
 
 impl Table {
@@ -276,6 +309,145 @@ impl Table {
             active: Some(ActiveLines::default()),
             ..self
         }
+    }
+
+    /// The same table given the mappings a first read found made before the trace
+    /// ([`Table::befores`]): device `i`'s `j`th is its mapping `MapId(j)`, entered at the line
+    /// that first uses it. The devices are numbered in the order given.
+    pub fn with_before(mut self, befores: &Befores) -> Table {
+        for (name, maps) in befores {
+            let dev = self.device(name);
+            let d = &mut self.devs[dev];
+            for m in maps {
+                let id = d.next;
+                d.next += 1;
+                d.dormant.insert(id, m.clone());
+                self.pending.entry(m.line).or_default().push((dev, id));
+            }
+        }
+        self
+    }
+
+    /// Every device's mappings made before the trace that this read inferred
+    /// ([`Table::infer`]), in the order devices first appeared, each device's by the line that
+    /// first uses them.
+    pub fn befores(&self) -> Befores {
+        self.devs
+            .iter()
+            .map(|d| {
+                let live = d.before_live.iter().filter_map(|id| d.maps.get(id));
+                let mut v: Vec<Mapping> = d.before_gone.iter().chain(live).cloned().collect();
+                v.sort_by_key(|m| m.line);
+                (d.name.clone(), v)
+            })
+            .collect()
+    }
+
+    /// On a first read, before `r` is pushed: when it syncs or unmaps what nothing live holds,
+    /// and `after_unmap` (the checks' memory of the device's last unmaps) does not say it
+    /// follows an unmap of it, the mapping made before the trace that it uses enters, as the
+    /// line gives it. A sync reaching past such a mapping grows it; a single unmap gives back,
+    /// as one mapping of its range, those inside that range.
+    pub fn infer(&mut self, r: &Record, after_unmap: impl Fn(usize, &Record) -> bool) {
+        let (addr, size, dir) = match &r.event {
+            Event::Unmap {
+                dma_addr,
+                size,
+                dir,
+                resource: false,
+                ..
+            }
+            | Event::SyncSingle {
+                dma_addr,
+                size,
+                dir,
+                ..
+            } => (*dma_addr, *size, *dir),
+            Event::SyncSg { .. } => return self.infer_list(r, after_unmap),
+            _ => return,
+        };
+        if r.device.is_empty() || size == 0 || addr.checked_add(size).is_none() {
+            return;
+        }
+        let dev = self.device(&r.device);
+        let unmap = matches!(r.event, Event::Unmap { .. });
+        let found = if unmap {
+            self.devs[dev].hash_bucket_find(addr, size, dir).is_some()
+        } else {
+            match self.holding(dev, addr, size) {
+                Some(h) if !h.whole => return self.grow(dev, h.id, addr, size),
+                Some(_) => true,
+                None => self.unknown_tail(dev),
+            }
+        };
+        if found || after_unmap(dev, r) {
+            return;
+        }
+        let d = &mut self.devs[dev];
+        let mut line = r.line;
+        if unmap {
+            // The mappings made before the trace inside the unmapped range were this one.
+            let inside: Vec<usize> = d
+                .by_addr
+                .range(addr..addr + size)
+                .flat_map(|(&a, v)| v.iter().map(move |e| (a, e)))
+                .filter(|(a, e)| !e.sg && a.saturating_add(e.len) <= addr + size)
+                .map(|(_, e)| e.id)
+                .filter(|id| d.maps.get(id).is_some_and(|m| m.before))
+                .collect();
+            for id in inside {
+                line = line.min(d.remove(id).map_or(line, |m| m.line));
+            }
+        }
+        d.enter(before(line, dir, false, vec![(addr, size)]));
+    }
+
+    /// [`Table::infer`] for a list's sync: a list made before the trace, its entries as the
+    /// line gives them, when no live mapping holds any of them.
+    fn infer_list(&mut self, r: &Record, after_unmap: impl Fn(usize, &Record) -> bool) {
+        let Event::SyncSg {
+            dir,
+            dma_addrs,
+            sizes,
+            ..
+        } = &r.event
+        else {
+            return;
+        };
+        let entries: Vec<(u64, u64)> = dma_addrs
+            .iter()
+            .copied()
+            .zip(sizes.iter().copied())
+            .collect();
+        let whole = |&(a, l): &(u64, u64)| l > 0 && a.checked_add(l).is_some();
+        if r.device.is_empty() || entries.is_empty() || !entries.iter().all(whole) {
+            return;
+        }
+        let dev = self.device(&r.device);
+        let held = entries
+            .iter()
+            .any(|&(a, l)| self.holding(dev, a, l).is_some());
+        if held || self.unknown_tail(dev) || after_unmap(dev, r) {
+            return;
+        }
+        self.devs[dev].enter(before(r.line, *dir, true, entries));
+    }
+
+    /// A sync reaching past mapping `id`: when it was made before the trace, it was as long
+    /// as the sync shows.
+    fn grow(&mut self, dev: usize, id: MapId, addr: u64, size: u64) {
+        let d = &mut self.devs[dev];
+        if !d.maps.get(&id.0).is_some_and(|m| m.before && !m.sg) {
+            return;
+        }
+        let Some(mut m) = d.remove(id.0) else {
+            return;
+        };
+        let (start, len) = m.dma[0];
+        let end = (start + len).max(addr + size);
+        m.dma = vec![(start, end - start)];
+        m.phys.clone_from(&m.dma);
+        d.enter_as(id.0, m);
     }
 
     /// The cut lists found whole so far, for a second read ([`Table::completing`]).
@@ -368,6 +540,15 @@ impl Table {
 
     /// Feed one record, in trace order: what it maps enters, what it unmaps or frees leaves.
     pub fn push(&mut self, r: &Record) -> Step {
+        if !self.pending.is_empty()
+            && let Some(due) = self.pending.remove(&r.line)
+        {
+            for (dev, id) in due {
+                if let Some(m) = self.devs[dev].dormant.remove(&id) {
+                    self.devs[dev].enter_as(id, m);
+                }
+            }
+        }
         if r.device.is_empty() || matches!(r.event, Event::SwiotlbBounced { .. }) {
             return Step {
                 dev: None,
@@ -395,6 +576,7 @@ impl Table {
                     truncated: false,
                     completed: false,
                     unknown_tail: false,
+                    before: false,
                 },
             ),
             Event::MapSg {
@@ -489,7 +671,9 @@ impl Table {
     fn leave(&mut self, dev: usize, found: Option<usize>) -> Effect {
         match found.and_then(|id| Some((id, self.devs[dev].remove(id)?))) {
             Some((id, mapping)) => {
-                if let Some(a) = self.active.as_mut() {
+                if mapping.before {
+                    self.devs[dev].before_gone.push(mapping.clone());
+                } else if let Some(a) = self.active.as_mut() {
                     a.remove(&mapping);
                 }
                 Effect::Unmapped {
@@ -532,6 +716,7 @@ impl Table {
             truncated,
             completed: false,
             unknown_tail: truncated,
+            before: false,
         };
         if truncated
             && let Some((tail, len)) = self.wholes.remove(&line)
@@ -548,6 +733,23 @@ impl Table {
             m.unknown_tail = !direct;
         }
         m
+    }
+}
+
+/// A mapping made before the trace, first used at `line`: its physical entries taken as its
+/// DMA ones (dma-direct without an offset).
+fn before(line: usize, dir: DmaDirection, sg: bool, dma: Vec<(u64, u64)>) -> Mapping {
+    Mapping {
+        line,
+        dir,
+        sg,
+        resource: false,
+        phys: dma.clone(),
+        dma,
+        truncated: false,
+        completed: false,
+        unknown_tail: false,
+        before: true,
     }
 }
 
@@ -727,6 +929,49 @@ mod tests {
             .collect();
         assert_eq!(rest, [Some(1), Some(2)]);
         assert!(!second.unknown_tail(1));
+    }
+
+    /// A window on a running driver: a page synced before it is unmapped was mapped before the
+    /// trace. Its first sync enters it, a longer sync grows it, and the unmap of the page takes
+    /// it as one mapping of its range, first used at the first sync; a second read enters it
+    /// there, so every call pairs with it, and nothing of it is live or cache-line tracked.
+    #[test]
+    fn a_mapping_made_before_the_trace_is_inferred_grown_and_merged() {
+        let text = format!(
+            "{H} dma_sync_single_for_cpu: d dir=FROM_DEVICE dma_addr=1040 size=1514\n\
+             {H} dma_sync_single_for_device: d dir=FROM_DEVICE dma_addr=1040 size=1536\n\
+             {H} dma_sync_single_for_cpu: d dir=FROM_DEVICE dma_addr=1800 size=64\n\
+             {H} dma_unmap_phys: d dir=FROM_DEVICE dma_addr=1000 size=4096 attrs=\n\
+             {H} dma_sync_single_for_cpu: d dir=FROM_DEVICE dma_addr=5040 size=64\n"
+        );
+        let trace = parse("t.txt", &text).unwrap();
+        let mut first = Table::default();
+        for r in &trace.records {
+            first.infer(r, |_, _| false);
+            first.push(r);
+        }
+        let b = first.befores();
+        assert_eq!(b.len(), 1);
+        let spans: Vec<(usize, Vec<(u64, u64)>)> =
+            b[0].1.iter().map(|m| (m.line, m.dma.clone())).collect();
+        assert_eq!(spans, [(1, vec![(0x1000, 4096)]), (5, vec![(0x5040, 64)])]);
+        assert!(b[0].1.iter().all(|m| m.before && m.phys == m.dma));
+
+        let mut second = Table::default().with_before(&b).tracking_cachelines();
+        assert_eq!(second.holding(0, 0x1040, 64), None);
+        let e: Vec<Effect> = trace
+            .records
+            .iter()
+            .map(|r| second.push(r).effect)
+            .collect();
+        assert_eq!(second.holding(0, 0x5040, 64).map(|h| h.id), Some(MapId(1)));
+        assert!(matches!(&e[3], Effect::Unmapped { id: MapId(0), mapping } if mapping.before));
+        assert_eq!(second.live().count(), 1);
+        assert!(second.active.as_ref().is_some_and(|a| a.0.is_empty()));
+        // What the checks say follows an unmap enters nothing.
+        let mut none = Table::default();
+        none.infer(&trace.records[0], |_, _| true);
+        assert!(none.befores()[0].1.is_empty());
     }
 
     /// Cache lines are tracked where entries start, for mappings the device may write, and let

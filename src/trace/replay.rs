@@ -16,8 +16,12 @@
 //! is made whole from its `dma_unmap_sg` where a first read found one
 //! ([`Table::completing`]).
 //!
+//! A sync or unmap of a mapping made before the trace began pairs, as any other, with the
+//! mapping the live table inferred for it ([`Table::infer`]).
+//!
 //! What it cannot rebuild, and says so ([`Unresolved`]): an unmap, sync or free whose map is not
-//! in the trace (lost before it started, or a misuse `trace::checks` names), a map whose range
+//! in the trace and was not inferred (a free, an unmap of a list no sync showed, a call after
+//! an unmap of it: a misuse `trace::checks` names), a map whose range
 //! cannot exist (zero bytes, or past the top of the address space), a resource (MMIO) mapping,
 //! the calls on a mapping it did not make, and the maps and allocations the traced kernel
 //! refused.
