@@ -107,7 +107,7 @@ pub struct Fitted {
 pub struct Held {
     pub key: String,
     /// The fitted parameters it cannot be told from (two or more: it is made of them); empty
-    /// if no row moves it.
+    /// if it is too small a part of the rows to be fitted ([`solve::DETERMINED`]).
     pub with: Vec<String>,
 }
 
@@ -588,4 +588,121 @@ fn fitted(
             }
         })
         .collect()
+}
+
+/// A fitted profile's `[fit]` rows, then `extra`, each beside what the profile predicts: a
+/// row a `fit:` source names is fitted, any other a prediction (`dmasim reproduce --platform`).
+pub fn reproduce(platform: &str, extra: Vec<Row>) -> Result<crate::reproduce::Report, FitError> {
+    let profile = Profile::load(platform)?;
+    let (origin, text) = (profile.origin.as_str(), profile.text.as_str());
+    let spec = profile.file.fit.clone().ok_or_else(|| {
+        InputError::new(
+            origin,
+            "no [fit] section: `dmasim fit -o FILE` writes one, with the rows it fitted the profile to",
+        )
+    })?;
+    let kernel = KernelVersion::parse(spec.kernel.get_ref())
+        .map_err(|m| InputError::at(origin, text, Some(spec.kernel.span()), "fit.kernel", m))?;
+    let mut rows = spec_rows(&profile, &spec)?;
+    rows.extend(extra);
+    let req = Request {
+        platform: platform.to_string(),
+        kernel,
+        iommu: spec.iommu,
+        coherent: spec.coherent,
+        params: Vec::new(),
+        name: None,
+    };
+    let runs = Runs::load(&req, &rows)?;
+    let results = runs.results(&profile)?;
+    let params = profile.params();
+    let mut out = Vec::new();
+    for row in &rows {
+        let model = predict(row, &results[runs.of(&row.run)]).map_err(|m| InputError {
+            line: Some(row.line),
+            ..InputError::new(&row.file, m)
+        })?;
+        let id = row.place();
+        out.push(crate::reproduce::Row {
+            unit: row.metric.unit().to_string(),
+            what: format!(
+                "{} of `dma_map_benchmark {}`",
+                row.metric.name(),
+                row.run.command()
+            ),
+            published: Some(row.value),
+            bound: None,
+            model,
+            error: (row.value != 0.0).then(|| (model - row.value) / row.value * 100.0),
+            error_unit: Some("%"),
+            fitted_params: params
+                .iter()
+                .filter(|p| {
+                    p.source.starts_with("fit:") && crate::reproduce::names_row(&p.source, &id)
+                })
+                .map(|p| p.key.clone())
+                .collect(),
+            detail: serde_json::Map::new(),
+            id,
+        });
+    }
+    Ok(crate::reproduce::Report {
+        experiment: profile.name().to_string(),
+        title: "a board's dma_map_benchmark rows against its fitted profile".into(),
+        source: profile.origin.clone(),
+        conditions: format!(
+            "Linux {kernel}; the benchmark's device {} the IOMMU, {}; each run modelled to {PAIRS} and {} pairs a thread, predicted from the difference",
+            if spec.iommu { "behind" } else { "not behind" },
+            if spec.coherent {
+                "coherent"
+            } else {
+                "not coherent"
+            },
+            2 * PAIRS
+        ),
+        platform: profile.name().to_string(),
+        assumptions: vec![format!(
+            "a row of the tool's is its printed average: the model's mean less the {TOOL_TRUNCATION_NS} ns its two truncations take on average"
+        )],
+        rows: out,
+    })
+}
+
+/// The rows of a profile's `[fit]` section; a bad one names the profile's line and key.
+fn spec_rows(profile: &Profile, spec: &crate::platform::FitSpec) -> Result<Vec<Row>, InputError> {
+    let (origin, text) = (profile.origin.as_str(), profile.text.as_str());
+    let at = |span: std::ops::Range<usize>, key: &str, m: String| {
+        InputError::at(origin, text, Some(span), key, m)
+    };
+    let mut rows = Vec::new();
+    for r in &spec.row {
+        let (file, line) =
+            r.at.get_ref()
+                .rsplit_once(':')
+                .and_then(|(f, l)| Some((f.to_string(), l.parse().ok()?)))
+                .ok_or_else(|| at(r.at.span(), "fit.row.at", "expected FILE:LINE".into()))?;
+        let run = ToolOptions::parse_args(r.run.get_ref().split_whitespace())
+            .map_err(|m| at(r.run.span(), "fit.row.run", m))?;
+        let metric = Metric::parse(r.metric.get_ref()).ok_or_else(|| {
+            at(
+                r.metric.span(),
+                "fit.row.metric",
+                "expected map_latency_us, unmap_latency_us or a function's name".into(),
+            )
+        })?;
+        let value = *r.value.get_ref();
+        if !(value.is_finite() && value >= 0.0) {
+            let m = format!("a measured value is a number of at least 0, found {value}");
+            return Err(at(r.value.span(), "fit.row.value", m));
+        }
+        rows.push(Row {
+            file,
+            line,
+            run,
+            metric,
+            value,
+            calls: None,
+        });
+    }
+    Ok(rows)
 }

@@ -286,6 +286,48 @@ fn the_tools_own_output_and_a_function_graph_capture_are_fitted() {
         .expect("the rows determine smmu.mmio_write");
     let got = mmio["value"].as_f64().unwrap();
     assert!((got / 150.0 - 1.0).abs() < 0.05, "{got}");
+
+    // The written profile carries its rows: reproduce sets each beside what the profile
+    // predicts (what the fit ended at, up to the written values' four figures), fitted, and
+    // a row it was not fitted to as a prediction.
+    let more = dir.path("more.csv");
+    std::fs::write(
+        &more,
+        "experiment,options,metric,value
+dma_map_benchmark,-t 1 -g 64 -d 2,map_latency_us,8.0
+",
+    )
+    .unwrap();
+    let o = dmasim(&[
+        "-q",
+        "reproduce",
+        "--platform",
+        &out,
+        "--rows",
+        &more,
+        "--format",
+        "json",
+    ]);
+    let rep: serde_json::Value = serde_json::from_str(&ok(&o)).unwrap();
+    let got = rep["rows"].as_array().unwrap();
+    assert_eq!(got.len(), 12, "{rep:#}");
+    for (r, f) in got.iter().zip(rows) {
+        assert_eq!(r["id"], f["row"]);
+        assert_eq!(r["published"], f["measured"]);
+        let (model, fitted) = (r["model"].as_f64().unwrap(), f["fitted"].as_f64().unwrap());
+        assert!(
+            (model / fitted - 1.0).abs() < 2e-3,
+            "{}: {model} against {fitted}",
+            r["id"]
+        );
+        assert!(
+            !r["fitted_params"].as_array().unwrap().is_empty(),
+            "{} was fitted to",
+            r["id"]
+        );
+    }
+    assert!(got[11]["id"].as_str().unwrap().ends_with("more.csv:2"));
+    assert_eq!(got[11]["fitted_params"], serde_json::json!([]));
     assert!(Path::new(&out).exists());
 }
 
@@ -349,4 +391,26 @@ fn a_fit_that_cannot_be_made_names_the_file_and_line() {
     );
     let e = refused(&["--platform", "sm8150", "--param", "sw.no_such_cost", &csv]);
     assert!(e.contains("--param sw.no_such_cost"), "{e}");
+
+    // A profile's [fit] rows are input too.
+    let sm8150 = dmasim::platform::Profile::load("sm8150").unwrap().text;
+    let prof = dir.path("fitted.toml");
+    std::fs::write(
+        &prof,
+        format!(
+            "{sm8150}\n[fit]\nkernel = \"7.1\"\niommu = false\ncoherent = false\n\n[[fit.row]]\nat = \"b.txt:3\"\nrun = \"-t 1\"\nmetric = \"map_latency_us\"\nvalue = -1.0\n"
+        ),
+    )
+    .unwrap();
+    let o = dmasim(&["-q", "reproduce", "--platform", &prof]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("fitted.toml:") && e.contains("key `fit.row.value`"),
+        "{e}"
+    );
+    let o = dmasim(&["-q", "reproduce", "--platform", "sm8150"]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("no [fit] section"), "{e}");
 }

@@ -37,6 +37,33 @@ pub enum Metric {
 }
 
 impl Metric {
+    /// The metric as a CSV row or a profile's `[fit]` row writes it.
+    pub fn key(&self) -> &str {
+        match self {
+            Metric::ToolMap => "map_latency_us",
+            Metric::ToolUnmap => "unmap_latency_us",
+            Metric::Function(f) => f,
+        }
+    }
+
+    /// The metric a key names, if any.
+    pub fn parse(key: &str) -> Option<Metric> {
+        match key {
+            "map_latency_us" => Some(Metric::ToolMap),
+            "unmap_latency_us" => Some(Metric::ToolUnmap),
+            f if is_symbol(f) => Some(Metric::Function(f.to_string())),
+            _ => None,
+        }
+    }
+
+    /// The unit its values are in.
+    pub fn unit(&self) -> &'static str {
+        match self {
+            Metric::ToolMap | Metric::ToolUnmap => "µs",
+            Metric::Function(_) => "ns",
+        }
+    }
+
     pub fn name(&self) -> String {
         match self {
             Metric::ToolMap => "map_latency_us".into(),
@@ -271,17 +298,12 @@ fn csv(file: &str, lines: &[&str], header: usize) -> Result<Vec<Row>, InputError
             )));
         }
         let run = ToolOptions::parse_args(options.split_whitespace()).map_err(err)?;
-        let metric = match metric {
-            "map_latency_us" => Metric::ToolMap,
-            "unmap_latency_us" => Metric::ToolUnmap,
-            f if is_symbol(f) => Metric::Function(f.to_string()),
-            _ => {
-                return Err(err(format!(
-                    "unknown metric `{}`: map_latency_us, unmap_latency_us or a kernel function's name",
-                    clip(metric)
-                )));
-            }
-        };
+        let metric = Metric::parse(metric).ok_or_else(|| {
+            err(format!(
+                "unknown metric `{}`: map_latency_us, unmap_latency_us or a kernel function's name",
+                clip(metric)
+            ))
+        })?;
         let value = number(value)
             .ok_or_else(|| err(format!("`{}` is not a number of at least 0", clip(value))))?;
         rows.push(Row {

@@ -109,6 +109,7 @@ pub fn profile(fit: &Fit, base: &Profile, req: &Request) -> Result<String, FitEr
         base.file.platform.description,
         fit.rows.len()
     ));
+    doc["fit"] = fit_section(fit, req);
     let text = format!("{}{}", header(fit), doc);
     Profile::parse(&name, &text).map_err(|e| {
         FitError::Input(InputError::new(
@@ -117,6 +118,25 @@ pub fn profile(fit: &Fit, base: &Profile, req: &Request) -> Result<String, FitEr
         ))
     })?;
     Ok(text)
+}
+
+/// The `[fit]` section: how the runs were made, and every row, for `dmasim reproduce`.
+fn fit_section(fit: &Fit, req: &Request) -> toml_edit::Item {
+    let mut t = toml_edit::Table::new();
+    t.insert("kernel", toml_edit::value(fit.kernel.to_string()));
+    t.insert("iommu", toml_edit::value(req.iommu));
+    t.insert("coherent", toml_edit::value(req.coherent));
+    let mut rows = toml_edit::ArrayOfTables::new();
+    for r in &fit.rows {
+        let mut row = toml_edit::Table::new();
+        row.insert("at", toml_edit::value(r.place()));
+        row.insert("run", toml_edit::value(r.run.command()));
+        row.insert("metric", toml_edit::value(r.metric.key()));
+        row.insert("value", toml_edit::value(r.value));
+        rows.push(row);
+    }
+    t.insert("row", toml_edit::Item::ArrayOfTables(rows));
+    toml_edit::Item::Table(t)
 }
 
 /// The profile's header: what was fitted to what, and every row.
@@ -240,7 +260,10 @@ pub fn table(fit: &Fit) -> String {
         }
     }
     if !unmoved.is_empty() {
-        let _ = writeln!(o, "\nheld at the base value: no row moves them");
+        let _ = writeln!(
+            o,
+            "\nheld at the base value: too small a part of these rows to be fitted"
+        );
         let keys: Vec<&str> = unmoved.iter().map(|h| h.key.as_str()).collect();
         let _ = writeln!(o, "  {}", keys.join(", "));
     }
@@ -290,7 +313,7 @@ pub fn json(fit: &Fit) -> Value {
         "held": fit.held.iter().map(|h| json!({
             "key": h.key,
             "inseparable_from": h.with,
-            "why": if h.with.is_empty() { "no row moves it" } else { "the rows cannot tell it from the others" },
+            "why": if h.with.is_empty() { "too small a part of the rows to be fitted" } else { "the rows cannot tell it from the others together" },
         })).collect::<Vec<_>>(),
         "essential_rows": fit.essential.iter().map(|&i| fit.rows[i].place()).collect::<Vec<_>>(),
         "rows": fit.rows.iter().enumerate().map(|(i, r)| json!({

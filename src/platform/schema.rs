@@ -337,4 +337,33 @@ pub struct ProfileFile {
     /// `normal_nc`, `device`, `strongly_ordered`): `read_N` / `write_N` per access of N bytes,
     /// and for `cached` the L1 miss's `fill_l2` and `fill_memory`.
     pub memory_type: Option<BTreeMap<Spanned<String>, MemoryTypeCosts>>,
+    /// Optional: the board measurements `dmasim fit` fitted the profile to, which `dmasim
+    /// reproduce --platform FILE` sets beside the model's predictions. Read by nothing else.
+    pub fit: Option<FitSpec>,
+}
+
+/// The `[fit]` section: how the measured runs were made, and each row.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FitSpec {
+    /// The release the board ran.
+    pub kernel: Spanned<String>,
+    /// The benchmark's device was behind the IOMMU, and cache-coherent.
+    pub iommu: bool,
+    pub coherent: bool,
+    #[serde(default)]
+    pub row: Vec<FitRowSpec>,
+}
+
+/// One measured row: where it was read, the tool run, what it measured and the value.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FitRowSpec {
+    /// `FILE:LINE` of the measurement.
+    pub at: Spanned<String>,
+    /// The tool's command line.
+    pub run: Spanned<String>,
+    /// `map_latency_us`, `unmap_latency_us` or a function's name (ns).
+    pub metric: Spanned<String>,
+    pub value: Spanned<f64>,
 }

@@ -176,7 +176,7 @@ impl RowBuilder<'_> {
 
 /// Whether a `fit:` source names row `id` itself, not merely a row whose id starts with it
 /// (`profile.before.swiotlb_sync_single` vs `profile.before.swiotlb_sync_single_for_cpu`).
-fn names_row(source: &str, id: &str) -> bool {
+pub(crate) fn names_row(source: &str, id: &str) -> bool {
     source.match_indices(id).any(|(at, _)| {
         source[at + id.len()..]
             .chars()

@@ -16,6 +16,13 @@ pub struct ReproduceArgs {
     pub experiment: Option<String>,
     #[arg(long)]
     pub list: bool,
+    /// A profile `dmasim fit` wrote: its measured rows beside what it predicts, each fitted
+    /// or a prediction, instead of the published experiments.
+    #[arg(long, conflicts_with_all = ["experiment", "list"])]
+    pub platform: Option<String>,
+    /// With --platform: more measurements (as `dmasim fit` reads them) to predict.
+    #[arg(long, requires = "platform")]
+    pub rows: Vec<String>,
     /// Also write a report of published vs model per row with the error: with a `.html`
     /// name a self-contained HTML page (plots and tables), otherwise an SVG of the plots.
     #[arg(long)]
@@ -28,6 +35,8 @@ pub fn reproduce(args: ReproduceArgs, out: &mut impl Write) -> Result<()> {
     let ReproduceArgs {
         experiment,
         list,
+        platform,
+        rows,
         plot,
         format,
     } = args;
@@ -42,13 +51,25 @@ pub fn reproduce(args: ReproduceArgs, out: &mut impl Write) -> Result<()> {
         }
         return Ok(());
     }
-    let chosen: Vec<&reproduce::Experiment> = match &experiment {
-        Some(n) => vec![reproduce::find(n)?],
-        None => reproduce::EXPERIMENTS.iter().collect(),
-    };
     let mut reports = Vec::new();
-    for e in chosen {
-        reports.push((e.run)()?);
+    if let Some(p) = &platform {
+        let mut extra = Vec::new();
+        for f in &rows {
+            let text = dmasim::input::read_input(f, "measurements")?;
+            extra.extend(dmasim::fit::rows::read(f, &text)?);
+        }
+        reports.push(dmasim::fit::reproduce(p, extra).map_err(|e| match e {
+            dmasim::fit::FitError::Input(i) => anyhow::Error::from(i),
+            dmasim::fit::FitError::Run(r) => super::run_error(r),
+        })?);
+    } else {
+        let chosen: Vec<&reproduce::Experiment> = match &experiment {
+            Some(n) => vec![reproduce::find(n)?],
+            None => reproduce::EXPERIMENTS.iter().collect(),
+        };
+        for e in chosen {
+            reports.push((e.run)()?);
+        }
     }
     if let Some(path) = &plot {
         let page = reproduce::render_html(&reports);
