@@ -14,7 +14,9 @@
 //!   output (standard error, then standard output), the first at its start unless a `...` comes
 //!   first and the last at its end unless a `...` comes last. Within a line, `...` stands for any
 //!   text.
-//! - An `sh` block without `$ ` lines is a script and runs whole under `sh -e` the same way.
+//! - An `sh` block without `$ ` lines is a script and runs whole under `sh -e` the same way; a
+//!   here-document `cat > NAME <<'END'` ... `END` in it writes that file of the scratch
+//!   directory, its text as the page shows it.
 //! - Commands other than `dmasim` are known here one by one: `cargo run --release --` is the
 //!   binary; `cargo test`, `cargo install` and `tools/compare-hostbench.sh` are not run (each
 //!   reason below). Any other command fails the test until it is given a rule.
@@ -326,11 +328,30 @@ fn run_session(b: &Block, dir: &Path) -> usize {
 }
 
 /// Run an `sh` script block line by line through [`command`], as one script.
+/// Whether `line` opens a here-document that writes a file of the scratch directory, `cat >
+/// NAME <<'END'`: the way a page shows a file's whole text and has it for the next command.
+fn writes_file(line: &str) -> bool {
+    let Some(rest) = line.trim().strip_prefix("cat > ") else {
+        return false;
+    };
+    let name = rest.split_whitespace().next().unwrap_or("");
+    !name.is_empty() && !name.contains(['/', '$', '`']) && rest.ends_with("<<'END'")
+}
+
 fn run_script(b: &Block, dir: &Path) -> usize {
     let mut script = String::new();
     let mut n = 0;
+    let mut in_file = false;
     for (i, l) in b.body.iter().enumerate() {
         let at = format!("{}:{}", b.file, b.line + 1 + i);
+        if in_file || writes_file(l) {
+            // A file's text is the page's, not commands: kept as written.
+            in_file = !(in_file && l == "END");
+            n += usize::from(writes_file(l));
+            script.push_str(l);
+            script.push('\n');
+            continue;
+        }
         if let Some(c) = command(&at, l) {
             n += usize::from(c.starts_with("dmasim"));
             script.push_str(&c);
