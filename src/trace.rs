@@ -50,6 +50,26 @@ pub mod replay;
 /// for speed; its per-process seed still keeps a hostile trace from choosing collisions.
 pub type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
+/// The CPU's address of a coherent buffer as an alloc or free line gives it: before 6.13 its
+/// physical address (`phys_addr=`), from 6.13 the virtual one as `%p` prints it (hashed, but the
+/// same pointer hashes the same within a boot), so two are compared only in the same form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CpuAddr {
+    Phys(u64),
+    HashedVirt(u64),
+}
+
+impl CpuAddr {
+    /// Whether `other` is another address in the same form (of another form, no one can say).
+    pub fn differs(self, other: CpuAddr) -> bool {
+        match (self, other) {
+            (CpuAddr::Phys(a), CpuAddr::Phys(b))
+            | (CpuAddr::HashedVirt(a), CpuAddr::HashedVirt(b)) => a != b,
+            _ => false,
+        }
+    }
+}
+
 /// What one traced call was.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
@@ -76,6 +96,7 @@ pub enum Event {
         dma_addr: u64,
         size: u64,
         what: AllocKind,
+        cpu_addr: Option<CpuAddr>,
     },
     /// `dma_alloc_sgt_err` (a failed `dma_alloc` may instead show as `dma_alloc` with
     /// `dma_addr=0` on recent releases).
@@ -86,6 +107,7 @@ pub enum Event {
         dma_addr: u64,
         size: u64,
         what: AllocKind,
+        cpu_addr: Option<CpuAddr>,
     },
     /// `dma_map_sg`: the mapped list. `nents`/`ents` as (printed, real) when the line says;
     /// `truncated` when it was cut at 128 entries.
@@ -715,6 +737,7 @@ keys! {
     Addr = "addr",
     Size = "size",
     PhysAddr = "phys_addr",
+    VirtAddr = "virt_addr",
     Attrs = "attrs",
     DmaAddrs = "dma_addrs",
     Sizes = "sizes",
@@ -831,6 +854,16 @@ fn need<'a>(f: &Fields<'a>, k: K) -> Result<&'a str, FieldError> {
 }
 
 /// An address: bare hex as `%llx` prints it, or `0x` hex.
+/// An alloc or free line's CPU address, in the form its release prints it.
+fn cpu_addr(f: &Fields) -> Result<Option<CpuAddr>, FieldError> {
+    if f.get(K::VirtAddr).is_some() {
+        return addr(f, K::VirtAddr).map(|a| Some(CpuAddr::HashedVirt(a)));
+    }
+    f.get(K::PhysAddr)
+        .map(|_| addr(f, K::PhysAddr).map(CpuAddr::Phys))
+        .transpose()
+}
+
 fn addr(f: &Fields, k: K) -> Result<u64, FieldError> {
     let v = need(f, k)?;
     if f.decimal && !v.starts_with("0x") {
@@ -1009,6 +1042,7 @@ fn event(h: &Header, f: &Fields) -> Result<(String, Vec<String>, Event), FieldEr
             dma_addr: addr(f, K::DmaAddr)?,
             size: num(f, K::Size)?,
             what: alloc_kind(h.event),
+            cpu_addr: cpu_addr(f)?,
         },
         "dma_alloc_sgt_err" => Event::AllocErr {
             size: num(f, K::Size)?,
@@ -1018,6 +1052,7 @@ fn event(h: &Header, f: &Fields) -> Result<(String, Vec<String>, Event), FieldEr
             dma_addr: addr(f, K::DmaAddr)?,
             size: num(f, K::Size)?,
             what: alloc_kind(h.event),
+            cpu_addr: cpu_addr(f)?,
         },
         "dma_map_sg" => Event::MapSg {
             dir: dir(f)?,
@@ -1254,6 +1289,14 @@ mod tests {
             new.event,
             Event::Alloc {
                 dir: Some(DmaDirection::Bidirectional),
+                cpu_addr: Some(CpuAddr::HashedVirt(0xa1b2_c3d4)),
+                ..
+            }
+        ));
+        assert!(matches!(
+            old.event,
+            Event::Alloc {
+                cpu_addr: Some(CpuAddr::Phys(0x3f00_0000)),
                 ..
             }
         ));

@@ -36,6 +36,14 @@ use super::{Event, Record, Trace};
 use crate::types::DmaDirection;
 use std::collections::{BTreeMap, VecDeque};
 
+/// A CPU address as a line gives it.
+fn cpu(c: super::CpuAddr) -> String {
+    match c {
+        super::CpuAddr::Phys(p) => format!("{p:#x} (physical)"),
+        super::CpuAddr::HashedVirt(v) => format!("{v:016x} (as %p prints it)"),
+    }
+}
+
 /// What a finding is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum FindingKind {
@@ -75,6 +83,9 @@ pub enum FindingKind {
     MappedBefore,
     /// A sync of a mapping the trace showed unmapped.
     SyncAfterUnmap,
+    /// A coherent free whose CPU address is not the allocation's (debug.c's "frees DMA memory
+    /// with different CPU address").
+    WrongCpuAddress,
 }
 
 impl FindingKind {
@@ -94,6 +105,7 @@ impl FindingKind {
             FindingKind::LiveAtEnd => "live-at-end",
             FindingKind::MappedBefore => "mapped-before",
             FindingKind::SyncAfterUnmap => "sync-after-unmap",
+            FindingKind::WrongCpuAddress => "wrong-cpu-address",
         }
     }
 
@@ -308,14 +320,40 @@ impl Checker {
                     check_sync(table, (dev, gone), r, sync, a, s, &mut find);
                 }
             }
-            (Event::Free { dma_addr, size, .. }, Effect::Freed(a)) if a.size != *size => find(
-                FindingKind::SizeMismatch,
-                vec![a.line, r.line],
-                format!(
-                    "free of {size} bytes at {dma_addr:#x}, allocated as {}",
-                    a.size
-                ),
-            ),
+            (
+                Event::Free {
+                    dma_addr,
+                    size,
+                    cpu_addr,
+                    ..
+                },
+                Effect::Freed(a),
+            ) => {
+                // check_unmap() tests the size and then the CPU address, each on its own.
+                if a.size != *size {
+                    find(
+                        FindingKind::SizeMismatch,
+                        vec![a.line, r.line],
+                        format!(
+                            "free of {size} bytes at {dma_addr:#x}, allocated as {}",
+                            a.size
+                        ),
+                    );
+                }
+                if let (Some(c), Some(ac)) = (cpu_addr, a.cpu_addr)
+                    && c.differs(ac)
+                {
+                    find(
+                        FindingKind::WrongCpuAddress,
+                        vec![a.line, r.line],
+                        format!(
+                            "free of {dma_addr:#x} with CPU address {}, allocated with {}",
+                            cpu(*c),
+                            cpu(ac)
+                        ),
+                    );
+                }
+            }
             (Event::Free { dma_addr, .. }, Effect::Unmatched) => find(
                 FindingKind::NotMapped,
                 vec![r.line],
@@ -640,6 +678,40 @@ mod tests {
     }
 
     const H: &str = "app-1 [000] 1.0:";
+
+    /// debug.c's check of a coherent free: its size and its CPU address, each on its own; the
+    /// CPU address compared only in the form both lines give (6.13's hashed `%p`, or the
+    /// physical address before), so a trace that gives neither checks only the size.
+    #[test]
+    fn a_coherent_free_is_checked_for_its_size_and_its_cpu_address() {
+        let alloc = |c: &str| {
+            format!(
+                "{H} dma_alloc: dev dir=BIDIRECTIONAL dma_addr=c000 size=8192 {c} flags=GFP_KERNEL attrs=\n"
+            )
+        };
+        let free = |size: u32, c: &str| {
+            format!("{H} dma_free: dev dir=BIDIRECTIONAL dma_addr=c000 size={size} {c} attrs=\n")
+        };
+        let (va, vb) = ("virt_addr=00000000a1b2c3d4", "virt_addr=00000000deadbeef");
+        let wrong = FindingKind::WrongCpuAddress;
+        assert_eq!(kinds(&format!("{}{}", alloc(va), free(8192, va))), vec![]);
+        assert_eq!(
+            kinds(&format!("{}{}", alloc(va), free(8192, vb))),
+            vec![(wrong, vec![1, 2])]
+        );
+        assert_eq!(
+            kinds(&format!("{}{}", alloc(va), free(4096, vb))),
+            vec![(FindingKind::SizeMismatch, vec![1, 2]), (wrong, vec![1, 2])]
+        );
+        let (pa, pb) = ("phys_addr=3f000000", "phys_addr=3f002000");
+        assert_eq!(
+            kinds(&format!("{}{}", alloc(pa), free(8192, pb))),
+            vec![(wrong, vec![1, 2])]
+        );
+        // A physical address and a hashed pointer are not compared.
+        assert_eq!(kinds(&format!("{}{}", alloc(pa), free(8192, vb))), vec![]);
+        assert!(wrong.fails());
+    }
 
     /// debug.c's `check_sync()`: past a direction other than the map's, a sync for the CPU of
     /// memory the device only reads (mapped TO_DEVICE) that is not itself TO_DEVICE, or for the

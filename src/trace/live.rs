@@ -101,6 +101,8 @@ impl Mapping {
 pub struct Alloc {
     pub line: usize,
     pub size: u64,
+    /// The CPU address the line gave, if it gave one.
+    pub cpu_addr: Option<super::CpuAddr>,
 }
 
 /// What one record did to the table.
@@ -615,7 +617,12 @@ impl Table {
                 }
                 self.leave(dev, found)
             }
-            Event::Alloc { dma_addr, size, .. } => {
+            Event::Alloc {
+                dma_addr,
+                size,
+                cpu_addr,
+                ..
+            } => {
                 // Recent kernels trace a failed allocation as one at DMA address 0.
                 if *dma_addr == 0 {
                     Effect::Failed
@@ -623,6 +630,7 @@ impl Table {
                     let a = Alloc {
                         line: r.line,
                         size: *size,
+                        cpu_addr: *cpu_addr,
                     };
                     self.devs[dev]
                         .coherent
