@@ -1012,7 +1012,7 @@ fn a_trace_on_standard_input_replays_as_the_file_does() {
             &["--platform", "kunpeng920"][..],
         ),
         (
-            "tests/data/traces/two-cpus.txt",
+            "scenarios/nic-two-cpus.txt",
             &["--platform", "sm8150", "--format", "json"][..],
         ),
         ("tests/data/traces/misuse.txt", &["--format", "json"][..]),
@@ -1270,7 +1270,7 @@ fn a_sync_after_an_unmap_in_the_window_is_a_sync_after_unmap() {
 fn two_cpus_calls_at_once_wait_on_a_shared_lock_one_cpu_does_not() {
     let two = [
         "replay",
-        "tests/data/traces/two-cpus.txt",
+        "scenarios/nic-two-cpus.txt",
         "--platform",
         "kunpeng920",
         "--format",
