@@ -1,4 +1,4 @@
-//! `dmasim replay` at scale, in two shapes of generated trace (the 6.18 print format), each of
+//! `dmasim replay` at scale, in shapes of generated trace (the 6.18 print format), each of
 //! 1 M and 10 M DMA API calls read, checked, paired and made, both reads of the trace included,
 //! in a child process of its own so its peak resident set (`VmHWM`, Linux only) is its alone:
 //! memory that grew with the trace would show as the difference between the two sizes.
@@ -6,7 +6,9 @@
 //! - a busy system's (on the SM8150, whose MMU-500 the NVMe is behind): a NIC's page pool of
 //!   1024 live pages synced per packet, NVMe lists completing out of order, AHCI and USB, a
 //!   camera's lists of up to 160 entries, one in eight capped at the 128 a line prints; every
-//!   map of fresh memory. It holds no misuse, so any finding fails the bench.
+//!   map of fresh memory. It holds no misuse, so any finding fails the bench;
+//! - the realistic shape from 8 CPUs (each round of its loop on the next), 1 M calls replayed
+//!   on its 8 CPUs: the many-CPU engine's rate beside the one-CPU replay's.
 //!
 //! Targets: at least 1 M calls a second on one core, parse and model together; peak memory
 //! bounded by the live mappings, not by the trace (at most 64 MiB). `cargo bench --bench replay`;
