@@ -4,10 +4,14 @@
 //! Kernel counterpart: none — the calls are the driver's (`dma:*` trace events, 6.12 on); what
 //! they cost is the modelled stack's. [`crate::trace::replay`] pairs each unmap and sync with
 //! its map; each device gets the ops setup gives a device of its kind (behind an IOMMU or not,
-//! with a bounce pool or not); the calls run in trace order on one modelled CPU, each at its
-//! timestamp on the trace's clock ([`clock`]): the CPU idles between calls, the DMA ops'
-//! timers (the flush queue's) run when they expire, charged to no call, and a call whose CPU
-//! is still busy when it is due starts late and is counted.
+//! with a bounce pool or not); each CPU the trace names runs its calls in trace order on the
+//! platform's CPU of that number ([`crate::smp`], every CPU calling each device's one set of
+//! DMA layers, so their locks and per-CPU caches are contended as on the board), or every
+//! call runs on one modelled CPU (`cpus = 1`, and a trace from one CPU); each call at its
+//! timestamp on the trace's clock ([`clock`]): a CPU idles between calls, the DMA ops' timers
+//! (the flush queue's) run when they expire, charged to no call, and a call whose CPU is
+//! still busy when it is due, or whose mapping's earlier call another CPU has not yet made,
+//! starts late and is counted.
 //!
 //! Devices: a trace names devices, not their setup. `[workload]` gives the defaults
 //! (`coherent`, `dma_mask_bits`) and `[workload.devices."NAME"]` a device's own; what is not
