@@ -1,4 +1,4 @@
-//! `dmasim replay` at scale, in two shapes of generated trace (the 6.18 print format), each of
+//! `dmasim replay` at scale, in shapes of generated trace (the 6.18 print format), each of
 //! 1 M and 10 M DMA API calls read, checked, paired and made, both reads of the trace included,
 //! in a child process of its own so its peak resident set (`VmHWM`, Linux only) is its alone:
 //! memory that grew with the trace would show as the difference between the two sizes.
@@ -6,7 +6,9 @@
 //! - a busy system's (on the SM8150, whose MMU-500 the NVMe is behind): a NIC's page pool of
 //!   1024 live pages synced per packet, NVMe lists completing out of order, AHCI and USB, a
 //!   camera's lists of up to 160 entries, one in eight capped at the 128 a line prints; every
-//!   map of fresh memory. It holds no misuse, so any finding fails the bench.
+//!   map of fresh memory. It holds no misuse, so any finding fails the bench;
+//! - the realistic shape from 8 CPUs (each round of its loop on the next), 1 M calls replayed
+//!   on its 8 CPUs: the many-CPU engine's rate beside the one-CPU replay's.
 //!
 //! Targets: at least 1 M calls a second on one core, parse and model together; peak memory
 //! bounded by the live mappings, not by the trace (at most 64 MiB). `cargo bench --bench replay`;
@@ -79,6 +81,10 @@ impl Rng {
 
 /// Writes the lines of a realistic trace, counting them.
 struct Realistic<W: Write> {
+    /// How many CPUs the rounds rotate over (1: each call on the CPU its kind names).
+    cpus: u32,
+    /// The loop's round.
+    round: u64,
     out: W,
     us: u64,
     lines: u64,
@@ -102,6 +108,13 @@ const CAMERA: &str = "1c0e000.isp";
 impl<W: Write> Realistic<W> {
     fn line(&mut self, task: &str, cpu: u32, event: &str, dev: &str, fields: &str) {
         let (s, f) = (self.us / 1_000_000, self.us % 1_000_000);
+        // Spread: each round of the loop on the next of `cpus` CPUs, as interrupts and
+        // softirqs move between a busy system's CPUs.
+        let cpu = if self.cpus > 1 {
+            (cpu + self.round as u32) % self.cpus
+        } else {
+            cpu
+        };
         writeln!(
             self.out,
             "{task:>16} [{cpu:03}] ..s1. {s}.{f:06}: {event}: {dev} {fields}"
@@ -246,8 +259,20 @@ impl<W: Write> Realistic<W> {
 /// camera's long lists, one in eight capped at 128 printed entries. Every map takes fresh
 /// memory.
 fn generate_realistic(path: &Path, calls: u64) {
+    generate_realistic_on(path, calls, 1);
+}
+
+/// [`generate_realistic`] with each round of the loop on the next of 8 CPUs: an NVMe list may
+/// complete on another CPU than it was submitted on, a page go back to the pool on another.
+fn generate_realistic_8(path: &Path, calls: u64) {
+    generate_realistic_on(path, calls, 8);
+}
+
+fn generate_realistic_on(path: &Path, calls: u64, cpus: u32) {
     let out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
     let mut g = Realistic {
+        cpus,
+        round: 0,
         out,
         us: 1_000_000_000,
         lines: 0,
@@ -275,14 +300,16 @@ fn generate_realistic(path: &Path, calls: u64) {
             g.camera_frame();
         }
         round += 1;
+        g.round = round;
     }
 }
 
-/// In the child: replay the trace at `path` on `platform` and print calls, seconds and peak
-/// KiB.
-fn child(path: &str, platform: &str) {
+/// In the child: replay the trace at `path` on `platform` on `cpus` (`trace` or 1) and print
+/// calls, seconds and peak KiB.
+fn child(path: &str, platform: &str, cpus: &str) {
     let t0 = Instant::now();
-    let s = Scenario::load_on(path, &[], Some(platform)).unwrap();
+    let cpus = if cpus == "1" { "1" } else { "\"trace\"" };
+    let s = Scenario::load_on(path, &[format!("workload.cpus={cpus}")], Some(platform)).unwrap();
     let Ok(Outcome::Replay(r)) = execute(&s) else {
         panic!("a replay");
     };
@@ -300,11 +327,12 @@ fn child(path: &str, platform: &str) {
     println!("{calls} {secs} {}", vm_hwm_kib());
 }
 
-fn run(path: &Path, platform: &str) -> (u64, f64, u64) {
+fn run(path: &Path, platform: &str, cpus: &str) -> (u64, f64, u64) {
     let out = Command::new(std::env::current_exe().unwrap())
         .arg("--child")
         .arg(path)
         .arg(platform)
+        .arg(cpus)
         .output()
         .unwrap();
     assert!(
@@ -324,7 +352,7 @@ fn run(path: &Path, platform: &str) -> (u64, f64, u64) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--child") {
-        return child(&args[i + 1], &args[i + 2]);
+        return child(&args[i + 1], &args[i + 2], &args[i + 3]);
     }
     if let Some(i) = args.iter().position(|a| a == "--write-realistic") {
         return generate_realistic(Path::new(&args[i + 1]), args[i + 2].parse().unwrap());
@@ -341,17 +369,33 @@ fn main() {
         &[1_000_000, 10_000_000]
     };
     type Writer = fn(&Path, u64);
-    // The realistic shape's NVMe is behind an IOMMU: a phone SoC with an MMU-500.
-    let shapes: [(&str, Writer, &str); 2] = [
-        ("four devices' map, sync, unmap", generate, "dimensity9500"),
+    // The realistic shape's NVMe is behind an IOMMU: a phone SoC with an MMU-500. The first
+    // two replay on one CPU; the third's trace names 8, each replayed on its own.
+    let shapes: [(&str, Writer, &str, &str, &[u64]); 3] = [
         (
-            "realistic (sm8150): page pool, NVMe out of order, capped lists",
+            "four devices' map, sync, unmap (one CPU)",
+            generate,
+            "dimensity9500",
+            "1",
+            sizes,
+        ),
+        (
+            "realistic (sm8150): page pool, NVMe out of order, capped lists (one CPU)",
             generate_realistic,
             "sm8150",
+            "1",
+            sizes,
+        ),
+        (
+            "realistic (sm8150) from 8 CPUs, replayed on its 8 CPUs",
+            generate_realistic_8,
+            "sm8150",
+            "trace",
+            &sizes[..1],
         ),
     ];
     println!("replay of generated traces (2 reads, checks, pairing, the model), one process each");
-    for (name, write, platform) in shapes {
+    for (name, write, platform, cpus, sizes) in shapes {
         println!("{name}");
         println!(
             "{:>12} {:>10} {:>14} {:>12}",
@@ -360,7 +404,7 @@ fn main() {
         for &n in sizes {
             let path = dir.join(format!("trace-{n}.txt"));
             write(&path, n);
-            let (calls, secs, kib) = run(&path, platform);
+            let (calls, secs, kib) = run(&path, platform, cpus);
             assert!(calls >= n, "{calls} of {n} calls replayed");
             println!(
                 "{calls:>12} {secs:>10.2} {:>14.0} {:>12.1}",

@@ -306,7 +306,18 @@ fn bad_traces_and_devices_exit_2_with_one_message() {
 /// replayed, and the page fault's line is skipped by name.
 #[test]
 fn a_real_ath12k_capture_reads_and_checks_clean() {
-    let r = replay_of("tests/data/traces/ath12k-6.12.35.txt");
+    // Its calls ran on CPUs 10 and 11: a platform with them replays each on its own.
+    let s = Scenario::load_on(
+        "tests/data/traces/ath12k-6.12.35.txt",
+        &[],
+        Some("kunpeng920"),
+    )
+    .unwrap();
+    let r = match execute(&s) {
+        Ok(Outcome::Replay(r)) => r,
+        _ => panic!("a replay result"),
+    };
+    assert_eq!(r.replayed_on_cpus, 2);
     assert_eq!(r.devices.len(), 1);
     let d = &r.devices[0];
     assert_eq!(d.name, "0000:c2:00.0");
@@ -765,9 +776,10 @@ fn the_flush_queue_timer_runs_on_the_traces_clock() {
     assert_eq!(lazy.late.calls, 0, "50 ms apart, no call waits for another");
 }
 
-/// Calls closer together than the model makes them queue on the one modelled CPU: each starts
-/// when the call before has returned, and the report says how many started late and how many
-/// only because the trace's other CPU made them (on the board the two ran side by side).
+/// Calls closer together than the model makes them queue on one modelled CPU (`--cpus 1`):
+/// each starts when the call before has returned, and the report says how many started late
+/// and how many only because the trace's other CPU made them (on the board the two ran side
+/// by side). On the trace's CPUs only a call behind its own CPU's starts late.
 #[test]
 fn calls_closer_than_the_model_makes_them_start_late_and_are_counted() {
     let dir = scratch("late");
@@ -793,6 +805,8 @@ fn calls_closer_than_the_model_makes_them_start_late_and_are_counted() {
     let doc = json_of(&dmasim(&[
         "replay",
         trace.to_str().unwrap(),
+        "--cpus",
+        "1",
         "--format",
         "json",
     ]));
@@ -801,7 +815,7 @@ fn calls_closer_than_the_model_makes_them_start_late_and_are_counted() {
     assert_eq!(late["behind_other_cpu"], 1, "{doc}");
     assert_eq!(late["behind_timer"], 0, "{doc}");
     assert!(late["total_ns"].as_f64().unwrap() > 0.0, "{doc}");
-    let o = dmasim(&["replay", trace.to_str().unwrap()]);
+    let o = dmasim(&["replay", trace.to_str().unwrap(), "--cpus", "1"]);
     let table = String::from_utf8_lossy(&o.stdout);
     assert!(
         table.contains(
@@ -813,6 +827,18 @@ fn calls_closer_than_the_model_makes_them_start_late_and_are_counted() {
         table.contains(": 1 behind a call the trace shows on another CPU (replayed on one)\n"),
         "{table}"
     );
+    // On the trace's two CPUs (the default) the second list runs beside the first: only the
+    // third, behind the second on its own CPU, starts late.
+    let doc = json_of(&dmasim(&[
+        "replay",
+        trace.to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
+    assert_eq!(doc["workload"]["replayed_on_cpus"], 2, "{doc}");
+    let late = &doc["workload"]["started_late"];
+    assert_eq!(late["calls"], 1, "{doc}");
+    assert_eq!(late["behind_other_cpu"], 0, "{doc}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -981,7 +1007,14 @@ fn a_trace_on_standard_input_replays_as_the_file_does() {
             &["--platform", "sm8150"][..],
         ),
         ("tests/data/traces/misuse.txt", &[][..]),
-        ("tests/data/traces/ath12k-6.12.35.txt", &[][..]),
+        (
+            "tests/data/traces/ath12k-6.12.35.txt",
+            &["--platform", "kunpeng920"][..],
+        ),
+        (
+            "scenarios/nic-two-cpus.txt",
+            &["--platform", "sm8150", "--format", "json"][..],
+        ),
         ("tests/data/traces/misuse.txt", &["--format", "json"][..]),
         (
             "tests/data/traces/lazy-50ms.txt",
@@ -1021,7 +1054,7 @@ fn a_trace_on_standard_input_replays_as_the_file_does() {
 }
 
 /// A comparison of a trace keeps its calls by device, as the replay's own document does; and
-/// the document says which CPUs the trace ran on and that it was replayed on one.
+/// the document says which CPUs the trace ran on and how many replayed it.
 #[test]
 fn a_comparison_of_a_trace_keeps_its_devices_and_says_its_cpus() {
     let lazy = ["compare", "tests/data/traces/lazy-50ms.txt"];
@@ -1041,12 +1074,18 @@ fn a_comparison_of_a_trace_keeps_its_devices_and_says_its_cpus() {
         ["dma_map_page", "dma_unmap_page", "fq_flush_timeout (timer)"]
     );
     assert_eq!(devices[0]["calls"][2]["count"], serde_json::json!([0, 10]));
-    let run = json_of(&dmasim(&[
+    let ath12k = [
         "replay",
         "tests/data/traces/ath12k-6.12.35.txt",
         "--format",
         "json",
-    ]));
+    ];
+    let run = json_of(&dmasim(
+        &[&ath12k[..], &["--platform", "kunpeng920"]].concat(),
+    ));
+    assert_eq!(run["workload"]["trace_cpus"], serde_json::json!([10, 11]));
+    assert_eq!(run["workload"]["replayed_on_cpus"], 2);
+    let run = json_of(&dmasim(&[&ath12k[..], &["--cpus", "1"]].concat()));
     assert_eq!(run["workload"]["trace_cpus"], serde_json::json!([10, 11]));
     assert_eq!(run["workload"]["replayed_on_cpus"], 1);
 }
@@ -1221,4 +1260,110 @@ fn a_sync_after_an_unmap_in_the_window_is_a_sync_after_unmap() {
         ]
     );
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Two CPUs' calls at the same instants, a NIC behind kunpeng920's SMMUv3: on the trace's
+/// CPUs the second CPU's first map finds the IOVA allocator's rbtree lock held by the first
+/// (both magazines empty), and spins; replayed on one CPU no lock is ever found held, the
+/// calls queue instead. The same inputs give the same bytes.
+#[test]
+fn two_cpus_calls_at_once_wait_on_a_shared_lock_one_cpu_does_not() {
+    let two = [
+        "replay",
+        "scenarios/nic-two-cpus.txt",
+        "--platform",
+        "kunpeng920",
+        "--format",
+        "json",
+    ];
+    let o = dmasim(&two);
+    let doc = json_of(&o);
+    assert_eq!(doc["workload"]["replayed_on_cpus"], 2, "{doc}");
+    assert_eq!(doc["workload"]["trace_cpus"], serde_json::json!([0, 1]));
+    let locks = doc["workload"]["locks"].as_array().unwrap();
+    let rbtree = locks
+        .iter()
+        .find(|l| l["lock"] == "iova_rbtree_lock")
+        .unwrap_or_else(|| panic!("{doc}"));
+    assert_eq!(rbtree["taken"], 2, "{doc}");
+    assert_eq!(rbtree["found_held"], 1, "{doc}");
+    assert!(rbtree["spun_ns"].as_f64().unwrap() > 0.0, "{doc}");
+    assert_eq!(rbtree["waits"][0]["cpu"], 1, "{doc}");
+    assert_eq!(rbtree["waits"][0]["on_cpu"], 0, "{doc}");
+    let spun = |d: &serde_json::Value| {
+        d["breakdown"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|b| b["stack"].to_string().contains("(spinning on"))
+            .count()
+    };
+    assert_eq!(spun(&doc), 1, "{doc}");
+    let calls = &doc["devices"][0]["calls"];
+    assert_eq!(calls[0]["count"], 16);
+    assert_eq!(calls[1]["count"], 16);
+    // Determinism: the same run twice, the same bytes, as a table too.
+    assert_eq!(dmasim(&two).stdout, o.stdout);
+    let table = |args: &[&str]| String::from_utf8(dmasim(args).stdout).unwrap();
+    assert_eq!(table(&two[..4]), table(&two[..4]));
+    assert!(
+        table(&two[..4]).contains("\niova_rbtree_lock                          2          1 "),
+        "{}",
+        table(&two[..4])
+    );
+
+    let one = json_of(&dmasim(&[&two[..], &["--cpus", "1"]].concat()));
+    assert_eq!(one["workload"]["replayed_on_cpus"], 1, "{one}");
+    assert!(one["workload"].get("locks").is_none(), "{one}");
+    assert_eq!(spun(&one), 0, "{one}");
+    assert_eq!(one["devices"][0]["calls"][0]["count"], 16);
+    assert_eq!(
+        one["workload"]["started_late"]["behind_other_cpu"], 17,
+        "{one}"
+    );
+}
+
+/// A trace whose CPUs the platform does not have is refused before it runs, naming the line
+/// that first names the CPU and the way out (`--cpus 1`); on one CPU it replays.
+#[test]
+fn a_trace_on_cpus_the_platform_lacks_exits_2_naming_the_line() {
+    let o = dmasim(&["replay", "tests/data/traces/ath12k-6.12.35.txt"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        err,
+        "error: tests/data/traces/ath12k-6.12.35.txt:8: the trace's calls ran on CPU 10, and platform `dimensity9500` has no CPU 10 (its CPUs: 0-7): replay on a platform with them (--platform), or every call on one CPU in trace order (--cpus 1, `workload.cpus = 1`)\n"
+    );
+    let dir = scratch("nine-cpus");
+    let trace = dir.join("nine.txt");
+    let text: String = (0..9)
+        .map(|c| format!("  app-1 [{c:03}] ..... 5.00000{c}: dma_map_phys: dev dir=TO_DEVICE dma_addr={a:x} size=4096 phys_addr={a:x} attrs=\n", a = 0x1000_0000 + c * 0x1000))
+        .collect();
+    std::fs::write(&trace, text).unwrap();
+    let path = trace.to_str().unwrap();
+    let o = dmasim(&["replay", path, "--platform", "sm8150"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        err,
+        format!(
+            "error: {path}:9: the trace's calls ran on 9 CPUs (0-8), and platform `sm8150` has 8: replay on a platform with them (--platform), or every call on one CPU in trace order (--cpus 1, `workload.cpus = 1`)\n"
+        )
+    );
+    let o = dmasim(&["replay", path, "--platform", "sm8150", "--cpus", "1"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = dmasim(&["replay", path, "--set", "workload.cpus=2"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("workload.cpus"), "{err}");
+    assert!(
+        err.contains("\"trace\" (each of the trace's CPUs on its own) or 1"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

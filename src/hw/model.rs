@@ -137,6 +137,24 @@ impl Model {
         self.cpu = cpu;
     }
 
+    /// Wait until every CPU of the machine earlier than this one's clock has run up to it
+    /// ([`crate::smp::Cpu::turn`]): what they store before now is then seen.
+    pub fn take_turn(&self) {
+        self.cpu.turn(self.now);
+    }
+
+    /// Idle until another CPU wakes `q` (a store this CPU waits for, outside the DMA layers:
+    /// a driver handing a mapping to another CPU). The caller checks its condition at its
+    /// turn first and again after each wake-up.
+    pub fn wait_on(&mut self, q: &crate::smp::WaitQueue) {
+        self.now = self.cpu.wait(q, self.now);
+    }
+
+    /// Wake every CPU waiting on `q`, from this CPU's clock.
+    pub fn wake_all(&self, q: &crate::smp::WaitQueue) {
+        self.cpu.wake_all(q, self.now);
+    }
+
     /// Another CPU of this machine, the platform's CPU `cpu` on `node`: the same costs, caches
     /// as they are now (each CPU's its own from here on), the same clock, an empty ledger, and
     /// the one SMMU this model drives. Give it its [`crate::smp::Cpu`] with [`Model::set_cpu`]

@@ -478,8 +478,16 @@ impl Scenario {
             if let Some((_, arg)) = set {
                 return InputError::new("<argument>", format!("--set {arg}: {}", e.message));
             }
-            let map = crate::input::line_map(&text, &edited);
-            e.line = e.line.and_then(|l| map.get(l - 1).copied().flatten());
+            // A line of the scenario's text moved with the edits; a line of a trace read as
+            // its scenario (the text made for it names no line of it) did not.
+            let named = toml::from_str::<toml::Table>(&text)
+                .ok()
+                .and_then(|t| Some(t.get("workload")?.get("trace")?.as_str()?.to_string()));
+            let trace = named.is_some_and(|t| text == replay::scenario_text(&t));
+            if !trace {
+                let map = crate::input::line_map(&text, &edited);
+                e.line = e.line.and_then(|l| map.get(l - 1).copied().flatten());
+            }
             e
         })
     }

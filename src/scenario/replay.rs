@@ -4,10 +4,14 @@
 //! Kernel counterpart: none — the calls are the driver's (`dma:*` trace events, 6.12 on); what
 //! they cost is the modelled stack's. [`crate::trace::replay`] pairs each unmap and sync with
 //! its map; each device gets the ops setup gives a device of its kind (behind an IOMMU or not,
-//! with a bounce pool or not); the calls run in trace order on one modelled CPU, each at its
-//! timestamp on the trace's clock ([`clock`]): the CPU idles between calls, the DMA ops'
-//! timers (the flush queue's) run when they expire, charged to no call, and a call whose CPU
-//! is still busy when it is due starts late and is counted.
+//! with a bounce pool or not); each CPU the trace names runs its calls in trace order on the
+//! platform's CPU of that number ([`crate::smp`], every CPU calling each device's one set of
+//! DMA layers, so their locks and per-CPU caches are contended as on the board), or every
+//! call runs on one modelled CPU (`cpus = 1`, and a trace from one CPU); each call at its
+//! timestamp on the trace's clock ([`clock`]): a CPU idles between calls, the DMA ops' timers
+//! (the flush queue's) run when they expire, charged to no call, and a call whose CPU is
+//! still busy when it is due, or whose mapping's earlier call another CPU has not yet made,
+//! starts late and is counted.
 //!
 //! Devices: a trace names devices, not their setup. `[workload]` gives the defaults
 //! (`coherent`, `dma_mask_bits`) and `[workload.devices."NAME"]` a device's own; what is not
@@ -47,13 +51,14 @@ use crate::scatterlist::{SgEntry, SgTable};
 use crate::setup::{DeviceSetup, Machine, setup_dma_ops};
 use crate::trace::checks::{Checker, Finding, FindingKind, Findings};
 use crate::trace::live::{Befores, Mapping, Table, Wholes};
-use crate::trace::replay::{Call, DeviceCalls, Rebuilder, Unresolved};
+use crate::trace::replay::{Call, DeviceCalls, Rebuilder, Traced, Unresolved};
 use crate::types::{DmaAddr, PhysAddr};
 pub use clock::Late;
 use clock::TraceClock;
 use serde::{Deserialize, Serialize};
 pub use source::STDIN_NAME;
 use source::{Source, Stamp};
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::rc::Rc;
@@ -81,6 +86,8 @@ struct Section {
     dma_mask_bits: Option<Spanned<i64>>,
     skip_bad_lines: Option<Spanned<bool>>,
     strict_window: Option<Spanned<bool>>,
+    /// "trace" (each of the trace's CPUs on a modelled CPU of its own) or 1.
+    cpus: Option<Spanned<toml::Value>>,
     #[serde(default)]
     devices: BTreeMap<String, DeviceSection>,
 }
@@ -136,8 +143,29 @@ pub struct Replay {
     pub skipped: BTreeMap<String, u64>,
     /// The lowest and highest physical address the calls touch.
     phys_span: (u64, u64),
-    /// The CPUs the trace's calls ran on, in order (the first [`MAX_CPUS`]).
+    /// The CPUs the trace's calls ran on, in order (the first [`MAX_CPUS`]), and the line
+    /// each is first named at.
     pub cpus: Rc<Vec<u32>>,
+    cpu_lines: Rc<Vec<usize>>,
+    /// Which CPUs replay the calls (`workload.cpus`, `--cpus`).
+    pub on: OnCpus,
+}
+
+/// Which modelled CPUs replay a trace's calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnCpus {
+    /// Each CPU the trace names on the platform's CPU of that number, its calls at their
+    /// timestamps (the default). A trace that names one CPU replays on one, as [`OnCpus::One`].
+    Trace,
+    /// Every call on one modelled CPU, in trace order.
+    One,
+}
+
+impl Replay {
+    /// Whether the calls run on the trace's CPUs, more than one.
+    pub fn on_trace_cpus(&self) -> bool {
+        self.on == OnCpus::Trace && self.cpus.len() > 1
+    }
 }
 
 /// The domain a device behind an IOMMU maps through when the scenario gives no `[iommu]`: the
@@ -230,6 +258,23 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
     let shown = source.shown();
     let skip_bad = w.skip_bad_lines.as_ref().is_some_and(|b| *b.get_ref());
     let strict_window = w.strict_window.as_ref().is_some_and(|b| *b.get_ref());
+    let on = match &w.cpus {
+        None => OnCpus::Trace,
+        Some(v) => match v.get_ref() {
+            toml::Value::String(t) if t == "trace" => OnCpus::Trace,
+            toml::Value::Integer(1) => OnCpus::One,
+            other => {
+                return Err(c.err(
+                    v.span(),
+                    "workload.cpus",
+                    format!(
+                        "\"trace\" (each of the trace's CPUs on its own) or 1 (every call on one CPU, in trace order), found {}",
+                        quote(&other.to_string())
+                    ),
+                ));
+            }
+        },
+    };
     // The first of two reads of the trace, both streamed: what each device is and does, and
     // which cut lists their unmaps make whole; the run reads it again, makes the calls as
     // they come and checks them, the lists whole. The second reads the bytes the first read,
@@ -245,7 +290,7 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
     let mut seen = crate::trace::DevicesSeen::default();
     let mut rebuilder = Rebuilder::default();
     let (mut lo, mut hi) = (u64::MAX, 0u64);
-    let mut cpus = std::collections::BTreeSet::new();
+    let mut cpus = BTreeMap::new();
     // The checks' memory of each device's last unmaps, so that a sync after an unmap is not
     // taken for a use of a mapping made before the trace.
     let mut checker = Checker::new(strict_window);
@@ -253,7 +298,7 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
         if let Some(c) = r.cpu
             && cpus.len() < MAX_CPUS
         {
-            cpus.insert(c);
+            cpus.entry(c).or_insert(r.line);
         }
         seen.push(&r);
         table.infer(&r, |dev, r| checker.after_unmap(dev, r));
@@ -385,7 +430,9 @@ fn parse(c: &Ctx, v: Spanned<toml::de::DeValue>, shared: &Shared) -> Result<Work
         wholes,
         devices: Rc::new(devices),
         skipped: sum.skipped,
-        cpus: Rc::new(cpus.into_iter().collect()),
+        cpu_lines: Rc::new(cpus.values().copied().collect()),
+        cpus: Rc::new(cpus.into_keys().collect()),
+        on,
         phys_span: (lo.min(hi), hi),
         before: Rc::new(before),
         before_base,
@@ -659,12 +706,27 @@ pub struct RunResult {
     pub findings: Rc<Findings>,
     /// Calls that started after their timestamp, the modelled CPU still busy.
     pub late: Late,
-    /// The CPUs the trace's calls ran on (the replay runs them on one).
+    /// The CPUs the trace's calls ran on.
     pub cpus: Rc<Vec<u32>>,
+    /// How many modelled CPUs replayed them: 1, or each of the trace's on its own.
+    pub replayed_on_cpus: u32,
+    /// The locks the DMA layers took, on more than one CPU.
+    pub locks: Vec<LockRow>,
     pub skipped: BTreeMap<String, u64>,
     pub counts: [u64; Counter::N],
     pub stacks: Vec<StackRow>,
     pub total_ps: u64,
+}
+
+/// A lock the devices' DMA layers took on a many-CPU replay, and who waited for it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LockRow {
+    /// The device whose ops reported it first.
+    pub device: String,
+    pub lock: &'static str,
+    pub record: crate::smp::LockRecord,
+    /// (waiting CPU, holding CPU, ps) by the trace's CPU numbers, the longest first.
+    pub pairs: Vec<(u32, u32, u64)>,
 }
 
 /// A mapping the replay made, by the trace's number for it.
@@ -705,8 +767,14 @@ fn sg_addr(sgt: &SgTable, offset: u64) -> Option<DmaAddr> {
     None
 }
 
-/// The replay's mappings by the trace's number for them, per device.
-type Live = Vec<crate::trace::HashMap<usize, Mapped>>;
+/// A device's mappings the replay made, by the trace's number for them.
+type LiveMaps = RefCell<crate::trace::HashMap<usize, Mapped>>;
+
+/// The replay's mappings, per device.
+type Live = Vec<LiveMaps>;
+
+/// Each device's DMA ops, and how the report names them.
+type Apis = Vec<(crate::setup::DeviceDmaApi, String)>;
 
 /// Make each device's mappings made before the trace, as the kernel had made them before it
 /// began: device `i`'s `j`th is the trace's mapping `MapId(j)` ([`Table::with_before`]). A
@@ -743,7 +811,7 @@ fn map_before(
                 a.ok().map(Mapped::Single)
             };
             if let Some(made) = made {
-                live[i].insert(id, made);
+                live[i].get_mut().insert(id, made);
             }
         }
     }
@@ -763,7 +831,54 @@ fn own_pages(m: &Mapping, next: &mut u64) -> Vec<(u64, u64)> {
         .collect()
 }
 
-pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, RunFailure> {
+/// What a CPU's calls added up to, per device: each CPU of a many-CPU replay keeps its own,
+/// added up when the run ends.
+struct Tally {
+    timers: Vec<CallTimer>,
+    bytes: Vec<BTreeMap<&'static str, u64>>,
+    /// Calls not made: their mapping was refused by the modelled kernel.
+    skipped: Vec<u64>,
+    /// Calls rebuilt but not timed, by name: (count, bytes).
+    untimed: Vec<BTreeMap<&'static str, (u64, u64)>>,
+    /// Each device's timer runs.
+    runs: Vec<u64>,
+}
+
+impl Tally {
+    fn new(n: usize) -> Tally {
+        Tally {
+            timers: (0..n).map(|_| CallTimer::default()).collect(),
+            bytes: vec![BTreeMap::new(); n],
+            skipped: vec![0; n],
+            untimed: vec![BTreeMap::new(); n],
+            runs: vec![0; n],
+        }
+    }
+
+    fn absorb(&mut self, o: &Tally) {
+        for i in 0..self.timers.len() {
+            self.timers[i].absorb(&o.timers[i]);
+            for (k, v) in &o.bytes[i] {
+                let b = self.bytes[i].entry(k).or_default();
+                *b = b.saturating_add(*v);
+            }
+            self.skipped[i] += o.skipped[i];
+            for (k, (n, b)) in &o.untimed[i] {
+                let u = self.untimed[i].entry(k).or_default();
+                *u = (u.0 + n, u.1.saturating_add(*b));
+            }
+            self.runs[i] += o.runs[i];
+        }
+    }
+}
+
+/// The machine booted with each device's DMA ops (`slots` CPUs' worth of per-CPU state), and
+/// the mappings made before the trace, its ledger cleared after them.
+fn boot(
+    s: &Scenario,
+    w: &Replay,
+    slots: u32,
+) -> Result<(crate::hw::model::Model, Apis, Live), RunFailure> {
     // The model's own memory where the driver's buffers are not.
     let (lo, hi) = w.phys_span;
     let above = hi
@@ -799,17 +914,28 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, R
             ops: s.dma_ops_for(d.iommu, d.bounce),
         };
         let ops = setup.ops.describe(&s.policies);
-        apis.push((setup_dma_ops(&mut m, &setup, 1)?, ops));
+        apis.push((setup_dma_ops(&mut m, &setup, slots)?, ops));
     }
     let mut hw = m.hw;
     // Made before the first line, so neither timed nor counted: the ledger starts after.
-    let mut live = map_before(&mut hw, &apis, w);
+    let live = map_before(&mut hw, &apis, w);
     hw.clear_ledger();
-    let n = w.devices.len();
-    let mut timers: Vec<CallTimer> = (0..n).map(|_| CallTimer::default()).collect();
-    let mut bytes: Vec<BTreeMap<&'static str, u64>> = vec![BTreeMap::new(); n];
-    let mut skipped = vec![0u64; n];
-    let mut untimed: Vec<BTreeMap<&'static str, (u64, u64)>> = vec![BTreeMap::new(); n];
+    Ok((hw, apis, live))
+}
+
+/// What the second read leaves for the report: the live table, the checks and the pairing.
+struct Read {
+    table: Table,
+    checker: Checker,
+    rebuilder: Rebuilder,
+}
+
+/// The second read: each call handed to `each` as its line comes (its record, its device, the
+/// call), of the bytes the first read (a trace that grew since is refused, here and after).
+fn second_read(
+    w: &Replay,
+    mut each: impl FnMut(&crate::trace::Record, usize, Traced) -> Result<(), InputError>,
+) -> Result<Read, RunFailure> {
     // The live table the checks and the pairing share, the cut lists whole and what was
     // mapped before the trace entered where it is first used.
     let mut table = Table::completing((*w.wholes).clone())
@@ -819,11 +945,7 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, R
     let mut rebuilder = Rebuilder::default();
     let shown = w.source.shown();
     let input = w.source.reopen(w.stamp)?;
-    let mut clock = TraceClock::default();
-    let mut timer_runs = vec![0u64; n];
-    // The second read: each call made as its line comes, every device's in trace order, at
-    // its timestamp, of the bytes the first read (a trace that grew since is refused, below
-    // and above).
+    let n = w.devices.len();
     let read = crate::trace::read(&shown, input, w.skip_bad, |r| {
         let step = table.push(&r);
         checker.push(&r, &step, &table);
@@ -836,151 +958,518 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, R
                 "the trace changed while it was replayed",
             ));
         }
-        let mut owners = DeviceTimers {
-            apis: &apis,
-            runs: &mut timer_runs,
-        };
-        clock.before_call(&mut hw, r.time_ns, r.cpu, &mut owners);
-        let (api, t, live) = (&mut apis[di].0, &mut timers[di], &mut live[di]);
-        let name = traced.call.name();
-        let back = hw.enter(device_frame(di));
-        let made = match &traced.call {
-            Call::Alloc { .. } | Call::Free { .. } => {
-                // Counted with its bytes, its time left out (the model does not price it).
-                let u = untimed[di].entry(name).or_default();
-                *u = (u.0 + 1, u.1.saturating_add(traced.bytes));
-                hw.leave(back);
-                progress.advance(1);
-                return Ok(());
-            }
-            Call::MapPage {
-                map,
-                phys,
-                size,
-                dir,
-                attrs,
-            } => {
-                let r = t.time_result(&mut hw, name, |hw| {
-                    api.map_page(hw, PhysAddr(*phys), *size, *dir, *attrs)
-                });
-                if let Some(a) = r {
-                    live.insert(map.0, Mapped::Single(a));
-                }
-                true
-            }
-            Call::UnmapPage {
-                map,
-                size,
-                dir,
-                attrs,
-            } => match live.remove(&map.0) {
-                Some(Mapped::Single(a)) => {
-                    t.time(&mut hw, name, |hw| {
-                        api.unmap_page(hw, a, *size, *dir, *attrs)
-                    });
-                    true
-                }
-                _ => false,
-            },
-            Call::MapSg {
-                map,
-                entries,
-                dir,
-                attrs,
-            } => match sg_table(entries) {
-                Some(mut sgt) => {
-                    let r =
-                        t.time_result(&mut hw, name, |hw| api.map_sg(hw, &mut sgt, *dir, *attrs));
-                    if r.is_some() {
-                        live.insert(map.0, Mapped::Sg(sgt));
-                    }
-                    true
-                }
-                None => false,
-            },
-            Call::UnmapSg { map, dir, attrs } => match live.remove(&map.0) {
-                Some(Mapped::Sg(mut sgt)) => {
-                    t.time(&mut hw, name, |hw| api.unmap_sg(hw, &mut sgt, *dir, *attrs));
-                    true
-                }
-                _ => false,
-            },
-            Call::SyncSingle {
-                map,
-                offset,
-                size,
-                dir,
-                for_device,
-            } => {
-                let addr = match live.get(&map.0) {
-                    Some(Mapped::Single(a)) => a.0.checked_add(*offset).map(DmaAddr),
-                    Some(Mapped::Sg(sgt)) => sg_addr(sgt, *offset),
-                    None => None,
-                };
-                match addr {
-                    Some(a) => {
-                        t.time(&mut hw, name, |hw| {
-                            if *for_device {
-                                api.sync_single_for_device(hw, a, *size, *dir)
-                            } else {
-                                api.sync_single_for_cpu(hw, a, *size, *dir)
-                            }
-                        });
-                        true
-                    }
-                    None => false,
-                }
-            }
-            Call::SyncSg {
-                map,
-                dir,
-                for_device,
-            } => match live.get(&map.0) {
-                Some(Mapped::Sg(sgt)) => {
-                    t.time(&mut hw, name, |hw| {
-                        if *for_device {
-                            api.sync_sg_for_device(hw, sgt, *dir)
-                        } else {
-                            api.sync_sg_for_cpu(hw, sgt, *dir)
-                        }
-                    });
-                    true
-                }
-                _ => false,
-            },
-        };
-        hw.leave(back);
-        if made {
-            let b = bytes[di].entry(name).or_default();
-            *b = b.saturating_add(traced.bytes);
-        } else {
-            skipped[di] += 1;
-        }
-        progress.advance(1);
-        Ok(())
+        each(&r, di, traced)
     });
     if read?.bytes != w.stamp.bytes {
         return Err(InputError::new(&shown, "the trace changed while it was read").into());
     }
     w.source.unchanged(w.stamp)?;
-    let in_trace = timer_runs.clone();
-    clock.finish(
-        &mut hw,
-        &mut DeviceTimers {
-            apis: &apis,
-            runs: &mut timer_runs,
+    Ok(Read {
+        table,
+        checker,
+        rebuilder,
+    })
+}
+
+/// Make device `di`'s traced call on `hw` in its device's frame, timed, and tally it. The
+/// mapping it uses is taken out of `live` while the call runs (another CPU's call on it waits
+/// its turn, [`Many::ready`]), so no borrow is held across a switch of CPUs.
+fn make_call(
+    hw: &mut crate::hw::model::Model,
+    api: &crate::setup::DeviceDmaApi,
+    live: &LiveMaps,
+    tally: &mut Tally,
+    di: usize,
+    traced: &Traced,
+) {
+    let t = &mut tally.timers[di];
+    let name = traced.call.name();
+    let back = hw.enter(device_frame(di));
+    let made = match &traced.call {
+        Call::Alloc { .. } | Call::Free { .. } => {
+            // Counted with its bytes, its time left out (the model does not price it).
+            let u = tally.untimed[di].entry(name).or_default();
+            *u = (u.0 + 1, u.1.saturating_add(traced.bytes));
+            hw.leave(back);
+            return;
+        }
+        Call::MapPage {
+            map,
+            phys,
+            size,
+            dir,
+            attrs,
+        } => {
+            let r = t.time_result(hw, name, |hw| {
+                api.map_page(hw, PhysAddr(*phys), *size, *dir, *attrs)
+            });
+            if let Some(a) = r {
+                live.borrow_mut().insert(map.0, Mapped::Single(a));
+            }
+            true
+        }
+        Call::UnmapPage {
+            map,
+            size,
+            dir,
+            attrs,
+        } => {
+            let m = live.borrow_mut().remove(&map.0);
+            match m {
+                Some(Mapped::Single(a)) => {
+                    t.time(hw, name, |hw| api.unmap_page(hw, a, *size, *dir, *attrs));
+                    true
+                }
+                _ => false,
+            }
+        }
+        Call::MapSg {
+            map,
+            entries,
+            dir,
+            attrs,
+        } => match sg_table(entries) {
+            Some(mut sgt) => {
+                let r = t.time_result(hw, name, |hw| api.map_sg(hw, &mut sgt, *dir, *attrs));
+                if r.is_some() {
+                    live.borrow_mut().insert(map.0, Mapped::Sg(sgt));
+                }
+                true
+            }
+            None => false,
         },
-    );
-    // What only the second read knows: the cut lists it completed, so the calls it could
-    // pair and those it could not, and what the checks found.
-    let second = rebuilder.finish();
-    let findings = checker.finish(&table, w.strict_window);
-    // Each call left out advances the run as a made one does, so that the run's steps add up
-    // to its total (the first read's calls, made or left out).
-    progress.advance(second.iter().map(|d| d.unresolved_count).sum());
-    debug_assert!(hw.ledger().depth_is_zero());
-    // Each device's stacks under its own name, and each call's operations from its device's.
-    let mut stacks = stack_rows(hw.ledger());
+        Call::UnmapSg { map, dir, attrs } => {
+            let m = live.borrow_mut().remove(&map.0);
+            match m {
+                Some(Mapped::Sg(mut sgt)) => {
+                    t.time(hw, name, |hw| api.unmap_sg(hw, &mut sgt, *dir, *attrs));
+                    true
+                }
+                _ => false,
+            }
+        }
+        Call::SyncSingle {
+            map,
+            offset,
+            size,
+            dir,
+            for_device,
+        } => {
+            let addr = match live.borrow().get(&map.0) {
+                Some(Mapped::Single(a)) => a.0.checked_add(*offset).map(DmaAddr),
+                Some(Mapped::Sg(sgt)) => sg_addr(sgt, *offset),
+                None => None,
+            };
+            match addr {
+                Some(a) => {
+                    t.time(hw, name, |hw| {
+                        if *for_device {
+                            api.sync_single_for_device(hw, a, *size, *dir)
+                        } else {
+                            api.sync_single_for_cpu(hw, a, *size, *dir)
+                        }
+                    });
+                    true
+                }
+                None => false,
+            }
+        }
+        Call::SyncSg {
+            map,
+            dir,
+            for_device,
+        } => {
+            let m = live.borrow_mut().remove(&map.0);
+            match m {
+                Some(Mapped::Sg(sgt)) => {
+                    t.time(hw, name, |hw| {
+                        if *for_device {
+                            api.sync_sg_for_device(hw, &sgt, *dir)
+                        } else {
+                            api.sync_sg_for_cpu(hw, &sgt, *dir)
+                        }
+                    });
+                    live.borrow_mut().insert(map.0, Mapped::Sg(sgt));
+                    true
+                }
+                other => {
+                    if let Some(o) = other {
+                        live.borrow_mut().insert(map.0, o);
+                    }
+                    false
+                }
+            }
+        }
+    };
+    hw.leave(back);
+    if made {
+        let b = tally.bytes[di].entry(name).or_default();
+        *b = b.saturating_add(traced.bytes);
+    } else {
+        tally.skipped[di] += 1;
+    }
+}
+
+pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, RunFailure> {
+    if w.on_trace_cpus() {
+        run_many(s, w, progress)
+    } else {
+        run_one(s, w, progress)
+    }
+}
+
+/// Every call on one modelled CPU in trace order, each made as its line is read.
+fn run_one(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, RunFailure> {
+    let (mut hw, apis, live) = boot(s, w, 1)?;
+    let n = w.devices.len();
+    let mut tally = Tally::new(n);
+    let mut clock = TraceClock::default();
+    // Each call made as its line comes, every device's in trace order, at its timestamp.
+    let read = second_read(w, |r, di, traced| {
+        let mut owners = DeviceTimers {
+            apis: &apis,
+            runs: &mut tally.runs,
+        };
+        clock.before_call(&mut hw, r.time_ns, r.cpu, &mut owners);
+        make_call(&mut hw, &apis[di].0, &live[di], &mut tally, di, &traced);
+        progress.advance(1);
+        Ok(())
+    })?;
+    let in_trace = tally.runs.clone();
+    let mut owners = DeviceTimers {
+        apis: &apis,
+        runs: &mut tally.runs,
+    };
+    clock.finish(&mut hw, &mut owners);
+    let ran = Ran {
+        hw,
+        apis,
+        tally,
+        in_trace,
+        late: clock.late,
+        on_cpus: 1,
+    };
+    Ok(ran.result(s, w, read, progress))
+}
+
+/// A call of a many-CPU replay, queued for its CPU: its device, the trace's CPU, and its place
+/// among the calls on its mapping.
+struct Item {
+    di: usize,
+    cpu: Option<u32>,
+    traced: Traced,
+    /// The mapping it uses (the trace's number for it) and how many calls on it come before
+    /// it in the trace.
+    after: Option<(usize, u32)>,
+}
+
+/// What the trace's CPUs share besides the DMA layers: the driver's own hand-over of its
+/// mappings. A mapping made on one CPU and synced or unmapped on another is handed over in
+/// the driver's memory, which the model does not price: a call waits, at its turn, until the
+/// calls the trace shows before it on its mapping are made, as the driver's call could not
+/// come before them.
+struct Many {
+    /// Per device, calls made on each mapping.
+    made: RefCell<Vec<crate::trace::HashMap<usize, u32>>>,
+    q: crate::smp::WaitQueue,
+}
+
+impl Many {
+    /// Wait until the calls before `it` on its mapping are made: whether it waited.
+    fn ready(&self, hw: &mut crate::hw::model::Model, it: &Item) -> bool {
+        let Some((map, seq)) = it.after else {
+            return false;
+        };
+        hw.take_turn();
+        let mut waited = false;
+        while self.made.borrow()[it.di].get(&map).copied().unwrap_or(0) < seq {
+            hw.wait_on(&self.q);
+            waited = true;
+        }
+        waited
+    }
+
+    /// `it` is made: a CPU waiting for it goes on.
+    fn done(&self, hw: &crate::hw::model::Model, it: &Item) {
+        if let Some((map, seq)) = it.after {
+            self.made.borrow_mut()[it.di].insert(map, seq + 1);
+            hw.wake_all(&self.q);
+        }
+    }
+}
+
+/// The trace's number for the mapping a call uses.
+fn map_of(call: &Call) -> Option<usize> {
+    match call {
+        Call::Alloc { .. } | Call::Free { .. } => None,
+        Call::MapPage { map, .. }
+        | Call::UnmapPage { map, .. }
+        | Call::MapSg { map, .. }
+        | Call::UnmapSg { map, .. }
+        | Call::SyncSingle { map, .. }
+        | Call::SyncSg { map, .. } => Some(map.0),
+    }
+}
+
+/// One modelled CPU's run: its machine, its tally and its late calls.
+struct CpuRun {
+    hw: crate::hw::model::Model,
+    tally: Tally,
+    late: Late,
+}
+
+/// Each CPU of the trace on a modelled CPU of its own ([`crate::smp`]), its calls in trace
+/// order at their timestamps, every CPU calling each device's one set of DMA layers. The
+/// calls are read first, per CPU, then run.
+fn run_many(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, RunFailure> {
+    let placed: Vec<(u32, u32)> = w
+        .cpus
+        .iter()
+        .map(|&c| (c, super::smp_cpus::node_of(s, c)))
+        .collect();
+    let (hw, apis, live) = boot(s, w, super::smp_cpus::per_cpu_slots(s, &placed))?;
+    let n = w.devices.len();
+    let mut queues: Vec<Vec<Item>> = placed.iter().map(|_| Vec::new()).collect();
+    let mut seqs: crate::trace::HashMap<(usize, usize), u32> = Default::default();
+    let mut t0 = None;
+    let read = second_read(w, |r, di, traced| {
+        // A line without a CPU runs on the trace's first.
+        let q = r
+            .cpu
+            .and_then(|c| w.cpus.binary_search(&c).ok())
+            .unwrap_or(0);
+        t0 = t0.or(traced.time_ns);
+        let after = map_of(&traced.call).map(|m| {
+            let k = seqs.entry((di, m)).or_default();
+            *k += 1;
+            (m, *k - 1)
+        });
+        queues[q].push(Item {
+            di,
+            cpu: r.cpu,
+            traced,
+            after,
+        });
+        Ok(())
+    })?;
+    drop(seqs);
+    let origin = hw.now_ps();
+    let total = hw.clone();
+    let mut machines = Vec::with_capacity(placed.len());
+    for &(cpu, node) in &placed[1..] {
+        machines.push(hw.on_cpu(cpu, node));
+    }
+    let mut hw = hw;
+    hw.place(placed[0].0, placed[0].1);
+    machines.insert(0, hw);
+    for (a, _) in &apis {
+        if !a.ops.shareable() {
+            return Err(super::Bug::NotShared { what: a.ops.name() }.into());
+        }
+    }
+    let many = Many {
+        made: RefCell::new((0..n).map(|_| Default::default()).collect()),
+        q: crate::smp::WaitQueue::new(),
+    };
+    let body = |(mut hw, calls): (crate::hw::model::Model, Vec<Item>), c, _| {
+        hw.set_cpu(c);
+        let mut clock = t0.map_or_else(TraceClock::default, |t| TraceClock::starting_at(origin, t));
+        let mut tally = Tally::new(n);
+        for it in &calls {
+            let mut owners = DeviceTimers {
+                apis: &apis,
+                runs: &mut tally.runs,
+            };
+            let t = it.traced.time_ns;
+            clock.before_call_after(&mut hw, t, it.cpu, &mut owners, |hw| many.ready(hw, it));
+            make_call(
+                &mut hw,
+                &apis[it.di].0,
+                &live[it.di],
+                &mut tally,
+                it.di,
+                &it.traced,
+            );
+            many.done(&hw, it);
+            progress.advance(1);
+        }
+        CpuRun {
+            hw,
+            tally,
+            late: clock.late,
+        }
+    };
+    let runs = super::smp_cpus::run_each(machines.into_iter().zip(queues), progress, &body)?;
+    Ok(end_many(s, w, read, total, apis, runs, progress))
+}
+
+/// After the CPUs: the timers still pending run after the trace's last call, on the first
+/// CPU, alone, from when the last CPU ended; every CPU's charges and tallies are added up.
+fn end_many(
+    s: &Scenario,
+    w: &Replay,
+    read: Read,
+    mut total: crate::hw::model::Model,
+    apis: Apis,
+    runs: Vec<CpuRun>,
+    progress: &Progress,
+) -> RunResult {
+    let n = w.devices.len();
+    let mut tally = Tally::new(n);
+    let mut late = Late::default();
+    let end = runs.iter().map(|r| r.hw.now_ps()).max().unwrap_or(0);
+    let mut last = None;
+    for r in runs {
+        tally.absorb(&r.tally);
+        late.absorb(&r.late);
+        if last.is_none() {
+            last = Some(r.hw);
+        } else {
+            total.absorb_ledger(&r.hw);
+        }
+    }
+    let in_trace = tally.runs.clone();
+    if let Some(mut hw) = last {
+        hw.set_cpu(crate::smp::Cpu::alone());
+        hw.idle_until(end);
+        let mut owners = DeviceTimers {
+            apis: &apis,
+            runs: &mut tally.runs,
+        };
+        TraceClock::default().finish(&mut hw, &mut owners);
+        total.absorb_ledger(&hw);
+    }
+    let ran = Ran {
+        hw: total,
+        apis,
+        tally,
+        in_trace,
+        late,
+        on_cpus: w.cpus.len() as u32,
+    };
+    ran.result(s, w, read, progress)
+}
+
+/// A run done: the machine whose ledger holds every CPU's charges, the device's ops, and
+/// what the calls added up to.
+struct Ran {
+    hw: crate::hw::model::Model,
+    apis: Apis,
+    tally: Tally,
+    /// Each device's timer runs before the trace's last call.
+    in_trace: Vec<u64>,
+    late: Late,
+    on_cpus: u32,
+}
+
+impl Ran {
+    fn result(self, s: &Scenario, w: &Replay, read: Read, progress: &Progress) -> RunResult {
+        let Ran {
+            mut hw,
+            apis,
+            mut tally,
+            in_trace,
+            late,
+            on_cpus,
+        } = self;
+        let n = w.devices.len();
+        // What only the second read knows: the cut lists it completed, so the calls it could
+        // pair and those it could not, and what the checks found.
+        let second = read.rebuilder.finish();
+        let findings = read.checker.finish(&read.table, w.strict_window);
+        // Each call left out advances the run as a made one does, so that the run's steps add
+        // up to its total (the first read's calls, made or left out).
+        progress.advance(second.iter().map(|d| d.unresolved_count).sum());
+        debug_assert!(hw.ledger().depth_is_zero());
+        let stacks = device_stacks(stack_rows(hw.ledger()), w);
+        let mut timer_work = Vec::with_capacity(n);
+        for (i, (d, t)) in w.devices.iter().zip(tally.timers.iter_mut()).enumerate() {
+            let own: Vec<StackRow> = stacks
+                .iter()
+                .filter_map(|r| {
+                    let rest = r.stack.strip_prefix(d.device.name.as_str())?;
+                    Some(StackRow {
+                        stack: rest.strip_prefix(" > ")?.to_string(),
+                        self_ps: r.self_ps,
+                        counts: r.counts,
+                    })
+                })
+                .collect();
+            t.attribute(&own);
+            timer_work.push(TimerWork::of(&own, &t.stats, tally.runs[i], in_trace[i]));
+        }
+        let locks = if on_cpus > 1 {
+            lock_rows(w, &apis)
+        } else {
+            Vec::new()
+        };
+        let devices = w
+            .devices
+            .iter()
+            .zip(std::mem::take(&mut tally.timers))
+            .zip(apis)
+            .enumerate()
+            .map(|(i, ((d, t), (_, ops)))| DeviceResult {
+                name: d.device.name.clone(),
+                coherent: d.device.coherent,
+                dma_mask: d.device.dma_mask,
+                dma_ops: ops,
+                inferred: inferred(s, d),
+                bytes: t
+                    .stats
+                    .iter()
+                    .map(|c| tally.bytes[i].get(c.call).copied().unwrap_or(0))
+                    .collect(),
+                calls: t.stats,
+                unresolved: second.get(i).map_or(Vec::new(), |c| c.unresolved.clone()),
+                unresolved_count: second.get(i).map_or(0, |c| c.unresolved_count),
+                skipped_after_refusal: tally.skipped[i],
+                truncated: d.calls.truncated,
+                completed: second.get(i).map_or(0, |c| c.completed),
+                untimed: tally.untimed[i]
+                    .iter()
+                    .map(|(c, (n, b))| (*c, *n, *b))
+                    .collect(),
+                span_ns: d
+                    .calls
+                    .first_ns
+                    .zip(d.calls.last_ns)
+                    .map(|(a, b)| b.saturating_sub(a)),
+                timers: timer_work[i].clone(),
+                mapped_before: d.mapped_before,
+            })
+            .collect();
+        RunResult {
+            info: s.run_info(),
+            devices,
+            findings: Rc::new(findings),
+            late,
+            cpus: w.cpus.clone(),
+            replayed_on_cpus: on_cpus,
+            locks,
+            skipped: w.skipped.clone(),
+            counts: hw.ledger().totals(),
+            stacks,
+            total_ps: hw.ledger().total_ps(),
+        }
+    }
+}
+
+/// What the report says was inferred of device `d`, its domain included.
+fn inferred(s: &Scenario, d: &ReplayDevice) -> Vec<String> {
+    let mut v = d.inferred.clone();
+    if d.iommu && s.iommu.is_none() {
+        let kib = d.granule.unwrap_or(4096) >> 10;
+        v.push(format!(
+            "its domain: the platform's SMMU, {kib} KB pages, 48-bit IOVAs (an [iommu] section sets another)"
+        ));
+    }
+    v
+}
+
+/// Each device's stacks under its own name rather than its frame's.
+fn device_stacks(mut stacks: Vec<StackRow>, w: &Replay) -> Vec<StackRow> {
+    let n = w.devices.len();
     for row in &mut stacks {
         let (root, rest) = row.stack.split_once(" > ").unwrap_or((&row.stack, ""));
         let Some(i) = DEVICE_FRAMES.iter().position(|f| f.name() == root) else {
@@ -997,75 +1486,36 @@ pub fn run(s: &Scenario, w: &Replay, progress: &Progress) -> Result<RunResult, R
             format!("{name} > {rest}")
         };
     }
-    let mut timer_work = Vec::with_capacity(n);
-    for (i, (d, t)) in w.devices.iter().zip(timers.iter_mut()).enumerate() {
-        let own: Vec<StackRow> = stacks
-            .iter()
-            .filter_map(|r| {
-                let rest = r.stack.strip_prefix(d.device.name.as_str())?;
-                Some(StackRow {
-                    stack: rest.strip_prefix(" > ")?.to_string(),
-                    self_ps: r.self_ps,
-                    counts: r.counts,
-                })
-            })
-            .collect();
-        t.attribute(&own);
-        timer_work.push(TimerWork::of(&own, &t.stats, timer_runs[i], in_trace[i]));
-    }
-    let devices = w
-        .devices
-        .iter()
-        .zip(timers)
-        .zip(apis)
-        .enumerate()
-        .map(|(i, ((d, t), (_, ops)))| DeviceResult {
-            name: d.device.name.clone(),
-            coherent: d.device.coherent,
-            dma_mask: d.device.dma_mask,
-            dma_ops: ops,
-            inferred: {
-                let mut v = d.inferred.clone();
-                if d.iommu && s.iommu.is_none() {
-                    let kib = d.granule.unwrap_or(4096) >> 10;
-                    v.push(format!(
-                        "its domain: the platform's SMMU, {kib} KB pages, 48-bit IOVAs (an [iommu] section sets another)"
-                    ));
-                }
-                v
-            },
-            bytes: t
-                .stats
+    stacks
+}
+
+/// The locks the devices' DMA layers took, each once (devices behind one SMMU share its
+/// locks, and report the same record), named by device where there are several, with the
+/// waits by the trace's CPU numbers.
+fn lock_rows(w: &Replay, apis: &Apis) -> Vec<LockRow> {
+    use crate::stats::Stats as _;
+    let mut rows: Vec<LockRow> = Vec::new();
+    let cpu = |i: usize| w.cpus.get(i).copied().unwrap_or(i as u32);
+    for (d, (api, _)) in w.devices.iter().zip(apis) {
+        for (name, rec) in api.ops.lock_records() {
+            if rec.acquired == 0 || rows.iter().any(|r| r.lock == name && r.record == rec) {
+                continue;
+            }
+            let mut pairs: Vec<(u32, u32, u64)> = rec
+                .by_pair
                 .iter()
-                .map(|c| bytes[i].get(c.call).copied().unwrap_or(0))
-                .collect(),
-            calls: t.stats,
-            unresolved: second.get(i).map_or(Vec::new(), |c| c.unresolved.clone()),
-            unresolved_count: second.get(i).map_or(0, |c| c.unresolved_count),
-            skipped_after_refusal: skipped[i],
-            truncated: d.calls.truncated,
-            completed: second.get(i).map_or(0, |c| c.completed),
-            untimed: untimed[i].iter().map(|(c, (n, b))| (*c, *n, *b)).collect(),
-            span_ns: d
-                .calls
-                .first_ns
-                .zip(d.calls.last_ns)
-                .map(|(a, b)| b.saturating_sub(a)),
-            timers: timer_work[i].clone(),
-            mapped_before: d.mapped_before,
-        })
-        .collect();
-    Ok(RunResult {
-        info: s.run_info(),
-        devices,
-        findings: Rc::new(findings),
-        late: clock.late,
-        cpus: w.cpus.clone(),
-        skipped: w.skipped.clone(),
-        counts: hw.ledger().totals(),
-        stacks,
-        total_ps: hw.ledger().total_ps(),
-    })
+                .map(|(&(a, b), &ps)| (cpu(a), cpu(b), ps))
+                .collect();
+            pairs.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| (a.0, a.1).cmp(&(b.0, b.1))));
+            rows.push(LockRow {
+                device: d.device.name.clone(),
+                lock: name,
+                record: rec,
+                pairs,
+            });
+        }
+    }
+    rows
 }
 
 // Rendering.
@@ -1086,8 +1536,8 @@ pub fn table(r: &RunResult) -> String {
         let s = if n == 1 { "" } else { "s" };
         let _ = writeln!(o, "           {n} line{s} of other events skipped");
     }
-    cpus_line(&mut o, &r.cpus);
-    late_line(&mut o, &r.late);
+    cpus_line(&mut o, &r.cpus, r.replayed_on_cpus);
+    late_line(&mut o, &r.late, r.replayed_on_cpus);
     for d in &r.devices {
         let _ = writeln!(
             o,
@@ -1202,22 +1652,62 @@ pub fn table(r: &RunResult) -> String {
             let _ = writeln!(o, "not replayed ... {} more", d.unresolved_count - 5);
         }
     }
+    locks_table(&mut o, &r.locks);
     findings(&mut o, &r.findings);
     stack_table(&mut o, "over the trace", &r.stacks, r.total_ps, 1);
     o
 }
 
-/// The CPUs the trace's calls ran on, and that the replay ran them on one.
-fn cpus_line(o: &mut String, cpus: &[u32]) {
+/// The locks the trace's CPUs took, on a many-CPU replay: how often each CPU found one held,
+/// and the longest waits by CPU pair (the trace's numbers).
+fn locks_table(o: &mut String, locks: &[LockRow]) {
+    if locks.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "\n{:<32} {:>10} {:>10} {:>12} {:>10}  longest waits (CPU on CPU)",
+        "lock", "taken", "found held", "spun (µs)", "max (ns)"
+    );
+    let named = locks.iter().any(|l| l.device != locks[0].device);
+    for l in locks {
+        let name = if named {
+            format!("{}: {}", l.device, l.lock)
+        } else {
+            l.lock.to_string()
+        };
+        let top: Vec<String> = l
+            .pairs
+            .iter()
+            .take(3)
+            .map(|(w, h, ps)| format!("{w} on {h}: {:.3} µs", ns(*ps) / 1000.0))
+            .collect();
+        let r = &l.record;
+        let _ = writeln!(
+            o,
+            "{name:<32} {:>10} {:>10} {:>12.3} {:>10.1}  {}",
+            r.acquired,
+            r.contended,
+            ns(r.wait_ps) / 1000.0,
+            ns(r.max_wait_ps),
+            top.join("; ")
+        );
+    }
+}
+
+/// The CPUs the trace's calls ran on, and what the replay ran them on.
+fn cpus_line(o: &mut String, cpus: &[u32], on: u32) {
     let ran = match cpus {
         [] => return,
         [c] => format!("CPU {c}"),
         _ => format!("{} CPUs ({})", cpus.len(), cpu_ranges(cpus)),
     };
-    let _ = writeln!(
-        o,
-        "cpus       the trace's calls ran on {ran}; replayed in trace order on one modelled CPU"
-    );
+    let how = if on > 1 {
+        "replayed on the same CPUs of the platform, each its calls in trace order at their timestamps"
+    } else {
+        "replayed in trace order on one modelled CPU"
+    };
+    let _ = writeln!(o, "cpus       the trace's calls ran on {ran}; {how}");
 }
 
 /// Sorted CPU numbers as ranges: `0-3, 7`.
@@ -1240,24 +1730,34 @@ fn cpu_ranges(cpus: &[u32]) -> String {
 }
 
 /// How many calls started after their timestamp, if any did.
-fn late_line(o: &mut String, late: &Late) {
+fn late_line(o: &mut String, late: &Late, on: u32) {
     if late.calls == 0 {
         return;
     }
     let s = if late.calls == 1 { "" } else { "s" };
     let _ = write!(
         o,
-        "late       {} call{s} started after {}, the modelled CPU still busy ({:.3} µs late in all)",
+        "late       {} call{s} started after {}, {} ({:.3} µs late in all)",
         late.calls,
         if late.calls == 1 {
             "its timestamp"
         } else {
             "their timestamps"
         },
+        if on > 1 {
+            "their modelled CPU still busy or waiting"
+        } else {
+            "the modelled CPU still busy"
+        },
         ns(late.ps) / 1000.0,
     );
     let mut behind = Vec::new();
-    if late.behind_other_cpu > 0 {
+    if late.behind_other_cpu > 0 && on > 1 {
+        behind.push(format!(
+            "{} waiting for another CPU's earlier call on the same mapping",
+            late.behind_other_cpu
+        ));
+    } else if late.behind_other_cpu > 0 {
         behind.push(format!(
             "{} behind a call the trace shows on another CPU (replayed on one)",
             late.behind_other_cpu
@@ -1381,9 +1881,31 @@ struct WorkloadDoc<'a> {
     /// The CPUs the trace's calls ran on, and how many modelled CPUs replayed them.
     trace_cpus: &'a [u32],
     replayed_on_cpus: u32,
+    /// The locks the DMA layers took; left out on one CPU.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    locks: Vec<LockDoc<'a>>,
     /// Calls that started after their timestamp; left out when none did.
     #[serde(skip_serializing_if = "Option::is_none")]
     started_late: Option<LateDoc>,
+}
+
+#[derive(Serialize)]
+struct LockDoc<'a> {
+    device: &'a str,
+    lock: &'static str,
+    taken: u64,
+    found_held: u64,
+    spun_ns: f64,
+    max_wait_ns: f64,
+    /// The waits by (waiting CPU, holding CPU), the trace's numbers, the longest first.
+    waits: Vec<WaitDoc>,
+}
+
+#[derive(Serialize)]
+struct WaitDoc {
+    cpu: u32,
+    on_cpu: u32,
+    ns: f64,
 }
 
 #[derive(Serialize)]
@@ -1461,7 +1983,28 @@ pub fn json(r: &RunResult) -> serde_json::Value {
             kind: "replay",
             skipped_lines: &r.skipped,
             trace_cpus: &r.cpus,
-            replayed_on_cpus: 1,
+            replayed_on_cpus: r.replayed_on_cpus,
+            locks: r
+                .locks
+                .iter()
+                .map(|l| LockDoc {
+                    device: &l.device,
+                    lock: l.lock,
+                    taken: l.record.acquired,
+                    found_held: l.record.contended,
+                    spun_ns: ns(l.record.wait_ps),
+                    max_wait_ns: ns(l.record.max_wait_ps),
+                    waits: l
+                        .pairs
+                        .iter()
+                        .map(|&(cpu, on_cpu, ps)| WaitDoc {
+                            cpu,
+                            on_cpu,
+                            ns: ns(ps),
+                        })
+                        .collect(),
+                })
+                .collect(),
             started_late: (r.late.calls > 0).then(|| LateDoc {
                 calls: r.late.calls,
                 behind_other_cpu: r.late.behind_other_cpu,
@@ -1551,8 +2094,10 @@ impl super::WorkloadKind for Replay {
     }
 
     /// A device behind an IOMMU needs an SMMU on the platform (the scenario's `[iommu]`, or
-    /// the platform's own with [`default_domain`]).
+    /// the platform's own with [`default_domain`]); the trace's CPUs, when they replay the
+    /// calls, the platform's CPUs of their numbers ([`Replay::check_cpus`]).
     fn check(&self, s: &Scenario) -> Result<(), InputError> {
+        self.check_cpus(s)?;
         let Some(d) = self.devices.iter().find(|d| d.iommu) else {
             return Ok(());
         };
@@ -1596,6 +2141,79 @@ impl super::WorkloadKind for Replay {
 
     fn own_iommu_domain(&self) -> bool {
         self.devices.iter().any(|d| d.iommu)
+    }
+}
+
+impl Replay {
+    /// Each of the trace's CPUs replays on the platform's CPU of its number (so its per-CPU
+    /// state and its node are that CPU's), which the platform must have; and every device's
+    /// ops must be shareable between CPUs. A trace naming one CPU, or `--cpus 1`, needs
+    /// neither. Refused naming the trace's line that first names the CPU.
+    fn check_cpus(&self, s: &Scenario) -> Result<(), InputError> {
+        if !self.on_trace_cpus() {
+            return Ok(());
+        }
+        let file = self.source.shown();
+        let fix = "replay on a platform with them (--platform), or every call on one CPU in trace order (--cpus 1, `workload.cpus = 1`)";
+        let platform = s.profile.name();
+        let at = |line: usize, message: String| InputError {
+            file: file.clone(),
+            line: Some(line),
+            key: None,
+            message,
+        };
+        let first = self.cpu_lines.first().copied().unwrap_or(1);
+        let has = super::smp_cpus::platform_cpu_numbers(s);
+        if has.is_empty() {
+            return Err(at(
+                first,
+                format!(
+                    "the trace's calls ran on {} CPUs, and platform `{platform}` does not say how many it has (`platform.cpus`): {fix}",
+                    self.cpus.len()
+                ),
+            ));
+        }
+        if self.cpus.len() > has.len() {
+            let line = self.cpu_lines.get(has.len()).copied().unwrap_or(first);
+            return Err(at(
+                line,
+                format!(
+                    "the trace's calls ran on {} CPUs ({}), and platform `{platform}` has {}: {fix}",
+                    self.cpus.len(),
+                    cpu_ranges(&self.cpus),
+                    has.len()
+                ),
+            ));
+        }
+        for (&c, &line) in self.cpus.iter().zip(self.cpu_lines.iter()) {
+            if has.binary_search(&c).is_err() {
+                return Err(at(
+                    line,
+                    format!(
+                        "the trace's calls ran on CPU {c}, and platform `{platform}` has no CPU {c} (its CPUs: {}): {fix}",
+                        cpu_ranges(&has)
+                    ),
+                ));
+            }
+        }
+        let arch = s.profile.arch();
+        for d in self.devices.iter() {
+            let ops = s.dma_ops_for(d.iommu, d.bounce);
+            let domain = s.iommu.or_else(|| default_domain(&s.profile));
+            let iommu = if d.iommu { domain.as_ref() } else { None };
+            if let Err(why) = ops.cpu_sharing(arch, iommu) {
+                return Err(at(
+                    first,
+                    format!(
+                        "the trace's calls ran on {} CPUs, which would share device {}'s {} on platform `{platform}`, but {why}: replay every call on one CPU (--cpus 1, `workload.cpus = 1`)",
+                        self.cpus.len(),
+                        d.device.name,
+                        ops.describe(&s.policies)
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -1663,9 +2281,9 @@ mod report_tests {
         assert_eq!(cpu_ranges(&[5]), "5");
         assert_eq!(cpu_ranges(&[1, 3, 4, u32::MAX]), "1, 3-4, 4294967295");
         let mut o = String::new();
-        cpus_line(&mut o, &[]);
+        cpus_line(&mut o, &[], 1);
         assert_eq!(o, "");
-        cpus_line(&mut o, &[2, 3]);
+        cpus_line(&mut o, &[2, 3], 1);
         assert_eq!(
             o,
             "cpus       the trace's calls ran on 2 CPUs (2-3); replayed in trace order on one modelled CPU\n"

@@ -30,6 +30,30 @@ pub fn platform_cpus(s: &Scenario) -> Option<u32> {
     }
 }
 
+/// The platform's CPU numbers, in order: its topology's, else `0..platform.cpus`; none when
+/// it does not say.
+pub fn platform_cpu_numbers(s: &Scenario) -> Vec<u32> {
+    let mut all: Vec<u32> = match &s.profile.numa {
+        Some(t) => t
+            .nodes
+            .iter()
+            .flat_map(|n| n.cpus.iter().copied())
+            .collect(),
+        None => (0..s.profile.cpus.unwrap_or(0)).collect(),
+    };
+    all.sort_unstable();
+    all
+}
+
+/// The node of the platform's CPU `cpu`: its topology's, else the node the calls run on.
+pub fn node_of(s: &Scenario, cpu: u32) -> u32 {
+    s.profile
+        .numa
+        .as_ref()
+        .and_then(|t| t.nodes.iter().find(|n| n.cpus.contains(&cpu)))
+        .map_or_else(|| s.cpu_node(), |n| n.id)
+}
+
 /// `(cpu, node)` of each of `n` CPUs, on `node` if given.
 pub fn place(s: &Scenario, n: u32, node: Option<u32>) -> Vec<(u32, u32)> {
     let Some(t) = &s.profile.numa else {

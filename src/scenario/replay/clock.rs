@@ -34,13 +34,24 @@ pub trait Timers {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Late {
     pub calls: u64,
-    /// Of those, behind a call the trace shows on another CPU: on the board the two ran side
-    /// by side, and the replay has one CPU.
+    /// Of those, behind a call the trace shows on another CPU: on one modelled CPU, any such
+    /// call (on the board the two ran side by side); on the trace's CPUs, the other CPU's
+    /// earlier call on the same mapping, which it waited for.
     pub behind_other_cpu: u64,
     /// Of those, behind a timer that ran just before they were due.
     pub behind_timer: u64,
     /// How late they started, in all (ps).
     pub ps: u64,
+}
+
+impl Late {
+    /// Add another CPU's.
+    pub fn absorb(&mut self, o: &Late) {
+        self.calls += o.calls;
+        self.behind_other_cpu += o.behind_other_cpu;
+        self.behind_timer += o.behind_timer;
+        self.ps = self.ps.saturating_add(o.ps);
+    }
 }
 
 /// What kept the CPU busy last.
@@ -74,6 +85,15 @@ impl Default for TraceClock {
 }
 
 impl TraceClock {
+    /// A clock whose origin is given (the model's clock `at` is the trace's `t0_ns`), as
+    /// every CPU of a many-CPU replay shares it.
+    pub fn starting_at(at: u64, t0_ns: u64) -> TraceClock {
+        TraceClock {
+            origin: Some((at, t0_ns)),
+            ..TraceClock::default()
+        }
+    }
+
     /// When a call traced at `time_ns` is due on the model's clock (now, for the first one, or
     /// one without a timestamp).
     fn due(&mut self, now: u64, time_ns: Option<u64>) -> u64 {
@@ -94,20 +114,37 @@ impl TraceClock {
         cpu: Option<u32>,
         timers: &mut impl Timers,
     ) {
+        self.before_call_after(hw, time_ns, cpu, timers, |_| false);
+    }
+
+    /// [`TraceClock::before_call`], the call made only once `ready` returns: on many CPUs it
+    /// waits, at the call's due time, for another CPU's earlier call on the same mapping, and
+    /// says whether it waited. A call it kept past its timestamp is late behind another CPU.
+    pub fn before_call_after(
+        &mut self,
+        hw: &mut Model,
+        time_ns: Option<u64>,
+        cpu: Option<u32>,
+        timers: &mut impl Timers,
+        ready: impl FnOnce(&mut Model) -> bool,
+    ) {
         let due = self.due(hw.now_ps(), time_ns);
         // A timer that expired while the CPU was busy runs at its first idle moment too.
         self.run_timers(hw, due.max(hw.now_ps()), timers);
+        let busy_until = hw.now_ps();
+        hw.idle_until(due);
+        let waited = ready(hw);
         let now = hw.now_ps();
         if now > due {
             self.late.calls += 1;
             self.late.ps = self.late.ps.saturating_add(now - due);
             match self.busy {
+                _ if waited && now > busy_until => self.late.behind_other_cpu += 1,
                 Busy::Call(c) if c != cpu => self.late.behind_other_cpu += 1,
                 Busy::Timer => self.late.behind_timer += 1,
                 _ => {}
             }
         }
-        hw.idle_until(due);
         self.busy = Busy::Call(cpu);
     }
 

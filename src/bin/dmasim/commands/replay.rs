@@ -37,6 +37,11 @@ pub struct ReplayArgs {
     /// Skip (and count) a line of a traced event that does not read, rather than stop there.
     #[arg(long)]
     pub skip_bad_lines: bool,
+    /// Which CPUs replay the calls: `trace` (each CPU the trace names on the platform's CPU
+    /// of that number, its calls at their timestamps) or `1` (every call on one CPU, in trace
+    /// order). Default: the trace's.
+    #[arg(long, value_parser = ["trace", "1"])]
+    pub cpus: Option<String>,
     /// Most model steps the replay may take, 1 or more.
     #[arg(long, default_value_t = scenario::DEFAULT_MAX_WORK as u64,
           value_parser = clap::value_parser!(u64).range(1..))]
@@ -70,6 +75,7 @@ pub fn replay(args: ReplayArgs, out: &mut impl Write) -> Result<()> {
         check,
         strict_window,
         skip_bad_lines,
+        cpus,
         max_work,
         format,
     } = args;
@@ -82,6 +88,10 @@ pub fn replay(args: ReplayArgs, out: &mut impl Write) -> Result<()> {
     if strict_window {
         let path = ["workload", "strict_window"];
         text = dmasim::input::set_path(&file, &text, &path, "true", "--strict-window")?;
+    }
+    if let Some(c) = cpus {
+        let v = if c == "1" { "1" } else { "\"trace\"" };
+        text = dmasim::input::set_path(&file, &text, &["workload", "cpus"], v, "--cpus")?;
     }
     if overrides.platform.len() > 1 || overrides.kernel.len() > 1 {
         return Err(arg_error(
