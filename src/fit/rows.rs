@@ -22,7 +22,7 @@
 //! short, is one error naming the file, the line and what was expected; numbers are finite and
 //! not negative.
 
-use crate::input::InputError;
+use crate::input::{InputError, quote};
 use crate::scenario::map_benchmark::{DIRECTIONS, ToolOptions};
 
 /// What a row measured.
@@ -193,7 +193,7 @@ fn tool_output(file: &str, lines: &[&str]) -> Result<Vec<Row>, InputError> {
         } else if !l.trim().is_empty() && !l.trim_start().starts_with('#') {
             return Err(err(
                 i,
-                format!("not a line of dma_map_benchmark's output: `{}`", clip(l)),
+                format!("not a line of dma_map_benchmark's output: {}", quote(l)),
             ));
         }
         i += 1;
@@ -229,10 +229,10 @@ fn first_line(l: &str, given: ToolOptions) -> Result<ToolOptions, String> {
     for kv in text.split_whitespace() {
         let (k, v) = kv
             .split_once(':')
-            .ok_or_else(|| format!("expected `key:value`, found `{}`", clip(kv)))?;
+            .ok_or_else(|| format!("expected `key:value`, found {}", quote(kv)))?;
         let n = || {
             v.parse::<i64>()
-                .map_err(|_| format!("`{k}` takes a whole number, found `{}`", clip(v)))
+                .map_err(|_| format!("`{k}` takes a whole number, found {}", quote(v)))
         };
         match k {
             "threads" => o.threads = n()?,
@@ -243,10 +243,10 @@ fn first_line(l: &str, given: ToolOptions) -> Result<ToolOptions, String> {
                 o.dir = DIRECTIONS
                     .iter()
                     .position(|d| *d == v)
-                    .ok_or_else(|| format!("unknown direction `{}`", clip(v)))?
+                    .ok_or_else(|| format!("unknown direction {}", quote(v)))?
                     as i64
             }
-            _ => return Err(format!("unknown field `{}`", clip(k))),
+            _ => return Err(format!("unknown field {}", quote(k))),
         }
         seen.push(k);
     }
@@ -293,19 +293,19 @@ fn csv(file: &str, lines: &[&str], header: usize) -> Result<Vec<Row>, InputError
         };
         if experiment != "dma_map_benchmark" {
             return Err(err(format!(
-                "unknown experiment `{}`: this version fits dma_map_benchmark runs",
-                clip(experiment)
+                "unknown experiment {}: this version fits dma_map_benchmark runs",
+                quote(experiment)
             )));
         }
         let run = ToolOptions::parse_args(options.split_whitespace()).map_err(err)?;
         let metric = Metric::parse(metric).ok_or_else(|| {
             err(format!(
-                "unknown metric `{}`: map_latency_us, unmap_latency_us or a kernel function's name",
-                clip(metric)
+                "unknown metric {}: map_latency_us, unmap_latency_us or a kernel function's name",
+                quote(metric)
             ))
         })?;
         let value = number(value)
-            .ok_or_else(|| err(format!("`{}` is not a number of at least 0", clip(value))))?;
+            .ok_or_else(|| err(format!("{} is not a number of at least 0", quote(value))))?;
         rows.push(Row {
             file: file.to_string(),
             line: i + 1,
@@ -324,15 +324,6 @@ fn is_symbol(s: &str) -> bool {
         && !s.starts_with(|c: char| c.is_ascii_digit())
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
-}
-
-/// A user's text in a message, cut to a readable length.
-fn clip(s: &str) -> String {
-    const MAX: usize = 60;
-    match s.char_indices().nth(MAX) {
-        Some((i, _)) => format!("{}...", &s[..i]),
-        None => s.to_string(),
-    }
 }
 
 /// One function_graph line: its CPU, its duration in ns if it has one, and what it shows.
@@ -366,7 +357,7 @@ fn graph_line(l: &str) -> Result<Option<GraphLine<'_>>, String> {
     {
         Some(u) if u > 0 => {
             let n = number(words[u - 1])
-                .ok_or_else(|| format!("`{}` is not a duration", clip(words[u - 1])))?;
+                .ok_or_else(|| format!("{} is not a duration", quote(words[u - 1])))?;
             Some(match words[u] {
                 "ns" => n,
                 "us" => n * 1e3,
@@ -425,10 +416,7 @@ fn function_graph(file: &str, lines: &[&str]) -> Result<Vec<Row>, InputError> {
             continue;
         };
         if !is_symbol(&name) {
-            return Err(err(
-                i,
-                format!("`{}` is not a function's name", clip(&name)),
-            ));
+            return Err(err(i, format!("{} is not a function's name", quote(&name))));
         }
         match seen.iter_mut().find(|s| s.0 == name) {
             Some(s) => {
